@@ -1,0 +1,43 @@
+# Two entry points on a fresh machine: `make demo` (the main job on the local scheduler) and
+# `make test` (the whole test suite, with every service it needs installed and started by our scripts).
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+TORCH_VERSION := 2.13.0
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast services-install lint bench clean
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q "uv==$(UV_VERSION)"
+
+# The locked environment (all extras + dev tools). torch is not in the lock: the CPU build comes
+# from the machine's wheel folder (PyPI's default torch is the multi-GB CUDA build).
+venv: $(UV)
+	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --inexact --extra dev --python $(PYTHON)
+	@$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) --find-links /opt/wheels "torch==$(TORCH_VERSION)"
+
+demo: venv
+	$(PY) -m examples.main_job
+
+services-install:
+	bash scripts/services/install-all.sh
+
+test: venv services-install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check torchx_core torchx_airflow torchx_kfp torchx_prefect tests
+
+bench: venv
+	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis

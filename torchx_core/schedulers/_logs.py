@@ -1,0 +1,112 @@
+"""Log helpers shared by file-based backends (local, slurm, lsf): read, follow, filter.
+
+Kept neutral so that no scheduler imports another scheduler's module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+
+_CHUNK = 1 << 20
+
+
+def iter_file_lines(
+    path: str | os.PathLike[str],
+    should_tail: bool = False,
+    is_done: Callable[[], bool] | None = None,
+    poll_interval: float = 0.1,
+    wait_for_file: float = 0.0,
+) -> Iterator[str]:
+    """Yields the lines of ``path`` (with their ``\\n``).
+
+    Args:
+        path: the log file.
+        should_tail: keep following the file as it grows until ``is_done()`` returns True.
+        is_done: tells when the writer has finished (checked only when following).
+        poll_interval: seconds between reads while following.
+        wait_for_file: seconds to wait for the file to appear before giving up (returns nothing).
+    """
+    deadline = time.monotonic() + wait_for_file
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline and not (should_tail and is_done and not is_done()):
+            return
+        time.sleep(min(poll_interval, 0.05))
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        if not should_tail:
+            yield from f
+            return
+        pending = ""
+        while True:
+            chunk = f.read(_CHUNK)
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    yield line + "\n"
+                continue
+            if is_done is None or is_done():
+                # one last read: the writer may have flushed between our read and its exit
+                rest = f.read()
+                pending += rest
+                if pending:
+                    *lines, pending = pending.split("\n")
+                    for line in lines:
+                        yield line + "\n"
+                    if pending:
+                        yield pending
+                return
+            time.sleep(poll_interval)
+
+
+def tail_lines(path: str | os.PathLike[str], n: int) -> list[str]:
+    """Returns the last ``n`` lines of ``path`` reading from the end (cheap on large files)."""
+    if n <= 0:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            block = 64 * 1024
+            data = b""
+            pos = end
+            while pos > 0 and data.count(b"\n") <= n:
+                step = min(block, pos)
+                pos -= step
+                f.seek(pos)
+                data = f.read(step) + data
+    except FileNotFoundError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+    return lines[-n:]
+
+
+def filter_lines(
+    lines: Iterable[str],
+    regex: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    timestamp_of: Callable[[str], datetime | None] | None = None,
+) -> Iterable[str]:
+    """Filters ``lines`` by regex and, when ``timestamp_of`` can date a line, by time range.
+
+    Invalid regexes raise ``re.error`` wrapped by the caller; lines without a timestamp pass the
+    time filter.
+    """
+    out: Iterable[str] = lines
+    if regex:
+        pattern = re.compile(regex)
+        out = (line for line in out if pattern.search(line))
+    if (since or until) and timestamp_of is not None:
+
+        def in_range(line: str) -> bool:
+            ts = timestamp_of(line)
+            if ts is None:
+                return True
+            return (since is None or ts >= since) and (until is None or ts <= until)
+
+        out = (line for line in out if in_range(line))
+    return out

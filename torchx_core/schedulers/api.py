@@ -1,0 +1,313 @@
+"""The scheduler contract every backend implements.
+
+A backend subclasses :class:`Scheduler` and fills in a few hooks. The public, final-by-convention
+methods (``submit``, ``submit_dryrun``, ``cancel``, ``delete``) are template methods built on them:
+
+* ``_submit_dryrun(app, cfg)`` – pure: builds the native request (no cluster access);
+* ``schedule(dryrun_info)`` – the only call with side effects: submits the request, returns app id;
+* ``describe(app_id)`` – status (``None`` when the app is unknown);
+* ``list()`` – the apps this scheduler can see;
+* ``_cancel_existing(app_id)`` – cancels an app known to exist;
+* ``log_iter(...)`` – optional: the log lines of one replica.
+
+A backend missing an abstract hook fails when instantiated, not when the hook is first called.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Generic, TypeVar
+
+from torchx_core.specs import (
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    RoleStatus,
+    runopts,
+)
+from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.structured_opts import StructuredOpts
+
+__all__ = [
+    "AppValidationError",
+    "DescribeAppResponse",
+    "InvalidLogQueryError",
+    "UnsupportedFeatureError",
+    "ListAppResponse",
+    "Scheduler",
+    "SchedulerError",
+    "Stream",
+    "StructuredOpts",
+    "filter_regex",
+    "split_lines",
+    "split_lines_iterator",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+T = TypeVar("T")  # the native request type
+
+
+class Stream(str, Enum):
+    """Which output stream(s) of a replica ``log_iter`` reads."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+class SchedulerError(TorchXError):
+    """A scheduler backend failed (the native error is chained as ``__cause__``)."""
+
+
+class UnsupportedFeatureError(SchedulerError, ValueError):
+    """The app asks for something this scheduler cannot do (the message says what instead)."""
+
+
+class AppValidationError(SchedulerError, ValueError):
+    """The AppDef cannot run on this scheduler as written (every problem is listed)."""
+
+
+class InvalidLogQueryError(SchedulerError, ValueError):
+    """A log query (regex, time range, replica) is malformed."""
+
+
+@dataclass
+class DescribeAppResponse:
+    """What ``Scheduler.describe`` returns: the state of one app as the scheduler sees it.
+
+    ``roles_statuses`` holds the replica statuses of the most recent attempt; ``roles`` the roles
+    as submitted, where the scheduler can recover them.
+    """
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: str | None = None
+    roles_statuses: list[RoleStatus] = field(default_factory=list)
+    roles: list[Role] = field(default_factory=list)
+
+
+@dataclass
+class ListAppResponse:
+    """One row of ``Scheduler.list``: an app id, its state, and its handle once the runner sets it."""
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+    name: str = ""
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """Base class of every scheduler backend.
+
+    Args:
+        backend: the registered scheduler name (``"local_cwd"``, ``"slurm"``...).
+        session_name: the runner session this scheduler belongs to (part of the app handle).
+    """
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+
+    def close(self) -> None:
+        """Releases local resources (clients, connections). Safe to call more than once."""
+
+    # -- submission -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal],
+        workspace: str | None = None,
+    ) -> str:
+        """Submits ``app`` and returns its app id (not the handle; the runner builds that).
+
+        ``workspace`` (a path or a ``Workspace`` string) overrides ``app.roles[0].workspace``.
+        """
+        if workspace:
+            from torchx_core.specs import Workspace
+
+            app.roles[0].workspace = Workspace.from_str(workspace)
+        dryrun_info = self.submit_dryrun(app, cfg)
+        return self.schedule(dryrun_info)
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
+        """Builds the native request for ``app`` without submitting it.
+
+        Resolves ``cfg`` against :meth:`run_opts` (defaults filled, types checked), builds the
+        workspaces of roles that have one (when the scheduler supports workspaces), validates the
+        app, calls ``_submit_dryrun`` and then each role's ``pre_proc`` hook in order.
+        """
+        resolved_cfg = self.run_opts().resolve(cfg)
+        self._build_workspaces(app, resolved_cfg)
+        self._validate(app, self.backend, resolved_cfg)
+        dryrun_info = self._submit_dryrun(app, resolved_cfg)
+        for role in app.roles:
+            dryrun_info = role.pre_proc(self.backend, dryrun_info)
+        dryrun_info._app = app
+        dryrun_info._cfg = resolved_cfg
+        dryrun_info._scheduler = self.backend
+        return dryrun_info
+
+    def _build_workspaces(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+        from torchx_core.workspace.api import WorkspaceMixin
+
+        roles_with_workspace = [r for r in app.roles if r.workspace]
+        if not roles_with_workspace:
+            return
+        if not isinstance(self, WorkspaceMixin):
+            raise UnsupportedFeatureError(
+                f"scheduler `{self.backend}` does not support workspaces, but role(s)"
+                f" {[r.name for r in roles_with_workspace]} set one. Remove the workspace"
+                " or use a scheduler that supports workspaces."
+            )
+        for role in roles_with_workspace:
+            self.build_workspace_and_update_role(role, role.workspace, cfg)
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
+        """Submits the request built by :meth:`submit_dryrun`; returns the app id."""
+
+    @abc.abstractmethod
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
+        """Builds the native request. Must be pure: no cluster access, no side effects."""
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Checks the app before the request is built. Backends may extend it."""
+        problems = []
+        if not app.roles:
+            problems.append("the app has no roles")
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE and self._requires_resource():
+                problems.append(
+                    f"role `{role.name}` has no resource; set `resource=specs.resource(cpu=...,"
+                    " memMB=...)` or a named resource (`h=...`)"
+                )
+            if role.num_replicas < 1:
+                problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
+        if problems:
+            raise AppValidationError(
+                f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
+            )
+
+    def _requires_resource(self) -> bool:
+        """Whether roles must carry a resource on this scheduler (local ones do not)."""
+        return True
+
+    # -- options ----------------------------------------------------------------------------
+
+    def run_opts(self) -> runopts:
+        """The run options (``cfg`` keys) this scheduler accepts, including workspace options."""
+        from torchx_core.workspace.api import WorkspaceMixin
+
+        opts = self._run_opts()
+        if isinstance(self, WorkspaceMixin):
+            opts.update(self.workspace_opts())
+        return opts
+
+    def _run_opts(self) -> runopts:
+        return runopts()
+
+    # -- inspection -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Returns the app's status, or ``None`` if the scheduler does not know the app."""
+
+    @abc.abstractmethod
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """Lists the apps this scheduler can see (one batched call where the backend allows)."""
+
+    def exists(self, app_id: str) -> bool:
+        """Whether the scheduler knows ``app_id``."""
+        return self.describe(app_id) is not None
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Returns the log lines of replica ``k`` of ``role_name``.
+
+        With ``should_tail`` the iterator follows the log until the app ends. Lines keep their
+        trailing newline where the backend has one.
+        """
+        raise NotImplementedError(
+            f"scheduler `{self.backend}` does not support fetching logs; read them where the"
+            " scheduler stores them"
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def cancel(self, app_id: str) -> None:
+        """Cancels the app. Idempotent: cancelling an unknown or finished app is a no-op."""
+        if self.exists(app_id):
+            self._cancel_existing(app_id)
+        else:
+            logger.warning("app %s does not exist on %s; nothing to cancel", app_id, self.backend)
+
+    @abc.abstractmethod
+    def _cancel_existing(self, app_id: str) -> None:
+        """Cancels an app known to exist."""
+
+    def delete(self, app_id: str) -> None:
+        """Cancels the app if it runs and removes what the scheduler keeps of it."""
+        if self.exists(app_id):
+            self._delete_existing(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        self._cancel_existing(app_id)
+
+    def __enter__(self) -> Scheduler[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def filter_regex(regex: str, data: Iterable[str]) -> Iterator[str]:
+    """Yields the lines of ``data`` that match ``regex`` (``re.search``)."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as e:
+        raise InvalidLogQueryError(
+            f"invalid log regex {regex!r}: {e}; pass a Python regular expression"
+        ) from e
+    return (line for line in data if pattern.search(line))
+
+
+def split_lines(text: str) -> list[str]:
+    """Splits ``text`` into lines, keeping each line's ``\\n``."""
+    return text.splitlines(keepends=True)
+
+
+def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
+    """Re-chunks an iterable of text pieces into lines (keeping ``\\n``)."""
+    buf = ""
+    for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.split("\n")
+        for line in lines:
+            yield line + "\n"
+    if buf:
+        yield buf
+

@@ -1,0 +1,75 @@
+"""Workspaces: mirror local project directories into what a job runs.
+
+A scheduler that supports workspaces mixes in :class:`WorkspaceMixin` and implements
+``build_workspace_and_update_role``, which turns ``role.workspace`` into something the scheduler
+can run (a directory, an image) and points ``role.image`` at it.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from torchx_core.specs import CfgVal, Role, Workspace, runopts
+
+__all__ = ["WorkspaceMixin", "copy_workspace", "workspace_digest"]
+
+T = TypeVar("T")
+
+# Files never copied into a workspace.
+_IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
+
+
+class WorkspaceMixin(abc.ABC, Generic[T]):
+    """Mixed into schedulers that can run a role from a workspace."""
+
+    def workspace_opts(self) -> runopts:
+        """Run options specific to building workspaces."""
+        return runopts()
+
+    @abc.abstractmethod
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Builds ``workspace`` for ``role`` and updates ``role.image`` (in place)."""
+
+
+def as_workspace(workspace: Workspace | str) -> Workspace:
+    """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``)."""
+    return workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
+
+
+def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:
+    """Copies every project of ``workspace`` into ``outdir`` (created if missing)."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    ws = as_workspace(workspace)
+    for src, dst in ws.projects.items():
+        src_path = Path(os.path.expanduser(src))
+        target = out / dst if dst else out
+        if src_path.is_dir():
+            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=_IGNORED)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src_path, target / src_path.name)
+    return out
+
+
+def workspace_digest(workspace: Workspace | str) -> str:
+    """A short content hash of the workspace's files (names and bytes), for cache keys/tags."""
+    h = hashlib.sha256()
+    ws = as_workspace(workspace)
+    for src, dst in sorted(ws.projects.items()):
+        root = Path(os.path.expanduser(src))
+        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for p in paths:
+            if any(part in {".git", "__pycache__", ".venv"} for part in p.parts):
+                continue
+            h.update(f"{dst}/{p.relative_to(root) if p != root else p.name}".encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
