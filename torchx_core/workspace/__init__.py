@@ -1,0 +1,1 @@
+"""Workspaces: mirror local project directories into what a job runs."""
