@@ -1,0 +1,559 @@
+"""``aws_batch``: runs an app as one AWS Batch multi-node parallel job (boto3 only).
+
+Each app registers a ``multinode`` job definition named after the app id and submits it to the
+job queue given by the ``queue`` run option. Nodes are laid out role after role: a role whose
+args/env/metadata do not use ``macros.replica_id`` gets one node range (``"start:end"``) for all its
+replicas; a role that does gets one node range per replica, so every replica sees its own id.
+Node 0 (replica 0 of the first role) is the main node; the rank-0 address is in
+``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` (``macros.rank0_env``).
+
+* App id: ``{queue}:{job_name}``; describe looks the job up by name in its queue.
+* Resources: ``cpu`` (rounded up, >= 1) -> ``VCPU``, ``memMB`` -> ``MEMORY``, ``gpu`` -> ``GPU``.
+* Options: priority and share id (fair-share queues), job and execution role ARNs, privileged,
+  ulimits (``name=soft:hard`` or ``name=limit``), tags; the retry strategy allows
+  ``max(role.max_retries) + 1`` attempts (capped at AWS's 10).
+* Logs come from CloudWatch (``log_group``, default ``/aws/batch/job``), per node where AWS has a
+  per-node stream and from the job's stream otherwise.
+* ``cancel`` calls ``terminate_job`` with a reason starting with ``CANCEL_REASON``; such jobs end
+  ``FAILED`` in Batch and are reported ``CANCELLED``.
+* ``list`` returns the jobs of the queue (or every queue) that carry the torchx version tag.
+
+Workspaces are built as Docker images (:class:`DockerWorkspaceMixin`) and pushed to ``image_repo``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import math
+import re
+import secrets
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from torchx_core.schedulers.api import (
+    DescribeAppResponse,
+    InvalidLogQueryError,
+    ListAppResponse,
+    Scheduler,
+    SchedulerError,
+    Stream,
+    StructuredOpts,
+    filter_regex,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    UnknownAppException,
+    VolumeMount,
+    is_terminal,
+    macros,
+    runopts,
+)
+from torchx_core.specs.errors import import_optional
+from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
+
+__all__ = [
+    "AWSBatchOpts",
+    "AWSBatchScheduler",
+    "BatchJob",
+    "CANCEL_REASON",
+    "JOB_STATES",
+    "TAG_APP_NAME",
+    "TAG_USER",
+    "TAG_VERSION",
+    "create_scheduler",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+TAG_VERSION = "torchx.pytorch.org/version"
+TAG_APP_NAME = "torchx.pytorch.org/app-name"
+TAG_USER = "torchx.pytorch.org/user"
+TAG_VERSION_VALUE = "torchx-suite"
+RANK0_ENV = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
+ENV_ROLE_NAME = "TORCHX_ROLE_NAME"
+CANCEL_REASON = "torchx: cancelled by user"
+MAX_ATTEMPTS = 10
+DEFAULT_LOG_GROUP = "/aws/batch/job"
+
+# AWS Batch job status -> AppState (FAILED with a CANCEL_REASON status reason -> CANCELLED).
+JOB_STATES: dict[str, AppState] = {
+    "SUBMITTED": AppState.SUBMITTED,
+    "PENDING": AppState.PENDING,
+    "RUNNABLE": AppState.PENDING,
+    "STARTING": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+}
+
+
+@dataclass
+class AWSBatchOpts(StructuredOpts):
+    """Run options of the ``aws_batch`` scheduler."""
+
+    queue: str = field(metadata={"help": "AWS Batch job queue to submit to"})
+    user: str | None = field(
+        default=None, metadata={"help": "user tagged on the job (default: the local user)"}
+    )
+    privileged: bool = field(default=False, metadata={"help": "run the containers privileged"})
+    share_id: str | None = field(
+        default=None, metadata={"help": "fair-share identifier (fair-share queues only)"}
+    )
+    priority: int = field(
+        default=0,
+        metadata={"help": "scheduling priority override (fair-share queues; higher runs first)"},
+    )
+    job_role_arn: str | None = field(
+        default=None, metadata={"help": "IAM role ARN the containers assume (jobRoleArn)"}
+    )
+    execution_role_arn: str | None = field(
+        default=None, metadata={"help": "IAM role ARN used to pull images and write logs"}
+    )
+    ulimits: list[str] | None = field(
+        default=None, metadata={"help": "container ulimits, each 'name=soft:hard' or 'name=limit'"}
+    )
+    log_group: str = field(
+        default=DEFAULT_LOG_GROUP, metadata={"help": "CloudWatch log group of the job logs"}
+    )
+
+
+@dataclass
+class BatchJob:
+    """The native request of ``aws_batch``: a job definition and the job submission.
+
+    Args:
+        name: job name (and job definition name)
+        queue: job queue
+        job_def: ``register_job_definition`` keyword arguments
+        submit: ``submit_job`` keyword arguments (without ``jobDefinition``, known after register)
+        images_to_push: workspace images to push first, ``{local_id: (repository, tag)}``
+    """
+
+    name: str
+    queue: str
+    job_def: dict[str, Any]
+    submit: dict[str, Any]
+    images_to_push: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the request as JSON-compatible data (what dryrun prints)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def _random_suffix(n: int = 8) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return secrets.choice(alphabet[:26]) + "".join(secrets.choice(alphabet) for _ in range(n - 1))
+
+
+def _job_name(app_name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", app_name).strip("-_")[:100] or "app"
+    return f"{cleaned}-{_random_suffix()}"
+
+
+def _uses_replica_id(role: Role) -> bool:
+    texts = [*role.args, *role.env.values(), json.dumps(role.metadata, default=str)]
+    return any("${replica_id}" in t or "$replica_id" in t for t in texts)
+
+
+def _parse_ulimits(specs: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for spec in specs:
+        name, sep, limits = spec.partition("=")
+        soft, _, hard = limits.partition(":")
+        try:
+            out.append({"name": name.strip(), "softLimit": int(soft),
+                        "hardLimit": int(hard or soft)})
+        except ValueError:
+            raise SchedulerError(
+                f"invalid ulimit {spec!r}; use 'name=soft:hard' or 'name=limit',"
+                " e.g. 'nofile=1024:4096'"
+            ) from None
+        if not sep or not name.strip():
+            raise SchedulerError(f"invalid ulimit {spec!r}; use 'name=soft:hard', e.g. 'nofile=1024'")
+    return out
+
+
+def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = []
+    points: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
+    perms = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
+    for i, m in enumerate(role.mounts):
+        name = f"mount_{i}"
+        if isinstance(m, BindMount):
+            volumes.append({"name": name, "host": {"sourcePath": m.src_path}})
+            points.append({"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name})
+        elif isinstance(m, VolumeMount):
+            volumes.append({"name": name, "efsVolumeConfiguration": {"fileSystemId": m.src}})
+            points.append({"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name})
+        elif isinstance(m, DeviceMount):
+            devices.append({"hostPath": m.src_path, "containerPath": m.dst_path,
+                            "permissions": [perms[p] for p in m.permissions if p in perms]})
+    return volumes, points, devices
+
+
+def _container(role: Role, values: macros.Values, opts: AWSBatchOpts,
+               ulimits: list[dict[str, Any]]) -> dict[str, Any]:
+    replica = values.apply(role)
+    res = role.resource
+    reqs = [
+        {"type": "VCPU", "value": str(max(1, math.ceil(res.cpu or 1)))},
+        {"type": "MEMORY", "value": str(max(4, int(res.memMB or 4)))},
+    ]
+    if res.gpu and res.gpu > 0:
+        reqs.append({"type": "GPU", "value": str(int(res.gpu))})
+    env = dict(replica.env)
+    env[ENV_ROLE_NAME] = role.name
+    volumes, points, devices = _mounts(role)
+    container: dict[str, Any] = {
+        "image": role.image,
+        "command": [replica.entrypoint, *replica.args],
+        "environment": [{"name": k, "value": v} for k, v in env.items()],
+        "resourceRequirements": reqs,
+        "privileged": opts.privileged,
+        "logConfiguration": {"logDriver": "awslogs"},
+    }
+    if opts.log_group != DEFAULT_LOG_GROUP:
+        container["logConfiguration"]["options"] = {"awslogs-group": opts.log_group}
+    if volumes:
+        container["volumes"] = volumes
+        container["mountPoints"] = points
+    if devices:
+        container["linuxParameters"] = {"devices": devices}
+    if ulimits:
+        container["ulimits"] = ulimits
+    if opts.job_role_arn:
+        container["jobRoleArn"] = opts.job_role_arn
+    if opts.execution_role_arn:
+        container["executionRoleArn"] = opts.execution_role_arn
+    return container
+
+
+def _parse_app_id(app_id: str) -> tuple[str, str]:
+    queue, sep, name = app_id.partition(":")
+    if not sep or not queue or not name:
+        raise UnknownAppException(app_id)
+    return queue, name
+
+
+class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
+    """Runs apps as AWS Batch multi-node parallel jobs.
+
+    Args:
+        session_name: the runner session name
+        client: a boto3 ``batch`` client (or a fake); default ``boto3.client("batch")``
+        log_client: a boto3 ``logs`` client (or a fake); default ``boto3.client("logs")``
+        docker_client: Docker client for workspace images (default ``docker.from_env()``)
+        poll_interval: seconds between polls when following logs
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        client: Any | None = None,
+        log_client: Any | None = None,
+        docker_client: Any | None = None,
+        poll_interval: float = 1.0,
+    ) -> None:
+        super().__init__("aws_batch", session_name, docker_client=docker_client)
+        self._batch = client
+        self._logs = log_client
+        self.poll_interval = poll_interval
+
+    def _batch_client(self) -> Any:
+        if self._batch is None:
+            boto3 = import_optional("boto3", "aws", "the aws_batch scheduler")
+            self._batch = boto3.client("batch")
+        return self._batch
+
+    def _log_client(self) -> Any:
+        if self._logs is None:
+            boto3 = import_optional("boto3", "aws", "the aws_batch scheduler")
+            self._logs = boto3.client("logs")
+        return self._logs
+
+    def _run_opts(self) -> runopts:
+        return AWSBatchOpts.as_runopts()
+
+    # -- dryrun -----------------------------------------------------------------------------
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
+        opts = AWSBatchOpts.from_cfg(_own_cfg(AWSBatchOpts, cfg))
+        ulimits = _parse_ulimits(opts.ulimits or [])
+        name = _job_name(app.name)
+        images_to_push = self.dryrun_push_images(app, cfg)
+        ranges: list[dict[str, Any]] = []
+        node = 0
+        for role in app.roles:
+            if _uses_replica_id(role):
+                for i in range(role.num_replicas):
+                    values = macros.Values(img_root="", app_id=name, replica_id=str(i),
+                                           rank0_env=RANK0_ENV)
+                    ranges.append({"targetNodes": str(node),
+                                   "container": _container(role, values, opts, ulimits)})
+                    node += 1
+            else:
+                values = macros.Values(img_root="", app_id=name, replica_id="", rank0_env=RANK0_ENV)
+                end = node + role.num_replicas - 1
+                target = str(node) if end == node else f"{node}:{end}"
+                ranges.append({"targetNodes": target,
+                               "container": _container(role, values, opts, ulimits)})
+                node = end + 1
+        tags = {
+            TAG_VERSION: TAG_VERSION_VALUE,
+            TAG_APP_NAME: app.name,
+            TAG_USER: opts.user or getpass.getuser(),
+        }
+        attempts = min(MAX_ATTEMPTS, 1 + max(r.max_retries for r in app.roles))
+        job_def = {
+            "jobDefinitionName": name,
+            "type": "multinode",
+            "nodeProperties": {"numNodes": node, "mainNode": 0, "nodeRangeProperties": ranges},
+            "retryStrategy": {"attempts": attempts},
+            "propagateTags": True,
+            "tags": dict(tags),
+        }
+        submit: dict[str, Any] = {"jobName": name, "jobQueue": opts.queue, "tags": dict(tags)}
+        if opts.share_id:
+            submit["shareIdentifier"] = opts.share_id
+        if opts.share_id or opts.priority:
+            submit["schedulingPriorityOverride"] = opts.priority
+        req = BatchJob(name=name, queue=opts.queue, job_def=job_def, submit=submit,
+                       images_to_push=images_to_push)
+        return AppDryRunInfo(req, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[BatchJob]) -> str:
+        req = dryrun_info.request
+        if req.images_to_push:
+            self.push_images(req.images_to_push)
+        client = self._batch_client()
+        try:
+            job_def = client.register_job_definition(**req.job_def)
+            client.submit_job(jobDefinition=job_def["jobDefinitionArn"], **req.submit)
+        except Exception as e:  # botocore ClientError / ParamValidationError
+            raise SchedulerError(f"AWS Batch rejected job {req.name} in queue {req.queue}: {e}") from e
+        return f"{req.queue}:{req.name}"
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def _get_job(self, app_id: str) -> dict[str, Any] | None:
+        try:
+            queue, name = _parse_app_id(app_id)
+        except UnknownAppException:
+            return None
+        client = self._batch_client()
+        summaries = client.list_jobs(
+            jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
+        ).get("jobSummaryList", [])
+        summaries = [s for s in summaries if s.get("jobName") == name]
+        if not summaries:
+            return None
+        latest = max(summaries, key=lambda s: s.get("createdAt", 0))
+        jobs = client.describe_jobs(jobs=[latest["jobId"]]).get("jobs", [])
+        return jobs[0] if jobs else None
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        job = self._get_job(app_id)
+        if job is None:
+            return None
+        state = _job_state(job)
+        roles: list[Role] = []
+        statuses: dict[str, RoleStatus] = {}
+        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
+            container = rng.get("container", {})
+            env = {e["name"]: e["value"] for e in container.get("environment", [])}
+            role_name = env.get(ENV_ROLE_NAME, "")
+            start, end = _node_range(rng.get("targetNodes", "0"))
+            status = statuses.setdefault(role_name, RoleStatus(role_name, []))
+            for _ in range(start, end + 1):
+                status.replicas.append(
+                    ReplicaStatus(len(status.replicas), state, role_name, "")
+                )
+            if not any(r.name == role_name for r in roles):
+                roles.append(Role(name=role_name, image=container.get("image", ""),
+                                  entrypoint=(container.get("command") or [""])[0]))
+        for role in roles:
+            role.num_replicas = len(statuses[role.name].replicas)
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=max(0, len(job.get("attempts", [])) - 1),
+            msg=job.get("statusReason", ""),
+            roles_statuses=list(statuses.values()),
+            roles=roles,
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        client = self._batch_client()
+        queue = (cfg or {}).get("queue")
+        if queue:
+            queues = [str(queue)]
+        else:
+            queues = [q["jobQueueName"] for q in client.describe_job_queues().get("jobQueues", [])]
+        out: list[ListAppResponse] = []
+        for q in queues:
+            ids = list(dict.fromkeys(
+                s["jobId"] for status in JOB_STATES for s in self._list_jobs(q, status)
+            ))
+            for start in range(0, len(ids), 100):
+                for job in client.describe_jobs(jobs=ids[start:start + 100]).get("jobs", []):
+                    if job.get("tags", {}).get(TAG_VERSION):
+                        out.append(ListAppResponse(app_id=f"{q}:{job['jobName']}",
+                                                   state=_job_state(job), name=job["jobName"]))
+        return out
+
+    def _list_jobs(self, queue: str, status: str) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"jobQueue": queue, "jobStatus": status}
+        while True:
+            page = self._batch_client().list_jobs(**kwargs)
+            yield from page.get("jobSummaryList", [])
+            token = page.get("nextToken")
+            if not token:
+                return
+            kwargs["nextToken"] = token
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        if streams not in (None, Stream.COMBINED):
+            raise InvalidLogQueryError(
+                f"aws_batch logs hold stdout and stderr together; got streams={streams},"
+                " use Stream.COMBINED (the default)"
+            )
+        job = self._get_job(app_id)
+        if job is None:
+            raise UnknownAppException(app_id)
+        node = self._node_index(job, role_name, k)
+        lines = self._log_lines(app_id, job, node, since, until, should_tail)
+        return filter_regex(regex, lines) if regex else lines
+
+    def _node_index(self, job: dict[str, Any], role_name: str, k: int) -> int:
+        index = 0
+        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
+            env = {e["name"]: e["value"] for e in rng.get("container", {}).get("environment", [])}
+            start, end = _node_range(rng.get("targetNodes", "0"))
+            if env.get(ENV_ROLE_NAME) == role_name:
+                if index <= k <= index + end - start:
+                    return start + k - index
+                index += end - start + 1
+        raise InvalidLogQueryError(
+            f"job {job.get('jobName')} has no replica {k} of role {role_name!r}; check the role"
+            " name and replica id with `torchx status`"
+        )
+
+    def _stream_name(self, job: dict[str, Any], node: int) -> str | None:
+        per_node = self._batch_client().describe_jobs(jobs=[f"{job['jobId']}#{node}"]).get("jobs", [])
+        for candidate in (*per_node, job):
+            name = candidate.get("container", {}).get("logStreamName")
+            attempts = candidate.get("attempts") or [{}]
+            name = name or attempts[-1].get("container", {}).get("logStreamName")
+            if name:
+                return name
+        return None
+
+    def _log_lines(self, app_id: str, job: dict[str, Any], node: int, since: datetime | None,
+                   until: datetime | None, should_tail: bool) -> Iterator[str]:
+        group = self._log_group(job)
+        token: str | None = None
+        stream: str | None = None
+        while True:
+            finished = is_terminal(_job_state(job))
+            stream = stream or self._stream_name(job, node)
+            if stream:
+                token = yield from self._read_events(group, stream, token, since, until)
+            if not should_tail or finished:
+                return
+            time.sleep(self.poll_interval)
+            job = self._get_job(app_id) or job
+
+    def _log_group(self, job: dict[str, Any]) -> str:
+        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
+            options = rng.get("container", {}).get("logConfiguration", {}).get("options", {})
+            if options.get("awslogs-group"):
+                return str(options["awslogs-group"])
+        return DEFAULT_LOG_GROUP
+
+    def _read_events(self, group: str, stream: str, token: str | None,
+                     since: datetime | None, until: datetime | None) -> Iterator[str]:
+        """Yields the new events of one stream; returns the token to continue from."""
+        kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream,
+                                  "startFromHead": True}
+        if since is not None:
+            kwargs["startTime"] = int(since.timestamp() * 1000)
+        if until is not None:
+            kwargs["endTime"] = int(until.timestamp() * 1000)
+        logs = self._log_client()
+        while True:
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                page = logs.get_log_events(**kwargs)
+            except Exception as e:  # ResourceNotFoundException: stream not created yet
+                if "ResourceNotFound" in type(e).__name__ or "ResourceNotFound" in str(e):
+                    return token
+                raise SchedulerError(f"cannot read CloudWatch logs {group}/{stream}: {e}") from e
+            for event in page.get("events", []):
+                yield event.get("message", "").rstrip("\n") + "\n"
+            new_token = page.get("nextForwardToken")
+            if not new_token or new_token == token:
+                return token
+            token = new_token
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        job = self._get_job(app_id)
+        if job is None or is_terminal(_job_state(job)):
+            return
+        try:
+            self._batch_client().terminate_job(jobId=job["jobId"], reason=CANCEL_REASON)
+        except Exception as e:
+            raise SchedulerError(f"AWS Batch could not terminate {app_id}: {e}") from e
+
+
+def _job_state(job: Mapping[str, Any]) -> AppState:
+    status = job.get("status", "")
+    if status == "FAILED" and str(job.get("statusReason", "")).startswith(CANCEL_REASON):
+        return AppState.CANCELLED
+    return JOB_STATES.get(status, AppState.UNKNOWN)
+
+
+def _node_range(target: str) -> tuple[int, int]:
+    start, sep, end = target.partition(":")
+    first = int(start or 0)
+    return first, (int(end) if sep and end else first)
+
+
+def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    """The part of a resolved cfg that belongs to ``opts_cls`` (the rest is workspace options)."""
+    keys = {k for k, _ in opts_cls.as_runopts()}
+    return {k: v for k, v in cfg.items() if k in keys}
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> AWSBatchScheduler:
+    """Creates an :class:`AWSBatchScheduler` (registry entry of ``aws_batch``)."""
+    return AWSBatchScheduler(session_name=session_name, **kwargs)

@@ -1,0 +1,540 @@
+"""``local_docker`` (alias ``docker``): runs each replica of an app as a Docker container.
+
+Uses the Docker SDK (``pip install 'torchx-suite[docker]'``) against the engine named by
+``DOCKER_HOST`` (default: the local socket). Every container carries labels naming its app, role and
+replica, so ``describe``, ``list``, ``log_iter``, ``cancel`` and ``delete`` work from any process
+that can reach the engine; nothing is kept on the client side.
+
+* Networking: containers join a user bridge network (``network`` run option, default ``torchx``,
+  created on first use) with ``hostname`` = container name, so replica 0 of the first role is
+  reachable by name; its name is exported as ``TORCHX_RANK0_HOST`` (``macros.rank0_env``). With
+  ``network=host`` the containers share the host's network and ``TORCHX_RANK0_HOST=localhost``.
+* Resources: ``cpu`` -> ``nano_cpus``, ``memMB`` -> ``mem_limit``, ``gpu`` -> a GPU device request.
+* Mounts: bind, volume and device mounts map to Docker mounts and ``devices``.
+* Retries: ``Role.max_retries`` maps to the ``on-failure`` restart policy of each container (Docker
+  restarts replicas individually, whatever the role's ``retry_policy``).
+* Images are pulled only if missing (``pull_policy=missing``); ``never`` fails on a missing image
+  instead, ``always`` pulls every time.
+* ``cancel`` stops the containers (SIGTERM, SIGKILL after ``stop_timeout``); cancelled apps are
+  reported ``CANCELLED`` (the containers are renamed with a ``--cancelled`` suffix as a marker,
+  since Docker labels are immutable). ``delete`` removes the containers.
+
+Workspaces (:class:`~torchx_core.workspace.docker_workspace.DockerWorkspaceMixin`) build an image
+that patches the workspace onto the role's image and run that.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from torchx_core.schedulers.api import (
+    DescribeAppResponse,
+    InvalidLogQueryError,
+    ListAppResponse,
+    Scheduler,
+    SchedulerError,
+    Stream,
+    StructuredOpts,
+    filter_regex,
+    split_lines,
+    split_lines_iterator,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    VolumeMount,
+    is_terminal,
+    macros,
+    runopts,
+)
+from torchx_core.specs.errors import import_optional
+from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
+
+if TYPE_CHECKING:
+    from docker import DockerClient  # type: ignore[import-untyped]
+    from docker.models.containers import Container  # type: ignore[import-untyped]
+
+__all__ = [
+    "CONTAINER_STATES",
+    "DockerContainer",
+    "DockerJob",
+    "DockerOpts",
+    "DockerScheduler",
+    "LABEL_APP_ID",
+    "LABEL_REPLICA_ID",
+    "LABEL_ROLE_NAME",
+    "LABEL_VERSION",
+    "create_scheduler",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+LABEL_VERSION = "torchx.pytorch.org/version"
+LABEL_APP_ID = "torchx.pytorch.org/app-id"
+LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
+LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
+LABEL_VERSION_VALUE = "torchx-suite"
+RANK0_ENV = "TORCHX_RANK0_HOST"
+CANCELLED_SUFFIX = "--cancelled"
+PULL_POLICIES = ("missing", "never", "always")
+
+# Docker container status -> replica state ("exited" is decided by the exit code).
+CONTAINER_STATES: dict[str, AppState] = {
+    "created": AppState.PENDING,
+    "restarting": AppState.PENDING,
+    "paused": AppState.PENDING,
+    "running": AppState.RUNNING,
+    "removing": AppState.RUNNING,
+    "exited": AppState.SUCCEEDED,
+    "dead": AppState.FAILED,
+}
+
+
+@dataclass
+class DockerOpts(StructuredOpts):
+    """Run options of the ``local_docker`` scheduler."""
+
+    copy_env: list[str] | None = field(
+        default=None,
+        metadata={"help": "glob patterns of local environment variables to copy into every container"},
+    )
+    env: dict[str, str] | None = field(
+        default=None, metadata={"help": "extra environment variables for every container"}
+    )
+    privileged: bool = field(default=False, metadata={"help": "run the containers privileged"})
+    network: str = field(
+        default="torchx",
+        metadata={"help": "docker network to attach the containers to (created if missing);"
+                  " 'host' shares the host network"},
+    )
+    pull_policy: str = field(
+        default="missing",
+        metadata={"help": "when to pull images: 'missing' (default), 'never' (fail if absent),"
+                  " 'always'"},
+    )
+
+
+@dataclass
+class DockerContainer:
+    """One container of a :class:`DockerJob`, in plain data (no Docker SDK objects).
+
+    Args:
+        image: the image to run
+        command: entrypoint and arguments
+        kwargs: the other ``containers.run`` keyword arguments (mounts as plain dicts)
+    """
+
+    image: str
+    command: list[str]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DockerJob:
+    """The native request of ``local_docker``: what ``schedule`` will create.
+
+    Args:
+        app_id: the app id (prefix of every container name)
+        network: the network name, or ``host``
+        pull_policy: ``missing``, ``never`` or ``always``
+        containers: one entry per replica
+        images_to_push: workspace images to push first, ``{local_id: (repository, tag)}``
+    """
+
+    app_id: str
+    network: str
+    pull_policy: str
+    containers: list[DockerContainer] = field(default_factory=list)
+    images_to_push: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the request as JSON-compatible data (what dryrun prints)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def _random_suffix(n: int = 8) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return secrets.choice(alphabet[:26]) + "".join(secrets.choice(alphabet) for _ in range(n - 1))
+
+
+def _clean_name(name: str, limit: int) -> str:
+    cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", name).strip("-_.").lower()
+    return (cleaned or "app")[:limit].rstrip("-_.") or "app"
+
+
+def _mount_to_data(mount: BindMount | VolumeMount | DeviceMount) -> tuple[str, Any]:
+    if isinstance(mount, BindMount):
+        return "mounts", {"Target": mount.dst_path, "Source": mount.src_path, "Type": "bind",
+                          "ReadOnly": mount.read_only}
+    if isinstance(mount, VolumeMount):
+        return "mounts", {"Target": mount.dst_path, "Source": mount.src, "Type": "volume",
+                          "ReadOnly": mount.read_only}
+    if isinstance(mount, DeviceMount):
+        return "devices", f"{mount.src_path}:{mount.dst_path}:{mount.permissions}"
+    raise SchedulerError(f"unsupported mount {mount!r}; use BindMount, VolumeMount or DeviceMount")
+
+
+def _copy_env(patterns: Iterable[str]) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if any(fnmatch.fnmatch(k, p) for p in patterns)}
+
+
+def _replica_state(container: Container) -> AppState:
+    status = container.status
+    if status == "exited":
+        state_info = container.attrs.get("State", {})
+        return AppState.SUCCEEDED if state_info.get("ExitCode", 1) == 0 else AppState.FAILED
+    return CONTAINER_STATES.get(status, AppState.UNKNOWN)
+
+
+def _is_cancelled(container: Container) -> bool:
+    return container.name.endswith(CANCELLED_SUFFIX)
+
+
+def _app_state(containers: list[Container]) -> AppState:
+    states = [_replica_state(c) for c in containers]
+    if any(_is_cancelled(c) for c in containers) and all(is_terminal(s) for s in states):
+        return AppState.CANCELLED
+    if any(s == AppState.FAILED for s in states) and not any(_is_cancelled(c) for c in containers):
+        return AppState.FAILED
+    if all(s == AppState.SUCCEEDED for s in states):
+        return AppState.SUCCEEDED
+    if any(s == AppState.RUNNING for s in states):
+        return AppState.RUNNING
+    if any(s == AppState.UNKNOWN for s in states):
+        return AppState.UNKNOWN
+    return AppState.PENDING
+
+
+def _timestamp(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
+    """Runs apps as Docker containers on one engine.
+
+    Args:
+        session_name: the runner session name
+        client: a ``docker.DockerClient`` (or a fake); default ``docker.from_env()`` on first use
+        stop_timeout: seconds between SIGTERM and SIGKILL when cancelling
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        client: DockerClient | None = None,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        super().__init__("local_docker", session_name, docker_client=client)
+        self.stop_timeout = stop_timeout
+
+    def _client(self) -> DockerClient:
+        return self._docker_client()
+
+    def close(self) -> None:
+        self._close_docker_client()
+
+    def _run_opts(self) -> runopts:
+        return DockerOpts.as_runopts()
+
+    # -- dryrun -----------------------------------------------------------------------------
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
+        opts = DockerOpts.from_cfg(_own_cfg(DockerOpts, cfg))
+        if opts.pull_policy not in PULL_POLICIES:
+            raise SchedulerError(
+                f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
+            )
+        app_id = f"{_clean_name(app.name, 40)}-{_random_suffix()}"
+        host_net = opts.network == "host"
+        first = app.roles[0]
+        rank0 = "localhost" if host_net else f"{app_id}-{_clean_name(first.name, 20)}-0"
+        base_env = _copy_env(opts.copy_env or [])
+        base_env.update(opts.env or {})
+        req = DockerJob(app_id=app_id, network=opts.network, pull_policy=opts.pull_policy,
+                        images_to_push=self.dryrun_push_images(app, cfg))
+        for role in app.roles:
+            for replica_id in range(role.num_replicas):
+                req.containers.append(
+                    self._container(app_id, role, replica_id, opts, base_env, rank0)
+                )
+        return AppDryRunInfo(req, str)
+
+    def _container(
+        self,
+        app_id: str,
+        role: Role,
+        replica_id: int,
+        opts: DockerOpts,
+        base_env: dict[str, str],
+        rank0: str,
+    ) -> DockerContainer:
+        values = macros.Values(
+            img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
+        )
+        replica = values.apply(role)
+        name = f"{app_id}-{_clean_name(role.name, 20)}-{replica_id}"
+        env = dict(base_env)
+        env.update(replica.env)
+        env[RANK0_ENV] = rank0
+        kwargs: dict[str, Any] = {
+            "name": name,
+            "labels": {
+                LABEL_VERSION: LABEL_VERSION_VALUE,
+                LABEL_APP_ID: app_id,
+                LABEL_ROLE_NAME: role.name,
+                LABEL_REPLICA_ID: str(replica_id),
+            },
+            "environment": env,
+            "privileged": opts.privileged,
+        }
+        if opts.network == "host":
+            kwargs["network_mode"] = "host"
+        else:
+            kwargs["network"] = opts.network
+            kwargs["hostname"] = name
+            if role.port_map:
+                kwargs["ports"] = {f"{port}/tcp": None for port in role.port_map.values()}
+        res = role.resource
+        if res.cpu and res.cpu > 0:
+            kwargs["nano_cpus"] = int(res.cpu * 1e9)
+        if res.memMB and res.memMB > 0:
+            kwargs["mem_limit"] = f"{int(res.memMB)}m"
+        if res.gpu and res.gpu > 0:
+            kwargs["device_requests"] = [
+                {"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}
+            ]
+        for mount in role.mounts:
+            key, data = _mount_to_data(mount)
+            kwargs.setdefault(key, []).append(data)
+        if role.max_retries > 0:
+            kwargs["restart_policy"] = {"Name": "on-failure", "MaximumRetryCount": role.max_retries}
+        command = [replica.entrypoint, *replica.args]
+        return DockerContainer(image=role.image, command=command, kwargs=kwargs)
+
+    # -- submit -----------------------------------------------------------------------------
+
+    def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
+        req = dryrun_info.request
+        client = self._client()
+        errors = _docker_errors()
+        if req.images_to_push:
+            self.push_images(req.images_to_push)
+        try:
+            if req.network != "host":
+                self._ensure_network(req.network)
+            for image in dict.fromkeys(c.image for c in req.containers):
+                self._ensure_image(image, req.pull_policy)
+            for c in req.containers:
+                client.containers.run(c.image, c.command, detach=True, **_materialize(c.kwargs))
+        except errors as e:
+            raise SchedulerError(f"docker failed to start app {req.app_id}: {e}") from e
+        return req.app_id
+
+    def _ensure_network(self, name: str) -> None:
+        client = self._client()
+        if client.networks.list(names=[name]):
+            return
+        try:
+            client.networks.create(name, driver="bridge", check_duplicate=True,
+                                   labels={LABEL_VERSION: LABEL_VERSION_VALUE})
+        except _docker_errors() as e:  # created concurrently by another submit
+            if not client.networks.list(names=[name]):
+                raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
+
+    def _ensure_image(self, image: str, pull_policy: str) -> None:
+        client = self._client()
+        not_found = _image_not_found()
+        if pull_policy != "always":
+            try:
+                client.images.get(image)
+                return
+            except not_found:
+                if pull_policy == "never":
+                    raise SchedulerError(
+                        f"image {image!r} is not present on the docker engine and"
+                        " pull_policy=never; build or load it first, or use pull_policy=missing"
+                    ) from None
+        logger.info("pulling image %s", image)
+        client.images.pull(image)
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def _containers(self, app_id: str) -> list[Container]:
+        return self._client().containers.list(
+            all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"}
+        )
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        containers = self._containers(app_id)
+        if not containers:
+            return None
+        by_role: dict[str, list[ReplicaStatus]] = {}
+        images: dict[str, str] = {}
+        restarts = 0
+        for c in sorted(containers, key=lambda c: int(c.labels.get(LABEL_REPLICA_ID, "0"))):
+            role = c.labels.get(LABEL_ROLE_NAME, "")
+            state = _replica_state(c)
+            if _is_cancelled(c) and is_terminal(state):
+                state = AppState.CANCELLED
+            hostname = c.attrs.get("Config", {}).get("Hostname", "")
+            by_role.setdefault(role, []).append(
+                ReplicaStatus(int(c.labels.get(LABEL_REPLICA_ID, "0")), state, role, hostname)
+            )
+            images.setdefault(role, c.attrs.get("Config", {}).get("Image", ""))
+            restarts = max(restarts, int(c.attrs.get("RestartCount", 0) or 0))
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=_app_state(containers),
+            num_restarts=restarts,
+            roles_statuses=[RoleStatus(r, reps) for r, reps in by_role.items()],
+            roles=[Role(name=r, image=images[r], num_replicas=len(reps))
+                   for r, reps in by_role.items()],
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        containers = self._client().containers.list(all=True, filters={"label": LABEL_APP_ID})
+        apps: dict[str, list[Container]] = {}
+        for c in containers:
+            apps.setdefault(c.labels[LABEL_APP_ID], []).append(c)
+        return [ListAppResponse(app_id=a, state=_app_state(cs)) for a, cs in sorted(apps.items())]
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        matches = [
+            c for c in self._containers(app_id)
+            if c.labels.get(LABEL_ROLE_NAME) == role_name
+            and c.labels.get(LABEL_REPLICA_ID) == str(k)
+        ]
+        if not matches:
+            raise InvalidLogQueryError(
+                f"app {app_id!r} has no replica {k} of role {role_name!r} on local_docker;"
+                " check the role name and replica id with `torchx status`"
+            )
+        streams = streams or Stream.COMBINED
+        kwargs: dict[str, Any] = {
+            "stdout": streams in (Stream.STDOUT, Stream.COMBINED),
+            "stderr": streams in (Stream.STDERR, Stream.COMBINED),
+        }
+        if since is not None:
+            kwargs["since"] = _timestamp(since)
+        if until is not None:
+            kwargs["until"] = _timestamp(until)
+        if should_tail:
+            chunks = matches[0].logs(stream=True, follow=True, **kwargs)
+            lines: Iterable[str] = split_lines_iterator(
+                b.decode("utf-8", errors="replace") for b in chunks
+            )
+        else:
+            lines = split_lines(matches[0].logs(**kwargs).decode("utf-8", errors="replace"))
+        return filter_regex(regex, lines) if regex else lines
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        containers = self._containers(app_id)
+        for c in containers:
+            if not _is_cancelled(c):
+                try:
+                    c.rename(c.name + CANCELLED_SUFFIX)
+                except _docker_errors() as e:
+                    logger.warning("cannot mark container %s cancelled: %s", c.name, e)
+        alive = [c for c in containers if c.status in ("running", "restarting", "created", "paused")]
+        for c in alive:
+            self._quietly(c.kill, signal="SIGTERM")
+        deadline = time.monotonic() + self.stop_timeout
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            for c in alive:
+                self._quietly(c.reload)
+            alive = [c for c in alive if c.status in ("running", "restarting", "paused")]
+        for c in alive:
+            self._quietly(c.kill, signal="SIGKILL")
+        for c in containers:
+            if c.status == "created":  # never started: stop() makes it "exited"
+                self._quietly(c.stop, timeout=0)
+
+    def _delete_existing(self, app_id: str) -> None:
+        for c in self._containers(app_id):
+            self._quietly(c.remove, force=True)
+
+    def _quietly(self, fn: Any, **kwargs: Any) -> None:
+        try:
+            fn(**kwargs)
+        except _docker_errors() as e:
+            logger.debug("ignored docker error during cancel/delete: %s", e)
+
+
+def _docker_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from docker.errors import DockerException  # type: ignore[import-untyped]
+    except ImportError:
+        return (OSError,)
+    return (DockerException, OSError)
+
+
+def _image_not_found() -> tuple[type[BaseException], ...]:
+    try:
+        from docker.errors import ImageNotFound  # type: ignore[import-untyped]
+    except ImportError:
+        return (LookupError,)
+    return (ImageNotFound, LookupError)
+
+
+def _materialize(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Turns the plain-data kwargs of a :class:`DockerContainer` into Docker SDK arguments."""
+    out = dict(kwargs)
+    if "mounts" in out or "device_requests" in out:
+        types = import_optional("docker.types", "docker", "the local_docker scheduler")
+        if "mounts" in out:
+            out["mounts"] = [
+                types.Mount(target=m["Target"], source=m["Source"], type=m["Type"],
+                            read_only=m["ReadOnly"])
+                for m in out["mounts"]
+            ]
+        if "device_requests" in out:
+            out["device_requests"] = [
+                types.DeviceRequest(driver=d["Driver"], count=d["Count"],
+                                    capabilities=d["Capabilities"])
+                for d in out["device_requests"]
+            ]
+    return out
+
+
+def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    """The part of a resolved cfg that belongs to ``opts_cls`` (the rest is workspace options)."""
+    keys = {k for k, _ in opts_cls.as_runopts()}
+    return {k: v for k, v in cfg.items() if k in keys}
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
+    """Creates a :class:`DockerScheduler` (registry entry of ``local_docker`` and ``docker``)."""
+    return DockerScheduler(session_name=session_name, **kwargs)

@@ -1,0 +1,181 @@
+"""Docker workspaces: build an image that patches a local workspace onto the role's image.
+
+The build context is the workspace (every project merged into one directory) plus a Dockerfile:
+
+* if the workspace root holds ``Dockerfile.torchx`` it is used as is, with the build argument
+  ``IMAGE`` set to the role's image (so it can start with ``ARG IMAGE`` / ``FROM $IMAGE``);
+* otherwise a default one copies the workspace over the image's working directory::
+
+      ARG IMAGE
+      FROM $IMAGE
+      COPY . .
+
+The build never pulls (``pull=False``, the base image must be present or pullable by the engine
+itself) and runs with host networking. ``role.image`` becomes the built image id. With the
+``image_repo`` run option, :meth:`DockerWorkspaceMixin.dryrun_push_images` renames the built images
+to ``{image_repo}:{tag}`` and :meth:`DockerWorkspaceMixin.push_images` pushes them.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from torchx_core.specs import AppDef, CfgVal, Role, Workspace, runopts
+from torchx_core.specs.errors import TorchXError, import_optional
+from torchx_core.workspace.api import WorkspaceMixin, as_workspace, copy_workspace
+
+if TYPE_CHECKING:
+    from docker import DockerClient  # type: ignore[import-untyped]
+
+__all__ = [
+    "DEFAULT_DOCKERFILE",
+    "TORCHX_DOCKERFILE",
+    "DockerWorkspaceError",
+    "DockerWorkspaceMixin",
+    "build_context",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+TORCHX_DOCKERFILE = "Dockerfile.torchx"
+DEFAULT_DOCKERFILE = b"""ARG IMAGE
+FROM $IMAGE
+
+COPY . .
+"""
+LABEL_WORKSPACE = "torchx.pytorch.org/workspace"
+
+
+class DockerWorkspaceError(TorchXError, RuntimeError):
+    """Building or pushing a workspace image failed (the engine's output is in the message)."""
+
+
+def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
+    """Returns a gzip-free tar of the merged workspace (plus a default Dockerfile if it has none).
+
+    Returns:
+        ``(tar_file, dockerfile_name)``: the in-memory build context, rewound, and the name of the
+        Dockerfile inside it (``Dockerfile.torchx`` from the workspace, or a generated one).
+    """
+    with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
+        copy_workspace(workspace, tmp)
+        dockerfile = TORCHX_DOCKERFILE
+        if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):
+            dockerfile = "Dockerfile.torchx.generated"
+            with open(os.path.join(tmp, dockerfile), "wb") as f:
+                f.write(DEFAULT_DOCKERFILE)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for entry in sorted(os.listdir(tmp)):
+                tar.add(os.path.join(tmp, entry), arcname=entry)
+    buf.seek(0)
+    return buf, dockerfile
+
+
+class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
+    """Workspace support for schedulers that run Docker images.
+
+    Args:
+        docker_client: a ``docker.DockerClient`` (or a fake); default ``docker.from_env()``
+    """
+
+    def __init__(self, *args: Any, docker_client: DockerClient | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.__docker_client = docker_client
+
+    def _docker_client(self) -> DockerClient:
+        if self.__docker_client is None:
+            docker = import_optional("docker", "docker", "docker workspaces")
+            self.__docker_client = docker.from_env()
+        return self.__docker_client
+
+    def _close_docker_client(self) -> None:
+        client, self.__docker_client = self.__docker_client, None
+        if client is not None and hasattr(client, "close"):
+            client.close()
+
+    def workspace_opts(self) -> runopts:
+        opts = runopts()
+        opts.add(
+            "image_repo",
+            type_=str,
+            help="(docker workspaces) repository to push the built workspace images to, e.g."
+            " 127.0.0.1:5000/me/trainer; unset keeps them local",
+        )
+        opts.add("quiet", type_=bool, default=False, help="(docker workspaces) hide build output")
+        return opts
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Builds the workspace image on top of ``role.image`` and points ``role.image`` at it."""
+        errors = _docker_errors()
+        context, dockerfile = build_context(as_workspace(workspace))
+        logger.info("building workspace image from %s on %s", workspace, role.image)
+        try:
+            image, build_log = self._docker_client().images.build(
+                fileobj=context,
+                custom_context=True,
+                dockerfile=dockerfile,
+                buildargs={"IMAGE": role.image},
+                pull=False,
+                rm=True,
+                network_mode="host",
+                labels={LABEL_WORKSPACE: str(workspace)},
+            )
+        except errors as e:
+            raise DockerWorkspaceError(
+                f"building the workspace {workspace} on image {role.image!r} failed: {e}"
+            ) from e
+        if not cfg.get("quiet"):
+            for chunk in build_log:
+                text = chunk.get("stream", "") if isinstance(chunk, dict) else str(chunk)
+                if text.strip():
+                    logger.info("docker build: %s", text.rstrip())
+        role.image = image.id
+
+    def dryrun_push_images(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[str, tuple[str, str]]:
+        """Renames locally built images to ``{image_repo}:{tag}``; returns what to push.
+
+        Returns:
+            ``{local_image_id: (repository, tag)}``; empty without ``image_repo``.
+        """
+        repo = cfg.get("image_repo")
+        if not repo:
+            return {}
+        images: dict[str, tuple[str, str]] = {}
+        for role in app.roles:
+            if role.image.startswith("sha256:"):
+                tag = role.image[len("sha256:"):][:12]
+                images[role.image] = (str(repo), tag)
+                role.image = f"{repo}:{tag}"
+        return images
+
+    def push_images(self, images_to_push: dict[str, tuple[str, str]]) -> None:
+        """Tags and pushes the images chosen by :meth:`dryrun_push_images`."""
+        client = self._docker_client()
+        for local, (repo, tag) in images_to_push.items():
+            try:
+                client.images.get(local).tag(repo, tag=tag)
+                for line in client.images.push(repo, tag=tag, stream=True, decode=True):
+                    if isinstance(line, dict) and line.get("error"):
+                        raise DockerWorkspaceError(
+                            f"pushing {repo}:{tag} failed: {line['error']}; check that the"
+                            " registry is reachable and you are logged in (docker login)"
+                        )
+            except _docker_errors() as e:
+                raise DockerWorkspaceError(f"pushing {repo}:{tag} failed: {e}") from e
+
+
+def _docker_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from docker.errors import DockerException  # type: ignore[import-untyped]
+    except ImportError:
+        return (OSError,)
+    return (DockerException, OSError)
