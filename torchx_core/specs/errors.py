@@ -1,0 +1,274 @@
+"""The exception tree of torchx-suite.
+
+Every error the project raises on bad input derives from :class:`TorchXError`. The public
+TorchX exception names are kept, and each one also derives from the builtin exception that
+TorchX users (or Python conventions) catch, so ``except ValueError`` keeps working::
+
+    TorchXError
+    ├── AppStatusError
+    ├── InvalidRunConfigException            (ValueError)
+    ├── RunOptDefinitionError                (ValueError, TypeError)
+    ├── MalformedAppHandleException          (ValueError)
+    ├── UnknownSchedulerException            (ValueError)
+    ├── UnknownAppException                  (LookupError)
+    ├── UnknownNamedResourceError            (KeyError)
+    ├── InvalidResourceError                 (ValueError)
+    ├── InvalidMountError                    (ValueError)
+    ├── InvalidWorkspaceError                (ValueError)
+    ├── InvalidOverlayError                  (ValueError)
+    ├── OverlayTypeError                     (TypeError)
+    ├── ComponentValidationException         (ValueError)
+    ├── ComponentArgumentError               (ValueError)
+    ├── ComponentNotFoundException           (LookupError)
+    ├── AppDefSerializationError             (ValueError)
+    └── MissingDependencyError               (ImportError)
+
+Messages say what was given, what is valid and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchx_core.specs._status import AppStatus
+
+__all__ = [
+    "AppDefSerializationError",
+    "AppStatusError",
+    "ComponentArgumentError",
+    "ComponentNotFoundException",
+    "ComponentValidationException",
+    "InvalidMountError",
+    "InvalidOverlayError",
+    "InvalidResourceError",
+    "InvalidRunConfigException",
+    "InvalidWorkspaceError",
+    "MalformedAppHandleException",
+    "MissingDependencyError",
+    "OverlayTypeError",
+    "RunOptDefinitionError",
+    "TorchXError",
+    "UnknownAppException",
+    "UnknownNamedResourceError",
+    "UnknownSchedulerException",
+    "did_you_mean",
+    "import_optional",
+]
+
+
+def did_you_mean(given: str, valid: Iterable[str], *, n: int = 3) -> str:
+    """Returns a ``" Did you mean: 'a', 'b'?"`` suffix (or ``""``) for an unknown name.
+
+    Args:
+        given: the unknown name the user passed
+        valid: the valid names
+        n: maximum number of suggestions
+    """
+    matches = difflib.get_close_matches(str(given), [str(v) for v in valid], n=n, cutoff=0.6)
+    if not matches:
+        return ""
+    return " Did you mean: " + ", ".join(repr(m) for m in matches) + "?"
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class TorchXError(Exception):
+    """Root of every error raised by torchx-suite."""
+
+
+class AppStatusError(TorchXError):
+    """Raised by :py:meth:`AppStatus.raise_for_status` when the app did not succeed.
+
+    Args:
+        app_status: the status of the app that did not succeed (kept as ``.app_status``)
+    """
+
+    def __init__(self, app_status: AppStatus, *args: object) -> None:
+        super().__init__(*args)
+        self.app_status = app_status
+
+
+class InvalidRunConfigException(TorchXError, ValueError):
+    """A run config (``cfg``) is missing a required option or holds a wrongly typed value.
+
+    Args:
+        invalid_reason: what is wrong and how to fix it
+        cfg_key: the offending option name
+        cfg: the config as given
+    """
+
+    def __init__(self, invalid_reason: str, cfg_key: str, cfg: Mapping[str, Any] | None) -> None:
+        given = str(dict(cfg)) if cfg else "<EMPTY>"
+        super().__init__(f"{invalid_reason}. Given: {given}")
+        self.cfg_key = cfg_key
+
+
+class RunOptDefinitionError(TorchXError, ValueError, TypeError):
+    """A run option was declared wrongly (scheduler-author error, e.g. a required opt with a default)."""
+
+
+class MalformedAppHandleException(TorchXError, ValueError):
+    """An app handle is not of the form ``{scheduler}://{session_name}/{app_id}``.
+
+    Args:
+        app_handle: the handle as given
+        reason: optional detail on which part is wrong
+    """
+
+    def __init__(self, app_handle: object, reason: str = "") -> None:
+        detail = f" ({reason})" if reason else ""
+        super().__init__(
+            f"{_short(app_handle)} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+            f"{detail}. Example: 'local_cwd://default/my_app-x1y2z3' (session_name may be empty:"
+            " 'k8s:///my_app')"
+        )
+        self.app_handle = app_handle
+
+
+class UnknownSchedulerException(TorchXError, ValueError):
+    """No scheduler is registered under the given name.
+
+    Args:
+        scheduler_backend: the name as given
+        known: the registered scheduler names (listed in the message with a suggestion)
+    """
+
+    def __init__(self, scheduler_backend: str, known: Iterable[str] | None = None) -> None:
+        known_list = sorted(known) if known is not None else []
+        valid = f" Valid schedulers: {', '.join(known_list)}." if known_list else ""
+        super().__init__(
+            f"Scheduler backend: {scheduler_backend!r} does not exist.{valid}"
+            f"{did_you_mean(scheduler_backend, known_list)}"
+            " Run `torchx schedulers` to list them, or register one via the"
+            " `torchx.schedulers` entry point group."
+        )
+        self.scheduler_backend = scheduler_backend
+
+
+class UnknownAppException(TorchXError, LookupError):
+    """The scheduler does not know the app (never existed, already deleted, or expired).
+
+    Args:
+        app_handle: the app handle as given
+    """
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"Unknown app = {app_handle}. Did you move it? Or has it expired?"
+            " Check the handle with `torchx list -s <scheduler>`."
+        )
+        self.app_handle = app_handle
+
+
+class UnknownNamedResourceError(TorchXError, KeyError):
+    """No named resource is registered under the given name.
+
+    Args:
+        name: the name as given
+        known: the registered names
+        broken: entry points that failed to load, ``{name: error}``
+    """
+
+    def __init__(
+        self, name: str, known: Iterable[str], broken: Mapping[str, str] | None = None
+    ) -> None:
+        known_list = sorted(known)
+        msg = (
+            f"Unknown named resource: {name!r}.{did_you_mean(name, known_list)}"
+            f" Known named resources: {', '.join(known_list)}."
+            " Register your own through the `torchx.named_resources` entry point group or"
+            " `torchx_core.specs.register.named_resource(...)`."
+        )
+        if broken:
+            msg += " Entry points that failed to load: " + ", ".join(
+                f"{k} ({v})" for k, v in sorted(broken.items())
+            )
+        super().__init__(msg)
+        self.name = name
+        self.message = msg
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message (adding quotes); keep it readable.
+        return self.message
+
+
+class InvalidResourceError(TorchXError, ValueError):
+    """A resource specification is invalid (e.g. negative memory, bad fractional)."""
+
+
+class InvalidMountError(TorchXError, ValueError):
+    """A mount option string (``type=bind,src=...,dst=...``) is invalid."""
+
+
+class InvalidWorkspaceError(TorchXError, ValueError):
+    """A workspace string or mapping is invalid."""
+
+
+class InvalidOverlayError(TorchXError, ValueError):
+    """An overlay holds keys that are not allowed (see ``validate_overlay``)."""
+
+
+class OverlayTypeError(TorchXError, TypeError):
+    """An overlay operator cannot be applied to the base value (e.g. JOIN on non-dict items)."""
+
+
+class ComponentValidationException(TorchXError, ValueError):
+    """A component function does not follow the component standard (see ``file_linter``)."""
+
+
+class ComponentArgumentError(TorchXError, ValueError):
+    """The arguments given to a component (CLI argv or defaults) are invalid."""
+
+
+class ComponentNotFoundException(TorchXError, LookupError):
+    """No component is known under the given name."""
+
+
+class AppDefSerializationError(TorchXError, ValueError):
+    """A serialized AppDef (dict/JSON form) is malformed."""
+
+
+class MissingDependencyError(TorchXError, ImportError):
+    """An optional dependency is not installed.
+
+    Args:
+        module: the module that could not be imported (e.g. ``"kubernetes"``)
+        extra: the torchx-suite extra that installs it (e.g. ``"kubernetes"``)
+        purpose: what needed it (e.g. ``"the kubernetes scheduler"``)
+    """
+
+    def __init__(self, module: str, extra: str, purpose: str = "") -> None:
+        needed = f" (needed by {purpose})" if purpose else ""
+        msg = (
+            f"Optional dependency {module!r} is not installed{needed}."
+            f" Install it with: pip install 'torchx-suite[{extra}]'"
+        )
+        super().__init__(msg, name=module)
+        self.module = module
+        self.extra = extra
+        self.pip_hint = f"pip install 'torchx-suite[{extra}]'"
+
+
+def import_optional(module: str, extra: str, purpose: str = "") -> Any:
+    """Imports an optional dependency, raising :class:`MissingDependencyError` if it is absent.
+
+    Args:
+        module: dotted module name, e.g. ``"kubernetes.client"``
+        extra: torchx-suite extra that provides it, e.g. ``"kubernetes"``
+        purpose: what needs it (shown in the error)
+
+    Returns:
+        The imported module.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependencyError(module.split(".")[0], extra, purpose) from e
