@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core.schedulers._aws_logs import iter_log_events
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
@@ -484,7 +485,8 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             finished = is_terminal(_job_state(job))
             stream = stream or self._stream_name(job, node)
             if stream:
-                token = yield from self._read_events(group, stream, token, since, until)
+                token = yield from iter_log_events(self._log_client(), group, stream, token, since,
+                                                 until)
             if not should_tail or finished:
                 return
             time.sleep(self.poll_interval)
@@ -496,32 +498,6 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             if options.get("awslogs-group"):
                 return str(options["awslogs-group"])
         return DEFAULT_LOG_GROUP
-
-    def _read_events(self, group: str, stream: str, token: str | None,
-                     since: datetime | None, until: datetime | None) -> Iterator[str]:
-        """Yields the new events of one stream; returns the token to continue from."""
-        kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream,
-                                  "startFromHead": True}
-        if since is not None:
-            kwargs["startTime"] = int(since.timestamp() * 1000)
-        if until is not None:
-            kwargs["endTime"] = int(until.timestamp() * 1000)
-        logs = self._log_client()
-        while True:
-            if token:
-                kwargs["nextToken"] = token
-            try:
-                page = logs.get_log_events(**kwargs)
-            except Exception as e:  # ResourceNotFoundException: stream not created yet
-                if "ResourceNotFound" in type(e).__name__ or "ResourceNotFound" in str(e):
-                    return token
-                raise SchedulerError(f"cannot read CloudWatch logs {group}/{stream}: {e}") from e
-            for event in page.get("events", []):
-                yield event.get("message", "").rstrip("\n") + "\n"
-            new_token = page.get("nextForwardToken")
-            if not new_token or new_token == token:
-                return token
-            token = new_token
 
     # -- lifecycle --------------------------------------------------------------------------
 
