@@ -1,0 +1,116 @@
+"""The KFP adapter's state tables, checked over every member."""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+from torchx_core.specs import AppState
+
+from torchx_kfp.errors import UnknownKfpStateError
+from torchx_kfp.states import (
+    KFP_RUN_STATES,
+    STEP_OUTCOMES,
+    StepOutcome,
+    app_state_from_kfp,
+    step_outcome,
+)
+
+pytestmark = pytest.mark.kfp
+
+EXPECTED_OUTCOMES = {
+    AppState.UNSUBMITTED: StepOutcome.POLL,
+    AppState.SUBMITTED: StepOutcome.POLL,
+    AppState.PENDING: StepOutcome.POLL,
+    AppState.RUNNING: StepOutcome.POLL,
+    AppState.SUCCEEDED: StepOutcome.SUCCEED,
+    AppState.FAILED: StepOutcome.FAIL,
+    AppState.CANCELLED: StepOutcome.FAIL,
+    AppState.UNKNOWN: StepOutcome.POLL_THEN_FAIL,
+}
+
+# kfp_server_api.V2beta1RuntimeState members, kfp.local Status members,
+# dsl.PipelineTaskFinalStatus states
+EXPECTED_RUN_STATES = {
+    "RUNTIME_STATE_UNSPECIFIED": AppState.UNKNOWN,
+    "PENDING": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "SKIPPED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+    "CANCELING": AppState.RUNNING,
+    "CANCELED": AppState.CANCELLED,
+    "PAUSED": AppState.PENDING,
+    "SUCCESS": AppState.SUCCEEDED,
+    "FAILURE": AppState.FAILED,
+    "CANCELLED": AppState.CANCELLED,
+}
+
+
+@pytest.mark.parametrize("state", list(AppState))
+def test_every_app_state_has_a_step_outcome(state: AppState) -> None:
+    assert step_outcome(state) is EXPECTED_OUTCOMES[state]
+    assert STEP_OUTCOMES[state] is EXPECTED_OUTCOMES[state]
+
+
+def test_step_outcome_table_covers_exactly_app_state() -> None:
+    assert set(STEP_OUTCOMES) == set(AppState)
+
+
+def test_step_outcome_accepts_int_value() -> None:
+    assert step_outcome(int(AppState.SUCCEEDED)) is StepOutcome.SUCCEED  # type: ignore[arg-type]
+
+
+def test_step_outcome_rejects_non_states() -> None:
+    with pytest.raises(UnknownKfpStateError, match="not an AppState"):
+        step_outcome(99)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        step_outcome("RUNNING")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_RUN_STATES))
+def test_every_kfp_state_maps(name: str) -> None:
+    assert app_state_from_kfp(name) is EXPECTED_RUN_STATES[name]
+    assert app_state_from_kfp(name.lower()) is EXPECTED_RUN_STATES[name]
+
+
+def test_kfp_table_is_exactly_the_expected_one() -> None:
+    assert dict(KFP_RUN_STATES) == EXPECTED_RUN_STATES
+
+
+def test_kfp_local_status_enum_maps() -> None:
+    from kfp.local import status
+
+    assert {s.name for s in status.Status} <= set(KFP_RUN_STATES)
+    assert app_state_from_kfp(status.Status.SUCCESS) is AppState.SUCCEEDED
+    assert app_state_from_kfp(status.Status.FAILURE) is AppState.FAILED
+
+
+def test_kfp_server_runtime_states_are_all_mapped() -> None:
+    from kfp_server_api.models.v2beta1_runtime_state import V2beta1RuntimeState
+
+    names = {v for k, v in vars(V2beta1RuntimeState).items() if k.isupper() and isinstance(v, str)}
+    assert names, "V2beta1RuntimeState lists no states"
+    assert names <= set(KFP_RUN_STATES)
+
+
+def test_enum_by_value_is_accepted() -> None:
+    class Weird(enum.Enum):
+        X = "canceled"
+
+    assert app_state_from_kfp(Weird.X) is AppState.CANCELLED
+
+
+def test_unknown_kfp_state_raises_typed_error_listing_valid_states() -> None:
+    with pytest.raises(UnknownKfpStateError, match="Known states: .*SUCCEEDED") as info:
+        app_state_from_kfp("EXPLODED")
+    assert isinstance(info.value, ValueError)
+
+
+def test_states_module_does_not_import_kfp() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, torchx_kfp.states; print('kfp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

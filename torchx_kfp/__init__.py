@@ -1,0 +1,81 @@
+"""Kubeflow Pipelines v2 adapter for TorchX apps.
+
+Two routes from an AppDef to a pipeline step:
+
+* :func:`component_from_app` / :func:`container_from_app`: a KFP container component for a
+  single-role, single-replica AppDef (image, command, args, env), with resources, retries,
+  caching (off by default) and, with the ``kfp-kubernetes`` extra, volumes, ``/dev/shm``,
+  secrets, node selectors and tolerations applied on the task.
+* :func:`launch` (component: :func:`launcher_component`): a launcher step that runs any AppDef
+  through the TorchX Runner on any scheduler, streams its logs, maps its final state to the step
+  outcome, cancels it on SIGTERM and reattaches on retry.
+
+:mod:`torchx_kfp.states` holds the state tables. kfp itself is imported on first use of a name
+that needs it; without it a :class:`~torchx_core.specs.MissingDependencyError` names the extra
+(``pip install 'torchx-suite[kfp]'``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchx_kfp.container import (
+        ContainerFactory as ContainerFactory,
+        ContainerOptions as ContainerOptions,
+        component_from_app as component_from_app,
+        container_from_app as container_from_app,
+        input_ref as input_ref,
+    )
+    from torchx_kfp.errors import (
+        AppFailedError as AppFailedError,
+        AppVanishedError as AppVanishedError,
+        InvalidKfpOptionsError as InvalidKfpOptionsError,
+        KfpAdapterError as KfpAdapterError,
+        UnknownKfpStateError as UnknownKfpStateError,
+        UnsupportedAppError as UnsupportedAppError,
+    )
+    from torchx_kfp.launcher import launch as launch, launcher_component as launcher_component
+    from torchx_kfp.runtime import LaunchResult as LaunchResult, run_launcher as run_launcher
+    from torchx_kfp.states import (
+        StepOutcome as StepOutcome,
+        app_state_from_kfp as app_state_from_kfp,
+        step_outcome as step_outcome,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "ContainerFactory": "torchx_kfp.container",
+    "ContainerOptions": "torchx_kfp.container",
+    "component_from_app": "torchx_kfp.container",
+    "container_from_app": "torchx_kfp.container",
+    "input_ref": "torchx_kfp.container",
+    "AppFailedError": "torchx_kfp.errors",
+    "AppVanishedError": "torchx_kfp.errors",
+    "InvalidKfpOptionsError": "torchx_kfp.errors",
+    "KfpAdapterError": "torchx_kfp.errors",
+    "UnknownKfpStateError": "torchx_kfp.errors",
+    "UnsupportedAppError": "torchx_kfp.errors",
+    "launch": "torchx_kfp.launcher",
+    "launcher_component": "torchx_kfp.launcher",
+    "LaunchResult": "torchx_kfp.runtime",
+    "run_launcher": "torchx_kfp.runtime",
+    "StepOutcome": "torchx_kfp.states",
+    "app_state_from_kfp": "torchx_kfp.states",
+    "step_outcome": "torchx_kfp.states",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchx_kfp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,238 @@
+"""The launcher step: a KFP lightweight component that runs any AppDef through the Runner.
+
+A KFP task is one pod, so a multi-role or multi-replica app (or one that runs on Slurm, Ray,
+AWS Batch, ...) runs as a launcher step: a small Python step that submits the app with the
+TorchX Runner, streams every replica's log to the step log, waits, and succeeds or fails with
+the app. See :mod:`torchx_kfp.runtime` for what it does at run time.
+
+The component ships its function's source (KFP lightweight components). The function holds no
+closure: the AppDef travels as a JSON parameter, and the body imports ``torchx_kfp.runtime``
+(and through it ``torchx_core``). ``install_kfp_package=False``: the image must already hold
+``torchx-suite[kfp]`` (kfp.local's ``SubprocessRunner(use_venv=False)`` uses the current
+interpreter).
+
+Example::
+
+    from kfp import dsl
+    import torchx_kfp
+
+    @dsl.pipeline
+    def pipeline() -> str:
+        first = torchx_kfp.launch(app, scheduler="local_cwd")
+        second = torchx_kfp.launch(other_app, scheduler="slurm", after=first)
+        return second.outputs["app_handle"]
+"""
+
+# No ``from __future__ import annotations`` here: KFP reads the component function's
+# annotations as objects.
+
+import functools
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
+
+from torchx_core.specs import AppDef
+from torchx_core.specs.errors import import_optional
+
+from torchx_kfp.errors import InvalidKfpOptionsError
+
+__all__ = [
+    "DEFAULT_BASE_IMAGE",
+    "launch",
+    "launcher_component",
+    "torchx_launcher",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+# The component function's signature needs kfp's TaskConfig at definition time.
+dsl = import_optional("kfp.dsl", "kfp", "torchx_kfp.launcher")
+
+DEFAULT_BASE_IMAGE = "python:3.11"
+"""Base image of the launcher step; it must have ``torchx-suite[kfp]`` installed."""
+
+
+def torchx_launcher(
+    app_json: str = "",
+    component: str = "",
+    component_args: Optional[list] = None,
+    scheduler: str = "local_cwd",
+    cfg: Optional[dict] = None,
+    job_id: str = "",
+    task_name: str = "",
+    wait_interval: float = 1.0,
+    unknown_state_timeout: float = 300.0,
+    pass_resources: bool = False,
+    task_config: dsl.TaskConfig = None,  # KFP fills it; None outside KFP
+) -> NamedTuple(  # type: ignore[misc]
+    "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
+):
+    """Runs a TorchX app through the Runner and waits for it (KFP launcher step).
+
+    Args:
+        app_json: the AppDef as JSON (``json.dumps(app.to_dict())``)
+        component: or a TorchX component name (``utils.echo``) ...
+        component_args: ... with its arguments
+        scheduler: the TorchX scheduler to run the app on
+        cfg: the scheduler's run config
+        job_id: the pipeline job id (names the app deterministically)
+        task_name: the pipeline task name (names the app deterministically)
+        wait_interval: seconds between status polls
+        unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
+        pass_resources: apply the resources asked on this task to the app's roles
+        task_config: filled by KFP with the task's settings (resources passthrough)
+    """
+    import collections
+
+    from torchx_kfp.runtime import run_launcher
+
+    resources = None
+    if pass_resources and task_config is not None:
+        resources = task_config.resources
+    result = run_launcher(
+        app_json=app_json,
+        component=component,
+        component_args=component_args,
+        scheduler=scheduler,
+        cfg=cfg,
+        job_id=job_id,
+        task_name=task_name,
+        wait_interval=wait_interval,
+        unknown_state_timeout=unknown_state_timeout,
+        resources=resources,
+    )
+    outputs = collections.namedtuple("Outputs", ["app_handle", "state", "status_json", "ui_url"])
+    return outputs(result.app_handle, result.state, result.status_json, result.ui_url)
+
+
+@functools.lru_cache(maxsize=None)
+def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: bool = False) -> Any:
+    """Returns the launcher KFP component (a lightweight Python component).
+
+    Args:
+        base_image: the step's image; it must have ``torchx-suite[kfp]`` (and the extras of
+            the scheduler it launches on) installed, since KFP installs nothing
+            (``install_kfp_package=False``)
+        pass_resources: declare ``TaskConfigField.RESOURCES`` as a passthrough, so resources
+            set on the task reach the launched app instead of reserving them for the launcher
+            pod (call :func:`launch` with ``pass_resources=True``)
+
+    Raises:
+        MissingDependencyError: kfp is not installed
+    """
+    if not isinstance(base_image, str) or not base_image:
+        raise InvalidKfpOptionsError(f"base_image must be a non-empty str, got {base_image!r}")
+    passthroughs = [dsl.TaskConfigField.RESOURCES] if pass_resources else None
+    return dsl.component(
+        torchx_launcher,
+        base_image=base_image,
+        install_kfp_package=False,
+        task_config_passthroughs=passthroughs,
+    )
+
+
+def _app_json(app: AppDef | str) -> str:
+    if isinstance(app, AppDef):
+        return json.dumps(app.to_dict())
+    if isinstance(app, str):
+        # validate early, at pipeline-definition time, not in the pod
+        try:
+            data = json.loads(app)
+        except json.JSONDecodeError as e:
+            raise InvalidKfpOptionsError(f"app is a str but not AppDef JSON: {e}") from e
+        AppDef.from_dict(data)
+        return app
+    raise InvalidKfpOptionsError(
+        f"app must be an AppDef or its JSON, got {type(app).__name__};"
+        " for a component name use launch(component='utils.echo', component_args=[...])"
+    )
+
+
+def launch(
+    app: AppDef | str | None = None,
+    *,
+    component: str = "",
+    component_args: Sequence[str] | None = None,
+    scheduler: str = "local_cwd",
+    cfg: Mapping[str, Any] | None = None,
+    base_image: str = DEFAULT_BASE_IMAGE,
+    wait_interval: float = 1.0,
+    unknown_state_timeout: float = 300.0,
+    retries: int = 0,
+    pass_resources: bool = False,
+    enable_caching: bool = False,
+    display_name: str | None = None,
+    after: Sequence[Any] | Any | None = None,
+) -> Any:
+    """Adds a launcher step running ``app`` (or a component) to the pipeline being defined.
+
+    Call inside a ``@dsl.pipeline`` function. The step's outputs are ``app_handle``,
+    ``state``, ``status_json`` and ``ui_url`` (``task.outputs["app_handle"]``).
+
+    Args:
+        app: the AppDef (or its JSON); exclusive with ``component``
+        component: a TorchX component name (``utils.echo``, ``dist.ddp``, ...)
+        component_args: the component's arguments, as on the command line
+        scheduler: the TorchX scheduler to run on
+        cfg: the scheduler's run config (JSON-serializable)
+        base_image: the launcher step's image (with ``torchx-suite[kfp]`` installed)
+        wait_interval: seconds between status polls
+        unknown_state_timeout: seconds an UNKNOWN app is tolerated
+        retries: KFP retries of the step (default 0: ``Role.max_retries`` already retries
+            the app, and the two multiply). A retried step reattaches to its app.
+        pass_resources: resources set on the returned task go to the app's roles (KFP
+            TaskConfig passthrough) instead of the launcher pod
+        enable_caching: let KFP skip the step for identical inputs (off: launching is a side
+            effect)
+        display_name: the task's display name (default: the app or component name)
+        after: tasks this step runs after
+
+    Returns:
+        The KFP ``PipelineTask``.
+
+    Raises:
+        InvalidKfpOptionsError: the arguments are invalid or contradict each other
+    """
+    problems = []
+    if (app is None) == (not component):
+        problems.append("give exactly one of app (an AppDef) or component (a component name)")
+    if component_args is not None and not component:
+        problems.append("component_args needs component")
+    if component_args is not None and (
+        isinstance(component_args, str) or not all(isinstance(a, str) for a in component_args)
+    ):
+        problems.append(f"component_args must be a list of str, got {component_args!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        problems.append(f"retries must be an int >= 0, got {retries!r}")
+    if cfg is not None and not isinstance(cfg, Mapping):
+        problems.append(f"cfg must be a dict, got {cfg!r}")
+    if problems:
+        raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
+    app_json = _app_json(app) if app is not None else ""
+    kwargs: dict[str, Any] = dict(
+        app_json=app_json,
+        component=component,
+        scheduler=scheduler,
+        job_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+        wait_interval=float(wait_interval),
+        unknown_state_timeout=float(unknown_state_timeout),
+        pass_resources=pass_resources,
+    )
+    if component_args is not None:
+        kwargs["component_args"] = list(component_args)
+    if cfg:
+        kwargs["cfg"] = dict(cfg)
+    task = launcher_component(base_image, pass_resources)(**kwargs)
+    task.set_caching_options(enable_caching=enable_caching)
+    if retries:
+        task.set_retry(num_retries=retries)
+    name = display_name or (
+        AppDef.from_dict(json.loads(app_json)).name if app_json else component
+    )
+    task.set_display_name(name)
+    if after is not None:
+        for upstream in after if isinstance(after, (list, tuple)) else [after]:
+            task.after(upstream)
+    return task
