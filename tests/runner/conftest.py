@@ -1,0 +1,1 @@
+from fake_scheduler import fake_plugin  # noqa: F401  (fixture)

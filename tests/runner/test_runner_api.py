@@ -1,0 +1,253 @@
+"""Unit tests of the Runner against the stateful fake scheduler."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fake_scheduler import FakeScheduler, JobTable, make_factory
+
+from torchx_core.runner import Runner, RunnerError, get_runner
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    Role,
+    UnknownAppException,
+    UnknownSchedulerException,
+    parse_app_handle,
+)
+
+
+def _app(name: str = "echo", replicas: int = 2) -> AppDef:
+    return AppDef(
+        name=name,
+        roles=[Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)],
+    )
+
+
+@pytest.fixture
+def table() -> JobTable:
+    return JobTable()
+
+
+@pytest.fixture
+def runner(table: JobTable) -> Runner:
+    return Runner("sess", {"fake": make_factory(table, steps=3)})
+
+
+def test_run_returns_handle_with_session_and_app_id(runner: Runner, table: JobTable) -> None:
+    handle = runner.run(_app(), scheduler="fake", cfg={"queue": "q1"})
+    scheduler, session, app_id = parse_app_handle(handle)
+    assert (scheduler, session) == ("fake", "sess")
+    assert app_id in table.jobs
+    assert table.jobs[app_id].request.cfg["queue"] == "q1"
+    # defaults of the scheduler's runopts are filled in
+    assert table.jobs[app_id].request.cfg["priority"] == 0
+
+
+def test_status_progresses_and_wait_returns_terminal(runner: Runner) -> None:
+    handle = runner.run(_app(), "fake")
+    first = runner.status(handle)
+    assert first is not None and first.state == AppState.RUNNING
+    assert [r.role for r in first.roles] == ["worker"]
+    assert len(first.roles[0].replicas) == 2
+    final = runner.wait(handle, wait_interval=0.001)
+    assert final is not None and final.state == AppState.SUCCEEDED
+    assert final.msg == "fake SUCCEEDED"
+
+
+def test_wait_timeout_returns_last_nonterminal_status(table: JobTable) -> None:
+    runner = Runner("s", {"fake": make_factory(table, steps=10**9)})
+    handle = runner.run(_app(), "fake")
+    st = runner.wait(handle, wait_interval=0.001, timeout=0.05)
+    assert st is not None and st.state == AppState.RUNNING
+
+
+def test_wait_rejects_nonpositive_interval(runner: Runner) -> None:
+    handle = runner.run(_app(), "fake")
+    with pytest.raises(RunnerError, match="wait_interval"):
+        runner.wait(handle, wait_interval=0)
+
+
+def test_status_and_wait_of_unknown_app_are_none(runner: Runner) -> None:
+    assert runner.status("fake://sess/nope") is None
+    assert runner.wait("fake://sess/nope", wait_interval=0.001) is None
+    assert runner.describe("fake://sess/nope") is None
+
+
+def test_handles_from_other_sessions_work(runner: Runner, table: JobTable) -> None:
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    other = Runner("other", {"fake": make_factory(table)})
+    st = other.status(f"fake://whatever/{app_id}")
+    assert st is not None
+
+
+def test_malformed_handle_raises_typed_error(runner: Runner) -> None:
+    with pytest.raises(MalformedAppHandleException, match="scheduler_backend"):
+        runner.status("not-a-handle")
+
+
+def test_unknown_scheduler_lists_valid_ones(runner: Runner) -> None:
+    with pytest.raises(UnknownSchedulerException) as e:
+        runner.status("nosuch://s/app")
+    assert "fake" in str(e.value)
+    with pytest.raises(UnknownSchedulerException):
+        runner.run(_app(), "fak")
+
+
+def test_cancel_is_idempotent_and_ignores_unknown_and_finished(runner: Runner, table: JobTable) -> None:
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    runner.cancel(handle)
+    runner.cancel(handle)
+    assert table.jobs[app_id].cancelled == 1
+    st = runner.status(handle)
+    assert st is not None and st.state == AppState.CANCELLED
+    runner.cancel("fake://sess/unknown")  # no error
+
+
+def test_delete_removes_app(runner: Runner, table: JobTable) -> None:
+    handle = runner.run(_app(), "fake")
+    runner.delete(handle)
+    assert runner.status(handle) is None
+    assert runner.describe(handle) is None
+    runner.delete(handle)  # unknown: no error
+
+
+def test_describe_returns_submitted_app_or_reconstruction(runner: Runner, table: JobTable) -> None:
+    app = _app()
+    handle = runner.run(app, "fake")
+    assert runner.describe(handle) is app
+    # another runner reconstructs it from the scheduler
+    other = Runner("o", {"fake": make_factory(table)})
+    described = other.describe(handle)
+    assert described is not None
+    assert described.name == parse_app_handle(handle).app_id
+    assert [r.name for r in described.roles] == ["worker"]
+
+
+def test_log_lines_and_regex(runner: Runner) -> None:
+    handle = runner.run(_app(), "fake")
+    assert list(runner.log_lines(handle, "worker", k=1)) == [
+        "worker 1 line 0\n",
+        "worker 1 line 1\n",
+        "worker 1 line 2\n",
+    ]
+    assert list(runner.log_lines(handle, "worker", 0, regex="line 2")) == ["worker 0 line 2\n"]
+
+
+def test_log_lines_of_unknown_app_raises(runner: Runner) -> None:
+    with pytest.raises(UnknownAppException):
+        runner.log_lines("fake://sess/gone", "worker")
+
+
+def test_list_sets_handles(runner: Runner) -> None:
+    h1 = runner.run(_app("a"), "fake")
+    h2 = runner.run(_app("b"), "fake")
+    apps = runner.list("fake")
+    assert sorted(a.app_handle for a in apps) == sorted([h1, h2])
+
+
+def test_dryrun_does_not_submit_and_schedule_does(runner: Runner, table: JobTable) -> None:
+    info = runner.dryrun(_app(), "fake", cfg={"priority": 3})
+    assert not table.jobs
+    assert "priority" in str(info)
+    info.request.cfg["priority"] = 7  # edit the native request before submitting
+    handle = runner.schedule(info)
+    assert table.jobs[parse_app_handle(handle).app_id].request.cfg["priority"] == 7
+
+
+def test_schedule_rejects_foreign_dryrun_info(runner: Runner) -> None:
+    from torchx_core.specs import AppDryRunInfo
+
+    with pytest.raises(RunnerError, match="dryrun"):
+        runner.schedule(AppDryRunInfo("req", str))
+
+
+def test_dryrun_rejects_app_without_roles(runner: Runner) -> None:
+    with pytest.raises(RunnerError, match="no roles"):
+        runner.dryrun(AppDef(name="empty"), "fake")
+
+
+def test_bad_cfg_type_is_typed_error(runner: Runner) -> None:
+    with pytest.raises(InvalidRunConfigException):
+        runner.run(_app(), "fake", cfg={"priority": "high"})
+
+
+def test_workspace_sets_first_role_workspace(runner: Runner, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchx_core.schedulers.api import UnsupportedFeatureError
+
+    app = _app()
+    # the fake does not support workspaces: the runner sets it, the scheduler rejects it
+    with pytest.raises(UnsupportedFeatureError, match="workspace"):
+        runner.dryrun(app, "fake", workspace=str(tmp_path))
+    assert app.roles[0].workspace is not None
+    assert str(tmp_path) in str(app.roles[0].workspace)
+
+
+def test_scheduler_instances_are_lazy_cached_and_closed(table: JobTable) -> None:
+    runner = Runner("s", {"fake": make_factory(table), "fake2": make_factory(table)})
+    assert table.created == []
+    assert runner.scheduler_run_opts("fake").get("queue") is not None
+    runner.run(_app(), "fake")
+    runner.status("fake://s/x")
+    assert len(table.created) == 1 and isinstance(table.created[0], FakeScheduler)
+    assert table.created[0].session_name == "s"
+    assert sorted(runner.scheduler_backends()) == ["fake", "fake2"]
+    runner.close()
+    runner.close()
+    assert table.closed == 1
+
+
+def test_context_manager_closes_and_reraises(table: JobTable) -> None:
+    with pytest.raises(KeyError):
+        with Runner("s", {"fake": make_factory(table)}) as runner:
+            runner.run(_app(), "fake")
+            raise KeyError("boom")
+    assert table.closed == 1
+
+
+def test_scheduler_params_reach_the_factory() -> None:
+    seen: dict[str, object] = {}
+
+    def factory(session_name: str, **kwargs: object) -> FakeScheduler:
+        seen.update(kwargs)
+        return FakeScheduler(session_name, JobTable())
+
+    Runner("s", {"fake": factory}, scheduler_params={"cluster": "c1"}).scheduler_run_opts("fake")
+    assert seen == {"cluster": "c1"}
+
+
+def test_concurrent_first_use_creates_one_scheduler(table: JobTable) -> None:
+    runner = Runner("s", {"fake": make_factory(table)})
+    barrier = threading.Barrier(8)
+
+    def use() -> None:
+        barrier.wait()
+        runner.run(_app(), "fake")
+
+    threads = [threading.Thread(target=use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(table.created) == 1
+    assert len(table.jobs) == 8
+
+
+def test_get_runner_uses_registry_plugin_and_defaults(fake_plugin: JobTable, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TORCHXCONFIG", raising=False)
+    with get_runner() as runner:
+        assert runner.name() == "torchx"
+        handle = runner.run(_app(), "fake")
+        assert handle.startswith("fake://torchx/")
+        assert "local_cwd" in runner.scheduler_backends()
+        assert "fake" in runner.scheduler_backends()
+    assert fake_plugin.closed == 1
+    with get_runner("mysession") as runner:
+        assert runner.run(_app(), "fake").startswith("fake://mysession/")

@@ -1,0 +1,447 @@
+"""The Runner: submits AppDefs (or components) to schedulers and manages the apps it names.
+
+>>> from torchx_core.runner import get_runner
+>>> with get_runner() as runner:  # doctest: +SKIP
+...     handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
+...     status = runner.wait(handle, wait_interval=0.1)
+
+Apps are named by handles ``{scheduler}://{session_name}/{app_id}``; every method that takes a
+handle works on apps launched by any runner or process (the session name is informational).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppStatus,
+    CfgVal,
+    UnknownAppException,
+    UnknownSchedulerException,
+    Workspace,
+    make_app_handle,
+    parse_app_handle,
+    runopts,
+)
+from torchx_core.specs.errors import TorchXError
+
+if TYPE_CHECKING:
+    from torchx_core.schedulers.api import ListAppResponse, Scheduler, Stream
+    from torchx_core.schedulers.registry import SchedulerFactory
+
+__all__ = ["Runner", "RunnerError", "get_runner"]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+DEFAULT_SESSION_NAME = "torchx"
+
+# wait(): first polls come quickly (short apps finish fast), then back off to wait_interval
+_FIRST_POLL_INTERVAL = 0.005
+
+
+class RunnerError(TorchXError, ValueError):
+    """The Runner was used wrongly (e.g. an app with no roles, a closed runner)."""
+
+
+class Runner:
+    """Submits apps to schedulers and manages them by handle.
+
+    Scheduler instances are created on first use (``factory(name, **scheduler_params)``),
+    cached per runner, and closed by :meth:`close`.
+
+    Args:
+        name: the session name, part of every handle this runner creates
+        scheduler_factories: scheduler name -> factory ``(session_name, **kwargs) -> Scheduler``
+        component_defaults: component name -> {argument: default as str} (``[component:...]``)
+        scheduler_params: keyword arguments passed to every scheduler factory
+    """
+
+    def __init__(
+        self,
+        name: str,
+        scheduler_factories: Mapping[str, SchedulerFactory],
+        component_defaults: dict[str, dict[str, str]] | None = None,
+        scheduler_params: dict[str, Any] | None = None,
+    ) -> None:
+        self._name: str = name
+        self._scheduler_factories = scheduler_factories
+        self._scheduler_params: dict[str, Any] = dict(scheduler_params or {})
+        self._scheduler_instances: dict[str, Scheduler[Any]] = {}
+        self._apps: dict[AppHandle, AppDef] = {}
+        self._component_defaults: dict[str, dict[str, str]] = component_defaults or {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Closes every scheduler this runner created. Safe to call more than once."""
+        with self._lock:
+            instances = list(self._scheduler_instances.values())
+            self._scheduler_instances.clear()
+            self._closed = True
+        for sched in instances:
+            try:
+                sched.close()
+            except Exception:  # one failing close must not leak the others
+                logger.exception("closing scheduler %s failed", sched.backend)
+
+    def name(self) -> str:
+        """The session name of this runner."""
+        return self._name
+
+    # -- submission --------------------------------------------------------------------------
+
+    def run_component(
+        self,
+        component: str,
+        component_args: list[str] | dict[str, Any],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Materializes component ``component`` with ``component_args`` and runs it.
+
+        Args:
+            component: a builtin (``"dist.ddp"``), ``path/to/file.py:fn`` or ``module:fn``
+            component_args: CLI-style arguments (``["--msg", "hi"]``) or a dict of kwargs
+            scheduler: scheduler name
+            cfg: scheduler run options
+            workspace: local project directory to mirror into the job (overrides
+                ``app.roles[0].workspace``)
+            parent_run_id: optional parent run id (experiment tracking)
+
+        Returns:
+            The app handle.
+        """
+        dryrun_info = self.dryrun_component(
+            component, component_args, scheduler, cfg, workspace, parent_run_id
+        )
+        return self.schedule(dryrun_info)
+
+    def dryrun_component(
+        self,
+        component: str,
+        component_args: list[str] | dict[str, Any],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Like :meth:`run_component` but only returns what would be submitted."""
+        app = self.materialize_component(component, component_args)
+        return self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+
+    def materialize_component(
+        self, component: str, component_args: list[str] | dict[str, Any]
+    ) -> AppDef:
+        """Builds the AppDef of ``component`` (with this runner's ``[component:*]`` defaults)."""
+        from torchx_core.specs.builders import materialize_appdef
+        from torchx_core.specs.finder import get_component
+
+        component_def = get_component(component)
+        return materialize_appdef(
+            component_def.fn,
+            component_args,
+            self._component_defaults.get(component),
+        )
+
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Runs ``app`` on ``scheduler`` and returns its handle.
+
+        Args:
+            app: the app
+            scheduler: scheduler name (``runner.scheduler_backends()`` lists them)
+            cfg: scheduler run options (``runner.scheduler_run_opts(scheduler)``)
+            workspace: overrides ``app.roles[0].workspace``
+            parent_run_id: optional parent run id (experiment tracking)
+        """
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Returns what :meth:`run` would submit, without submitting it.
+
+        ``print(info)`` shows the scheduler request; ``info.request`` can be changed before
+        :meth:`schedule`.
+
+        Raises:
+            RunnerError: the app has no roles.
+            UnknownSchedulerException: no scheduler is named ``scheduler``.
+            InvalidRunConfigException: ``cfg`` misses a required option or has a wrong type.
+        """
+        if not app.roles:
+            raise RunnerError(
+                f"app `{app.name}` has no roles; add at least one `specs.Role` to `app.roles`"
+            )
+        if workspace:
+            app.roles[0].workspace = (
+                workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
+            )
+        if parent_run_id:
+            for role in app.roles:
+                role.env.setdefault("TORCHX_PARENT_RUN_ID", parent_run_id)
+        sched = self._scheduler(scheduler)
+        dryrun_info = sched.submit_dryrun(app, dict(cfg or {}))
+        dryrun_info._scheduler = scheduler
+        return dryrun_info
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submits a request built by :meth:`dryrun` (possibly edited) and returns its handle.
+
+        Raises:
+            RunnerError: ``dryrun_info`` did not come from :meth:`dryrun`.
+        """
+        scheduler = dryrun_info._scheduler
+        if not scheduler or dryrun_info._app is None:
+            raise RunnerError(
+                "dryrun_info has no scheduler/app attached; create it with `runner.dryrun(...)`"
+                " or `runner.dryrun_component(...)`"
+            )
+        sched = self._scheduler(scheduler)
+        app_id = sched.schedule(dryrun_info)
+        app_handle = make_app_handle(scheduler, self._name, app_id)
+        self._apps[app_handle] = dryrun_info._app
+        logger.debug("launched %s", app_handle)
+        return app_handle
+
+    # -- schedulers --------------------------------------------------------------------------
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options (``cfg`` keys) scheduler ``scheduler`` accepts."""
+        return self._scheduler(scheduler).run_opts()
+
+    def scheduler_backends(self) -> list[str]:
+        """Every scheduler name this runner can use."""
+        return list(self._scheduler_factories.keys())
+
+    def _scheduler(self, scheduler: str) -> Scheduler[Any]:
+        sched = self._scheduler_instances.get(scheduler)
+        if sched is not None:
+            return sched
+        with self._lock:
+            sched = self._scheduler_instances.get(scheduler)
+            if sched is not None:
+                return sched
+            if self._closed:
+                logger.debug("runner %s used after close(); reopening schedulers", self._name)
+                self._closed = False
+            try:
+                factory = self._scheduler_factories[scheduler]
+            except KeyError:
+                raise UnknownSchedulerException(scheduler, list(self._scheduler_factories)) from None
+            sched = factory(self._name, **self._scheduler_params)
+            self._scheduler_instances[scheduler] = sched
+            return sched
+
+    def _scheduler_app_id(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str, str]:
+        scheduler_backend, _, app_id = parse_app_handle(app_handle)
+        return self._scheduler(scheduler_backend), scheduler_backend, app_id
+
+    # -- management --------------------------------------------------------------------------
+
+    def status(self, app_handle: AppHandle) -> AppStatus | None:
+        """The app's status, or ``None`` if the scheduler does not know the app (anymore).
+
+        Raises:
+            MalformedAppHandleException: the handle is malformed.
+            UnknownSchedulerException: the handle names an unknown scheduler.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        desc = scheduler.describe(app_id)
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return AppStatus(
+            state=desc.state,
+            num_restarts=desc.num_restarts,
+            msg=desc.msg,
+            structured_error_msg=desc.structured_error_msg,
+            ui_url=desc.ui_url,
+            roles=desc.roles_statuses,
+        )
+
+    def wait(
+        self,
+        app_handle: AppHandle,
+        wait_interval: float = 10,
+        timeout: float | None = None,
+    ) -> AppStatus | None:
+        """Blocks until the app reaches a terminal state; returns that status.
+
+        Polls quickly at first and then every ``wait_interval`` seconds.
+
+        Args:
+            app_handle: the app
+            wait_interval: the longest pause between two status polls (seconds)
+            timeout: give up after this many seconds and return the last status (None: never)
+
+        Returns:
+            The terminal status, the last status on timeout, or ``None`` if the app is unknown.
+        """
+        if wait_interval <= 0:
+            raise RunnerError(f"wait_interval must be > 0, got {wait_interval}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(_FIRST_POLL_INTERVAL, wait_interval)
+        while True:
+            app_status = self.status(app_handle)
+            if app_status is None or app_status.is_terminal():
+                return app_status
+            if deadline is not None and time.monotonic() >= deadline:
+                return app_status
+            sleep = pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic()))
+            time.sleep(sleep)
+            pause = min(pause * 2, wait_interval)
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Asks the scheduler to cancel the app.
+
+        Idempotent: cancelling an unknown or already finished app does nothing. Returns once
+        the request is made; the app ends as CANCELLED (or FAILED if it could not be stopped).
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        app_status = self.status(app_handle)
+        if app_status is not None and not app_status.is_terminal():
+            scheduler.cancel(app_id)
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel`."""
+        import warnings
+
+        warnings.warn("Runner.stop is deprecated, use cancel", PendingDeprecationWarning, stacklevel=2)
+        self.cancel(app_handle)
+
+    def delete(self, app_handle: AppHandle) -> None:
+        """Cancels the app if it runs and removes what the scheduler keeps of it.
+
+        Deleting an unknown app does nothing.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler.delete(app_id)
+        self._apps.pop(app_handle, None)
+
+    def describe(self, app_handle: AppHandle) -> AppDef | None:
+        """The app as submitted (as far as the scheduler can reconstruct it), or ``None``."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        app = self._apps.get(app_handle)
+        if app is not None:
+            return app
+        desc = scheduler.describe(app_id)
+        if desc is None:
+            return None
+        return AppDef(name=app_id, roles=desc.roles)
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Returns the log lines of replica ``k`` of role ``role_name`` (with their ``\\n``).
+
+        Args:
+            app_handle: the app
+            role_name: the role
+            k: the replica index (not the rank)
+            regex: only lines matching this regular expression
+            since: only lines at or after this time (where the scheduler can date lines)
+            until: only lines at or before this time
+            should_tail: follow the log until the app ends
+            streams: stdout, stderr or combined (scheduler default if None)
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        if self.status(app_handle) is None:
+            raise UnknownAppException(app_handle)
+        return scheduler.log_iter(
+            app_id, role_name, k, regex, since, until, should_tail, streams=streams
+        )
+
+    def list(
+        self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> list[ListAppResponse]:
+        """The apps scheduler ``scheduler`` knows, with their states and handles."""
+        sched = self._scheduler(scheduler)
+        apps = sched.list(cfg) if cfg is not None else sched.list()
+        for app in apps:
+            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+        return apps
+
+    def __repr__(self) -> str:
+        return (
+            f"Runner(name={self._name}, schedulers={self._scheduler_factories},"
+            f" apps={self._apps})"
+        )
+
+
+def get_runner(
+    name: str | None = None,
+    component_defaults: dict[str, dict[str, str]] | None = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """Creates a Runner over every registered scheduler; use it as a context manager.
+
+    >>> with get_runner() as runner:  # doctest: +SKIP
+    ...     handle = runner.run(app, scheduler="local_cwd")
+    ...     print(runner.status(handle))
+
+    Args:
+        name: the session name (default ``"torchx"``)
+        component_defaults: component argument defaults; read from the ``[component:*]``
+            sections of ``.torchxconfig`` when not given
+        scheduler_params: keyword arguments for every scheduler factory
+    """
+    from torchx_core.schedulers.registry import default_registry
+
+    if component_defaults is None:
+        from torchx_core.runner.config import load_sections
+
+        component_defaults = load_sections("component")
+    return Runner(
+        name or DEFAULT_SESSION_NAME,
+        default_registry().view(),
+        component_defaults,
+        scheduler_params=scheduler_params,
+    )
