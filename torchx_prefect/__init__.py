@@ -1,0 +1,67 @@
+"""Prefect 3 tasks and hooks that run TorchX apps (``pip install 'torchx-suite[prefect]'``).
+
+>>> from prefect import flow  # doctest: +SKIP
+>>> from torchx_prefect import run_app_sync, cancel_flow_apps  # doctest: +SKIP
+>>> @flow(on_cancellation=[cancel_flow_apps], on_crashed=[cancel_flow_apps])  # doctest: +SKIP
+... def train():
+...     return run_app_sync("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
+
+Public names:
+
+- :func:`run_app` (async task) and :func:`run_app_sync` (sync task): submit or reattach,
+  stream logs, publish artifacts, end Completed/Failed/Cancelled, cancel the app when stopped.
+- :func:`cancel_flow_apps`: flow hook cancelling every app a flow run started.
+- :class:`AppResult`, the errors in :mod:`torchx_prefect.errors`, and the state table in
+  :mod:`torchx_prefect.states` (importable without Prefect).
+
+Importing this package without Prefect installed raises
+:class:`torchx_core.specs.MissingDependencyError` naming the ``prefect`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchx_prefect._launch import AppResult as AppResult
+    from torchx_prefect.errors import AppFailedError as AppFailedError
+    from torchx_prefect.errors import AppRunError as AppRunError
+    from torchx_prefect.errors import AppUnknownStateError as AppUnknownStateError
+    from torchx_prefect.errors import AppVanishedError as AppVanishedError
+    from torchx_prefect.errors import InvalidTaskArgumentError as InvalidTaskArgumentError
+    from torchx_prefect.errors import TorchXPrefectError as TorchXPrefectError
+    from torchx_prefect.hooks import cancel_flow_apps as cancel_flow_apps
+    from torchx_prefect.tasks import run_app as run_app
+    from torchx_prefect.tasks import run_app_sync as run_app_sync
+
+# public name -> defining module; loaded on first access so that `torchx_prefect.states` and
+# `torchx_prefect.errors` import without Prefect (and without Prefect's import cost)
+_LAZY: dict[str, str] = {
+    "AppResult": "torchx_prefect._launch",
+    "AppFailedError": "torchx_prefect.errors",
+    "AppRunError": "torchx_prefect.errors",
+    "AppUnknownStateError": "torchx_prefect.errors",
+    "AppVanishedError": "torchx_prefect.errors",
+    "InvalidTaskArgumentError": "torchx_prefect.errors",
+    "TorchXPrefectError": "torchx_prefect.errors",
+    "cancel_flow_apps": "torchx_prefect.hooks",
+    "run_app": "torchx_prefect.tasks",
+    "run_app_sync": "torchx_prefect.tasks",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
