@@ -1,0 +1,148 @@
+""".torchxconfig: discovery, precedence, typed run options, component and CLI sections."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import pytest
+
+from torchx_core.runner import config
+from torchx_core.runner.config import ConfigError
+from torchx_core.specs import runopts
+
+
+@pytest.fixture
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    home = tmp_path / "home"
+    cwd = tmp_path / "proj"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("TORCHXCONFIG", raising=False)
+    return home, cwd
+
+
+def _opts() -> runopts:
+    opts = runopts()
+    opts.add("queue", type_=str, help="q", default="default")
+    opts.add("priority", type_=int, help="p", default=0)
+    opts.add("ratio", type_=float, help="r", default=None)
+    opts.add("debug", type_=bool, help="d", default=False)
+    opts.add("tags", type_=list[str], help="t", default=None)
+    opts.add("labels", type_=dict[str, str], help="l", default=None)
+    opts.add("account", type_=str, help="the account to bill", required=True)
+    return opts
+
+
+def test_find_configs_home_then_cwd(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    assert config.find_configs() == []
+    (cwd / ".torchxconfig").write_text("[fake]\n")
+    assert config.find_configs() == [str(cwd / ".torchxconfig")]
+    (home / ".torchxconfig").write_text("[fake]\n")
+    assert config.find_configs() == [str(home / ".torchxconfig"), str(cwd / ".torchxconfig")]
+
+
+def test_env_override_reads_only_that_file(dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[fake]\nqueue = cwd\n")
+    other = tmp_path / "other.ini"
+    other.write_text("[fake]\nqueue = env\n")
+    monkeypatch.setenv("TORCHXCONFIG", str(other))
+    cfg: dict = {}
+    config.apply("fake", cfg, run_opts=_opts())
+    assert cfg == {"queue": "env"}
+    monkeypatch.setenv("TORCHXCONFIG", str(tmp_path / "missing.ini"))
+    with pytest.raises(ConfigError, match="missing.ini"):
+        config.find_configs()
+
+
+def test_apply_precedence_explicit_then_home_then_cwd(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    (home / ".torchxconfig").write_text("[fake]\nqueue = home\n")
+    (cwd / ".torchxconfig").write_text("[fake]\nqueue = cwd\npriority = 5\n")
+    cfg: dict = {}
+    config.apply("fake", cfg, run_opts=_opts())
+    assert cfg == {"queue": "home", "priority": 5}
+    cfg = {"priority": 1}
+    config.apply("fake", cfg, run_opts=_opts())
+    assert cfg == {"priority": 1, "queue": "home"}
+
+
+def test_values_are_typed(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text(
+        "[fake]\nratio = 0.5\ndebug = True\ntags = a;b\nlabels = x:1;y:2\naccount = None\n"
+    )
+    cfg: dict = {}
+    config.apply("fake", cfg, run_opts=_opts())
+    assert cfg == {
+        "ratio": 0.5,
+        "debug": True,
+        "tags": ["a", "b"],
+        "labels": {"x": "1", "y": "2"},
+        "account": None,
+    }
+
+
+def test_bad_value_is_config_error(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[fake]\npriority = high\n")
+    with pytest.raises(ConfigError, match="priority"):
+        config.apply("fake", {}, run_opts=_opts())
+
+
+def test_unknown_option_is_skipped_with_suggestion(dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[fake]\nqueu = q\n")
+    cfg: dict = {}
+    with caplog.at_level(logging.WARNING):
+        config.apply("fake", cfg, run_opts=_opts())
+    assert cfg == {}
+    assert "queu" in caplog.text and "'queue'" in caplog.text
+
+
+def test_malformed_file_is_config_error(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("no section header\n")
+    with pytest.raises(ConfigError, match="malformed"):
+        config.load_sections("component")
+
+
+def test_component_and_cli_sections(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    (home / ".torchxconfig").write_text("[component:dist.ddp]\nj = 2x2\n")
+    (cwd / ".torchxconfig").write_text(
+        "[component:dist.ddp]\nj = 1x1\ncpu = 4\n[cli:run]\nscheduler = fake\ncomponent = utils.echo\n"
+        "[:bad]\nx = 1\n[component:]\ny = 2\n"
+    )
+    assert config.load_sections("component") == {"dist.ddp": {"j": "2x2", "cpu": "4"}}
+    assert config.get_configs("cli", "run") == {"scheduler": "fake", "component": "utils.echo"}
+    assert config.get_config("cli", "run", "component") == "utils.echo"
+    assert config.get_config("cli", "run", "nope") is None
+    assert config.get_configs("cli", "status") == {}
+
+
+def test_keys_are_case_sensitive(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[component:x]\nmemMB = 10\n")
+    assert config.get_configs("component", "x") == {"memMB": "10"}
+
+
+def test_dump_and_reload_roundtrip(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    buf = io.StringIO()
+    config.dump(buf, schedulers=["fake"], run_opts={"fake": _opts()})
+    text = buf.getvalue()
+    assert "[fake]" in text and "queue = default" in text and "#FIXME" in text
+    buf = io.StringIO()
+    config.dump(buf, schedulers=["fake"], required_only=True, run_opts={"fake": _opts()})
+    assert "queue" not in buf.getvalue() and "account" in buf.getvalue()
+    # a dumped file (minus the FIXME) loads back to the defaults
+    (cwd / ".torchxconfig").write_text(text.replace("account = #FIXME", "# account = #FIXME"))
+    cfg: dict = {}
+    config.apply("fake", cfg, run_opts=_opts())
+    assert cfg["queue"] == "default" and cfg["priority"] == 0 and cfg["debug"] is False
