@@ -1,0 +1,317 @@
+"""Slurm job states and the parsing of ``squeue --json`` and ``sacct --parsable2`` output.
+
+Robust to the output differences between Slurm 22.05 and 24.11+:
+
+* ``job_state`` is a string (22.05) or a list of strings (23.11+: base state plus flags);
+* ``exit_code`` is a raw wait status int (22.05) or ``{"status": [...], "return_code": N}``, where
+  ``N`` may itself be ``{"set": true, "number": 3}`` (24.x);
+* 22.05's ``squeue --json`` ignores ``-j``/``-t`` and returns every job: callers filter here;
+* numbers may come as plain ints or ``{"set": bool, "infinite": bool, "number": int}``.
+
+Each het component is one record; the app id is the het leader's id (or the job id).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torchx_core.schedulers.api import DescribeAppResponse, SchedulerError
+from torchx_core.specs import AppState, ReplicaStatus, RoleStatus, is_terminal
+
+__all__ = [
+    "SACCT_FIELDS",
+    "SLURM_STATES",
+    "SlurmJobRecord",
+    "appstate_from_slurm_state",
+    "describe_from_records",
+    "group_by_app",
+    "parse_sacct",
+    "parse_squeue_json",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+# Slurm job state -> AppState. https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES
+SLURM_STATES: Mapping[str, AppState] = {
+    "BOOT_FAIL": AppState.FAILED,
+    "CANCELLED": AppState.CANCELLED,
+    "COMPLETED": AppState.SUCCEEDED,
+    "CONFIGURING": AppState.PENDING,
+    "COMPLETING": AppState.RUNNING,
+    "DEADLINE": AppState.FAILED,
+    "FAILED": AppState.FAILED,
+    "LAUNCH_FAILED": AppState.FAILED,
+    "NODE_FAIL": AppState.FAILED,
+    "OUT_OF_MEMORY": AppState.FAILED,
+    "OOM": AppState.FAILED,
+    "PENDING": AppState.PENDING,
+    "POWER_UP_NODE": AppState.PENDING,
+    "PREEMPTED": AppState.FAILED,
+    "RECONFIG_FAIL": AppState.FAILED,
+    "REQUEUED": AppState.PENDING,
+    "REQUEUE_FED": AppState.PENDING,
+    "REQUEUE_HOLD": AppState.PENDING,
+    "RESIZING": AppState.RUNNING,
+    "RESV_DEL_HOLD": AppState.PENDING,
+    "REVOKED": AppState.CANCELLED,
+    "RUNNING": AppState.RUNNING,
+    "SIGNALING": AppState.RUNNING,
+    "SPECIAL_EXIT": AppState.FAILED,
+    "STAGE_OUT": AppState.RUNNING,
+    "STOPPED": AppState.PENDING,
+    "SUSPENDED": AppState.PENDING,
+    "TIMEOUT": AppState.FAILED,
+    "UPDATE_DB": AppState.RUNNING,
+}
+
+# sacct columns we read (WorkDir last: it is the one field that may hold a '|').
+SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "State", "ExitCode", "DerivedExitCode",
+                "NodeList", "User", "WorkDir")
+
+
+def appstate_from_slurm_state(state: str) -> AppState:
+    """Maps a Slurm state (``RUNNING``, ``CANCELLED by 0``, ``OUT_OF_MEMORY``...) to AppState."""
+    base = state.strip().split(" ")[0].rstrip("+").upper()
+    found = SLURM_STATES.get(base)
+    if found is None:
+        logger.warning("unknown Slurm job state %r; reporting UNKNOWN", state)
+        return AppState.UNKNOWN
+    return found
+
+
+@dataclass
+class SlurmJobRecord:
+    """One Slurm job or het component, normalized across Slurm versions.
+
+    Args:
+        job_id: the raw job id of this record.
+        app_id: the het leader's id (the app id), or the job id itself.
+        offset: the het component offset (0 for plain jobs).
+        name: the job name (``{role}-{replica_id}`` for jobs this scheduler submitted).
+        state: the base Slurm state (``RUNNING``...).
+        reason: the pending/failure reason (``""`` when none).
+        exit_code: the batch script's exit code, when known.
+        derived_exit_code: the highest exit code of the component's steps, when known.
+        signal: the signal that ended the batch script, when known.
+        restarts: how often the job was requeued, when known (``squeue`` only).
+        nodes: the allocated node list.
+        work_dir: the job's working directory (the log dir of this scheduler's jobs).
+        user: the owner's user name (or uid as a string).
+    """
+
+    job_id: str
+    app_id: str
+    offset: int
+    name: str
+    state: str
+    reason: str = ""
+    exit_code: int | None = None
+    derived_exit_code: int | None = None
+    signal: int | None = None
+    restarts: int | None = None
+    nodes: str = ""
+    work_dir: str = ""
+    user: str = ""
+
+
+def _number(value: Any) -> int | None:
+    """Reads ``5``, ``"5"`` or ``{"set": true, "number": 5}`` (24.x); ``None`` when unset."""
+    if isinstance(value, Mapping):
+        if value.get("set") is False or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _exit(value: Any) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a raw wait status int or a 23.02+ exit code object."""
+    if isinstance(value, Mapping):
+        code = _number(value.get("return_code"))
+        sig = value.get("signal")
+        signo = _number(sig.get("id", sig.get("signal_id"))) if isinstance(sig, Mapping) else None
+        return code, signo
+    raw = _number(value)
+    if raw is None:
+        return None, None
+    return (raw >> 8) & 0xFF, (raw & 0x7F) or None
+
+
+def _state_of(value: Any) -> str:
+    """The base state from a string (22.05) or a list of base state + flags (23.11+)."""
+    states = [value] if isinstance(value, str) else list(value or [])
+    for s in states:
+        if str(s).upper() in SLURM_STATES:
+            return str(s).upper()
+    return str(states[0]).upper() if states else "UNKNOWN"
+
+
+def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
+    """Parses ``squeue --json`` output into records (every job it lists).
+
+    Raises:
+        SchedulerError: the output is not squeue JSON.
+    """
+    try:
+        data = json.loads(text)
+        jobs = data["jobs"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise SchedulerError(
+            f"cannot parse `squeue --json` output ({e}); got: {text[:200]!r}. Check that squeue"
+            " supports --json (Slurm >= 21.08)"
+        ) from e
+    out = []
+    for job in jobs:
+        job_id = _number(job.get("job_id"))
+        if job_id is None:
+            continue
+        het_id = _number(job.get("het_job_id"))
+        array_id = _number(job.get("array_job_id"))
+        array_task = _number(job.get("array_task_id"))
+        app_id = str(het_id) if het_id else str(job_id)
+        if array_id and array_task is not None:
+            app_id = f"{array_id}_{array_task}"
+        code, sig = _exit(job.get("exit_code"))
+        derived, _ = _exit(job.get("derived_exit_code"))
+        reason = str(job.get("state_reason") or "")
+        out.append(
+            SlurmJobRecord(
+                job_id=str(job_id),
+                app_id=app_id,
+                offset=(_number(job.get("het_job_offset")) or 0) if het_id else 0,
+                name=str(job.get("name") or ""),
+                state=_state_of(job.get("job_state")),
+                reason="" if reason == "None" else reason,
+                exit_code=code,
+                derived_exit_code=derived,
+                signal=sig,
+                restarts=_number(job.get("restart_cnt")),
+                nodes=str(job.get("nodes") or ""),
+                work_dir=str(job.get("current_working_directory") or ""),
+                user=str(job.get("user_name") or job.get("user_id") or ""),
+            )
+        )
+    return out
+
+
+def _sacct_exit(text: str) -> tuple[int | None, int | None]:
+    code, _, sig = text.partition(":")
+    try:
+        return int(code), (int(sig) or None) if sig else None
+    except ValueError:
+        return None, None
+
+
+def parse_sacct(text: str) -> list[SlurmJobRecord]:
+    """Parses ``sacct -X --parsable2 --noheader -o <SACCT_FIELDS>`` output (steps are skipped)."""
+    out = []
+    n = len(SACCT_FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cols = line.split("|")
+        if len(cols) < n:
+            logger.debug("skipping sacct line %r", line)
+            continue
+        cols = cols[: n - 1] + ["|".join(cols[n - 1 :])]
+        row = dict(zip(SACCT_FIELDS, cols))
+        job_id = row["JobID"]
+        if "." in job_id:  # a step (only without -X)
+            continue
+        app_id, plus, offset = job_id.partition("+")
+        code, sig = _sacct_exit(row["ExitCode"])
+        derived, _ = _sacct_exit(row["DerivedExitCode"])
+        nodes = row["NodeList"]
+        out.append(
+            SlurmJobRecord(
+                job_id=row["JobIDRaw"],
+                app_id=app_id,
+                offset=int(offset) if plus and offset.isdigit() else 0,
+                name=row["JobName"],
+                state=row["State"].split(" ")[0].upper(),
+                exit_code=code,
+                derived_exit_code=derived,
+                signal=sig,
+                nodes="" if nodes.startswith("None") else nodes,
+                work_dir=row["WorkDir"],
+                user=row["User"],
+            )
+        )
+    return out
+
+
+def group_by_app(records: Iterable[SlurmJobRecord]) -> dict[str, list[SlurmJobRecord]]:
+    """Groups records by app id, components sorted by het offset (duplicates dropped)."""
+    groups: dict[str, dict[int, SlurmJobRecord]] = {}
+    for r in records:
+        groups.setdefault(r.app_id, {})[r.offset] = r
+    return {app: [comps[k] for k in sorted(comps)] for app, comps in groups.items()}
+
+
+def _role_and_replica(name: str) -> tuple[str, int]:
+    role, sep, idx = name.rpartition("-")
+    if sep and idx.isdigit():
+        return role, int(idx)
+    return name, 0
+
+
+def _replica_state(app_state: AppState, record: SlurmJobRecord, steps_failed: bool) -> AppState:
+    """A component shares its job's state, except when the job has finished and its steps'
+    exit codes tell the replicas apart: a replica whose steps exited non-zero FAILED, and, when
+    some replica did fail, one whose steps exited 0 SUCCEEDED."""
+    state = appstate_from_slurm_state(record.state)
+    if app_state == AppState.CANCELLED and not is_terminal(state):
+        return AppState.CANCELLED
+    if not is_terminal(state) or state == AppState.CANCELLED:
+        return state
+    if record.derived_exit_code:
+        return AppState.FAILED
+    if state == AppState.FAILED and steps_failed and record.derived_exit_code == 0:
+        return AppState.SUCCEEDED
+    return state
+
+
+def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> DescribeAppResponse:
+    """Builds a DescribeAppResponse from the (sorted) component records of one app."""
+    leader = records[0]
+    state = appstate_from_slurm_state(leader.state)
+    roles: dict[str, list[ReplicaStatus]] = {}
+    steps_failed = any(r.derived_exit_code for r in records)
+    for r in records:
+        role, replica_id = _role_and_replica(r.name)
+        roles.setdefault(role, []).append(
+            ReplicaStatus(
+                id=replica_id,
+                state=_replica_state(state, r, steps_failed),
+                role=role,
+                hostname=r.nodes,
+            )
+        )
+    msg = leader.reason
+    if state == AppState.FAILED:
+        detail = [f"slurm state {leader.state}"]
+        if leader.exit_code is not None:
+            detail.append(f"exit code {leader.exit_code}")
+        if leader.signal:
+            detail.append(f"signal {leader.signal}")
+        if leader.reason:
+            detail.append(f"reason {leader.reason}")
+        msg = ", ".join(detail)
+    response = DescribeAppResponse(
+        app_id=app_id,
+        state=state,
+        num_restarts=leader.restarts if leader.restarts is not None else -1,
+        roles_statuses=[RoleStatus(role, sorted(reps, key=lambda x: x.id))
+                        for role, reps in roles.items()],
+    )
+    if msg:
+        response.msg = msg
+    return response
