@@ -1,0 +1,380 @@
+"""Build an AppDef from a component function and its arguments (CLI argv or a dict).
+
+Each component parameter becomes an option ``--name`` (single-letter names also get ``-n``,
+names with ``_`` also accept ``-`` as in ``--nnodes-per``). Values are parsed by the
+parameter's annotation:
+
+* ``str``; ``int``; ``float``; ``bool`` (``true/false``, ``1/0``, ``yes/no``, ``on/off``; a
+  bare ``--flag`` means true),
+* ``list[X]``: ``"a,b,c"``,
+* ``dict[K, V]``: ``"k1=v1,k2=v2"`` (the last ``,`` before a ``key=`` separates pairs, so
+  values may hold commas),
+* ``Optional[X]`` / ``X | None``: like ``X``,
+* ``*args: str``: everything after the named options (a leading ``--`` is dropped).
+
+Bad arguments raise :py:class:`~torchx_core.specs.errors.ComponentArgumentError` (never
+``SystemExit``), except ``--help`` which prints the help (built from the docstring) and exits
+like any CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from torchx_core.specs._app import AppDef, BindMount, DeviceMount, VolumeMount, parse_mounts
+from torchx_core.specs._status import make_app_handle
+from torchx_core.specs.errors import (
+    ComponentArgumentError,
+    ComponentValidationException,
+    did_you_mean,
+)
+from torchx_core.specs.file_linter import get_fn_docstring
+
+__all__ = [
+    "BindMount",
+    "DeviceMount",
+    "VolumeMount",
+    "component_help",
+    "make_app_handle",
+    "materialize_appdef",
+    "parse_args",
+    "parse_mounts",
+]
+
+_TRUE = frozenset({"true", "1", "yes", "y", "on"})
+_FALSE = frozenset({"false", "0", "no", "n", "off"})
+
+
+class _ComponentArgParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises ComponentArgumentError instead of exiting on bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ComponentArgumentError(
+            f"{self.prog}: {message}. {self.format_usage().strip().replace('usage:', 'Usage:', 1)}"
+            f" (run with --help for details)"
+        )
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return tp
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _to_bool(value: str) -> bool:
+    low = value.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"{value!r} is not a bool (use true/false, 1/0, yes/no, on/off)")
+
+
+def _primitive(tp: Any, value: str) -> Any:
+    if tp is bool:
+        return _to_bool(value)
+    if tp in (int, float):
+        try:
+            return tp(value.strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not a valid {tp.__name__}") from None
+    if tp is str or tp is Any:
+        return value
+    raise ValueError(f"unsupported type {_type_name(tp)}")
+
+
+def _split_dict(value: str) -> dict[str, str]:
+    """``"k1=v1,k2=v2"`` -> dict; the last ``,``/``;`` before each ``key=`` separates pairs."""
+    text = value.strip()
+    if not text:
+        return {}
+    parts = text.split("=")
+    if len(parts) < 2:
+        raise ValueError(f"{value!r} is not of the form 'k1=v1,k2=v2'")
+    out: dict[str, str] = {}
+    key = parts[0].strip()
+    for i, middle in enumerate(parts[1:], start=1):
+        if i == len(parts) - 1:
+            val, nxt = middle, None
+        else:
+            cut = max(middle.rfind(","), middle.rfind(";"))
+            if cut < 0:
+                raise ValueError(f"{value!r}: cannot tell where the value of {key!r} ends in {middle!r}")
+            val, nxt = middle[:cut], middle[cut + 1 :].strip()
+        if not key:
+            raise ValueError(f"{value!r} has an empty key; write 'k1=v1,k2=v2'")
+        out[key] = val
+        if nxt is not None:
+            key = nxt
+    return out
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    """Converts a CLI string (or an already typed value) to ``tp``; raises ValueError."""
+    tp = _unwrap_optional(tp)
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin is list or tp is list:
+        (item_tp,) = typing.get_args(tp) or (str,)
+        if isinstance(value, str):
+            items = [v for v in value.split(",") if v != ""]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            raise ValueError(f"{value!r} is not a list (write 'a,b,c')")
+        return [_primitive(item_tp, v) if isinstance(v, str) else _check(item_tp, v) for v in items]
+    if origin is dict or tp is dict:
+        k_tp, v_tp = typing.get_args(tp) or (str, str)
+        if isinstance(value, str):
+            raw = _split_dict(value)
+        elif isinstance(value, Mapping):
+            raw = dict(value)
+        else:
+            raise ValueError(f"{value!r} is not a dict (write 'k1=v1,k2=v2')")
+        return {
+            (_primitive(k_tp, k) if isinstance(k, str) else _check(k_tp, k)): (
+                _primitive(v_tp, v) if isinstance(v, str) else _check(v_tp, v)
+            )
+            for k, v in raw.items()
+        }
+    if isinstance(value, str):
+        return _primitive(tp, value)
+    return _check(tp, value)
+
+
+def _check(tp: Any, value: Any) -> Any:
+    if tp is Any or not isinstance(tp, type):
+        return value
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, bool):
+        raise ValueError(f"{value!r} is a bool, not an int")
+    if not isinstance(value, tp):
+        raise ValueError(f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}")
+    return value
+
+
+def _hints(cmpnt_fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cmpnt_fn)
+    except Exception as e:  # noqa: BLE001 - unresolvable annotations: report as a component error
+        raise ComponentValidationException(
+            f"cannot resolve the type annotations of component {cmpnt_fn.__name__}: {e}"
+        ) from e
+
+
+def _arg_type(tp: Any) -> Callable[[str], Any]:
+    def parse(value: str) -> Any:
+        try:
+            return _convert(tp, value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = _type_name(_unwrap_optional(tp))
+    return parse
+
+
+def _create_args_parser(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> argparse.ArgumentParser:
+    description, args_desc = get_fn_docstring(cmpnt_fn)
+    hints = _hints(cmpnt_fn)
+    parser = _ComponentArgParser(
+        prog=f"torchx run <run args...> {cmpnt_fn.__name__}",
+        description=f"App spec: {description}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    defaults = _defaults(cmpnt_fn, hints, cmpnt_defaults, config)
+    for name, param in inspect.signature(cmpnt_fn).parameters.items():
+        tp = hints.get(name, str)
+        help_text = args_desc.get(name, name)
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            parser.add_argument(name, nargs=argparse.REMAINDER, type=str, help=help_text)
+            continue
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        flags = [f"--{name}"]
+        if len(name) == 1:
+            flags.insert(0, f"-{name}")
+        if "_" in name:
+            flags.append(f"--{name.replace('_', '-')}")
+        kwargs: dict[str, Any] = {"dest": name, "type": _arg_type(tp), "help": help_text}
+        if _unwrap_optional(tp) is bool:
+            kwargs.update(nargs="?", const=True)
+        if name in defaults:
+            kwargs["default"] = defaults[name]
+        else:
+            kwargs["required"] = True
+        parser.add_argument(*flags, **kwargs)
+    return parser
+
+
+def _defaults(
+    cmpnt_fn: Callable[..., AppDef],
+    hints: Mapping[str, Any],
+    cmpnt_defaults: Mapping[str, str] | None,
+    config: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    params = inspect.signature(cmpnt_fn).parameters
+    out = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+    for source, values in (("defaults", cmpnt_defaults), ("config", config)):
+        for name, value in (values or {}).items():
+            if name not in params:
+                raise ComponentArgumentError(
+                    f"component {cmpnt_fn.__name__}: {source} set unknown argument {name!r}."
+                    f"{did_you_mean(name, params)} Valid arguments: {', '.join(params)}"
+                )
+            try:
+                out[name] = _convert(hints.get(name, str), value)
+            except ValueError as e:
+                raise ComponentArgumentError(
+                    f"component {cmpnt_fn.__name__}: {source} value for {name!r} is invalid: {e}"
+                ) from None
+    return out
+
+
+def component_help(cmpnt_fn: Callable[..., AppDef]) -> str:
+    """Returns the ``--help`` text of a component (built from its docstring and signature)."""
+    return _create_args_parser(cmpnt_fn).format_help()
+
+
+def parse_args(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_args: list[str],
+    cmpnt_defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> argparse.Namespace:
+    """Parses component CLI arguments into a namespace of typed values.
+
+    Args:
+        cmpnt_fn: the component function
+        cmpnt_args: the argv, e.g. ``["--nnodes", "2", "--script", "train.py"]``
+        cmpnt_defaults: string defaults (e.g. from ``.torchxconfig``) overriding the function's
+        config: typed defaults overriding the function's (applied after ``cmpnt_defaults``)
+
+    Raises:
+        ComponentArgumentError: unknown, missing or malformed arguments
+    """
+    if isinstance(cmpnt_args, str) or not all(isinstance(a, str) for a in cmpnt_args):
+        raise ComponentArgumentError(
+            f"component {cmpnt_fn.__name__}: arguments must be a list of strings, got {cmpnt_args!r}"
+        )
+    parser = _create_args_parser(cmpnt_fn, cmpnt_defaults, config)
+    return parser.parse_args(list(cmpnt_args))
+
+
+def _call(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> AppDef:
+    params = inspect.signature(cmpnt_fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        # parameters before *args can only be passed positionally
+        pos, kw = _positional_call(cmpnt_fn, values)
+    else:
+        pos = [values[p.name] for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+        kw = {
+            p.name: values[p.name]
+            for p in params
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        }
+    app = cmpnt_fn(*pos, **kw)
+    if not isinstance(app, AppDef):
+        raise ComponentValidationException(
+            f"component {cmpnt_fn.__name__} returned {type(app).__name__}, not an AppDef"
+        )
+    return app
+
+
+def _positional_call(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    pos: list[Any] = []
+    kw: dict[str, Any] = {}
+    for name, param in inspect.signature(cmpnt_fn).parameters.items():
+        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            pos.append(values[name])
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+            var = list(values.get(name) or [])
+            if var and var[0] == "--":
+                var = var[1:]
+            pos.extend(var)
+        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kw[name] = values[name]
+    return pos, kw
+
+
+def _values_from_dict(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_args: Mapping[str, Any],
+    cmpnt_defaults: Mapping[str, str] | None,
+    config: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    hints = _hints(cmpnt_fn)
+    params = inspect.signature(cmpnt_fn).parameters
+    values = _defaults(cmpnt_fn, hints, cmpnt_defaults, config)
+    problems: list[str] = []
+    for name, value in cmpnt_args.items():
+        if name not in params or params[name].kind is inspect.Parameter.VAR_KEYWORD:
+            problems.append(
+                f"unknown argument {name!r}.{did_you_mean(str(name), params)}"
+                f" Valid arguments: {', '.join(params)}"
+            )
+            continue
+        if params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                problems.append(f"{name!r} (the *{name} trailing arguments) must be a list of str")
+            else:
+                values[name] = [str(v) for v in value]
+            continue
+        try:
+            values[name] = _convert(hints.get(name, str), value)
+        except ValueError as e:
+            problems.append(f"argument {name!r}: {e}")
+    for name, param in params.items():
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if name not in values:
+            problems.append(f"missing required argument {name!r}")
+    if problems:
+        raise ComponentArgumentError(f"component {cmpnt_fn.__name__}: " + "; ".join(problems))
+    return values
+
+
+def materialize_appdef(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_args: list[str] | Mapping[str, Any],
+    cmpnt_defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> AppDef:
+    """Creates an AppDef by calling the component function with the given arguments.
+
+    Args:
+        cmpnt_fn: the component function
+        cmpnt_args: CLI argv (``["--msg", "hi"]``) or a ``{name: value}`` dict (string values
+            are parsed like the CLI; typed values are checked)
+        cmpnt_defaults: string defaults (e.g. from ``.torchxconfig``) overriding the function's
+        config: typed defaults overriding the function's
+
+    Returns:
+        The AppDef returned by the component.
+
+    Raises:
+        ComponentArgumentError: unknown, missing or malformed arguments
+        ComponentValidationException: the function does not return an AppDef
+    """
+    if isinstance(cmpnt_args, Mapping):
+        values = _values_from_dict(cmpnt_fn, cmpnt_args, cmpnt_defaults, config)
+    else:
+        values = vars(parse_args(cmpnt_fn, cmpnt_args, cmpnt_defaults, config))
+    return _call(cmpnt_fn, values)

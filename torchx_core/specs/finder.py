@@ -1,0 +1,269 @@
+"""Component lookup: builtins, ``torchx.components`` entry points, and ``path/to/file.py:fn``.
+
+* Builtins are the public functions returning ``AppDef`` in the :mod:`torchx_core.components`
+  module tree, named by their module path relative to it: ``dist.ddp`` is
+  ``torchx_core/components/dist.py:ddp``.
+* Each entry point of the ``torchx.components`` group names a module (package); its
+  components are added under the entry point name as prefix (``foo = my_proj.components``
+  gives ``foo.train`` for ``my_proj/components/train.py``... and ``foo.<fn>`` for functions in
+  the package itself). A plugin component replaces a builtin of the same name (logged). An
+  entry point that fails to load is logged and skipped.
+* ``path/to/file.py:fn`` loads a component from a file; ``pkg.module:fn`` from a module.
+
+Discovery runs on first lookup and is cached.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import pkgutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from torchx_core.specs._app import AppDef
+from torchx_core.specs.errors import (
+    ComponentNotFoundException,
+    ComponentValidationException,
+    did_you_mean,
+)
+from torchx_core.specs.file_linter import get_fn_docstring, validate
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+BUILTINS_PACKAGE = "torchx_core.components"
+ENTRY_POINT_GROUP = "torchx.components"
+
+__all__ = [
+    "ComponentNotFoundException",
+    "ComponentValidationException",
+    "get_builtin_source",
+    "get_component",
+    "get_components",
+]
+
+
+@dataclass
+class _Component:
+    """A discovered component.
+
+    Args:
+        name: the name to run it by (``dist.ddp``, ``path/to/file.py:fn``)
+        description: first part of its docstring
+        fn_name: the function name
+        fn: the component function
+        validation_errors: linter findings (empty if the component is valid)
+    """
+
+    name: str
+    description: str
+    fn_name: str
+    fn: Callable[..., AppDef]
+    validation_errors: list[str] = field(default_factory=list)
+
+
+def _returns_appdef(fn: Callable[..., Any]) -> bool:
+    ann = getattr(fn, "__annotations__", {}).get("return")
+    if ann is AppDef:
+        return True
+    return isinstance(ann, str) and ann.split(".")[-1] == "AppDef"
+
+
+def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    errors = [m.description for m in validate(path, fn.__name__)] if path else []
+    description, _ = get_fn_docstring(fn)
+    return _Component(
+        name=name,
+        description=description.split("\n\n")[0].strip(),
+        fn_name=fn.__name__,
+        fn=fn,
+        validation_errors=errors,
+    )
+
+
+def _module_components(module: ModuleType, prefix: str) -> dict[str, _Component]:
+    out: dict[str, _Component] = {}
+    for attr, obj in vars(module).items():
+        if attr.startswith("_") or not inspect.isfunction(obj):
+            continue
+        if obj.__module__ != module.__name__ or not _returns_appdef(obj):
+            continue
+        name = f"{prefix}.{attr}" if prefix else attr
+        out[name] = _make_component(name, obj)
+    return out
+
+
+def _package_components(package: ModuleType, prefix: str) -> dict[str, _Component]:
+    """Components of ``package`` and (if it is a package) every module below it."""
+    out = _module_components(package, prefix)
+    paths = getattr(package, "__path__", None)
+    if paths is None:
+        return out
+    for info in pkgutil.walk_packages(paths, prefix=package.__name__ + "."):
+        rel = info.name[len(package.__name__) + 1 :]
+        if any(part.startswith("_") or part in ("test", "tests") for part in rel.split(".")):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception as e:  # noqa: BLE001 - one broken module must not hide the rest
+            logger.warning("skipping component module %s: %s", info.name, e)
+            continue
+        sub_prefix = f"{prefix}.{rel}" if prefix else rel
+        out.update(_module_components(module, sub_prefix))
+    return out
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self._components: dict[str, _Component] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> dict[str, _Component]:
+        comps = self._components
+        if comps is not None:
+            return comps
+        with self._lock:
+            if self._components is None:
+                self._components = _discover()
+            return self._components
+
+    def clear(self) -> None:
+        self._components = None
+
+
+def _discover() -> dict[str, _Component]:
+    comps: dict[str, _Component] = {}
+    try:
+        comps.update(_package_components(importlib.import_module(BUILTINS_PACKAGE), ""))
+    except ImportError as e:
+        logger.warning("cannot import the builtin components %s: %s", BUILTINS_PACKAGE, e)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
+            logger.warning("could not load component entry point %s = %s: %s", ep.name, ep.value, e)
+            continue
+        if isinstance(obj, ModuleType):
+            found = _package_components(obj, ep.name)
+        elif inspect.isfunction(obj):
+            found = {ep.name: _make_component(ep.name, obj)}
+        else:
+            logger.warning("component entry point %s = %s is neither a module nor a function", ep.name, ep.value)
+            continue
+        for name in found.keys() & comps.keys():
+            logger.warning("component %r from entry point %s replaces the builtin one", name, ep.name)
+        comps.update(found)
+    return comps
+
+
+_registry = _Registry()
+
+
+def get_components() -> dict[str, _Component]:
+    """Returns every known component (builtins and ``torchx.components`` entry points) by name."""
+    return dict(_registry.get())
+
+
+def _load_file(path: str, fn_name: str, name: str) -> Callable[..., Any]:
+    import importlib.util
+
+    abspath = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(abspath):
+        raise ComponentNotFoundException(
+            f"component {name!r}: file {path!r} does not exist (resolved to {abspath});"
+            " use 'path/to/file.py:function'"
+        )
+    mod_name = "_torchx_component_" + "".join(c if c.isalnum() else "_" for c in abspath)
+    spec = importlib.util.spec_from_file_location(mod_name, abspath)
+    if spec is None or spec.loader is None:
+        raise ComponentNotFoundException(f"component {name!r}: cannot load {abspath} as python")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - user code: report what failed, typed
+        raise ComponentValidationException(f"component {name!r}: importing {abspath} failed: {e}") from e
+    return _get_fn(module, fn_name, name)
+
+
+def _get_fn(module: ModuleType, fn_name: str, name: str) -> Callable[..., Any]:
+    fn = getattr(module, fn_name, None)
+    if fn is None or not callable(fn):
+        fns = [k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")]
+        raise ComponentNotFoundException(
+            f"component {name!r}: {module.__name__} has no function {fn_name!r}."
+            f"{did_you_mean(fn_name, fns)} Functions: {', '.join(fns) or 'none'}"
+        )
+    return fn
+
+
+def _custom_component(name: str) -> _Component:
+    target, _, fn_name = name.rpartition(":")
+    if not target or not fn_name:
+        raise ComponentNotFoundException(
+            f"component {name!r} is not of the form 'path/to/file.py:function' or 'module:function'"
+        )
+    if target.endswith(".py") or os.sep in target or os.path.isfile(target):
+        fn = _load_file(target, fn_name, name)
+        errors = [m.description for m in validate(os.path.expanduser(target), fn_name)]
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as e:
+            raise ComponentNotFoundException(
+                f"component {name!r}: cannot import module {target!r} ({e});"
+                " use 'path/to/file.py:function' or an importable 'module:function'"
+            ) from e
+        fn = _get_fn(module, fn_name, name)
+        comp = _make_component(name, fn)
+        return comp
+    description, _ = get_fn_docstring(fn)
+    return _Component(name, description.split("\n\n")[0].strip(), fn_name, fn, errors)
+
+
+def get_component(name: str) -> _Component:
+    """Finds a component by name: a builtin/plugin name (``dist.ddp``) or ``path/file.py:fn``.
+
+    Raises:
+        ComponentNotFoundException: no such component (with suggestions)
+        ComponentValidationException: the component does not follow the component standard
+    """
+    if not isinstance(name, str) or not name:
+        raise ComponentNotFoundException(f"component name must be a non-empty str, got {name!r}")
+    if ":" in name:
+        comp = _custom_component(name)
+    else:
+        comps = _registry.get()
+        comp = comps.get(name)
+        if comp is None:
+            raise ComponentNotFoundException(
+                f"Component `{name}` not found.{did_you_mean(name, comps)} Run `torchx builtins`"
+                " to list the available components, pass a file as 'path/to/file.py:function',"
+                f" or register yours via the `{ENTRY_POINT_GROUP}` entry point group."
+            )
+    if comp.validation_errors:
+        raise ComponentValidationException(
+            f"component {name!r} does not follow the component standard: "
+            + "; ".join(comp.validation_errors)
+        )
+    return comp
+
+
+def get_builtin_source(name: str) -> str:
+    """Returns the source code of a component (for ``torchx builtins --print``).
+
+    Raises:
+        ComponentNotFoundException: no such component
+    """
+    comp = get_component(name)
+    return inspect.getsource(comp.fn)
