@@ -1,0 +1,150 @@
+"""The launcher component, compiled with the KFP compiler and read back as IR YAML."""
+
+# No `from __future__ import annotations`: KFP reads pipeline annotations as objects.
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kfp import compiler, dsl
+from torchx_core import specs
+
+from torchx_kfp import InvalidKfpOptionsError, launch, launcher_component
+
+pytestmark = pytest.mark.kfp
+
+
+def _app(num_replicas: int = 2) -> specs.AppDef:
+    return specs.AppDef(
+        name="ddp",
+        roles=[
+            specs.Role("trainer", image="img", entrypoint="python", args=["-c", "pass"],
+                       num_replicas=num_replicas),
+            specs.Role("ps", image="img", entrypoint="python"),
+        ],
+    )
+
+
+def _compile(fn: Any, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "pipeline.yaml"
+    compiler.Compiler().compile(fn, str(out))
+    return yaml.safe_load(out.read_text())
+
+
+def _const(task: dict[str, Any], name: str) -> Any:
+    return task["inputs"]["parameters"][name]["runtimeValue"]["constant"]
+
+
+def test_launch_compiles_a_lightweight_step(tmp_path: Path) -> None:
+    app = _app()
+
+    @dsl.pipeline(name="launch")
+    def pipeline() -> str:
+        return launch(app, scheduler="slurm", cfg={"partition": "gpu"}).outputs["app_handle"]
+
+    spec = _compile(pipeline, tmp_path)
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    assert json.loads(_const(task, "app_json")) == app.to_dict()
+    assert _const(task, "scheduler") == "slurm"
+    assert _const(task, "cfg") == {"partition": "gpu"}
+    assert _const(task, "job_id") == "{{$.pipeline_job_uuid}}"
+    assert _const(task, "task_name") == "{{$.pipeline_task_name}}"
+    assert task["cachingOptions"].get("enableCache", False) is False
+    assert "retryPolicy" not in task  # engine retries default to 0
+    assert task["taskInfo"]["name"] == "ddp"
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    container = executor["container"]
+    assert container["image"] == "python:3.11"
+    shipped = "\n".join(container["command"])
+    assert "def torchx_launcher(" in shipped
+    assert "from torchx_kfp.runtime import run_launcher" in shipped
+    assert "pip install" not in shipped  # install_kfp_package=False
+    outputs = spec["components"]["comp-torchx-launcher"]["outputDefinitions"]["parameters"]
+    assert set(outputs) == {"app_handle", "state", "status_json", "ui_url"}
+
+
+def test_launch_with_component_retries_and_caching(tmp_path: Path) -> None:
+    @dsl.pipeline(name="launch")
+    def pipeline() -> None:
+        launch(component="utils.echo", component_args=["--msg", "hi"], retries=2,
+               enable_caching=True, base_image="ghcr.io/acme/torchx:1")
+
+    spec = _compile(pipeline, tmp_path)
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    assert _const(task, "component") == "utils.echo"
+    assert _const(task, "component_args") == ["--msg", "hi"]
+    assert _const(task, "app_json") == ""
+    assert task["retryPolicy"]["maxRetryCount"] == 2
+    assert task["cachingOptions"]["enableCache"] is True
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == "ghcr.io/acme/torchx:1"
+
+
+def test_two_steps_pass_the_handle(tmp_path: Path) -> None:
+    app = _app()
+
+    @dsl.pipeline(name="two")
+    def pipeline() -> None:
+        first = launch(app)
+        launch(component="utils.echo", component_args=["--msg", "after"], after=first)
+
+    spec = _compile(pipeline, tmp_path)
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(tasks) == {"torchx-launcher", "torchx-launcher-2"}
+    assert tasks["torchx-launcher-2"]["dependentTasks"] == ["torchx-launcher"]
+
+
+def test_resources_passthrough_goes_to_the_app(tmp_path: Path) -> None:
+    app = _app()
+
+    @dsl.pipeline(name="pass")
+    def pipeline() -> None:
+        task = launch(app, pass_resources=True)
+        task.set_cpu_limit("8").set_memory_limit("16Gi")
+
+    spec = _compile(pipeline, tmp_path)
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    assert _const(task, "pass_resources") is True
+    comp = spec["components"]["comp-torchx-launcher"]
+    assert comp["taskConfigPassthroughs"] == [{"field": "RESOURCES"}]
+
+
+def test_resources_on_launcher_without_passthrough_stay_on_the_pod(tmp_path: Path) -> None:
+    @dsl.pipeline(name="nopass")
+    def pipeline() -> None:
+        launch(_app()).set_cpu_limit("1")
+
+    spec = _compile(pipeline, tmp_path)
+    assert "taskConfigPassthroughs" not in spec["components"]["comp-torchx-launcher"]
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    assert executor["container"]["resources"]["resourceCpuLimit"] == "1"
+
+
+def test_launcher_component_is_cached_per_settings() -> None:
+    assert launcher_component() is launcher_component()
+    assert launcher_component(pass_resources=True) is not launcher_component()
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((), {}, "exactly one of app"),
+        ((_app(),), {"component": "utils.echo"}, "exactly one of app"),
+        ((_app(),), {"component_args": ["x"]}, "component_args needs component"),
+        ((), {"component": "utils.echo", "component_args": "--msg hi"}, "list of str"),
+        ((_app(),), {"retries": -1}, "retries must be an int >= 0"),
+        ((_app(),), {"cfg": "a=b"}, "cfg must be a dict"),
+        (("{not json",), {}, "not AppDef JSON"),
+        ((42,), {}, "must be an AppDef or its JSON"),
+    ],
+)
+def test_launch_validates(args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidKfpOptionsError, match=message):
+        launch(*args, **kwargs)
+
+
+def test_launcher_base_image_is_validated() -> None:
+    with pytest.raises(InvalidKfpOptionsError, match="base_image"):
+        launcher_component("")
