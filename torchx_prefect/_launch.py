@@ -364,6 +364,12 @@ class AppResult:
         """The scheduler UI URL of the app, if the scheduler has one."""
         return self.status.ui_url
 
+    def __repr__(self) -> str:
+        return (
+            f"AppResult(app_handle={self.app_handle!r}, state={AppState(self.state).name},"
+            f" app_name={self.app_name!r}, reattached={self.reattached})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible form."""
         return {
