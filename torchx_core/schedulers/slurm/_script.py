@@ -40,6 +40,14 @@ _APP_ID_EXPANSION = '"${SLURM_JOB_ID}"'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FILE_SAFE = re.compile(r"[^A-Za-z0-9_.+@-]")
 _SBATCH_FORBIDDEN = ('"', "\\", "\n", "\r", "\x00")
+# srun splits its argv on every bare ':' word (het-group separator), even inside the command.
+# A replica whose command has such a word runs through this bash prologue instead: every word made
+# of backslashes and one final ':' goes in with one more leading backslash, which it strips again.
+_COLON_WORD = re.compile(r"^\\*:$")
+COLON_UNESCAPE = (
+    "re='^\\\\+:$'; for a in \"$@\"; do if [[ $a =~ $re ]]; then a=${a:1}; fi;"
+    ' set -- "$@" "$a"; shift; done; exec "$@"'
+)
 
 # The batch script runs on the first node of component 0, i.e. where replica 0 of the first role
 # runs. Its address is the node's NodeAddr (the name Slurm itself uses to reach it), which also
@@ -155,8 +163,11 @@ class SlurmReplicaRequest:
         # `env` adds the role's variables without a shell in between (srun passes argv as is)
         words.append("env")
         words += [shell_word(f"{k}={v}") for k, v in self.env.items()]
-        words.append(shell_word(self.entrypoint))
-        words += [shell_word(a) for a in self.args]
+        command = [self.entrypoint, *self.args]
+        if ":" in command:
+            escaped = ["\\" + w if _COLON_WORD.match(w) else w for w in command]
+            command = ["bash", "-c", COLON_UNESCAPE, "torchx-argv", *escaped]
+        words += [shell_word(w) for w in command]
         return words
 
 

@@ -1,0 +1,402 @@
+"""Unit tests of the slurm scheduler against a stateful fake Slurm (no cluster needed)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from slurm_fixtures import FakeSlurm, fake_slurm  # noqa: F401  (fixture)
+
+from torchx_core import specs
+from torchx_core.schedulers.api import (
+    AppValidationError,
+    Stream,
+    UnsupportedFeatureError,
+)
+from torchx_core.schedulers.slurm_scheduler import (
+    SLURM_STATES,
+    SlurmBatchRequest,
+    SlurmOpts,
+    SlurmScheduler,
+    StaticSlurmProbe,
+    create_scheduler,
+)
+from torchx_core.specs import AppState
+from torchx_core.specs.errors import InvalidRunConfigException, UnknownAppException
+
+GOLDEN = Path(__file__).parent / "slurm"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+class CountingProbe(StaticSlurmProbe):
+    calls = 0
+
+    def version(self) -> tuple[int, int] | None:
+        self.calls += 1
+        return super().version()
+
+
+def make_app(gpu: int = 0, max_retries: int = 0) -> specs.AppDef:
+    return specs.AppDef(
+        name="train app",
+        roles=[
+            specs.Role(
+                name="trainer",
+                image="/shared/project",
+                entrypoint="python",
+                args=["-m", "train", "--run", f"{specs.macros.app_id}-{specs.macros.replica_id}",
+                      "--master", specs.macros.rank0_env, "it's $HOME `id` \"q\"\nline2",
+                      ":"],
+                env={"LR": "0.1 $x", "NAME": "ünï'code"},
+                num_replicas=2,
+                max_retries=max_retries,
+                resource=specs.Resource(cpu=2, gpu=gpu, memMB=1024),
+            ),
+            specs.Role(
+                name="ps",
+                image="none",
+                entrypoint="echo",
+                args=["ps"],
+                resource=specs.Resource(cpu=1, gpu=0, memMB=512),
+            ),
+        ],
+    )
+
+
+def scheduler(fake: FakeSlurm | None = None, version: tuple[int, int] | None = (22, 5)
+              ) -> SlurmScheduler:
+    return SlurmScheduler("test", run_cmd=fake or FakeSlurm(), probe=StaticSlurmProbe(version))
+
+
+def dryrun_request(app: specs.AppDef, cfg: dict[str, object] | None = None,
+                   version: tuple[int, int] | None = (22, 5)) -> SlurmBatchRequest:
+    cfg = {"job_dir": "/shared/jobs/run1", **(cfg or {})}
+    return scheduler(version=version).submit_dryrun(app, cfg).request
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text)
+    expected = path.read_text()
+    assert text == expected, (
+        f"the generated script differs from {path}; if the change is intended, regenerate with"
+        " UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/schedulers/test_slurm_scheduler.py"
+    )
+
+
+# -- dry run: the exact script --------------------------------------------------------------
+
+
+def test_hetjob_script_matches_golden_file() -> None:
+    req = dryrun_request(make_app(gpu=1, max_retries=2), {
+        "partition": "debug", "time": "10", "account": "proj", "qos": "high",
+        "constraint": "a100", "comment": "nightly run", "mail_user": "me@example.com",
+        "mail_type": "END,FAIL", "exclusive": True,
+    })
+    check_golden("hetjob.sbatch", req.materialize())
+    # the dryrun info prints as the script itself
+    info = scheduler().submit_dryrun(make_app(gpu=1, max_retries=2), {"job_dir": "/shared/jobs/run1"})
+    assert str(info).startswith("#!/bin/bash\n")
+
+
+def test_single_replica_script_matches_golden_file() -> None:
+    app = specs.AppDef("echo", roles=[specs.Role("echo", image="", entrypoint="echo",
+                                                 args=["hello"], resource=specs.Resource(1, 0, 64))])
+    req = dryrun_request(app, {"nomem": True})
+    check_golden("single.sbatch", req.materialize())
+    assert "hetjob" not in req.materialize() and "--het-group" not in req.materialize()
+
+
+def test_hetjob_has_one_component_and_het_group_per_replica() -> None:
+    script = dryrun_request(make_app()).materialize()
+    assert script.count("#SBATCH hetjob") == 2
+    names = [line.split("--job-name=")[1].split()[0] for line in script.splitlines()
+             if line.startswith("#SBATCH --job-name=")]
+    assert names == ["trainer-0", "trainer-1", "ps-0"]
+    for group in range(3):
+        assert f"--het-group={group} " in script
+    # job-wide options only on the first component, resources on every one
+    assert script.count("--chdir=/shared/jobs/run1") == 1
+    assert script.count("--cpus-per-task=2") == 2 and script.count("--cpus-per-task=1") == 1
+
+
+@pytest.mark.parametrize(
+    "version,flag",
+    [((22, 5), "--gpus-per-task=1"), ((24, 5), "--gpus-per-task=1"),
+     ((24, 11), "--gpus-per-node=1"), ((25, 5), "--gpus-per-node=1"),
+     ((18, 8), "--gres=gpu:1"), (None, "--gpus-per-node=1")],
+)
+def test_gpu_flag_depends_on_slurm_version(version: tuple[int, int] | None, flag: str) -> None:
+    script = dryrun_request(make_app(gpu=1), version=version).materialize()
+    assert script.count(flag) == 2
+    others = {"--gpus-per-task", "--gpus-per-node", "--gres"} - {flag.split("=")[0]}
+    assert not any(o in script for o in others)
+
+
+def test_probe_is_asked_only_for_gpus_and_dryrun_runs_no_command() -> None:
+    fake = FakeSlurm()
+    probe = CountingProbe((24, 11))
+    sched = SlurmScheduler("t", run_cmd=fake, probe=probe)
+    sched.submit_dryrun(make_app(gpu=0), {"job_dir": "/x"})
+    assert probe.calls == 0
+    sched.submit_dryrun(make_app(gpu=1), {"job_dir": "/x"})
+    assert probe.calls == 2  # one per GPU replica, answered by the probe
+    assert fake.calls == []  # dry run never touches the cluster
+
+
+def test_default_probe_reads_sbatch_version_once() -> None:
+    fake = FakeSlurm(version=(24, 11))
+    sched = create_scheduler("t", run_cmd=fake)
+    script = str(sched.submit_dryrun(make_app(gpu=2), {"job_dir": "/x"}))
+    assert "--gpus-per-node=2" in script
+    sched.submit_dryrun(make_app(gpu=2), {"job_dir": "/x"})
+    assert fake.commands("sbatch") == [["sbatch", "--version"]]
+
+
+def test_resources_and_nomem() -> None:
+    script = dryrun_request(make_app()).materialize()
+    assert script.count("--mem=1024M") == 2 and script.count("--mem=512M") == 1
+    script = dryrun_request(make_app(), {"nomem": True}).materialize()
+    assert "--mem" not in script
+
+
+def test_run_options_are_typed_structured_opts() -> None:
+    opts = scheduler().run_opts()
+    names = {name for name, _ in opts}
+    assert {"partition", "time", "account", "qos", "constraint", "comment", "mail_user",
+            "mail_type", "exclusive", "nomem", "job_dir"} <= names
+    assert opts.get("exclusive").opt_type is bool and opts.get("exclusive").default is False
+    parsed = SlurmOpts.from_cfg({"exclusive": "True", "mailUser": "a@b"})
+    assert parsed.exclusive is True and parsed.mail_user == "a@b"
+    with pytest.raises(InvalidRunConfigException, match="exclusive"):
+        scheduler().submit_dryrun(make_app(), {"exclusive": 3})
+
+
+def test_macros_resolve_to_slurm_values() -> None:
+    req = dryrun_request(make_app())
+    r0, r1 = req.replicas[0], req.replicas[1]
+    assert r0.args[3].endswith("-0") and r1.args[3].endswith("-1")
+    assert r0.args[5] == "TORCHX_RANK0_HOST"  # rank0_env is the *name* of the variable
+    script = req.materialize()
+    assert '"${SLURM_JOB_ID}"-0' in script and '"${SLURM_JOB_ID}"-1' in script
+    assert "export TORCHX_RANK0_HOST=" in script
+
+
+def test_max_retries_requeues() -> None:
+    script = dryrun_request(make_app(max_retries=3)).materialize()
+    assert "--requeue" in script and "export TORCHX_MAX_RETRIES=3" in script
+    assert 'scontrol requeue "${SLURM_JOB_ID}"' in script
+    script = dryrun_request(make_app(max_retries=0)).materialize()
+    assert "--no-requeue" in script and "export TORCHX_MAX_RETRIES=0" in script
+
+
+def test_bad_apps_list_every_problem() -> None:
+    app = specs.AppDef("bad", roles=[
+        specs.Role("has space", image="", entrypoint="echo", env={"1BAD": "x"},
+                   resource=specs.Resource(1, 0, 10)),
+    ])
+    with pytest.raises(AppValidationError) as e:
+        scheduler().submit_dryrun(app, {"job_dir": "/x", "comment": 'say "hi"'})
+    msg = str(e.value)
+    assert "has space" in msg and "1BAD" in msg and "comment" in msg
+    with pytest.raises(AppValidationError, match="'%'"):
+        scheduler().submit_dryrun(make_app(), {"job_dir": "/x/%j"})
+
+
+def test_workspace_is_copied_into_job_dir_at_schedule(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "train.py").write_text("print('hi')\n")
+    job_dir = tmp_path / "job"
+    fake = FakeSlurm()
+    sched = scheduler(fake)
+    app = make_app()
+    app.roles[0].workspace = specs.Workspace({str(ws): ""})
+    info = sched.submit_dryrun(app, {"job_dir": str(job_dir)})
+    assert not job_dir.exists()  # dry run is pure
+    assert f"--chdir={job_dir} " in str(info)  # replicas run in the copied workspace
+    app_id = sched.schedule(info)
+    assert app_id == "100"
+    assert (job_dir / "train.py").read_text() == "print('hi')\n"
+    assert (job_dir / "slurm-100-torchx.sbatch").read_text() == info.request.materialize()
+    assert fake.jobs["100"].script == info.request.materialize()
+
+
+# -- status ---------------------------------------------------------------------------------
+
+
+def submit(fake: FakeSlurm, tmp_path: Path, app: specs.AppDef | None = None) -> tuple[SlurmScheduler, str]:
+    sched = scheduler(fake)
+    app_id = sched.submit(app or make_app(), {"job_dir": str(tmp_path)})
+    return sched, app_id
+
+
+ISSUE_STATES = ["PENDING", "REQUEUED", "RUNNING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+                "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"]
+EXPECTED = {"PENDING": AppState.PENDING, "REQUEUED": AppState.PENDING,
+            "RUNNING": AppState.RUNNING, "COMPLETED": AppState.SUCCEEDED,
+            "CANCELLED": AppState.CANCELLED}
+
+
+@pytest.mark.parametrize("version", [(22, 5), (23, 2), (23, 11), (24, 11)])
+@pytest.mark.parametrize("state", ISSUE_STATES)
+def test_describe_maps_states_across_versions(tmp_path: Path, version: tuple[int, int],
+                                              state: str) -> None:
+    fake = FakeSlurm(version=version)
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, state, exit_code=1 if state == "FAILED" else 0)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.app_id == app_id
+    assert desc.state == EXPECTED.get(state, AppState.FAILED)
+    assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [
+        ("trainer", [0, 1]), ("ps", [0])]
+
+
+def test_state_table_covers_the_documented_states() -> None:
+    assert set(ISSUE_STATES) | {"OOM"} <= set(SLURM_STATES)
+
+
+@pytest.mark.parametrize("version", [(22, 5), (24, 11)])
+def test_describe_tells_failed_replica_apart(tmp_path: Path, version: tuple[int, int]) -> None:
+    fake = FakeSlurm(version=version)
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, "FAILED", exit_code=3, reason="NonZeroExitCode", derived={1: 3})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    states = {(r.role, x.id): x.state for r in desc.roles_statuses for x in r.replicas}
+    assert states == {("trainer", 0): AppState.SUCCEEDED, ("trainer", 1): AppState.FAILED,
+                      ("ps", 0): AppState.SUCCEEDED}
+    assert "exit code 3" in desc.msg and "NonZeroExitCode" in desc.msg
+    hosts = [x.hostname for r in desc.roles_statuses for x in r.replicas]
+    assert hosts == ["node1", "node2", "node3"]
+
+
+def test_describe_falls_back_to_sacct(tmp_path: Path) -> None:
+    fake = FakeSlurm(version=(24, 11))
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, "CANCELLED", signal=15)
+    fake.forget(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    assert len(fake.commands("sacct")) == 1
+    assert sched.describe("999") is None
+
+
+def test_describe_unknown_without_accounting(tmp_path: Path) -> None:
+    fake = FakeSlurm(accounting=False)
+    sched, app_id = submit(fake, tmp_path)
+    fake.forget(app_id)
+    assert sched.describe(app_id) is None
+    assert sched.describe("not-a-job-id") is None
+    assert not sched.exists(app_id)
+
+
+@pytest.mark.parametrize("version", [(22, 5), (24, 11)])
+def test_status_of_many_apps_is_one_batched_call(tmp_path: Path, version: tuple[int, int]) -> None:
+    fake = FakeSlurm(version=version)
+    sched = scheduler(fake)
+    app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true",
+                                              resource=specs.Resource(1, 0, 10))])
+    ids = [sched.submit(app, {"job_dir": str(tmp_path)}) for _ in range(100)]
+    for app_id in ids[:50]:
+        fake.set_state(app_id, "COMPLETED")
+    for app_id in ids[90:]:
+        fake.forget(app_id)
+    fake.calls.clear()
+    result = sched.describe_many(ids + ["424242"])
+    assert len(fake.commands("squeue")) <= 2 and len(fake.commands("sacct")) == 1
+    assert result["424242"] is None
+    assert [result[a].state for a in ids[:2]] == [AppState.SUCCEEDED] * 2  # type: ignore[union-attr]
+    assert result[ids[95]] is not None and result[ids[60]].state == AppState.PENDING  # type: ignore[union-attr]
+
+
+def test_list_is_batched_and_only_shows_my_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    import torchx_core.schedulers.slurm_scheduler as mod
+
+    monkeypatch.setattr(mod, "_current_user", lambda: {"alice", "1000"})
+    fake = FakeSlurm()
+    sched, first = submit(fake, tmp_path)
+    _, second = submit(fake, tmp_path)
+    _, other = submit(fake, tmp_path)
+    fake.jobs[other].user = "bob"
+    fake.set_state(first, "COMPLETED")
+    fake.forget(first)
+    fake.calls.clear()
+    rows = sched.list()
+    assert [(r.app_id, r.state) for r in rows] == [(first, AppState.SUCCEEDED),
+                                                   (second, AppState.PENDING)]
+    assert rows[0].name == "trainer-0"
+    assert len(fake.calls) == 2
+
+
+# -- logs -----------------------------------------------------------------------------------
+
+
+def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    sched, app_id = submit(fake, tmp_path)
+    (tmp_path / f"slurm-{app_id}-trainer-1.out").write_text("epoch 1\nloss 0.5\nepoch 2\n")
+    assert list(sched.log_iter(app_id, "trainer", 1)) == ["epoch 1\n", "loss 0.5\n", "epoch 2\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1, regex="^epoch")) == ["epoch 1\n", "epoch 2\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED))
+    with pytest.raises(UnsupportedFeatureError, match="one file"):
+        sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)
+    with pytest.raises(UnsupportedFeatureError, match="no role 'nope'"):
+        sched.log_iter(app_id, "nope", 0)
+    with pytest.raises(UnknownAppException):
+        sched.log_iter("31337", "trainer", 0)
+
+
+def test_log_iter_tails_until_the_job_ends(tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, "RUNNING")
+    log = tmp_path / f"slurm-{app_id}-ps-0.out"
+    log.write_text("first\n")
+
+    def writer() -> None:
+        time.sleep(0.3)
+        with log.open("a") as f:
+            f.write("second\n")
+        time.sleep(0.3)
+        fake.set_state(app_id, "COMPLETED")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    lines = list(sched.log_iter(app_id, "ps", 0, should_tail=True))
+    t.join()
+    assert lines == ["first\n", "second\n"]
+
+
+# -- cancel ---------------------------------------------------------------------------------
+
+
+def test_cancel_uses_scancel_and_is_idempotent(tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    sched, app_id = submit(fake, tmp_path)
+    sched.cancel(app_id)
+    assert fake.commands("scancel") == [["scancel", app_id]]
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    assert {x.state for r in desc.roles_statuses for x in r.replicas} == {AppState.CANCELLED}
+    sched.cancel(app_id)  # already finished: scancel's complaint is not an error
+    sched.cancel("123456")  # unknown: nothing to do
+    assert len(fake.commands("scancel")) == 2
+
+
+def test_sbatch_failure_is_a_scheduler_error(tmp_path: Path) -> None:
+    from torchx_core.schedulers.api import SchedulerError
+
+    def broken(args: list[str], input: str | None = None):  # type: ignore[no-untyped-def]
+        import subprocess
+
+        return subprocess.CompletedProcess(args, 1, "", "sbatch: error: invalid partition")
+
+    sched = SlurmScheduler("t", run_cmd=broken, probe=StaticSlurmProbe((22, 5)))
+    with pytest.raises(SchedulerError, match="invalid partition"):
+        sched.submit(make_app(), {"job_dir": str(tmp_path)})
