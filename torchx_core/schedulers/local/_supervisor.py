@@ -1,0 +1,675 @@
+"""The per-app supervisor: starts the replicas, relays their output, reaps them, retries, cancels.
+
+One supervisor runs per app, detached from the process that submitted it (its own session), so
+the app outlives the launcher. It is single-threaded and event driven: it blocks in ``epoll``
+on a signal wakeup pipe (``SIGCHLD``, ``SIGTERM``) and on the replicas' stdout/stderr pipes;
+``SIGCHLD`` wakes it up and it drains every exited child with ``waitid(WNOHANG)``, then writes
+the status file once per batch. There is no polling loop per replica.
+
+Each replica is started with ``posix_spawn`` in its own process group (``setpgroup=0``), its
+stdout and stderr going to pipes that the supervisor copies into ``<role>/<k>.stdout.log``,
+``<k>.stderr.log`` and, line by line, into the combined ``<k>.combined.log``. When a replica's
+leader process exits, whatever is left of its process group is killed, so no grandchild
+survives its replica.
+
+Retries follow the role's ``retry_policy`` (``REPLICA``: restart just the failed replica with the
+same replica id; ``ROLE``: restart all replicas of the role; ``APPLICATION``: restart every role)
+up to ``max_retries``. Cancel (``SIGTERM``/``SIGINT`` to the supervisor) sends ``SIGTERM`` to every
+replica process group, ``SIGKILL`` after the grace period, and ends in ``CANCELLED``.
+
+This module imports only the standard library and no other module of the project, so that a
+fresh interpreter can load it by path (``python -S``) in a few milliseconds. It also holds the
+on-disk layout constants shared with :mod:`._state`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+# -- on-disk layout (shared with _state) -----------------------------------------------------
+
+STATUS_FILE = "status.json"
+APP_FILE = "app.json"
+PLAN_FILE = "plan.json"
+LOCK_FILE = "supervisor.lock"
+SUPERVISOR_LOG = "supervisor.log"
+STREAMS = ("stdout", "stderr", "combined")
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# one character per replica in the status file
+STATE_CHARS = {
+    "P": "PENDING",
+    "R": "RUNNING",
+    "S": "SUCCEEDED",
+    "F": "FAILED",
+    "C": "CANCELLED",
+    "U": "UNKNOWN",
+}
+STDERR_TAIL_LINES = 20
+_READ_SIZE = 1 << 16
+_DRAIN_SECONDS = 2.0  # how long to wait for log pipes after the last replica exited
+
+
+def log_path(app_dir: str, role: str, k: int, stream: str) -> str:
+    """Path of replica ``k`` of ``role``'s log for ``stream`` (stdout, stderr or combined)."""
+    return os.path.join(app_dir, role, f"{k}.{stream}.log")
+
+
+def error_file_path(app_dir: str, role: str, k: int) -> str:
+    """Path of the reply (error) file a replica may write (``TORCHELASTIC_ERROR_FILE``)."""
+    return os.path.join(app_dir, role, f"{k}.error.json")
+
+
+def write_json_atomic(path: str, obj: Any) -> None:
+    """Writes ``obj`` as JSON to ``path`` atomically (temporary file + rename)."""
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def signal_name(signum: int) -> str:
+    """``9`` -> ``"SIGKILL"`` (``"signal 42"`` for numbers without a name)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# -- the supervisor ------------------------------------------------------------------------
+
+
+class _Role:
+    __slots__ = (
+        "argv",
+        "cwd",
+        "entrypoint",
+        "env",
+        "exe",
+        "idx",
+        "max_retries",
+        "name",
+        "policy",
+        "replica_argv",
+        "replica_env",
+        "restarts",
+        "slots",
+    )  # fmt: skip
+
+    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str]) -> None:
+        self.idx = idx
+        self.name: str = spec["name"]
+        self.cwd: str = spec["cwd"]
+        self.entrypoint: str = spec["entrypoint"]
+        self.argv: list[str] = spec["argv"]
+        self.replica_argv: dict[str, list[str]] = spec.get("replica_argv") or {}
+        env = dict(base_env)
+        env.update(spec["env"])
+        self.env = env
+        self.replica_env: list[dict[str, str]] = spec["replica_env"]
+        self.max_retries: int = spec["max_retries"]
+        self.policy: str = spec["retry_policy"]
+        self.restarts = 0
+        self.exe: str | None = None
+        self.slots = [_Slot(self, k) for k in range(spec["num_replicas"])]
+
+    def resolve_exe(self) -> str:
+        """Finds the entrypoint like ``execvpe`` would, with the replica's PATH and cwd."""
+        ep = self.entrypoint
+        if "/" in ep:
+            path = os.path.join(self.cwd, ep)
+            if os.access(path, os.X_OK) and not os.path.isdir(path):
+                return path
+            raise FileNotFoundError(f"entrypoint `{ep}` not found or not executable (cwd {self.cwd})")
+        for d in self.env.get("PATH", os.defpath).split(os.pathsep):
+            path = os.path.join(self.cwd, d or ".", ep)
+            if os.access(path, os.X_OK) and not os.path.isdir(path):
+                return path
+        raise FileNotFoundError(
+            f"entrypoint `{ep}` not found on PATH={self.env.get('PATH', '')!r} (cwd {self.cwd})"
+        )
+
+
+class _Slot:
+    """One replica position (role, k); survives restarts of the process behind it."""
+
+    __slots__ = ("files", "k", "nfds", "partial", "pid", "restarts", "role", "state", "stopping")
+
+    def __init__(self, role: _Role, k: int) -> None:
+        self.role = role
+        self.k = k
+        self.pid = 0
+        self.state = "P"
+        self.restarts = 0
+        self.stopping = False
+        self.files: list[int] = [-1, -1, -1]  # stdout, stderr, combined (opened lazily)
+        self.partial = [b"", b""]  # incomplete last line per stream, for the combined log
+        self.nfds = 0  # open output pipes
+
+
+class Supervisor:
+    """Runs one app described by ``plan`` (see ``LocalScheduler.schedule``) in ``app_dir``."""
+
+    def __init__(self, plan: dict[str, Any], app_dir: str) -> None:
+        self.plan = plan
+        self.app_dir = app_dir
+        self.grace: float = float(plan.get("grace", 5.0))
+        base_env = plan["base_env"]
+        self.roles = [_Role(i, r, base_env) for i, r in enumerate(plan["roles"])]
+        self.procs: dict[int, _Slot] = {}
+        self.pipes: dict[int, tuple[_Slot, int]] = {}
+        self.ep = select.epoll()
+        self.state = "PENDING"
+        self.num_restarts = 0
+        self.app_restarts = 0
+        self.msg = ""
+        self.failure: tuple[_Slot, int | None, int | None] | None = None
+        self.cancelling = False
+        self.kill_deadline: float | None = None
+        self.barriers: list[list[_Slot]] = []
+        self.created = time.time()
+        self.dirty = True
+        self.cwd = ""
+
+    # -- status file -------------------------------------------------------------------------
+
+    def write_status(self, ended: float | None = None) -> None:
+        plan = self.plan
+        status: dict[str, Any] = {
+            "v": 1,
+            "app_id": plan["app_id"],
+            "name": plan["name"],
+            "state": self.state,
+            "num_restarts": self.num_restarts,
+            "msg": self.msg,
+            "structured_error_msg": self._structured_error() if ended and self.failure else "<NONE>",
+            "sup_pid": os.getpid(),
+            "created": self.created,
+            "updated": time.time(),
+            "ended": ended,
+            "failed": [self.failure[0].role.idx, self.failure[0].k] if self.failure else None,
+            "roles": [
+                {
+                    "name": r.name,
+                    "states": "".join(s.state for s in r.slots),
+                    "pids": [s.pid for s in r.slots],
+                }
+                for r in self.roles
+            ],
+        }
+        write_json_atomic(os.path.join(self.app_dir, STATUS_FILE), status)
+        self.dirty = False
+
+    def _structured_error(self) -> str:
+        assert self.failure is not None
+        slot, code, sig = self.failure
+        role = slot.role
+        err: dict[str, Any] = {
+            "message": self.msg,
+            "role": role.name,
+            "replica_id": slot.k,
+            "exit_code": code,
+            "signal": signal_name(sig) if sig else None,
+            "stderr_tail": _tail(log_path(self.app_dir, role.name, slot.k, "stderr")),
+            "error_file": None,
+        }
+        err_file = slot.role.replica_env[slot.k].get("TORCHELASTIC_ERROR_FILE") or ""
+        try:
+            with open(err_file, encoding="utf-8", errors="replace") as f:
+                text = f.read(1 << 16)
+            try:
+                err["error_file"] = json.loads(text)
+            except ValueError:
+                err["error_file"] = text
+        except OSError:
+            pass
+        return json.dumps(err)
+
+    # -- spawning -----------------------------------------------------------------------------
+
+    def spawn(self, slot: _Slot) -> None:
+        role = slot.role
+        if self.cwd != role.cwd:
+            os.chdir(role.cwd)
+            self.cwd = role.cwd
+        if role.exe is None:
+            role.exe = role.resolve_exe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        env = role.env
+        extra = role.replica_env[slot.k]
+        if extra:
+            env = dict(env)
+            env.update(extra)
+        argv = role.replica_argv.get(str(slot.k), role.argv)
+        try:
+            pid = os.posix_spawn(
+                role.exe,
+                argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, w_out, 1),
+                    (os.POSIX_SPAWN_DUP2, w_err, 2),
+                ],
+                setpgroup=0,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT),
+            )
+        finally:
+            os.close(w_out)
+            os.close(w_err)
+        for fd, stream in ((r_out, 0), (r_err, 1)):
+            os.set_blocking(fd, False)
+            self.pipes[fd] = (slot, stream)
+            self.ep.register(fd, select.EPOLLIN)
+        slot.nfds = 2
+        slot.pid = pid
+        slot.state = "R"
+        self.procs[pid] = slot
+        self.dirty = True
+
+    def spawn_all(self, slots: list[_Slot]) -> None:
+        for slot in slots:
+            try:
+                self.spawn(slot)
+            except OSError as e:
+                slot.state = "F"
+                if self.failure is None:
+                    self.msg = f"replica {slot.role.name}/{slot.k} could not start: {e}"
+                    self.failure = (slot, 127, None)
+                    self.stop(self.alive_slots())
+                return
+
+    # -- stopping -----------------------------------------------------------------------------
+
+    def alive_slots(self) -> list[_Slot]:
+        return list(self.procs.values())
+
+    def stop(self, slots: list[_Slot]) -> None:
+        """SIGTERM each slot's process group; SIGKILL follows after the grace period."""
+        for slot in slots:
+            if slot.pid and not slot.stopping:
+                slot.stopping = True
+                _killpg(slot.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        if self.kill_deadline is None or deadline < self.kill_deadline:
+            self.kill_deadline = deadline
+
+    def kill_stragglers(self) -> None:
+        self.kill_deadline = None
+        for slot in self.procs.values():
+            if slot.stopping:
+                _killpg(slot.pid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        if self.cancelling:
+            return
+        self.cancelling = True
+        self.barriers.clear()
+        self.stop(self.alive_slots())
+        for role in self.roles:
+            for slot in role.slots:
+                if slot.pid == 0 and slot.state in "PR":
+                    slot.state = "C"
+        self.dirty = True
+
+    # -- reaping ------------------------------------------------------------------------------
+
+    def reap(self) -> None:
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, flags)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            pid = info.si_pid
+            # the leader is a zombie: its group id cannot be reused yet; kill what is left of it
+            _killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            slot = self.procs.pop(pid, None)
+            if slot is None:
+                continue
+            if info.si_code == os.CLD_EXITED:
+                self.on_exit(slot, info.si_status, None)
+            else:
+                self.on_exit(slot, None, info.si_status)
+
+    def on_exit(self, slot: _Slot, code: int | None, sig: int | None) -> None:
+        slot.pid = 0
+        self.dirty = True
+        if slot.stopping:
+            slot.stopping = False
+            slot.state = "C" if (self.cancelling or self.failure) else "P"
+            return
+        if code == 0:
+            slot.state = "S"
+            return
+        slot.state = "F"
+        if self.cancelling or self.failure:
+            return
+        role = slot.role
+        what = f"exited with code {code}" if sig is None else f"killed by {signal_name(sig)}"
+        msg = f"replica {role.name}/{slot.k} {what}"
+        if role.policy == "REPLICA" and slot.restarts < role.max_retries:
+            slot.restarts += 1
+            self.restart([slot], msg)
+        elif role.policy == "ROLE" and role.restarts < role.max_retries:
+            role.restarts += 1
+            self.restart(role.slots, msg)
+        elif role.policy not in ("REPLICA", "ROLE") and self.app_restarts < role.max_retries:
+            self.app_restarts += 1
+            self.restart([s for r in self.roles for s in r.slots], msg)
+        else:
+            if self.num_restarts:
+                msg += f" (after {self.num_restarts} restart(s))"
+            self.msg = msg
+            self.failure = (slot, code, sig)
+            self.barriers.clear()
+            self.stop(self.alive_slots())
+
+    def restart(self, slots: list[_Slot], reason: str) -> None:
+        self.num_restarts += 1
+        self.msg = f"restarting after: {reason}"
+        _note(f"{reason}; restart {self.num_restarts}")
+        for slot in slots:
+            if not slot.pid:
+                slot.state = "P"
+        self.stop([s for s in slots if s.pid])
+        self.barriers.append(slots)
+
+    def run_barriers(self) -> None:
+        if not self.barriers or self.cancelling or self.failure:
+            return
+        ready = [b for b in self.barriers if all(s.pid == 0 for s in b)]
+        if not ready:
+            return
+        self.barriers = [b for b in self.barriers if b not in ready]
+        for group in ready:
+            self.spawn_all(group)
+
+    # -- log relay ----------------------------------------------------------------------------
+
+    def relay(self, fd: int) -> None:
+        slot, stream = self.pipes[fd]
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        if not data:
+            self.close_pipe(fd)
+            return
+        files = slot.files
+        if files[stream] < 0:
+            self._open_logs(slot)
+        os.write(files[stream], data)
+        buf = slot.partial[stream] + data if slot.partial[stream] else data
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            os.write(files[2], buf[:cut] if cut < len(buf) else buf)
+            slot.partial[stream] = buf[cut:]
+        elif len(buf) > _READ_SIZE:
+            os.write(files[2], buf)
+            slot.partial[stream] = b""
+        else:
+            slot.partial[stream] = buf
+
+    def _open_logs(self, slot: _Slot) -> None:
+        role = slot.role.name
+        os.makedirs(os.path.join(self.app_dir, role), exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        for i, stream in enumerate(STREAMS):
+            if slot.files[i] < 0:
+                slot.files[i] = os.open(log_path(self.app_dir, role, slot.k, stream), flags, 0o644)
+
+    def close_pipe(self, fd: int) -> None:
+        slot, stream = self.pipes.pop(fd)
+        self.ep.unregister(fd)
+        os.close(fd)
+        rest = slot.partial[stream]
+        if rest:
+            os.write(slot.files[2], rest)
+            slot.partial[stream] = b""
+        slot.nfds -= 1
+
+    def close_files(self) -> None:
+        for fd in list(self.pipes):
+            self.close_pipe(fd)
+        for role in self.roles:
+            for slot in role.slots:
+                for fd in slot.files:
+                    if fd >= 0:
+                        os.close(fd)
+                slot.files = [-1, -1, -1]
+
+    # -- main loop ----------------------------------------------------------------------------
+
+    def run(self, ready_fd: int) -> int:
+        lock_fd = os.open(
+            os.path.join(self.app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+        )
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held until this process ends: "supervisor alive"
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _noop)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self.ep.register(wake_r, select.EPOLLIN)
+        self.write_status()
+        os.write(ready_fd, str(os.getpid()).encode())
+        os.close(ready_fd)
+        _raise_nofile_limit(2 * sum(len(r.slots) for r in self.roles) + 64)
+
+        self.state = "RUNNING"
+        self.spawn_all([s for r in self.roles for s in r.slots])
+        self.write_status()
+        drain_deadline: float | None = None
+        while True:
+            timeout = -1.0
+            if self.kill_deadline is not None:
+                timeout = max(0.0, self.kill_deadline - time.monotonic())
+            if drain_deadline is not None:
+                timeout = max(0.0, drain_deadline - time.monotonic())
+            try:
+                events = self.ep.poll(timeout)
+            except InterruptedError:
+                events = []
+            chld = False
+            for fd, _ in events:
+                if fd == wake_r:
+                    chld |= self._read_signals(wake_r)
+                else:
+                    self.relay(fd)
+            if chld or not events:
+                self.reap()
+            if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
+                self.kill_stragglers()
+            self.run_barriers()
+            if not self.procs and not self.barriers:
+                if drain_deadline is None:
+                    drain_deadline = time.monotonic() + _DRAIN_SECONDS
+                if not self.pipes or time.monotonic() >= drain_deadline:
+                    break
+            elif self.dirty:
+                self.write_status()
+        self.close_files()
+        if self.cancelling:
+            self.state = "CANCELLED"
+            if not self.failure:
+                self.msg = "cancelled"
+        elif self.failure:
+            self.state = "FAILED"
+        else:
+            self.state = "SUCCEEDED"
+            self.msg = ""
+        self.write_status(ended=time.time())
+        return 0
+
+    def _read_signals(self, fd: int) -> bool:
+        chld = False
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return False
+        for signum in data:
+            if signum == signal.SIGCHLD:
+                chld = True
+            elif signum in (signal.SIGTERM, signal.SIGINT):
+                self.cancel()
+        return chld
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _noop(signum: int, frame: object) -> None:
+    """Python-level handler; the real work happens when the wakeup fd is read."""
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _note(text: str) -> None:
+    try:
+        os.write(2, f"{time.strftime('%H:%M:%S')} supervisor: {text}\n".encode())
+    except OSError:
+        pass
+
+
+def _tail(path: str, n: int = STDERR_TAIL_LINES) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 8192))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", errors="replace").splitlines()[-n:]
+
+
+def _raise_nofile_limit(needed: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        new = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+
+
+def _reset_process_state() -> None:
+    """Makes a forked (or spawned) process a clean daemon: default signals, stdio to the log."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.alarm(0)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGALRM, signal.SIGPIPE, signal.SIGQUIT):  # fmt: skip
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+
+
+def _redirect_stdio(app_dir: str) -> None:
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    out = os.open(
+        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+    )
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+
+
+def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException) -> None:
+    """Records a supervisor crash in the status file (so the app is not stuck RUNNING)."""
+    text = "".join(traceback.format_exception(err))
+    _note(f"crashed:\n{text}")
+    try:
+        status = {
+            "v": 1,
+            "app_id": (plan or {}).get("app_id", os.path.basename(app_dir)),
+            "name": (plan or {}).get("name", ""),
+            "state": "FAILED",
+            "num_restarts": 0,
+            "msg": f"local supervisor crashed: {err!r} (see {SUPERVISOR_LOG})",
+            "structured_error_msg": "<NONE>",
+            "sup_pid": os.getpid(),
+            "created": time.time(),
+            "updated": time.time(),
+            "ended": time.time(),
+            "failed": None,
+            "roles": [],
+        }
+        path = os.path.join(app_dir, STATUS_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                old = json.load(f)
+            status["roles"] = old.get("roles", [])
+            status["created"] = old.get("created", status["created"])
+        except (OSError, ValueError):
+            pass
+        write_json_atomic(path, status)
+    except OSError:
+        pass
+
+
+def run_detached(plan: dict[str, Any] | None, app_dir: str, ready_fd: int) -> int:
+    """Entry point once detached: cleans up the process, runs the app, returns an exit code."""
+    import gc
+
+    gc.disable()  # short-lived and allocation-light; also keeps a forked host's finalizers away
+    try:
+        os.closerange(3, ready_fd)
+        os.closerange(ready_fd + 1, 1 << 20)
+        _redirect_stdio(app_dir)
+        _reset_process_state()
+        if plan is None:
+            with open(os.path.join(app_dir, PLAN_FILE), encoding="utf-8") as f:
+                plan = json.load(f)
+        sup = Supervisor(plan, app_dir)
+    except BaseException as e:  # noqa: BLE001 - anything here must end up in the status file
+        _fail_startup(app_dir, plan, e)
+        return 1
+    try:
+        return sup.run(ready_fd)
+    except BaseException as e:  # noqa: BLE001
+        for slot in list(sup.procs.values()):
+            _killpg(slot.pid, signal.SIGKILL)
+        _fail_startup(app_dir, plan, e)
+        return 1
+
+
+def main_spawned(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -S <this file> APP_DIR READY_FD`` (a fresh interpreter).
+
+    The launcher started us with ``setsid``; fork once more so that the launcher can reap its
+    direct child right away and the supervisor is re-parented (fully detached).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    app_dir, ready_fd = args[0], int(args[1])
+    if os.fork() != 0:
+        os._exit(0)
+    os._exit(run_detached(None, app_dir, ready_fd))
+
+
+if __name__ == "__main__":
+    main_spawned()
