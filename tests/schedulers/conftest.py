@@ -1,0 +1,7 @@
+"""Fixtures of the scheduler tests: each backend's fixture module is imported here, one line each.
+
+(``pytest_plugins`` is only allowed in the top-level conftest, so the fixture modules next to this
+file are imported instead; this directory is on ``sys.path`` while its tests run.)
+"""
+
+from docker_fixtures import *  # noqa: F401,F403

@@ -1,0 +1,269 @@
+"""Unit tests of ``local_docker`` against the stateful fake Docker client (no engine needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+
+import pytest
+from docker_fixtures import BUSYBOX, FakeDockerClient
+
+from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
+from torchx_core.schedulers.docker_scheduler import (
+    CONTAINER_STATES,
+    DockerJob,
+    DockerScheduler,
+    create_scheduler,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    BindMount,
+    DeviceMount,
+    MissingDependencyError,
+    Role,
+    VolumeMount,
+    macros,
+    resource,
+)
+
+
+def _app(replicas: int = 2, **role_kwargs: object) -> AppDef:
+    trainer = Role(
+        name="trainer",
+        image=BUSYBOX,
+        entrypoint="sh",
+        args=["-c", "echo", macros.replica_id, macros.app_id],
+        env={"RANK0_VAR": macros.rank0_env, "ID": macros.replica_id},
+        num_replicas=replicas,
+        resource=resource(cpu=2, gpu=1, memMB=512),
+        port_map={"tb": 6006},
+        mounts=[BindMount("/data", "/mnt/data", read_only=True), VolumeMount("vol", "/v"),
+                DeviceMount("/dev/fuse", "/dev/fuse")],
+        max_retries=2,
+        **role_kwargs,  # type: ignore[arg-type]
+    )
+    ps = Role(name="ps", image=BUSYBOX, entrypoint="echo", args=["ps"],
+              resource=resource(cpu=1, memMB=64))
+    return AppDef("My App!", roles=[trainer, ps])
+
+
+def _sched(client: FakeDockerClient | None = None) -> DockerScheduler:
+    return DockerScheduler("test", client=client or FakeDockerClient(), stop_timeout=0.2)
+
+
+def _golden(req: DockerJob) -> dict[str, object]:
+    return json.loads(json.dumps(req.to_dict()).replace(req.app_id, "APP_ID"))
+
+
+GOLDEN_TRAINER_1 = {
+    "image": "busybox:latest",
+    "command": ["sh", "-c", "echo", "1", "APP_ID"],
+    "kwargs": {
+        "name": "APP_ID-trainer-1",
+        "labels": {
+            "torchx.pytorch.org/version": "torchx-suite",
+            "torchx.pytorch.org/app-id": "APP_ID",
+            "torchx.pytorch.org/role-name": "trainer",
+            "torchx.pytorch.org/replica-id": "1",
+        },
+        "environment": {
+            "COPY_ME": "yes",
+            "EXTRA": "1",
+            "RANK0_VAR": "TORCHX_RANK0_HOST",
+            "ID": "1",
+            "TORCHX_RANK0_HOST": "APP_ID-trainer-0",
+        },
+        "privileged": True,
+        "network": "torchx",
+        "hostname": "APP_ID-trainer-1",
+        "ports": {"6006/tcp": None},
+        "nano_cpus": 2000000000,
+        "mem_limit": "512m",
+        "device_requests": [{"Driver": "", "Count": 1, "Capabilities": [["gpu"]]}],
+        "mounts": [
+            {"Target": "/mnt/data", "Source": "/data", "Type": "bind", "ReadOnly": True},
+            {"Target": "/v", "Source": "vol", "Type": "volume", "ReadOnly": False},
+        ],
+        "devices": ["/dev/fuse:/dev/fuse:rwm"],
+        "restart_policy": {"Name": "on-failure", "MaximumRetryCount": 2},
+    },
+}
+
+
+def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPY_ME", "yes")
+    info = _sched().submit_dryrun(
+        _app(), {"privileged": True, "copy_env": ["COPY_*"], "env": {"EXTRA": "1"}}
+    )
+    req = info.request
+    assert req.app_id.startswith("my-app-")
+    golden = _golden(req)
+    assert golden["network"] == "torchx" and golden["pull_policy"] == "missing"
+    assert [c["kwargs"]["name"] for c in golden["containers"]] == [
+        "APP_ID-trainer-0", "APP_ID-trainer-1", "APP_ID-ps-0"]
+    assert golden["containers"][1] == GOLDEN_TRAINER_1
+    # dryrun prints the native request
+    assert json.loads(str(info)) == req.to_dict()
+
+
+def test_dryrun_host_network_has_no_hostname_or_ports() -> None:
+    req = _sched().submit_dryrun(_app(1), {"network": "host"}).request
+    kwargs = req.containers[0].kwargs
+    assert kwargs["network_mode"] == "host"
+    assert "hostname" not in kwargs and "ports" not in kwargs and "network" not in kwargs
+    assert kwargs["environment"]["TORCHX_RANK0_HOST"] == "localhost"
+
+
+def test_dryrun_rejects_bad_pull_policy() -> None:
+    with pytest.raises(SchedulerError, match="pull_policy='sometimes'.*missing, never, always"):
+        _sched().submit_dryrun(_app(1), {"pull_policy": "sometimes"})
+
+
+def test_dryrun_touches_no_engine() -> None:
+    client = FakeDockerClient()
+    _sched(client).submit_dryrun(_app(), {})
+    assert client.containers.items == [] and client.networks.names == []
+
+
+def test_schedule_describe_list_and_success() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    assert client.networks.names == ["torchx"]
+    assert len(client.app_containers(app_id)) == 3
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING
+    assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [
+        ("trainer", [0, 1]), ("ps", [0])]
+    assert [r.num_replicas for r in desc.roles] == [2, 1]
+    client.finish(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    listed = {a.app_id: a.state for a in sched.list()}
+    assert listed == {app_id: AppState.SUCCEEDED}
+
+
+def test_mounts_and_gpus_become_sdk_objects() -> None:
+    client = FakeDockerClient()
+    app_id = _sched(client).submit(_app(1), {})
+    kwargs = client.app_containers(app_id)[0].kwargs
+    from docker.types import DeviceRequest, Mount
+
+    assert all(isinstance(m, Mount) for m in kwargs["mounts"])
+    assert kwargs["mounts"][0]["Target"] == "/mnt/data" and kwargs["mounts"][0]["ReadOnly"]
+    assert isinstance(kwargs["device_requests"][0], DeviceRequest)
+
+
+def test_one_failed_replica_fails_the_app() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    client.finish(app_id, {1: 3})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert desc.roles_statuses[0].replicas[1].state == AppState.FAILED
+    assert desc.roles_statuses[0].replicas[0].state == AppState.SUCCEEDED
+
+
+def test_restarting_replica_is_pending_and_restarts_counted() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(1), {})
+    c = client.app_containers(app_id)[0]
+    c.status, c.restarts = "restarting", 1
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.num_restarts == 1
+    assert desc.roles_statuses[0].replicas[0].state == CONTAINER_STATES["restarting"]
+
+
+def test_cancel_marks_cancelled_and_is_idempotent() -> None:
+    client = FakeDockerClient()
+    client.ignore_sigterm = True  # forces the SIGKILL path after stop_timeout
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    sched.cancel(app_id)
+    containers = client.app_containers(app_id)
+    assert all(c.signals == ["SIGTERM", "SIGKILL"] for c in containers)
+    assert all(c.name.endswith("--cancelled") for c in containers)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    sched.cancel(app_id)  # no error, names not suffixed twice
+    assert all(c.name.count("--cancelled") == 1 for c in client.app_containers(app_id))
+
+
+def test_cancel_after_success_keeps_succeeded_replicas_terminal() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(1), {})
+    client.finish(app_id)
+    sched.cancel(app_id)
+    assert all(c.signals == [] for c in client.app_containers(app_id))
+
+
+def test_delete_removes_containers_and_unknown_app_is_none() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    sched.delete(app_id)
+    assert client.app_containers(app_id) == []
+    assert sched.describe(app_id) is None
+    sched.cancel("nope-123")  # unknown: a no-op
+
+
+def test_pull_policy() -> None:
+    client = FakeDockerClient(images=())
+    sched = _sched(client)
+    with pytest.raises(SchedulerError, match="not present on the docker engine and pull_policy=never"):
+        sched.submit(_app(1), {"pull_policy": "never"})
+    assert client.images.pulled == []
+    sched.submit(_app(1), {"pull_policy": "missing"})
+    assert client.images.pulled == [BUSYBOX]
+    sched.submit(_app(1), {"pull_policy": "missing"})
+    assert client.images.pulled == [BUSYBOX]  # present now: not pulled again
+    sched.submit(_app(1), {"pull_policy": "always"})
+    assert client.images.pulled == [BUSYBOX, BUSYBOX]
+
+
+def test_log_iter_streams_regex_time_and_tail() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    c = client.app_containers(app_id)[1]
+    c.output = [("stdout", "hello 1\n"), ("stderr", "oops\n"), ("stdout", "bye 1\n")]
+    assert list(sched.log_iter(app_id, "trainer", 1)) == ["hello 1\n", "oops\n", "bye 1\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)) == ["oops\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1, regex="^(hello|bye)")) == [
+        "hello 1\n", "bye 1\n"]
+    since = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    until = datetime(2024, 1, 2, tzinfo=timezone.utc)
+    assert list(sched.log_iter(app_id, "trainer", 1, should_tail=True, since=since,
+                               until=until)) == ["hello 1\n", "oops\n", "bye 1\n"]
+    call = c.log_calls[-1]
+    assert call["follow"] and call["stream"]
+    assert call["since"] == since.timestamp() and call["until"] == until.timestamp()
+
+
+def test_log_iter_unknown_replica_and_bad_regex() -> None:
+    sched = _sched()
+    app_id = sched.submit(_app(1), {})
+    with pytest.raises(InvalidLogQueryError, match="no replica 5 of role 'trainer'"):
+        sched.log_iter(app_id, "trainer", 5)
+    with pytest.raises(InvalidLogQueryError, match="invalid log regex"):
+        list(sched.log_iter(app_id, "trainer", 0, regex="("))
+
+
+def test_run_opts_and_registry_factory() -> None:
+    opts = _sched().run_opts()
+    for key in ("copy_env", "env", "privileged", "network", "pull_policy", "image_repo", "quiet"):
+        assert opts.get(key) is not None, key
+    assert isinstance(create_scheduler("s", client=FakeDockerClient()), DockerScheduler)
+
+
+def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "docker", None)
+    sched = DockerScheduler("test")
+    sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
+    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[docker\]"):
+        sched.describe("x-1")
