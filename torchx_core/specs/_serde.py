@@ -126,7 +126,11 @@ def _req(data: Mapping[str, Any], key: str, types: type | tuple[type, ...], wher
     return val
 
 
-def _opt(data: Mapping[str, Any], key: str, types: type | tuple[type, ...], where: str, default: Any) -> Any:
+def _opt(
+    data: Mapping[str, Any], key: str, types: type | tuple[type, ...], where: str, default: Any
+) -> Any:
+    if not isinstance(data, Mapping):
+        raise AppDefSerializationError(f"{where}: expected an object, got {data!r}")
     if data.get(key) is None:
         return default
     return _req(data, key, types, where)

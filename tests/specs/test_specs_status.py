@@ -1,0 +1,148 @@
+"""Unit tests for run status, dry-run info and app handles (torchx_core/specs/_status.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from torchx_core.specs import (
+    AppDryRunInfo,
+    AppHandle,
+    AppState,
+    AppStatus,
+    AppStatusError,
+    MalformedAppHandleException,
+    ParsedAppHandle,
+    ReplicaState,
+    ReplicaStatus,
+    RoleStatus,
+    is_terminal,
+    make_app_handle,
+    parse_app_handle,
+)
+
+
+def test_app_state_values_and_str() -> None:
+    assert [s.name for s in AppState] == [
+        "UNSUBMITTED", "SUBMITTED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
+        "UNKNOWN",
+    ]
+    assert [int(s) for s in AppState] == list(range(8))
+    assert str(AppState.RUNNING) == "RUNNING"
+    assert ReplicaState is AppState
+
+
+def test_is_terminal() -> None:
+    terminal = {s for s in AppState if is_terminal(s)}
+    assert terminal == {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
+    assert AppStatus(AppState.FAILED).is_terminal()
+    assert not AppStatus(AppState.RUNNING).is_terminal()
+
+
+def _status(state: AppState = AppState.FAILED) -> AppStatus:
+    return AppStatus(
+        state,
+        num_restarts=1,
+        msg="boom",
+        ui_url="http://ui",
+        roles=[
+            RoleStatus(
+                "trainer",
+                [
+                    ReplicaStatus(0, AppState.FAILED, "trainer", "host0", structured_error_msg='{"e": 1}'),
+                    ReplicaStatus(1, AppState.SUCCEEDED, "trainer", "host1"),
+                ],
+            ),
+            RoleStatus("ps", [ReplicaStatus(0, AppState.RUNNING, "ps", "")]),
+        ],
+    )
+
+
+def test_app_status_defaults() -> None:
+    st = AppStatus(AppState.RUNNING)
+    assert (st.num_restarts, st.msg, st.structured_error_msg, st.ui_url, st.roles) == (
+        0, "", "<NONE>", None, []
+    )
+
+
+def test_raise_for_status() -> None:
+    AppStatus(AppState.SUCCEEDED).raise_for_status()
+    st = _status()
+    with pytest.raises(AppStatusError) as e:
+        st.raise_for_status()
+    assert e.value.app_status is st
+    assert "FAILED" in str(e.value)
+
+
+def test_format_and_filter_roles() -> None:
+    text = _status().format()
+    assert "State: FAILED" in text and "Num Restarts: 1" in text
+    assert "trainer[0]:FAILED" in text and "trainer[1]:SUCCEEDED" in text and "ps[0]:RUNNING" in text
+    assert "UI URL: http://ui" in text
+    filtered = _status().format(filter_roles=["ps"])
+    assert "ps[0]" in filtered and "trainer[" not in filtered
+
+
+def test_json_form_round_trips() -> None:
+    st = _status()
+    data = st.to_json()
+    assert data["state"] == "FAILED"
+    assert data["roles"][0]["replicas"][0] == {
+        "id": 0, "state": "FAILED", "role": "trainer", "hostname": "host0",
+        "structured_error_msg": '{"e": 1}',
+    }
+    assert AppStatus.from_json(json.loads(json.dumps(data))) == st
+
+
+def test_repr_is_yaml_like_and_complete() -> None:
+    text = repr(_status())
+    assert text.startswith("AppStatus:\n")
+    assert "state: FAILED (5)" in text
+    assert "ui_url: http://ui" not in text or "http://ui" in text
+    assert "hostname: host0" in text
+    assert repr(AppStatus(AppState.SUCCEEDED)).count("\n") == 6
+
+
+def test_dryrun_info_uses_fmt() -> None:
+    info: AppDryRunInfo[dict[str, int]] = AppDryRunInfo({"x": 1}, lambda r: f"REQ x={r['x']}")
+    assert str(info) == "REQ x=1" and repr(info) == "REQ x=1"
+    assert info.request == {"x": 1}
+    assert info._app is None and info._cfg == {} and info._scheduler is None
+
+
+def test_parse_app_handle_examples() -> None:
+    assert parse_app_handle("k8s://default/foo_bar") == ParsedAppHandle("k8s", "default", "foo_bar")
+    assert parse_app_handle("k8s:///foo_bar") == ParsedAppHandle("k8s", "", "foo_bar")
+    assert parse_app_handle("local_cwd://s/a/b") == ParsedAppHandle("local_cwd", "s", "a/b")
+    assert AppHandle is str
+
+
+def test_make_app_handle_round_trip() -> None:
+    handle = make_app_handle("slurm", "sess", "123")
+    assert handle == "slurm://sess/123"
+    assert parse_app_handle(handle) == ("slurm", "sess", "123")
+
+
+@pytest.mark.parametrize(
+    "handle, needle",
+    [
+        ("foo", "missing '://'"),
+        ("k8s://default", "missing '/<app_id>'"),
+        ("k8s://default/", "app_id"),
+        ("://s/a", "scheduler name"),
+        ("bad name://s/a", "scheduler name"),
+    ],
+)
+def test_malformed_app_handles(handle: str, needle: str) -> None:
+    with pytest.raises(MalformedAppHandleException) as e:
+        parse_app_handle(handle)
+    assert needle in str(e.value)
+    assert repr(handle) in str(e.value)
+    assert "<scheduler_backend>://<session_name>/<app_id>" in str(e.value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_non_string_handle_is_typed_error() -> None:
+    with pytest.raises(MalformedAppHandleException):
+        parse_app_handle(None)  # type: ignore[arg-type]

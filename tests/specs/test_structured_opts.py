@@ -1,0 +1,111 @@
+"""Unit tests for StructuredOpts (torchx_core/specs/structured_opts.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from torchx_core.specs import InvalidRunConfigException, StructuredOpts, runopts
+
+
+@dataclass
+class K8sOpts(StructuredOpts):
+    context: str | None = None
+    """kube context to use"""
+
+    namespace: str = "default"
+    """namespace to submit to"""
+
+
+@dataclass
+class MyOpts(StructuredOpts):
+    cluster_name: str
+    """Name of the cluster to submit to."""
+
+    num_retries: int = 3
+    """Number of retry attempts."""
+
+    priority: float = 1
+    tags: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict, metadata={"help": "pod labels"})
+    debug: bool = False
+    k8s: K8sOpts = field(default_factory=K8sOpts)
+
+
+def test_as_runopts() -> None:
+    opts = MyOpts.as_runopts()
+    assert isinstance(opts, runopts)
+    assert [k for k, _ in opts] == [
+        "cluster_name", "num_retries", "priority", "tags", "labels", "debug",
+        "k8s.context", "k8s.namespace",
+    ]
+    assert opts.get("cluster_name").is_required
+    assert opts.get("cluster_name").help == "Name of the cluster to submit to."
+    assert opts.get("num_retries").help == "Number of retry attempts."
+    assert opts.get("labels").help == "pod labels"
+    assert opts.get("priority").default == 1.0
+    assert opts.get("k8s.namespace").default == "default"
+    assert opts.get("k8s.context").help == "kube context to use"
+    assert opts.get("tags").default == []
+
+
+def test_from_cfg_types_and_aliases() -> None:
+    opts = MyOpts.from_cfg(
+        {"clusterName": "c1", "numRetries": "5", "tags": "a,b", "labels": "x:1", "debug": "true",
+         "k8s.context": "ctx", "priority": 2}
+    )
+    assert opts == MyOpts(
+        cluster_name="c1", num_retries=5, priority=2.0, tags=["a", "b"], labels={"x": "1"},
+        debug=True, k8s=K8sOpts(context="ctx"),
+    )
+
+
+def test_from_cfg_accepts_resolved_cfg() -> None:
+    cfg = MyOpts.as_runopts().resolve({"cluster_name": "c"})
+    assert MyOpts.from_cfg(cfg) == MyOpts(cluster_name="c")
+
+
+def test_from_cfg_unknown_key_did_you_mean() -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        MyOpts.from_cfg({"cluster_name": "c", "num_retry": 1, "k8s.contxt": "x"})
+    msg = str(e.value)
+    assert "num_retry" in msg and "Did you mean: 'num_retries'" in msg
+    assert "k8s.contxt" in msg and "'context'" in msg
+
+
+def test_from_cfg_missing_and_wrong_type() -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        MyOpts.from_cfg({"num_retries": [1]})
+    msg = str(e.value)
+    assert "Required run option: cluster_name" in msg
+    assert "num_retries" in msg and "[1]" in msg
+
+
+def test_mapping_interface() -> None:
+    opts = MyOpts(cluster_name="c", k8s=K8sOpts(context="x"))
+    assert opts["cluster_name"] == "c"
+    assert opts.get("clusterName") == "c"
+    assert opts["k8s.context"] == "x"
+    assert opts.get("missing", 7) == 7
+    assert list(opts) == ["cluster_name", "num_retries", "priority", "tags", "labels", "debug", "k8s"]
+    assert len(opts) == 7 and "debug" in opts
+
+
+def test_docstrings_via_get_docstrings() -> None:
+    assert MyOpts.get_docstrings()["num_retries"] == "Number of retry attempts."
+    assert MyOpts.get_docstrings()["priority"] == "priority"  # no docstring: the name
+
+
+def test_not_a_dataclass_is_definition_error() -> None:
+    class Plain(StructuredOpts):
+        pass
+
+    with pytest.raises(TypeError, match="@dataclass"):
+        Plain.as_runopts()
+
+
+def test_importable_from_schedulers_api() -> None:
+    from torchx_core.schedulers.api import StructuredOpts as Reexported
+
+    assert Reexported is StructuredOpts
