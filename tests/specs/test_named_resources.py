@@ -1,0 +1,136 @@
+"""Unit tests for named resources (register.py, named_resources_generic.py, named_resources_aws.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import torchx_core.specs as specs
+from torchx_core.specs import InvalidResourceError, Resource, UnknownNamedResourceError, resource
+from torchx_core.specs import register
+from torchx_core.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE, NEURON_DEVICE
+from torchx_core.specs.register import _NamedResources, get_named_resources, named_resource, named_resources
+
+GENERIC = {
+    "gpu.small": (8, 1, 32 * 1024),
+    "gpu.medium": (16, 2, 64 * 1024),
+    "gpu.large": (32, 4, 128 * 1024),
+    "gpu.xlarge": (64, 8, 256 * 1024),
+    "cpu.nano": (1, 0, 512),
+    "cpu.micro": (1, 0, 1024),
+    "cpu.small": (1, 0, 2 * 1024),
+    "cpu.medium": (2, 0, 4 * 1024),
+    "cpu.large": (2, 0, 8 * 1024),
+    "cpu.xlarge": (8, 0, 32 * 1024),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERIC))
+def test_generic_table_matches_reference(name: str) -> None:
+    res = named_resources[name]
+    assert (res.cpu, res.gpu, res.memMB) == GENERIC[name]
+    assert res.get_resource_name() == name and not res.is_fractional()
+
+
+def test_lookup_is_a_fresh_copy() -> None:
+    a = named_resources["gpu.small"]
+    a.capabilities["x"] = 1
+    assert named_resources["gpu.small"].capabilities == {}
+
+
+def test_aws_instance_types() -> None:
+    for name in ["aws_t3.medium", "aws_m5.2xlarge", "aws_p3.2xlarge", "aws_p3.8xlarge", "aws_c5.18xlarge",
+                 "aws_g4dn.xlarge", "aws_g5.48xlarge", "aws_p4d.24xlarge", "aws_p5.48xlarge", "aws_trn1.32xlarge"]:
+        assert name in named_resources
+    p3 = named_resources["aws_p3.2xlarge"]
+    assert (p3.cpu, p3.gpu) == (8, 1) and 55 * 1024 < p3.memMB <= 61 * 1024
+    assert p3.capabilities == {K8S_ITYPE: "p3.2xlarge"}
+    assert named_resources["aws_p4d.24xlarge"].devices == {EFA_DEVICE: 4}
+    assert named_resources["aws_p5.48xlarge"].devices == {EFA_DEVICE: 32}
+    assert named_resources["aws_trn1.32xlarge"].devices == {EFA_DEVICE: 8, NEURON_DEVICE: 16}
+    assert resource(h="aws_p3.8xlarge").gpu == 4
+
+
+def test_get_named_resources_and_package_exports() -> None:
+    assert get_named_resources("cpu.small") == Resource(1, 0, 2048)
+    assert specs.get_named_resources is get_named_resources
+    assert specs.named_resources is named_resources
+
+
+def test_unknown_lists_known_and_suggests() -> None:
+    with pytest.raises(UnknownNamedResourceError) as e:
+        get_named_resources("aws_p3.2xlarg")
+    msg = str(e.value)
+    assert "'aws_p3.2xlarg'" in msg and "Did you mean: 'aws_p3.2xlarge'" in msg and "gpu.small" in msg
+    assert "nope" not in named_resources and named_resources.get("nope") is None
+
+
+def test_named_resource_registration_with_fractionals() -> None:
+    try:
+        named_resource("test_host", Resource(cpu=64, gpu=8, memMB=512_000, devices={EFA_DEVICE: 4}), fractionals=[2, 8])
+        full = resource(h="test_host")
+        assert full.get_resource_name() == "test_host" and not full.is_fractional()
+        half = resource(h="test_host/2")
+        assert (half.cpu, half.gpu, half.memMB, half.devices) == (32, 4, 256_000, {EFA_DEVICE: 2})
+        assert half.is_fractional() and half.get_resource_name() == "test_host/2"
+        eighth = resource(h="test_host/8")
+        assert (eighth.gpu, eighth.devices) == (1, {})
+        with pytest.raises(InvalidResourceError, match="already registered"):
+            named_resource("test_host", Resource(1, 0, 1))
+        named_resource("test_host", Resource(1, 0, 1), clobber=True)
+        assert resource(h="test_host").cpu == 1
+    finally:
+        for n in ("test_host", "test_host/2", "test_host/8"):
+            named_resources._unregister(n)
+
+
+def test_named_resource_decorator() -> None:
+    try:
+        @named_resource("test_deco")
+        def make() -> Resource:
+            return Resource(cpu=3, gpu=0, memMB=3)
+
+        assert make().cpu == 3
+        assert resource(h="test_deco").get_resource_name() == "test_deco"
+    finally:
+        named_resources._unregister("test_deco")
+
+
+@pytest.mark.parametrize("fractionals", [[3], [1], ["2"]])
+def test_bad_fractionals(fractionals: list[object]) -> None:
+    with pytest.raises(InvalidResourceError) as e:
+        named_resource("test_bad", Resource(cpu=8, gpu=8, memMB=8), fractionals=fractionals)  # type: ignore[arg-type]
+    assert repr(fractionals[0]) in str(e.value) or str(fractionals[0]) in str(e.value)
+    assert "test_bad" not in named_resources
+
+
+def test_entry_points_merge_and_broken_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "my_nr_plugin.py").write_text(
+        "from torchx_core.specs import Resource\n"
+        "def override():\n    return Resource(99, 0, 99)\n"
+        "def custom():\n    return Resource(5, 0, 5)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [
+        EntryPoint("gpu.small", "my_nr_plugin:override", register.ENTRY_POINT_GROUP),
+        EntryPoint("custom_x", "my_nr_plugin:custom", register.ENTRY_POINT_GROUP),
+        EntryPoint("broken", "no_such_module_xyz:f", register.ENTRY_POINT_GROUP),
+    ]
+
+    def fake_entry_points(group: str) -> Iterator[EntryPoint]:
+        assert group == "torchx.named_resources"
+        return iter(eps)
+
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
+    fresh = _NamedResources()
+    assert fresh["custom_x"] == Resource(5, 0, 5)
+    assert fresh["gpu.small"] == Resource(99, 0, 99)  # plugins replace builtins
+    assert "broken" in fresh.broken
+    with pytest.raises(UnknownNamedResourceError, match="broken"):
+        fresh["broken"]
+
