@@ -59,6 +59,7 @@ def torchx_launcher(
     component_args: Optional[list] = None,
     scheduler: str = "local_cwd",
     cfg: Optional[dict] = None,
+    env: Optional[dict] = None,
     job_id: str = "",
     task_name: str = "",
     wait_interval: float = 1.0,
@@ -76,6 +77,7 @@ def torchx_launcher(
         component_args: ... with its arguments
         scheduler: the TorchX scheduler to run the app on
         cfg: the scheduler's run config
+        env: environment variables added to every role (e.g. an upstream step's app handle)
         job_id: the pipeline job id (names the app deterministically)
         task_name: the pipeline task name (names the app deterministically)
         wait_interval: seconds between status polls
@@ -96,6 +98,7 @@ def torchx_launcher(
         component_args=component_args,
         scheduler=scheduler,
         cfg=cfg,
+        env=env,
         job_id=job_id,
         task_name=task_name,
         wait_interval=wait_interval,
@@ -132,6 +135,11 @@ def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: boo
     )
 
 
+def _is_str_like(value: object) -> bool:
+    """A str, or a KFP pipeline output/parameter (resolved to a str at run time)."""
+    return isinstance(value, (str, dsl.pipeline_channel.PipelineChannel))
+
+
 def _app_json(app: AppDef | str) -> str:
     if isinstance(app, AppDef):
         return json.dumps(app.to_dict())
@@ -156,6 +164,7 @@ def launch(
     component_args: Sequence[str] | None = None,
     scheduler: str = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
     base_image: str = DEFAULT_BASE_IMAGE,
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
@@ -176,6 +185,8 @@ def launch(
         component_args: the component's arguments, as on the command line
         scheduler: the TorchX scheduler to run on
         cfg: the scheduler's run config (JSON-serializable)
+        env: environment variables added to every role of the app; values may be upstream
+            outputs (``{"UPSTREAM": first.outputs["app_handle"]}``)
         base_image: the launcher step's image (with ``torchx-suite[kfp]`` installed)
         wait_interval: seconds between status polls
         unknown_state_timeout: seconds an UNKNOWN app is tolerated
@@ -200,9 +211,16 @@ def launch(
     if component_args is not None and not component:
         problems.append("component_args needs component")
     if component_args is not None and (
-        isinstance(component_args, str) or not all(isinstance(a, str) for a in component_args)
+        isinstance(component_args, str) or not all(_is_str_like(a) for a in component_args)
     ):
-        problems.append(f"component_args must be a list of str, got {component_args!r}")
+        problems.append(
+            f"component_args must be a list of str or pipeline outputs, got {component_args!r}"
+        )
+    if env is not None and (
+        not isinstance(env, Mapping)
+        or not all(isinstance(k, str) and _is_str_like(v) for k, v in env.items())
+    ):
+        problems.append(f"env must be a dict of str to str or pipeline outputs, got {env!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         problems.append(f"retries must be an int >= 0, got {retries!r}")
     if cfg is not None and not isinstance(cfg, Mapping):
@@ -224,6 +242,8 @@ def launch(
         kwargs["component_args"] = list(component_args)
     if cfg:
         kwargs["cfg"] = dict(cfg)
+    if env:
+        kwargs["env"] = dict(env)
     task = launcher_component(base_image, pass_resources)(**kwargs)
     task.set_caching_options(enable_caching=enable_caching)
     if retries:

@@ -459,6 +459,7 @@ def run_launcher(
     component_args: Sequence[str] | None = None,
     scheduler: str = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
     job_id: str = "",
     task_name: str = "",
     wait_interval: float = 1.0,
@@ -475,6 +476,7 @@ def run_launcher(
         component_args: ... and its arguments
         scheduler: the scheduler to run on
         cfg: the scheduler's run config
+        env: environment variables added to (or replacing those of) every role
         job_id: the pipeline job id (deterministic naming; empty outside a pipeline)
         task_name: the pipeline task name (deterministic naming)
         wait_interval: seconds between status polls
@@ -503,6 +505,11 @@ def run_launcher(
                     close()
 
     app = build_app(app_json, component, component_args, materialize)
+    if env:
+        if not isinstance(env, Mapping):
+            raise InvalidKfpOptionsError(f"env must be a dict, got {env!r}")
+        extra = {str(k): str(v) for k, v in env.items()}
+        app = replace(app, roles=[replace(r, env={**r.env, **extra}) for r in app.roles])
     if resources:
         app = replace(
             app,

@@ -1,0 +1,174 @@
+"""Real runs: kfp.local pipelines whose launcher steps start real apps on the local scheduler."""
+
+# No `from __future__ import annotations`: KFP reads pipeline annotations as objects.
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+from kfp_helpers import pid_alive, read_pids, wait_until
+from torchx_core import specs
+from torchx_core.runner import get_runner
+from torchx_core.specs import AppState
+
+from torchx_kfp import launch
+
+pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.local]
+
+# argv: <dir> <replica id> <sleep seconds> <exit code>. Writes its pid (and $UPSTREAM) to <dir>.
+REPLICA_CODE = textwrap.dedent(
+    """
+    import os, sys, time
+    d, k, sleep, code = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+    with open(os.path.join(d, k + ".upstream"), "w") as f:
+        f.write(os.environ.get("UPSTREAM", ""))
+    with open(os.path.join(d, k + ".pid"), "w") as f:
+        f.write(str(os.getpid()))
+    print("replica", k, "started", flush=True)
+    time.sleep(sleep)
+    print("replica", k, "exiting with", code, flush=True)
+    sys.exit(code)
+    """
+)
+
+
+def make_app(
+    name: str, out_dir: Path, replicas: int = 2, sleep: float = 0.2, exit_code: int = 0
+) -> specs.AppDef:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return specs.AppDef(
+        name=name,
+        roles=[
+            specs.Role(
+                name="worker",
+                image=str(out_dir),
+                entrypoint=sys.executable,
+                args=["-c", REPLICA_CODE, str(out_dir), specs.macros.replica_id, str(sleep),
+                      str(exit_code)],
+                num_replicas=replicas,
+            )
+        ],
+    )
+
+
+def app_state(handle: str) -> AppState:
+    with get_runner() as runner:
+        status = runner.status(handle)
+    assert status is not None, f"{handle} vanished"
+    return status.state
+
+
+def apps_named(prefix: str) -> dict[str, AppState]:
+    with get_runner() as runner:
+        return {a.app_handle: a.state for a in runner.list("local_cwd")
+                if a.name.startswith(prefix)}
+
+
+def test_launcher_step_runs_an_app_to_success(
+    kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    app = make_app("kfpok", tmp_path / "ok")
+
+    @dsl.pipeline(name="kfp-success")
+    def pipeline() -> str:
+        return launch(app, wait_interval=0.1).outputs["app_handle"]
+
+    handle = pipeline().output
+    assert handle.startswith("local_cwd://")
+    assert "kfpok-torchx-launcher-" in handle  # named from the job and task
+    assert app_state(handle) == AppState.SUCCEEDED
+    pids = read_pids(tmp_path / "ok")
+    assert len(pids) == 2
+    assert not any(pid_alive(p) for p in pids)
+    out = capfd.readouterr().out
+    # replica logs streamed into the step log, prefixed by role/replica
+    assert "[worker/0] replica 0 started" in out
+    assert "[worker/1] replica 1 exiting with 0" in out
+
+
+def test_failed_app_fails_the_step(kfp_local: Path, tmp_path: Path) -> None:
+    app = make_app("kfpfail", tmp_path / "fail", replicas=1, exit_code=3)
+
+    @dsl.pipeline(name="kfp-failure")
+    def pipeline() -> None:
+        launch(app, wait_interval=0.1)
+
+    failed = r"finished with status \S*FAILURE.*Inner task failed.*torchx-launcher"
+    with pytest.raises(RuntimeError, match=failed):
+        pipeline()
+    states = apps_named("kfpfail-")
+    assert list(states.values()) == [AppState.FAILED]
+    assert not any(pid_alive(p) for p in read_pids(tmp_path / "fail"))
+
+
+def test_two_steps_pass_the_handle_along(kfp_local: Path, tmp_path: Path) -> None:
+    first_app = make_app("kfpfirst", tmp_path / "first")
+    second_app = make_app("kfpsecond", tmp_path / "second", replicas=1)
+
+    @dsl.pipeline(name="kfp-two-steps")
+    def pipeline() -> str:
+        first = launch(first_app, wait_interval=0.1)
+        second = launch(
+            second_app, wait_interval=0.1, env={"UPSTREAM": first.outputs["app_handle"]}
+        )
+        return second.outputs["state"]
+
+    assert pipeline().output == "SUCCEEDED"
+    (first_handle,) = apps_named("kfpfirst-")
+    assert (tmp_path / "second" / "0.upstream").read_text() == first_handle
+    assert app_state(first_handle) == AppState.SUCCEEDED
+    (second_handle,) = apps_named("kfpsecond-")
+    assert app_state(second_handle) == AppState.SUCCEEDED
+
+
+def test_retried_step_reattaches_instead_of_resubmitting(local_apps: Path, tmp_path: Path) -> None:
+    from torchx_kfp.launcher import torchx_launcher
+
+    app_json = json.dumps(make_app("kfpretry", tmp_path / "retry", replicas=1).to_dict())
+    first = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
+                            wait_interval=0.1)
+    again = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
+                            wait_interval=0.1)
+    assert again.app_handle == first.app_handle
+    assert len(apps_named("kfpretry-")) == 1
+    other_run = torchx_launcher(app_json=app_json, job_id="job-43", task_name="train",
+                                wait_interval=0.1)
+    assert other_run.app_handle != first.app_handle
+
+
+LAUNCH_IN_SUBPROCESS = textwrap.dedent(
+    """
+    import sys
+    from torchx_kfp.launcher import torchx_launcher
+    torchx_launcher(app_json=sys.argv[1], job_id="job-sig", task_name="sleepy", wait_interval=0.1)
+    """
+)
+
+
+def test_sigterm_on_the_step_cancels_the_app(local_apps: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "sig"
+    app = make_app("kfpsig", out_dir, replicas=2, sleep=600)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH_IN_SUBPROCESS, json.dumps(app.to_dict())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    (handle,) = apps_named("kfpsig-")
+    assert app_state(handle) == AppState.CANCELLED
+    pids = read_pids(out_dir)
+    wait_until(lambda: not any(pid_alive(p) for p in pids), 30, "replica processes to exit")
