@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,7 @@ from torchx_core.specs import (
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
-    from torchx_core.schedulers.api import ListAppResponse, Scheduler, Stream
+    from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
     from torchx_core.schedulers.registry import SchedulerFactory
 
 __all__ = ["Runner", "RunnerError", "get_runner"]
@@ -159,14 +159,13 @@ class Runner:
     ) -> AppDef:
         """Builds the AppDef of ``component`` (with this runner's ``[component:*]`` defaults)."""
         from torchx_core.specs.builders import materialize_appdef
-        from torchx_core.specs.finder import get_component
 
-        component_def = get_component(component)
-        return materialize_appdef(
-            component_def.fn,
-            component_args,
-            self._component_defaults.get(component),
-        )
+        fn = _builtin_component(component)
+        if fn is None:
+            from torchx_core.specs.finder import get_component
+
+            fn = get_component(component).fn
+        return materialize_appdef(fn, component_args, self._component_defaults.get(component))
 
     def run(
         self,
@@ -283,7 +282,9 @@ class Runner:
             UnknownSchedulerException: the handle names an unknown scheduler.
         """
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        desc = scheduler.describe(app_id)
+        return self._to_status(app_handle, scheduler.describe(app_id))
+
+    def _to_status(self, app_handle: AppHandle, desc: DescribeAppResponse | None) -> AppStatus | None:
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
@@ -304,7 +305,8 @@ class Runner:
     ) -> AppStatus | None:
         """Blocks until the app reaches a terminal state; returns that status.
 
-        Polls quickly at first and then every ``wait_interval`` seconds.
+        Uses the scheduler's own blocking wait when it has one (the local scheduler does);
+        otherwise polls quickly at first and then every ``wait_interval`` seconds.
 
         Args:
             app_handle: the app
@@ -316,6 +318,11 @@ class Runner:
         """
         if wait_interval <= 0:
             raise RunnerError(f"wait_interval must be > 0, got {wait_interval}")
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        blocking_wait = _blocking_wait(scheduler)
+        if blocking_wait is not None:
+            # the scheduler can block until the app ends (e.g. the local scheduler)
+            return self._to_status(app_handle, blocking_wait(app_id, timeout=timeout))
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = min(_FIRST_POLL_INTERVAL, wait_interval)
         while True:
@@ -414,6 +421,49 @@ class Runner:
             f"Runner(name={self._name}, schedulers={self._scheduler_factories},"
             f" apps={self._apps})"
         )
+
+
+_BUILTIN_COMPONENTS = "torchx_core.components"
+
+
+def _builtin_component(name: str) -> Callable[..., AppDef] | None:
+    """Resolves a builtin component (``dist.ddp``) by direct import, without the finder's scan.
+
+    Builtins take precedence over ``torchx.components`` plugins of the same name (plugins add
+    components, they do not replace builtins), so the common path needs no entry point scan.
+    The builtins are checked by the component linter in the test suite.
+    """
+    module_name, sep, fn_name = name.rpartition(".")
+    if not sep or ":" in name or fn_name.startswith("_") or module_name.startswith("_"):
+        return None
+    import importlib
+    import inspect
+
+    try:
+        module = importlib.import_module(f"{_BUILTIN_COMPONENTS}.{module_name}")
+    except ImportError:
+        return None
+    fn = getattr(module, fn_name, None)
+    if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
+        return None
+    ret = fn.__annotations__.get("return")
+    if ret is not AppDef and not (isinstance(ret, str) and ret.rpartition(".")[2] == "AppDef"):
+        return None
+    return fn  # type: ignore[no-any-return]  # checked above: a component function
+
+
+def _blocking_wait(scheduler: Scheduler[Any]) -> Callable[..., DescribeAppResponse | None] | None:
+    """The scheduler's ``wait(app_id, timeout=...)`` if it has one (blocks until the app ends)."""
+    fn = getattr(scheduler, "wait", None)
+    if not callable(fn):
+        return None
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    return fn if "timeout" in params else None
 
 
 def get_runner(

@@ -32,7 +32,6 @@ import logging
 import os
 import typing
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from torchx_core.specs.errors import TorchXError, did_you_mean
@@ -69,7 +68,7 @@ class ConfigError(TorchXError, ValueError):
 
 
 def _default_dirs() -> list[str]:
-    return [str(Path.home()), os.getcwd()]
+    return [os.path.expanduser("~"), os.getcwd()]
 
 
 def find_configs(dirs: Iterable[str] | None = None) -> list[str]:

@@ -1,0 +1,170 @@
+"""Printing and following app logs for ``torchx run`` and ``torchx log``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TextIO
+
+from torchx_core.cli._term import ENDC, GREEN, prefix_line, use_color
+from torchx_core.specs import AppState, AppStatus, UnknownAppException
+from torchx_core.specs.errors import TorchXError, did_you_mean
+
+if TYPE_CHECKING:
+    from torchx_core.runner import Runner
+    from torchx_core.schedulers.api import Stream
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+class LogSelectionError(TorchXError, ValueError):
+    """A ``torchx log`` selection names a role or replica the app does not have."""
+
+
+def role_replicas(runner: Runner, app_handle: str, role: str | None = None) -> list[tuple[str, int]]:
+    """(role, replica index) pairs of the app, optionally of one role.
+
+    Raises:
+        UnknownAppException: the app is unknown.
+        LogSelectionError: ``role`` is not a role of the app.
+    """
+    app = runner.describe(app_handle)
+    if app is None:
+        raise UnknownAppException(app_handle)
+    pairs = [
+        (r.name, k)
+        for r in app.roles
+        if role is None or r.name == role
+        for k in range(r.num_replicas)
+    ]
+    if role is not None and not pairs:
+        names = [r.name for r in app.roles]
+        raise LogSelectionError(
+            f"app {app_handle} has no role {role!r}.{did_you_mean(role, names)}"
+            f" Its roles: {', '.join(names)}"
+        )
+    return pairs
+
+
+class _Printer:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.color = use_color(out)
+        self.lock = threading.Lock()
+
+    def prefix(self, role: str, k: int) -> str:
+        tag = f"{role}/{k}"
+        return f"{GREEN}{tag}{ENDC} " if self.color else f"{tag} "
+
+    def write(self, prefix: str, lines: Iterable[str]) -> None:
+        for line in lines:
+            with self.lock:
+                self.out.write(prefix_line(prefix, line if line.endswith("\n") else line + "\n"))
+                self.out.flush()
+
+
+def print_logs(
+    runner: Runner,
+    app_handle: str,
+    replicas: list[tuple[str, int]],
+    out: TextIO,
+    regex: str | None = None,
+    should_tail: bool = False,
+    streams: Stream | None = None,
+) -> None:
+    """Prints the logs of ``replicas``, each line prefixed ``role/replica``.
+
+    Without ``should_tail`` the replicas are printed one after the other; with it, each replica
+    is followed by its own thread until the app ends. The first error of any replica is raised
+    after all have finished.
+    """
+    printer = _Printer(out)
+
+    def one(role: str, k: int) -> None:
+        lines = runner.log_lines(
+            app_handle, role, k, regex=regex, should_tail=should_tail, streams=streams
+        )
+        printer.write(printer.prefix(role, k), lines)
+
+    if not should_tail or len(replicas) == 1:
+        for role, k in replicas:
+            one(role, k)
+        return
+    errors: list[BaseException] = []
+
+    def guarded(role: str, k: int) -> None:
+        try:
+            one(role, k)
+        except BaseException as e:  # collected and re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=guarded, args=(role, k), daemon=True, name=f"log-{role}-{k}")
+        for role, k in replicas
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        for e in errors[1:]:
+            logger.error("%s", e)
+        raise errors[0]
+
+
+def quick_status(runner: Runner, app_handle: str, budget: float) -> AppStatus | None:
+    """Polls the status with a fast backoff for up to ``budget`` seconds (short apps end fast)."""
+    deadline = time.monotonic() + budget
+    pause = 0.001
+    while True:
+        st = runner.status(app_handle)
+        if st is None or st.is_terminal() or time.monotonic() >= deadline:
+            return st
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def wait_with_logs(
+    runner: Runner, app_handle: str, out: TextIO, log: bool, wait_interval: float = 1.0
+) -> AppStatus | None:
+    """Waits for the app to end; with ``log`` streams every replica's log meanwhile.
+
+    Apps that end within a fraction of a second are printed without follower threads.
+    """
+    st = quick_status(runner, app_handle, budget=0.3)
+    if st is None:
+        return None
+    if not log:
+        return st if st.is_terminal() else runner.wait(app_handle, wait_interval=wait_interval)
+    replicas = role_replicas(runner, app_handle)
+    if st.is_terminal():
+        print_logs(runner, app_handle, replicas, out)
+        return st
+    follower = threading.Thread(
+        target=_follow_quietly,
+        args=(runner, app_handle, replicas, out),
+        daemon=True,
+        name="log-follower",
+    )
+    follower.start()
+    final = runner.wait(app_handle, wait_interval=wait_interval)
+    follower.join(timeout=10)
+    if follower.is_alive():
+        logger.warning("log streaming did not finish within 10 s after the app ended")
+    return final
+
+
+def _follow_quietly(
+    runner: Runner, app_handle: str, replicas: list[tuple[str, int]], out: TextIO
+) -> None:
+    try:
+        print_logs(runner, app_handle, replicas, out, should_tail=True)
+    except Exception as e:  # logs are best effort while waiting; the status decides the exit
+        logger.warning("log streaming stopped: %s", e)
+
+
+def exit_code(status: AppStatus | None) -> int:
+    """0 when the app SUCCEEDED, else 1."""
+    return 0 if status is not None and status.state == AppState.SUCCEEDED else 1

@@ -1,0 +1,25 @@
+"""``torchx cancel HANDLE``: cancel an app (no-op if it already ended or is unknown)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from torchx_core.cli.cmd_base import SubCommand
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+class CmdCancel(SubCommand):
+    help = "cancel an app"
+
+    def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+        subparser.add_argument("app_handle", help="the app handle to cancel")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from torchx_core.runner import get_runner
+
+        with get_runner(component_defaults={}) as runner:
+            runner.cancel(args.app_handle)
+        logger.info("cancel requested for %s", args.app_handle)
+        return 0

@@ -1,0 +1,190 @@
+"""``torchx``: the command line entry point.
+
+Subcommands live in one module each (``cmd_<name>.py``) and only the one being run is imported;
+``torchx --help`` imports none. Plugins can add subcommands through the ``torchx.cli.cmds``
+entry point group (scanned only for a name that is not built in).
+
+Errors from torchx-suite (:class:`~torchx_core.specs.TorchXError`) are printed as one clear
+message with exit code 1, never as a traceback (``--log_level DEBUG`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["create_parser", "main", "run_main"]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+# name -> (module, class, one-line help). Order is the order shown by --help.
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("cmd_run", "CmdRun", "run a component on a scheduler"),
+    "status": ("cmd_status", "CmdStatus", "show the status of an app"),
+    "log": ("cmd_log", "CmdLog", "print or follow the logs of an app"),
+    "list": ("cmd_list", "CmdList", "list the apps of a scheduler"),
+    "describe": ("cmd_describe", "CmdDescribe", "show the app definition of an app"),
+    "cancel": ("cmd_cancel", "CmdCancel", "cancel an app"),
+    "delete": ("cmd_delete", "CmdDelete", "delete an app and what the scheduler keeps of it"),
+    "builtins": ("cmd_builtins", "CmdBuiltins", "list the builtin components"),
+    "runopts": ("cmd_runopts", "CmdRunopts", "show the run options of schedulers"),
+    "configure": ("cmd_configure", "CmdConfigure", "write a .torchxconfig file"),
+    "schedulers": ("cmd_schedulers", "CmdSchedulers", "list the registered schedulers"),
+}
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(value: str) -> str:
+    upper = value.upper()
+    if upper not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"invalid log level {value!r}; choose from {', '.join(_LOG_LEVELS)}"
+        )
+    return upper
+
+
+def _default_log_level() -> str:
+    env_level = os.environ.get("LOGLEVEL", "INFO").upper()
+    return env_level if env_level in _LOG_LEVELS else "INFO"
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from torchx_core import __version__
+
+        print(f"torchx-suite {__version__}")
+        parser.exit()
+
+
+def _find_subcommand(argv: Sequence[str]) -> str | None:
+    """The first positional token of ``argv`` (skipping top-level options and their values)."""
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+            continue
+        if tok == "--log_level":
+            skip = True
+            continue
+        if tok.startswith("-"):
+            continue
+        return tok
+    return None
+
+
+def _load_command(name: str) -> Any | None:
+    """Imports and instantiates subcommand ``name`` (built-in or plugin); None if unknown."""
+    entry = SUBCOMMANDS.get(name)
+    if entry is not None:
+        import importlib
+
+        module = importlib.import_module(f"torchx_core.cli.{entry[0]}")
+        return getattr(module, entry[1])()
+    plugins = _plugin_commands()
+    if name in plugins:
+        return plugins[name]()
+    return None
+
+
+def _plugin_commands() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for ep in entry_points(group="torchx.cli.cmds"):
+        try:
+            found[ep.name] = ep.load()
+        except Exception as e:  # a broken plugin must not break the CLI
+            logger.warning("CLI plugin `%s = %s` failed to load: %s", ep.name, ep.value, e)
+    return found
+
+
+def create_parser(selected: str | None = None, command: Any | None = None) -> argparse.ArgumentParser:
+    """Builds the parser; only subcommand ``selected`` gets its full arguments."""
+    parser = argparse.ArgumentParser(
+        prog="torchx",
+        description="torchx-suite: define, launch and manage jobs on any scheduler",
+        epilog="Run `torchx <subcommand> --help` for the options of a subcommand.",
+    )
+    parser.add_argument(
+        "--log_level",
+        type=_log_level,
+        default=_default_log_level(),
+        help="Python logging level (DEBUG, INFO, WARNING, ERROR); default $LOGLEVEL or INFO",
+    )
+    parser.add_argument("--version", action=_VersionAction)
+    sub = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="<subcommand>")
+    names = dict((n, h) for n, (_, _, h) in SUBCOMMANDS.items())
+    if selected is not None and selected not in names and command is not None:
+        names[selected] = getattr(command, "help", "plugin subcommand")
+    for name, help_text in names.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        if name == selected and command is not None:
+            command.add_arguments(sp)
+            sp.set_defaults(func=command.run)
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    from torchx_core.cli._term import BLUE, ENDC, GRAY, use_color
+
+    color = use_color(sys.stderr)
+    fmt = (
+        f"{BLUE}torchx{ENDC} {GRAY}%(asctime)s %(levelname)-8s{ENDC} %(message)s"
+        if color
+        else "torchx %(asctime)s %(levelname)-8s %(message)s"
+    )
+    logging.basicConfig(level=level, format=fmt, datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr)
+
+
+def run_main(argv: Sequence[str] | None = None) -> int:
+    """Runs the CLI on ``argv`` and returns the exit code (argparse errors still exit)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    selected = _find_subcommand(args_list)
+    command = _load_command(selected) if selected else None
+    parser = create_parser(selected, command)
+    args = parser.parse_args(args_list)
+    _configure_logging(args.log_level)
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 1
+    from torchx_core.specs.errors import TorchXError
+
+    try:
+        rc = args.func(args)
+    except TorchXError as e:
+        logger.debug("error details", exc_info=True)
+        logger.error("%s", e)
+        return 1
+    except KeyboardInterrupt:
+        logger.error("interrupted")
+        return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. `torchx log ... | head`): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - avoid a second error at exit
+        except OSError:
+            pass
+        return 0
+    except (ValueError, TypeError, OSError) as e:
+        # bad input surfacing from user code (components) or the file system
+        logger.debug("error details", exc_info=True)
+        logger.error("%s: %s", type(e).__name__, e)
+        return 1
+    return int(rc or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console script ``torchx``."""
+    sys.exit(run_main(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Small programs run by the builtin components (``python -m torchx_core.components._apps.X``)."""
