@@ -22,27 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchx_kfp.container import (
-        ContainerFactory as ContainerFactory,
-        ContainerOptions as ContainerOptions,
-        component_from_app as component_from_app,
-        container_from_app as container_from_app,
-        input_ref as input_ref,
+        ContainerFactory,
+        ContainerOptions,
+        component_from_app,
+        container_from_app,
+        input_ref,
     )
     from torchx_kfp.errors import (
-        AppFailedError as AppFailedError,
-        AppVanishedError as AppVanishedError,
-        InvalidKfpOptionsError as InvalidKfpOptionsError,
-        KfpAdapterError as KfpAdapterError,
-        UnknownKfpStateError as UnknownKfpStateError,
-        UnsupportedAppError as UnsupportedAppError,
+        AppFailedError,
+        AppVanishedError,
+        InvalidKfpOptionsError,
+        KfpAdapterError,
+        UnknownKfpStateError,
+        UnsupportedAppError,
     )
-    from torchx_kfp.launcher import launch as launch, launcher_component as launcher_component
-    from torchx_kfp.runtime import LaunchResult as LaunchResult, run_launcher as run_launcher
-    from torchx_kfp.states import (
-        StepOutcome as StepOutcome,
-        app_state_from_kfp as app_state_from_kfp,
-        step_outcome as step_outcome,
-    )
+    from torchx_kfp.launcher import launch, launcher_component
+    from torchx_kfp.runtime import LaunchResult, run_launcher
+    from torchx_kfp.states import StepOutcome, app_state_from_kfp, step_outcome
 
 _EXPORTS: dict[str, str] = {
     "ContainerFactory": "torchx_kfp.container",
@@ -65,7 +61,26 @@ _EXPORTS: dict[str, str] = {
     "step_outcome": "torchx_kfp.states",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AppFailedError",
+    "AppVanishedError",
+    "ContainerFactory",
+    "ContainerOptions",
+    "InvalidKfpOptionsError",
+    "KfpAdapterError",
+    "LaunchResult",
+    "StepOutcome",
+    "UnknownKfpStateError",
+    "UnsupportedAppError",
+    "app_state_from_kfp",
+    "component_from_app",
+    "container_from_app",
+    "input_ref",
+    "launch",
+    "launcher_component",
+    "run_launcher",
+    "step_outcome",
+]
 
 
 def __getattr__(name: str) -> Any:

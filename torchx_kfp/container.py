@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from torchx_core.specs import AppDef, BindMount, DeviceMount, Resource, Role, VolumeMount, macros
 from torchx_core.specs.errors import import_optional
-
 from torchx_kfp.errors import InvalidKfpOptionsError, UnsupportedAppError
 
 if TYPE_CHECKING:

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple, Optional
 
 from torchx_core.specs import AppDef
 from torchx_core.specs.errors import import_optional
-
 from torchx_kfp.errors import InvalidKfpOptionsError
 
 __all__ = [
@@ -56,10 +55,10 @@ DEFAULT_BASE_IMAGE = "python:3.11"
 def torchx_launcher(
     app_json: str = "",
     component: str = "",
-    component_args: Optional[list] = None,
+    component_args: Optional[list] = None,  # noqa: UP045 - KFP needs typing.Optional
     scheduler: str = "local_cwd",
-    cfg: Optional[dict] = None,
-    env: Optional[dict] = None,
+    cfg: Optional[dict] = None,  # noqa: UP045
+    env: Optional[dict] = None,  # noqa: UP045
     job_id: str = "",
     task_name: str = "",
     wait_interval: float = 1.0,
@@ -109,7 +108,7 @@ def torchx_launcher(
     return outputs(result.app_handle, result.state, result.status_json, result.ui_url)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: bool = False) -> Any:
     """Returns the launcher KFP component (a lightweight Python component).
 
@@ -228,16 +227,16 @@ def launch(
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
     app_json = _app_json(app) if app is not None else ""
-    kwargs: dict[str, Any] = dict(
-        app_json=app_json,
-        component=component,
-        scheduler=scheduler,
-        job_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
-        wait_interval=float(wait_interval),
-        unknown_state_timeout=float(unknown_state_timeout),
-        pass_resources=pass_resources,
-    )
+    kwargs: dict[str, Any] = {
+        "app_json": app_json,
+        "component": component,
+        "scheduler": scheduler,
+        "job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        "task_name": dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+        "wait_interval": float(wait_interval),
+        "unknown_state_timeout": float(unknown_state_timeout),
+        "pass_resources": pass_resources,
+    }
     if component_args is not None:
         kwargs["component_args"] = list(component_args)
     if cfg:

@@ -32,7 +32,6 @@ from types import FrameType
 from typing import Any
 
 from torchx_core.specs import AppDef, AppState, AppStatus, Resource, is_terminal
-
 from torchx_kfp.errors import AppFailedError, AppVanishedError, InvalidKfpOptionsError
 from torchx_kfp.states import StepOutcome, step_outcome
 
@@ -271,7 +270,7 @@ class Launcher:
         """A reusable app named ``name``: a running one first, else a succeeded one."""
         try:
             apps = runner.list(self.scheduler, dict(self.cfg) or None)
-        except Exception:  # noqa: BLE001 - listing is an optimisation; submit if it fails
+        except Exception:
             logger.warning("could not list apps on %s; submitting anew", self.scheduler,
                            exc_info=True)
             return None
@@ -358,7 +357,7 @@ class Launcher:
                     if status is None or is_terminal(status.state):
                         break
                     time.sleep(min(self.wait_interval, 0.5) or 0.1)
-            except Exception:  # noqa: BLE001 - cancel is best effort
+            except Exception:
                 logger.warning("cancelling %s failed", handle, exc_info=True)
             finally:
                 done.set()

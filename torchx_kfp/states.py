@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from torchx_core.specs import AppState
-
 from torchx_kfp.errors import UnknownKfpStateError
 
 __all__ = [

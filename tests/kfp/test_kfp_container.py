@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 from kfp import compiler, dsl
-from torchx_core import specs
 
+from torchx_core import specs
 from torchx_kfp import (
     ContainerOptions,
     InvalidKfpOptionsError,
@@ -23,14 +23,14 @@ pytestmark = pytest.mark.kfp
 
 
 def _app(**role_kwargs: Any) -> specs.AppDef:
-    kwargs: dict[str, Any] = dict(
-        name="trainer",
-        image="ghcr.io/acme/train:1.0",
-        entrypoint="python",
-        args=["-m", "train", "--epochs", "3"],
-        env={"LOG_LEVEL": "INFO"},
-        resource=specs.Resource(cpu=4, gpu=0, memMB=3072),
-    )
+    kwargs: dict[str, Any] = {
+        "name": "trainer",
+        "image": "ghcr.io/acme/train:1.0",
+        "entrypoint": "python",
+        "args": ["-m", "train", "--epochs", "3"],
+        "env": {"LOG_LEVEL": "INFO"},
+        "resource": specs.Resource(cpu=4, gpu=0, memMB=3072),
+    }
     kwargs.update(role_kwargs)
     return specs.AppDef(name="my-train", roles=[specs.Role(**kwargs)])
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 from kfp import compiler, dsl
-from torchx_core import specs
 
+from torchx_core import specs
 from torchx_kfp import InvalidKfpOptionsError, launch, launcher_component
 
 pytestmark = pytest.mark.kfp

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 from kfp_helpers import pid_alive, read_pids, wait_until
+
 from torchx_core import specs
 from torchx_core.runner import get_runner
 from torchx_core.specs import AppState
-
 from torchx_kfp import launch
 
 pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.local]

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from torchx_core import specs
 from torchx_core.schedulers.api import ListAppResponse
 from torchx_core.specs import AppState, AppStatus
-
 from torchx_kfp.errors import AppFailedError, AppVanishedError, InvalidKfpOptionsError
 from torchx_kfp.runtime import (
     Launcher,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 
 import pytest
-from torchx_core.specs import AppState
 
+from torchx_core.specs import AppState
 from torchx_kfp.errors import UnknownKfpStateError
 from torchx_kfp.states import (
     KFP_RUN_STATES,
