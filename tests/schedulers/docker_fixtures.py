@@ -88,6 +88,7 @@ class FakeContainer:
     output: list[tuple[str, str]] = field(default_factory=list)  # (stream, line)
     log_calls: list[dict[str, Any]] = field(default_factory=list)
     signals: list[str] = field(default_factory=list)
+    created: int = 0
 
     @property
     def labels(self) -> dict[str, str]:
@@ -99,6 +100,7 @@ class FakeContainer:
             "State": {"ExitCode": self.exit_code},
             "Config": {"Hostname": self.kwargs.get("hostname", "host"), "Image": self.image},
             "RestartCount": self.restarts,
+            "Created": f"2024-01-01T00:00:{self.created:02d}Z",
         }
 
     def reload(self) -> None:
@@ -142,7 +144,7 @@ class FakeContainers:
         if any(c.name == kwargs.get("name") for c in self.items):
             raise RuntimeError(f"container name {kwargs.get('name')} in use")
         c = FakeContainer(self.client, kwargs.get("name", f"c{len(self.items)}"), image, command,
-                          kwargs)
+                          kwargs, created=len(self.items))
         self.items.append(c)
         return c
 
@@ -154,7 +156,7 @@ class FakeContainers:
             out = [c for c in out if key in c.labels and (not sep or c.labels[key] == value)]
         if not all:
             out = [c for c in out if c.status == "running"]
-        return out
+        return out[::-1]  # newest first, like dockerd
 
 
 @dataclass
@@ -234,7 +236,8 @@ class FakeDockerClient:
     # -- test controls ----------------------------------------------------------------------
 
     def app_containers(self, app_id: str) -> list[FakeContainer]:
-        return self.containers.list(all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
+        found = self.containers.list(all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
+        return sorted(found, key=lambda c: c.created)  # run order
 
     def finish(self, app_id: str, exit_codes: dict[int, int] | None = None) -> None:
         """Ends every container of the app (exit code per index in run order, default 0)."""

@@ -256,6 +256,9 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     def _run_opts(self) -> runopts:
         return DockerOpts.as_runopts()
 
+    def _requires_resource(self) -> bool:
+        return False  # no resource: the container is not limited
+
     # -- dryrun -----------------------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
@@ -391,7 +394,10 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         by_role: dict[str, list[ReplicaStatus]] = {}
         images: dict[str, str] = {}
         restarts = 0
-        for c in sorted(containers, key=lambda c: int(c.labels.get(LABEL_REPLICA_ID, "0"))):
+        # creation order = role order of the AppDef, then replica order
+        order = sorted(containers, key=lambda c: (str(c.attrs.get("Created", "")),
+                                                  int(c.labels.get(LABEL_REPLICA_ID, "0"))))
+        for c in order:
             role = c.labels.get(LABEL_ROLE_NAME, "")
             state = _replica_state(c)
             if _is_cancelled(c) and is_terminal(state):

@@ -1,0 +1,157 @@
+"""``local_docker`` end to end on a real dockerd (scripts/services/docker), with the registry-free
+busybox image. Containers use host networking (``network=host``) and never pull."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker_fixtures import BUSYBOX
+
+from torchx_core.schedulers.docker_scheduler import DockerScheduler
+from torchx_core.specs import AppDef, AppState, BindMount, Role, Workspace, is_terminal, macros
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+CFG = {"network": "host", "pull_policy": "never"}
+
+
+class Apps:
+    """Submits apps and deletes every one of them at teardown."""
+
+    def __init__(self, sched: DockerScheduler) -> None:
+        self.sched = sched
+        self.ids: list[str] = []
+
+    def submit(self, app: AppDef, **cfg: Any) -> str:
+        app_id = self.sched.submit(app, {**CFG, **cfg})
+        self.ids.append(app_id)
+        return app_id
+
+    def wait(self, app_id: str, until: Any = is_terminal, timeout: float = 120) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            desc = self.sched.describe(app_id)
+            assert desc is not None, f"{app_id} vanished"
+            if until(desc.state):
+                return desc
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def apps(docker_engine: Any) -> Iterator[Apps]:
+    sched = DockerScheduler("it", client=docker_engine, stop_timeout=1)
+    a = Apps(sched)
+    yield a
+    for app_id in a.ids:
+        sched.delete(app_id)
+    assert all(sched.describe(app_id) is None for app_id in a.ids)
+
+
+def sh(name: str, script: str, replicas: int = 1, **kwargs: Any) -> Role:
+    return Role(name=name, image=BUSYBOX, entrypoint="sh", args=["-c", script],
+                num_replicas=replicas, **kwargs)
+
+
+def test_multi_role_success_logs_and_list(apps: Apps) -> None:
+    app = AppDef("hello", roles=[
+        sh("worker", f"echo hello {macros.replica_id} of {macros.app_id}; echo to-err >&2",
+           replicas=2),
+        sh("ps", "echo ps up"),
+    ])
+    app_id = apps.submit(app)
+    desc = apps.wait(app_id)
+    assert desc.state == AppState.SUCCEEDED
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("worker", 2), ("ps", 1)]
+    assert list(apps.sched.log_iter(app_id, "worker", 1)) == [
+        f"hello 1 of {app_id}\n", "to-err\n"]
+    assert list(apps.sched.log_iter(app_id, "ps", 0)) == ["ps up\n"]
+    assert list(apps.sched.log_iter(app_id, "worker", 0, regex="^hello")) == [
+        f"hello 0 of {app_id}\n"]
+    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert list(apps.sched.log_iter(app_id, "worker", 0, since=future)) == []
+    listed = {a.app_id: a.state for a in apps.sched.list()}
+    assert listed[app_id] == AppState.SUCCEEDED
+
+
+def test_failure_is_reported_per_replica(apps: Apps) -> None:
+    app_id = apps.submit(AppDef("fail", roles=[
+        sh("w", f"[ {macros.replica_id} = 1 ] && exit 3; echo ok", replicas=2)]))
+    desc = apps.wait(app_id, until=lambda s: s == AppState.FAILED)
+    states = [r.state for r in desc.roles_statuses[0].replicas]
+    assert states[1] == AppState.FAILED
+    assert states[0] in (AppState.SUCCEEDED, AppState.RUNNING)
+
+
+def test_cancel_stops_containers(apps: Apps) -> None:
+    app_id = apps.submit(AppDef("sleeper", roles=[sh("w", "echo started; sleep 600", replicas=2)]))
+    apps.wait(app_id, until=lambda s: s == AppState.RUNNING)
+    apps.sched.cancel(app_id)
+    desc = apps.wait(app_id)
+    assert desc.state == AppState.CANCELLED
+    assert all(r.state == AppState.CANCELLED for r in desc.roles_statuses[0].replicas)
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == ["started\n"]
+    apps.sched.cancel(app_id)  # idempotent
+
+
+def test_retries_restart_the_replica(apps: Apps) -> None:
+    app_id = apps.submit(AppDef("retry", roles=[sh("w", "echo try; exit 1", max_retries=1)]))
+    desc = apps.wait(app_id, until=lambda s: False if apps.sched.describe(app_id).num_restarts < 1
+                     else is_terminal(s))
+    assert desc.state == AppState.FAILED and desc.num_restarts == 1
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == ["try\n", "try\n"]
+
+
+def test_tail_follows_until_exit(apps: Apps) -> None:
+    app_id = apps.submit(AppDef("ticker", roles=[
+        sh("w", "for i in 1 2 3; do echo tick $i; sleep 0.3; done")]))
+    apps.wait(app_id, until=lambda s: s != AppState.PENDING)
+    lines = list(apps.sched.log_iter(app_id, "w", 0, should_tail=True))
+    assert lines == ["tick 1\n", "tick 2\n", "tick 3\n"]
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+
+
+def test_replicas_reach_rank0_over_host_network(apps: Apps) -> None:
+    server = sh("server", "nc -l -p 29517 > /tmp/got & echo listening; wait; cat /tmp/got")
+    client = sh("client", 'for i in $(seq 1 50); do echo "from $ID" | nc "$TORCHX_RANK0_HOST" 29517'
+                " && exit 0; sleep 0.2; done; exit 1", env={"ID": macros.replica_id})
+    app_id = apps.submit(AppDef("rdzv", roles=[server, client]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(app_id, "server", 0)) == ["listening\n", "from 0\n"]
+
+
+def test_bind_mount_writes_to_host(apps: Apps, tmp_path: Path) -> None:
+    app_id = apps.submit(AppDef("mount", roles=[
+        sh("w", "echo written > /out/result.txt",
+           mounts=[BindMount(src_path=str(tmp_path), dst_path="/out")])]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert (tmp_path / "result.txt").read_text() == "written\n"
+
+
+def test_workspace_image_with_dockerfile_torchx(apps: Apps, tmp_path: Path, docker_engine: Any) -> None:
+    (tmp_path / "hello.txt").write_text("from the workspace\n")
+    (tmp_path / "Dockerfile.torchx").write_text(
+        "ARG IMAGE\nFROM $IMAGE\nCOPY hello.txt /ws/hello.txt\nENV WS=yes\n")
+    role = Role(name="w", image=BUSYBOX, entrypoint="sh", args=["-c", "cat /ws/hello.txt; echo $WS"],
+                workspace=Workspace({str(tmp_path): ""}))
+    app_id = apps.submit(AppDef("ws", roles=[role]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == ["from the workspace\n", "yes\n"]
+    docker_engine.images.remove(role.image, force=True)
+
+
+def test_workspace_default_dockerfile_copies_into_workdir(apps: Apps, tmp_path: Path,
+                                                          docker_engine: Any) -> None:
+    (tmp_path / "data.txt").write_text("patched\n")
+    role = Role(name="w", image=BUSYBOX, entrypoint="cat", args=["data.txt"],
+                workspace=Workspace({str(tmp_path): ""}))
+    app_id = apps.submit(AppDef("wsdefault", roles=[role]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == ["patched\n"]
+    docker_engine.images.remove(role.image, force=True)

@@ -1,0 +1,110 @@
+"""Docker workspaces: build context, Dockerfile.torchx, image push (fake Docker client)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "schedulers"))
+from docker_fixtures import BUSYBOX, FakeDockerClient  # noqa: E402
+
+from torchx_core.schedulers.docker_scheduler import DockerScheduler  # noqa: E402
+from torchx_core.specs import AppDef, Role, Workspace  # noqa: E402
+from torchx_core.workspace.docker_workspace import (  # noqa: E402
+    DEFAULT_DOCKERFILE,
+    TORCHX_DOCKERFILE,
+    DockerWorkspaceError,
+    build_context,
+)
+
+
+def _project(tmp_path: Path, dockerfile: str | None = None) -> Path:
+    proj = tmp_path / "proj"
+    (proj / "pkg").mkdir(parents=True)
+    (proj / "main.py").write_text("print('hi')\n")
+    (proj / "pkg" / "mod.py").write_text("X = 1\n")
+    (proj / "__pycache__").mkdir()
+    (proj / "__pycache__" / "junk.pyc").write_text("junk")
+    if dockerfile is not None:
+        (proj / TORCHX_DOCKERFILE).write_text(dockerfile)
+    return proj
+
+
+def _files(tar_bytes: bytes) -> set[str]:
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        return {m.name for m in tar.getmembers() if m.isfile()}
+
+
+def test_build_context_adds_default_dockerfile(tmp_path: Path) -> None:
+    ctx, dockerfile = build_context(Workspace({str(_project(tmp_path)): ""}))
+    names = _files(ctx.read())
+    assert dockerfile == "Dockerfile.torchx.generated"
+    assert names == {"main.py", "pkg/mod.py", dockerfile}
+
+
+def test_build_context_maps_projects_to_subdirs(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "b.txt").write_text("b")
+    ws = Workspace({str(_project(tmp_path)): "app", str(other): "lib"})
+    ctx, _ = build_context(ws)
+    assert {"app/main.py", "app/pkg/mod.py", "lib/b.txt"} <= _files(ctx.read())
+
+
+def _app(workspace: Workspace) -> AppDef:
+    return AppDef("ws", roles=[Role("r", image=BUSYBOX, entrypoint="cat", args=["main.py"],
+                                    workspace=workspace)])
+
+
+def test_workspace_build_updates_role_image(tmp_path: Path) -> None:
+    client = FakeDockerClient()
+    sched = DockerScheduler("t", client=client)
+    app = _app(Workspace({str(_project(tmp_path)): ""}))
+    req = sched.submit_dryrun(app, {}).request
+    build = client.images.builds[0]
+    assert build["buildargs"] == {"IMAGE": BUSYBOX}
+    assert build["pull"] is False and build["network_mode"] == "host"
+    assert build["files"][build["dockerfile"]] == DEFAULT_DOCKERFILE.decode()
+    assert req.containers[0].image.startswith("sha256:")
+    assert app.roles[0].image == req.containers[0].image
+    assert req.images_to_push == {}
+
+
+def test_dockerfile_torchx_is_honoured(tmp_path: Path) -> None:
+    client = FakeDockerClient()
+    custom = "ARG IMAGE\nFROM $IMAGE\nCOPY main.py /opt/main.py\n"
+    DockerScheduler("t", client=client).submit_dryrun(
+        _app(Workspace({str(_project(tmp_path, custom)): ""})), {})
+    build = client.images.builds[0]
+    assert build["dockerfile"] == TORCHX_DOCKERFILE
+    assert build["files"][TORCHX_DOCKERFILE] == custom
+
+
+def test_image_repo_renames_and_pushes(tmp_path: Path) -> None:
+    client = FakeDockerClient()
+    sched = DockerScheduler("t", client=client)
+    info = sched.submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})),
+                               {"image_repo": "127.0.0.1:5000/me/ws", "network": "host"})
+    (local, (repo, tag)), = info.request.images_to_push.items()
+    assert repo == "127.0.0.1:5000/me/ws" and local.startswith("sha256:")
+    assert info.request.containers[0].image == f"{repo}:{tag}"
+    client.images.present[f"{repo}:{tag}"] = client.images.get(local)
+    sched.schedule(info)
+    assert client.images.pushed == [f"{repo}:{tag}"]
+    assert f"{repo}:{tag}" in client.images.get(local).tags
+
+
+def test_push_error_is_typed(tmp_path: Path) -> None:
+    client = FakeDockerClient()
+    client.push_error = "denied: requested access to the resource is denied"
+    sched = DockerScheduler("t", client=client)
+    info = sched.submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})),
+                               {"image_repo": "127.0.0.1:5000/me/ws"})
+    with pytest.raises(DockerWorkspaceError, match="denied.*docker login"):
+        sched.schedule(info)
