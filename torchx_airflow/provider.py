@@ -1,14 +1,36 @@
-"""Airflow provider registration (the ``apache_airflow_provider`` entry point)."""
+"""Airflow provider registration (the ``apache_airflow_provider`` entry point).
+
+Stdlib only: Airflow's providers manager imports this module to list the provider, and that must
+not import Airflow's task machinery or ``torchx_core`` backends.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["get_provider_info"]
+
 
 def get_provider_info() -> dict[str, Any]:
-    """Returns the provider metadata Airflow validates against its provider schema."""
+    """Returns the provider metadata Airflow validates against its provider schema.
+
+    ``package-name`` must equal the canonical distribution name (``torchx-suite``).
+    """
     return {
         "package-name": "torchx-suite",
         "name": "TorchX",
         "description": "Run TorchX apps on any scheduler as Airflow tasks.",
+        "integrations": [
+            {
+                "integration-name": "TorchX",
+                "external-doc-url": "https://github.com/meta-pytorch/torchx",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [
+            {"integration-name": "TorchX", "python-modules": ["torchx_airflow.operator"]}
+        ],
+        "sensors": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.sensor"]}],
+        "triggers": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.trigger"]}],
+        "extra-links": ["torchx_airflow.links.TorchXAppLink"],
     }

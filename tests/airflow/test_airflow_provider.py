@@ -1,0 +1,40 @@
+"""Provider registration: the metadata is valid for Airflow and the entry point finds it."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import airflow
+import jsonschema
+from packaging.utils import canonicalize_name
+
+from torchx_airflow.provider import get_provider_info
+
+
+def test_provider_info_validates_against_airflows_schema() -> None:
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == canonicalize_name("torchx-suite")
+
+
+def test_entry_point_points_at_get_provider_info() -> None:
+    eps = [ep for ep in entry_points(group="apache_airflow_provider") if ep.dist is not None]
+    ours = [ep for ep in eps if canonicalize_name(ep.dist.name) == "torchx-suite"]
+    assert len(ours) == 1
+    assert ours[0].load() is get_provider_info
+
+
+def test_every_listed_module_and_link_imports() -> None:
+    import importlib
+
+    info = get_provider_info()
+    for group in ("operators", "sensors", "triggers"):
+        for entry in info[group]:
+            for mod in entry["python-modules"]:
+                importlib.import_module(mod)
+    for link in info["extra-links"]:
+        mod, _, cls = link.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(mod), cls), type)

@@ -1,0 +1,44 @@
+"""Airflow 3 provider for TorchX: run TorchX apps as Airflow tasks on any scheduler.
+
+Public names (imported lazily, so ``import torchx_airflow`` alone does not import Airflow):
+
+* :py:class:`TorchXOperator` – submit an AppDef or component and wait for it
+* :py:class:`TorchXTrigger` – the deferrable wait, in the triggerer
+* :py:class:`TorchXSensor` – wait on an existing app handle
+* :py:class:`TorchXAppLink` – the "TorchX app" UI link
+* :py:mod:`torchx_airflow.states` – the AppState -> Airflow outcome table
+
+Without Airflow installed, using them raises
+:py:class:`torchx_core.specs.MissingDependencyError` (``pip install 'torchx-suite[airflow]'``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchx_airflow.links import TorchXAppLink as TorchXAppLink
+    from torchx_airflow.operator import TorchXOperator as TorchXOperator
+    from torchx_airflow.sensor import TorchXSensor as TorchXSensor
+    from torchx_airflow.trigger import TorchXTrigger as TorchXTrigger
+
+__all__ = ["TorchXAppLink", "TorchXOperator", "TorchXSensor", "TorchXTrigger"]
+
+_LAZY = {
+    "TorchXOperator": "torchx_airflow.operator",
+    "TorchXTrigger": "torchx_airflow.trigger",
+    "TorchXSensor": "torchx_airflow.sensor",
+    "TorchXAppLink": "torchx_airflow.links",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchx_airflow' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,66 @@
+"""Every Airflow import of ``torchx_airflow``, in one place (public Airflow 3 paths only).
+
+Importing this module imports Airflow; a missing Airflow raises
+:py:class:`torchx_core.specs.MissingDependencyError` naming the ``airflow`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchx_core.specs.errors import MissingDependencyError
+
+try:
+    from airflow.sdk import (
+        BaseOperator,
+        BaseOperatorLink,
+        BaseSensorOperator,
+        PokeReturnValue,
+    )
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
+    from airflow.triggers.base import BaseTrigger, TriggerEvent
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("airflow", "airflow", "torchx_airflow") from e
+
+try:
+    # Airflow >= 3.3: the handle survives worker crashes in the task's own state store.
+    from airflow.sdk import ResumableJobMixin
+except ImportError:  # pragma: no cover - Airflow 3.0-3.2
+    try:
+        from airflow.providers.common.compat.sdk import ResumableJobMixin  # type: ignore[no-redef]
+    except ImportError:
+        from torchx_airflow._resumable_fallback import (  # type: ignore[assignment]
+            ResumableJobMixin,
+        )
+
+__all__ = [
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "AirflowTaskTimeout",
+    "BaseOperator",
+    "BaseOperatorLink",
+    "BaseSensorOperator",
+    "BaseTrigger",
+    "PokeReturnValue",
+    "ResumableJobMixin",
+    "TriggerEvent",
+    "default_deferrable",
+]
+
+
+def default_deferrable() -> bool:
+    """Airflow's ``[operators] default_deferrable`` (False when unset)."""
+    conf: Any
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - older 3.x
+        from airflow.configuration import conf
+    return bool(conf.getboolean("operators", "default_deferrable", fallback=False))

@@ -1,0 +1,177 @@
+"""``TorchXSensor``: waits for an existing TorchX app (poke, reschedule or deferrable mode).
+
+The sensor does not own the app: it never cancels it. Outcomes follow
+:py:mod:`torchx_airflow.states`; success returns the final status dict as the sensor's XCom
+``return_value``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from torchx_airflow._airflow import (
+    AirflowException,
+    AirflowSensorTimeout,
+    BaseSensorOperator,
+    PokeReturnValue,
+    default_deferrable,
+)
+from torchx_airflow._runtime import (
+    RunnerFactory,
+    open_runner,
+    status_from_payload,
+    status_payload,
+)
+from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.states import Outcome, UnknownStateClock, exception_for, outcome_for
+from torchx_core.specs import AppStatus
+
+__all__ = ["TorchXSensor"]
+
+#: task_state_store key holding the start (UNIX time) of the current UNKNOWN streak.
+_UNKNOWN_SINCE_KEY = "torchx_unknown_since"
+
+
+class TorchXSensor(BaseSensorOperator):
+    """Waits until the app named by ``app_handle`` ends.
+
+    Args:
+        app_handle: the app handle (templated, e.g.
+            ``"{{ ti.xcom_pull(task_ids='train', key='app_handle') }}"``)
+        fail_fast: a FAILED app fails the sensor without Airflow retries
+        skip_on_cancel: a CANCELLED app skips the sensor instead of failing it
+        unknown_state_timeout: seconds the app may stay UNKNOWN (or unreachable) before the
+            sensor fails
+        deferrable: wait in the triggerer (default: ``[operators] default_deferrable``)
+        runner_factory: builds the Runner (default ``get_runner()``); deferred waits use the
+            default
+        kwargs: :py:class:`BaseSensorOperator` arguments (``poke_interval``, ``mode``,
+            ``timeout``, ``soft_fail``...)
+    """
+
+    template_fields = ("app_handle",)
+
+    def __init__(
+        self,
+        *,
+        app_handle: str,
+        fail_fast: bool = False,
+        skip_on_cancel: bool = False,
+        unknown_state_timeout: float = 300.0,
+        deferrable: bool | None = None,
+        runner_factory: RunnerFactory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        resolved = default_deferrable() if deferrable is None else deferrable
+        problems: list[str] = []
+        if not isinstance(app_handle, str) or not app_handle.strip():
+            problems.append(f"app_handle must be a non-empty str, got {app_handle!r}")
+        for name, value in (
+            ("fail_fast", fail_fast),
+            ("skip_on_cancel", skip_on_cancel),
+            ("deferrable", resolved),
+        ):
+            if not isinstance(value, bool):
+                problems.append(f"{name} must be True or False, got {value!r}")
+        check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
+        if deferrable is True and getattr(self, "mode", "poke") == "reschedule":
+            problems.append("deferrable=True and mode='reschedule' are exclusive; pick one")
+        if runner_factory is not None and not callable(runner_factory):
+            problems.append(f"runner_factory must be callable, got {runner_factory!r}")
+        if problems:
+            raise InvalidTaskArgumentError("TorchXSensor", problems)
+        self.app_handle = app_handle
+        self.fail_fast = fail_fast
+        self.skip_on_cancel = skip_on_cancel
+        self.unknown_state_timeout = float(unknown_state_timeout)
+        self.deferrable = resolved and self.mode != "reschedule"
+        self.runner_factory = runner_factory
+        self._unknown_since: float | None = None
+
+    def poke(self, context: Any) -> bool | PokeReturnValue:
+        """One status check: done (with the status dict), not yet, or raise per the state table."""
+        with open_runner(self.runner_factory) as runner:
+            try:
+                status = runner.status(self.app_handle)
+                outcome = outcome_for(status.state if status is not None else None)
+            except Exception as e:  # noqa: BLE001 - transient errors count as UNKNOWN
+                self.log.warning("reading the status of %s failed: %s", self.app_handle, e)
+                status, outcome = None, Outcome.UNKNOWN
+        if self._unknown_expired(outcome, context):
+            raise AirflowException(
+                f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
+                f" {self.unknown_state_timeout:g} s"
+            )
+        if outcome.keeps_waiting:
+            self.log.info(
+                "TorchX app %s is %s", self.app_handle, status.state.name if status else "?"
+            )
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self._final(status, outcome))
+
+    def execute(self, context: Any) -> Any:
+        """Pokes (or reschedules) as configured; in deferrable mode, defers after one poke."""
+        if not self.deferrable:
+            return super().execute(context)
+        result = self.poke(context)
+        if isinstance(result, PokeReturnValue) and result.is_done:
+            return result.xcom_value
+        from torchx_airflow.trigger import TorchXTrigger
+
+        timeout_s = float(self.timeout) if self.timeout is not None else None
+        self.defer(
+            trigger=TorchXTrigger(
+                app_handle=self.app_handle,
+                poll_interval=float(self.poke_interval),
+                unknown_state_timeout=self.unknown_state_timeout,
+                cancel_on_kill=False,
+                timeout_at=time.time() + timeout_s if timeout_s is not None else None,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=timeout_s + 60) if timeout_s is not None else None,
+        )
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Maps the trigger's event to the sensor outcome."""
+        kind = event.get("event")
+        message = str(event.get("message", ""))
+        if kind == "timeout":
+            raise AirflowSensorTimeout(message)
+        if kind in ("unknown_timeout", "error"):
+            raise AirflowException(message)
+        status = status_from_payload(event["status"]) if event.get("status") else None
+        return self._final(status, outcome_for(status.state if status is not None else None))
+
+    def _final(self, status: AppStatus | None, outcome: Outcome) -> dict[str, Any]:
+        payload = status_payload(self.app_handle, status)
+        if outcome is Outcome.SUCCESS:
+            return payload
+        message = f"TorchX app {self.app_handle} ended {payload['state']}"
+        if status is not None and status.msg:
+            message += f": {status.msg}"
+        if status is not None and status.structured_error_msg != "<NONE>":
+            message += f" (error: {status.structured_error_msg})"
+        exc = exception_for(
+            outcome, message, fail_fast=self.fail_fast, skip_on_cancel=self.skip_on_cancel
+        )
+        raise exc if exc is not None else AirflowException(message)
+
+    def _unknown_expired(self, outcome: Outcome, context: Any) -> bool:
+        """UNKNOWN grace across pokes; in reschedule mode the streak start is kept in the store."""
+        store = context.get("task_state_store") if self.mode == "reschedule" else None
+        since = self._unknown_since
+        if store is not None:
+            stored = store.get(_UNKNOWN_SINCE_KEY)
+            since = float(stored) if isinstance(stored, (int, float)) else None
+        clock = UnknownStateClock(self.unknown_state_timeout, clock=time.time, since=since)
+        expired = clock.observe(outcome)
+        if store is not None and clock.since != since:
+            if clock.since is None:
+                store.delete(_UNKNOWN_SINCE_KEY)
+            else:
+                store.set(_UNKNOWN_SINCE_KEY, clock.since)
+        self._unknown_since = clock.since
+        return expired
