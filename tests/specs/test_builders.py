@@ -1,0 +1,124 @@
+"""Unit tests for torchx_core.specs.builders."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchx_core.specs import AppDef, ComponentArgumentError, ComponentValidationException
+from torchx_core.specs.builders import component_help, materialize_appdef, parse_args
+
+from components_fixture import echo, not_an_app, required  # type: ignore[import-not-found]
+
+
+def _args(app: AppDef) -> list[str]:
+    return app.roles[0].args
+
+
+def test_defaults() -> None:
+    assert _args(materialize_appdef(echo, [])) == ["hello", "1", "0.5", "False", "1x2"]
+
+
+def test_all_types_from_argv() -> None:
+    app = materialize_appdef(
+        echo,
+        ["--msg", "hi", "-n", "3", "--ratio", "2.5", "--debug", "--tags", "a,b", "--env", "A=1,B=x,y",
+         "--ports", "tb=6006", "-j", "2x4"],
+    )
+    assert _args(app) == ["hi", "3", "2.5", "True", "2x4", "a", "b"]
+    assert app.roles[0].env == {"A": "1", "B": "x,y"}
+    assert app.roles[0].port_map == {"tb": 6006}
+
+
+def test_bool_values_and_dash_alias() -> None:
+    assert _args(materialize_appdef(echo, ["--debug", "false"]))[3] == "False"
+    ns = parse_args(echo, ["--debug", "yes", "--msg", "m"])
+    assert ns.debug is True and ns.msg == "m"
+
+
+def test_varargs_and_required() -> None:
+    app = materialize_appdef(required, ["--script", "train.py", "--", "--lr", "0.1"])
+    assert app.roles[0].entrypoint == "train.py" and app.roles[0].args == ["--lr", "0.1"]
+    app2 = materialize_appdef(required, ["--script", "t.py", "a", "b"])
+    assert app2.roles[0].args == ["a", "b"]
+
+
+def test_cmpnt_defaults_and_config() -> None:
+    app = materialize_appdef(echo, ["--msg", "cli"], cmpnt_defaults={"n": "7", "msg": "default"})
+    assert _args(app)[:2] == ["cli", "7"]
+    app2 = materialize_appdef(required, [], cmpnt_defaults={"script": "s.py"})
+    assert app2.roles[0].entrypoint == "s.py"
+    app3 = materialize_appdef(echo, [], config={"n": 9})
+    assert _args(app3)[1] == "9"
+
+
+def test_dict_args() -> None:
+    app = materialize_appdef(echo, {"msg": "x", "n": "4", "tags": ["t"], "env": {"K": "V"}})
+    assert _args(app) == ["x", "4", "0.5", "False", "1x2", "t"]
+    app2 = materialize_appdef(required, {"script": "s", "script_args": ["--a", "1"]})
+    assert app2.roles[0].args == ["--a", "1"]
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["-n", "x"], "'x' is not a valid int"),
+        (["--nope", "1"], "--nope"),
+        (["--debug", "maybe"], "'maybe' is not a bool"),
+        (["--env", "novalue"], "'novalue'"),
+        (["--ratio", "1/2"], "'1/2' is not a valid float"),
+    ],
+)
+def test_bad_argv_raises_typed_error(argv: list[str], needle: str) -> None:
+    with pytest.raises(ComponentArgumentError) as e:
+        materialize_appdef(echo, argv)
+    assert needle in str(e.value)
+    assert "Usage:" in str(e.value)
+
+
+def test_missing_required_argv() -> None:
+    with pytest.raises(ComponentArgumentError, match="--script"):
+        materialize_appdef(required, [])
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ({"mgs": "x"}, "Did you mean: 'msg'"),
+        ({"n": [1]}, "argument 'n'"),
+        ({"n": True}, "is a bool"),
+    ],
+)
+def test_bad_dict_args(args: dict[str, object], needle: str) -> None:
+    with pytest.raises(ComponentArgumentError, match=needle):
+        materialize_appdef(echo, args)
+
+
+def test_bad_defaults_name_the_source() -> None:
+    with pytest.raises(ComponentArgumentError, match="defaults set unknown argument 'nn'"):
+        materialize_appdef(echo, [], cmpnt_defaults={"nn": "1"})
+    with pytest.raises(ComponentArgumentError, match="defaults value for 'n'"):
+        materialize_appdef(echo, [], cmpnt_defaults={"n": "one"})
+
+
+def test_argv_must_be_strings() -> None:
+    with pytest.raises(ComponentArgumentError):
+        materialize_appdef(echo, ["--n", 1])  # type: ignore[list-item]
+
+
+def test_return_value_must_be_appdef() -> None:
+    with pytest.raises(ComponentValidationException, match="not an AppDef"):
+        materialize_appdef(not_an_app, ["--x", "1"])
+
+
+def test_help_text_from_docstring() -> None:
+    text = component_help(echo)
+    assert "Echoes a message." in text
+    assert "the message to echo (continued line) (default: hello)" in text
+    assert "-n N, --n N" in text and "-j J, --j J" in text
+
+
+def test_help_flag_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        materialize_appdef(echo, ["--help"])
+    assert e.value.code == 0
+    assert "Echoes a message." in capsys.readouterr().out

@@ -1,0 +1,94 @@
+"""Unit tests for torchx_core.specs.file_linter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchx_core.specs.file_linter import (
+    ComponentFunctionValidator,
+    LinterMessage,
+    get_fn_docstring,
+    parse_google_docstring,
+    validate,
+)
+
+from components_fixture import echo, no_docs, required  # type: ignore[import-not-found]
+
+FIXTURE = str(Path(__file__).parent / "components_fixture.py")
+
+
+def test_valid_components_have_no_messages() -> None:
+    assert validate(FIXTURE, "echo") == []
+    assert validate(FIXTURE, "required") == []
+
+
+def test_accepts_old_and_new_style_hints(tmp_path: Path) -> None:
+    src = tmp_path / "c.py"
+    src.write_text(
+        "from typing import Dict, List, Optional, Union\n"
+        "def c(a: List[str], b: list[int], c: Dict[str, str], d: dict[str, float],\n"
+        "      e: Optional[int] = None, f: 'str | None' = None, g: Union[bool, None] = None) -> 'AppDef':\n"
+        "    '''Doc.\n\n    Args:\n        a: a\n    '''\n"
+    )
+    assert validate(str(src), "c") == []
+
+
+def test_bad_component_reports_every_problem() -> None:
+    msgs = validate(FIXTURE, "no_docs")
+    text = " | ".join(m.description for m in msgs)
+    assert "missing a google-style docstring" in text
+    assert "Arg a missing type annotation" in text
+    assert "Arg b has unsupported type 'object'" in text
+    assert "**kw is not supported" in text
+    assert "must return AppDef" in text and "-> int" in text
+    assert all(isinstance(m, LinterMessage) and m.severity == "error" and m.line > 0 for m in msgs)
+
+
+def test_missing_function_and_file() -> None:
+    (msg,) = validate(FIXTURE, "nope")
+    assert "nope not found" in msg.description and "echo" in msg.description
+    (msg2,) = validate("/no/such/file.py", "f")
+    assert "/no/such/file.py" in msg2.description
+
+
+def test_syntax_error_is_reported(tmp_path: Path) -> None:
+    src = tmp_path / "broken.py"
+    src.write_text("def f(:\n")
+    (msg,) = validate(str(src), "f")
+    assert "cannot parse" in msg.description
+
+
+def test_custom_validators() -> None:
+    class NameValidator(ComponentFunctionValidator):
+        def validate(self, app_specs_func_def):  # type: ignore[no-untyped-def]
+            if not app_specs_func_def.name.startswith("x_"):
+                return [self._gen_linter_message("names must start with x_", app_specs_func_def.lineno)]
+            return []
+
+    (msg,) = validate(FIXTURE, "echo", validators=[NameValidator()])
+    assert msg.description == "names must start with x_" and msg.name == "NameValidator"
+
+
+def test_get_fn_docstring() -> None:
+    description, args = get_fn_docstring(echo)
+    assert description.startswith("Echoes a message.")
+    assert args["msg"] == "the message to echo (continued line) (default: hello)"
+    assert args["n"] == "number of times (default: 1)"
+    assert args["ratio"] == "ratio (default: 0.5)"  # not in the docstring
+    _, req_args = get_fn_docstring(required)
+    assert req_args["script"] == "the script (required)"
+    assert "trailing arguments" in req_args["script_args"]
+
+
+def test_get_fn_docstring_without_docstring() -> None:
+    description, args = get_fn_docstring(no_docs)
+    assert description.startswith("no_docs") and "TIP" in description
+    assert args["a"] == "a (required)"
+
+
+def test_parse_google_docstring_sections() -> None:
+    desc, args = parse_google_docstring(
+        "Summary.\n\nMore.\n\nArgs:\n    x (int): the x\n    y: the y\n        more y\n\nRaises:\n    ValueError: bad\n"
+    )
+    assert desc == "Summary.\n\nMore."
+    assert args == {"x": "the x", "y": "the y more y"}

@@ -1,0 +1,108 @@
+"""Unit tests for torchx_core.specs.finder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from torchx_core.specs import ComponentNotFoundException, ComponentValidationException
+from torchx_core.specs import finder
+
+FIXTURE = Path(__file__).parent / "components_fixture.py"
+
+
+@pytest.fixture
+def fake_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A builtin package ``fakecomps`` with dist.py and utils/echo.py, plus one plugin package."""
+    pkg = tmp_path / "fakecomps"
+    (pkg / "utils").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils" / "__init__.py").write_text("")
+    body = (
+        "from torchx_core.specs import AppDef, Role\n"
+        "def {name}(msg: str = 'x') -> AppDef:\n"
+        "    '''{doc}\n\n    Args:\n        msg: m\n    '''\n"
+        "    return AppDef('{name}', [Role('r', image='i', args=[msg])])\n"
+        "def _private() -> AppDef:\n    '''p'''\n    return AppDef('p')\n"
+        "def helper(x: int) -> int:\n    return x\n"
+    )
+    (pkg / "dist.py").write_text(body.format(name="ddp", doc="Distributed data parallel."))
+    (pkg / "utils" / "echo.py").write_text(body.format(name="echo", doc="Echo."))
+    plugin = tmp_path / "myplugin"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text(body.format(name="train", doc="Plugin trainer."))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(finder, "BUILTINS_PACKAGE", "fakecomps")
+    eps = [
+        EntryPoint("team", "myplugin", finder.ENTRY_POINT_GROUP),
+        EntryPoint("broken", "no_such_pkg_xyz", finder.ENTRY_POINT_GROUP),
+    ]
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: iter(eps))
+    finder._registry.clear()
+    yield tmp_path
+    finder._registry.clear()
+
+
+def test_builtins_and_entry_points(fake_tree: Path) -> None:
+    comps = finder.get_components()
+    assert set(comps) == {"dist.ddp", "utils.echo.echo", "team.train"}
+    ddp = finder.get_component("dist.ddp")
+    assert ddp.description == "Distributed data parallel." and ddp.fn_name == "ddp"
+    assert ddp.validation_errors == []
+    assert ddp.fn().name == "ddp"
+    assert finder.get_component("team.train").fn().name == "train"
+
+
+def test_unknown_component_suggests(fake_tree: Path) -> None:
+    with pytest.raises(ComponentNotFoundException) as e:
+        finder.get_component("dist.dpp")
+    msg = str(e.value)
+    assert "dist.dpp" in msg and "Did you mean: 'dist.ddp'" in msg and "torchx builtins" in msg
+
+
+def test_file_component() -> None:
+    comp = finder.get_component(f"{FIXTURE}:echo")
+    assert comp.fn_name == "echo" and comp.description.startswith("Echoes a message.")
+    assert comp.fn().name == "echo"
+
+
+def test_module_component() -> None:
+    comp = finder.get_component("components_fixture:required")
+    assert comp.fn_name == "required" and comp.validation_errors == []
+    with pytest.raises(ComponentValidationException, match="must return AppDef"):
+        finder.get_component("torchx_core.specs.finder:get_components")
+
+
+def test_invalid_file_component_raises_validation() -> None:
+    with pytest.raises(ComponentValidationException, match="no_docs"):
+        finder.get_component(f"{FIXTURE}:no_docs")
+
+
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("/no/such/file.py:fn", "does not exist"),
+        (f"{FIXTURE}:ech", "Did you mean: 'echo'"),
+        ("no_such_module_xyz:fn", "cannot import module"),
+        (":fn", "not of the form"),
+        ("", "non-empty"),
+    ],
+)
+def test_component_lookup_errors(name: str, needle: str) -> None:
+    with pytest.raises(ComponentNotFoundException, match=needle):
+        finder.get_component(name)
+
+
+def test_builtin_source(fake_tree: Path) -> None:
+    assert "def ddp(" in finder.get_builtin_source("dist.ddp")
+
+
+def test_real_builtins_are_valid_components() -> None:
+    finder._registry.clear()
+    for name, comp in finder.get_components().items():
+        assert comp.validation_errors == [], f"builtin component {name}: {comp.validation_errors}"
