@@ -24,9 +24,9 @@ import sys
 from typing import Any
 
 from kfp import compiler, dsl
-from torchx_core.specs import AppDef, Resource, Role, macros
 
 import torchx_kfp
+from torchx_core.specs import AppDef, Resource, Role, macros
 
 TRAIN = """
 import os, sys, time
