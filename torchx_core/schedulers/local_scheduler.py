@@ -47,6 +47,7 @@ from torchx_core.schedulers.local._supervisor import (
     APP_FILE,
     PLAN_FILE,
     STATE_CHARS,
+    STATUS_FILE,
     SUPERVISOR_LOG,
     TERMINAL,
     error_file_path,
@@ -659,18 +660,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         self._kill_orphans(app_dir, status)
 
     def _kill_orphans(self, app_dir: str, status: dict[str, Any]) -> None:
-        """Cancel without a supervisor: kill the recorded process groups, record CANCELLED."""
+        """Cancel without a (responsive) supervisor: kill its replicas, record CANCELLED."""
+        _state.kill_orphans(status)
         for r in status.get("roles", []):
-            for pid in r.get("pids", []):
-                if pid:
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
             r["states"] = "".join("C" if c in "PRU" else c for c in r.get("states", ""))
-            r["pids"] = [0 for _ in r.get("pids", [])]
         status.update(state="CANCELLED", msg="cancelled", ended=time.time(), updated=time.time())
-        write_json_atomic(os.path.join(app_dir, "status.json"), status)
+        write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
 
     def _delete_existing(self, app_id: str) -> None:
         self._cancel_existing(app_id)

@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -165,11 +166,37 @@ def read_status(app_dir: str) -> dict[str, Any] | None:
     status["ended"] = time.time()
     for role in status.get("roles", []):
         role["states"] = "".join("U" if c in "PR" else c for c in role.get("states", ""))
+    kill_orphans(status)
     try:
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:
         pass
     return status
+
+
+def kill_orphans(status: dict[str, Any]) -> int:
+    """SIGKILLs the process groups of replicas left behind by a dead supervisor.
+
+    A recorded pid is only trusted if the process still carries the app's ``TORCHX_APP_ID`` in
+    its environment (pids are reused). Clears the pids; returns how many groups were signalled.
+    """
+    marker = f"TORCHX_APP_ID={status.get('app_id')}".encode()
+    killed = 0
+    for role in status.get("roles", []):
+        pids = role.get("pids", [])
+        for pid in pids:
+            if not pid:
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if marker not in f.read().split(b"\0"):
+                        continue
+                os.killpg(pid, signal.SIGKILL)
+                killed += 1
+            except (OSError, ProcessLookupError):
+                continue
+        role["pids"] = [0] * len(pids)
+    return killed
 
 
 def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:

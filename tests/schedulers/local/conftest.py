@@ -1,0 +1,87 @@
+"""Fixtures of the local scheduler tests: a private state root per test, and a leak check.
+
+Every replica inherits the launcher's environment, which holds ``TORCHX_LOCAL_ROOT=<this test's
+root>``; after the test, any process still carrying it (a replica, a grandchild, a supervisor
+started as a fresh interpreter) is a leak: it is killed by pid and the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from torchx_core.schedulers.local import _state
+from torchx_core.schedulers.local_scheduler import LocalScheduler, create_scheduler
+
+
+def processes_with_env(entry: str) -> list[int]:
+    """Pids of the processes whose environment contains ``entry`` (``NAME=value``)."""
+    want = entry.encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if want in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def live_processes_with_env(entry: str) -> list[int]:
+    """Like :func:`processes_with_env`, without zombies (exited, not yet reaped by init)."""
+    out = []
+    for pid in processes_with_env(entry):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):
+            out.append(pid)
+    return out
+
+
+def wait_until(pred, timeout: float = 20.0, interval: float = 0.02) -> bool:  # noqa: ANN001
+    """Polls ``pred()`` until it is true or ``timeout`` seconds passed; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value or time.monotonic() >= deadline:
+            return bool(value)
+        time.sleep(interval)
+
+
+@pytest.fixture
+def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh state root (``TORCHX_LOCAL_ROOT``) for one test; fails the test on leaked processes."""
+    root = str(tmp_path / "torchx-local")
+    monkeypatch.setenv(_state.ROOT_ENV, root)
+    yield root
+    marker = f"{_state.ROOT_ENV}={root}"
+    sched = create_scheduler("cleanup", root=root)
+    for app_id, app_dir in _state.iter_app_dirs(root):
+        if _state.supervisor_alive(app_dir):
+            sched.cancel(app_id)
+    leaked = live_processes_with_env(marker) if not wait_until(
+        lambda: not live_processes_with_env(marker), timeout=5
+    ) else []
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leaked, f"processes left behind by the test: {leaked}"
+
+
+@pytest.fixture
+def sched(local_root: str) -> LocalScheduler:
+    """A ``local_cwd`` scheduler on the test's root."""
+    return create_scheduler("test", root=local_root)

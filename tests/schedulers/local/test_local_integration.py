@@ -1,0 +1,332 @@
+"""The local scheduler with real processes: outcomes, retries, cancel, faults, logs, concurrency."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import live_processes_with_env, wait_until
+
+from torchx_core import specs
+from torchx_core.schedulers.api import AppValidationError, Stream
+from torchx_core.schedulers.local import _state
+from torchx_core.schedulers.local_scheduler import LocalScheduler, create_dir_scheduler
+from torchx_core.specs import AppState, RetryPolicy
+
+pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(120)]
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def sh_app(script: str, num_replicas: int = 1, name: str = "app", **role_kw: object) -> specs.AppDef:
+    role = specs.Role(
+        name="r", image="unused", entrypoint="sh", args=["-c", script], num_replicas=num_replicas,
+        **role_kw,  # type: ignore[arg-type]
+    )
+    return specs.AppDef(name=name, roles=[role])
+
+
+def run(sched: LocalScheduler, app: specs.AppDef, cfg: dict | None = None, timeout: float = 60):  # noqa: ANN201
+    app_id = sched.submit(app, cfg or {})
+    desc = sched.wait(app_id, timeout)
+    assert desc is not None
+    assert desc.state in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED), desc
+    return app_id, desc
+
+
+def logs(sched: LocalScheduler, app_id: str, role: str = "r", k: int = 0, streams: Stream | None = None) -> list[str]:
+    return list(sched.log_iter(app_id, role, k, streams=streams))
+
+
+def test_success_multi_replica_logs_and_states(sched: LocalScheduler) -> None:
+    app_id, desc = run(sched, sh_app("echo hello $TORCHX_REPLICA_IDX", num_replicas=3))
+    assert desc.state == AppState.SUCCEEDED
+    assert desc.num_restarts == 0
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.SUCCEEDED] * 3
+    for k in range(3):
+        assert logs(sched, app_id, k=k) == [f"hello {k}\n"]
+    assert desc.roles[0].name == "r"
+
+
+def test_failure_reports_exit_code_and_stderr_tail(sched: LocalScheduler) -> None:
+    app_id, desc = run(sched, sh_app("echo starting; echo boom >&2; exit 3"))
+    assert desc.state == AppState.FAILED
+    assert desc.msg == "replica r/0 exited with code 3"
+    err = json.loads(desc.structured_error_msg)
+    assert err["exit_code"] == 3 and err["signal"] is None
+    assert err["role"] == "r" and err["replica_id"] == 0
+    assert err["stderr_tail"] == ["boom"]
+    replica = desc.roles_statuses[0].replicas[0]
+    assert replica.state == AppState.FAILED
+    assert json.loads(replica.structured_error_msg)["exit_code"] == 3
+
+
+def test_failure_includes_reply_file(sched: LocalScheduler) -> None:
+    script = 'echo \'{"message": "oops"}\' > "$TORCHELASTIC_ERROR_FILE"; exit 1'
+    _, desc = run(sched, sh_app(script))
+    assert json.loads(desc.structured_error_msg)["error_file"] == {"message": "oops"}
+
+
+def test_replica_killed_by_signal_is_failed_with_signal_named(sched: LocalScheduler) -> None:
+    app = sh_app('if [ "$TORCHX_REPLICA_IDX" = 1 ]; then kill -KILL $$$$; fi; sleep 5', num_replicas=2)
+    _, desc = run(sched, app)
+    assert desc.state == AppState.FAILED
+    assert desc.msg == "replica r/1 killed by SIGKILL"
+    assert json.loads(desc.structured_error_msg)["signal"] == "SIGKILL"
+    states = [r.state for r in desc.roles_statuses[0].replicas]
+    assert states == [AppState.CANCELLED, AppState.FAILED]  # the survivor was stopped
+
+
+def test_missing_entrypoint_fails_with_clear_message(sched: LocalScheduler) -> None:
+    app = specs.AppDef("x", roles=[specs.Role("r", image="", entrypoint="no-such-binary-xyz")])
+    _, desc = run(sched, app)
+    assert desc.state == AppState.FAILED
+    assert "no-such-binary-xyz" in desc.msg and "not found" in desc.msg
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+def _flaky(marker_dir: Path, fail_replica: int, sleep: float = 0.0) -> str:
+    """Prints `start <replica>` per attempt; `fail_replica` fails on its first attempt only."""
+    return textwrap.dedent(
+        f"""
+        echo start $TORCHX_REPLICA_IDX $$$$  # $$ escapes $ in macros
+        if [ "$TORCHX_REPLICA_IDX" = {fail_replica} ] && [ ! -e {marker_dir}/failed.$TORCHX_ROLE_NAME ]; then
+            touch {marker_dir}/failed.$TORCHX_ROLE_NAME; exit 7
+        fi
+        sleep {sleep}
+        """
+    )
+
+
+def _starts(sched: LocalScheduler, app_id: str, role: str, k: int) -> int:
+    return sum(line.startswith("start ") for line in logs(sched, app_id, role, k, Stream.STDOUT))
+
+
+def test_retry_replica_restarts_only_the_failed_replica(sched: LocalScheduler, tmp_path: Path) -> None:
+    app = sh_app(_flaky(tmp_path, 1, sleep=1.0), num_replicas=3, max_retries=1, retry_policy=RetryPolicy.REPLICA)
+    app_id, desc = run(sched, app)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert desc.num_restarts == 1
+    assert [_starts(sched, app_id, "r", k) for k in range(3)] == [1, 2, 1]
+    # the replacement kept replica id 1
+    assert all(line.startswith("start 1 ") for line in logs(sched, app_id, "r", 1, Stream.STDOUT))
+
+
+def _two_roles(tmp_path: Path, policy: RetryPolicy) -> specs.AppDef:
+    flaky = specs.Role(
+        "a", image="", entrypoint="sh", args=["-c", _flaky(tmp_path, 0, sleep=0.5)], num_replicas=2,
+        max_retries=1, retry_policy=policy,
+    )
+    steady = specs.Role(
+        "b", image="", entrypoint="sh", args=["-c", "echo start $TORCHX_REPLICA_IDX; sleep 1.5"],
+        max_retries=1, retry_policy=policy,
+    )
+    return specs.AppDef("two", roles=[flaky, steady])
+
+
+def test_retry_role_restarts_the_role_only(sched: LocalScheduler, tmp_path: Path) -> None:
+    app_id, desc = run(sched, _two_roles(tmp_path, RetryPolicy.ROLE))
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert desc.num_restarts == 1
+    assert [_starts(sched, app_id, "a", k) for k in range(2)] == [2, 2]
+    assert _starts(sched, app_id, "b", 0) == 1
+
+
+def test_retry_application_restarts_every_role(sched: LocalScheduler, tmp_path: Path) -> None:
+    app_id, desc = run(sched, _two_roles(tmp_path, RetryPolicy.APPLICATION))
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert desc.num_restarts == 1
+    assert [_starts(sched, app_id, "a", k) for k in range(2)] == [2, 2]
+    assert _starts(sched, app_id, "b", 0) == 2
+
+
+def test_retries_exhausted_fails(sched: LocalScheduler) -> None:
+    app = sh_app("echo try; exit 2", max_retries=2, retry_policy=RetryPolicy.REPLICA)
+    app_id, desc = run(sched, app)
+    assert desc.state == AppState.FAILED
+    assert desc.num_restarts == 2
+    assert desc.msg == "replica r/0 exited with code 2 (after 2 restart(s))"
+    assert logs(sched, app_id, streams=Stream.STDOUT) == ["try\n"] * 3
+
+
+# -- cancel, delete, faults ------------------------------------------------------------------
+
+
+def test_cancel_kills_whole_process_groups(sched: LocalScheduler, local_root: str) -> None:
+    app_id = sched.submit(sh_app("sleep 100 & sleep 100", num_replicas=2), {})
+    marker = f"{_state.ROOT_ENV}={local_root}"
+    # two replicas, each a shell with two sleeps (the shell may exec the last one)
+    assert wait_until(lambda: len(live_processes_with_env(marker)) >= 4)
+    sched.cancel(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.CANCELLED] * 2
+    assert wait_until(lambda: not live_processes_with_env(marker), timeout=5)
+    sched.cancel(app_id)  # idempotent
+    assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
+
+
+def test_cancel_escalates_to_sigkill(sched: LocalScheduler, local_root: str) -> None:
+    app = sh_app("trap '' TERM; echo ready; while true; do sleep 0.1; done")
+    app_id = sched.submit(app, {"grace_period": 0.3})
+    assert wait_until(lambda: logs(sched, app_id) == ["ready\n"])
+    sched.cancel(app_id)
+    assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
+    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+
+
+def test_delete_cancels_and_removes_state(sched: LocalScheduler) -> None:
+    app_id = sched.submit(sh_app("sleep 100"), {})
+    sched.delete(app_id)
+    assert sched.describe(app_id) is None
+    assert not os.path.exists(os.path.join(sched.root, app_id))
+    assert app_id not in [a.app_id for a in sched.list()]
+
+
+def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root: str, tmp_path: Path) -> None:
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys
+            from torchx_core import specs
+            from torchx_core.schedulers.local_scheduler import create_scheduler
+            app = specs.AppDef("orphan", roles=[specs.Role(
+                "r", image="", entrypoint="sh", args=["-c", "sleep 1; echo finished"])])
+            app_id = create_scheduler("s").submit(app, {})
+            print(app_id, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+    )
+    proc = subprocess.run([sys.executable, str(launcher)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    app_id = proc.stdout.strip()
+    # another process (this one) waits for it and reads its logs
+    sched = LocalScheduler("other", root=local_root)
+    desc = sched.wait(app_id, 30)
+    assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+    assert logs(sched, app_id) == ["finished\n"]
+    # and a third, fresh process can describe it
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from torchx_core.schedulers.local_scheduler import create_scheduler;"
+         " print(create_scheduler('x').describe(sys.argv[1]).state.name)", app_id],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )
+    assert probe.stdout.strip() == "SUCCEEDED", probe.stderr
+
+
+def test_dead_supervisor_is_reported_and_its_replicas_killed(sched: LocalScheduler, local_root: str) -> None:
+    app_id = sched.submit(sh_app("echo up; sleep 100"), {})
+    assert wait_until(lambda: logs(sched, app_id) == ["up\n"])
+    status = _state.read_json(os.path.join(sched.root, app_id, "status.json"))
+    assert status is not None
+    os.kill(status["sup_pid"], signal.SIGKILL)
+    assert wait_until(lambda: not _state.supervisor_alive(os.path.join(sched.root, app_id)))
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert "supervisor" in desc.msg and "died" in desc.msg
+    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+
+
+def test_200_apps_from_16_threads_all_succeed_with_distinct_ids(sched: LocalScheduler) -> None:
+    app = sh_app("echo ok", name="many")
+    with ThreadPoolExecutor(16) as pool:
+        ids = list(pool.map(lambda _: sched.submit(app, {}), range(200)))
+    assert len(set(ids)) == 200
+    states = {app_id: sched.wait(app_id, 60).state for app_id in ids}  # type: ignore[union-attr]
+    assert set(states.values()) == {AppState.SUCCEEDED}
+    listed = {a.app_id: a.state for a in sched.list()}
+    assert all(listed[i] == AppState.SUCCEEDED for i in ids)
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+def test_log_iter_tail_follows_until_the_app_ends(sched: LocalScheduler) -> None:
+    app_id = sched.submit(sh_app("for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; printf tail"), {})
+    lines = list(sched.log_iter(app_id, "r", 0, should_tail=True))
+    assert lines == [f"line {i}\n" for i in range(1, 6)] + ["tail"]
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_log_iter_streams_and_regex(sched: LocalScheduler) -> None:
+    app_id, _ = run(sched, sh_app("echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2"))
+    assert logs(sched, app_id, streams=Stream.STDOUT) == ["out1\n", "out2\n"]
+    assert logs(sched, app_id, streams=Stream.STDERR) == ["err1\n"]
+    assert logs(sched, app_id, streams=Stream.COMBINED) == ["out1\n", "err1\n", "out2\n"]
+    assert logs(sched, app_id) == ["out1\n", "err1\n", "out2\n"]
+    assert list(sched.log_iter(app_id, "r", 0, regex=r"^out")) == ["out1\n", "out2\n"]
+
+
+def test_log_iter_of_silent_replica_is_empty(sched: LocalScheduler) -> None:
+    app_id, _ = run(sched, sh_app("true"))
+    assert logs(sched, app_id) == []
+    assert list(sched.log_iter(app_id, "r", 0, should_tail=True)) == []
+
+
+# -- macros, env, images, workspaces ----------------------------------------------------------
+
+
+def test_macros_and_env(sched: LocalScheduler, tmp_path: Path) -> None:
+    script = (
+        'echo "$1 $2 $3 $${' + specs.macros.rank0_env + '}"; echo "$TORCHX_RANK0_HOST $MASTER_ADDR $MASTER_PORT";'
+        ' echo "$TORCHX_APP_ID $TORCHX_ROLE_NAME $TORCHX_REPLICA_IDX $TORCHX_JOB_ID $FROM_ROLE"'
+    )
+    role = specs.Role(
+        "r", image="", entrypoint="sh", num_replicas=2,
+        args=["-c", script, "sh", specs.macros.app_id, specs.macros.replica_id, specs.macros.img_root],
+        env={"FROM_ROLE": f"v{specs.macros.replica_id}"},
+    )
+    app_id, desc = run(sched, specs.AppDef("macros", roles=[role]))
+    assert desc.state == AppState.SUCCEEDED
+    for k in range(2):
+        first, second, third = logs(sched, app_id, k=k, streams=Stream.STDOUT)
+        assert first == f"{app_id} {k} {os.getcwd()} localhost\n"
+        host, addr, port = second.split()
+        assert (host, addr) == ("localhost", "localhost") and port.isdigit()
+        assert third == f"{app_id} r {k} local_cwd://test/{app_id} v{k}\n"
+
+
+def test_local_dir_scheduler_runs_in_image_dir(local_root: str, tmp_path: Path) -> None:
+    sched = create_dir_scheduler("test", root=local_root)
+    app = specs.AppDef("pwd", roles=[specs.Role("r", image=str(tmp_path), entrypoint="pwd")])
+    app_id, desc = run(sched, app)
+    assert desc.state == AppState.SUCCEEDED
+    assert logs(sched, app_id) == [f"{tmp_path}\n"]
+    bad = specs.AppDef("pwd", roles=[specs.Role("r", image=str(tmp_path / "missing"), entrypoint="pwd")])
+    with pytest.raises(AppValidationError, match="not an existing directory"):
+        sched.submit(bad, {})
+
+
+def test_workspace_is_copied_into_the_app_dir_and_run_there(sched: LocalScheduler, tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    (ws / "hello.sh").write_text("echo from workspace; pwd\n")
+    app = specs.AppDef("ws", roles=[specs.Role("r", image="", entrypoint="sh", args=["hello.sh"])])
+    app_id = sched.submit(app, {}, workspace=str(ws))
+    desc = sched.wait(app_id, 30)
+    assert desc is not None and desc.state == AppState.SUCCEEDED, desc
+    app_dir = os.path.realpath(os.path.join(sched.root, app_id))
+    assert logs(sched, app_id) == ["from workspace\n", f"{app_dir}/workspace\n"]
+    assert not os.listdir(os.path.join(sched.root, _state.STAGING))
+
+
+def test_log_dir_option_keeps_app_findable_by_id(sched: LocalScheduler, tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    app_id, desc = run(sched, sh_app("echo hi"), {"log_dir": str(log_dir)})
+    assert desc.state == AppState.SUCCEEDED
+    assert (log_dir / app_id / "r" / "0.stdout.log").read_text() == "hi\n"
+    assert os.path.islink(os.path.join(sched.root, app_id))
+    sched.delete(app_id)
+    assert not (log_dir / app_id).exists()
