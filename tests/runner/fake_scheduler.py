@@ -62,6 +62,8 @@ class JobTable:
         self.counter = itertools.count()
         self.created: list[FakeScheduler] = []
         self.closed = 0
+        self.steps: int | None = None  # overrides the scheduler's steps when set
+        self.final = AppState.SUCCEEDED  # the state jobs end in
 
 
 class FakeScheduler(Scheduler[FakeRequest]):
@@ -97,7 +99,8 @@ class FakeScheduler(Scheduler[FakeRequest]):
         app_id = f"{req.app_name}-{next(self.table.counter)}"
         app = dryrun_info._app
         assert app is not None
-        job = FakeJob(app=app, request=req, steps=self.steps)
+        steps = self.table.steps if self.table.steps is not None else self.steps
+        job = FakeJob(app=app, request=req, steps=steps, final=self.table.final)
         for name, n, entrypoint, args in req.roles:
             for k in range(n):
                 job.logs[(name, k)] = [f"{name} {k} line {i}\n" for i in range(3)]

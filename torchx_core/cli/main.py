@@ -132,7 +132,8 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
     return parser
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str) -> tuple[logging.Logger, logging.Handler, bool, int]:
+    """Sends torchx-suite's log records to stderr at ``level``; returns what to restore."""
     from torchx_core.cli._term import BLUE, ENDC, GRAY, use_color
 
     color = use_color(sys.stderr)
@@ -141,7 +142,21 @@ def _configure_logging(level: str) -> None:
         if color
         else "torchx %(asctime)s %(levelname)-8s %(message)s"
     )
-    logging.basicConfig(level=level, format=fmt, datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt, datefmt="%Y-%m-%d %H:%M:%S"))
+    pkg_logger = logging.getLogger("torchx_core")
+    saved = (pkg_logger, handler, pkg_logger.propagate, pkg_logger.level)
+    pkg_logger.addHandler(handler)
+    pkg_logger.setLevel(level)
+    pkg_logger.propagate = False
+    return saved
+
+
+def _restore_logging(saved: tuple[logging.Logger, logging.Handler, bool, int]) -> None:
+    pkg_logger, handler, propagate, level = saved
+    pkg_logger.removeHandler(handler)
+    pkg_logger.propagate = propagate
+    pkg_logger.setLevel(level)
 
 
 def run_main(argv: Sequence[str] | None = None) -> int:
@@ -151,10 +166,17 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     command = _load_command(selected) if selected else None
     parser = create_parser(selected, command)
     args = parser.parse_args(args_list)
-    _configure_logging(args.log_level)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 1
+    saved = _configure_logging(args.log_level)
+    try:
+        return _dispatch(args)
+    finally:
+        _restore_logging(saved)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     from torchx_core.specs.errors import TorchXError
 
     try:

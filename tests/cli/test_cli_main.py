@@ -1,0 +1,241 @@
+"""The torchx CLI against the fake scheduler (registered as a real entry-point plugin)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_scheduler import JobTable
+
+from torchx_core.cli.cmd_log import parse_identifier
+from torchx_core.cli.cmd_run import parse_component_and_args
+from torchx_core.cli.main import run_main
+from torchx_core.specs import AppState, ComponentArgumentError, MalformedAppHandleException
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        rc = run_main(list(argv))
+    except SystemExit as e:
+        rc = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def launch(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    rc, out, err = cli(capsys, "run", "-s", "fake", *extra, "utils.echo", "--msg", "hi", "--num_replicas", "2")
+    assert rc == 0, err
+    return out.strip().splitlines()[-1]
+
+
+def test_help_lists_subcommands_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = cli(capsys, "--help")
+    assert rc == 0
+    for name in ("run", "status", "log", "list", "describe", "cancel", "delete", "builtins", "runopts", "configure"):
+        assert name in out
+    rc, out, _ = cli(capsys, "--version")
+    assert rc == 0 and out.startswith("torchx-suite ")
+
+
+def test_no_subcommand_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys)
+    assert rc == 1 and "usage: torchx" in err
+
+
+def test_unknown_subcommand_and_bad_log_level_are_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys, "frobnicate")
+    assert rc == 2 and "invalid choice" in err
+    rc, _, err = cli(capsys, "--log_level", "LOUD", "list")
+    assert rc == 2 and "invalid log level" in err
+
+
+def test_run_prints_handle_and_submits(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = launch(capsys, "-cfg", "priority=3")
+    assert handle.startswith("fake://torchx/echo-")
+    (job,) = fake_plugin.jobs.values()
+    assert job.request.cfg["priority"] == 3
+    assert job.request.roles == [("echo", 2, "echo", ["hi"])]
+    assert job.describes == 0  # not a local scheduler and no --wait: returns at once
+
+
+@pytest.mark.parametrize("final,rc_expected", [(AppState.SUCCEEDED, 0), (AppState.FAILED, 1)])
+def test_run_wait_log_exit_code_follows_app_state(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], final: AppState, rc_expected: int
+) -> None:
+    fake_plugin.final = final
+    fake_plugin.steps = 3
+    rc, out, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "2")
+    assert rc == rc_expected
+    assert "echo/0 echo 0 line 0" in err and "echo/1 echo 1 line 2" in err
+    assert f"Job finished: {final}" in err
+
+
+def test_dryrun_prints_app_and_request_without_submitting(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = cli(capsys, "run", "-s", "fake", "--dryrun", "utils.echo", "--msg", "yo")
+    assert rc == 0
+    assert "=== APPLICATION ===" in out and "=== SCHEDULER REQUEST ===" in out
+    assert "FakeRequest(echo" in out and "'yo'" in out
+    assert fake_plugin.jobs == {}
+
+
+def test_torchxconfig_supplies_run_defaults_and_run_options(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    (isolated_config / ".torchxconfig").write_text(
+        "[cli:run]\nscheduler = fake\ncomponent = utils.echo\n"
+        "[fake]\nqueue = gpu\npriority = 1\n"
+        "[component:utils.echo]\nmsg = from-config\n"
+    )
+    rc, out, err = cli(capsys, "run", "-cfg", "priority=9")
+    assert rc == 0, err
+    (job,) = fake_plugin.jobs.values()
+    assert job.request.cfg["queue"] == "gpu"
+    assert job.request.cfg["priority"] == 9  # explicit -cfg wins over the file
+    assert job.request.roles[0][3] == ["from-config"]
+
+
+def test_component_help_comes_from_docstring(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = cli(capsys, "run", "-s", "fake", "utils.echo", "--help")
+    assert rc == 0
+    assert "Echoes a message" in out and "--msg" in out
+    assert fake_plugin.jobs == {}
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["run", "-s", "fake", "utils.ech"], "utils.echo"),  # suggestion
+        (["run", "-s", "fake", "utils.echo", "--nope", "1"], "--nope"),
+        (["run", "-s", "fake", "-cfg", "priority=high", "utils.echo"], "priority"),
+        (["run", "-s", "nosuch", "utils.echo"], "local_cwd"),
+        (["run", "-s", "fake"], "no component given"),
+        (["run", "-s", "fake", "utils.echo", "--msg", "a", "--msg", "b"], "more than once"),
+        (["status", "not-a-handle"], "<scheduler_backend>://"),
+        (["status", "fake://torchx/missing"], "does not exist"),
+        (["log", "fake://torchx/missing"], "Unknown app"),
+        (["describe", "fake://torchx/missing"], "does not exist"),
+        (["runopts", "nosuch"], "does not exist"),
+        (["configure", "--print", "-s", "nosuch"], "does not exist"),
+    ],
+)
+def test_bad_input_is_a_clear_error_not_a_traceback(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    rc, _, err = cli(capsys, *argv)
+    assert rc == 1
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_unknown_run_option_is_dropped_with_a_warning(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    # TorchX's cfg_from_str drops unknown keys; we keep that but warn with a suggestion
+    rc, _, err = cli(capsys, "run", "-s", "fake", "-cfg", "priorit=1", "utils.echo")
+    assert rc == 0 and "priorit" in err and "priority" in err
+    (job,) = fake_plugin.jobs.values()
+    assert "priorit" not in job.request.cfg
+
+
+def test_option_given_twice_is_an_argparse_error(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys, "run", "-s", "fake", "-s", "fake", "utils.echo")
+    assert rc == 2 and "more than once" in err
+
+
+def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = launch(capsys)
+    rc, out, _ = cli(capsys, "status", handle)
+    assert rc == 0 and "State: SUCCEEDED" in out and "echo[1]" in out
+    rc, out, _ = cli(capsys, "status", handle, "--json")
+    data = json.loads(out)
+    assert data["app_handle"] == handle and data["state"] == "SUCCEEDED"
+    assert [r["id"] for r in data["roles"][0]["replicas"]] == [0, 1]
+    rc, out, _ = cli(capsys, "status", handle, "--json", "--roles", "other")
+    assert json.loads(out)["roles"] == []
+
+
+def test_log_selection(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = launch(capsys)
+    rc, out, _ = cli(capsys, "log", handle)
+    assert rc == 0
+    assert out.splitlines() == [f"echo/{k} echo {k} line {i}" for k in (0, 1) for i in range(3)]
+    rc, out, _ = cli(capsys, "log", f"{handle}/echo/1", "--regex", "line [12]")
+    assert out.splitlines() == ["echo/1 echo 1 line 1", "echo/1 echo 1 line 2"]
+    rc, _, err = cli(capsys, "log", f"{handle}/ech")
+    assert rc == 1 and "'echo'" in err
+    rc, _, err = cli(capsys, "log", f"{handle}/echo/5")
+    assert rc == 1 and "valid: [0, 1]" in err
+
+
+def test_list_describe_cancel_delete(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_plugin.steps = 100  # stays RUNNING until cancelled
+    h1 = launch(capsys)
+    h2 = launch(capsys)
+    rc, out, _ = cli(capsys, "list", "-s", "fake")
+    assert rc == 0 and h1 in out and h2 in out and "APP HANDLE" in out
+    rc, out, _ = cli(capsys, "list", "-s", "fake", "--json")
+    assert {json.loads(line)["app_handle"] for line in out.splitlines()} == {h1, h2}
+    rc, out, _ = cli(capsys, "describe", h1)
+    assert rc == 0 and "'entrypoint': 'echo'" in out
+    rc, out, _ = cli(capsys, "describe", h1, "--json")
+    assert json.loads(out)["roles"][0]["entrypoint"] == "echo"
+    rc, _, _ = cli(capsys, "cancel", h1)
+    assert rc == 0
+    job1 = fake_plugin.jobs[h1.rsplit("/", 1)[1]]
+    assert job1.state == AppState.CANCELLED and job1.cancelled == 1
+    assert cli(capsys, "cancel", h1)[0] == 0  # idempotent
+    assert cli(capsys, "delete", h2)[0] == 0
+    assert h2.rsplit("/", 1)[1] not in fake_plugin.jobs
+
+
+def test_builtins_runopts_schedulers_configure(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    rc, out, _ = cli(capsys, "builtins")
+    assert rc == 0 and "dist.ddp" in out and "utils.echo" in out
+    rc, out, _ = cli(capsys, "builtins", "--print", "utils.echo")
+    assert "def echo(" in out
+    rc, out, _ = cli(capsys, "runopts", "fake")
+    assert rc == 0 and "queue" in out and "priority" in out
+    rc, out, _ = cli(capsys, "schedulers")
+    assert "fake" in out and "plugin" in out and "local_cwd" in out
+    rc, out, _ = cli(capsys, "configure", "-s", "fake", "--all", "--print")
+    assert "[fake]" in out and "queue = default" in out
+    assert cli(capsys, "configure", "-s", "fake", "--all")[0] == 0
+    assert "[fake]" in (isolated_config / ".torchxconfig").read_text()
+    rc, _, err = cli(capsys, "configure", "-s", "fake")
+    assert rc == 1 and "--force" in err
+
+
+def test_parse_component_and_args() -> None:
+    assert parse_component_and_args(["utils.echo", "--msg", "x"], None) == ("utils.echo", ["--msg", "x"])
+    assert parse_component_and_args(["--", "--msg", "x"], "utils.echo") == ("utils.echo", ["--msg", "x"])
+    assert parse_component_and_args([], "a.b") == ("a.b", [])
+    # repeated options after `--` belong to the program, not the component
+    assert parse_component_and_args(["c", "--", "-x", "-x"], None) == ("c", ["--", "-x", "-x"])
+    with pytest.raises(ComponentArgumentError):
+        parse_component_and_args([], None)
+
+
+def test_parse_log_identifier() -> None:
+    assert parse_identifier("local_cwd://s/app") == ("local_cwd://s/app", None, None)
+    assert parse_identifier("local_cwd:///app/trainer") == ("local_cwd:///app", "trainer", None)
+    assert parse_identifier("k8s://s/app/trainer/0,2") == ("k8s://s/app", "trainer", [0, 2])
+    for bad in ("app", "x://s", "x://s/app/r/a"):
+        with pytest.raises(MalformedAppHandleException):
+            parse_identifier(bad)
+
+
+def test_only_the_used_subcommand_is_imported() -> None:
+    code = (
+        "import sys\n"
+        "from torchx_core.cli.main import run_main\n"
+        "try:\n    run_main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('torchx_core.cli.cmd_'))\n"
+        "heavy = [m for m in ('importlib.metadata', 'torchx_core.runner', 'torchx_core.schedulers.local_scheduler',\n"
+        "         'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray') if m in sys.modules]\n"
+        "print(mods, heavy, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "['torchx_core.cli.cmd_base', 'torchx_core.cli.cmd_status'] []"
