@@ -41,6 +41,7 @@ from torchx_core.specs.structured_opts import StructuredOpts
 __all__ = [
     "AppValidationError",
     "DescribeAppResponse",
+    "InvalidAppIdError",
     "InvalidLogQueryError",
     "UnsupportedFeatureError",
     "ListAppResponse",
@@ -76,6 +77,10 @@ class UnsupportedFeatureError(SchedulerError, ValueError):
 
 class AppValidationError(SchedulerError, ValueError):
     """The AppDef cannot run on this scheduler as written (every problem is listed)."""
+
+
+class InvalidAppIdError(SchedulerError, ValueError):
+    """An app id does not have the form this scheduler gives its app ids."""
 
 
 class InvalidLogQueryError(SchedulerError, ValueError):

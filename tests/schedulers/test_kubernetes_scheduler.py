@@ -1,0 +1,280 @@
+"""Unit tests of the kubernetes and kubernetes_mcad schedulers: pure dry runs, validated strictly."""
+
+from __future__ import annotations
+
+import pytest
+from k8s_schemas import errors
+
+from torchx_core import specs
+from torchx_core.schedulers import _k8s_pods as pods
+from torchx_core.schedulers._k8s_pods import parse_app_id
+from torchx_core.schedulers.api import UnsupportedFeatureError
+from torchx_core.schedulers.kubernetes_mcad_scheduler import create_scheduler as create_mcad
+from torchx_core.schedulers.kubernetes_scheduler import (
+    VOLCANO_STATES,
+    _jobset_state,
+    _volcano_state,
+    create_scheduler,
+)
+from torchx_core.specs.overlays import set_overlay
+
+
+def _app(**role_kwargs: object) -> specs.AppDef:
+    trainer = specs.Role(
+        name="Trainer_main",
+        image="ghcr.io/org/train:1",
+        entrypoint="python",
+        args=["-m", "train", "--replica", specs.macros.replica_id, "--app", specs.macros.app_id],
+        env={"RANK0": specs.macros.rank0_env, "LR": "0.1"},
+        num_replicas=3,
+        min_replicas=2,
+        max_retries=2,
+        resource=specs.Resource(
+            cpu=4,
+            gpu=2,
+            memMB=8192,
+            capabilities={"node.kubernetes.io/instance-type": "p4d.24xlarge"},
+            devices={"vpc.amazonaws.com/efa": 1},
+        ),
+        port_map={"tensorboard": 6006},
+        mounts=specs.parse_mounts(
+            [
+                "type=bind,src=/data,dst=/mnt/data,readonly",
+                "type=volume,src=my-pvc,dst=/ckpt",
+                "type=device,src=/dev/fuse,dst=/dev/fuse",
+            ]
+        ),
+        **role_kwargs,  # type: ignore[arg-type]
+    )
+    ps = specs.Role(name="ps", image="ghcr.io/org/ps:1", entrypoint="ps", resource=specs.resource(h="cpu.small"))
+    return specs.AppDef(name="My Train", roles=[trainer, ps])
+
+
+CFG_COMMON = {
+    "namespace": "ml",
+    "service_account": "trainer-sa",
+    "image_pull_secrets": ["regcred"],
+    "priority_class": "high",
+}
+
+
+def test_volcano_job_one_task_per_replica_and_validates() -> None:
+    info = create_scheduler("s").submit_dryrun(_app(), {**CFG_COMMON, "queue": "gpu"})
+    job = info.request.resource
+    assert errors(job) == []
+    spec = job["spec"]
+    assert [t["name"] for t in spec["tasks"]] == [
+        "trainer-main-0", "trainer-main-1", "trainer-main-2", "ps-0",
+    ]
+    assert spec["queue"] == "gpu" and spec["schedulerName"] == "volcano"
+    assert spec["minAvailable"] == 2 + 1  # elastic min_replicas of the trainer + the ps
+    assert [t["minAvailable"] for t in spec["tasks"]] == [1, 1, 0, 1]
+    assert spec["maxRetry"] == 2
+    assert spec["tasks"][0]["policies"] == [
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ]
+    assert "svc" in spec["plugins"]
+    for task in spec["tasks"]:
+        pod = {"apiVersion": "v1", "kind": "Pod", **task["template"]}
+        assert errors(pod) == []
+
+
+def test_volcano_pod_contents() -> None:
+    info = create_scheduler("s").submit_dryrun(_app(), CFG_COMMON)
+    app_id = info.request.name
+    task = info.request.resource["spec"]["tasks"][1]
+    pod_spec = task["template"]["spec"]
+    (c,) = pod_spec["containers"]
+    assert c["command"] == ["python"]
+    assert c["args"] == ["-m", "train", "--replica", "1", "--app", app_id]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["RANK0"] == "TORCHX_RANK0_HOST"
+    assert env["TORCHX_RANK0_HOST"] == f"{app_id}-trainer-main-0-0.{app_id}"
+    assert c["resources"]["limits"] == {
+        "cpu": "4", "memory": "8192Mi", "nvidia.com/gpu": "2", "vpc.amazonaws.com/efa": "1",
+    }
+    assert c["ports"] == [{"name": "tensorboard", "containerPort": 6006}]
+    assert c["securityContext"] == {"privileged": True}  # device mount
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert set(mounts) == {"/dev/shm", "/mnt/data", "/ckpt", "/dev/fuse"}
+    assert mounts["/mnt/data"]["readOnly"] is True
+    vols = {v["name"]: v for v in pod_spec["volumes"]}
+    assert vols["dshm"] == {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    assert {"claimName": "my-pvc", "readOnly": False} in [
+        v.get("persistentVolumeClaim") for v in vols.values()
+    ]
+    assert pod_spec["serviceAccountName"] == "trainer-sa"
+    assert pod_spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod_spec["priorityClassName"] == "high"
+    assert pod_spec["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec[
+        "tolerations"
+    ]
+    labels = task["template"]["metadata"]["labels"]
+    assert labels[pods.LABEL_REPLICA_ID] == "1" and labels[pods.LABEL_ROLE_NAME] == "Trainer_main"
+
+
+def test_replica_retry_policy_maps_to_restart_task() -> None:
+    info = create_scheduler("s").submit_dryrun(
+        _app(retry_policy=specs.RetryPolicy.REPLICA), {}
+    )
+    actions = {p["action"] for p in info.request.resource["spec"]["tasks"][0]["policies"]}
+    assert actions == {"RestartTask"}
+
+
+def test_role_retry_policy_is_a_clear_error() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="RetryPolicy.ROLE.*APPLICATION.*REPLICA"):
+        create_scheduler("s").submit_dryrun(_app(retry_policy=specs.RetryPolicy.ROLE), {})
+
+
+def test_jobset_mode_validates_and_carries_kueue_label() -> None:
+    info = create_scheduler("s").submit_dryrun(
+        _app(), {**CFG_COMMON, "job_kind": "jobset", "queue": "team-a"}
+    )
+    js = info.request.resource
+    assert errors(js) == []
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    app_id = js["metadata"]["name"]
+    assert js["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": app_id}
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2}
+    rj = js["spec"]["replicatedJobs"][0]
+    job_spec = rj["template"]["spec"]
+    assert (job_spec["parallelism"], job_spec["completions"], job_spec["completionMode"]) == (
+        3, 3, "Indexed",
+    )
+    (c,) = job_spec["template"]["spec"]["containers"]
+    assert c["env"][0]["name"] == "TORCHX_REPLICA_ID"  # defined before anything references it
+    assert "$(TORCHX_REPLICA_ID)" in c["args"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["TORCHX_RANK0_HOST"] == f"{app_id}-trainer-main-0-0.{app_id}"
+    assert "schedulerName" not in job_spec["template"]["spec"]  # no Volcano needed
+
+
+def test_jobset_replica_policy_uses_job_backoff() -> None:
+    info = create_scheduler("s").submit_dryrun(
+        _app(retry_policy=specs.RetryPolicy.REPLICA), {"job_kind": "jobset"}
+    )
+    js = info.request.resource
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 0
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] == 2
+
+
+def test_unknown_job_kind_and_unknown_option() -> None:
+    from torchx_core.specs.errors import InvalidRunConfigException
+
+    with pytest.raises(InvalidRunConfigException, match="jobset"):
+        create_scheduler("s").submit_dryrun(_app(), {"job_kind": "mpijob"})
+    with pytest.raises(InvalidRunConfigException):
+        create_scheduler("s").submit_dryrun(_app(), {"namespace": 3})
+
+
+def test_pod_overlay_applies_and_blocks_containers() -> None:
+    app = _app()
+    set_overlay(app.roles[0], "kubernetes", "V1Pod", {"spec": {"hostNetwork": True}})
+    info = create_scheduler("s").submit_dryrun(app, {})
+    tmpl = info.request.resource["spec"]["tasks"][0]["template"]
+    assert tmpl["spec"]["hostNetwork"] is True
+    assert errors(info.request.resource) == []
+
+    bad = _app()
+    set_overlay(bad.roles[0], "kubernetes", "V1Pod", {"spec": {"containers": [{"name": "x"}]}})
+    with pytest.raises(ValueError, match="containers"):
+        create_scheduler("s").submit_dryrun(bad, {})
+
+
+def test_job_overlay() -> None:
+    app = _app()
+    set_overlay(app, "kubernetes", "VolcanoJob", {"spec": {"ttlSecondsAfterFinished": 60}})
+    info = create_scheduler("s").submit_dryrun(app, {})
+    assert info.request.resource["spec"]["ttlSecondsAfterFinished"] == 60
+
+
+def test_dryrun_prints_yaml_of_the_request() -> None:
+    info = create_scheduler("s").submit_dryrun(_app(), {})
+    text = str(info)
+    assert text.startswith("apiVersion: batch.volcano.sh/v1alpha1")
+    assert "trainer-main-2" in text
+
+
+def test_names_are_dns_safe_and_unique() -> None:
+    s = create_scheduler("s")
+    names = {s.submit_dryrun(_app(), {}).request.name for _ in range(50)}
+    assert len(names) == 50
+    assert all(len(n) <= 63 and n == pods.dns_label(n) for n in names)
+
+
+def test_app_id_parsing() -> None:
+    assert parse_app_id("ns:job") == ("ns", "job")
+    assert parse_app_id("job") == ("default", "job")
+    with pytest.raises(ValueError, match="namespace"):
+        parse_app_id(":job")
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"),
+    sorted(VOLCANO_STATES.items()) + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
+)
+def test_volcano_state_table(phase: str, expected: specs.AppState) -> None:
+    obj = {"status": {"state": {"phase": phase}, "retryCount": 2}}
+    assert _volcano_state(obj)[:2] == (expected, 2)
+
+
+def test_jobset_states() -> None:
+    def js(conds: list[str], suspend: bool = False, cancelled: bool = False, active: int = 0) -> dict:
+        return {
+            "metadata": {"annotations": {"torchx.pytorch.org/cancelled": "true"} if cancelled else {}},
+            "spec": {"suspend": suspend},
+            "status": {
+                "conditions": [{"type": c, "status": "True"} for c in conds],
+                "replicatedJobsStatus": [{"name": "a", "active": active}],
+            },
+        }
+
+    assert _jobset_state(js(["Completed"]))[0] == specs.AppState.SUCCEEDED
+    assert _jobset_state(js(["Failed"]))[0] == specs.AppState.FAILED
+    assert _jobset_state(js([], suspend=True, cancelled=True))[0] == specs.AppState.CANCELLED
+    # Kueue keeps a JobSet suspended until it is admitted: that is pending, not cancelled
+    assert _jobset_state(js(["Suspended"]))[0] == specs.AppState.PENDING
+    assert _jobset_state(js([], active=2))[0] == specs.AppState.RUNNING
+    assert _jobset_state(js([]))[0] == specs.AppState.PENDING
+
+
+def test_mcad_app_wrapper_validates() -> None:
+    info = create_mcad("s").submit_dryrun(
+        _app(), {**CFG_COMMON, "priority": 5, "coscheduler_name": "scheduler-plugins", "max_requeues": 3}
+    )
+    aw = info.request.resource
+    assert errors(aw) == []
+    items = aw["spec"]["resources"]["GenericItems"]
+    kinds = [i["generictemplate"]["kind"] for i in items]
+    assert kinds == ["Pod"] * 4 + ["Service", "PodGroup"]
+    assert aw["spec"]["priority"] == 5
+    assert aw["spec"]["schedulingSpec"]["requeuing"]["maxNumRequeuings"] == 3
+    app_id = aw["metadata"]["name"]
+    pod0 = items[0]["generictemplate"]
+    assert pod0["spec"]["hostname"] == f"{app_id}-trainer-main-0"
+    assert pod0["spec"]["subdomain"] == app_id
+    assert pod0["spec"]["schedulerName"] == "scheduler-plugins"
+    svc = items[4]["generictemplate"]
+    assert svc["spec"]["clusterIP"] == "None"
+
+
+def test_mcad_rejects_replica_retries() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="APPLICATION"):
+        create_mcad("s").submit_dryrun(_app(retry_policy=specs.RetryPolicy.REPLICA), {})
+
+
+def test_dryrun_needs_no_kubernetes_import() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from torchx_core import specs;"
+        "from torchx_core.schedulers.kubernetes_scheduler import create_scheduler;"
+        "app = specs.AppDef('a', [specs.Role('r', image='i', entrypoint='e', resource=specs.resource(cpu=1, memMB=64))]);"
+        "create_scheduler('s').submit_dryrun(app, {});"
+        "print('kubernetes' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

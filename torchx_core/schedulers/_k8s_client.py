@@ -1,0 +1,80 @@
+"""The ``kubernetes`` client plumbing shared by the Kubernetes-based schedulers.
+
+The client package is imported only here and only when a scheduler first talks to a cluster, so
+dry runs and run options work without the ``kubernetes`` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torchx_core.specs.errors import TorchXError, import_optional
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+class KubernetesApiError(TorchXError, RuntimeError):
+    """The Kubernetes API server rejected a request (status and reason are in the message)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def kubernetes_client() -> Any:
+    """The ``kubernetes.client`` module, or a MissingDependencyError naming the extra."""
+    return import_optional("kubernetes.client", "kubernetes", "the Kubernetes schedulers")
+
+
+def make_api_client(context: str | None = None) -> Any:
+    """An ``ApiClient`` from the in-cluster config or the kubeconfig (optionally ``context``)."""
+    import_optional("kubernetes", "kubernetes", "the Kubernetes schedulers")
+    from kubernetes import config as k8s_config
+
+    try:
+        k8s_config.load_incluster_config()
+        return kubernetes_client().ApiClient()
+    except k8s_config.ConfigException:
+        pass
+    try:
+        return k8s_config.new_client_from_config(context=context)
+    except (k8s_config.ConfigException, FileNotFoundError, TypeError) as e:
+        raise KubernetesApiError(
+            f"no Kubernetes configuration found (context={context!r}): {e}. Set KUBECONFIG or"
+            " ~/.kube/config, pick a context with the `context` run option, or run in a cluster."
+        ) from e
+
+
+@contextmanager
+def api_errors(what: str) -> Iterator[None]:
+    """Translates ``kubernetes.client.ApiException`` into :class:`KubernetesApiError`."""
+    client = kubernetes_client()
+    try:
+        yield
+    except client.ApiException as e:
+        reason = e.reason or ""
+        body = (e.body or "")[:500] if isinstance(e.body, str) else ""
+        raise KubernetesApiError(
+            f"{what} failed: HTTP {e.status} {reason} {body}".strip(), status=e.status
+        ) from e
+
+
+def is_not_found(call: Callable[[], Any]) -> tuple[bool, Any]:
+    """Runs ``call``; returns (True, None) on HTTP 404, else (False, result)."""
+    client = kubernetes_client()
+    try:
+        return False, call()
+    except client.ApiException as e:
+        if e.status == 404:
+            return True, None
+        raise KubernetesApiError(f"HTTP {e.status} {e.reason}", status=e.status) from e
+
+
+def to_dict(obj: Any) -> Any:
+    """API responses as plain dicts (custom objects already are; typed models get serialized)."""
+    if obj is None or isinstance(obj, (dict, list, str, int, float, bool)):
+        return obj
+    return kubernetes_client().ApiClient().sanitize_for_serialization(obj)

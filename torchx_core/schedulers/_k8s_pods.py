@@ -1,0 +1,307 @@
+"""Pod construction shared by the Kubernetes-based schedulers (``kubernetes``, ``kubernetes_mcad``).
+
+Everything here builds plain JSON-able dicts in the shape of the Kubernetes API objects (camelCase
+keys, quantities as strings), so dry runs need no ``kubernetes`` package and the objects can be
+validated against the Kubernetes OpenAPI schemas as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchx_core.schedulers.api import InvalidAppIdError
+from torchx_core.specs import (
+    AppState,
+    BindMount,
+    DeviceMount,
+    Role,
+    VolumeMount,
+)
+from torchx_core.specs.overlays import apply_overlay, get_overlay, validate_overlay
+
+# Labels put on every object we create; `list` and `describe` select by them.
+LABEL_VERSION = "torchx.pytorch.org/version"
+LABEL_APP_NAME = "torchx.pytorch.org/app-name"
+LABEL_ROLE_INDEX = "torchx.pytorch.org/role-index"
+LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
+LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
+LABEL_KUBE_APP_NAME = "app.kubernetes.io/name"
+LABEL_ORGANIZATION = "app.kubernetes.io/managed-by"
+LABEL_UNIQUE_NAME = "app.kubernetes.io/instance"
+MANAGED_BY = "torchx-suite"
+
+# Annotation the Job controller sets on pods of an indexed Job.
+JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Capabilities keys of a Resource that become node selectors.
+NODE_SELECTOR_CAPABILITIES = (
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "topology.kubernetes.io/zone",
+    "nvidia.com/gpu.product",
+)
+# Fields set through Role attributes: an overlay must not set them (set the Role field instead).
+POD_OVERLAY_BLOCKLIST = ["containers"]
+
+# Pod phases -> replica state.
+POD_PHASE_STATES: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+
+_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(name: str, max_len: int = 63) -> str:
+    """Lower-cases ``name`` into a valid DNS-1123 label (``a-z0-9-``, alphanumeric at both ends)."""
+    s = _DNS_LABEL.sub("-", name.lower()).strip("-")
+    s = s[:max_len].strip("-")
+    return s or "x"
+
+
+def label_value(value: str) -> str:
+    """Makes ``value`` a valid label value (63 chars of ``[A-Za-z0-9_.-]``, alphanumeric ends)."""
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", value)[:63]
+    return s.strip("_.-")
+
+
+def env_var_name(name: str) -> str:
+    """Upper-cases ``name`` into a valid environment variable name (``VC_<TASK>_HOSTS`` style)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name).upper()
+
+
+def object_labels(app_name: str, app_id: str) -> dict[str, str]:
+    """Labels shared by every object of one app."""
+    return {
+        LABEL_KUBE_APP_NAME: label_value(app_name),
+        LABEL_ORGANIZATION: MANAGED_BY,
+        LABEL_UNIQUE_NAME: label_value(app_id),
+        LABEL_APP_NAME: label_value(app_id),
+    }
+
+
+def role_labels(app_name: str, app_id: str, role_idx: int, role: Role) -> dict[str, str]:
+    """Labels of the pods of one role."""
+    return {
+        **object_labels(app_name, app_id),
+        LABEL_ROLE_INDEX: str(role_idx),
+        LABEL_ROLE_NAME: label_value(role.name),
+    }
+
+
+def parse_app_id(app_id: str) -> tuple[str, str]:
+    """Splits a ``namespace:name`` app id; a bare name means the ``default`` namespace."""
+    namespace, sep, name = app_id.partition(":")
+    if not sep:
+        return "default", app_id
+    if not namespace or not name:
+        raise InvalidAppIdError(
+            f"invalid Kubernetes app id {app_id!r}; expected `<namespace>:<name>` (as returned by"
+            " `torchx run`), e.g. `default:my-app-1a2b3c4d5e`"
+        )
+    return namespace, name
+
+
+def cpu_quantity(cpu: float) -> str:
+    """CPU cores as a quantity string (millicores below one core)."""
+    milli = round(cpu * 1000)
+    return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
+
+
+def resource_requirements(role: Role) -> dict[str, Any]:
+    """The container's ``resources`` (requests == limits) from ``role.resource``."""
+    res = role.resource
+    quantities: dict[str, str] = {}
+    if res.cpu is not None and res.cpu > 0:
+        quantities["cpu"] = cpu_quantity(res.cpu)
+    if res.memMB is not None and res.memMB > 0:
+        quantities["memory"] = f"{int(res.memMB)}Mi"
+    if res.gpu is not None and res.gpu > 0:
+        quantities[GPU_RESOURCE] = str(int(res.gpu))
+    for device, count in (res.devices or {}).items():
+        quantities[device] = str(int(count))
+    if not quantities:
+        return {}
+    return {"requests": dict(quantities), "limits": dict(quantities)}
+
+
+def node_selector(role: Role) -> dict[str, str]:
+    """Node selectors from the resource's capabilities."""
+    caps = role.resource.capabilities or {}
+    return {k: str(caps[k]) for k in NODE_SELECTOR_CAPABILITIES if k in caps}
+
+
+def tolerations(role: Role) -> list[dict[str, Any]]:
+    """Tolerations: GPU pods tolerate the usual GPU taint; more come from capabilities."""
+    out: list[dict[str, Any]] = []
+    if role.resource.gpu and role.resource.gpu > 0:
+        out.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    extra = (role.resource.capabilities or {}).get("tolerations")
+    if isinstance(extra, list):
+        out.extend(dict(t) for t in extra if isinstance(t, Mapping))
+    return out
+
+
+def volumes_and_mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """Returns (volumes, volumeMounts, privileged) for the role's mounts plus ``/dev/shm``."""
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    privileged = False
+    for i, m in enumerate(role.mounts):
+        name = f"mount-{i}"
+        if isinstance(m, BindMount):
+            volumes.append({"name": name, "hostPath": {"path": m.src_path}})
+            mounts.append({"name": name, "mountPath": m.dst_path, "readOnly": m.read_only})
+        elif isinstance(m, VolumeMount):
+            volumes.append(
+                {"name": name, "persistentVolumeClaim": {"claimName": m.src, "readOnly": m.read_only}}
+            )
+            mounts.append({"name": name, "mountPath": m.dst_path, "readOnly": m.read_only})
+        elif isinstance(m, DeviceMount):
+            volumes.append({"name": name, "hostPath": {"path": m.src_path}})
+            mounts.append(
+                {"name": name, "mountPath": m.dst_path, "readOnly": "w" not in m.permissions}
+            )
+            privileged = True  # device access needs a privileged container
+    return volumes, mounts, privileged
+
+
+@dataclass
+class PodOptions:
+    """Pod-level settings that come from run options rather than from the Role."""
+
+    service_account: str | None = None
+    image_pull_secrets: list[str] = field(default_factory=list)
+    priority_class: str | None = None
+    image_pull_policy: str | None = None
+    scheduler_name: str | None = None
+
+
+def env_list(env: Mapping[str, str], first: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Turns an env mapping into the API's list of ``{name, value}`` (``first`` entries first)."""
+    out = list(first or [])
+    out.extend({"name": k, "value": str(v)} for k, v in env.items())
+    return out
+
+
+def role_to_pod(
+    role: Role,
+    name: str,
+    labels: Mapping[str, str],
+    opts: PodOptions,
+    extra_env: Mapping[str, str] | None = None,
+    env_first: list[dict[str, Any]] | None = None,
+    restart_policy: str = "Never",
+    hostname: str | None = None,
+    subdomain: str | None = None,
+) -> dict[str, Any]:
+    """Builds a ``v1.Pod`` (as a dict) running one replica of ``role``.
+
+    ``role`` must already have its macros substituted. The ``kubernetes``/``V1Pod`` overlay of
+    the role is applied last.
+    """
+    volumes, volume_mounts, privileged = volumes_and_mounts(role)
+    container: dict[str, Any] = {
+        "name": dns_label(role.name),
+        "image": role.image,
+        "command": [role.entrypoint],
+        "args": list(role.args),
+        "env": env_list({**role.env, **(extra_env or {})}, env_first),
+        "volumeMounts": volume_mounts,
+    }
+    resources = resource_requirements(role)
+    if resources:
+        container["resources"] = resources
+    if role.port_map:
+        container["ports"] = [
+            {"name": dns_label(port_name, 15), "containerPort": int(port)}
+            for port_name, port in role.port_map.items()
+        ]
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    if opts.image_pull_policy:
+        container["imagePullPolicy"] = opts.image_pull_policy
+
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if opts.service_account:
+        spec["serviceAccountName"] = opts.service_account
+    if opts.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
+    if opts.priority_class:
+        spec["priorityClassName"] = opts.priority_class
+    if opts.scheduler_name:
+        spec["schedulerName"] = opts.scheduler_name
+    selector = node_selector(role)
+    if selector:
+        spec["nodeSelector"] = selector
+    tols = tolerations(role)
+    if tols:
+        spec["tolerations"] = tols
+    if hostname:
+        spec["hostname"] = hostname
+    if subdomain:
+        spec["subdomain"] = subdomain
+
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels), "annotations": {}},
+        "spec": spec,
+    }
+    overlay = get_overlay(role, "kubernetes", "V1Pod")
+    if overlay:
+        validate_overlay(
+            overlay.get("spec", {}) if isinstance(overlay.get("spec"), dict) else {},
+            blocklist=POD_OVERLAY_BLOCKLIST,
+            overlay_name="V1Pod.spec",
+            suggestion="set the container through Role fields (image, entrypoint, args, env)",
+        )
+        apply_overlay(pod, overlay)
+    return pod
+
+
+def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``PodTemplateSpec`` (metadata + spec) from a pod dict."""
+    return {"metadata": dict(pod["metadata"]), "spec": dict(pod["spec"])}
+
+
+def replica_status_from_pods(
+    pods: list[Mapping[str, Any]],
+) -> dict[tuple[str, int], tuple[AppState, str]]:
+    """``{(role, replica_id): (state, hostname)}`` from pod objects (dicts) carrying our labels.
+
+    The replica id comes from our replica-id label, else from the indexed-Job annotation.
+    Of several pods for one replica (restarts), the newest wins.
+    """
+    out: dict[tuple[str, int], tuple[AppState, str]] = {}
+    newest: dict[tuple[str, int], str] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        role = labels.get(LABEL_ROLE_NAME)
+        rid = labels.get(LABEL_REPLICA_ID, annotations.get(JOB_COMPLETION_INDEX_ANNOTATION))
+        if role is None or rid is None or not str(rid).isdigit():
+            continue
+        key = (role, int(rid))
+        created = str(meta.get("creationTimestamp") or "")
+        if key in newest and newest[key] > created:
+            continue
+        newest[key] = created
+        phase = (pod.get("status") or {}).get("phase", "Unknown")
+        host = (pod.get("spec") or {}).get("nodeName") or meta.get("name", "")
+        out[key] = (POD_PHASE_STATES.get(phase, AppState.UNKNOWN), host)
+    return out

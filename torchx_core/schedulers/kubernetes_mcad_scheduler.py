@@ -1,0 +1,366 @@
+"""The ``kubernetes_mcad`` scheduler: one app = one MCAD ``AppWrapper``.
+
+The AppWrapper (``workload.codeflare.dev/v1beta1``) wraps one Pod per replica (built like the
+``kubernetes`` scheduler's pods), a headless Service giving the pods DNS names
+(``{pod}.{app_id}``), and optionally a coscheduling PodGroup. MCAD queues the wrapper until the
+cluster can fit it (``priority``, requeuing options) and then creates the items. App ids are
+``{namespace}:{name}``; ``cancel`` and ``delete`` remove the wrapper (and with it, its pods).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchx_core.schedulers import _k8s_pods as pods
+from torchx_core.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    StructuredOpts,
+    UnsupportedFeatureError,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RetryPolicy,
+    RoleStatus,
+    is_terminal,
+    macros,
+    runopts,
+)
+from torchx_core.specs.overlays import apply_overlay, get_overlay
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+MCAD_GROUP, MCAD_VERSION, MCAD_PLURAL = "workload.codeflare.dev", "v1beta1", "appwrappers"
+PODGROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
+RANK0_ENV = "TORCHX_RANK0_HOST"
+
+# AppWrapper `status.state` -> AppState ("" is a wrapper MCAD has not looked at yet).
+MCAD_STATES: dict[str, AppState] = {
+    "": AppState.SUBMITTED,
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Completed": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Deleted": AppState.CANCELLED,
+}
+
+
+@dataclass
+class MCADOpts(StructuredOpts):
+    """Run options of the ``kubernetes_mcad`` scheduler."""
+
+    namespace: str = "default"
+    """Kubernetes namespace to create the AppWrapper in."""
+    priority: int | None = None
+    """AppWrapper priority (higher is dispatched first)."""
+    requeue_seconds: int = 300
+    """Seconds MCAD waits for all pods to run before requeuing the wrapper."""
+    max_requeues: int = 0
+    """How many times MCAD may requeue the wrapper (0: unlimited as MCAD defines it)."""
+    coscheduler_name: str | None = None
+    """Scheduler name of a coscheduling plugin; adds a PodGroup and gang-schedules the pods."""
+    service_account: str | None = None
+    """Service account the pods run as."""
+    image_pull_secrets: list[str] | None = None
+    """Secrets used to pull the images."""
+    priority_class: str | None = None
+    """Priority class of the pods."""
+    context: str | None = None
+    """kubeconfig context to use (default: the current context)."""
+
+
+@dataclass
+class AppWrapperRequest:
+    """The request: one AppWrapper (and its wrapped items) to create in ``namespace``."""
+
+    resource: dict[str, Any]
+    namespace: str
+    images: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        import yaml
+
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(self.resource, Dumper=dumper, sort_keys=False)
+
+    @property
+    def name(self) -> str:
+        return self.resource["metadata"]["name"]
+
+
+def app_wrapper(app: AppDef, app_id: str, opts: MCADOpts) -> dict[str, Any]:
+    """Builds the AppWrapper for ``app``: one pod per replica, a Service, maybe a PodGroup."""
+    pod_opts = pods.PodOptions(
+        service_account=opts.service_account,
+        image_pull_secrets=list(opts.image_pull_secrets or []),
+        priority_class=opts.priority_class,
+        scheduler_name=opts.coscheduler_name,
+    )
+    role0 = pods.dns_label(app.roles[0].name)
+    extra_env = {RANK0_ENV: f"{app_id}-{role0}-0.{app_id}", "TORCHX_APP_ID": app_id}
+    items: list[dict[str, Any]] = []
+    total = 0
+    for role_idx, role in enumerate(app.roles):
+        if role.retry_policy != RetryPolicy.APPLICATION and role.max_retries:
+            raise UnsupportedFeatureError(
+                f"role `{role.name}` uses {role.retry_policy}; kubernetes_mcad retries only whole"
+                " apps (RetryPolicy.APPLICATION, through MCAD requeuing)"
+            )
+        total += role.min_replicas if role.min_replicas is not None else role.num_replicas
+        for replica_id in range(role.num_replicas):
+            values = macros.Values(
+                img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
+            )
+            pod_name = f"{app_id}-{pods.dns_label(role.name)}-{replica_id}"
+            labels = {
+                **pods.role_labels(app.name, app_id, role_idx, role),
+                pods.LABEL_REPLICA_ID: str(replica_id),
+            }
+            if opts.coscheduler_name:
+                labels["scheduling.x-k8s.io/pod-group"] = app_id
+            pod = pods.role_to_pod(
+                values.apply(role),
+                pod_name,
+                labels,
+                pod_opts,
+                extra_env,
+                hostname=pod_name,
+                subdomain=app_id,
+            )
+            pod["metadata"]["namespace"] = opts.namespace
+            items.append({"replicas": 1, "generictemplate": pod})
+    items.append({"replicas": 1, "generictemplate": _service(app, app_id, opts.namespace)})
+    if opts.coscheduler_name:
+        items.append({"replicas": 1, "generictemplate": _pod_group(app, app_id, opts, total)})
+    spec: dict[str, Any] = {
+        "schedulingSpec": {
+            "minAvailable": total,
+            "requeuing": {
+                "timeInSeconds": opts.requeue_seconds,
+                "maxNumRequeuings": opts.max_requeues,
+            },
+        },
+        "resources": {"GenericItems": items},
+    }
+    if opts.priority is not None:
+        spec["priority"] = opts.priority
+    wrapper = {
+        "apiVersion": f"{MCAD_GROUP}/{MCAD_VERSION}",
+        "kind": "AppWrapper",
+        "metadata": {
+            "name": app_id,
+            "namespace": opts.namespace,
+            "labels": pods.object_labels(app.name, app_id),
+        },
+        "spec": spec,
+    }
+    overlay = get_overlay(app, "kubernetes_mcad", "AppWrapper")
+    if overlay:
+        apply_overlay(wrapper, overlay)
+    return wrapper
+
+
+def _service(app: AppDef, app_id: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": app_id,
+            "namespace": namespace,
+            "labels": pods.object_labels(app.name, app_id),
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {pods.LABEL_APP_NAME: pods.label_value(app_id)},
+        },
+    }
+
+
+def _pod_group(app: AppDef, app_id: str, opts: MCADOpts, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": PODGROUP_API,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": app_id,
+            "namespace": opts.namespace,
+            "labels": pods.object_labels(app.name, app_id),
+        },
+        "spec": {"minMember": min_member},
+    }
+
+
+class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
+    """Runs apps on Kubernetes through MCAD AppWrappers (see the module docstring).
+
+    Args:
+        session_name: the runner session name.
+        client: a ``kubernetes.client.ApiClient``; by default built from the kubeconfig.
+    """
+
+    def __init__(self, session_name: str, client: Any | None = None) -> None:
+        super().__init__("kubernetes_mcad", session_name)
+        self._client = client
+        self._context: str | None = None
+
+    def _api_client(self) -> Any:
+        if self._client is None:
+            from torchx_core.schedulers._k8s_client import make_api_client
+
+            self._client = make_api_client(self._context)
+        return self._client
+
+    def _custom(self) -> Any:
+        from torchx_core.schedulers._k8s_client import kubernetes_client
+
+        return kubernetes_client().CustomObjectsApi(self._api_client())
+
+    def _core(self) -> Any:
+        from torchx_core.schedulers._k8s_client import kubernetes_client
+
+        return kubernetes_client().CoreV1Api(self._api_client())
+
+    def close(self) -> None:
+        if self._client is not None and hasattr(self._client, "close"):
+            self._client.close()
+        self._client = None
+
+    def _run_opts(self) -> runopts:
+        return MCADOpts.as_runopts()
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[AppWrapperRequest]:
+        opts = MCADOpts.from_cfg(cfg)
+        self._context = opts.context
+        app_id = f"{pods.dns_label(app.name, 43)}-{secrets.token_hex(5)}"
+        req = AppWrapperRequest(
+            resource=app_wrapper(app, app_id, opts),
+            namespace=opts.namespace,
+            images=sorted({r.image for r in app.roles}),
+        )
+        return AppDryRunInfo(req, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[AppWrapperRequest]) -> str:
+        from torchx_core.schedulers._k8s_client import api_errors
+
+        req = dryrun_info.request
+        with api_errors(f"creating AppWrapper {req.namespace}/{req.name}"):
+            self._custom().create_namespaced_custom_object(
+                MCAD_GROUP, MCAD_VERSION, req.namespace, MCAD_PLURAL, req.resource
+            )
+        return f"{req.namespace}:{req.name}"
+
+    def _get(self, app_id: str) -> dict[str, Any] | None:
+        from torchx_core.schedulers._k8s_client import is_not_found, to_dict
+
+        namespace, name = pods.parse_app_id(app_id)
+        custom = self._custom()
+        missing, obj = is_not_found(
+            lambda: custom.get_namespaced_custom_object(
+                MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name
+            )
+        )
+        return None if missing else to_dict(obj)
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        from torchx_core.schedulers._k8s_client import api_errors, to_dict
+
+        obj = self._get(app_id)
+        if obj is None:
+            return None
+        namespace, name = pods.parse_app_id(app_id)
+        status = obj.get("status") or {}
+        state = MCAD_STATES.get(status.get("state") or "", AppState.UNKNOWN)
+        selector = f"{pods.LABEL_APP_NAME}={pods.label_value(name)}"
+        with api_errors(f"listing pods of {namespace}/{name}"):
+            pod_list = to_dict(self._core().list_namespaced_pod(namespace, label_selector=selector))
+        mine = [
+            p
+            for p in (pod_list or {}).get("items", [])
+            if ((p.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_APP_NAME)
+            == pods.label_value(name)
+        ]
+        replica_states = pods.replica_status_from_pods(mine)
+        shape: dict[str, int] = {}
+        for item in ((obj.get("spec") or {}).get("resources") or {}).get("GenericItems") or []:
+            tmpl = item.get("generictemplate") or {}
+            if tmpl.get("kind") != "Pod":
+                continue
+            role = ((tmpl.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_ROLE_NAME, "")
+            shape[role] = shape.get(role, 0) + 1
+        roles_statuses = []
+        for role, n in shape.items():
+            replicas = []
+            for i in range(n):
+                default = state if is_terminal(state) else AppState.PENDING
+                rstate, host = replica_states.get((role, i), (default, ""))
+                replicas.append(ReplicaStatus(id=i, state=rstate, role=role, hostname=host))
+            roles_statuses.append(RoleStatus(role=role, replicas=replicas))
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=int(status.get("numberOfRequeueings") or 0),
+            msg=str(status.get("message") or ""),
+            roles_statuses=roles_statuses,
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        from torchx_core.schedulers._k8s_client import api_errors, to_dict
+
+        opts = MCADOpts.from_cfg(dict(cfg or {}))
+        with api_errors(f"listing AppWrappers in {opts.namespace}"):
+            resp = to_dict(
+                self._custom().list_namespaced_custom_object(
+                    MCAD_GROUP,
+                    MCAD_VERSION,
+                    opts.namespace,
+                    MCAD_PLURAL,
+                    label_selector=f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}",
+                )
+            )
+        out = []
+        for obj in (resp or {}).get("items", []):
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get(pods.LABEL_ORGANIZATION) != pods.MANAGED_BY:
+                continue
+            state = MCAD_STATES.get((obj.get("status") or {}).get("state") or "", AppState.UNKNOWN)
+            out.append(
+                ListAppResponse(
+                    app_id=f"{meta.get('namespace', opts.namespace)}:{meta['name']}",
+                    state=state,
+                    name=labels.get(pods.LABEL_KUBE_APP_NAME, ""),
+                )
+            )
+        return out
+
+    def _cancel_existing(self, app_id: str) -> None:
+        self._delete_existing(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        from torchx_core.schedulers._k8s_client import is_not_found
+
+        namespace, name = pods.parse_app_id(app_id)
+        custom = self._custom()
+        is_not_found(
+            lambda: custom.delete_namespaced_custom_object(
+                MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name
+            )
+        )
+
+
+def create_scheduler(
+    session_name: str, client: Any | None = None, **kwargs: Any
+) -> KubernetesMCADScheduler:
+    """Creates the ``kubernetes_mcad`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
+    return KubernetesMCADScheduler(session_name=session_name, client=client)
