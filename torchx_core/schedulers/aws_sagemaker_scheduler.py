@@ -269,8 +269,9 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         return req.job_name
 
     def _describe_job(self, app_id: str) -> dict[str, Any] | None:
+        client = self._sm_client()
         try:
-            return self._sm_client().describe_training_job(TrainingJobName=app_id)
+            return client.describe_training_job(TrainingJobName=app_id)
         except Exception as e:
             text = f"{type(e).__name__} {e}"
             if any(s in text.lower() for s in ("not found", "could not find", "resourcenotfound")):

@@ -1,0 +1,266 @@
+"""Unit tests of ``aws_batch`` against stateful fakes of the batch and logs clients."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+
+import pytest
+from aws_fixtures import FakeBatch, FakeLogs
+
+from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
+from torchx_core.schedulers.aws_batch_scheduler import (
+    CANCEL_REASON,
+    JOB_STATES,
+    AWSBatchScheduler,
+    BatchJob,
+    create_scheduler,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    BindMount,
+    DeviceMount,
+    InvalidRunConfigException,
+    MissingDependencyError,
+    Resource,
+    Role,
+    UnknownAppException,
+    macros,
+    resource,
+)
+
+
+def _app() -> AppDef:
+    trainer = Role(name="trainer", image="img:1", entrypoint="python",
+                   args=["train.py", "--rank", macros.replica_id, "--app", macros.app_id],
+                   env={"MASTER": macros.rank0_env}, num_replicas=2,
+                   resource=Resource(cpu=1.5, gpu=1, memMB=2048), max_retries=2,  # type: ignore[arg-type]
+                   mounts=[BindMount("/data", "/data", read_only=True),
+                           DeviceMount("/dev/infiniband", "/dev/infiniband", "rw")])
+    ps = Role(name="ps", image="img:1", entrypoint="ps.sh", num_replicas=3,
+              resource=resource(cpu=1, memMB=512))
+    return AppDef("Train App", roles=[trainer, ps])
+
+
+def _sched(batch: FakeBatch | None = None, logs: FakeLogs | None = None) -> AWSBatchScheduler:
+    return AWSBatchScheduler("t", client=batch or FakeBatch(), log_client=logs or FakeLogs(),
+                             poll_interval=0.01)
+
+
+CFG = {"queue": "q", "user": "alice"}
+
+
+def _golden(req: BatchJob) -> dict[str, object]:
+    return json.loads(json.dumps(req.to_dict()).replace(req.name, "NAME"))
+
+
+GOLDEN_TRAINER_1 = {
+    "targetNodes": "1",
+    "container": {
+        "image": "img:1",
+        "command": ["python", "train.py", "--rank", "1", "--app", "NAME"],
+        "environment": [
+            {"name": "MASTER", "value": "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"},
+            {"name": "TORCHX_ROLE_NAME", "value": "trainer"},
+        ],
+        "resourceRequirements": [
+            {"type": "VCPU", "value": "2"},
+            {"type": "MEMORY", "value": "2048"},
+            {"type": "GPU", "value": "1"},
+        ],
+        "privileged": True,
+        "logConfiguration": {"logDriver": "awslogs"},
+        "volumes": [{"name": "mount_0", "host": {"sourcePath": "/data"}}],
+        "mountPoints": [{"containerPath": "/data", "readOnly": True, "sourceVolume": "mount_0"}],
+        "linuxParameters": {"devices": [{"hostPath": "/dev/infiniband",
+                                         "containerPath": "/dev/infiniband",
+                                         "permissions": ["READ", "WRITE"]}]},
+        "ulimits": [{"name": "nofile", "softLimit": 1024, "hardLimit": 4096},
+                    {"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+        "jobRoleArn": "arn:job",
+        "executionRoleArn": "arn:exec",
+    },
+}
+
+
+def test_dryrun_golden_request() -> None:
+    cfg = {**CFG, "privileged": True, "share_id": "team-a", "priority": 5,
+           "ulimits": ["nofile=1024:4096", "memlock=-1"], "job_role_arn": "arn:job",
+           "execution_role_arn": "arn:exec"}
+    info = _sched().submit_dryrun(_app(), cfg)
+    req = info.request
+    assert req.name.startswith("Train-App-")
+    golden = _golden(req)
+    job_def = golden["job_def"]
+    assert job_def["type"] == "multinode" and job_def["jobDefinitionName"] == "NAME"
+    assert job_def["retryStrategy"] == {"attempts": 3}
+    nodes = job_def["nodeProperties"]
+    assert nodes["numNodes"] == 5 and nodes["mainNode"] == 0
+    # the trainer uses macros.replica_id: one node range per replica; ps: one range for all
+    assert [r["targetNodes"] for r in nodes["nodeRangeProperties"]] == ["0", "1", "2:4"]
+    assert nodes["nodeRangeProperties"][1] == GOLDEN_TRAINER_1
+    tags = {"torchx.pytorch.org/version": "torchx-suite",
+            "torchx.pytorch.org/app-name": "Train App", "torchx.pytorch.org/user": "alice"}
+    assert job_def["tags"] == tags
+    assert golden["submit"] == {"jobName": "NAME", "jobQueue": "q", "tags": tags,
+                                "shareIdentifier": "team-a", "schedulingPriorityOverride": 5}
+    assert json.loads(str(info)) == req.to_dict()
+
+
+def test_dryrun_without_share_or_priority_and_custom_log_group() -> None:
+    req = _sched().submit_dryrun(_app(), {**CFG, "log_group": "/my/logs"}).request
+    assert "shareIdentifier" not in req.submit and "schedulingPriorityOverride" not in req.submit
+    container = req.job_def["nodeProperties"]["nodeRangeProperties"][0]["container"]
+    assert container["logConfiguration"]["options"] == {"awslogs-group": "/my/logs"}
+    assert "jobRoleArn" not in container and "ulimits" not in container
+
+
+def test_dryrun_requires_queue_and_validates_ulimits() -> None:
+    with pytest.raises(InvalidRunConfigException, match="queue"):
+        _sched().submit_dryrun(_app(), {})
+    with pytest.raises(SchedulerError, match="invalid ulimit 'nofile'.*name=soft:hard"):
+        _sched().submit_dryrun(_app(), {**CFG, "ulimits": ["nofile"]})
+    with pytest.raises(SchedulerError, match="invalid ulimit 'nofile=a:b'"):
+        _sched().submit_dryrun(_app(), {**CFG, "ulimits": ["nofile=a:b"]})
+
+
+def test_dryrun_touches_no_client() -> None:
+    batch = FakeBatch()
+    _sched(batch).submit_dryrun(_app(), CFG)
+    assert batch.calls == []
+
+
+def test_submit_describe_states_and_cancel() -> None:
+    batch = FakeBatch()
+    sched = _sched(batch)
+    app_id = sched.submit(_app(), CFG)
+    queue, _, name = app_id.partition(":")
+    assert queue == "q" and name.startswith("Train-App-")
+    (_, register), (_, submit) = batch.calls
+    assert submit["jobDefinition"].endswith(f"job-definition/{name}:1")
+    job_id = batch.job_id(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUBMITTED
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 3)]
+    assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 3)]
+    for status, state in JOB_STATES.items():
+        batch.set_status(job_id, status)
+        assert sched.describe(app_id).state == state  # type: ignore[union-attr]
+    batch.set_status(job_id, "RUNNING")
+    sched.cancel(app_id)
+    assert batch.calls[-1] == ("terminate_job", {"jobId": job_id, "reason": CANCEL_REASON})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED and desc.msg == CANCEL_REASON
+    n_calls = len(batch.calls)
+    sched.cancel(app_id)  # terminal: no second terminate
+    assert not any(c[0] == "terminate_job" for c in batch.calls[n_calls:])
+
+
+def test_failed_job_reports_reason_and_restarts() -> None:
+    batch = FakeBatch()
+    sched = _sched(batch)
+    app_id = sched.submit(_app(), CFG)
+    batch.set_status(batch.job_id(app_id), "FAILED", "Essential container exited", attempts=3)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert desc.msg == "Essential container exited" and desc.num_restarts == 2
+
+
+def test_unknown_and_malformed_app_ids() -> None:
+    sched = _sched()
+    assert sched.describe("q:nope") is None
+    assert sched.describe("no-queue-separator") is None
+    sched.cancel("q:nope")  # no-op
+    with pytest.raises(UnknownAppException):
+        sched.log_iter("q:nope", "trainer")
+
+
+def test_list_by_tag_across_pages_and_queues() -> None:
+    batch = FakeBatch(queues=["q", "q2"])
+    sched = _sched(batch)
+    ids = [sched.submit(_app(), CFG) for _ in range(3)]
+    other = sched.submit(_app(), {**CFG, "queue": "q2"})
+    batch.set_status(batch.job_id(ids[0]), "SUCCEEDED")
+    # a job not submitted by torchx (no version tag) is not listed
+    arn = batch.register_job_definition(jobDefinitionName="x", type="container",
+                                        nodeProperties={})["jobDefinitionArn"]
+    batch.submit_job(jobName="foreign", jobQueue="q", jobDefinition=arn)
+    listed = {a.app_id: a.state for a in sched.list({"queue": "q"})}
+    assert listed == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.SUBMITTED,
+                      ids[2]: AppState.SUBMITTED}
+    assert {a.app_id for a in sched.list()} == {*ids, other}
+
+
+def test_logs_per_node_pagination_regex_time_and_tail() -> None:
+    batch, logs = FakeBatch(), FakeLogs()
+    sched = _sched(batch, logs)
+    app_id = sched.submit(_app(), CFG)
+    job_id = batch.job_id(app_id)
+    batch.set_status(job_id, "SUCCEEDED", log_stream="jd/default/stream")
+    logs.put("/aws/batch/job", "jd/default/stream", "a", "b", "c", "d", "e")
+    assert list(sched.log_iter(app_id, "ps", 2)) == ["a\n", "b\n", "c\n", "d\n", "e\n"]
+    assert list(sched.log_iter(app_id, "ps", 2, regex="[bd]")) == ["b\n", "d\n"]
+    since = datetime.fromtimestamp(2.0, tz=timezone.utc)
+    until = datetime.fromtimestamp(3.0, tz=timezone.utc)
+    assert list(sched.log_iter(app_id, "ps", 0, since=since, until=until)) == ["b\n", "c\n"]
+    assert logs.calls[-1]["startTime"] == 2000 and logs.calls[-1]["endTime"] == 3000
+    assert list(sched.log_iter(app_id, "trainer", 1, should_tail=True)) == [
+        "a\n", "b\n", "c\n", "d\n", "e\n"]
+    with pytest.raises(InvalidLogQueryError, match="no replica 3 of role 'ps'"):
+        sched.log_iter(app_id, "ps", 3)
+    with pytest.raises(InvalidLogQueryError, match="COMBINED"):
+        sched.log_iter(app_id, "ps", 0, streams=Stream.STDERR)
+
+
+def test_tail_polls_until_the_job_ends() -> None:
+    logs = FakeLogs()
+
+    class FinishingBatch(FakeBatch):
+        """Runs for a few polls (no log stream yet), then succeeds with logs."""
+
+        polls = 0
+
+        def describe_jobs(self, jobs: list[str]) -> dict[str, object]:
+            self.polls += 1
+            if self.polls == 4:
+                (job_id,) = self.jobs
+                self.set_status(job_id, "SUCCEEDED", log_stream="s")
+                logs.put("/aws/batch/job", "s", "done")
+            return super().describe_jobs(jobs)
+
+    batch = FinishingBatch()
+    sched = _sched(batch, logs)
+    app_id = sched.submit(_app(), CFG)
+    batch.set_status(batch.job_id(app_id), "RUNNING")
+    assert list(sched.log_iter(app_id, "trainer", 0, should_tail=True)) == ["done\n"]
+    assert batch.polls >= 4
+
+
+def test_node_index_maps_roles_to_ranges() -> None:
+    batch = FakeBatch()
+    sched = _sched(batch)
+    app_id = sched.submit(_app(), CFG)
+    job = batch.jobs[batch.job_id(app_id)]
+    assert [sched._node_index(job, "trainer", k) for k in (0, 1)] == [0, 1]
+    assert [sched._node_index(job, "ps", k) for k in (0, 1, 2)] == [2, 3, 4]
+
+
+def test_schedule_errors_are_typed() -> None:
+    sched = _sched()
+    with pytest.raises(SchedulerError, match="rejected job .* in queue nope"):
+        sched.submit(_app(), {**CFG, "queue": "nope"})
+
+
+def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = _sched().run_opts()
+    for key in ("queue", "user", "privileged", "share_id", "priority", "job_role_arn",
+                "execution_role_arn", "ulimits", "log_group", "image_repo"):
+        assert opts.get(key) is not None, key
+    assert isinstance(create_scheduler("s", client=FakeBatch()), AWSBatchScheduler)
+    monkeypatch.setitem(sys.modules, "boto3", None)
+    sched = AWSBatchScheduler("t")
+    sched.submit_dryrun(_app(), CFG)  # dryrun needs no boto3
+    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):
+        sched.describe("q:x")
