@@ -1,0 +1,121 @@
+"""``aws_batch`` and ``aws_sagemaker`` against a real moto server (scripts/services/moto).
+
+Batch jobs run as real containers on the local dockerd (busybox, host networking, never pulled);
+their stdout reaches moto's CloudWatch Logs. Moto's Batch writes one log stream per job (all nodes
+together) and does not set ``AWS_BATCH_JOB_NODE_INDEX``. SageMaker training jobs are
+``Completed`` at once on moto and ``stop_training_job`` is not implemented there, so SageMaker
+cancel is covered by the unit tests' fake.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from torchx_core.schedulers.aws_batch_scheduler import AWSBatchScheduler
+from torchx_core.schedulers.aws_sagemaker_scheduler import AWSSageMakerScheduler
+from torchx_core.specs import AppDef, AppState, Role, is_terminal, macros, resource
+
+pytestmark = [pytest.mark.integration, pytest.mark.aws]
+
+BUSYBOX = "busybox:latest"
+
+
+def sh(name: str, script: str, replicas: int = 1) -> Role:
+    return Role(name=name, image=BUSYBOX, entrypoint="sh", args=["-c", script],
+                num_replicas=replicas, resource=resource(cpu=1, memMB=64))
+
+
+@pytest.fixture
+def batch(aws_clients: dict[str, Any], batch_queue: str) -> Iterator[AWSBatchScheduler]:
+    sched = AWSBatchScheduler("it", client=aws_clients["batch"], log_client=aws_clients["logs"],
+                              poll_interval=0.2)
+    yield sched
+    # leave nothing running: cancel whatever this test left behind
+    for app in sched.list({"queue": batch_queue}):
+        if not is_terminal(app.state):
+            sched.cancel(app.app_id)
+
+
+def wait(sched: AWSBatchScheduler, app_id: str, until: Any = is_terminal,
+         timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        desc = sched.describe(app_id)
+        assert desc is not None, f"{app_id} vanished"
+        if until(desc.state):
+            return desc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
+        time.sleep(0.2)
+
+
+def test_batch_multi_role_success_logs_and_list(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    app = AppDef("hello", roles=[sh("worker", f"echo worker {macros.replica_id}", replicas=2),
+                                 sh("ps", "echo ps up")])
+    app_id = batch.submit(app, {"queue": batch_queue})
+    assert app_id.startswith(f"{batch_queue}:hello-")
+    desc = wait(batch, app_id)
+    assert desc.state == AppState.SUCCEEDED
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("worker", 2), ("ps", 1)]
+    # moto: one stream for the whole job, so every replica reads all lines
+    lines = list(batch.log_iter(app_id, "worker", 1))
+    assert sorted(lines) == ["ps up\n", "worker 0\n", "worker 1\n"]
+    assert list(batch.log_iter(app_id, "ps", 0, regex="^ps")) == ["ps up\n"]
+    listed = {a.app_id: a.state for a in batch.list({"queue": batch_queue})}
+    assert listed[app_id] == AppState.SUCCEEDED
+
+
+def test_batch_failure(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    app_id = batch.submit(AppDef("fail", roles=[sh("w", "echo failing; exit 3")]),
+                          {"queue": batch_queue})
+    desc = wait(batch, app_id)
+    assert desc.state == AppState.FAILED
+    assert list(batch.log_iter(app_id, "w", 0)) == ["failing\n"]
+
+
+def test_batch_cancel_reports_cancelled(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    app_id = batch.submit(AppDef("sleeper", roles=[sh("w", "echo started; sleep 600")]),
+                          {"queue": batch_queue})
+    wait(batch, app_id, until=lambda s: s == AppState.RUNNING)
+    batch.cancel(app_id)
+    desc = wait(batch, app_id)
+    assert desc.state == AppState.CANCELLED
+    batch.cancel(app_id)  # idempotent on a finished job
+
+
+def test_batch_tail_follows_until_the_job_ends(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    app_id = batch.submit(AppDef("ticker", roles=[sh("w", "for i in 1 2; do echo tick $i;"
+                                                     " sleep 0.5; done")]),
+                          {"queue": batch_queue})
+    assert list(batch.log_iter(app_id, "w", 0, should_tail=True)) == ["tick 1\n", "tick 2\n"]
+    assert wait(batch, app_id).state == AppState.SUCCEEDED
+
+
+def test_batch_unknown_app(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    assert batch.describe(f"{batch_queue}:does-not-exist") is None
+
+
+def test_sagemaker_create_describe_list(aws_clients: dict[str, Any]) -> None:
+    sched = AWSSageMakerScheduler("it", client=aws_clients["sagemaker"],
+                                  log_client=aws_clients["logs"])
+    role = Role(name="trainer", image="1.dkr.ecr.us-east-1.amazonaws.com/train:1",
+                entrypoint="python", args=["train.py"], num_replicas=2,
+                resource=resource(h="aws_m5.xlarge"))
+    app_id = sched.submit(AppDef("train", roles=[role]),
+                          {"role_arn": "arn:aws:iam::123456789012:role/sm",
+                           "output_path": "s3://bucket/out", "hyperparameters": {"lr": "0.1"}})
+    raw = aws_clients["sagemaker"].describe_training_job(TrainingJobName=app_id)
+    assert raw["ResourceConfig"]["InstanceType"] == "ml.m5.xlarge"
+    assert raw["ResourceConfig"]["InstanceCount"] == 2
+    assert raw["HyperParameters"] == {"lr": "0.1"}
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED  # moto completes at once
+    assert len(desc.roles_statuses[0].replicas) == 2
+    assert desc.roles[0].args == ["train.py"]
+    assert app_id in {a.app_id for a in sched.list()}
+    assert sched.describe("train-missing") is None
+    assert list(sched.log_iter(app_id, "trainer", 0)) == []  # moto writes no training logs
