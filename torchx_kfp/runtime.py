@@ -401,6 +401,7 @@ class Launcher:
         except (_Terminated, KeyboardInterrupt) as e:
             signum = e.signum if isinstance(e, _Terminated) else signal.SIGINT
             logger.warning("step terminated by signal %d; cancelling the app", signum)
+            self._ignore_signals(previous)  # a second SIGTERM must not interrupt the cancel
             self._cancel(runner, self._handle, app.name)
             raise SystemExit(128 + int(signum)) from None
         finally:
@@ -444,6 +445,11 @@ class Launcher:
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, _raise_terminated)
         return previous
+
+    @staticmethod
+    def _ignore_signals(previous: Mapping[int, Any]) -> None:
+        for signum in previous:
+            signal.signal(signum, signal.SIG_IGN)
 
     @staticmethod
     def _restore_signal_handlers(previous: Mapping[int, Any]) -> None:

@@ -172,3 +172,17 @@ def test_sigterm_on_the_step_cancels_the_app(local_apps: Path, tmp_path: Path) -
     assert app_state(handle) == AppState.CANCELLED
     pids = read_pids(out_dir)
     wait_until(lambda: not any(pid_alive(p) for p in pids), 30, "replica processes to exit")
+
+
+def test_resources_asked_on_the_task_reach_the_app(local_apps: Path, tmp_path: Path) -> None:
+    from torchx_kfp.launcher import torchx_launcher
+
+    app_json = json.dumps(make_app("kfpres", tmp_path / "res", replicas=1).to_dict())
+    task_config = dsl.TaskConfig(resources={"limits": {"cpu": "3", "memory": "768Mi"}})
+    result = torchx_launcher(app_json=app_json, wait_interval=0.1, pass_resources=True,
+                             task_config=task_config)
+    with get_runner() as runner:
+        described = runner.describe(result.app_handle)
+    assert described is not None
+    res = described.roles[0].resource
+    assert (res.cpu, res.memMB) == (3, 768)

@@ -114,3 +114,20 @@ def test_states_module_does_not_import_kfp() -> None:
     code = "import sys, torchx_kfp.states; print('kfp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_missing_kfp_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['kfp'] = None\n"
+        "import torchx_kfp\n"
+        "try:\n"
+        "    torchx_kfp.launch\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("MissingDependencyError")
+    assert "pip install 'torchx-suite[kfp]'" in out.stdout
