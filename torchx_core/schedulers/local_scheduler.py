@@ -688,11 +688,15 @@ def _substitute(text: str, values: Mapping[str, str]) -> str:
 
 
 def _free_port() -> int:
-    import socket
+    # the C module directly: `socket` builds its enums on import (~ms on the CLI's hot path)
+    import _socket
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+    finally:
+        s.close()
 
 
 def _tail(path: str, n: int = 20) -> list[str]:

@@ -49,7 +49,7 @@ def live_processes_with_env(entry: str) -> list[int]:
     return out
 
 
-def wait_until(pred, timeout: float = 20.0, interval: float = 0.02) -> bool:  # noqa: ANN001
+def wait_until(pred, timeout: float = 20.0, interval: float = 0.02) -> bool:
     """Polls ``pred()`` until it is true or ``timeout`` seconds passed; returns the last value."""
     deadline = time.monotonic() + timeout
     while True:

@@ -8,13 +8,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import live_processes_with_env, wait_until
 
+from conftest import live_processes_with_env, wait_until
 from torchx_core import specs
 from torchx_core.schedulers.api import AppValidationError, Stream
 from torchx_core.schedulers.local import _state
@@ -24,6 +23,10 @@ from torchx_core.specs import AppState, RetryPolicy
 pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[3]
+PROBE = (
+    "import sys; from torchx_core.schedulers.local_scheduler import create_scheduler;"
+    " print(create_scheduler('x').describe(sys.argv[1]).state.name)"
+)
 
 
 def sh_app(script: str, num_replicas: int = 1, name: str = "app", **role_kw: object) -> specs.AppDef:
@@ -34,7 +37,7 @@ def sh_app(script: str, num_replicas: int = 1, name: str = "app", **role_kw: obj
     return specs.AppDef(name=name, roles=[role])
 
 
-def run(sched: LocalScheduler, app: specs.AppDef, cfg: dict | None = None, timeout: float = 60):  # noqa: ANN201
+def run(sched: LocalScheduler, app: specs.AppDef, cfg: dict | None = None, timeout: float = 60):
     app_id = sched.submit(app, cfg or {})
     desc = sched.wait(app_id, timeout)
     assert desc is not None
@@ -57,7 +60,7 @@ def test_success_multi_replica_logs_and_states(sched: LocalScheduler) -> None:
 
 
 def test_failure_reports_exit_code_and_stderr_tail(sched: LocalScheduler) -> None:
-    app_id, desc = run(sched, sh_app("echo starting; echo boom >&2; exit 3"))
+    _, desc = run(sched, sh_app("echo starting; echo boom >&2; exit 3"))
     assert desc.state == AppState.FAILED
     assert desc.msg == "replica r/0 exited with code 3"
     err = json.loads(desc.structured_error_msg)
@@ -209,7 +212,9 @@ def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root:
             """
         )
     )
-    proc = subprocess.run([sys.executable, str(launcher)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(launcher)], capture_output=True, text=True, cwd=REPO, timeout=60, check=False
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     app_id = proc.stdout.strip()
     # another process (this one) waits for it and reads its logs
@@ -219,9 +224,7 @@ def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root:
     assert logs(sched, app_id) == ["finished\n"]
     # and a third, fresh process can describe it
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from torchx_core.schedulers.local_scheduler import create_scheduler;"
-         " print(create_scheduler('x').describe(sys.argv[1]).state.name)", app_id],
-        capture_output=True, text=True, cwd=REPO, timeout=60,
+        [sys.executable, "-c", PROBE, app_id], capture_output=True, text=True, cwd=REPO, timeout=60, check=True,
     )
     assert probe.stdout.strip() == "SUCCEEDED", probe.stderr
 

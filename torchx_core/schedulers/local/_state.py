@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -214,6 +213,8 @@ def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
 
 def remove_app_dir(app_dir: str) -> None:
     """Removes an app directory (and its symlink target when the app used ``log_dir``)."""
+    import shutil
+
     if os.path.islink(app_dir):
         target = os.path.realpath(app_dir)
         os.unlink(app_dir)
@@ -260,6 +261,8 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
         if status.get("state") in TERMINAL and ended and now - float(ended) > ttl:
             remove_app_dir(app_dir)
             removed.append(app_id)
+    import shutil
+
     staging = os.path.join(root, STAGING)
     for _, path in iter_app_dirs(staging):
         try:

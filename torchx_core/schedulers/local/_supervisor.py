@@ -24,14 +24,11 @@ on-disk layout constants shared with :mod:`._state`.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import select
 import signal
 import sys
 import time
-import traceback
 from typing import Any
 
 # -- on-disk layout (shared with _state) -----------------------------------------------------
@@ -162,6 +159,8 @@ class Supervisor:
     """Runs one app described by ``plan`` (see ``LocalScheduler.schedule``) in ``app_dir``."""
 
     def __init__(self, plan: dict[str, Any], app_dir: str) -> None:
+        import select
+
         self.plan = plan
         self.app_dir = app_dir
         self.grace: float = float(plan.get("grace", 5.0))
@@ -170,6 +169,7 @@ class Supervisor:
         self.procs: dict[int, _Slot] = {}
         self.pipes: dict[int, tuple[_Slot, int]] = {}
         self.ep = select.epoll()
+        self._epollin = select.EPOLLIN
         self.state = "PENDING"
         self.num_restarts = 0
         self.app_restarts = 0
@@ -272,7 +272,7 @@ class Supervisor:
         for fd, stream in ((r_out, 0), (r_err, 1)):
             os.set_blocking(fd, False)
             self.pipes[fd] = (slot, stream)
-            self.ep.register(fd, select.EPOLLIN)
+            self.ep.register(fd, self._epollin)
         slot.nfds = 2
         slot.pid = pid
         slot.state = "R"
@@ -457,6 +457,8 @@ class Supervisor:
     # -- main loop ----------------------------------------------------------------------------
 
     def run(self, ready_fd: int) -> int:
+        import fcntl
+
         lock_fd = os.open(
             os.path.join(self.app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
         )
@@ -468,7 +470,7 @@ class Supervisor:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _noop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        self.ep.register(wake_r, select.EPOLLIN)
+        self.ep.register(wake_r, self._epollin)
         self.write_status()
         os.write(ready_fd, str(os.getpid()).encode())
         os.close(ready_fd)
@@ -601,6 +603,8 @@ def _redirect_stdio(app_dir: str) -> None:
 
 def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException) -> None:
     """Records a supervisor crash in the status file (so the app is not stuck RUNNING)."""
+    import traceback
+
     text = "".join(traceback.format_exception(err))
     _note(f"crashed:\n{text}")
     try:
