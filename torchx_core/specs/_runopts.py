@@ -108,7 +108,10 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
         return tp(value.strip() if tp in (int, float) else value)
     except (TypeError, ValueError) as e:
         raise InvalidRunConfigException(
-            f"{where}cannot cast {value!r} to {get_type_name(tp)} ({e})", key, None
+            f"{where}cannot cast {value!r} to {get_type_name(tp)}; expected a valid"
+            f" {get_type_name(tp)} literal ({e})",
+            key,
+            None,
         ) from None
 
 
@@ -352,7 +355,13 @@ class runopts:
             if canon is None:
                 logger.warning("%s; ignoring it", self._unknown_msg(key))
                 continue
-            cfg[canon] = _cast(self._opts[canon].opt_type, raw, canon)
+            try:
+                cfg[canon] = _cast(self._opts[canon].opt_type, raw, canon)
+            except InvalidRunConfigException as e:
+                reason = str(e).split(". Given: ")[0]
+                raise InvalidRunConfigException(
+                    f"run config {cfg_str!r}: {reason}", canon, None
+                ) from None
         return cfg
 
     def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
@@ -374,7 +383,8 @@ class runopts:
             ) from None
         if not isinstance(data, dict):
             raise InvalidRunConfigException(
-                f"run config JSON must be an object like {{\"key\": \"value\"}}, got {data!r}",
+                f"run config JSON {json_repr!r} must be an object like {{\"key\": \"value\"}},"
+                f" got a {type(data).__name__}",
                 "",
                 None,
             )
@@ -384,7 +394,13 @@ class runopts:
             if canon is None:
                 logger.warning("%s; ignoring it", self._unknown_msg(key))
                 continue
-            cfg[canon] = self._coerce_json(canon, val)
+            try:
+                cfg[canon] = self._coerce_json(canon, val)
+            except InvalidRunConfigException as e:
+                reason = str(e).split(". Given: ")[0]
+                raise InvalidRunConfigException(
+                    f"run config JSON {json_repr!r}: {reason}", canon, None
+                ) from None
         return cfg
 
     def _coerce_json(self, key: str, val: Any) -> CfgVal:
@@ -473,7 +489,9 @@ def _split_cfg_str(cfg_str: str) -> dict[str, str]:
             )
         if key in out:
             raise InvalidRunConfigException(
-                f"run config {cfg_str!r}: option {key!r} is given twice", key, None
+                f"run config {cfg_str!r}: option {key!r} is given twice; use each option once",
+                key,
+                None,
             )
         out[key] = value
         if next_key is not None:

@@ -100,12 +100,15 @@ class InvalidRunConfigException(TorchXError, ValueError):
     Args:
         invalid_reason: what is wrong and how to fix it
         cfg_key: the offending option name
-        cfg: the config as given
+        cfg: the config as given (None: not shown in the message)
     """
 
     def __init__(self, invalid_reason: str, cfg_key: str, cfg: Mapping[str, Any] | None) -> None:
-        given = str(dict(cfg)) if cfg else "<EMPTY>"
-        super().__init__(f"{invalid_reason}. Given: {given}")
+        if cfg is None:  # no config to show (e.g. casting a single value)
+            super().__init__(invalid_reason)
+        else:
+            given = str(dict(cfg)) if cfg else "<EMPTY>"
+            super().__init__(f"{invalid_reason}. Given: {given}")
         self.cfg_key = cfg_key
 
 
