@@ -1,0 +1,176 @@
+"""Enforces the one-way layering of DESIGN.md by scanning every import statement (AST).
+
+``specs`` <- ``schedulers`` <- ``runner`` <- ``cli`` / ``components``; the adapters
+(``torchx_airflow``, ``torchx_kfp``, ``torchx_prefect``) use only the public
+``torchx_core.specs`` / ``torchx_core.runner`` API; a scheduler never imports another scheduler.
+
+Every import counts: module level, inside functions, and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("torchx_core", "torchx_airflow", "torchx_kfp", "torchx_prefect")
+ADAPTERS = ("torchx_airflow", "torchx_kfp", "torchx_prefect")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _source_files() -> Iterator[Path]:
+    for pkg in PACKAGES:
+        root = REPO / pkg
+        if root.is_dir():
+            yield from sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Returns ``(line, absolute module name)`` for every import in ``path``.
+
+    ``from pkg import name`` yields both ``pkg`` and ``pkg.name`` (name may be a module).
+    """
+    module = _module_name(path)
+    is_pkg = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = module.split(".")
+                drop = node.level - 1 if is_pkg else node.level
+                base_parts = base_parts[: len(base_parts) - drop] if drop else base_parts
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            out.append((node.lineno, base))
+            out.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names if alias.name != "*")
+    return out
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def scheduler_of(name: str) -> str | None:
+    """The scheduler a ``torchx_core.schedulers`` module belongs to, or None if neutral.
+
+    ``schedulers/<x>_scheduler.py`` and the subpackage ``schedulers/<x>/`` belong to ``<x>``;
+    ``api``, ``registry``, ``__init__`` and ``_private`` helpers are neutral.
+    """
+    if not _under(name, "torchx_core.schedulers"):
+        return None
+    parts = name.split(".")
+    if len(parts) < 3:
+        return None
+    head = parts[2]
+    if head.endswith("_scheduler"):
+        return head[: -len("_scheduler")]
+    if head.startswith("_") or head in ("api", "registry"):
+        return None
+    if len(parts) > 3 or (REPO / "torchx_core" / "schedulers" / head).is_dir():
+        return head
+    return None
+
+
+def violations() -> list[str]:
+    found: list[str] = []
+    for path in _source_files():
+        mod = _module_name(path)
+        rel = path.relative_to(REPO)
+        for line, imp in imports_of(path):
+            where = f"{rel}:{line} imports {imp}"
+            if _under(mod, "torchx_core.specs"):
+                if _under(imp, "torchx_core") and not _under(imp, "torchx_core.specs") and imp != "torchx_core":
+                    found.append(f"{where}: specs may only import torchx_core.specs")
+            if _under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace"):
+                for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
+                    if _under(imp, upper):
+                        found.append(f"{where}: schedulers/workspace must not import {upper}")
+                mine, theirs = scheduler_of(mod), scheduler_of(imp)
+                if theirs is not None and theirs != mine:
+                    owner = f"the {mine} scheduler" if mine else "a neutral scheduler helper"
+                    found.append(f"{where}: {owner} must not import the {theirs} scheduler")
+            if _under(mod, "torchx_core.runner") and _under(imp, "torchx_core.cli"):
+                found.append(f"{where}: runner must not import cli")
+            for adapter in ADAPTERS:
+                if not _under(mod, adapter):
+                    continue
+                if _under(imp, "torchx_core") and imp != "torchx_core" and not (
+                    _under(imp, "torchx_core.specs") or _under(imp, "torchx_core.runner")
+                ):
+                    found.append(f"{where}: adapters use only torchx_core.specs / torchx_core.runner")
+                for other in ADAPTERS:
+                    if other != adapter and _under(imp, other):
+                        found.append(f"{where}: adapters must not import another adapter")
+    return found
+
+
+def test_layering_rules_hold() -> None:
+    problems = violations()
+    assert not problems, "layering violations (see DESIGN.md):\n" + "\n".join(problems)
+
+
+def test_scan_sees_the_packages() -> None:
+    names = {_module_name(p) for p in _source_files()}
+    assert "torchx_core.specs.api" in names and "torchx_core.specs" in names
+
+
+# --- the checker itself catches what it should ---------------------------------------------
+
+
+def _write(tmp: Path, rel: str, text: str) -> Path:
+    path = tmp / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Points the scanner at an empty fake repository."""
+    monkeypatch.setitem(globals(), "REPO", tmp_path)
+    return tmp_path
+
+
+def test_relative_imports_are_resolved(fake_repo: Path) -> None:
+    f = _write(fake_repo, "torchx_core/schedulers/local/_launch.py", "from ..slurm_scheduler import X\nfrom . import _state\n")
+    names = [n for _, n in imports_of(f)]
+    assert "torchx_core.schedulers.slurm_scheduler" in names
+    assert "torchx_core.schedulers.local._state" in names
+    g = _write(fake_repo, "torchx_core/specs/__init__.py", "from .api import *\nfrom ..runner import api\n")
+    names_g = [n for _, n in imports_of(g)]
+    assert "torchx_core.specs.api" in names_g and "torchx_core.runner" in names_g
+
+
+def test_checker_flags_each_rule(fake_repo: Path) -> None:
+    (fake_repo / "torchx_core" / "schedulers" / "local").mkdir(parents=True)
+    _write(fake_repo, "torchx_core/specs/api.py", "from torchx_core.schedulers import api\n")
+    _write(fake_repo, "torchx_core/schedulers/slurm_scheduler.py",
+           "def f():\n    from torchx_core.schedulers.local_scheduler import LocalScheduler\n")
+    _write(fake_repo, "torchx_core/schedulers/docker_scheduler.py", "import torchx_core.runner.api\n")
+    _write(fake_repo, "torchx_core/schedulers/_logs.py", "from torchx_core.schedulers.local import _state\n")
+    _write(fake_repo, "torchx_core/runner/api.py", "from torchx_core.cli import main\n")
+    _write(fake_repo, "torchx_airflow/operator.py",
+           "from torchx_core.schedulers.api import Scheduler\nfrom torchx_prefect import x\n"
+           "from torchx_core.runner import get_runner\n")
+    text = "\n".join(violations())
+    assert "specs may only import torchx_core.specs" in text
+    assert "the slurm scheduler must not import the local scheduler" in text
+    assert "must not import torchx_core.runner" in text
+    assert "a neutral scheduler helper must not import the local scheduler" in text
+    assert "runner must not import cli" in text
+    assert "adapters use only torchx_core.specs / torchx_core.runner" in text
+    assert "adapters must not import another adapter" in text
+    assert "get_runner" not in text
