@@ -7,3 +7,4 @@ file are imported instead; this directory is on ``sys.path`` while its tests run
 from docker_fixtures import *  # noqa: F401,F403
 from aws_fixtures import *  # noqa: F401,F403
 from kubernetes_fixtures import *  # noqa: F401,F403
+from ray_fixtures import *  # noqa: F401,F403

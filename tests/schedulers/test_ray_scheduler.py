@@ -1,0 +1,201 @@
+"""Unit tests of the ``ray`` scheduler against a stateful fake JobSubmissionClient."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ray_fixtures import FakeJobClient, FakeStatus
+
+from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
+from torchx_core.schedulers.ray_scheduler import (
+    JOB_STATES,
+    RayScheduler,
+    create_scheduler,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    MissingDependencyError,
+    Role,
+    UnknownAppException,
+    Workspace,
+    macros,
+    resource,
+)
+
+
+def _app(**trainer_kwargs: object) -> AppDef:
+    trainer = Role(name="trainer", image="", entrypoint="python",
+                   args=["-m", "train", "--rank", macros.replica_id, "--app", macros.app_id],
+                   env={"MASTER_VAR": macros.rank0_env}, num_replicas=2,
+                   resource=resource(cpu=2, gpu=1, memMB=1024), **trainer_kwargs)  # type: ignore[arg-type]
+    ps = Role(name="ps", image="", entrypoint="echo", args=["ps"],
+              resource=resource(cpu=1, memMB=64))
+    return AppDef("Ray App", roles=[trainer, ps])
+
+
+def _sched(client: FakeJobClient | None = None) -> RayScheduler:
+    return RayScheduler("t", client=client or FakeJobClient(), poll_interval=0.01)
+
+
+def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    info = _sched().submit_dryrun(_app(), {"placement_strategy": "SPREAD"})
+    req = info.request
+    sid = req.submission_id
+    assert sid.startswith("Ray-App-") and req.app_id == f"127.0.0.1:8265-{sid}"
+    golden = json.loads(json.dumps(req.to_dict()).replace(sid, "SID"))
+    assert golden == {
+        "app_id": "127.0.0.1:8265-SID",
+        "dashboard_address": "127.0.0.1:8265",
+        "submission_id": "SID",
+        "entrypoint": "python _ray_driver.py",
+        "runtime_env": {"env_vars": {"RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}},
+        "metadata": {"torchx.pytorch.org/version": "torchx-suite",
+                     "torchx.pytorch.org/app-name": "Ray App",
+                     "torchx.pytorch.org/roles": '{"trainer": 2, "ps": 1}'},
+        "actors": [
+            {"role": "trainer", "replica_id": i,
+             "command": ["python", "-m", "train", "--rank", str(i), "--app", "SID"],
+             "env": {"MASTER_VAR": "TORCHX_RANK0_HOST"}, "num_cpus": 2.0, "num_gpus": 1,
+             "memory": 1024 * 1024 * 1024}
+            for i in (0, 1)
+        ] + [{"role": "ps", "replica_id": 0, "command": ["echo", "ps"], "env": {},
+              "num_cpus": 1.0, "num_gpus": 0, "memory": 64 * 1024 * 1024}],
+        "working_dir": None,
+        "requirements": None,
+        "placement_strategy": "SPREAD",
+        "placement_timeout": 300,
+    }
+    assert json.loads(str(info)) == req.to_dict()
+
+
+def test_dashboard_address_from_option_env_or_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "http://10.0.0.1:8265")
+    assert _sched().submit_dryrun(_app(), {}).request.dashboard_address == "10.0.0.1:8265"
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # a GCS address, not the Jobs API
+    assert _sched().submit_dryrun(_app(), {}).request.dashboard_address == "127.0.0.1:8265"
+    req = _sched().submit_dryrun(_app(), {"dashboard_address": "http://head:9000/"}).request
+    assert req.dashboard_address == "head:9000" and req.app_id.startswith("head:9000-")
+
+
+def test_bad_placement_strategy() -> None:
+    with pytest.raises(SchedulerError, match="placement_strategy='ROUND'.*PACK, SPREAD"):
+        _sched().submit_dryrun(_app(), {"placement_strategy": "ROUND"})
+
+
+def test_schedule_uploads_driver_actors_workspace_and_requirements(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('x')\n")
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("# comment\nnumpy==1.26\n\nrequests\n")
+    client = FakeJobClient()
+    sched = _sched(client)
+    app = _app(workspace=Workspace({str(tmp_path): "src"}))
+    app_id = sched.submit(app, {"requirements": str(reqs)})
+    (job,) = client.jobs.values()
+    assert app_id.endswith(job.submission_id)
+    assert job.entrypoint == "python _ray_driver.py"
+    assert job.runtime_env["pip"] == ["numpy==1.26", "requests"]
+    assert set(job.files) == {"_ray_driver.py", "torchx_ray_actors.json", "src/train.py",
+                              "src/requirements.txt"}
+    spec = json.loads(job.files["torchx_ray_actors.json"])
+    assert [(a["role"], a["replica_id"]) for a in spec["actors"]] == [
+        ("trainer", 0), ("trainer", 1), ("ps", 0)]
+    assert spec["placement_strategy"] == "PACK"
+    assert not Path(job.runtime_env["working_dir"]).exists()  # temp dir removed after upload
+
+
+def test_describe_states_list_logs_cancel_delete() -> None:
+    client = FakeJobClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    sid = app_id.split("-", 1)[1]
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 1)]
+    assert desc.ui_url == f"http://127.0.0.1:8265/#/jobs/{sid}"
+    for native, state in JOB_STATES.items():
+        client.jobs[sid].status = FakeStatus(native)
+        assert sched.describe(app_id).state == state  # type: ignore[union-attr]
+    client.jobs[sid].status = FakeStatus.RUNNING
+    client.jobs["foreign"] = type(client.jobs[sid])("foreign", "x", {}, {}, {})
+    assert [(a.app_id, a.state, a.name) for a in sched.list()] == [
+        (app_id, AppState.RUNNING, "Ray App")]
+    client.jobs[sid].logs = (
+        "INFO worker.py -- Connected\n"
+        "\x1b[36m(CommandActor pid=1)\x1b[0m [trainer/0] step 1\n"
+        "\x1b[36m(CommandActor pid=2)\x1b[0m [trainer/1] step 1 on 1\n"
+        "(CommandActor pid=1) [trainer/0] step 2\n"
+        "(CommandActor pid=3) [ps/0] ps\n"
+        "(CommandActor pid=1) [trainer/0] partial")
+    assert list(sched.log_iter(app_id, "trainer", 0)) == ["step 1\n", "step 2\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1)) == ["step 1 on 1\n"]
+    assert list(sched.log_iter(app_id, "trainer", 0, regex="2")) == ["step 2\n"]
+    with pytest.raises(InvalidLogQueryError, match="COMBINED"):
+        sched.log_iter(app_id, "trainer", 0, streams=Stream.STDOUT)
+    sched.cancel(app_id)
+    assert client.stopped == [sid]
+    assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
+    # once finished, the partial last line is complete too
+    assert list(sched.log_iter(app_id, "trainer", 0, should_tail=True)) == [
+        "step 1\n", "step 2\n", "partial\n"]
+    sched.delete(app_id)
+    assert client.deleted == [sid] and sched.describe(app_id) is None
+
+
+def test_tail_polls_until_the_job_ends() -> None:
+    class Finishing(FakeJobClient):
+        polls = 0
+
+        def get_job_logs(self, job_id: str) -> str:
+            self.polls += 1
+            job = self.jobs[job_id]
+            job.logs += f"(CommandActor pid=1) [ps/0] line {self.polls}\n"
+            if self.polls == 3:
+                job.status = FakeStatus.SUCCEEDED
+            return job.logs
+
+    client = Finishing()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    client.jobs[app_id.split("-", 1)[1]].status = FakeStatus.RUNNING
+    # the job ends during the 3rd read; one more read after the end collects the rest
+    assert list(sched.log_iter(app_id, "ps", 0, should_tail=True)) == [
+        "line 1\n", "line 2\n", "line 3\n", "line 4\n"]
+
+
+def test_unknown_apps_and_submit_errors() -> None:
+    client = FakeJobClient()
+    sched = _sched(client)
+    assert sched.describe("127.0.0.1:8265-nope") is None
+    assert sched.describe("not-an-address") is None
+    sched.cancel("127.0.0.1:8265-nope")
+    with pytest.raises(UnknownAppException):
+        sched.log_iter("127.0.0.1:8265-nope", "ps")
+    client.fail_submit = "Connection refused"
+    with pytest.raises(SchedulerError, match="rejected job .*Connection refused"):
+        sched.submit(_app(), {})
+
+
+def test_client_per_address_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+
+    def factory(address: str) -> FakeJobClient:
+        made.append(address)
+        return FakeJobClient()
+
+    sched = RayScheduler("t", client_factory=factory)
+    sched.describe("a:1-x")
+    sched.describe("a:1-y")
+    sched.describe("b:2-x")
+    assert made == ["a:1", "b:2"]
+    assert isinstance(create_scheduler("s", client=FakeJobClient()), RayScheduler)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    monkeypatch.setitem(sys.modules, "ray.job_submission", None)
+    sched = RayScheduler("t")
+    sched.submit_dryrun(_app(), {})  # dryrun needs no ray
+    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[ray\]"):
+        sched.describe("127.0.0.1:8265-x")
