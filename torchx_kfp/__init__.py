@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         UnknownKfpStateError,
         UnsupportedAppError,
     )
-    from torchx_kfp.launcher import launch, launcher_component
+    from torchx_kfp.launcher import cancel_apps_on_exit, launch, launcher_component
     from torchx_kfp.runtime import LaunchResult, run_launcher
     from torchx_kfp.states import StepOutcome, app_state_from_kfp, step_outcome
 
@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "KfpAdapterError": "torchx_kfp.errors",
     "UnknownKfpStateError": "torchx_kfp.errors",
     "UnsupportedAppError": "torchx_kfp.errors",
+    "cancel_apps_on_exit": "torchx_kfp.launcher",
     "launch": "torchx_kfp.launcher",
     "launcher_component": "torchx_kfp.launcher",
     "LaunchResult": "torchx_kfp.runtime",
@@ -73,6 +74,7 @@ __all__ = [
     "UnknownKfpStateError",
     "UnsupportedAppError",
     "app_state_from_kfp",
+    "cancel_apps_on_exit",
     "component_from_app",
     "container_from_app",
     "input_ref",

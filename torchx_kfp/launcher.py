@@ -38,8 +38,11 @@ from torchx_kfp.errors import InvalidKfpOptionsError
 
 __all__ = [
     "DEFAULT_BASE_IMAGE",
+    "cancel_apps_on_exit",
+    "cancel_component",
     "launch",
     "launcher_component",
+    "torchx_cancel_job_apps",
     "torchx_launcher",
 ]
 
@@ -106,6 +109,67 @@ def torchx_launcher(
     )
     outputs = collections.namedtuple("Outputs", ["app_handle", "state", "status_json", "ui_url"])
     return outputs(result.app_handle, result.state, result.status_json, result.ui_url)
+
+
+def torchx_cancel_job_apps(
+    job_id: str,
+    scheduler: str = "local_cwd",
+    cfg: Optional[dict] = None,  # noqa: UP045 - KFP needs typing.Optional
+    final_status: dsl.PipelineTaskFinalStatus = None,  # KFP fills it in exit handlers
+) -> list:
+    """Cancels the unfinished apps of this pipeline job's launcher steps (KFP exit handler).
+
+    Args:
+        job_id: the pipeline job id
+        scheduler: the TorchX scheduler the launcher steps ran on
+        cfg: the scheduler's run config
+        final_status: the status of the exit handler's tasks (logged)
+    """
+    import logging
+
+    from torchx_kfp.runtime import cancel_job_apps
+
+    if final_status is not None:
+        logging.getLogger("torchx_kfp").info("pipeline tasks ended %s", final_status.state)
+    return cancel_job_apps(job_id=job_id, scheduler=scheduler, cfg=cfg)
+
+
+@functools.cache
+def cancel_component(base_image: str = DEFAULT_BASE_IMAGE) -> Any:
+    """Returns the exit-handler KFP component that cancels a job's leftover apps."""
+    if not isinstance(base_image, str) or not base_image:
+        raise InvalidKfpOptionsError(f"base_image must be a non-empty str, got {base_image!r}")
+    return dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False)
+
+
+def cancel_apps_on_exit(
+    scheduler: str = "local_cwd",
+    cfg: Mapping[str, Any] | None = None,
+    base_image: str = DEFAULT_BASE_IMAGE,
+) -> Any:
+    """Creates an exit-handler task that cancels the apps this pipeline job left running.
+
+    A second line behind the launcher's SIGTERM handler (KFP does not always signal a step it
+    terminates). Create it first, then wrap the launcher steps::
+
+        cleanup = torchx_kfp.cancel_apps_on_exit(scheduler="slurm")
+        with dsl.ExitHandler(cleanup):
+            torchx_kfp.launch(app, scheduler="slurm")
+
+    Args:
+        scheduler: the scheduler the launcher steps run on
+        cfg: the scheduler's run config (for listing apps)
+        base_image: the step's image (with ``torchx-suite[kfp]`` installed)
+    """
+    if cfg is not None and not isinstance(cfg, Mapping):
+        raise InvalidKfpOptionsError(f"cfg must be a dict, got {cfg!r}")
+    kwargs: dict[str, Any] = {"job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER, "scheduler": scheduler}
+    if cfg:
+        kwargs["cfg"] = dict(cfg)
+    task = cancel_component(base_image)(**kwargs)
+    task.set_caching_options(enable_caching=False)
+    task.set_display_name("cancel-torchx-apps")
+    return task
 
 
 @functools.cache

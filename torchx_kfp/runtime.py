@@ -39,7 +39,9 @@ __all__ = [
     "LaunchResult",
     "Launcher",
     "app_name_for_step",
+    "belongs_to_job",
     "build_app",
+    "cancel_job_apps",
     "resource_from_task_config",
     "run_launcher",
 ]
@@ -48,6 +50,7 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 _MAX_NAME_LEN = 48
 _DIGEST_LEN = 10
+_JOB_DIGEST_LEN = 6
 
 
 @dataclass(frozen=True)
@@ -69,15 +72,20 @@ class LaunchResult:
     reattached: bool = False
 
 
+def _job_digest(job_id: str) -> str:
+    return hashlib.sha256(f"job/{job_id}".encode()).hexdigest()[:_JOB_DIGEST_LEN]
+
+
 def app_name_for_step(base: str, job_id: str, task_name: str) -> str:
     """Names an app deterministically from the pipeline job and task.
 
     The same job id and task name always give the same name, so a retried step finds the app
-    its previous attempt submitted. Without a job id (not running in a pipeline) ``base`` is
-    returned unchanged.
+    its previous attempt submitted. The name ends with ``-<job digest><task digest>``, so every
+    app of one pipeline job can be found (see :func:`cancel_job_apps`). Without a job id (not
+    running in a pipeline) ``base`` is returned unchanged.
 
     >>> app_name_for_step("Train", "1234-abcd", "torchx-launcher")
-    'train-torchx-launcher-ff3ef51d17'
+    'train-torchx-launcher-f83698ff3e'
 
     Args:
         base: the AppDef's own name (kept as a readable prefix)
@@ -86,12 +94,21 @@ def app_name_for_step(base: str, job_id: str, task_name: str) -> str:
     """
     if not job_id:
         return base
-    digest = hashlib.sha256(f"{job_id}/{task_name}".encode()).hexdigest()[:_DIGEST_LEN]
+    task_digest = hashlib.sha256(f"{job_id}/{task_name}".encode()).hexdigest()
+    digest = _job_digest(job_id) + task_digest[: _DIGEST_LEN - _JOB_DIGEST_LEN]
     readable = re.sub(r"[^a-z0-9]+", "-", f"{base}-{task_name}".lower()).strip("-")
     readable = readable[: _MAX_NAME_LEN - _DIGEST_LEN - 1].strip("-") or "app"
     if not readable[0].isalpha():
         readable = "a" + readable[: _MAX_NAME_LEN - _DIGEST_LEN - 2]
     return f"{readable}-{digest}"
+
+
+def belongs_to_job(app_name: str, job_id: str) -> bool:
+    """True if ``app_name`` was given by :func:`app_name_for_step` for pipeline job ``job_id``."""
+    if not job_id:
+        return False
+    suffix = app_name.rsplit("-", 1)[-1]
+    return len(suffix) == _DIGEST_LEN and suffix.startswith(_job_digest(job_id))
 
 
 _QUANTITY_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([a-zA-Z]*)$")
@@ -532,3 +549,51 @@ def run_launcher(
         runner_factory=factory,
     )
     return launcher.run(app, job_id=job_id, task_name=task_name)
+
+
+def cancel_job_apps(
+    *,
+    job_id: str,
+    scheduler: str = "local_cwd",
+    cfg: Mapping[str, Any] | None = None,
+    runner_factory: RunnerFactory | None = None,
+) -> list[str]:
+    """Cancels every unfinished app that the launcher steps of pipeline job ``job_id`` started.
+
+    The second line of defence behind the launcher's SIGTERM handler, for a ``dsl.ExitHandler``
+    step (KFP may kill a step without a SIGTERM, e.g. when its node is lost). Apps are found by
+    their deterministic names (:func:`app_name_for_step`). Cancelling is idempotent.
+
+    Args:
+        job_id: the pipeline job id (``dsl.PIPELINE_JOB_ID_PLACEHOLDER``)
+        scheduler: the scheduler the launcher steps ran on
+        cfg: the scheduler's run config (for listing)
+        runner_factory: returns a Runner (tests inject a fake)
+
+    Returns:
+        The handles of the apps that were cancelled.
+
+    Raises:
+        InvalidKfpOptionsError: ``job_id`` is empty
+    """
+    if not job_id:
+        raise InvalidKfpOptionsError(
+            "job_id is empty; pass dsl.PIPELINE_JOB_ID_PLACEHOLDER (torchx_kfp.cancel_apps_on_exit"
+            " does)"
+        )
+    runner = (runner_factory or _default_runner_factory)()
+    try:
+        apps = runner.list(scheduler, dict(cfg) if cfg else None)
+        handles = [
+            a.app_handle
+            for a in apps
+            if belongs_to_job(a.name, job_id) and not is_terminal(AppState(a.state))
+        ]
+        for handle in handles:
+            logger.info("cancelling %s, left running by pipeline job %s", handle, job_id)
+            runner.cancel(handle)
+        return handles
+    finally:
+        close = getattr(runner, "close", None)
+        if callable(close):
+            close()

@@ -148,3 +148,25 @@ def test_launch_validates(args: tuple[Any, ...], kwargs: dict[str, Any], message
 def test_launcher_base_image_is_validated() -> None:
     with pytest.raises(InvalidKfpOptionsError, match="base_image"):
         launcher_component("")
+
+
+def test_exit_handler_cancels_leftover_apps(tmp_path: Path) -> None:
+    from torchx_kfp import cancel_apps_on_exit
+
+    @dsl.pipeline(name="with-cleanup")
+    def pipeline() -> None:
+        cleanup = cancel_apps_on_exit(scheduler="slurm", cfg={"partition": "p"})
+        with dsl.ExitHandler(cleanup):
+            launch(_app(), scheduler="slurm")
+
+    spec = _compile(pipeline, tmp_path)
+    tasks = spec["root"]["dag"]["tasks"]
+    exit_task = tasks["torchx-cancel-job-apps"]
+    assert exit_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert _const(exit_task, "job_id") == "{{$.pipeline_job_uuid}}"
+    assert _const(exit_task, "scheduler") == "slurm"
+    assert exit_task["cachingOptions"].get("enableCache", False) is False
+    shipped = "\n".join(
+        spec["deploymentSpec"]["executors"]["exec-torchx-cancel-job-apps"]["container"]["command"]
+    )
+    assert "from torchx_kfp.runtime import cancel_job_apps" in shipped

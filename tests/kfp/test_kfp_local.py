@@ -186,3 +186,25 @@ def test_resources_asked_on_the_task_reach_the_app(local_apps: Path, tmp_path: P
     assert described is not None
     res = described.roles[0].resource
     assert (res.cpu, res.memMB) == (3, 768)
+
+
+def test_exit_handler_step_cancels_apps_left_running(local_apps: Path, tmp_path: Path) -> None:
+    """The exit-handler function cancels a job's running apps (kfp.local does not run
+    ``dsl.ExitHandler`` pipelines, so the component's function is called directly)."""
+    from torchx_kfp.launcher import torchx_cancel_job_apps
+    from torchx_kfp.runtime import app_name_for_step
+
+    out_dir = tmp_path / "left"
+    app = make_app("kfpleft", out_dir, replicas=2, sleep=600)
+    app.name = app_name_for_step(app.name, "job-exit", "torchx-launcher")
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd")
+    wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+    assert torchx_cancel_job_apps(job_id="job-other") == []
+    assert torchx_cancel_job_apps(job_id="job-exit") == [handle]
+    with get_runner() as runner:
+        runner.wait(handle, wait_interval=0.1)
+    assert app_state(handle) == AppState.CANCELLED
+    pids = read_pids(out_dir)
+    wait_until(lambda: not any(pid_alive(p) for p in pids), 30, "replica processes to exit")
+

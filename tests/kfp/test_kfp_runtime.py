@@ -18,7 +18,9 @@ from torchx_kfp.errors import AppFailedError, AppVanishedError, InvalidKfpOption
 from torchx_kfp.runtime import (
     Launcher,
     app_name_for_step,
+    belongs_to_job,
     build_app,
+    cancel_job_apps,
     resource_from_task_config,
     run_launcher,
 )
@@ -287,3 +289,25 @@ def test_build_app_validates(kwargs: dict[str, Any], message: str) -> None:
 def test_launcher_validates_options(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidKfpOptionsError, match=message):
         Launcher(**kwargs)
+
+
+def test_belongs_to_job() -> None:
+    name = app_name_for_step("train", "job-1", "torchx-launcher-3")
+    assert belongs_to_job(name, "job-1")
+    assert not belongs_to_job(name, "job-2")
+    assert not belongs_to_job(name, "")
+    assert not belongs_to_job("train", "job-1")
+
+
+def test_cancel_job_apps_cancels_only_this_jobs_unfinished_apps() -> None:
+    fake = FakeRunner()
+    mine_running = fake.add_existing(app_name_for_step("a", "job-1", "t1"), AppState.RUNNING)
+    fake.add_existing(app_name_for_step("b", "job-1", "t2"), AppState.SUCCEEDED)
+    fake.add_existing(app_name_for_step("c", "job-2", "t1"), AppState.RUNNING)
+    fake.add_existing("unrelated", AppState.RUNNING)
+    cancelled = cancel_job_apps(job_id="job-1", runner_factory=lambda: fake)
+    assert cancelled == [mine_running]
+    assert fake.cancelled == [mine_running]
+    assert fake.closed == 1
+    with pytest.raises(InvalidKfpOptionsError, match="job_id is empty"):
+        cancel_job_apps(job_id="", runner_factory=lambda: fake)
