@@ -264,3 +264,12 @@ def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> 
     sched.submit_dryrun(_app(), CFG)  # dryrun needs no boto3
     with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):
         sched.describe("q:x")
+
+
+def test_module_import_does_not_load_boto3() -> None:
+    import subprocess
+
+    code = ("import sys, torchx_core.schedulers.aws_batch_scheduler; "
+            "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

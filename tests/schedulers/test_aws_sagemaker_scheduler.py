@@ -149,3 +149,12 @@ def test_schedule_error_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> No
     sched.submit_dryrun(AppDef("a", roles=[_role()]), CFG)
     with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):
         sched.describe("x")
+
+
+def test_module_import_does_not_load_boto3() -> None:
+    import subprocess
+
+    code = ("import sys, torchx_core.schedulers.aws_sagemaker_scheduler; "
+            "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

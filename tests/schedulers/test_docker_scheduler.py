@@ -267,3 +267,12 @@ def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
     with pytest.raises(MissingDependencyError, match=r"torchx-suite\[docker\]"):
         sched.describe("x-1")
+
+
+def test_module_import_does_not_load_docker() -> None:
+    import subprocess
+
+    code = ("import sys, torchx_core.schedulers.docker_scheduler; "
+            "print([m for m in ('docker', 'docker', 'boto3', 'ray') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
