@@ -1,0 +1,142 @@
+"""The Runner on the real local scheduler: real processes, a real torch DDP job."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from torchx_core.components.dist import ddp
+from torchx_core.runner import Runner, get_runner
+from torchx_core.specs import AppDef, AppState, Role, is_terminal, parse_app_handle
+
+pytestmark = [pytest.mark.integration, pytest.mark.local]
+
+
+@pytest.fixture
+def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private local-scheduler state root; the venv's bin first on PATH (like an activated venv)."""
+    root = tmp_path / "local-root"
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(root))
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return root
+
+
+@pytest.fixture
+def runner(local_root: Path) -> Iterator[Runner]:
+    with get_runner(component_defaults={}) as r:
+        yield r
+        for app in r.list("local_cwd"):  # leave no app running behind
+            if not is_terminal(app.state):
+                r.cancel(app.app_handle)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_component_wait_logs_list(runner: Runner) -> None:
+    handle = runner.run_component("utils.echo", ["--msg", "hello local", "--num_replicas", "3"], "local_cwd")
+    assert handle.startswith("local_cwd://torchx/echo-")
+    status = runner.wait(handle, wait_interval=0.05)
+    assert status is not None and status.state == AppState.SUCCEEDED
+    assert [len(r.replicas) for r in status.roles] == [3]
+    for k in range(3):
+        assert list(runner.log_lines(handle, "echo", k)) == ["hello local\n"]
+    assert handle in [a.app_handle for a in runner.list("local_cwd")]
+    described = runner.describe(handle)
+    assert described is not None and described.roles[0].num_replicas == 3
+
+
+def test_status_from_a_fresh_runner_and_cancel(runner: Runner, local_root: Path) -> None:
+    app = AppDef(name="sleeper", roles=[Role(name="sleep", image="/", entrypoint="sleep", args=["60"], num_replicas=2)])
+    handle = runner.run(app, "local_cwd")
+    with get_runner(component_defaults={}) as other:
+        st = other.status(handle)
+        assert st is not None and st.state in (AppState.PENDING, AppState.RUNNING, AppState.SUBMITTED)
+        other.cancel(handle)
+        final = other.wait(handle, wait_interval=0.05, timeout=30)
+    assert final is not None and final.state == AppState.CANCELLED
+    runner.cancel(handle)  # idempotent on a finished app
+    runner.delete(handle)
+    assert runner.status(handle) is None
+
+
+def test_failed_replica_gives_failed_app(runner: Runner) -> None:
+    app = AppDef(name="fail", roles=[Role(name="f", image="/", entrypoint="sh", args=["-c", "echo oops >&2; exit 3"])])
+    handle = runner.run(app, "local_cwd")
+    st = runner.wait(handle, wait_interval=0.05, timeout=60)
+    assert st is not None and st.state == AppState.FAILED
+    assert "oops\n" in list(runner.log_lines(handle, "f", 0))
+
+
+def test_workspace_runs_in_a_copy_of_the_directory(runner: Runner, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.txt").write_text("from the workspace\n")
+    app = AppDef(name="ws", roles=[Role(name="cat", image="/", entrypoint="cat", args=["data.txt"])])
+    handle = runner.run(app, "local_cwd", workspace=str(ws))
+    st = runner.wait(handle, wait_interval=0.05, timeout=60)
+    assert st is not None and st.state == AppState.SUCCEEDED, st
+    assert list(runner.log_lines(handle, "cat", 0)) == ["from the workspace\n"]
+
+
+TRAIN = textwrap.dedent(
+    """
+    import os
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(64, 4, generator=g)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    losses = []
+    for step in range(60):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    # every rank holds the same weights after DDP's gradient all-reduce
+    w = model.module.weight.detach().clone()
+    ws = [torch.zeros_like(w) for _ in range(world)]
+    dist.all_gather(ws, w)
+    same = all(torch.allclose(w, o) for o in ws)
+    print(f"rank={rank} world_size={world} node={os.environ.get('TORCHX_REPLICA_IDX')}"
+          f" first_loss={losses[0]:.4f} last_loss={losses[-1]:.4f} in_sync={same}", flush=True)
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    app = ddp(script=str(script), j="2x2", rdzv_port=_free_port(), env={"OMP_NUM_THREADS": "1"})
+    handle = runner.run(app, "local_cwd")
+    st = runner.wait(handle, wait_interval=0.2, timeout=300)
+    logs = {k: "".join(runner.log_lines(handle, "train", k)) for k in range(2)}
+    assert st is not None and st.state == AppState.SUCCEEDED, (st, logs)
+    results = [line for text in logs.values() for line in text.splitlines() if "world_size=" in line]
+    assert len(results) == 4, logs
+    ranks = sorted(int(line.split("rank=")[1].split()[0]) for line in results)
+    assert ranks == [0, 1, 2, 3]
+    for line in results:
+        fields = dict(part.split("=") for part in line.split("]")[-1].split() if "=" in part)
+        assert fields["world_size"] == "4"
+        assert fields["in_sync"] == "True"
+        assert float(fields["last_loss"]) < float(fields["first_loss"]) / 10
+    assert parse_app_handle(handle).app_id.startswith("train-")
