@@ -392,6 +392,7 @@ class ContainerFactory:
             self.options.uses_kubernetes()
             or any(isinstance(m, VolumeMount) for m in self.role.mounts)
             or INSTANCE_TYPE_LABEL in self.role.resource.capabilities
+            or any(pod_overlay_settings(self.role))
         )
 
 
@@ -422,8 +423,46 @@ def apply_resources(
     return task
 
 
+_OVERLAY_SPEC_KEYS = frozenset({"nodeSelector", "tolerations"})
+
+
+def pod_overlay_settings(role: Role) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Node selector and tolerations from the role's kubernetes ``V1Pod`` overlay.
+
+    ``set_overlay(role, "kubernetes", "V1Pod", {"spec": {"nodeSelector": ..., "tolerations":
+    [...]}})`` is what the kubernetes scheduler reads; the same overlay reaches KFP tasks. Other
+    pod fields have no KFP equivalent and are logged as ignored.
+    """
+    from torchx_core.specs.overlays import apply_overlay, get_overlay
+
+    overlay = get_overlay(role, "kubernetes", "V1Pod")
+    if not overlay:
+        return {}, []
+    pod: dict[str, Any] = {}
+    apply_overlay(pod, overlay)
+    spec = pod.get("spec") or {}
+    ignored = sorted({*pod} - {"spec"} | {*spec} - _OVERLAY_SPEC_KEYS)
+    if ignored:
+        logger.warning(
+            "role %s: V1Pod overlay fields %s have no KFP equivalent and are ignored (KFP takes"
+            " %s)", role.name, ignored, sorted(_OVERLAY_SPEC_KEYS),
+        )
+    tolerations = []
+    for tol in spec.get("tolerations") or []:
+        tolerations.append(
+            {("toleration_seconds" if k == "tolerationSeconds" else k): v for k, v in tol.items()}
+        )
+    problems = _toleration_problems(tolerations)
+    if problems:
+        raise InvalidKfpOptionsError(f"role {role.name!r} V1Pod overlay: " + "; ".join(problems))
+    return _check_str_map("V1Pod overlay spec.nodeSelector", spec.get("nodeSelector") or {}), (
+        tolerations
+    )
+
+
 def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) -> None:
     kubernetes = import_optional("kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings")
+    overlay_selector, overlay_tolerations = pod_overlay_settings(role)
     for mount in role.mounts:
         if isinstance(mount, VolumeMount):
             if mount.read_only:
@@ -440,13 +479,13 @@ def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) ->
         kubernetes.use_secret_as_volume(task, secret_name=secret, mount_path=path)
     for secret, keys in opts.secret_env.items():
         kubernetes.use_secret_as_env(task, secret_name=secret, secret_key_to_env=dict(keys))
-    selector = dict(opts.node_selector)
+    selector = {**overlay_selector, **opts.node_selector}
     instance_type = role.resource.capabilities.get(INSTANCE_TYPE_LABEL)
     if instance_type is not None:
         selector.setdefault(INSTANCE_TYPE_LABEL, str(instance_type))
     for label, value in selector.items():
         kubernetes.add_node_selector(task, label_key=label, label_value=value)
-    for tol in opts.tolerations:
+    for tol in [*overlay_tolerations, *opts.tolerations]:
         kubernetes.add_toleration(task, **dict(tol))
     if opts.image_pull_secrets:
         kubernetes.set_image_pull_secrets(task, list(opts.image_pull_secrets))

@@ -357,3 +357,31 @@ def test_component_can_be_saved_and_reloaded(tmp_path: Path) -> None:
     container = reloaded.component_spec.implementation.container
     assert container.image == "ghcr.io/acme/train:1.0"
     assert container.env == [{"name": "LOG_LEVEL", "value": "INFO"}]
+
+
+def test_kubernetes_pod_overlay_reaches_the_task(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from torchx_core.specs.overlays import set_overlay
+
+    app = _app()
+    role = app.roles[0]
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": {"nodeSelector": {"zone": "a"}}})
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": {
+        "tolerations": [{"key": "spot", "operator": "Exists", "tolerationSeconds": 30}],
+        "hostNetwork": True,
+    }})
+
+    @dsl.pipeline(name="p")
+    def pipeline() -> None:
+        container_from_app(app, options=ContainerOptions(node_selector={"pool": "x"}))
+
+    with caplog.at_level("WARNING", logger="torchx_kfp.container"):
+        _, platform = compile_pipeline(pipeline, tmp_path)
+    assert platform is not None
+    (executor,) = platform["deploymentSpec"]["executors"].values()
+    assert executor["nodeSelector"]["labels"] == {"zone": "a", "pool": "x"}
+    assert executor["tolerations"] == [
+        {"key": "spot", "operator": "Exists", "tolerationSeconds": "30"}
+    ]
+    assert "['hostNetwork']" in caplog.text
