@@ -61,7 +61,7 @@ def wait(sched: SlurmScheduler, app_id: str, until: Callable[[DescribeAppRespons
         if nudge:
             # Slurm holds a requeued job back (~2 min on 22.05); start it now
             subprocess.run(["scontrol", "update", f"JobId={app_id}", "StartTime=now"],
-                           capture_output=True)
+                           capture_output=True, check=False)
         time.sleep(0.5)
     raise AssertionError(f"job {app_id} did not get there within {timeout}s; last: {last}")
 

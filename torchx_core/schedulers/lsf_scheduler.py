@@ -62,8 +62,8 @@ from torchx_core.specs import (
 from torchx_core.specs.errors import UnknownAppException
 
 __all__ = [
-    "LSF_STATES",
     "BJOBS_FIELDS",
+    "LSF_STATES",
     "LsfBsubRequest",
     "LsfJob",
     "LsfJobRecord",

@@ -139,11 +139,10 @@ def run() -> int:
             j["stat"], j["host"] = "RUN", "hostB"
     procs = []
     for j in pending:
-        out = open(j["out"] or os.devnull, "a")
         env = {**os.environ, "LSB_JOBID": j["id"], "LSB_JOBNAME": j["name"]}
-        procs.append((j, subprocess.Popen(["/bin/sh", "-c", j["command"]], cwd=j["cwd"], env=env,
-                                          stdout=out, stderr=subprocess.STDOUT)))
-        out.close()
+        with open(j["out"] or os.devnull, "a") as out:
+            procs.append((j, subprocess.Popen(["/bin/sh", "-c", j["command"]], cwd=j["cwd"],
+                                              env=env, stdout=out, stderr=subprocess.STDOUT)))
     for j, p in procs:
         rc = p.wait(timeout=60)
         with table() as t:

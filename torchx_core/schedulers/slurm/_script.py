@@ -226,10 +226,10 @@ class SlurmBatchRequest:
             "set +e",
             self._srun_line(),
             "exitcode=$?",
-            'echo "torchx: job ${SLURM_JOB_ID} run ${SLURM_RESTART_COUNT:-0} exited with code'
-            ' ${exitcode}"',
-            'if [ "${exitcode}" -ne 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt'
-            ' "${TORCHX_MAX_RETRIES}" ]; then',
+            ('echo "torchx: job ${SLURM_JOB_ID} run ${SLURM_RESTART_COUNT:-0} exited with code'
+             ' ${exitcode}"'),
+            ('if [ "${exitcode}" -ne 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt'
+             ' "${TORCHX_MAX_RETRIES}" ]; then'),
             '    echo "torchx: requeueing job ${SLURM_JOB_ID}"',
             '    scontrol requeue "${SLURM_JOB_ID}"',
             "fi",
