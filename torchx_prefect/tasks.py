@@ -203,7 +203,7 @@ class _Session:
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
     """Prefect ``retry_condition_fn``: never retry a task whose arguments are invalid."""
     try:
-        state.result(raise_on_failure=True)
+        state.result(raise_on_failure=True, _sync=True)  # type: ignore[call-arg]  # async_dispatch flag
     except InvalidTaskArgumentError:
         return False
     except BaseException:  # noqa: BLE001 - any other failure is retryable

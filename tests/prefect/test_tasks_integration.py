@@ -1,0 +1,521 @@
+"""torchx_prefect tasks on a real Prefect server (prefect_test_harness) with real local apps.
+
+Every app runs on the local scheduler under a per-session temporary root; each test checks that
+no app process (supervisor, replica or replica child) is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchx_core.runner import get_runner
+from torchx_core.specs import AppDef, AppState, Role
+
+pytestmark = [pytest.mark.integration, pytest.mark.prefect]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "prefect" / "pipeline.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures and helpers
+
+
+@pytest.fixture(scope="session")
+def local_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private local-scheduler root for the session (TORCHX_LOCAL_ROOT)."""
+    root = tmp_path_factory.mktemp("torchx-local")
+    saved = os.environ.get("TORCHX_LOCAL_ROOT")
+    os.environ["TORCHX_LOCAL_ROOT"] = str(root)
+    try:
+        yield root
+    finally:
+        with get_runner() as runner:  # never leave an app running, whatever a test did
+            for app in runner.list("local_cwd"):
+                if not AppState(app.state) in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
+                    runner.cancel(app.app_handle)
+        if saved is None:
+            os.environ.pop("TORCHX_LOCAL_ROOT", None)
+        else:
+            os.environ["TORCHX_LOCAL_ROOT"] = saved
+
+
+@pytest.fixture
+def env(prefect_server: None, local_root: Path) -> Iterator[Path]:
+    """A real Prefect API and a local-scheduler root; asserts no app process is left after the test."""
+    yield local_root
+    leftovers = wait_no_app_processes(local_root)
+    assert leftovers == [], f"app processes left behind: {leftovers}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def app_processes(root: Path) -> list[tuple[int, str]]:
+    """Live supervisors (from status files) and replicas/children (by TORCHX_APP_ID) under root."""
+    import json
+
+    app_ids = {d.name for d in root.iterdir() if d.is_dir()}
+    found: list[tuple[int, str]] = []
+    for d in root.iterdir():
+        try:
+            status = json.loads((d / "status.json").read_text())
+        except (OSError, ValueError):
+            continue
+        pid = int(status.get("sup_pid") or 0)
+        if pid and pid != os.getpid() and _alive(pid):
+            found.append((pid, f"supervisor of {d.name}"))
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in environ:
+            if item.startswith(b"TORCHX_APP_ID=") and item[14:].decode() in app_ids:
+                if _alive(int(proc.name)):
+                    found.append((int(proc.name), item.decode()))
+                break
+    return found
+
+
+def wait_no_app_processes(root: Path, timeout: float = 60.0) -> list[tuple[int, str]]:
+    """Waits (bounded) for every app process under root to exit; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    while (left := app_processes(root)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def py_app(name: str, code: str, replicas: int = 1, max_retries: int = 0) -> AppDef:
+    return AppDef(
+        name=name,
+        roles=[
+            Role(
+                name="worker",
+                image=str(REPO),
+                entrypoint=sys.executable,
+                args=["-u", "-c", code],
+                num_replicas=replicas,
+                max_retries=max_retries,
+            )
+        ],
+    )
+
+
+def sleeper(name: str = "sleeper", seconds: int = 300) -> AppDef:
+    # the replica also starts a child, to check that whole process groups are stopped
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({seconds})'])\n"
+        "print('sleeping', flush=True)\n"
+        f"time.sleep({seconds})\n"
+    )
+    return py_app(name, code)
+
+
+def flow_run_logs(flow_run_id: Any) -> list[str]:
+    from prefect import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return [log.message for log in logs]
+
+
+def task_runs(flow_run_id: Any) -> list[Any]:
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        return client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+
+
+def artifacts_of(task_run_id: Any) -> list[Any]:
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterTaskRunId
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(task_run_id=ArtifactFilterTaskRunId(any_=[task_run_id]))
+        )
+
+
+def apps_named(prefix: str) -> list[Any]:
+    with get_runner() as runner:
+        return [a for a in runner.list("local_cwd") if a.app_id.startswith(prefix)]
+
+
+# ---------------------------------------------------------------------------------------------
+# success: result, artifacts, logs, labels (sync and async)
+
+
+def _check_success(state: Any, marker: str) -> None:
+    from prefect import get_client
+
+    from torchx_prefect import AppResult
+
+    assert state.is_completed(), state
+    result = state.result()
+    assert isinstance(result, AppResult)
+    assert result.state == AppState.SUCCEEDED and not result.reattached
+    assert result.ui_url and result.ui_url.startswith("file://")
+    flow_run_id = state.state_details.flow_run_id
+
+    # the replica's output is in the run's logs
+    logs = flow_run_logs(flow_run_id)
+    assert any(f"[worker/0] {marker}" in m for m in logs), logs
+    assert any(f"[worker/1] {marker}" in m for m in logs), logs
+
+    # artifacts read back through the Prefect client
+    (tr,) = task_runs(flow_run_id)
+    arts = {a.key: a for a in artifacts_of(tr.id)}
+    status_key = f"torchx-{result.app_name}-status"
+    assert status_key in arts and arts[status_key].type == "markdown"
+    md = arts[status_key].data
+    assert "**State:** SUCCEEDED" in md and result.app_handle in md
+    assert md.count("| worker |") == 2
+    ui = arts[f"torchx-{result.app_name}-ui"]
+    assert ui.type == "markdown" and result.ui_url in ui.data  # link artifacts are markdown
+
+    # the handle was persisted on the flow run before waiting
+    with get_client(sync_client=True) as client:
+        labels = client.read_flow_run(flow_run_id).labels
+    assert result.app_handle in labels.values()
+
+
+def test_sync_task_success_result_artifacts_and_logs(env: Path) -> None:
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    marker = f"hello-{uuid.uuid4().hex[:8]}"
+
+    @flow
+    def f() -> Any:
+        return run_app_sync(py_app("hello", f"print('{marker}')", replicas=2), poll_interval=0.2)
+
+    _check_success(f(return_state=True), marker)
+
+
+def test_async_task_success_result_artifacts_and_logs(env: Path) -> None:
+    from prefect import flow
+
+    from torchx_prefect import run_app
+
+    marker = f"hello-async-{uuid.uuid4().hex[:8]}"
+
+    @flow
+    async def f() -> Any:
+        return await run_app(py_app("hello", f"print('{marker}')", replicas=2), poll_interval=0.2)
+
+    _check_success(asyncio.run(f(return_state=True)), marker)
+
+
+# ---------------------------------------------------------------------------------------------
+# failure: typed error, log tail, retries submit a new app each time
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_failed_app_fails_the_task_and_retries_resubmit(env: Path, flavour: str) -> None:
+    from prefect import flow
+
+    from torchx_prefect import AppFailedError, run_app, run_app_sync
+
+    name = f"boom{flavour}"
+    app = py_app(name, "import sys; print('about to fail', flush=True); sys.exit(3)")
+
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(retries=1)(app, poll_interval=0.2, log_tail_lines=5)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(retries=1)(app, poll_interval=0.2, log_tail_lines=5)
+
+        state = asyncio.run(f(return_state=True))
+
+    assert state.is_failed()
+    with pytest.raises(AppFailedError) as info:
+        state.result()
+    err = info.value
+    assert err.status is not None and err.status.state == AppState.FAILED
+    assert "exit" in str(err) and "code 3" in str(err)
+    assert "[worker/0] about to fail" in err.log_tail
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.state.is_failed() and tr.run_count == 2
+    # one retry = a second, fresh submission (the first app had ended); both failed
+    apps = apps_named(err.app_handle.split("/")[-1].rsplit("-", 1)[0])
+    assert len(apps) == 2 and {AppState(a.state) for a in apps} == {AppState.FAILED}
+
+
+def test_invalid_arguments_are_not_retried(env: Path) -> None:
+    from prefect import flow
+
+    from torchx_prefect import InvalidTaskArgumentError, run_app_sync
+
+    @flow
+    def f() -> Any:
+        return run_app_sync.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
+
+    state = f(return_state=True)
+    with pytest.raises(InvalidTaskArgumentError, match="poll_interval"):
+        state.result()
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.run_count == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# a retried task reattaches to the app that is still running
+
+
+class BlipOnce:
+    """Wraps a real Runner; the first status read after submission raises (a network blip)."""
+
+    def __init__(self, runner: Any, blips: list[int]) -> None:
+        self._runner = runner
+        self._blips = blips
+
+    def status(self, handle: str) -> Any:
+        if not self._blips:
+            self._blips.append(1)
+            raise ConnectionError("scheduler API blip")
+        return self._runner.status(handle)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_retry_reattaches_instead_of_submitting_twice(
+    env: Path, flavour: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect import flow
+
+    import torchx_prefect.tasks as tasks
+    from torchx_prefect import run_app, run_app_sync
+
+    blips: list[int] = []
+    monkeypatch.setattr(tasks, "_new_runner", lambda: BlipOnce(get_runner(), blips))
+    name = f"reattach{flavour}"
+    app = py_app(name, "import time; time.sleep(2); print('finished once', flush=True)")
+
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(retries=1)(app, poll_interval=0.2)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(retries=1)(app, poll_interval=0.2)
+
+        state = asyncio.run(f(return_state=True))
+
+    assert state.is_completed(), state
+    result = state.result()
+    assert result.reattached and result.state == AppState.SUCCEEDED
+    assert [a.app_handle for a in apps_named(name)] == [result.app_handle]
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.run_count == 2
+    logs = flow_run_logs(state.state_details.flow_run_id)
+    assert any("leaving TorchX app" in m for m in logs)
+    assert any("Reattached to running TorchX app" in m for m in logs)
+
+
+# ---------------------------------------------------------------------------------------------
+# stopping: task timeout, app cancelled from outside, flow cancellation
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
+    from prefect import flow
+
+    from torchx_prefect import run_app, run_app_sync
+
+    name = f"timeout{flavour}"
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(timeout_seconds=4)(sleeper(name), poll_interval=0.2)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(timeout_seconds=4)(sleeper(name), poll_interval=0.2)
+
+        state = asyncio.run(f(return_state=True))
+
+    assert state.is_failed()
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.state.name == "TimedOut"
+    (app,) = apps_named(name)
+    with get_runner() as runner:
+        status = runner.status(app.app_handle)
+    assert status is not None and status.state == AppState.CANCELLED
+    assert wait_no_app_processes(env) == []
+
+
+def test_app_cancelled_outside_gives_a_cancelled_task(env: Path) -> None:
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    name = "extcancel"
+
+    def cancel_when_running() -> None:
+        deadline = time.monotonic() + 120
+        with get_runner() as runner:
+            while time.monotonic() < deadline:
+                apps = [a for a in runner.list("local_cwd") if a.app_id.startswith(name)]
+                if apps and AppState(apps[0].state) == AppState.RUNNING:
+                    runner.cancel(apps[0].app_handle)
+                    return
+                time.sleep(0.1)
+
+    canceller = threading.Thread(target=cancel_when_running, daemon=True)
+    canceller.start()
+
+    @flow
+    def f() -> Any:
+        return run_app_sync(sleeper(name), poll_interval=0.2)
+
+    state = f(return_state=True)
+    canceller.join(10)
+    assert state.is_cancelled(), state
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.state.is_cancelled() and tr.run_count == 1
+
+
+@pytest.mark.filterwarnings("ignore:Runner.execute_flow_run has been deprecated")
+def test_flow_cancellation_cancels_the_app(env: Path) -> None:
+    """Cancel a deployed flow run through the API; the Prefect runner stops it, the task's cleanup
+    and the flow's on_cancellation hook cancel the running app."""
+    from prefect import get_client
+    from prefect.flows import load_flow_from_entrypoint
+    from prefect.runner import Runner
+    from prefect.states import Cancelling
+
+    flow_obj = load_flow_from_entrypoint(f"{EXAMPLE}:torchx_pipeline")
+    tag = uuid.uuid4().hex[:8]
+
+    async def scenario() -> tuple[Any, str]:
+        runner = Runner(query_seconds=1)
+        async with runner, get_client() as client:
+            deployment_id = await runner.aadd_flow(flow_obj, name=f"cancel-{tag}")
+            fr = await client.create_flow_run_from_deployment(
+                deployment_id,
+                parameters={"message": tag, "train_seconds": 600, "poll_interval": 0.3},
+            )
+            execution = asyncio.create_task(runner.execute_flow_run(fr.id))
+            handle = await _wait_for_running_app(client, fr.id, "train", execution)
+            await client.set_flow_run_state(fr.id, Cancelling(), force=True)
+            await asyncio.wait_for(execution, 180)
+            final = await _wait_for_final_state(client, fr.id)
+            return final, handle
+
+    final, handle = asyncio.run(scenario())
+    assert final.is_cancelled(), final
+    with get_runner() as runner:
+        status = runner.status(handle)
+    assert status is not None and status.state == AppState.CANCELLED
+    assert wait_no_app_processes(env) == []
+
+
+async def _wait_for_running_app(client: Any, flow_run_id: Any, step: str, execution: Any) -> str:
+    with get_runner() as runner:
+        for _ in range(1200):
+            assert not execution.done(), "the flow run ended before its app started"
+            run = await client.read_flow_run(flow_run_id)
+            handles = [v for k, v in run.labels.items() if k.startswith("torchx.app.") and step in v]
+            if handles:
+                status = await asyncio.to_thread(runner.status, handles[0])
+                if status is not None and status.state == AppState.RUNNING:
+                    return handles[0]
+            await asyncio.sleep(0.25)
+    raise AssertionError(f"no running {step!r} app recorded on flow run {flow_run_id}")
+
+
+async def _wait_for_final_state(client: Any, flow_run_id: Any) -> Any:
+    for _ in range(600):
+        run = await client.read_flow_run(flow_run_id)
+        if run.state is not None and run.state.is_final():
+            return run.state
+        await asyncio.sleep(0.2)
+    return run.state
+
+
+# ---------------------------------------------------------------------------------------------
+# the flow hook on its own, and the example
+
+
+def test_cancel_flow_apps_hook_cancels_recorded_apps(env: Path) -> None:
+    from types import SimpleNamespace
+
+    from prefect import flow, get_client
+
+    from torchx_prefect import cancel_flow_apps
+
+    @flow
+    def record() -> Any:
+        from prefect.runtime import flow_run
+
+        with get_runner() as runner:
+            handle = runner.run(sleeper("hooked"), "local_cwd")
+        with get_client(sync_client=True) as client:
+            client.update_flow_run_labels(flow_run.id, {"torchx.app.manual": handle})
+        return handle
+
+    state = record(return_state=True)
+    handle = state.result()
+    flow_run = SimpleNamespace(id=state.state_details.flow_run_id, labels={})
+    assert cancel_flow_apps(None, flow_run, state) == [handle]
+    with get_runner() as runner:
+        assert runner.wait(handle, wait_interval=0.2).state == AppState.CANCELLED
+    # idempotent: the app is already cancelled
+    assert cancel_flow_apps(None, flow_run, state) == [handle]
+
+
+def test_example_pipeline_runs_end_to_end(env: Path) -> None:
+    from prefect.flows import load_flow_from_entrypoint
+
+    pipeline = load_flow_from_entrypoint(f"{EXAMPLE}:torchx_pipeline")
+    tag = uuid.uuid4().hex[:8]
+    state = pipeline(message=tag, train_seconds=0.5, poll_interval=0.2, return_state=True)
+    assert state.is_completed(), state
+    out = state.result()
+    assert out["state"] == "SUCCEEDED"
+    with get_runner() as runner:
+        for key in ("prepare", "train"):
+            st = runner.status(out[key])
+            assert st is not None and st.state == AppState.SUCCEEDED
+    logs = flow_run_logs(state.state_details.flow_run_id)
+    assert any(f"[prepare/0] preparing data for {tag}" in m for m in logs)
+    assert any(f"[train/1] replica 1 done: {tag}" in m for m in logs)
