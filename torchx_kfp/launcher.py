@@ -67,8 +67,8 @@ def torchx_launcher(
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     pass_resources: bool = False,
-    task_config: dsl.TaskConfig = None,  # KFP fills it; None outside KFP
-) -> NamedTuple(  # type: ignore[misc]
+    task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
+) -> NamedTuple(  # type: ignore[misc,valid-type] # KFP's functional output syntax
     "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
 ):
     """Runs a TorchX app through the Runner and waits for it (KFP launcher step).
@@ -107,7 +107,9 @@ def torchx_launcher(
         unknown_state_timeout=unknown_state_timeout,
         resources=resources,
     )
-    outputs = collections.namedtuple("Outputs", ["app_handle", "state", "status_json", "ui_url"])
+    outputs = collections.namedtuple(
+        "outputs", ["app_handle", "state", "status_json", "ui_url"]
+    )
     return outputs(result.app_handle, result.state, result.status_json, result.ui_url)
 
 
@@ -115,7 +117,7 @@ def torchx_cancel_job_apps(
     job_id: str,
     scheduler: str = "local_cwd",
     cfg: Optional[dict] = None,  # noqa: UP045 - KFP needs typing.Optional
-    final_status: dsl.PipelineTaskFinalStatus = None,  # KFP fills it in exit handlers
+    final_status: dsl.PipelineTaskFinalStatus = None,  # type: ignore[name-defined] # KFP fills it
 ) -> list:
     """Cancels the unfinished apps of this pipeline job's launcher steps (KFP exit handler).
 

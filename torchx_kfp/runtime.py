@@ -458,7 +458,7 @@ class Launcher:
     def _install_signal_handlers(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
+        previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, _raise_terminated)
         return previous
