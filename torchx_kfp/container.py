@@ -28,8 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from torchx_core.specs import AppDef, BindMount, DeviceMount, Resource, Role, VolumeMount, macros
-from torchx_core.specs.errors import import_optional
+from torchx_core.specs import (
+    AppDef,
+    BindMount,
+    DeviceMount,
+    Resource,
+    Role,
+    VolumeMount,
+    import_optional,
+    macros,
+)
 from torchx_kfp.errors import InvalidKfpOptionsError, UnsupportedAppError
 
 if TYPE_CHECKING:

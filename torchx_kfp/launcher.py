@@ -32,8 +32,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from torchx_core.specs import AppDef
-from torchx_core.specs.errors import import_optional
+from torchx_core.specs import AppDef, import_optional
 from torchx_kfp.errors import InvalidKfpOptionsError
 
 __all__ = [
