@@ -17,8 +17,6 @@ builders and the other submodules load on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torchx_core.specs.api import *  # noqa: F403 - the public API, listed in api.__all__
 from torchx_core.specs.api import __all__ as _api_all
 
@@ -34,7 +32,7 @@ _LAZY: dict[str, str] = {
 __all__ = [*_api_all, *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

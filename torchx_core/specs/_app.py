@@ -7,12 +7,8 @@ Pure data: nothing here does I/O at import time.
 from __future__ import annotations
 
 import copy
-import logging
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from pathlib import Path
-from string import Template
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchx_core.specs.errors import (
     InvalidMountError,
@@ -20,10 +16,12 @@ from torchx_core.specs.errors import (
     InvalidWorkspaceError,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
-    from torchx_core.specs._status import AppDryRunInfo
+    from pathlib import Path
+    from typing import Any
 
-logger: logging.Logger = logging.getLogger(__name__)
+    from torchx_core.specs._status import AppDryRunInfo
 
 # sentinel value used to represent missing string attributes, such as image or entrypoint
 MISSING: str = "<MISSING>"
@@ -57,9 +55,10 @@ class Resource:
     tags: dict[str, object] = field(default_factory=dict)
 
     # Set by the named-resource registry on the instances it creates. Plain instance
-    # attributes (not dataclass fields) so that repr and equality stay TorchX-compatible.
-    _resource_name: ClassVar[str | None] = None
-    _fractional: ClassVar[bool] = False
+    # attributes (not dataclass fields: no annotation) so that repr and equality stay
+    # TorchX-compatible.
+    _resource_name = None
+    _fractional = False
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
@@ -372,6 +371,7 @@ class Workspace:
             InvalidWorkspaceError: a project path does not exist
         """
         import shutil
+        from pathlib import Path
 
         out = Path(outdir)
         for src, dst in self.projects.items():
@@ -486,6 +486,8 @@ class macros:
 
         def substitute(self, arg: str) -> str:
             """Substitutes macro placeholders in ``arg`` (``$$`` escapes a literal ``$``)."""
+            from string import Template
+
             return Template(arg).safe_substitute(**self.to_dict())
 
         def to_dict(self) -> dict[str, Any]:
@@ -560,7 +562,8 @@ class Role:
     base_image: str | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     # Airflow renders these (and recurses into nested objects that declare template_fields).
-    template_fields: ClassVar[tuple[str, ...]] = ("args", "env", "image", "entrypoint", "metadata")
+    # No annotation on purpose: a plain class attribute, not a dataclass field.
+    template_fields = ("args", "env", "image", "entrypoint", "metadata")
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname in _OVERRIDABLE:
@@ -597,7 +600,8 @@ class AppDef:
     roles: list[Role] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
 
-    template_fields: ClassVar[tuple[str, ...]] = ("name", "roles", "metadata")
+    # plain class attribute (not a dataclass field); see Role.template_fields
+    template_fields = ("name", "roles", "metadata")
 
     def to_dict(self) -> dict[str, Any]:
         """Returns a JSON-compatible dict that :py:meth:`from_dict` turns back into an equal AppDef.

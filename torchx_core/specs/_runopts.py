@@ -5,14 +5,11 @@ Private module; the public path is :mod:`torchx_core.specs.api` (and :mod:`torch
 
 from __future__ import annotations
 
-import json
-import logging
 import re
+import sys
 import types
-import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
 
 from torchx_core.specs.errors import (
     InvalidRunConfigException,
@@ -20,7 +17,35 @@ from torchx_core.specs.errors import (
     did_you_mean,
 )
 
-logger: logging.Logger = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
+if TYPE_CHECKING:
+    import logging
+    from collections.abc import Iterator
+    from typing import Any
+
+
+def _logger() -> logging.Logger:
+    import logging  # imported on first use: logging costs import time
+
+    return logging.getLogger(__name__)
+
+
+def _origin(tp: Any) -> Any:
+    """``typing.get_origin`` for the types run options use, without importing typing."""
+    if isinstance(tp, types.UnionType):
+        return types.UnionType
+    return getattr(tp, "__origin__", None)
+
+
+def _args(tp: Any) -> tuple[Any, ...]:
+    return tuple(getattr(tp, "__args__", ()))
+
+
+def _is_union(origin: Any) -> bool:
+    if origin is types.UnionType:
+        return True
+    typing_mod = sys.modules.get("typing")  # typing.Union only exists once typing is loaded
+    return typing_mod is not None and origin is typing_mod.Union
 
 CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
 
@@ -40,15 +65,14 @@ def _to_camel(name: str) -> str:
 
 def get_type_name(tp: Any) -> str:
     """Returns a readable name for a run option type (``int``, ``list[str]``, ...)."""
-    if typing.get_origin(tp) is None and hasattr(tp, "__name__"):
+    if _origin(tp) is None and hasattr(tp, "__name__"):
         return tp.__name__
     return str(tp).replace("typing.", "")
 
 
 def _unwrap_optional(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin is Union or origin is types.UnionType:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if _is_union(_origin(tp)):
+        args = [a for a in _args(tp) if a is not type(None)]
         if len(args) == 1:
             return args[0]
     return tp
@@ -56,12 +80,12 @@ def _unwrap_optional(tp: Any) -> Any:
 
 def _is_list_of_str(tp: Any) -> bool:
     tp = _unwrap_optional(tp)
-    return typing.get_origin(tp) is list or tp is list
+    return _origin(tp) is list or tp is list
 
 
 def _is_dict_of_str(tp: Any) -> bool:
     tp = _unwrap_optional(tp)
-    return typing.get_origin(tp) is dict or tp is dict
+    return _origin(tp) is dict or tp is dict
 
 
 def _split_items(value: str) -> list[str]:
@@ -203,14 +227,14 @@ class runopts:
     @staticmethod
     def is_type(obj: CfgVal, tp: type[CfgVal]) -> bool:
         """Like ``isinstance()`` but supports generic types (e.g. ``list[str]``)."""
-        origin = typing.get_origin(tp)
+        origin = _origin(tp)
         if origin is None:
             try:
                 return isinstance(obj, tp)
             except TypeError:
                 return False
-        args = typing.get_args(tp)
-        if origin is Union or origin is types.UnionType:
+        args = _args(tp)
+        if _is_union(origin):
             return any(runopts.is_type(obj, a) for a in args)
         if origin is list:
             return isinstance(obj, list) and all(
@@ -325,7 +349,7 @@ class runopts:
             if strict:
                 problems.append((str(key), self._unknown_msg(str(key))))
             else:
-                logger.warning("%s; passing it through unchecked", self._unknown_msg(str(key)))
+                _logger().warning("%s; passing it through unchecked", self._unknown_msg(str(key)))
                 resolved[key] = val
         if problems:
             raise InvalidRunConfigException("; ".join(p for _, p in problems), problems[0][0], cfg)
@@ -353,7 +377,7 @@ class runopts:
         for key, raw in _split_cfg_str(cfg_str).items():
             canon = self._canonical(key)
             if canon is None:
-                logger.warning("%s; ignoring it", self._unknown_msg(key))
+                _logger().warning("%s; ignoring it", self._unknown_msg(key))
                 continue
             try:
                 cfg[canon] = _cast(self._opts[canon].opt_type, raw, canon)
@@ -373,6 +397,8 @@ class runopts:
             InvalidRunConfigException: not a JSON object, or a value has the wrong type
         """
         try:
+            import json
+
             data = json.loads(json_repr)
         except (TypeError, ValueError) as e:
             raise InvalidRunConfigException(
@@ -392,7 +418,7 @@ class runopts:
         for key, val in data.items():
             canon = self._canonical(key)
             if canon is None:
-                logger.warning("%s; ignoring it", self._unknown_msg(key))
+                _logger().warning("%s; ignoring it", self._unknown_msg(key))
                 continue
             try:
                 cfg[canon] = self._coerce_json(canon, val)

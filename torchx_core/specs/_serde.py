@@ -14,10 +14,7 @@ fails loudly on metadata that is not JSON-compatible.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
-from typing import Any
 
 from torchx_core.specs._app import (
     AppDef,
@@ -32,12 +29,16 @@ from torchx_core.specs._app import (
 from torchx_core.specs._status import AppState, AppStatus, ReplicaStatus, RoleStatus
 from torchx_core.specs.errors import AppDefSerializationError
 
-logger: logging.Logger = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT_VERSION = 1
 
 
 def _jsonable(value: Any) -> bool:
+    import json
+
     try:
         json.dumps(value)
     except (TypeError, ValueError):
@@ -232,6 +233,8 @@ def appdef_from_dict(data: Mapping[str, Any]) -> AppDef:
 
 def appdef_to_json(app: AppDef) -> str:
     """Returns the JSON string of :py:func:`appdef_to_dict`."""
+    import json
+
     return json.dumps(appdef_to_dict(app))
 
 
@@ -242,6 +245,8 @@ def appdef_from_json(text: str) -> AppDef:
         AppDefSerializationError: not valid JSON or not a valid AppDef dict
     """
     try:
+        import json
+
         data = json.loads(text)
     except (TypeError, ValueError) as e:
         raise AppDefSerializationError(f"AppDef JSON is not valid JSON: {e}") from None

@@ -5,20 +5,23 @@ Private module; the public path is :mod:`torchx_core.specs.api` (and :mod:`torch
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping
+import types
+from collections import namedtuple
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from torchx_core.specs._app import NONE
 from torchx_core.specs.errors import AppStatusError, MalformedAppHandleException
 
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, Generic, NamedTuple, TypeVar
+
     from torchx_core.specs._app import AppDef
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 
 class AppState(int, Enum):
@@ -119,6 +122,8 @@ def _yaml_scalar(value: Any) -> str:
         return str(value)
     text = str(value)
     if text == "" or text.strip() != text or any(c in text for c in ":#\n'\"{}[]"):
+        import json
+
         return json.dumps(text)
     return text
 
@@ -239,7 +244,7 @@ class AppStatus:
         return "\n".join(lines)
 
 
-class AppDryRunInfo(Generic[T]):
+class AppDryRunInfo:  # Generic[T] for type checkers (see the stub below)
     """Returned by ``Scheduler.submit_dryrun``.
 
     Wraps the scheduler request that would have been submitted. ``print(info)`` yields a
@@ -249,6 +254,9 @@ class AppDryRunInfo(Generic[T]):
         request: the scheduler request
         fmt: formats the request for humans
     """
+
+    # AppDryRunInfo[T] works at run time without importing typing
+    __class_getitem__ = classmethod(types.GenericAlias)
 
     def __init__(self, request: T, fmt: Callable[[T], str]) -> None:
         self.request = request
@@ -270,12 +278,19 @@ AppHandle = str
 _HANDLE_RE = re.compile(r"^(?P<scheduler_backend>[A-Za-z0-9_.\-]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)$", re.S)
 
 
-class ParsedAppHandle(NamedTuple):
-    """Parsed components of an AppHandle."""
+if TYPE_CHECKING:
 
-    scheduler_backend: str
-    session_name: str
-    app_id: str
+    class ParsedAppHandle(NamedTuple):
+        """Parsed components of an AppHandle."""
+
+        scheduler_backend: str
+        session_name: str
+        app_id: str
+
+else:
+    ParsedAppHandle = namedtuple("ParsedAppHandle", ["scheduler_backend", "session_name", "app_id"])
+    ParsedAppHandle.__doc__ = "Parsed components of an AppHandle."
+    ParsedAppHandle.__module__ = __name__
 
 
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:

@@ -28,11 +28,11 @@ Messages say what was given, what is valid and how to fix it.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
     from torchx_core.specs._status import AppStatus
 
 __all__ = [
@@ -67,6 +67,8 @@ def did_you_mean(given: str, valid: Iterable[str], *, n: int = 3) -> str:
         valid: the valid names
         n: maximum number of suggestions
     """
+    import difflib
+
     matches = difflib.get_close_matches(str(given), [str(v) for v in valid], n=n, cutoff=0.6)
     if not matches:
         return ""

@@ -6,11 +6,8 @@ Re-exported as ``torchx_core.schedulers.api.StructuredOpts`` (TorchX's public pa
 from __future__ import annotations
 
 import dataclasses
-import logging
-import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from torchx_core.specs._runopts import (
     CfgVal,
@@ -23,12 +20,16 @@ from torchx_core.specs._runopts import (
 )
 from torchx_core.specs.errors import InvalidRunConfigException, RunOptDefinitionError, did_you_mean
 
-logger: logging.Logger = logging.getLogger(__name__)
+TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, TypeVar
 
-_Self = TypeVar("_Self", bound="StructuredOpts")
+    _Self = TypeVar("_Self", bound="StructuredOpts")
+
 _CACHE_ATTR = "_torchx_structured_fields"
 
-_SIMPLE_TYPES: dict[str, Any] = {
+_SIMPLE_TYPES: dict[str, object] = {
     "str": str,
     "int": int,
     "float": float,
@@ -87,6 +88,8 @@ def _field_docstrings(cls: type) -> dict[str, str]:
 
 
 def _resolve_hints(cls: type) -> dict[str, Any]:
+    import typing  # on first use only
+
     try:
         return typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable forward refs: fall back per field below

@@ -1,0 +1,75 @@
+"""Import cost of ``torchx_core.specs`` vs TorchX 0.7.0's ``torchx.specs``.
+
+Creates (on first run) a separate venv under ``.bench/torchx070`` holding ``torchx==0.7.0``
+from PyPI, then times fresh interpreters:
+
+* ``python -c "import torchx.specs"``        (TorchX 0.7.0 venv)
+* ``python -c "import torchx_core.specs"``   (our .venv)
+* ``python -c "pass"``                        (each interpreter's start-up, subtracted for "net")
+
+and the ``-X importtime`` cumulative time of the top-level package. Prints best/median of N runs
+and the ratios. Target: ours >= 3x faster.
+
+usage: .venv/bin/python benchmarks/bench_import_specs.py [N]
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _baseline import OUR_PYTHON, REPO, time_command, torchx070_python  # noqa: E402
+
+
+def importtime_us(py: Path, module: str, n: int) -> int:
+    """Best ``-X importtime`` cumulative microseconds of ``module`` over n runs."""
+    best: int | None = None
+    for _ in range(n):
+        out = subprocess.run(
+            [str(py), "-X", "importtime", "-c", f"import {module}"],
+            capture_output=True, text=True, check=True, cwd=REPO,
+        )
+        for line in out.stderr.splitlines():
+            m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S+)$", line.rstrip())
+            if m and m.group(2) == module:
+                value = int(m.group(1))
+                best = value if best is None else min(best, value)
+    if best is None:
+        raise RuntimeError(f"{module} not found in -X importtime output of {py}")
+    return best
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    theirs_py = torchx070_python()
+    ours_py = OUR_PYTHON
+    rows: dict[str, tuple[float, float]] = {}
+    rows["torchx 0.7.0: import torchx.specs"] = time_command([str(theirs_py), "-c", "import torchx.specs"], n)
+    rows["torchx-suite: import torchx_core.specs"] = time_command([str(ours_py), "-c", "import torchx_core.specs"], n)
+    rows["torchx 0.7.0 venv: python -c pass"] = time_command([str(theirs_py), "-c", "pass"], n)
+    rows["torchx-suite venv: python -c pass"] = time_command([str(ours_py), "-c", "pass"], n)
+    print(f"fresh interpreter runs, best of {n} (median in brackets):")
+    for label, (best, median) in rows.items():
+        print(f"  {label:<42} {best * 1000:8.1f} ms  ({median * 1000:.1f} ms)")
+    theirs = rows["torchx 0.7.0: import torchx.specs"][0]
+    ours = rows["torchx-suite: import torchx_core.specs"][0]
+    theirs_net = theirs - rows["torchx 0.7.0 venv: python -c pass"][0]
+    ours_net = ours - rows["torchx-suite venv: python -c pass"][0]
+    it_theirs = importtime_us(theirs_py, "torchx.specs", max(3, n // 4))
+    it_ours = importtime_us(ours_py, "torchx_core.specs", max(3, n // 4))
+    print(f"  {'-X importtime torchx.specs (cumulative)':<42} {it_theirs / 1000:8.1f} ms")
+    print(f"  {'-X importtime torchx_core.specs (cumulative)':<42} {it_ours / 1000:8.1f} ms")
+    print(f"ratio, whole process (incl. interpreter start-up): {theirs / ours:.1f}x")
+    print(f"ratio, net import time (minus 'python -c pass'):   {theirs_net / max(ours_net, 1e-4):.1f}x")
+    print(f"ratio, -X importtime cumulative:                   {it_theirs / it_ours:.1f}x")
+    target_met = it_theirs / it_ours >= 3 and theirs_net / max(ours_net, 1e-4) >= 3
+    print(f"target (>= 3x faster import): {'MET' if target_met else 'NOT MET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
