@@ -74,7 +74,9 @@ def input_ref(name: str) -> str:
     """Returns the token that stands for the component input ``name`` in a role's args or env.
 
     Declare the input with ``component_from_app(app, inputs={name: type})``; the token is
-    replaced by the KFP input placeholder when the component is built.
+    replaced by the KFP input placeholder when the component is built. References in args and
+    the entrypoint are standard KFP; references in env values compile to the same placeholder
+    (that a live KFP backend resolves them in env is unverified).
 
     >>> input_ref("lr")
     '{{torchx_kfp.inputs.lr}}'
@@ -246,17 +248,12 @@ def _component_name(app_name: str) -> str:
     return name
 
 
-def _substitute_inputs(value: str, placeholders: Mapping[str, Any], names: set[str]) -> Any:
+def _substitute_inputs(value: str, placeholders: Mapping[str, Any]) -> Any:
+    """Replaces :func:`input_ref` tokens by KFP input placeholders (whole token: the object)."""
     whole = _INPUT_RE.fullmatch(value)
     if whole:
-        names.add(whole.group(1))
         return placeholders[whole.group(1)]
-
-    def repl(m: re.Match[str]) -> str:
-        names.add(m.group(1))
-        return str(placeholders[m.group(1)])
-
-    return _INPUT_RE.sub(repl, value)
+    return _INPUT_RE.sub(lambda m: str(placeholders[m.group(1)]), value)
 
 
 def _check_input_refs(role: Role, inputs: Mapping[str, type]) -> None:
@@ -298,11 +295,10 @@ def _build_component(app: AppDef, role: Role, inputs: Mapping[str, type]) -> Any
 
     def container_fn(*placeholders: Any) -> Any:
         by_name = dict(zip(inputs, placeholders))
-        names: set[str] = set()
         return dsl.ContainerSpec(
             image=role.image,
-            command=[_substitute_inputs(entrypoint, by_name, names)],
-            args=[_substitute_inputs(a, by_name, names) for a in args] or None,
+            command=[_substitute_inputs(entrypoint, by_name)],
+            args=[_substitute_inputs(a, by_name) for a in args] or None,
         )
 
     params = [
