@@ -8,7 +8,7 @@ validated against the Kubernetes OpenAPI schemas as they are.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from torchx_core.specs import (
     DeviceMount,
     Role,
     VolumeMount,
+    macros,
 )
 from torchx_core.specs.overlays import apply_overlay, get_overlay, validate_overlay
 
@@ -271,6 +272,51 @@ def role_to_pod(
         )
         apply_overlay(pod, overlay)
     return pod
+
+
+def replica_pods(
+    role: Role,
+    values_of: Callable[[int], macros.Values],
+    name_of: Callable[[int], str],
+    labels_of: Callable[[int], Mapping[str, str]],
+    opts: PodOptions,
+    extra_env: Mapping[str, str] | None = None,
+    subdomain: str | None = None,
+) -> list[dict[str, Any]]:
+    """One pod per replica of ``role``, macros substituted per replica.
+
+    The pod is built once per role; replicas share its unchanging parts (volumes, resources) and
+    get their own args, env, name and labels. With ``subdomain`` each pod's hostname is its name.
+    Roles whose metadata (overlays) hold macros are built replica by replica.
+    """
+    if "${" in repr(role.metadata):
+        return [
+            role_to_pod(
+                values_of(i).apply(role), name_of(i), labels_of(i), opts, extra_env,
+                hostname=name_of(i) if subdomain else None, subdomain=subdomain,
+            )
+            for i in range(role.num_replicas)
+        ]
+    base = role_to_pod(role, "", {}, opts, extra_env, subdomain=subdomain)
+    container, *other_containers = base["spec"]["containers"]
+    out = []
+    for i in range(role.num_replicas):
+        sub = values_of(i).substitute
+        replica_container = {
+            **container,
+            "args": [sub(a) for a in role.args],
+            "env": [
+                {"name": e["name"], "value": sub(e["value"])} if "value" in e else e
+                for e in container["env"]
+            ],
+        }
+        name = name_of(i)
+        spec = {**base["spec"], "containers": [replica_container, *other_containers]}
+        if subdomain:
+            spec["hostname"] = name
+        meta = {**base["metadata"], "name": name, "labels": {**base["metadata"]["labels"], **labels_of(i)}}
+        out.append({**base, "metadata": meta, "spec": spec})
+    return out
 
 
 def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:

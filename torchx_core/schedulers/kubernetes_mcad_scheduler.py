@@ -35,6 +35,7 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
+from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.overlays import apply_overlay, get_overlay
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -87,10 +88,7 @@ class AppWrapperRequest:
     images: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        import yaml
-
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        return yaml.dump(self.resource, Dumper=dumper, sort_keys=False)
+        return dump_yaml(self.resource)
 
     @property
     def name(self) -> str:
@@ -116,26 +114,21 @@ def app_wrapper(app: AppDef, app_id: str, opts: MCADOpts) -> dict[str, Any]:
                 " apps (RetryPolicy.APPLICATION, through MCAD requeuing)"
             )
         total += role.min_replicas if role.min_replicas is not None else role.num_replicas
-        for replica_id in range(role.num_replicas):
-            values = macros.Values(
-                img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
-            )
-            pod_name = f"{app_id}-{pods.dns_label(role.name)}-{replica_id}"
-            labels = {
-                **pods.role_labels(app.name, app_id, role_idx, role),
-                pods.LABEL_REPLICA_ID: str(replica_id),
-            }
-            if opts.coscheduler_name:
-                labels["scheduling.x-k8s.io/pod-group"] = app_id
-            pod = pods.role_to_pod(
-                values.apply(role),
-                pod_name,
-                labels,
-                pod_opts,
-                extra_env,
-                hostname=pod_name,
-                subdomain=app_id,
-            )
+        role_name = pods.dns_label(role.name)
+        role_labels = pods.role_labels(app.name, app_id, role_idx, role)
+        if opts.coscheduler_name:
+            role_labels["scheduling.x-k8s.io/pod-group"] = app_id
+        for pod in pods.replica_pods(
+            role,
+            values_of=lambda i: macros.Values(
+                img_root="", app_id=app_id, replica_id=str(i), rank0_env=RANK0_ENV
+            ),
+            name_of=lambda i, r=role_name: f"{app_id}-{r}-{i}",
+            labels_of=lambda i, lb=role_labels: {**lb, pods.LABEL_REPLICA_ID: str(i)},
+            opts=pod_opts,
+            extra_env=extra_env,
+            subdomain=app_id,
+        ):
             pod["metadata"]["namespace"] = opts.namespace
             items.append({"replicas": 1, "generictemplate": pod})
     items.append({"replicas": 1, "generictemplate": _service(app, app_id, opts.namespace)})

@@ -46,6 +46,7 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
+from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.errors import InvalidRunConfigException
 from torchx_core.specs.overlays import apply_overlay, get_overlay
 
@@ -117,18 +118,11 @@ class KubernetesJob:
     images: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return _dump_yaml(self.resource)
+        return dump_yaml(self.resource)
 
     @property
     def name(self) -> str:
         return self.resource["metadata"]["name"]
-
-
-def _dump_yaml(obj: Any) -> str:
-    import yaml
-
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False)
 
 
 def make_unique_name(app_name: str) -> str:
@@ -178,23 +172,24 @@ def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any
         min_replicas = role.min_replicas if role.min_replicas is not None else role.num_replicas
         min_available += min_replicas
         role_name = pods.dns_label(role.name)
-        for replica_id in range(role.num_replicas):
-            replica_role = _values(app_id, str(replica_id)).apply(role)
-            task_name = f"{role_name}-{replica_id}"
-            labels = {
-                **pods.role_labels(app.name, app_id, role_idx, role),
-                pods.LABEL_REPLICA_ID: str(replica_id),
-            }
-            pod = pods.role_to_pod(
-                replica_role, f"{app_id}-{task_name}", labels, pod_opts, extra_env
-            )
+        role_labels = pods.role_labels(app.name, app_id, role_idx, role)
+        replica_pods = pods.replica_pods(
+            role,
+            values_of=lambda i: _values(app_id, str(i)),
+            name_of=lambda i, r=role_name: f"{app_id}-{r}-{i}",
+            labels_of=lambda i, lb=role_labels: {**lb, pods.LABEL_REPLICA_ID: str(i)},
+            opts=pod_opts,
+            extra_env=extra_env,
+        )
+        policies = _volcano_policies(role)
+        for replica_id, pod in enumerate(replica_pods):
             tasks.append(
                 {
-                    "name": task_name,
+                    "name": f"{role_name}-{replica_id}",
                     "replicas": 1,
                     "minAvailable": 1 if replica_id < min_replicas else 0,
                     "maxRetry": role.max_retries,
-                    "policies": _volcano_policies(role),
+                    "policies": policies,
                     "template": pods.pod_template(pod),
                 }
             )

@@ -315,7 +315,9 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
         )
     src = opts.get("src", "")
     if not src:
-        raise InvalidMountError(f"{typ} mount {opts!r} needs a non-empty src=. Valid: {_MOUNT_FORMAT}")
+        raise InvalidMountError(
+            f"{typ} mount {opts!r} needs a non-empty src=. Valid: {_MOUNT_FORMAT}"
+        )
     if typ == "device":
         perm = opts.get("perm", "rwm")
         bad = [c for c in perm if c not in "rwm"]
@@ -326,7 +328,9 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
         return DeviceMount(src_path=src, dst_path=opts.get("dst") or src, permissions=perm)
     dst = opts.get("dst", "")
     if not dst:
-        raise InvalidMountError(f"{typ} mount {opts!r} needs a non-empty dst=. Valid: {_MOUNT_FORMAT}")
+        raise InvalidMountError(
+            f"{typ} mount {opts!r} needs a non-empty dst=. Valid: {_MOUNT_FORMAT}"
+        )
     if opts.get("readonly", "") not in ("", "true", "True", "1"):
         raise InvalidMountError(
             f"readonly={opts['readonly']!r} is invalid; write 'readonly' (or readonly=true)"
@@ -424,7 +428,9 @@ class Workspace:
                     " 'local:remote[,local2:remote2]'"
                 )
             if src in projects:
-                raise InvalidWorkspaceError(f"workspace path {src!r} is given twice in {workspace!r}")
+                raise InvalidWorkspaceError(
+                    f"workspace path {src!r} is given twice in {workspace!r}"
+                )
             projects[src] = dst
         return Workspace(projects=projects)
 
@@ -488,7 +494,9 @@ class macros:
             """Substitutes macro placeholders in ``arg`` (``$$`` escapes a literal ``$``)."""
             from string import Template
 
-            return Template(arg).safe_substitute(**self.to_dict())
+            if "$" not in arg:  # fast path: most args hold no macro
+                return arg
+            return Template(arg).safe_substitute(vars(self))
 
         def to_dict(self) -> dict[str, Any]:
             """Returns the macro values as a plain dict."""
