@@ -54,7 +54,8 @@ def measure(python: str, pkg: str) -> tuple[float, float]:
 def main() -> None:
     baseline = torchx070_python()
     # TorchX builds its request with the kubernetes client models; it is not a TorchX dependency.
-    if subprocess.run([str(baseline), "-c", "import kubernetes"], capture_output=True).returncode:
+    probe = [str(baseline), "-c", "import kubernetes"]
+    if subprocess.run(probe, check=False, capture_output=True).returncode:
         subprocess.run([str(baseline), "-m", "pip", "install", "-q", "kubernetes"], check=True)
     ours = measure(str(OUR_PYTHON), "torchx_core")
     theirs = measure(str(baseline), "torchx")

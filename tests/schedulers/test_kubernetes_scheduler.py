@@ -278,3 +278,20 @@ def test_dryrun_needs_no_kubernetes_import() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_volcano_task_status_counts() -> None:
+    from torchx_core.schedulers.kubernetes_scheduler import _volcano_task_states
+
+    job = create_scheduler("s").submit_dryrun(_app(), {}).request.resource
+    job["status"] = {
+        "taskStatusCount": {
+            "trainer-main-0": {"phase": {"Succeeded": 1}},
+            "trainer-main-1": {"phase": {"Failed": 1}},
+            "trainer-main-2": {"phase": {"Running": 0}},
+        }
+    }
+    assert _volcano_task_states(job) == {
+        ("Trainer_main", 0): specs.AppState.SUCCEEDED,
+        ("Trainer_main", 1): specs.AppState.FAILED,
+    }

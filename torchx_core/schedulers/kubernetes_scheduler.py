@@ -418,6 +418,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         )
         role_shape = _roles_of(kind, obj)
         replica_states = pods.replica_status_from_pods(self._pods(namespace, name))
+        if kind == "volcano":
+            # replicas whose pods are gone (or not listed yet): Volcano's per-task phase counts
+            for key, task_state in _volcano_task_states(obj).items():
+                replica_states.setdefault(key, (task_state, ""))
         roles_statuses = []
         for role_name, n in role_shape:
             replicas = []
@@ -618,6 +622,23 @@ def _jobset_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
         for r in status.get("replicatedJobsStatus") or []
     )
     return (AppState.RUNNING if active else AppState.PENDING), restarts, ""
+
+
+def _volcano_task_states(obj: Mapping[str, Any]) -> dict[tuple[str, int], AppState]:
+    """``{(role, replica_id): state}`` from ``status.taskStatusCount`` (one task per replica)."""
+    replica_of: dict[str, tuple[str, int]] = {}
+    for task in (obj.get("spec") or {}).get("tasks") or []:
+        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        rid = labels.get(pods.LABEL_REPLICA_ID, "")
+        if labels.get(pods.LABEL_ROLE_NAME) and rid.isdigit():
+            replica_of[task.get("name", "")] = (labels[pods.LABEL_ROLE_NAME], int(rid))
+    out: dict[tuple[str, int], AppState] = {}
+    counts = (obj.get("status") or {}).get("taskStatusCount") or {}
+    for task, info in counts.items():
+        phases = [p for p, n in ((info or {}).get("phase") or {}).items() if n]
+        if task in replica_of and phases:
+            out[replica_of[task]] = VOLCANO_TASK_STATES.get(phases[0], AppState.UNKNOWN)
+    return out
 
 
 def _roles_of(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, int]]:
