@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _baseline import OUR_PYTHON, REPO, time_command, torchx070_python  # noqa: E402
+from _baseline import OUR_PYTHON, REPO, time_command, torchx070_python
 
 
 def importtime_us(py: Path, module: str, n: int) -> int:
@@ -31,7 +31,10 @@ def importtime_us(py: Path, module: str, n: int) -> int:
     for _ in range(n):
         out = subprocess.run(
             [str(py), "-X", "importtime", "-c", f"import {module}"],
-            capture_output=True, text=True, check=True, cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
         )
         for line in out.stderr.splitlines():
             m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S+)$", line.rstrip())
@@ -48,8 +51,12 @@ def main() -> int:
     theirs_py = torchx070_python()
     ours_py = OUR_PYTHON
     rows: dict[str, tuple[float, float]] = {}
-    rows["torchx 0.7.0: import torchx.specs"] = time_command([str(theirs_py), "-c", "import torchx.specs"], n)
-    rows["torchx-suite: import torchx_core.specs"] = time_command([str(ours_py), "-c", "import torchx_core.specs"], n)
+    rows["torchx 0.7.0: import torchx.specs"] = time_command(
+        [str(theirs_py), "-c", "import torchx.specs"], n
+    )
+    rows["torchx-suite: import torchx_core.specs"] = time_command(
+        [str(ours_py), "-c", "import torchx_core.specs"], n
+    )
     rows["torchx 0.7.0 venv: python -c pass"] = time_command([str(theirs_py), "-c", "pass"], n)
     rows["torchx-suite venv: python -c pass"] = time_command([str(ours_py), "-c", "pass"], n)
     print(f"fresh interpreter runs, best of {n} (median in brackets):")
@@ -64,7 +71,9 @@ def main() -> int:
     print(f"  {'-X importtime torchx.specs (cumulative)':<42} {it_theirs / 1000:8.1f} ms")
     print(f"  {'-X importtime torchx_core.specs (cumulative)':<42} {it_ours / 1000:8.1f} ms")
     print(f"ratio, whole process (incl. interpreter start-up): {theirs / ours:.1f}x")
-    print(f"ratio, net import time (minus 'python -c pass'):   {theirs_net / max(ours_net, 1e-4):.1f}x")
+    print(
+        f"ratio, net import time (minus 'python -c pass'):   {theirs_net / max(ours_net, 1e-4):.1f}x"
+    )
     print(f"ratio, -X importtime cumulative:                   {it_theirs / it_ours:.1f}x")
     target_met = it_theirs / it_ours >= 3 and theirs_net / max(ours_net, 1e-4) >= 3
     print(f"target (>= 3x faster import): {'MET' if target_met else 'NOT MET'}")

@@ -55,7 +55,9 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             else:
                 base = node.module or ""
             out.append((node.lineno, base))
-            out.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names if alias.name != "*")
+            out.extend(
+                (node.lineno, f"{base}.{alias.name}") for alias in node.names if alias.name != "*"
+            )
     return out
 
 
@@ -91,9 +93,13 @@ def violations() -> list[str]:
         rel = path.relative_to(REPO)
         for line, imp in imports_of(path):
             where = f"{rel}:{line} imports {imp}"
-            if _under(mod, "torchx_core.specs"):
-                if _under(imp, "torchx_core") and not _under(imp, "torchx_core.specs") and imp != "torchx_core":
-                    found.append(f"{where}: specs may only import torchx_core.specs")
+            if (
+                _under(mod, "torchx_core.specs")
+                and _under(imp, "torchx_core")
+                and not _under(imp, "torchx_core.specs")
+                and imp != "torchx_core"
+            ):
+                found.append(f"{where}: specs may only import torchx_core.specs")
             if _under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace"):
                 for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
                     if _under(imp, upper):
@@ -107,10 +113,14 @@ def violations() -> list[str]:
             for adapter in ADAPTERS:
                 if not _under(mod, adapter):
                     continue
-                if _under(imp, "torchx_core") and imp != "torchx_core" and not (
-                    _under(imp, "torchx_core.specs") or _under(imp, "torchx_core.runner")
+                if (
+                    _under(imp, "torchx_core")
+                    and imp != "torchx_core"
+                    and not (_under(imp, "torchx_core.specs") or _under(imp, "torchx_core.runner"))
                 ):
-                    found.append(f"{where}: adapters use only torchx_core.specs / torchx_core.runner")
+                    found.append(
+                        f"{where}: adapters use only torchx_core.specs / torchx_core.runner"
+                    )
                 for other in ADAPTERS:
                     if other != adapter and _under(imp, other):
                         found.append(f"{where}: adapters must not import another adapter")
@@ -145,11 +155,17 @@ def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_relative_imports_are_resolved(fake_repo: Path) -> None:
-    f = _write(fake_repo, "torchx_core/schedulers/local/_launch.py", "from ..slurm_scheduler import X\nfrom . import _state\n")
+    f = _write(
+        fake_repo,
+        "torchx_core/schedulers/local/_launch.py",
+        "from ..slurm_scheduler import X\nfrom . import _state\n",
+    )
     names = [n for _, n in imports_of(f)]
     assert "torchx_core.schedulers.slurm_scheduler" in names
     assert "torchx_core.schedulers.local._state" in names
-    g = _write(fake_repo, "torchx_core/specs/__init__.py", "from .api import *\nfrom ..runner import api\n")
+    g = _write(
+        fake_repo, "torchx_core/specs/__init__.py", "from .api import *\nfrom ..runner import api\n"
+    )
     names_g = [n for _, n in imports_of(g)]
     assert "torchx_core.specs.api" in names_g and "torchx_core.runner" in names_g
 
@@ -157,14 +173,26 @@ def test_relative_imports_are_resolved(fake_repo: Path) -> None:
 def test_checker_flags_each_rule(fake_repo: Path) -> None:
     (fake_repo / "torchx_core" / "schedulers" / "local").mkdir(parents=True)
     _write(fake_repo, "torchx_core/specs/api.py", "from torchx_core.schedulers import api\n")
-    _write(fake_repo, "torchx_core/schedulers/slurm_scheduler.py",
-           "def f():\n    from torchx_core.schedulers.local_scheduler import LocalScheduler\n")
-    _write(fake_repo, "torchx_core/schedulers/docker_scheduler.py", "import torchx_core.runner.api\n")
-    _write(fake_repo, "torchx_core/schedulers/_logs.py", "from torchx_core.schedulers.local import _state\n")
+    _write(
+        fake_repo,
+        "torchx_core/schedulers/slurm_scheduler.py",
+        "def f():\n    from torchx_core.schedulers.local_scheduler import LocalScheduler\n",
+    )
+    _write(
+        fake_repo, "torchx_core/schedulers/docker_scheduler.py", "import torchx_core.runner.api\n"
+    )
+    _write(
+        fake_repo,
+        "torchx_core/schedulers/_logs.py",
+        "from torchx_core.schedulers.local import _state\n",
+    )
     _write(fake_repo, "torchx_core/runner/api.py", "from torchx_core.cli import main\n")
-    _write(fake_repo, "torchx_airflow/operator.py",
-           "from torchx_core.schedulers.api import Scheduler\nfrom torchx_prefect import x\n"
-           "from torchx_core.runner import get_runner\n")
+    _write(
+        fake_repo,
+        "torchx_airflow/operator.py",
+        "from torchx_core.schedulers.api import Scheduler\nfrom torchx_prefect import x\n"
+        "from torchx_core.runner import get_runner\n",
+    )
     text = "\n".join(violations())
     assert "specs may only import torchx_core.specs" in text
     assert "the slurm scheduler must not import the local scheduler" in text

@@ -1,10 +1,11 @@
 """Component functions used by the linter/builders/finder tests (a real source file on disk)."""
 
+# ruff: noqa: UP006, UP035, UP045 - old-style typing hints are part of what is tested
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-import torchx_core.specs as specs
+from torchx_core import specs
 from torchx_core.specs import AppDef, Role
 
 
@@ -65,7 +66,7 @@ def not_an_app(x: str) -> AppDef:
     return x  # type: ignore[return-value]
 
 
-def no_docs(a, b: object, **kw: str) -> int:  # noqa: ANN001 - deliberately bad
+def no_docs(a, b: object, **kw: str) -> int:  # deliberately not a valid component
     return 1
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from components_fixture import echo, not_an_app, required  # type: ignore[import-not-found]
 
 from torchx_core.specs import AppDef, ComponentArgumentError, ComponentValidationException
 from torchx_core.specs.builders import component_help, materialize_appdef, parse_args
-
-from components_fixture import echo, not_an_app, required  # type: ignore[import-not-found]
 
 
 def _args(app: AppDef) -> list[str]:
@@ -21,8 +20,23 @@ def test_defaults() -> None:
 def test_all_types_from_argv() -> None:
     app = materialize_appdef(
         echo,
-        ["--msg", "hi", "-n", "3", "--ratio", "2.5", "--debug", "--tags", "a,b", "--env", "A=1,B=x,y",
-         "--ports", "tb=6006", "-j", "2x4"],
+        [
+            "--msg",
+            "hi",
+            "-n",
+            "3",
+            "--ratio",
+            "2.5",
+            "--debug",
+            "--tags",
+            "a,b",
+            "--env",
+            "A=1,B=x,y",
+            "--ports",
+            "tb=6006",
+            "-j",
+            "2x4",
+        ],
     )
     assert _args(app) == ["hi", "3", "2.5", "True", "2x4", "a", "b"]
     assert app.roles[0].env == {"A": "1", "B": "x,y"}

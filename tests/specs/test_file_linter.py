@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components_fixture import echo, no_docs, required  # type: ignore[import-not-found]
+
 from torchx_core.specs.file_linter import (
     ComponentFunctionValidator,
     LinterMessage,
@@ -11,8 +13,6 @@ from torchx_core.specs.file_linter import (
     parse_google_docstring,
     validate,
 )
-
-from components_fixture import echo, no_docs, required  # type: ignore[import-not-found]
 
 FIXTURE = str(Path(__file__).parent / "components_fixture.py")
 
@@ -62,7 +62,9 @@ def test_custom_validators() -> None:
     class NameValidator(ComponentFunctionValidator):
         def validate(self, app_specs_func_def):  # type: ignore[no-untyped-def]
             if not app_specs_func_def.name.startswith("x_"):
-                return [self._gen_linter_message("names must start with x_", app_specs_func_def.lineno)]
+                return [
+                    self._gen_linter_message("names must start with x_", app_specs_func_def.lineno)
+                ]
             return []
 
     (msg,) = validate(FIXTURE, "echo", validators=[NameValidator()])

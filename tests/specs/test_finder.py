@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchx_core.specs import ComponentNotFoundException, ComponentValidationException
-from torchx_core.specs import finder
+from torchx_core.specs import ComponentNotFoundException, ComponentValidationException, finder
 
 FIXTURE = Path(__file__).parent / "components_fixture.py"
 

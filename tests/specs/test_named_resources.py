@@ -8,11 +8,21 @@ from pathlib import Path
 
 import pytest
 
-import torchx_core.specs as specs
-from torchx_core.specs import InvalidResourceError, Resource, UnknownNamedResourceError, resource
-from torchx_core.specs import register
+from torchx_core import specs
+from torchx_core.specs import (
+    InvalidResourceError,
+    Resource,
+    UnknownNamedResourceError,
+    register,
+    resource,
+)
 from torchx_core.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE, NEURON_DEVICE
-from torchx_core.specs.register import _NamedResources, get_named_resources, named_resource, named_resources
+from torchx_core.specs.register import (
+    _NamedResources,
+    get_named_resources,
+    named_resource,
+    named_resources,
+)
 
 GENERIC = {
     "gpu.small": (8, 1, 32 * 1024),
@@ -42,8 +52,18 @@ def test_lookup_is_a_fresh_copy() -> None:
 
 
 def test_aws_instance_types() -> None:
-    for name in ["aws_t3.medium", "aws_m5.2xlarge", "aws_p3.2xlarge", "aws_p3.8xlarge", "aws_c5.18xlarge",
-                 "aws_g4dn.xlarge", "aws_g5.48xlarge", "aws_p4d.24xlarge", "aws_p5.48xlarge", "aws_trn1.32xlarge"]:
+    for name in [
+        "aws_t3.medium",
+        "aws_m5.2xlarge",
+        "aws_p3.2xlarge",
+        "aws_p3.8xlarge",
+        "aws_c5.18xlarge",
+        "aws_g4dn.xlarge",
+        "aws_g5.48xlarge",
+        "aws_p4d.24xlarge",
+        "aws_p5.48xlarge",
+        "aws_trn1.32xlarge",
+    ]:
         assert name in named_resources
     p3 = named_resources["aws_p3.2xlarge"]
     assert (p3.cpu, p3.gpu) == (8, 1) and 55 * 1024 < p3.memMB <= 61 * 1024
@@ -64,13 +84,19 @@ def test_unknown_lists_known_and_suggests() -> None:
     with pytest.raises(UnknownNamedResourceError) as e:
         get_named_resources("aws_p3.2xlarg")
     msg = str(e.value)
-    assert "'aws_p3.2xlarg'" in msg and "Did you mean: 'aws_p3.2xlarge'" in msg and "gpu.small" in msg
+    assert (
+        "'aws_p3.2xlarg'" in msg and "Did you mean: 'aws_p3.2xlarge'" in msg and "gpu.small" in msg
+    )
     assert "nope" not in named_resources and named_resources.get("nope") is None
 
 
 def test_named_resource_registration_with_fractionals() -> None:
     try:
-        named_resource("test_host", Resource(cpu=64, gpu=8, memMB=512_000, devices={EFA_DEVICE: 4}), fractionals=[2, 8])
+        named_resource(
+            "test_host",
+            Resource(cpu=64, gpu=8, memMB=512_000, devices={EFA_DEVICE: 4}),
+            fractionals=[2, 8],
+        )
         full = resource(h="test_host")
         assert full.get_resource_name() == "test_host" and not full.is_fractional()
         half = resource(h="test_host/2")
@@ -89,6 +115,7 @@ def test_named_resource_registration_with_fractionals() -> None:
 
 def test_named_resource_decorator() -> None:
     try:
+
         @named_resource("test_deco")
         def make() -> Resource:
             return Resource(cpu=3, gpu=0, memMB=3)
@@ -107,7 +134,9 @@ def test_bad_fractionals(fractionals: list[object]) -> None:
     assert "test_bad" not in named_resources
 
 
-def test_entry_points_merge_and_broken_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_entry_points_merge_and_broken_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     (tmp_path / "my_nr_plugin.py").write_text(
         "from torchx_core.specs import Resource\n"
         "def override():\n    return Resource(99, 0, 99)\n"
@@ -133,4 +162,3 @@ def test_entry_points_merge_and_broken_ones(monkeypatch: pytest.MonkeyPatch, tmp
     assert "broken" in fresh.broken
     with pytest.raises(UnknownNamedResourceError, match="broken"):
         fresh["broken"]
-

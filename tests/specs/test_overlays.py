@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from torchx_core.specs import AppDef, InvalidOverlayError, OverlayTypeError, Role
-from torchx_core.specs.overlays import DEL, JOIN, PUT, apply_overlay, get_overlay, set_overlay, validate_overlay
+from torchx_core.specs.overlays import (
+    DEL,
+    JOIN,
+    PUT,
+    apply_overlay,
+    get_overlay,
+    set_overlay,
+    validate_overlay,
+)
 
 
 def _role() -> Role:
@@ -17,9 +25,14 @@ def _role() -> Role:
 
 def test_default_merge_rules() -> None:
     base = {"spec": {"cpu": "500m"}, "tags": ["prod"], "replicas": 1, "n": None}
-    apply_overlay(base, {"spec": {"memory": "1Gi"}, "tags": ["gpu"], "replicas": 3, "new": {"a": 1}})
+    apply_overlay(
+        base, {"spec": {"memory": "1Gi"}, "tags": ["gpu"], "replicas": 3, "new": {"a": 1}}
+    )
     assert base == {
-        "spec": {"cpu": "500m", "memory": "1Gi"}, "tags": ["prod", "gpu"], "replicas": 3, "n": None,
+        "spec": {"cpu": "500m", "memory": "1Gi"},
+        "tags": ["prod", "gpu"],
+        "replicas": 3,
+        "n": None,
         "new": {"a": 1},
     }
 
@@ -40,14 +53,21 @@ def test_put_replaces_dicts_and_lists() -> None:
 
 def test_join_merges_by_key_and_appends() -> None:
     base = {"containers": [{"name": "main", "image": "v1", "cpu": "1"}]}
-    apply_overlay(base, {JOIN("containers", on="name"): [
-        {"name": "main", "memory": "1Gi"},
-        {"name": "sidecar", "image": "proxy"},
-    ]})
-    assert base == {"containers": [
-        {"name": "main", "image": "v1", "cpu": "1", "memory": "1Gi"},
-        {"name": "sidecar", "image": "proxy"},
-    ]}
+    apply_overlay(
+        base,
+        {
+            JOIN("containers", on="name"): [
+                {"name": "main", "memory": "1Gi"},
+                {"name": "sidecar", "image": "proxy"},
+            ]
+        },
+    )
+    assert base == {
+        "containers": [
+            {"name": "main", "image": "v1", "cpu": "1", "memory": "1Gi"},
+            {"name": "sidecar", "image": "proxy"},
+        ]
+    }
     empty: dict[str, object] = {}
     apply_overlay(empty, {JOIN("c", on="name"): [{"name": "a"}]})
     assert empty == {"c": [{"name": "a"}]}
@@ -71,7 +91,10 @@ def test_set_overlay_accumulates_and_get_returns_it() -> None:
     set_overlay(role, "kubernetes", "V1Pod", {"spec": {"tolerations": [{"key": "gpu"}]}})
     set_overlay(role, "kubernetes", "V1Pod", {"spec": {"tolerations": [{"key": "b"}]}})
     assert get_overlay(role, "kubernetes", "V1Pod") == {
-        "spec": {"nodeSelector": {"accelerator": "a100"}, "tolerations": [{"key": "gpu"}, {"key": "b"}]}
+        "spec": {
+            "nodeSelector": {"accelerator": "a100"},
+            "tolerations": [{"key": "gpu"}, {"key": "b"}],
+        }
     }
     assert get_overlay(role, "slurm", "Job") == {}
     json.dumps(role.metadata)  # operator keys are plain strings: JSON serializable
@@ -100,7 +123,10 @@ def test_get_overlay_backwards_compat_flat_namespace() -> None:
         assert get_overlay(app, "kubernetes", "V1Pod") == {"spec": {"x": 1}}
 
 
-@pytest.mark.parametrize("suffix, text", [(".json", '{"V1Pod": {"spec": {"a": 1}}}'), (".yaml", "V1Pod:\n  spec:\n    a: 1\n")])
+@pytest.mark.parametrize(
+    "suffix, text",
+    [(".json", '{"V1Pod": {"spec": {"a": 1}}}'), (".yaml", "V1Pod:\n  spec:\n    a: 1\n")],
+)
 def test_get_overlay_from_file_uri(tmp_path: Path, suffix: str, text: str) -> None:
     path = tmp_path / f"overlay{suffix}"
     path.write_text(text)
@@ -124,10 +150,19 @@ def test_get_overlay_bad_file(tmp_path: Path) -> None:
 def test_validate_overlay() -> None:
     validate_overlay({"nodeSelector": {}}, blocklist=["env"])
     with pytest.raises(ValueError) as e:
-        validate_overlay({PUT("env"): {}, "command": ["x"], "ok": 1}, blocklist=["env", "command"], overlay_name="PodSpec")
+        validate_overlay(
+            {PUT("env"): {}, "command": ["x"], "ok": 1},
+            blocklist=["env", "command"],
+            overlay_name="PodSpec",
+        )
     assert "'command', 'env'" in str(e.value) and "PodSpec" in str(e.value)
     with pytest.raises(InvalidOverlayError) as e2:
-        validate_overlay({"replicas": 2}, forbidden_keys={"replicas"}, overlay_name="PodSpec", suggestion="use the V1Job overlay")
+        validate_overlay(
+            {"replicas": 2},
+            forbidden_keys={"replicas"},
+            overlay_name="PodSpec",
+            suggestion="use the V1Job overlay",
+        )
     assert "'replicas'" in str(e2.value) and "use the V1Job overlay" in str(e2.value)
 
 

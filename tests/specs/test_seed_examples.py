@@ -27,8 +27,10 @@ def _extract_examples(text: str, prefix: str = "torchx_core") -> str:
         if line.startswith(">>>") or (in_ex and line.startswith("...")):
             cur.append(line)
             in_ex = True
-        elif in_ex and line.strip() and not line.startswith(
-            ("Parameters", "Raises", "Note", "class ", "torchx", prefix)
+        elif (
+            in_ex
+            and line.strip()
+            and not line.startswith(("Parameters", "Raises", "Note", "class ", "torchx", prefix))
         ):
             cur.append(line)  # expected output
         else:
@@ -50,7 +52,9 @@ def _run(path: Path) -> tuple[doctest.TestResults, str]:
 
 
 def test_seed_000_is_present() -> None:
-    assert SEED_000.is_file(), f"seed reference missing: {SEED_000} (CI keeps shared/ beside the clone)"
+    assert SEED_000.is_file(), (
+        f"seed reference missing: {SEED_000} (CI keeps shared/ beside the clone)"
+    )
 
 
 def test_seed_000_examples_pass() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import torchx_core.specs as specs
+from torchx_core import specs
 from torchx_core.specs import (
     ALL,
     MISSING,
@@ -42,9 +42,21 @@ def test_sentinels() -> None:
 def test_role_signature_matches_torchx() -> None:
     names = [f.name for f in fields(Role)]
     assert names[:15] == [
-        "name", "image", "min_replicas", "entrypoint", "args", "env", "num_replicas",
-        "max_retries", "retry_policy", "resource", "port_map", "metadata", "mounts",
-        "workspace", "overrides",
+        "name",
+        "image",
+        "min_replicas",
+        "entrypoint",
+        "args",
+        "env",
+        "num_replicas",
+        "max_retries",
+        "retry_policy",
+        "resource",
+        "port_map",
+        "metadata",
+        "mounts",
+        "workspace",
+        "overrides",
     ]
     role = Role("r", "img")
     assert role.entrypoint == MISSING
@@ -74,8 +86,24 @@ def test_base_image_keyword_compat() -> None:
     assert role.base_image == "base"
     assert "base_image" not in repr(role)
     with pytest.raises(TypeError):
-        Role("r", "img", None, "ep", [], {}, 1, 0, RetryPolicy.APPLICATION, NULL_RESOURCE,
-             {}, {}, [], None, {}, "too-many")  # base_image is keyword only
+        Role(
+            "r",
+            "img",
+            None,
+            "ep",
+            [],
+            {},
+            1,
+            0,
+            RetryPolicy.APPLICATION,
+            NULL_RESOURCE,
+            {},
+            {},
+            [],
+            None,
+            {},
+            "too-many",
+        )  # base_image is keyword only
 
 
 def test_pre_proc_default_is_identity() -> None:
@@ -142,7 +170,7 @@ def test_resource_function_defaults_and_named() -> None:
 def test_resource_function_rejects_bad_values(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidResourceError) as e:
         resource(**kwargs)  # type: ignore[arg-type]
-    (name, value), = kwargs.items()
+    ((name, value),) = kwargs.items()
     assert name in str(e.value) and repr(value) in str(e.value)
 
 
@@ -155,12 +183,19 @@ def test_resource_unknown_name_is_keyerror_with_suggestion() -> None:
 
 
 def test_parse_mounts_all_types() -> None:
-    mounts = parse_mounts([
-        "type=bind", "src=/a", "dst=/b", "readonly",
-        "type=volume,src=vol,dst=/v",
-        "type=device", "src=/dev/fuse", "perm=rw",
-        "type=device,src=/dev/x,dst=/dev/y",
-    ])
+    mounts = parse_mounts(
+        [
+            "type=bind",
+            "src=/a",
+            "dst=/b",
+            "readonly",
+            "type=volume,src=vol,dst=/v",
+            "type=device",
+            "src=/dev/fuse",
+            "perm=rw",
+            "type=device,src=/dev/x,dst=/dev/y",
+        ]
+    )
     assert mounts == [
         BindMount(src_path="/a", dst_path="/b", read_only=True),
         VolumeMount(src="vol", dst_path="/v", read_only=False),
@@ -242,15 +277,22 @@ def test_macros_values_apply_only_args_env_metadata() -> None:
     assert out.image == macros.img_root and out.entrypoint == macros.app_id  # untouched
     assert role.args[1] == macros.app_id  # original not modified
     assert values.to_dict() == {
-        "img_root": "/img", "app_id": "app-1", "replica_id": "3",
-        "rank0_env": "MASTER_ADDR", "base_img_root": "DEPRECATED",
+        "img_root": "/img",
+        "app_id": "app-1",
+        "replica_id": "3",
+        "rank0_env": "MASTER_ADDR",
+        "base_img_root": "DEPRECATED",
     }
     assert values.substitute("${unknown} $app_id") == "${unknown} app-1"
 
 
 def test_macros_names() -> None:
-    assert (macros.img_root, macros.app_id, macros.replica_id, macros.rank0_env, macros.base_img_root) == (
-        "${img_root}", "${app_id}", "${replica_id}", "${rank0_env}", "${base_img_root}"
-    )
+    assert (
+        macros.img_root,
+        macros.app_id,
+        macros.replica_id,
+        macros.rank0_env,
+        macros.base_img_root,
+    ) == ("${img_root}", "${app_id}", "${replica_id}", "${rank0_env}", "${base_img_root}")
     params = list(inspect.signature(macros.Values).parameters)
     assert params == ["img_root", "app_id", "replica_id", "rank0_env", "base_img_root"]

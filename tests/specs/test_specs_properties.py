@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from components_fixture import echo, required  # type: ignore[import-not-found]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +27,6 @@ from torchx_core.specs import (
     runopts,
 )
 from torchx_core.specs.builders import materialize_appdef
-
-from components_fixture import echo, required  # type: ignore[import-not-found]
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -61,7 +60,11 @@ def test_parse_app_handle_only_typed_errors(handle: str) -> None:
     st.text(min_size=1, max_size=20),
 )
 def test_app_handle_round_trip(scheduler: str, session: str, app_id: str) -> None:
-    assert parse_app_handle(make_app_handle(scheduler, session, app_id)) == (scheduler, session, app_id)
+    assert parse_app_handle(make_app_handle(scheduler, session, app_id)) == (
+        scheduler,
+        session,
+        app_id,
+    )
 
 
 def _opts() -> runopts:
@@ -99,13 +102,22 @@ def test_cfg_from_str_only_typed_errors(text: str) -> None:
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
 
 @SETTINGS
-@given(st.one_of(st.dictionaries(st.sampled_from(["s", "i", "f", "b", "l", "d", "zz"]), JSON_VALUES).map(json.dumps), ANY_TEXT))
+@given(
+    st.one_of(
+        st.dictionaries(st.sampled_from(["s", "i", "f", "b", "l", "d", "zz"]), JSON_VALUES).map(
+            json.dumps
+        ),
+        ANY_TEXT,
+    )
+)
 def test_cfg_from_json_repr_only_typed_errors(text: str) -> None:
     opts = _opts()
     try:
@@ -119,8 +131,14 @@ def test_cfg_from_json_repr_only_typed_errors(text: str) -> None:
 
 MOUNT_PARTS = st.lists(
     st.one_of(
-        st.sampled_from(["type=bind", "type=volume", "type=device", "type=nfs", "readonly", "perm=rw", "perm=x"]),
-        st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["src", "dst", "perm", "type", "other"]), DELIMS),
+        st.sampled_from(
+            ["type=bind", "type=volume", "type=device", "type=nfs", "readonly", "perm=rw", "perm=x"]
+        ),
+        st.builds(
+            lambda k, v: f"{k}={v}",
+            st.sampled_from(["src", "dst", "perm", "type", "other"]),
+            DELIMS,
+        ),
         DELIMS,
     ),
     max_size=6,
@@ -135,7 +153,9 @@ def test_parse_mounts_only_typed_errors(opts: list[str]) -> None:
     except InvalidMountError as e:
         msg = str(e)
         assert isinstance(e, ValueError)
-        assert any(h in msg for h in ("Valid", "valid", "use", "write", "must", "needs", "given twice")), msg
+        assert any(
+            h in msg for h in ("Valid", "valid", "use", "write", "must", "needs", "given twice")
+        ), msg
     else:
         assert all(m.dst_path for m in mounts)
 
@@ -156,7 +176,21 @@ def test_resource_h_only_typed_errors(h: str) -> None:
 
 ARGV = st.lists(
     st.one_of(
-        st.sampled_from(["--msg", "-n", "--n", "--ratio", "--debug", "--tags", "--env", "--ports", "-j", "--", "--script"]),
+        st.sampled_from(
+            [
+                "--msg",
+                "-n",
+                "--n",
+                "--ratio",
+                "--debug",
+                "--tags",
+                "--env",
+                "--ports",
+                "-j",
+                "--",
+                "--script",
+            ]
+        ),
         DELIMS.filter(lambda s: not s.startswith("-h") and "--h" not in s),
     ),
     max_size=6,

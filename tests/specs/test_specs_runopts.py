@@ -1,5 +1,6 @@
 """Unit tests for runopts/runopt/CfgVal (torchx_core/specs/_runopts.py)."""
 
+# ruff: noqa: UP006, UP035, UP045 - typing.List/Dict/Optional are part of what is tested
 from __future__ import annotations
 
 import logging
@@ -71,7 +72,12 @@ def test_cast_to_type_rules() -> None:
 
 @pytest.mark.parametrize(
     "tp, value, needle",
-    [(bool, "maybe", "true/false"), (int, "x1", "int"), (float, "one", "float"), (dict[str, str], "a", "key:value")],
+    [
+        (bool, "maybe", "true/false"),
+        (int, "x1", "int"),
+        (float, "one", "float"),
+        (dict[str, str], "a", "key:value"),
+    ],
 )
 def test_cast_errors_name_value_and_valid_form(tp: type, value: str, needle: str) -> None:
     with pytest.raises(InvalidRunConfigException) as e:
@@ -99,7 +105,9 @@ def test_get_accepts_camel_case() -> None:
 def test_is_type_generics() -> None:
     assert runopts.is_type(["a"], list[str]) and runopts.is_type(["a"], List[str])
     assert not runopts.is_type([1], list[str])
-    assert runopts.is_type({"a": "b"}, Dict[str, str]) and not runopts.is_type({"a": 1}, dict[str, str])
+    assert runopts.is_type({"a": "b"}, Dict[str, str]) and not runopts.is_type(
+        {"a": 1}, dict[str, str]
+    )
     assert runopts.is_type(None, Optional[str]) and runopts.is_type("x", str | None)
     assert not runopts.is_type("1", int)
 
@@ -136,11 +144,16 @@ def test_cfg_from_json_repr() -> None:
     opts.add("n", type_=int, help="n")
     opts.add("d", type_=dict[str, str], help="d")
     opts.add("b", type_=bool, help="b")
-    cfg = opts.cfg_from_json_repr('{"FOO": ["x", 1], "BAR": "y", "n": "3", "d": {"k": 1}, "b": true, "zzz": 1}')
+    cfg = opts.cfg_from_json_repr(
+        '{"FOO": ["x", 1], "BAR": "y", "n": "3", "d": {"k": 1}, "b": true, "zzz": 1}'
+    )
     assert cfg == {"FOO": ["x", "1"], "BAR": "y", "n": 3, "d": {"k": "1"}, "b": True}
 
 
-@pytest.mark.parametrize("text, needle", [("{nope", "not valid JSON"), ("[1]", "object"), ('{"n": [1]}', "must be of type: int")])
+@pytest.mark.parametrize(
+    "text, needle",
+    [("{nope", "not valid JSON"), ("[1]", "object"), ('{"n": [1]}', "must be of type: int")],
+)
 def test_cfg_from_json_repr_errors(text: str, needle: str) -> None:
     opts = runopts()
     opts.add("n", type_=int, help="n")

@@ -40,8 +40,12 @@ def _full_app() -> AppDef:
                 max_retries=3,
                 retry_policy=RetryPolicy.ROLE,
                 resource=Resource(
-                    cpu=4, gpu=1, memMB=1024, capabilities={"k": "v", "n": 2},
-                    devices={"vpc.amazonaws.com/efa": 1}, tags={"team": "x"},
+                    cpu=4,
+                    gpu=1,
+                    memMB=1024,
+                    capabilities={"k": "v", "n": 2},
+                    devices={"vpc.amazonaws.com/efa": 1},
+                    tags={"team": "x"},
                 ),
                 port_map={"tb": 6006},
                 metadata={"kubernetes": {"V1Pod": {"spec": {"a": [1, 2]}}}},
@@ -98,9 +102,23 @@ def test_non_json_overrides_are_resolved_then_dropped() -> None:
     [
         ({}, "'name'"),
         ({"name": "a", "roles": [{"image": "i"}]}, "app.roles[0]: missing required key 'name'"),
-        ({"name": "a", "roles": [{"name": "r", "image": "i", "retry_policy": "SOMETIMES"}]}, "SOMETIMES"),
-        ({"name": "a", "roles": [{"name": "r", "image": "i", "resource": {"cpu": "x", "gpu": 0, "memMB": 1}}]}, "resource.cpu"),
-        ({"name": "a", "roles": [{"name": "r", "image": "i", "mounts": [{"type": "nfs"}]}]}, "'nfs'"),
+        (
+            {"name": "a", "roles": [{"name": "r", "image": "i", "retry_policy": "SOMETIMES"}]},
+            "SOMETIMES",
+        ),
+        (
+            {
+                "name": "a",
+                "roles": [
+                    {"name": "r", "image": "i", "resource": {"cpu": "x", "gpu": 0, "memMB": 1}}
+                ],
+            },
+            "resource.cpu",
+        ),
+        (
+            {"name": "a", "roles": [{"name": "r", "image": "i", "mounts": [{"type": "nfs"}]}]},
+            "'nfs'",
+        ),
         ({"name": "a", "version": 99}, "newer"),
         ([], "expected an object"),
     ],

@@ -25,7 +25,13 @@ from torchx_core.specs import (
 
 def test_app_state_values_and_str() -> None:
     assert [s.name for s in AppState] == [
-        "UNSUBMITTED", "SUBMITTED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
+        "UNSUBMITTED",
+        "SUBMITTED",
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLED",
         "UNKNOWN",
     ]
     assert [int(s) for s in AppState] == list(range(8))
@@ -50,7 +56,9 @@ def _status(state: AppState = AppState.FAILED) -> AppStatus:
             RoleStatus(
                 "trainer",
                 [
-                    ReplicaStatus(0, AppState.FAILED, "trainer", "host0", structured_error_msg='{"e": 1}'),
+                    ReplicaStatus(
+                        0, AppState.FAILED, "trainer", "host0", structured_error_msg='{"e": 1}'
+                    ),
                     ReplicaStatus(1, AppState.SUCCEEDED, "trainer", "host1"),
                 ],
             ),
@@ -62,7 +70,11 @@ def _status(state: AppState = AppState.FAILED) -> AppStatus:
 def test_app_status_defaults() -> None:
     st = AppStatus(AppState.RUNNING)
     assert (st.num_restarts, st.msg, st.structured_error_msg, st.ui_url, st.roles) == (
-        0, "", "<NONE>", None, []
+        0,
+        "",
+        "<NONE>",
+        None,
+        [],
     )
 
 
@@ -78,7 +90,9 @@ def test_raise_for_status() -> None:
 def test_format_and_filter_roles() -> None:
     text = _status().format()
     assert "State: FAILED" in text and "Num Restarts: 1" in text
-    assert "trainer[0]:FAILED" in text and "trainer[1]:SUCCEEDED" in text and "ps[0]:RUNNING" in text
+    assert (
+        "trainer[0]:FAILED" in text and "trainer[1]:SUCCEEDED" in text and "ps[0]:RUNNING" in text
+    )
     assert "UI URL: http://ui" in text
     filtered = _status().format(filter_roles=["ps"])
     assert "ps[0]" in filtered and "trainer[" not in filtered
@@ -89,7 +103,10 @@ def test_json_form_round_trips() -> None:
     data = st.to_json()
     assert data["state"] == "FAILED"
     assert data["roles"][0]["replicas"][0] == {
-        "id": 0, "state": "FAILED", "role": "trainer", "hostname": "host0",
+        "id": 0,
+        "state": "FAILED",
+        "role": "trainer",
+        "hostname": "host0",
         "structured_error_msg": '{"e": 1}',
     }
     assert AppStatus.from_json(json.loads(json.dumps(data))) == st

@@ -37,8 +37,14 @@ def test_as_runopts() -> None:
     opts = MyOpts.as_runopts()
     assert isinstance(opts, runopts)
     assert [k for k, _ in opts] == [
-        "cluster_name", "num_retries", "priority", "tags", "labels", "debug",
-        "k8s.context", "k8s.namespace",
+        "cluster_name",
+        "num_retries",
+        "priority",
+        "tags",
+        "labels",
+        "debug",
+        "k8s.context",
+        "k8s.namespace",
     ]
     assert opts.get("cluster_name").is_required
     assert opts.get("cluster_name").help == "Name of the cluster to submit to."
@@ -52,12 +58,24 @@ def test_as_runopts() -> None:
 
 def test_from_cfg_types_and_aliases() -> None:
     opts = MyOpts.from_cfg(
-        {"clusterName": "c1", "numRetries": "5", "tags": "a,b", "labels": "x:1", "debug": "true",
-         "k8s.context": "ctx", "priority": 2}
+        {
+            "clusterName": "c1",
+            "numRetries": "5",
+            "tags": "a,b",
+            "labels": "x:1",
+            "debug": "true",
+            "k8s.context": "ctx",
+            "priority": 2,
+        }
     )
     assert opts == MyOpts(
-        cluster_name="c1", num_retries=5, priority=2.0, tags=["a", "b"], labels={"x": "1"},
-        debug=True, k8s=K8sOpts(context="ctx"),
+        cluster_name="c1",
+        num_retries=5,
+        priority=2.0,
+        tags=["a", "b"],
+        labels={"x": "1"},
+        debug=True,
+        k8s=K8sOpts(context="ctx"),
     )
 
 
@@ -88,7 +106,15 @@ def test_mapping_interface() -> None:
     assert opts.get("clusterName") == "c"
     assert opts["k8s.context"] == "x"
     assert opts.get("missing", 7) == 7
-    assert list(opts) == ["cluster_name", "num_retries", "priority", "tags", "labels", "debug", "k8s"]
+    assert list(opts) == [
+        "cluster_name",
+        "num_retries",
+        "priority",
+        "tags",
+        "labels",
+        "debug",
+        "k8s",
+    ]
     assert len(opts) == 7 and "debug" in opts
 
 

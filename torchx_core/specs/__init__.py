@@ -17,7 +17,7 @@ builders and the other submodules load on first use.
 
 from __future__ import annotations
 
-from torchx_core.specs.api import *  # noqa: F403 - the public API, listed in api.__all__
+from torchx_core.specs.api import *
 from torchx_core.specs.api import __all__ as _api_all
 
 # names resolved lazily (on first attribute access) -> defining module
@@ -29,7 +29,7 @@ _LAZY: dict[str, str] = {
     "parse_args": "torchx_core.specs.builders",
 }
 
-__all__ = [*_api_all, *_LAZY]
+__all__ = [*_api_all, *_LAZY]  # noqa: PLE0604 - both are lists of str
 
 
 def __getattr__(name: str) -> object:

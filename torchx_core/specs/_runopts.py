@@ -47,6 +47,7 @@ def _is_union(origin: Any) -> bool:
     typing_mod = sys.modules.get("typing")  # typing.Union only exists once typing is loaded
     return typing_mod is not None and origin is typing_mod.Union
 
+
 CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
 
 _TRUE = frozenset({"true", "1", "yes", "y", "on"})
@@ -298,9 +299,7 @@ class runopts:
             f" Valid options: {', '.join(self._opts) or '<none>'}"
         )
 
-    def resolve(
-        self, cfg: Mapping[str, CfgVal], *, strict: bool = False
-    ) -> dict[str, CfgVal]:
+    def resolve(self, cfg: Mapping[str, CfgVal], *, strict: bool = False) -> dict[str, CfgVal]:
         """Validates ``cfg`` against registered options, filling defaults.
 
         Accepts camelCase keys (the result uses the registered names). Keys that are not
@@ -330,19 +329,31 @@ class runopts:
             if val is None:
                 if opt.is_required:
                     problems.append(
-                        (name, f"Required run option: {name}, must be provided and not `None`"
-                         f" ({get_type_name(opt.opt_type)}: {opt.help})")
+                        (
+                            name,
+                            (
+                                f"Required run option: {name}, must be provided and not `None`"
+                                f" ({get_type_name(opt.opt_type)}: {opt.help})"
+                            ),
+                        )
                     )
                 resolved[name] = opt.default
                 continue
-            if _unwrap_optional(opt.opt_type) is float and isinstance(val, int) and not isinstance(
-                val, bool
+            if (
+                _unwrap_optional(opt.opt_type) is float
+                and isinstance(val, int)
+                and not isinstance(val, bool)
             ):
                 val = float(val)
             if not runopts.is_type(val, opt.opt_type):
                 problems.append(
-                    (name, f"Run option: {name}, must be of type: {get_type_name(opt.opt_type)},"
-                     f" but was: {val!r} ({type(val).__name__})")
+                    (
+                        name,
+                        (
+                            f"Run option: {name}, must be of type: {get_type_name(opt.opt_type)},"
+                            f" but was: {val!r} ({type(val).__name__})"
+                        ),
+                    )
                 )
             resolved[name] = val
         for key, val in unknown.items():
@@ -409,7 +420,7 @@ class runopts:
             ) from None
         if not isinstance(data, dict):
             raise InvalidRunConfigException(
-                f"run config JSON {json_repr!r} must be an object like {{\"key\": \"value\"}},"
+                f'run config JSON {json_repr!r} must be an object like {{"key": "value"}},'
                 f" got a {type(data).__name__}",
                 "",
                 None,
@@ -463,7 +474,10 @@ class runopts:
         if required:
             lines.append("    required arguments:")
             for k, o in required:
-                lines += [f"        {k}={k.upper()} ({get_type_name(o.opt_type)})", f"            {o.help}"]
+                lines += [
+                    f"        {k}={k.upper()} ({get_type_name(o.opt_type)})",
+                    f"            {o.help}",
+                ]
             lines.append("")
         if optional:
             lines.append("    optional arguments:")

@@ -62,7 +62,12 @@ def resource_to_dict(res: Resource) -> dict[str, Any]:
 
 def _mount_to_dict(m: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
     if isinstance(m, BindMount):
-        return {"type": "bind", "src_path": m.src_path, "dst_path": m.dst_path, "read_only": m.read_only}
+        return {
+            "type": "bind",
+            "src_path": m.src_path,
+            "dst_path": m.dst_path,
+            "read_only": m.read_only,
+        }
     if isinstance(m, VolumeMount):
         return {"type": "volume", "src": m.src, "dst_path": m.dst_path, "read_only": m.read_only}
     if isinstance(m, DeviceMount):
@@ -196,7 +201,10 @@ def role_from_dict(data: Mapping[str, Any], where: str = "role") -> Role:
         num_replicas=_opt(data, "num_replicas", int, where, 1),
         max_retries=_opt(data, "max_retries", int, where, 0),
         retry_policy=retry_policy,
-        resource=resource_from_dict(_opt(data, "resource", dict, where, {"cpu": -1, "gpu": -1, "memMB": -1}), f"{where}.resource"),
+        resource=resource_from_dict(
+            _opt(data, "resource", dict, where, {"cpu": -1, "gpu": -1, "memMB": -1}),
+            f"{where}.resource",
+        ),
         port_map=dict(_opt(data, "port_map", dict, where, {})),
         metadata=dict(_opt(data, "metadata", dict, where, {})),
         mounts=[
@@ -275,10 +283,15 @@ def app_status_from_json(data: Mapping[str, Any]) -> AppStatus:
         replicas = [
             ReplicaStatus(
                 id=_req(rep, "id", int, f"{rw}.replicas[{j}]"),
-                state=_state(_req(rep, "state", (str, int), f"{rw}.replicas[{j}]"), f"{rw}.replicas[{j}].state"),
+                state=_state(
+                    _req(rep, "state", (str, int), f"{rw}.replicas[{j}]"),
+                    f"{rw}.replicas[{j}].state",
+                ),
                 role=_req(rep, "role", str, f"{rw}.replicas[{j}]"),
                 hostname=_opt(rep, "hostname", str, f"{rw}.replicas[{j}]", ""),
-                structured_error_msg=_opt(rep, "structured_error_msg", str, f"{rw}.replicas[{j}]", "<NONE>"),
+                structured_error_msg=_opt(
+                    rep, "structured_error_msg", str, f"{rw}.replicas[{j}]", "<NONE>"
+                ),
             )
             for j, rep in enumerate(_opt(r, "replicas", list, rw, []))
         ]

@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
+    class _GenericBase(Generic[T]):
+        pass
+
+else:
+    T = None
+
+    class _GenericBase:
+        """Run-time stand-in for ``typing.Generic``: ``Cls[X]`` is a ``types.GenericAlias``."""
+
+        def __class_getitem__(cls, item: object) -> types.GenericAlias:
+            return types.GenericAlias(cls, item)
+
 
 class AppState(int, Enum):
     """State of the application.
@@ -244,7 +256,7 @@ class AppStatus:
         return "\n".join(lines)
 
 
-class AppDryRunInfo:  # Generic[T] for type checkers (see the stub below)
+class AppDryRunInfo(_GenericBase[T]):
     """Returned by ``Scheduler.submit_dryrun``.
 
     Wraps the scheduler request that would have been submitted. ``print(info)`` yields a
@@ -254,9 +266,6 @@ class AppDryRunInfo:  # Generic[T] for type checkers (see the stub below)
         request: the scheduler request
         fmt: formats the request for humans
     """
-
-    # AppDryRunInfo[T] works at run time without importing typing
-    __class_getitem__ = classmethod(types.GenericAlias)
 
     def __init__(self, request: T, fmt: Callable[[T], str]) -> None:
         self.request = request
@@ -275,7 +284,9 @@ class AppDryRunInfo:  # Generic[T] for type checkers (see the stub below)
 
 AppHandle = str
 
-_HANDLE_RE = re.compile(r"^(?P<scheduler_backend>[A-Za-z0-9_.\-]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)$", re.S)
+_HANDLE_RE = re.compile(
+    r"^(?P<scheduler_backend>[A-Za-z0-9_.\-]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)$", re.DOTALL
+)
 
 
 if TYPE_CHECKING:

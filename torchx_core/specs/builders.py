@@ -110,7 +110,9 @@ def _split_dict(value: str) -> dict[str, str]:
         else:
             cut = max(middle.rfind(","), middle.rfind(";"))
             if cut < 0:
-                raise ValueError(f"{value!r}: cannot tell where the value of {key!r} ends in {middle!r}")
+                raise ValueError(
+                    f"{value!r}: cannot tell where the value of {key!r} ends in {middle!r}"
+                )
             val, nxt = middle[:cut], middle[cut + 1 :].strip()
         if not key:
             raise ValueError(f"{value!r} has an empty key; write 'k1=v1,k2=v2'")
@@ -162,14 +164,17 @@ def _check(tp: Any, value: Any) -> Any:
     if tp is int and isinstance(value, bool):
         raise ValueError(f"{value!r} is a bool, not an int")
     if not isinstance(value, tp):
-        raise ValueError(f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}")
+        # ValueError on purpose: callers turn it into ComponentArgumentError
+        raise ValueError(  # noqa: TRY004
+            f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}"
+        )
     return value
 
 
 def _hints(cmpnt_fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cmpnt_fn)
-    except Exception as e:  # noqa: BLE001 - unresolvable annotations: report as a component error
+    except Exception as e:
         raise ComponentValidationException(
             f"cannot resolve the type annotations of component {cmpnt_fn.__name__}: {e}"
         ) from e
@@ -298,11 +303,16 @@ def _call(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> AppDef:
     return app
 
 
-def _positional_call(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def _positional_call(
+    cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
     pos: list[Any] = []
     kw: dict[str, Any] = {}
     for name, param in inspect.signature(cmpnt_fn).parameters.items():
-        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        if param.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
             pos.append(values[name])
         elif param.kind is inspect.Parameter.VAR_POSITIONAL:
             var = list(values.get(name) or [])

@@ -117,9 +117,15 @@ class ComponentFunctionValidator(abc.ABC):
     def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
         """Returns the problems found in ``app_specs_func_def``."""
 
-    def _gen_linter_message(self, description: str, lineno: int, severity: str = "error") -> LinterMessage:
+    def _gen_linter_message(
+        self, description: str, lineno: int, severity: str = "error"
+    ) -> LinterMessage:
         return LinterMessage(
-            name=type(self).__name__, description=description, line=lineno, char=0, severity=severity
+            name=type(self).__name__,
+            description=description,
+            line=lineno,
+            char=0,
+            severity=severity,
         )
 
 
@@ -229,12 +235,20 @@ def validate_source(
     try:
         module = ast.parse(source)
     except SyntaxError as e:
-        return [LinterMessage("TorchxFunctionValidator", f"cannot parse the source: {e}", e.lineno or 0, e.offset or 0)]
+        return [
+            LinterMessage(
+                "TorchxFunctionValidator",
+                f"cannot parse the source: {e}",
+                e.lineno or 0,
+                e.offset or 0,
+            )
+        ]
     fn_def = next(
         (
             n
             for n in module.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == component_function
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == component_function
         ),
         None,
     )
@@ -295,7 +309,14 @@ def parse_google_docstring(doc: str) -> tuple[str, dict[str, str]]:
         if section is None:
             description.append(line)
             continue
-        if section not in ("args", "arguments", "parameters", "params", "keyword args", "keyword arguments"):
+        if section not in (
+            "args",
+            "arguments",
+            "parameters",
+            "params",
+            "keyword args",
+            "keyword arguments",
+        ):
             continue
         if not line.strip():
             continue

@@ -159,10 +159,16 @@ def _discover() -> dict[str, _Component]:
         elif inspect.isfunction(obj):
             found = {ep.name: _make_component(ep.name, obj)}
         else:
-            logger.warning("component entry point %s = %s is neither a module nor a function", ep.name, ep.value)
+            logger.warning(
+                "component entry point %s = %s is neither a module nor a function",
+                ep.name,
+                ep.value,
+            )
             continue
         for name in found.keys() & comps.keys():
-            logger.warning("component %r from entry point %s replaces the builtin one", name, ep.name)
+            logger.warning(
+                "component %r from entry point %s replaces the builtin one", name, ep.name
+            )
         comps.update(found)
     return comps
 
@@ -191,15 +197,19 @@ def _load_file(path: str, fn_name: str, name: str) -> Callable[..., Any]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - user code: report what failed, typed
-        raise ComponentValidationException(f"component {name!r}: importing {abspath} failed: {e}") from e
+    except Exception as e:
+        raise ComponentValidationException(
+            f"component {name!r}: importing {abspath} failed: {e}"
+        ) from e
     return _get_fn(module, fn_name, name)
 
 
 def _get_fn(module: ModuleType, fn_name: str, name: str) -> Callable[..., Any]:
     fn = getattr(module, fn_name, None)
     if fn is None or not callable(fn):
-        fns = [k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")]
+        fns = [
+            k for k, v in vars(module).items() if inspect.isfunction(v) and not k.startswith("_")
+        ]
         raise ComponentNotFoundException(
             f"component {name!r}: {module.__name__} has no function {fn_name!r}."
             f"{did_you_mean(fn_name, fns)} Functions: {', '.join(fns) or 'none'}"
@@ -244,13 +254,13 @@ def get_component(name: str) -> _Component:
         comp = _custom_component(name)
     else:
         comps = _registry.get()
-        comp = comps.get(name)
-        if comp is None:
+        if name not in comps:
             raise ComponentNotFoundException(
                 f"Component `{name}` not found.{did_you_mean(name, comps)} Run `torchx builtins`"
                 " to list the available components, pass a file as 'path/to/file.py:function',"
                 f" or register yours via the `{ENTRY_POINT_GROUP}` entry point group."
             )
+        comp = comps[name]
     if comp.validation_errors:
         raise ComponentValidationException(
             f"component {name!r} does not follow the component standard: "

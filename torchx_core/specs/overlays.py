@@ -38,7 +38,9 @@ _Overlay = dict[str, Any]
 
 __all__ = ["DEL", "JOIN", "PUT", "apply_overlay", "get_overlay", "set_overlay", "validate_overlay"]
 
-_OP_RE = re.compile(r"^__(?P<op>PUT|DEL)__:(?P<key>.+)$|^__JOIN__\((?P<on>[^)]+)\):(?P<jkey>.+)$", re.S)
+_OP_RE = re.compile(
+    r"^__(?P<op>PUT|DEL)__:(?P<key>.+)$|^__JOIN__\((?P<on>[^)]+)\):(?P<jkey>.+)$", re.DOTALL
+)
 
 
 def _check_key(key: object, op: str) -> str:
@@ -240,7 +242,9 @@ def _load_uri(uri: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise InvalidOverlayError(f"overlay file {uri!r} is neither valid JSON nor YAML: {e}") from e
+        raise InvalidOverlayError(
+            f"overlay file {uri!r} is neither valid JSON nor YAML: {e}"
+        ) from e
 
 
 def _namespace(target: AppDef | Role, namespace: str) -> dict[str, Any] | None:
@@ -308,7 +312,7 @@ def set_overlay(target: AppDef | Role, namespace: str, kind: str, overlay: _Over
     ns = _namespace(target, namespace)
     if ns is None:
         ns = {}
-    target.metadata[namespace] = ns
+    target.metadata[namespace] = ns  # type: ignore[assignment]  # AppDef.metadata values are str in TorchX's annotation
     existing = ns.get(kind)
     if existing is None:
         existing = ns[kind] = {}

@@ -104,7 +104,9 @@ class _NamedResources(Mapping[str, Resource]):
         self._load()
         return dict(self._broken)
 
-    def _register(self, name: str, factory: ResourceFactory, fractional: bool, clobber: bool) -> None:
+    def _register(
+        self, name: str, factory: ResourceFactory, fractional: bool, clobber: bool
+    ) -> None:
         if not clobber and name in self._all():
             raise InvalidResourceError(
                 f"named resource {name!r} is already registered; pass clobber=True to replace it"
@@ -123,7 +125,9 @@ def _load_entry_points(broken: dict[str, str]) -> dict[str, ResourceFactory]:
         try:
             obj = ep.load()
         except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
-            logger.warning("could not load named resource entry point %s = %s: %s", ep.name, ep.value, e)
+            logger.warning(
+                "could not load named resource entry point %s = %s: %s", ep.name, ep.value, e
+            )
             broken[ep.name] = f"{type(e).__name__}: {e}"
             continue
         if isinstance(obj, Resource):

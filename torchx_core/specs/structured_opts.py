@@ -6,6 +6,7 @@ Re-exported as ``torchx_core.schedulers.api.StructuredOpts`` (TorchX's public pa
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,9 +24,9 @@ from torchx_core.specs.errors import InvalidRunConfigException, RunOptDefinition
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any, TypeVar
+    from typing import Any
 
-    _Self = TypeVar("_Self", bound="StructuredOpts")
+    from typing_extensions import Self
 
 _CACHE_ATTR = "_torchx_structured_fields"
 
@@ -75,7 +76,7 @@ def _field_docstrings(cls: type) -> dict[str, str]:
         if not tree.body or not isinstance(tree.body[0], ast.ClassDef):
             continue
         body = tree.body[0].body
-        for stmt, nxt in zip(body, body[1:]):
+        for stmt, nxt in itertools.pairwise(body):
             if (
                 isinstance(stmt, ast.AnnAssign)
                 and isinstance(stmt.target, ast.Name)
@@ -181,7 +182,9 @@ class StructuredOpts(Mapping[str, CfgVal]):
         for f in cls._opt_fields():
             if f.nested is not None:
                 for key, sub in f.nested.as_runopts():
-                    opts.add(f"{f.name}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required)
+                    opts.add(
+                        f"{f.name}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required
+                    )
                 continue
             default = None if f.required else f.make_default()
             if f.tp is float and isinstance(default, int) and not isinstance(default, bool):
@@ -209,7 +212,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
         )
 
     @classmethod
-    def from_cfg(cls: type[_Self], cfg: Mapping[str, CfgVal]) -> _Self:
+    def from_cfg(cls, cfg: Mapping[str, CfgVal]) -> Self:
         """Create an instance from a raw config dict.
 
         Fields are snake_case but also accept camelCase aliases (e.g., ``hpc_identity`` can be
@@ -223,7 +226,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
         return cls._from_cfg(cfg, prefix="", full_cfg=cfg)
 
     @classmethod
-    def _from_cfg(cls: type[_Self], cfg: Mapping[str, Any], prefix: str, full_cfg: Mapping[str, Any]) -> _Self:
+    def _from_cfg(cls, cfg: Mapping[str, Any], prefix: str, full_cfg: Mapping[str, Any]) -> Self:
         if not isinstance(cfg, Mapping):
             raise InvalidRunConfigException(
                 f"{cls.__name__}.from_cfg expects a mapping of option name to value, got {cfg!r}",
