@@ -197,3 +197,24 @@ def test_mcad_lifecycle(clients: Any) -> None:
     assert app_id in {r.app_id for r in sched.list()}
     sched.cancel(app_id)
     assert sched.describe(app_id) is None
+
+
+def test_through_the_runner(clients: Any) -> None:
+    from torchx_core.runner import get_runner
+
+    api, custom, _ = clients
+    with get_runner("it", client=api) as runner:
+        handle = runner.run(_app(1), scheduler="kubernetes", cfg={"namespace": "default"})
+        assert handle.startswith("kubernetes://it/default:")
+        status = runner.status(handle)
+        assert status is not None and status.state == specs.AppState.PENDING
+        _, name = pods.parse_app_id(handle.rsplit("/", 1)[1])
+        custom.patch_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", "default", "jobs", name,
+            {"status": {"state": {"phase": "Completed"}}},
+        )
+        final = runner.wait(handle, wait_interval=0.01)
+        assert final is not None and final.state == specs.AppState.SUCCEEDED
+        assert handle in {r.app_handle for r in runner.list("kubernetes")}
+        runner.delete(handle)
+        assert runner.status(handle) is None
