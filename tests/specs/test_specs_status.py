@@ -17,6 +17,7 @@ from torchx_core.specs import (
     ReplicaState,
     ReplicaStatus,
     RoleStatus,
+    is_started,
     is_terminal,
     make_app_handle,
     parse_app_handle,
@@ -37,6 +38,11 @@ def test_app_state_values_and_str() -> None:
     assert [int(s) for s in AppState] == list(range(8))
     assert str(AppState.RUNNING) == "RUNNING"
     assert ReplicaState is AppState
+
+
+def test_is_started() -> None:
+    started = {s for s in AppState if is_started(s)}
+    assert started == {AppState.RUNNING, AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
 
 
 def test_is_terminal() -> None:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
     from torchx_core.specs._status import AppDryRunInfo
 
+# MiB in a GiB (Resource.memMB is in MiB): ``Resource(cpu=8, gpu=1, memMB=32 * GiB)``
+GiB: int = 1024
+
 # sentinel value used to represent missing string attributes, such as image or entrypoint
 MISSING: str = "<MISSING>"
 # sentinel value used to represent "unset" optional string attributes

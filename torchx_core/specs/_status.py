@@ -71,6 +71,14 @@ _TERMINAL_STATES: frozenset[AppState] = frozenset(
 )
 
 
+_STARTED_STATES: frozenset[AppState] = _TERMINAL_STATES | {AppState.RUNNING}
+
+
+def is_started(state: AppState) -> bool:
+    """True if the app has started running (RUNNING or a terminal state)."""
+    return state in _STARTED_STATES
+
+
 def is_terminal(state: AppState) -> bool:
     """True if ``state`` is SUCCEEDED, FAILED or CANCELLED."""
     return state in _TERMINAL_STATES
