@@ -274,16 +274,24 @@ def test_failed_app_fails_the_task_and_retries_resubmit(env: Path, flavour: str)
     assert len(apps) == 2 and {AppState(a.state) for a in apps} == {AppState.FAILED}
 
 
-def test_invalid_arguments_are_not_retried(env: Path) -> None:
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
     from prefect import flow
 
-    from torchx_prefect import InvalidTaskArgumentError, run_app_sync
+    from torchx_prefect import InvalidTaskArgumentError, run_app, run_app_sync
 
-    @flow
-    def f() -> Any:
-        return run_app_sync.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
 
-    state = f(return_state=True)
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
+
+        state = asyncio.run(f(return_state=True))
     with pytest.raises(InvalidTaskArgumentError, match="poll_interval"):
         state.result()
     (tr,) = task_runs(state.state_details.flow_run_id)

@@ -1,0 +1,170 @@
+"""Unit tests of one task attempt (``_Session``): reattach, persist, outcomes and the abort policy.
+
+A stateful fake Runner and an in-memory handle store stand in for the scheduler and Prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from tests.prefect.conftest import FakeRunner, echo_app
+from torchx_core.specs import AppState
+from torchx_prefect._launch import validate_args
+from torchx_prefect._prefect_io import TaskIdentity
+from torchx_prefect.errors import AppFailedError
+from torchx_prefect.states import Outcome
+from torchx_prefect.tasks import _Session
+
+LOG = logging.getLogger("test-session")
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    def get(self, key: str) -> str | None:
+        return self.data.get(key)
+
+    def put(self, key: str, handle: str) -> bool:
+        self.data[key] = handle
+        return True
+
+
+class BrokenStore(MemoryStore):
+    def get(self, key: str) -> str | None:
+        raise ConnectionError("prefect api down")
+
+    def put(self, key: str, handle: str) -> bool:
+        raise ConnectionError("prefect api down")
+
+
+def identity(run_count: int = 1, retries: int = 0) -> TaskIdentity:
+    return TaskIdentity(None, None, "run_app-abc", "0", run_count, retries)
+
+
+def session(runner: FakeRunner, store: Any = None, run_count: int = 1, retries: int = 0,
+            **kw: Any) -> _Session:
+    args = dict(app_args=None, scheduler="local_cwd", cfg=None, workspace=None,
+                poll_interval=0.01, unknown_state_timeout=0.0, stream_logs=False,
+                log_tail_lines=3, create_artifacts=False, reattach=True, cancel_timeout=5.0)
+    app = kw.pop("app", None) or echo_app()
+    args.update(kw)
+    spec = validate_args(app, **args)  # type: ignore[arg-type]
+    return _Session(runner, spec, identity(run_count, retries), LOG,
+                    store if store is not None else MemoryStore())  # type: ignore[arg-type]
+
+
+def drive(s: _Session) -> Any:
+    s.start()
+    while (outcome := s.poll_once()) is Outcome.WAIT:
+        pass
+    return s.finish(outcome)
+
+
+def test_success_returns_an_app_result_and_persists_the_handle() -> None:
+    runner, store = FakeRunner([AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED]), MemoryStore()
+    s = session(runner, store)
+    result = drive(s)
+    assert result.state == AppState.SUCCEEDED and result.app_handle == s.handle
+    assert store.data == {s.identity.label_key: s.handle}
+    assert s.app is not None and s.app.name == s.app_name != "echo"
+
+
+def test_failure_raises_with_the_log_tail() -> None:
+    runner = FakeRunner([AppState.RUNNING, AppState.FAILED])
+    runner.logs = {("worker", 0): ["a\n", "b\n", "c\n", "d\n"]}
+    with pytest.raises(AppFailedError) as info:
+        drive(session(runner))
+    assert info.value.log_tail == ["[worker/0] b", "[worker/0] c", "[worker/0] d"]
+
+
+def test_cancelled_app_returns_a_cancelled_state() -> None:
+    state = drive(session(FakeRunner([AppState.RUNNING, AppState.CANCELLED])))
+    assert state.is_cancelled()
+
+
+def test_a_second_attempt_reattaches_through_the_store() -> None:
+    runner, store = FakeRunner([AppState.RUNNING]), MemoryStore()
+    first = session(runner, store, run_count=1, retries=1)
+    handle = first.start()
+    second = session(runner, store, run_count=2, retries=1)
+    assert second.start() == handle and second.reattached
+    assert [c for c in runner.calls if c[0] == "run"] == [("run", handle)]
+
+
+def test_reattach_by_name_when_the_store_is_unreachable() -> None:
+    runner = FakeRunner([AppState.RUNNING])
+    handle = session(runner, BrokenStore()).start()
+    again = session(runner, BrokenStore(), run_count=2, retries=1)
+    assert again.start() == handle and again.reattached
+
+
+def test_an_ended_app_is_not_reattached() -> None:
+    runner, store = FakeRunner([AppState.FAILED]), MemoryStore()
+    first = session(runner, store)
+    h1 = first.start()
+    h2 = session(runner, store, run_count=2, retries=1).start()
+    assert h1 != h2
+
+
+def test_reattach_off_always_submits() -> None:
+    runner, store = FakeRunner([AppState.RUNNING]), MemoryStore()
+    h1 = session(runner, store, reattach=False).start()
+    h2 = session(runner, store, reattach=False).start()
+    assert h1 != h2
+
+
+def test_component_apps_are_materialized_and_renamed() -> None:
+    runner = FakeRunner([AppState.SUCCEEDED])
+    s = session(runner, app="utils.echo", app_args=["--msg", "hi"])
+    s.start()
+    assert s.app is not None and s.app.name.startswith("echo-")
+
+
+def test_vanished_app_fails_after_the_grace() -> None:
+    from torchx_prefect.errors import AppVanishedError
+
+    runner = FakeRunner([AppState.RUNNING])
+    s = session(runner)
+    s.start()
+    runner.apps.clear()
+    with pytest.raises(AppVanishedError):
+        s.poll_once()
+
+
+@pytest.mark.parametrize(
+    ("exc", "run_count", "retries", "cancelled"),
+    [
+        (asyncio.CancelledError(), 1, 3, True),     # task/flow cancelled
+        (KeyboardInterrupt(), 1, 3, True),          # crash / termination
+        (TimeoutError("task timed out"), 1, 3, True),
+        (ConnectionError("blip"), 1, 1, False),      # a retry will reattach
+        (ConnectionError("blip"), 2, 1, True),       # last attempt: nobody will watch the app
+        (ConnectionError("blip"), 1, 0, True),
+    ],
+)
+def test_abort_policy(exc: BaseException, run_count: int, retries: int, cancelled: bool) -> None:
+    runner = FakeRunner([AppState.RUNNING])
+    s = session(runner, run_count=run_count, retries=retries)
+    handle = s.start()
+    s.abort(exc)
+    assert (runner.peek(handle) == AppState.CANCELLED) is cancelled
+
+
+def test_abort_leaves_ended_apps_alone() -> None:
+    runner = FakeRunner([AppState.SUCCEEDED])
+    s = session(runner)
+    s.start()
+    s.poll_once()
+    s.abort(KeyboardInterrupt())
+    assert not [c for c in runner.calls if c[0] == "cancel"]
+
+
+def test_abort_before_submission_does_nothing() -> None:
+    runner = FakeRunner()
+    session(runner).abort(KeyboardInterrupt())
+    assert runner.calls == []
