@@ -112,6 +112,7 @@ def test_submit_run_describe_logs(lsf: LsfScheduler, tmp_path: Path) -> None:
     assert d is not None and d.state == AppState.SUCCEEDED
     assert [(r.role, [(x.id, x.state, x.hostname) for x in r.replicas]) for r in d.roles_statuses] == [
         ("w", [(0, AppState.SUCCEEDED, "hostB"), (1, AppState.SUCCEEDED, "hostB")])]
+    assert [(r.name, r.num_replicas) for r in d.roles] == [("w", 2)]
     host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
     for k in range(2):
         (line,) = list(lsf.log_iter(app_id, "w", k))

@@ -254,6 +254,7 @@ def test_describe_maps_states_across_versions(tmp_path: Path, version: tuple[int
     assert desc.state == EXPECTED.get(state, AppState.FAILED)
     assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [
         ("trainer", [0, 1]), ("ps", [0])]
+    assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 1)]
 
 
 def test_state_table_covers_the_documented_states() -> None:

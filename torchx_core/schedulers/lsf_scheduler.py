@@ -428,7 +428,8 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         resp = DescribeAppResponse(
             app_id=app_id, state=state,
             roles_statuses=[RoleStatus(r, sorted(reps, key=lambda x: x.id))
-                            for r, reps in roles.items()])
+                            for r, reps in roles.items()],
+            roles=[Role(name=r, image="", num_replicas=len(reps)) for r, reps in roles.items()])
         failed = [f"{rec.name}: exit code {rec.exit_code}" for _, _, rec in found
                   if rec.stat == "EXIT"]
         if failed:

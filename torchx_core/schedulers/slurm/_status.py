@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchx_core.schedulers.api import DescribeAppResponse, SchedulerError
-from torchx_core.specs import AppState, ReplicaStatus, RoleStatus, is_terminal
+from torchx_core.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
 
 __all__ = [
     "SACCT_FIELDS",
@@ -311,6 +311,8 @@ def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> Describ
         num_restarts=leader.restarts if leader.restarts is not None else -1,
         roles_statuses=[RoleStatus(role, sorted(reps, key=lambda x: x.id))
                         for role, reps in roles.items()],
+        # what Slurm can tell of the roles as submitted: their names and replica counts
+        roles=[Role(name=role, image="", num_replicas=len(reps)) for role, reps in roles.items()],
     )
     if msg:
         response.msg = msg
