@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runner"))
 
-from fake_scheduler import fake_plugin  # noqa: E402,F401  (fixture)
+from fake_scheduler import fake_plugin  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)

@@ -32,7 +32,32 @@ def torchx(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.
         text=True,
         env=env,
         timeout=timeout,
+        check=False,
     )
+
+
+SLEEPER = textwrap.dedent(
+    '''
+    import torchx_core.specs as specs
+
+
+    def sleeper(seconds: int = 60) -> specs.AppDef:
+        """Sleeps, printing a line first.
+
+        Args:
+            seconds: how long to sleep
+        """
+        return specs.AppDef(
+            name="sleeper",
+            roles=[specs.Role(name="sleep", image="/", entrypoint="sh",
+                              args=["-c", f"echo started; sleep {seconds}"], num_replicas=2)],
+        )
+    '''
+)
+
+
+def _write_sleeper(directory: Path) -> None:
+    (directory / "comp.py").write_text(SLEEPER)
 
 
 def test_run_streams_prefixed_logs_and_other_processes_see_the_app(env: dict[str, str]) -> None:
@@ -71,26 +96,7 @@ def test_failing_app_exits_nonzero_with_status(env: dict[str, str], tmp_path: Pa
 
 
 def test_cancel_from_another_process_and_file_component(env: dict[str, str], isolated_config: Path) -> None:
-    (isolated_config / "comp.py").write_text(
-        textwrap.dedent(
-            '''
-            import torchx_core.specs as specs
-
-
-            def sleeper(seconds: int = 60) -> specs.AppDef:
-                """Sleeps, printing a line first.
-
-                Args:
-                    seconds: how long to sleep
-                """
-                return specs.AppDef(
-                    name="sleeper",
-                    roles=[specs.Role(name="sleep", image="/", entrypoint="sh",
-                                      args=["-c", f"echo started; sleep {seconds}"], num_replicas=2)],
-                )
-            '''
-        )
-    )
+    _write_sleeper(isolated_config)
     runner = subprocess.Popen(
         [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "comp.py:sleeper"],
         stdout=subprocess.PIPE,
@@ -170,3 +176,46 @@ def test_runopts_and_configure_for_local(env: dict[str, str], isolated_config: P
     p = torchx(env, "run", "utils.echo", "--msg", "cfg ok")
     assert p.returncode == 0, p.stderr
     assert "echo/0 cfg ok" in p.stderr
+
+
+def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(env: dict[str, str], isolated_config: Path) -> None:
+    import signal
+
+    _write_sleeper(isolated_config)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "comp.py:sleeper"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert p.stdout is not None
+        handle = p.stdout.readline().strip()
+        assert handle.startswith("local_cwd://"), handle
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in torchx(env, "status", handle).stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(0.3)  # let the launcher enter its wait
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=60) == 130
+        state = json.loads(torchx(env, "status", handle, "--json").stdout)["state"]
+        assert state == "CANCELLED"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_run_hot_path_imports_no_plugin_scan_or_heavy_modules(env: dict[str, str]) -> None:
+    code = (
+        "import sys\n"
+        "from torchx_core.cli.main import run_main\n"
+        "rc = run_main(['run', '-s', 'local_cwd', 'utils.echo', '--msg', 'hi'])\n"
+        "bad = [m for m in ('importlib.metadata', 'fsspec', 'yaml', 'torch', 'docker', 'kubernetes',\n"
+        "       'boto3', 'ray', 'torchx_core.specs.finder', 'torchx_core.cli.cmd_status') if m in sys.modules]\n"
+        "print(rc, bad, file=sys.stderr)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr

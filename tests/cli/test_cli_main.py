@@ -67,7 +67,7 @@ def test_run_wait_log_exit_code_follows_app_state(
 ) -> None:
     fake_plugin.final = final
     fake_plugin.steps = 3
-    rc, out, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "2")
+    rc, _, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "2")
     assert rc == rc_expected
     assert "echo/0 echo 0 line 0" in err and "echo/1 echo 1 line 2" in err
     assert f"Job finished: {final}" in err
@@ -89,7 +89,7 @@ def test_torchxconfig_supplies_run_defaults_and_run_options(
         "[fake]\nqueue = gpu\npriority = 1\n"
         "[component:utils.echo]\nmsg = from-config\n"
     )
-    rc, out, err = cli(capsys, "run", "-cfg", "priority=9")
+    rc, _, err = cli(capsys, "run", "-cfg", "priority=9")
     assert rc == 0, err
     (job,) = fake_plugin.jobs.values()
     assert job.request.cfg["queue"] == "gpu"

@@ -23,6 +23,7 @@ def test_main_job_runs_streams_logs_and_succeeds(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
@@ -41,6 +42,6 @@ def test_main_job_fails_loudly_when_a_worker_fails(tmp_path: Path) -> None:
         "sys.exit(m.main([]))\n"
     )
     env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path / "root")}
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "State: FAILED" in p.stdout

@@ -189,10 +189,10 @@ def create_scheduler(session_name: str, **kwargs: Any) -> FakeScheduler:
 
 # -- pytest fixtures (imported by the conftest files that need them) ---------------------------
 
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 
 def write_plugin_dist(site: Path, entry_points: str, name: str = "torchx_fake_plugin") -> Path:

@@ -203,10 +203,9 @@ def test_scheduler_instances_are_lazy_cached_and_closed(table: JobTable) -> None
 
 
 def test_context_manager_closes_and_reraises(table: JobTable) -> None:
-    with pytest.raises(KeyError):
-        with Runner("s", {"fake": make_factory(table)}) as runner:
-            runner.run(_app(), "fake")
-            raise KeyError("boom")
+    with pytest.raises(KeyError), Runner("s", {"fake": make_factory(table)}) as runner:
+        runner.run(_app(), "fake")
+        raise KeyError("boom")
     assert table.closed == 1
 
 

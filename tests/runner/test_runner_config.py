@@ -47,7 +47,7 @@ def test_find_configs_home_then_cwd(dirs: tuple[Path, Path]) -> None:
 
 
 def test_env_override_reads_only_that_file(dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home, cwd = dirs
+    _, cwd = dirs
     (cwd / ".torchxconfig").write_text("[fake]\nqueue = cwd\n")
     other = tmp_path / "other.ini"
     other.write_text("[fake]\nqueue = env\n")

@@ -162,7 +162,7 @@ def test_public_helpers() -> None:
         assert name in DEFAULT_SCHEDULER_MODULES
     assert isinstance(get_scheduler_factory("slurm"), DeferredFactory)
     factories = get_scheduler_factories()
-    assert list(factories)[0] == "local_cwd"
+    assert next(iter(factories)) == "local_cwd"
     assert set(get_scheduler_factories(skip_defaults=True)).isdisjoint(DEFAULT_SCHEDULER_MODULES)
 
 

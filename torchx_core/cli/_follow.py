@@ -97,7 +97,7 @@ def print_logs(
     def guarded(role: str, k: int) -> None:
         try:
             one(role, k)
-        except BaseException as e:  # collected and re-raised in the caller's thread
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(e)
 
     threads = [
@@ -161,7 +161,7 @@ def _follow_quietly(
 ) -> None:
     try:
         print_logs(runner, app_handle, replicas, out, should_tail=True)
-    except Exception as e:  # logs are best effort while waiting; the status decides the exit
+    except Exception as e:  # noqa: BLE001 - logs are best effort; the status decides the exit
         logger.warning("log streaming stopped: %s", e)
 
 

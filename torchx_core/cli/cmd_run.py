@@ -156,7 +156,20 @@ class CmdRun(SubCommand):
             if not (is_local or args.wait or args.log):
                 logger.info("Launched app: %s", app_handle)
                 return 0
-            return self._wait(runner, app_handle, log=is_local or args.log)
+            try:
+                return self._wait(runner, app_handle, log=is_local or args.log)
+            except KeyboardInterrupt:
+                if is_local:
+                    # a local app started in the foreground ends with its launcher's Ctrl-C
+                    logger.warning("interrupted: cancelling %s", app_handle)
+                    runner.cancel(app_handle)
+                else:
+                    logger.warning(
+                        "interrupted: %s keeps running; `torchx cancel %s` stops it",
+                        app_handle,
+                        app_handle,
+                    )
+                return 130
 
     def _dryrun(
         self,

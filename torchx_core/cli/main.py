@@ -101,7 +101,7 @@ def _plugin_commands() -> dict[str, Any]:
     for ep in entry_points(group="torchx.cli.cmds"):
         try:
             found[ep.name] = ep.load()
-        except Exception as e:  # a broken plugin must not break the CLI
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the CLI
             logger.warning("CLI plugin `%s = %s` failed to load: %s", ep.name, ep.value, e)
     return found
 
@@ -121,7 +121,7 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="<subcommand>")
-    names = dict((n, h) for n, (_, _, h) in SUBCOMMANDS.items())
+    names = {n: h for n, (_, _, h) in SUBCOMMANDS.items()}
     if selected is not None and selected not in names and command is not None:
         names[selected] = getattr(command, "help", "plugin subcommand")
     for name, help_text in names.items():

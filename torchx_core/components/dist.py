@@ -17,7 +17,7 @@ import re
 import shlex
 from pathlib import Path
 
-import torchx_core.specs as specs
+from torchx_core import specs
 from torchx_core.components import IMAGE
 from torchx_core.specs import macros
 from torchx_core.specs.errors import ComponentArgumentError

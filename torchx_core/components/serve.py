@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import torchx_core.specs as specs
+from torchx_core import specs
 from torchx_core.components import IMAGE
 
 

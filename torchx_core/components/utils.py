@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-import torchx_core.specs as specs
+from torchx_core import specs
 from torchx_core.components import IMAGE
 from torchx_core.specs.errors import ComponentArgumentError
 

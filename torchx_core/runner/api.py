@@ -83,7 +83,7 @@ class Runner:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def __enter__(self) -> Runner:
+    def __enter__(self) -> Runner:  # noqa: PYI034 - TorchX-compatible signature
         return self
 
     def __exit__(

@@ -346,6 +346,5 @@ def dump(
                 parser.set(name, opt_name, f"#FIXME:({_type_kind(opt.opt_type)}) {opt.help}"[:80])
             elif not required_only:
                 parser.set(name, opt_name, _format_default(opt))
-    for line in skipped:
-        f.write(f"# skipped {line}\n")
+    f.writelines(f"# skipped {line}\n" for line in skipped)
     parser.write(f, space_around_delimiters=True)

@@ -200,7 +200,7 @@ class SchedulerRegistry:
                 sources[ep.name] = ep.value
                 try:
                     plugins[ep.name] = _as_factory(ep.name, ep.load())
-                except Exception as e:  # a broken plugin must not break the others
+                except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
                     errors[ep.name] = f"{type(e).__name__}: {e}"
                     logger.warning(
                         "scheduler plugin `%s = %s` failed to load and is skipped: %s",
