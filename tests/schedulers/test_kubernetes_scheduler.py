@@ -295,3 +295,22 @@ def test_volcano_task_status_counts() -> None:
         ("Trainer_main", 0): specs.AppState.SUCCEEDED,
         ("Trainer_main", 1): specs.AppState.FAILED,
     }
+
+
+def test_namespace_from_kubeconfig_context(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    cfg = Path(str(tmp_path)) / "kubeconfig"
+    cfg.write_text(
+        "current-context: dev\n"
+        "contexts:\n"
+        "  - name: dev\n    context: {cluster: c, namespace: team-dev}\n"
+        "  - name: prod\n    context: {cluster: c, namespace: team-prod}\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(cfg))
+    sched = create_scheduler("s")
+    assert sched.submit_dryrun(_app(), {}).request.namespace == "team-dev"
+    assert sched.submit_dryrun(_app(), {"context": "prod"}).request.namespace == "team-prod"
+    assert sched.submit_dryrun(_app(), {"namespace": "explicit"}).request.namespace == "explicit"
+    monkeypatch.setenv("KUBECONFIG", str(cfg) + ".missing")
+    assert sched.submit_dryrun(_app(), {}).request.namespace == "default"

@@ -48,6 +48,39 @@ def make_api_client(context: str | None = None) -> Any:
         ) from e
 
 
+def kubeconfig_namespace(context: str | None = None) -> str | None:
+    """The namespace of ``context`` (default: the current context) in the kubeconfig, if set.
+
+    Reads ``$KUBECONFIG`` (its first file) or ``~/.kube/config`` as plain YAML, so it needs no
+    ``kubernetes`` package and works in dry runs.
+    """
+    import os
+
+    paths = os.environ.get("KUBECONFIG", "").split(os.pathsep)
+    path = next((p for p in paths if p), os.path.expanduser("~/.kube/config"))
+    try:
+        with open(path, encoding="utf-8") as f:
+            import yaml
+
+            config = yaml.safe_load(f) or {}
+    except (OSError, ValueError) as e:
+        logger.debug("no usable kubeconfig at %s: %s", path, e)
+        return None
+    if not isinstance(config, dict):
+        return None
+    name = context or config.get("current-context")
+    for entry in config.get("contexts") or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            ns = (entry.get("context") or {}).get("namespace")
+            return str(ns) if ns else None
+    return None
+
+
+def resolve_namespace(namespace: str | None, context: str | None) -> str:
+    """The run option if given, else the kubeconfig context's namespace, else ``default``."""
+    return namespace or kubeconfig_namespace(context) or "default"
+
+
 @contextmanager
 def api_errors(what: str) -> Iterator[None]:
     """Translates ``kubernetes.client.ApiException`` into :class:`KubernetesApiError`."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchx_core.schedulers import _k8s_pods as pods
+from torchx_core.schedulers._k8s_client import resolve_namespace
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -59,8 +60,8 @@ MCAD_STATES: dict[str, AppState] = {
 class MCADOpts(StructuredOpts):
     """Run options of the ``kubernetes_mcad`` scheduler."""
 
-    namespace: str = "default"
-    """Kubernetes namespace to create the AppWrapper in."""
+    namespace: str | None = None
+    """Kubernetes namespace (default: the kubeconfig context's namespace, else `default`)."""
     priority: int | None = None
     """AppWrapper priority (higher is dispatched first)."""
     requeue_seconds: int = 300
@@ -234,6 +235,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[AppWrapperRequest]:
         opts = MCADOpts.from_cfg(cfg)
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
         self._context = opts.context
         app_id = f"{pods.dns_label(app.name, 43)}-{secrets.token_hex(5)}"
         req = AppWrapperRequest(
@@ -311,6 +313,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         from torchx_core.schedulers._k8s_client import api_errors, to_dict
 
         opts = MCADOpts.from_cfg(dict(cfg or {}))
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
         with api_errors(f"listing AppWrappers in {opts.namespace}"):
             resp = to_dict(
                 self._custom().list_namespaced_custom_object(

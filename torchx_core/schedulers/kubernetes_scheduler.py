@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from torchx_core.schedulers import _k8s_pods as pods
+from torchx_core.schedulers._k8s_client import resolve_namespace
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -90,8 +91,8 @@ JOB_KINDS = ("volcano", "jobset")
 class KubernetesOpts(StructuredOpts):
     """Run options of the ``kubernetes`` scheduler."""
 
-    namespace: str = "default"
-    """Kubernetes namespace to create the job in."""
+    namespace: str | None = None
+    """Kubernetes namespace (default: the kubeconfig context's namespace, else `default`)."""
     job_kind: str = "volcano"
     """`volcano` (a Volcano Job, the default) or `jobset` (a JobSet; no Volcano needed, works with Kueue)."""
     queue: str | None = None
@@ -344,6 +345,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[KubernetesJob]:
         opts = KubernetesOpts.from_cfg(cfg)
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
         if opts.job_kind not in JOB_KINDS:
             raise InvalidRunConfigException(
                 f"job_kind={opts.job_kind!r} is not valid; use one of {list(JOB_KINDS)}",
@@ -441,6 +443,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         from torchx_core.schedulers._k8s_client import api_errors, to_dict
 
         opts = KubernetesOpts.from_cfg(dict(cfg or {}))
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
         selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
         out: list[ListAppResponse] = []
         custom = self._custom()
