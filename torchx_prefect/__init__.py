@@ -49,7 +49,18 @@ _LAZY: dict[str, str] = {
     "run_app_sync": "torchx_prefect.tasks",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AppFailedError",
+    "AppResult",
+    "AppRunError",
+    "AppUnknownStateError",
+    "AppVanishedError",
+    "InvalidTaskArgumentError",
+    "TorchXPrefectError",
+    "cancel_flow_apps",
+    "run_app",
+    "run_app_sync",
+]
 
 
 def __getattr__(name: str) -> Any:

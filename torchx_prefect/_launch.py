@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from torchx_core.specs import AppDef, AppState, AppStatus, is_terminal
-
 from torchx_prefect.errors import (
     AppFailedError,
     AppUnknownStateError,

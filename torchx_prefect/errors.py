@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs import TorchXError
 
 if TYPE_CHECKING:
     from torchx_core.specs import AppStatus

@@ -203,7 +203,7 @@ class _Session:
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
     """Prefect ``retry_condition_fn``: never retry a task whose arguments are invalid."""
     try:
-        state.result(raise_on_failure=True, _sync=True)  # type: ignore[call-arg]  # async_dispatch flag
+        state.result(raise_on_failure=True, _sync=True)  # type: ignore[call-overload]  # async_dispatch accepts _sync
     except InvalidTaskArgumentError:
         return False
     except BaseException:  # noqa: BLE001 - any other failure is retryable
@@ -283,7 +283,8 @@ async def run_app(
         while True:
             outcome = await asyncio.to_thread(session.poll_once)
             if outcome is not Outcome.WAIT:
-                return await asyncio.to_thread(session.finish, outcome)  # type: ignore[return-value]  # a Cancelled state is a valid task return
+                finished: AppResult | State[Any] = await asyncio.to_thread(session.finish, outcome)
+                return finished  # type: ignore[return-value]  # a Cancelled state is a valid task return
             await asyncio.sleep(spec.poll_interval)
     except BaseException as exc:
         # synchronous on purpose: inside a cancelled scope every further await is cancelled too

@@ -33,14 +33,14 @@ from torchx_prefect.errors import (
 )
 from torchx_prefect.states import Outcome
 
-DEFAULTS = dict(
-    app_args=None, scheduler="local_cwd", cfg=None, workspace=None, poll_interval=1.0,
-    unknown_state_timeout=10.0, stream_logs=True, log_tail_lines=5, create_artifacts=True,
-    reattach=True, cancel_timeout=5.0,
-)
+DEFAULTS: dict[str, object] = {
+    "app_args": None, "scheduler": "local_cwd", "cfg": None, "workspace": None,
+    "poll_interval": 1.0, "unknown_state_timeout": 10.0, "stream_logs": True,
+    "log_tail_lines": 5, "create_artifacts": True, "reattach": True, "cancel_timeout": 5.0,
+}
 
 
-def _validate(app: object, **overrides: object):  # noqa: ANN202 - test helper
+def _validate(app: object, **overrides: object):
     kwargs = {**DEFAULTS, **overrides}
     return validate_args(app, **kwargs)  # type: ignore[arg-type]
 
@@ -317,12 +317,12 @@ def test_log_streamer_emits_each_line_once_across_reopened_streams() -> None:
     opened: list[int] = []
 
     class Flaky(FakeRunner):
-        def log_lines(self, app_handle, role_name, k=0, **kw):  # noqa: ANN001, ANN003, ANN201
+        def log_lines(self, app_handle, role_name, k=0, **kw):
             opened.append(k)
             if len(opened) == 1:
                 raise FileNotFoundError("not yet")
             if len(opened) == 2:
-                def gen():  # noqa: ANN202
+                def gen():
                     yield "a\n"
                     yield "b\n"
                     raise OSError("broken pipe")

@@ -48,9 +48,11 @@ def identity(run_count: int = 1, retries: int = 0) -> TaskIdentity:
 
 def session(runner: FakeRunner, store: Any = None, run_count: int = 1, retries: int = 0,
             **kw: Any) -> _Session:
-    args = dict(app_args=None, scheduler="local_cwd", cfg=None, workspace=None,
-                poll_interval=0.01, unknown_state_timeout=0.0, stream_logs=False,
-                log_tail_lines=3, create_artifacts=False, reattach=True, cancel_timeout=5.0)
+    args: dict[str, Any] = {
+        "app_args": None, "scheduler": "local_cwd", "cfg": None, "workspace": None,
+        "poll_interval": 0.01, "unknown_state_timeout": 0.0, "stream_logs": False,
+        "log_tail_lines": 3, "create_artifacts": False, "reattach": True, "cancel_timeout": 5.0,
+    }
     app = kw.pop("app", None) or echo_app()
     args.update(kw)
     spec = validate_args(app, **args)  # type: ignore[arg-type]

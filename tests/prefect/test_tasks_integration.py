@@ -325,8 +325,7 @@ def test_retry_reattaches_instead_of_submitting_twice(
 ) -> None:
     from prefect import flow
 
-    import torchx_prefect.tasks as tasks
-    from torchx_prefect import run_app, run_app_sync
+    from torchx_prefect import run_app, run_app_sync, tasks
 
     blips: list[int] = []
     monkeypatch.setattr(tasks, "_new_runner", lambda: BlipOnce(get_runner(), blips))
