@@ -172,6 +172,11 @@ def test_run_options_are_typed_structured_opts() -> None:
     assert opts.get("exclusive").opt_type is bool and opts.get("exclusive").default is False
     parsed = SlurmOpts.from_cfg({"exclusive": "True", "mailUser": "a@b"})
     assert parsed.exclusive is True and parsed.mail_user == "a@b"
+    # TorchX's sbatch-style spelling is accepted too
+    script = str(scheduler().submit_dryrun(make_app(), {"mail-user": "x@y", "mail-type": "ALL"}))
+    assert "--mail-user=x@y --mail-type=ALL" in script
+    with pytest.raises(InvalidRunConfigException, match="mail_usr"):
+        scheduler().submit_dryrun(make_app(), {"mail_usr": "x@y"})
     with pytest.raises(InvalidRunConfigException, match="exclusive"):
         scheduler().submit_dryrun(make_app(), {"exclusive": 3})
 

@@ -255,7 +255,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[SlurmBatchRequest]:
-        opts = SlurmOpts.from_cfg(cfg)
+        opts = SlurmOpts.from_cfg(_dash_aliases(cfg))
         log_dir = os.path.abspath(os.path.expanduser(opts.job_dir or os.getcwd()))
         problems = []
         if "%" in log_dir:
@@ -496,6 +496,16 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
 
     def _cancel_existing(self, app_id: str) -> None:
         self._run(["scancel", app_id], ok=lambda r: "already completing or completed" in r.stderr)
+
+
+def _dash_aliases(cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    """Accepts TorchX's sbatch-style spelling (``mail-user``) for ``mail_user`` and the like."""
+    out = dict(cfg)
+    for key in [k for k in cfg if "-" in k]:
+        value = out.pop(key)
+        if value is not None:
+            out[key.replace("-", "_")] = value
+    return out
 
 
 def _valid_app_id(app_id: str) -> bool:
