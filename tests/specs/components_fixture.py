@@ -72,3 +72,13 @@ def no_docs(a, b: object, **kw: str) -> int:  # deliberately not a valid compone
 
 async def not_a_component_helper() -> None:
     return None
+
+
+def with_h(h: str = "cpu.small", m: str | None = None) -> AppDef:
+    """A component with a named-resource parameter ``h``.
+
+    Args:
+        h: named resource
+        m: module
+    """
+    return AppDef("h", [Role("r", image="img", args=[h, str(m)])])

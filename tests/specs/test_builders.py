@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from components_fixture import echo, not_an_app, required  # type: ignore[import-not-found]
+from components_fixture import echo, not_an_app, required, with_h  # type: ignore[import-not-found]
 
 from torchx_core.specs import AppDef, ComponentArgumentError, ComponentValidationException
 from torchx_core.specs.builders import component_help, materialize_appdef, parse_args
@@ -136,3 +136,13 @@ def test_help_flag_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:
         materialize_appdef(echo, ["--help"])
     assert e.value.code == 0
     assert "Echoes a message." in capsys.readouterr().out
+
+
+def test_h_parameter_takes_dash_h_and_help_stays_on_dash_dash_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _args(materialize_appdef(with_h, ["-h", "gpu.small", "-m", "x"])) == ["gpu.small", "x"]
+    assert _args(materialize_appdef(with_h, ["--h", "cpu.nano"]))[0] == "cpu.nano"
+    with pytest.raises(SystemExit):
+        materialize_appdef(with_h, ["--help"])
+    assert "named resource" in capsys.readouterr().out

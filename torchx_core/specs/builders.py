@@ -203,9 +203,14 @@ def _create_args_parser(
         description=f"App spec: {description}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
+        add_help=False,
     )
+    params = inspect.signature(cmpnt_fn).parameters
+    # components commonly take ``h`` (a named resource): then only --help shows the help
+    help_flags = ["--help"] if "h" in params else ["-h", "--help"]
+    parser.add_argument(*help_flags, action="help", help="show this help message and exit")
     defaults = _defaults(cmpnt_fn, hints, cmpnt_defaults, config)
-    for name, param in inspect.signature(cmpnt_fn).parameters.items():
+    for name, param in params.items():
         tp = hints.get(name, str)
         help_text = args_desc.get(name, name)
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
