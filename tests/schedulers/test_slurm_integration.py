@@ -243,3 +243,16 @@ def test_dist_ddp_rendezvous(sched: SlurmScheduler, tmp_path: Path,
     assert all("world=2" in line and "sum=3" in line and "rank0=127.0.0.1" in line
                for line in lines), lines
     assert {line.split()[2] for line in lines} == {"group_rank=0", "group_rank=1"}
+
+
+def test_workspace_copied_into_job_dir(sched: SlurmScheduler, tmp_path: Path) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    (ws / "main.py").write_text("import os; print('ran in', os.getcwd())\n")
+    job_dir = tmp_path / "job"
+    app = specs.AppDef("ws", roles=[specs.Role("main", image="", entrypoint=PY, args=["main.py"],
+                                               resource=specs.Resource(1, 0, 100))])
+    app_id = sched.submit(app, {"job_dir": str(job_dir), "time": "5"}, workspace=str(ws))
+    d = wait(sched, app_id, finished)
+    assert d.state == AppState.SUCCEEDED, d
+    assert list(sched.log_iter(app_id, "main", 0)) == [f"ran in {job_dir}\n"]
