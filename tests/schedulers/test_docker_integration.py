@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from docker_fixtures import BUSYBOX
 
+from torchx_core.schedulers.api import Stream
 from torchx_core.schedulers.docker_scheduler import DockerScheduler
 from torchx_core.specs import AppDef, AppState, BindMount, Role, Workspace, is_terminal, macros
 
@@ -69,8 +70,12 @@ def test_multi_role_success_logs_and_list(apps: Apps) -> None:
     desc = apps.wait(app_id)
     assert desc.state == AppState.SUCCEEDED
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("worker", 2), ("ps", 1)]
-    assert list(apps.sched.log_iter(app_id, "worker", 1)) == [
+    # stdout and stderr travel through separate pipes: their relative order is not kept
+    assert sorted(apps.sched.log_iter(app_id, "worker", 1)) == [
         f"hello 1 of {app_id}\n", "to-err\n"]
+    assert list(apps.sched.log_iter(app_id, "worker", 1, streams=Stream.STDOUT)) == [
+        f"hello 1 of {app_id}\n"]
+    assert list(apps.sched.log_iter(app_id, "worker", 1, streams=Stream.STDERR)) == ["to-err\n"]
     assert list(apps.sched.log_iter(app_id, "ps", 0)) == ["ps up\n"]
     assert list(apps.sched.log_iter(app_id, "worker", 0, regex="^hello")) == [
         f"hello 0 of {app_id}\n"]
