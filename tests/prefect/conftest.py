@@ -13,7 +13,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,22 +136,6 @@ def make_app() -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # integration: a real Prefect server and the real local scheduler
-
-
-def _procs_with_env(marker: str) -> list[int]:
-    """PIDs of live processes whose environment holds ``marker`` (our apps carry it)."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        if marker.encode() in env and ") Z " not in stat:
-            found.append(int(d.name))
-    return found
 
 
 @pytest.fixture(scope="session")

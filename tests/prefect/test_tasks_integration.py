@@ -234,6 +234,37 @@ def test_async_task_success_result_artifacts_and_logs(env: Path) -> None:
     _check_success(asyncio.run(f(return_state=True)), marker)
 
 
+def test_task_called_outside_a_flow(env: Path) -> None:
+    from torchx_prefect import run_app_sync
+
+    state = run_app_sync(py_app("standalone", "print('alone')"), poll_interval=0.2,
+                         return_state=True)
+    assert state.is_completed(), state
+    assert state.result().state == AppState.SUCCEEDED
+
+
+def test_concurrent_tasks_record_every_app_on_the_flow_run(env: Path) -> None:
+    from prefect import flow, get_client
+
+    from torchx_prefect import run_app_sync
+
+    @flow
+    def f() -> Any:
+        futures = [
+            run_app_sync.submit(py_app(f"para{i}", f"print('para {i}')"), poll_interval=0.2)
+            for i in range(3)
+        ]
+        return [fut.result() for fut in futures]
+
+    state = f(return_state=True)
+    results = state.result()
+    handles = {r.app_handle for r in results}
+    assert len(handles) == 3 and {r.state for r in results} == {AppState.SUCCEEDED}
+    with get_client(sync_client=True) as client:
+        labels = client.read_flow_run(state.state_details.flow_run_id).labels
+    assert {v for k, v in labels.items() if k.startswith("torchx.app.")} == handles
+
+
 # ---------------------------------------------------------------------------------------------
 # failure: typed error, log tail, retries submit a new app each time
 
