@@ -530,6 +530,21 @@ def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[
     return {k: v for k, v in cfg.items() if k in keys}
 
 
-def create_scheduler(session_name: str, **kwargs: Any) -> AWSBatchScheduler:
-    """Creates an :class:`AWSBatchScheduler` (registry entry of ``aws_batch``)."""
-    return AWSBatchScheduler(session_name=session_name, **kwargs)
+def create_scheduler(
+    session_name: str,
+    client: Any | None = None,
+    log_client: Any | None = None,
+    docker_client: Any | None = None,
+    poll_interval: float = 1.0,
+    **kwargs: Any,
+) -> AWSBatchScheduler:
+    """Creates an :class:`AWSBatchScheduler` (registry entry of ``aws_batch``).
+
+    Other keyword arguments (the runner passes its scheduler params to every factory) are ignored.
+    """
+    if kwargs:
+        logger.debug("aws_batch_scheduler: ignoring scheduler params %s", sorted(kwargs))
+    return AWSBatchScheduler(
+        session_name=session_name, client=client, log_client=log_client, docker_client=docker_client,
+        poll_interval=poll_interval
+    )

@@ -541,6 +541,18 @@ def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[
     return {k: v for k, v in cfg.items() if k in keys}
 
 
-def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
-    """Creates a :class:`DockerScheduler` (registry entry of ``local_docker`` and ``docker``)."""
-    return DockerScheduler(session_name=session_name, **kwargs)
+def create_scheduler(
+    session_name: str,
+    client: Any | None = None,
+    stop_timeout: float = 10.0,
+    **kwargs: Any,
+) -> DockerScheduler:
+    """Creates a :class:`DockerScheduler` (registry entry of ``local_docker`` and ``docker``).
+
+    Other keyword arguments (the runner passes its scheduler params to every factory) are ignored.
+    """
+    if kwargs:
+        logger.debug("docker_scheduler: ignoring scheduler params %s", sorted(kwargs))
+    return DockerScheduler(
+        session_name=session_name, client=client, stop_timeout=stop_timeout
+    )

@@ -227,6 +227,9 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
     def _run_opts(self) -> runopts:
         return RayOpts.as_runopts()
 
+    def _requires_resource(self) -> bool:
+        return False  # a replica without a resource reserves 1 CPU
+
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
     ) -> None:
@@ -448,6 +451,19 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             raise SchedulerError(f"Ray could not delete {app_id}: {e}") from e
 
 
-def create_scheduler(session_name: str, **kwargs: Any) -> RayScheduler:
-    """Creates a :class:`RayScheduler` (registry entry of ``ray``)."""
-    return RayScheduler(session_name=session_name, **kwargs)
+def create_scheduler(
+    session_name: str,
+    client: Any | None = None,
+    client_factory: Callable[[str], Any] | None = None,
+    poll_interval: float = 1.0,
+    **kwargs: Any,
+) -> RayScheduler:
+    """Creates a :class:`RayScheduler` (registry entry of ``ray``).
+
+    Other keyword arguments (the runner passes its scheduler params to every factory) are ignored.
+    """
+    if kwargs:
+        logger.debug("ray_scheduler: ignoring scheduler params %s", sorted(kwargs))
+    return RayScheduler(
+        session_name=session_name, client=client, client_factory=client_factory, poll_interval=poll_interval
+    )
