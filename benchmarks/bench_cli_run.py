@@ -29,6 +29,9 @@ def main() -> int:
     parser.add_argument("-n", "--runs", type=int, default=15, help="runs per CLI (best/median)")
     args = parser.parse_args()
 
+    # measure what users get: bytecode caches on (some sandboxes disable writing them, which
+    # would recompile our sources on every run while the baseline's were compiled by pip)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     work = Path(tempfile.mkdtemp(prefix="bench-cli-run-"))
     env = {
         "TORCHX_LOCAL_ROOT": str(work / "ours-root"),  # our local scheduler's state

@@ -121,9 +121,11 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="<subcommand>")
-    names = {n: h for n, (_, _, h) in SUBCOMMANDS.items()}
-    if selected is not None and selected not in names and command is not None:
-        names[selected] = getattr(command, "help", "plugin subcommand")
+    if command is not None and selected is not None:
+        # only the subcommand being run needs a parser (its name is already known to be valid)
+        names = {selected: getattr(command, "help", "") or SUBCOMMANDS.get(selected, ("", "", ""))[2]}
+    else:
+        names = {n: h for n, (_, _, h) in SUBCOMMANDS.items()}
     for name, help_text in names.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         if name == selected and command is not None:
@@ -199,6 +201,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         # bad input surfacing from user code (components) or the file system
         logger.debug("error details", exc_info=True)
         logger.error("%s: %s", type(e).__name__, e)
+        return 1
+    except Exception as e:  # noqa: BLE001 - the CLI reports, it does not dump tracebacks
+        logger.debug("error details", exc_info=True)
+        logger.error(
+            "unexpected error: %s: %s (re-run with `--log_level DEBUG` for the traceback)",
+            type(e).__name__,
+            e,
+        )
         return 1
     return int(rc or 0)
 
