@@ -202,7 +202,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         logger.debug("error details", exc_info=True)
         logger.error("%s: %s", type(e).__name__, e)
         return 1
-    except Exception as e:  # noqa: BLE001 - the CLI reports, it does not dump tracebacks
+    except Exception as e:  # the CLI reports, it does not dump tracebacks
         logger.debug("error details", exc_info=True)
         logger.error(
             "unexpected error: %s: %s (re-run with `--log_level DEBUG` for the traceback)",
