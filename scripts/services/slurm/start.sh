@@ -5,7 +5,7 @@
 # Idempotent: a healthy running cluster is reused; missing daemons are (re)started.
 # Usage: bash start.sh            (env: SLURM_NODES=4 SLURM_CPUS=2 SLURM_MEM_MB=4000
 #                                       SLURM_ACCOUNTING=1 SLURM_CTLD_PORT=6817 SLURM_DBD_PORT=6819
-#                                       SLURM_DB_PORT=13306 SLURM_NODE_PORT=17001)
+#                                       SLURM_DB_PORT=6829 SLURM_NODE_PORT=6831)
 # State (config, spool, logs, database) lives in $CI_STATE_DIR/slurm, PID files in $CI_RUN_DIR/slurm.
 # Clients find the cluster through SLURM_CONF=$CI_STATE_DIR/slurm/slurm.conf; /etc/slurm/slurm.conf
 # is also pointed there when it is absent or was written by this script.
@@ -20,8 +20,8 @@ MEM_MB="${SLURM_MEM_MB:-4000}"
 ACCOUNTING="${SLURM_ACCOUNTING:-1}"
 CTLD_PORT="${SLURM_CTLD_PORT:-6817}"
 DBD_PORT="${SLURM_DBD_PORT:-6819}"
-DB_PORT="${SLURM_DB_PORT:-13306}"
-NODE_PORT="${SLURM_NODE_PORT:-17001}"
+DB_PORT="${SLURM_DB_PORT:-6829}"
+NODE_PORT="${SLURM_NODE_PORT:-6831}"
 STATE="$CI_STATE_DIR/slurm"
 RUN="$CI_RUN_DIR/slurm"
 CONF="$STATE/slurm.conf"
