@@ -239,3 +239,27 @@ def test_only_the_used_subcommand_is_imported() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "['torchx_core.cli.cmd_base', 'torchx_core.cli.cmd_status'] []"
+
+
+def test_workspace_defaults_to_cwd_only_on_workspace_schedulers(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fake_scheduler
+
+    from torchx_core.workspace.api import WorkspaceMixin
+
+    # the plain fake has no workspace support: no default workspace is set (the run succeeds)
+    assert cli(capsys, "run", "-s", "fake", "utils.echo")[0] == 0
+
+    built: list[str] = []
+
+    class WsFake(fake_scheduler.FakeScheduler, WorkspaceMixin[None]):
+        def build_workspace_and_update_role(self, role, workspace, cfg) -> None:  # type: ignore[no-untyped-def]
+            built.append(str(workspace))
+            role.image = "built-image"
+
+    monkeypatch.setattr(fake_scheduler, "FakeScheduler", WsFake)
+    assert cli(capsys, "run", "-s", "fake", "utils.echo")[0] == 0
+    assert built and str(isolated_config) in built[0]
+    assert cli(capsys, "run", "-s", "fake", "--workspace", "/tmp", "utils.echo")[0] == 0
+    assert "/tmp" in built[-1]

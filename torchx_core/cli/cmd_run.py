@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections import Counter
 
@@ -112,7 +113,9 @@ class CmdRun(SubCommand):
             "--workspace",
             action=_Once,
             default=defaults.get("workspace"),
-            help="local project directory to mirror into the job (schedulers with workspaces)",
+            help="local project directory to mirror into the job; on schedulers that build"
+            " images from a workspace (local_docker, kubernetes, ...) it defaults to the current"
+            " directory, as in TorchX",
         )
         subparser.add_argument(
             "--parent_run_id",
@@ -141,6 +144,12 @@ class CmdRun(SubCommand):
             run_opts = runner.scheduler_run_opts(scheduler)
             cfg = run_opts.cfg_from_str(args.scheduler_args) if args.scheduler_args else {}
             apply(scheduler, cfg, run_opts=run_opts)
+            if (
+                args.workspace is None
+                and scheduler not in ("local_cwd", "local")
+                and runner.supports_workspaces(scheduler)
+            ):
+                args.workspace = os.getcwd()
             if args.dryrun:
                 return self._dryrun(runner, component, component_args, scheduler, cfg, args)
             app_handle = runner.run_component(

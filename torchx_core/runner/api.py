@@ -245,6 +245,12 @@ class Runner:
         """The run options (``cfg`` keys) scheduler ``scheduler`` accepts."""
         return self._scheduler(scheduler).run_opts()
 
+    def supports_workspaces(self, scheduler: str) -> bool:
+        """Whether scheduler ``scheduler`` can build workspaces (``workspace=`` / ``--workspace``)."""
+        from torchx_core.workspace.api import WorkspaceMixin
+
+        return isinstance(self._scheduler(scheduler), WorkspaceMixin)
+
     def scheduler_backends(self) -> list[str]:
         """Every scheduler name this runner can use."""
         return list(self._scheduler_factories.keys())
