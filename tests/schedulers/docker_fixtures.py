@@ -35,7 +35,8 @@ BUSYBOX = "busybox:latest"
 def run_service_script(service: str, script: str, timeout: float = 600) -> str:
     """Runs ``scripts/services/<service>/<script>``; raises with its output if it fails."""
     path = os.path.join(SERVICES, service, script)
-    proc = subprocess.run(["bash", path], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(["bash", path], capture_output=True, text=True, timeout=timeout,
+                          check=False)
     if proc.returncode != 0:
         raise RuntimeError(
             f"{path} failed with exit code {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"

@@ -138,7 +138,7 @@ def test_submit_describe_states_and_cancel() -> None:
     app_id = sched.submit(_app(), CFG)
     queue, _, name = app_id.partition(":")
     assert queue == "q" and name.startswith("Train-App-")
-    (_, register), (_, submit) = batch.calls
+    (_, _register), (_, submit) = batch.calls
     assert submit["jobDefinition"].endswith(f"job-definition/{name}:1")
     job_id = batch.job_id(app_id)
     desc = sched.describe(app_id)

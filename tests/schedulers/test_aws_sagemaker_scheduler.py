@@ -28,10 +28,10 @@ CFG = {"role_arn": "arn:aws:iam::1:role/sm", "output_path": "s3://bucket/out"}
 
 
 def _role(**kwargs: object) -> Role:
-    base: dict[str, object] = dict(
-        name="trainer", image="1.dkr.ecr.us-east-1.amazonaws.com/train:1", entrypoint="python",
-        args=["train.py", "--job", macros.app_id], env={"LR": "0.1"}, num_replicas=2,
-        resource=resource(h="aws_m5.xlarge"))
+    base: dict[str, object] = {
+        "name": "trainer", "image": "1.dkr.ecr.us-east-1.amazonaws.com/train:1",
+        "entrypoint": "python", "args": ["train.py", "--job", macros.app_id],
+        "env": {"LR": "0.1"}, "num_replicas": 2, "resource": resource(h="aws_m5.xlarge")}
     base.update(kwargs)
     return Role(**base)  # type: ignore[arg-type]
 

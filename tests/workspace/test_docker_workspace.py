@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "schedulers"))
-from docker_fixtures import BUSYBOX, FakeDockerClient  # noqa: E402
+from docker_fixtures import BUSYBOX, FakeDockerClient
 
-from torchx_core.schedulers.docker_scheduler import DockerScheduler  # noqa: E402
-from torchx_core.specs import AppDef, Role, Workspace  # noqa: E402
-from torchx_core.workspace.docker_workspace import (  # noqa: E402
+from torchx_core.schedulers.docker_scheduler import DockerScheduler
+from torchx_core.specs import AppDef, Role, Workspace
+from torchx_core.workspace.docker_workspace import (
     DEFAULT_DOCKERFILE,
     TORCHX_DOCKERFILE,
     DockerWorkspaceError,

@@ -5,7 +5,7 @@ Neutral helper: no scheduler imports another scheduler's module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ def iter_log_events(
     token: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> Iterator[str]:
+) -> Generator[str, None, str | None]:
     """Yields the events of one log stream as lines (with ``\\n``), from ``token`` on.
 
     A generator whose return value (``token = yield from iter_log_events(...)``) is the token to

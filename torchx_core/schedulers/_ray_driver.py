@@ -55,7 +55,8 @@ class CommandActor:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            preexec_fn=_die_with_parent,
+            # only a prctl() call between fork and exec: no locks that other threads could hold
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
         for line in self.proc.stdout or ():
             print(prefix + line, end="", flush=True)
@@ -85,8 +86,8 @@ def main() -> int:
     if not ready:
         print(f"torchx: placement group {bundles} not ready after {timeout}s", flush=True)
         return 2
-    remote_cls = ray.remote(CommandActor)
-    handles = [
+    remote_cls: Any = ray.remote(CommandActor)  # an actor class; ray's stubs cannot type it
+    handles: list[Any] = [
         remote_cls.options(
             num_cpus=bundles[i]["CPU"],
             num_gpus=bundles[i].get("GPU", 0),

@@ -66,14 +66,14 @@ from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
-    "AWSBatchOpts",
-    "AWSBatchScheduler",
-    "BatchJob",
     "CANCEL_REASON",
     "JOB_STATES",
     "TAG_APP_NAME",
     "TAG_USER",
     "TAG_VERSION",
+    "AWSBatchOpts",
+    "AWSBatchScheduler",
+    "BatchJob",
     "create_scheduler",
 ]
 

@@ -26,7 +26,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,9 +60,9 @@ from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
+    "JOB_STATES",
     "AWSSageMakerOpts",
     "AWSSageMakerScheduler",
-    "JOB_STATES",
     "SageMakerJob",
     "create_scheduler",
 ]
@@ -355,7 +355,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
                 return
             time.sleep(self.poll_interval)
 
-    def _streams(self, app_id: str, k: int) -> list[str]:
+    def _streams(self, app_id: str, k: int) -> Sequence[str]:
         try:
             page = self._log_client().describe_log_streams(
                 logGroupName=LOG_GROUP, logStreamNamePrefix=f"{app_id}/algo-{k + 1}-")

@@ -73,14 +73,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTAINER_STATES",
-    "DockerContainer",
-    "DockerJob",
-    "DockerOpts",
-    "DockerScheduler",
     "LABEL_APP_ID",
     "LABEL_REPLICA_ID",
     "LABEL_ROLE_NAME",
     "LABEL_VERSION",
+    "DockerContainer",
+    "DockerJob",
+    "DockerOpts",
+    "DockerScheduler",
     "create_scheduler",
 ]
 

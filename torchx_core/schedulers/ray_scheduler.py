@@ -77,7 +77,7 @@ DRIVER_FILE = "_ray_driver.py"
 ACTORS_FILE = "torchx_ray_actors.json"
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 # "(CommandActor pid=1) [role/k] text", possibly with ANSI colour codes around the actor name
-_LINE_RE = re.compile(r"(?:^|\s)\[(?P<role>[^\[\]/\s]+)/(?P<k>\d+)\] (?P<text>.*)$", re.S)
+_LINE_RE = re.compile(r"(?:^|\s)\[(?P<role>[^\[\]/\s]+)/(?P<k>\d+)\] (?P<text>.*)$", re.DOTALL)
 
 # Ray JobStatus -> AppState.
 JOB_STATES: dict[str, AppState] = {
