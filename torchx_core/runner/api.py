@@ -1,9 +1,10 @@
-"""The Runner: submits AppDefs (or components) to schedulers and manages the apps it names.
+"""The Runner: submits AppDefs (or components) to schedulers and manages the apps it names::
 
->>> from torchx_core.runner import get_runner
->>> with get_runner() as runner:  # doctest: +SKIP
-...     handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
-...     status = runner.wait(handle, wait_interval=0.1)
+    from torchx_core.runner import get_runner
+
+    with get_runner() as runner:
+        handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
+        status = runner.wait(handle, wait_interval=0.1)
 
 Apps are named by handles ``{scheduler}://{session_name}/{app_id}``; every method that takes a
 handle works on apps launched by any runner or process (the session name is informational).
@@ -477,11 +478,11 @@ def get_runner(
     component_defaults: dict[str, dict[str, str]] | None = None,
     **scheduler_params: Any,
 ) -> Runner:
-    """Creates a Runner over every registered scheduler; use it as a context manager.
+    """Creates a Runner over every registered scheduler; use it as a context manager::
 
-    >>> with get_runner() as runner:  # doctest: +SKIP
-    ...     handle = runner.run(app, scheduler="local_cwd")
-    ...     print(runner.status(handle))
+        with get_runner() as runner:
+            handle = runner.run(app, scheduler="local_cwd")
+            print(runner.status(handle))
 
     Args:
         name: the session name (default ``"torchx"``)
