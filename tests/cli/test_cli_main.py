@@ -263,3 +263,14 @@ def test_workspace_defaults_to_cwd_only_on_workspace_schedulers(
     assert built and str(isolated_config) in built[0]
     assert cli(capsys, "run", "-s", "fake", "--workspace", "/tmp", "utils.echo")[0] == 0
     assert "/tmp" in built[-1]
+
+
+def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = cli(capsys, "run", "-s", "fake", "dist.ddp", "-j", "2x2", "--script", "t.py", "-h", "cpu.small")
+    assert rc == 0, err
+    (job,) = fake_plugin.jobs.values()
+    (name, replicas, entrypoint, args) = job.request.roles[0]
+    assert (name, replicas, entrypoint) == ("t", 2, "bash")
+    assert "--nnodes 2 --nproc_per_node 2" in args[1]
+    rc, out, _ = cli(capsys, "run", "-s", "fake", "dist.ddp", "--help")
+    assert rc == 0 and "[-h H]" in out and "nproc_per_node" in out

@@ -139,8 +139,9 @@ class CmdRun(SubCommand):
         )
         with get_runner() as runner:
             scheduler = args.scheduler
-            if component_args in (["--help"], ["-h"]):
-                runner.materialize_component(component, component_args)  # prints help, exits
+            own_args = component_args[: component_args.index("--")] if "--" in component_args else component_args
+            if "--help" in own_args:
+                runner.materialize_component(component, ["--help"])  # prints the help and exits
             run_opts = runner.scheduler_run_opts(scheduler)
             cfg = run_opts.cfg_from_str(args.scheduler_args) if args.scheduler_args else {}
             apply(scheduler, cfg, run_opts=run_opts)
