@@ -17,11 +17,68 @@ builders and the other submodules load on first use.
 
 from __future__ import annotations
 
-from torchx_core.specs.api import *
-from torchx_core.specs.api import __all__ as _api_all
+from torchx_core.specs.api import (
+    ALL,
+    MISSING,
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDefSerializationError,
+    AppDryRunInfo,
+    AppHandle,
+    AppState,
+    AppStatus,
+    AppStatusError,
+    BindMount,
+    CfgVal,
+    ComponentArgumentError,
+    ComponentNotFoundException,
+    ComponentValidationException,
+    DeviceMount,
+    GiB,
+    InvalidMountError,
+    InvalidOverlayError,
+    InvalidResourceError,
+    InvalidRunConfigException,
+    InvalidWorkspaceError,
+    MalformedAppHandleException,
+    MissingDependencyError,
+    MountType,
+    OverlayTypeError,
+    ParsedAppHandle,
+    ReplicaState,
+    ReplicaStatus,
+    Resource,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    RunOptDefinitionError,
+    TorchXError,
+    UnknownAppException,
+    UnknownNamedResourceError,
+    UnknownSchedulerException,
+    VolumeMount,
+    Workspace,
+    get_type_name,
+    import_optional,
+    is_started,
+    is_terminal,
+    macros,
+    make_app_handle,
+    parse_app_handle,
+    parse_mounts,
+    resource,
+    runopt,
+    runopts,
+)
 
 # names resolved lazily (on first attribute access) -> defining module
 _LAZY: dict[str, str] = {
+    "StructuredOpts": "torchx_core.specs.structured_opts",
+    "appdef_from_dict": "torchx_core.specs._serde",
+    "appdef_from_json": "torchx_core.specs._serde",
+    "appdef_to_dict": "torchx_core.specs._serde",
+    "appdef_to_json": "torchx_core.specs._serde",
     "named_resources": "torchx_core.specs.register",
     "get_named_resources": "torchx_core.specs.register",
     "named_resource": "torchx_core.specs.register",
@@ -29,7 +86,70 @@ _LAZY: dict[str, str] = {
     "parse_args": "torchx_core.specs.builders",
 }
 
-__all__ = [*_api_all, *_LAZY]  # noqa: PLE0604 - both are lists of str
+__all__ = [
+    "ALL",
+    "MISSING",
+    "NONE",
+    "NULL_RESOURCE",
+    "AppDef",
+    "AppDefSerializationError",
+    "AppDryRunInfo",
+    "AppHandle",
+    "AppState",
+    "AppStatus",
+    "AppStatusError",
+    "BindMount",
+    "CfgVal",
+    "ComponentArgumentError",
+    "ComponentNotFoundException",
+    "ComponentValidationException",
+    "DeviceMount",
+    "GiB",
+    "InvalidMountError",
+    "InvalidOverlayError",
+    "InvalidResourceError",
+    "InvalidRunConfigException",
+    "InvalidWorkspaceError",
+    "MalformedAppHandleException",
+    "MissingDependencyError",
+    "MountType",
+    "OverlayTypeError",
+    "ParsedAppHandle",
+    "ReplicaState",
+    "ReplicaStatus",
+    "Resource",
+    "RetryPolicy",
+    "Role",
+    "RoleStatus",
+    "RunOptDefinitionError",
+    "StructuredOpts",
+    "TorchXError",
+    "UnknownAppException",
+    "UnknownNamedResourceError",
+    "UnknownSchedulerException",
+    "VolumeMount",
+    "Workspace",
+    "appdef_from_dict",
+    "appdef_from_json",
+    "appdef_to_dict",
+    "appdef_to_json",
+    "get_named_resources",
+    "get_type_name",
+    "import_optional",
+    "is_started",
+    "is_terminal",
+    "macros",
+    "make_app_handle",
+    "materialize_appdef",
+    "named_resource",
+    "named_resources",
+    "parse_app_handle",
+    "parse_args",
+    "parse_mounts",
+    "resource",
+    "runopt",
+    "runopts",
+]
 
 
 def __getattr__(name: str) -> object:
@@ -45,3 +165,16 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+TYPE_CHECKING = False  # typing is not imported at run time
+if TYPE_CHECKING:
+    from torchx_core.specs._serde import (
+        appdef_from_dict,
+        appdef_from_json,
+        appdef_to_dict,
+        appdef_to_json,
+    )
+    from torchx_core.specs.builders import materialize_appdef, parse_args
+    from torchx_core.specs.register import get_named_resources, named_resource, named_resources
+    from torchx_core.specs.structured_opts import StructuredOpts

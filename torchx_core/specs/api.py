@@ -9,6 +9,8 @@ Pure data: importing this module imports only the standard library.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not imported at run time
+
 from torchx_core.specs._app import (
     ALL,
     MISSING,
@@ -29,12 +31,6 @@ from torchx_core.specs._app import (
     resource,
 )
 from torchx_core.specs._runopts import CfgVal, get_type_name, runopt, runopts
-from torchx_core.specs._serde import (
-    appdef_from_dict,
-    appdef_from_json,
-    appdef_to_dict,
-    appdef_to_json,
-)
 from torchx_core.specs._status import (
     AppDryRunInfo,
     AppHandle,
@@ -70,7 +66,16 @@ from torchx_core.specs.errors import (
     UnknownSchedulerException,
     import_optional,
 )
-from torchx_core.specs.structured_opts import StructuredOpts
+
+# Loaded on first use (module __getattr__ below): they are not needed to define an app and
+# importing them eagerly would cost import time.
+_LAZY: dict[str, str] = {
+    "StructuredOpts": "torchx_core.specs.structured_opts",
+    "appdef_from_dict": "torchx_core.specs._serde",
+    "appdef_from_json": "torchx_core.specs._serde",
+    "appdef_to_dict": "torchx_core.specs._serde",
+    "appdef_to_json": "torchx_core.specs._serde",
+}
 
 __all__ = [
     "ALL",
@@ -131,3 +136,24 @@ __all__ = [
     "runopt",
     "runopts",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from torchx_core.specs._serde import (
+        appdef_from_dict,
+        appdef_from_json,
+        appdef_to_dict,
+        appdef_to_json,
+    )
+    from torchx_core.specs.structured_opts import StructuredOpts
