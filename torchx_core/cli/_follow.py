@@ -126,18 +126,33 @@ def quick_status(runner: Runner, app_handle: str, budget: float) -> AppStatus | 
         pause = min(pause * 2, 0.05)
 
 
+_NOT_STARTED = (AppState.UNSUBMITTED, AppState.SUBMITTED, AppState.PENDING)
+
+
 def wait_with_logs(
-    runner: Runner, app_handle: str, out: TextIO, log: bool, wait_interval: float = 1.0
+    runner: Runner,
+    app_handle: str,
+    out: TextIO,
+    log: bool,
+    wait_interval: float = 1.0,
+    quick_budget: float = 0.3,
 ) -> AppStatus | None:
     """Waits for the app to end; with ``log`` streams every replica's log meanwhile.
 
-    Apps that end within a fraction of a second are printed without follower threads.
+    Apps that end within ``quick_budget`` seconds (polled with a fast backoff: use it for local
+    schedulers, where a status is a file read) are printed without follower threads. Logs are
+    followed once the app has started.
     """
-    st = quick_status(runner, app_handle, budget=0.3)
+    st = quick_status(runner, app_handle, budget=quick_budget)
     if st is None:
         return None
     if not log:
         return st if st.is_terminal() else runner.wait(app_handle, wait_interval=wait_interval)
+    while st is not None and st.state in _NOT_STARTED:
+        time.sleep(wait_interval)
+        st = runner.status(app_handle)
+    if st is None:
+        return None
     replicas = role_replicas(runner, app_handle)
     if st.is_terminal():
         print_logs(runner, app_handle, replicas, out)

@@ -167,7 +167,7 @@ class CmdRun(SubCommand):
                 logger.info("Launched app: %s", app_handle)
                 return 0
             try:
-                return self._wait(runner, app_handle, log=is_local or args.log)
+                return self._wait(runner, app_handle, log=is_local or args.log, local=is_local)
             except KeyboardInterrupt:
                 if is_local:
                     # a local app started in the foreground ends with its launcher's Ctrl-C
@@ -206,11 +206,17 @@ class CmdRun(SubCommand):
         print("\n=== SCHEDULER REQUEST ===\n" + str(info))
         return 0
 
-    def _wait(self, runner: object, app_handle: str, log: bool) -> int:
+    def _wait(self, runner: object, app_handle: str, log: bool, local: bool) -> int:
         from torchx_core.cli._follow import exit_code, wait_with_logs
 
         logger.info("Waiting for the app to finish...")
-        status = wait_with_logs(runner, app_handle, sys.stderr, log=log)  # type: ignore[arg-type]
+        status = wait_with_logs(
+            runner,  # type: ignore[arg-type]
+            app_handle,
+            sys.stderr,
+            log=log,
+            quick_budget=0.3 if local else 0.0,
+        )
         if status is None:
             logger.error("app %s disappeared from the scheduler while waiting", app_handle)
             return 1
