@@ -18,6 +18,8 @@ import logging
 import os
 import sys
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import ComponentArgumentError
@@ -37,7 +39,7 @@ class _Once(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        seen = getattr(namespace, "_seen_once", set())
+        seen: set[str] = getattr(namespace, "_seen_once", set())
         if self.dest in seen:
             parser.error(f"{option_string} is given more than once")
         seen.add(self.dest)
@@ -187,7 +189,7 @@ class CmdRun(SubCommand):
         component: str,
         component_args: list[str],
         scheduler: str,
-        cfg: dict[str, object],
+        cfg: Mapping[str, Any],
         args: argparse.Namespace,
     ) -> int:
         from dataclasses import asdict

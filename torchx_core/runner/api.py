@@ -92,9 +92,8 @@ class Runner:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        self.close()
-        return False
+    ) -> None:
+        self.close()  # exceptions raised in the ``with`` block propagate
 
     def close(self) -> None:
         """Closes every scheduler this runner created. Safe to call more than once."""

@@ -88,8 +88,11 @@ class SchedulerFactory(Protocol):
 
 
 class _EntryPointLike(Protocol):
-    name: str
-    value: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
 
     def load(self) -> Any: ...
 
@@ -248,6 +251,7 @@ class SchedulerRegistry:
         Raises:
             UnknownSchedulerException: no scheduler is registered under ``name`` (the message
                 lists the valid names).
+            SchedulerRegistryError: ``name`` is a plugin that failed to load, or plugins clash.
         """
         factory = self._builtins.get(name)
         if factory is not None:
@@ -255,10 +259,12 @@ class SchedulerRegistry:
         plugins = self._scan()
         if name in plugins:
             return plugins[name]
-        exc = UnknownSchedulerException(name, self.names())
         if name in self._plugin_errors:
-            exc.add_note(f"plugin `{name}` failed to load: {self._plugin_errors[name]}")
-        raise exc
+            raise SchedulerRegistryError(
+                f"scheduler plugin `{name}` failed to load: {self._plugin_errors[name]}. Fix or"
+                f" reinstall the package that provides it; `torchx schedulers` lists what loads"
+            )
+        raise UnknownSchedulerException(name, self.names())
 
     def factories(self) -> dict[str, SchedulerFactory]:
         """Every scheduler name -> factory (scans entry points once)."""
