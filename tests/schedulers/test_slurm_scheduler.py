@@ -406,3 +406,13 @@ def test_sbatch_failure_is_a_scheduler_error(tmp_path: Path) -> None:
     sched = SlurmScheduler("t", run_cmd=broken, probe=StaticSlurmProbe((22, 5)))
     with pytest.raises(SchedulerError, match="invalid partition"):
         sched.submit(make_app(), {"job_dir": str(tmp_path)})
+
+
+def test_sacct_placeholder_rows_are_not_an_answer() -> None:
+    from torchx_core.schedulers.slurm._status import parse_sacct
+
+    # seen on Slurm 22.05 for a few seconds after a het job ends, before its full record lands
+    assert parse_sacct("28|28|allocation|COMPLETED|0:0|0:0|node1|root|\n") == []
+    (rec,) = parse_sacct("28+1|29|w-1|FAILED|0:0|3:0|node2|root|/a|b\n")
+    assert (rec.app_id, rec.offset, rec.job_id, rec.derived_exit_code, rec.work_dir) == (
+        "28", 1, "29", 3, "/a|b")

@@ -226,6 +226,11 @@ def parse_sacct(text: str) -> list[SlurmJobRecord]:
         job_id = row["JobID"]
         if "." in job_id:  # a step (only without -X)
             continue
+        if not row["WorkDir"]:
+            # a placeholder ("allocation", no work dir) that slurmdbd shows for a few seconds
+            # before the job's full record arrives: not an answer yet
+            logger.debug("skipping incomplete sacct row %r", line)
+            continue
         app_id, plus, offset = job_id.partition("+")
         code, sig = _sacct_exit(row["ExitCode"])
         derived, _ = _sacct_exit(row["DerivedExitCode"])
