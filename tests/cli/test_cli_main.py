@@ -274,3 +274,21 @@ def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixtur
     assert "--nnodes 2 --nproc_per_node 2" in args[1]
     rc, out, _ = cli(capsys, "run", "-s", "fake", "dist.ddp", "--help")
     assert rc == 0 and "[-h H]" in out and "nproc_per_node" in out
+
+
+def test_plugin_subcommand_from_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_scheduler import write_plugin_dist
+
+    site = tmp_path / "cmdsite"
+    write_plugin_dist(site, "[torchx.cli.cmds]\nhello = hello_cmd_mod:CmdHello\n", name="hello_cmd_plugin")
+    (site / "hello_cmd_mod.py").write_text(
+        "class CmdHello:\n"
+        "    help = 'says hello'\n"
+        "    def add_arguments(self, p):\n        p.add_argument('--who', default='world')\n"
+        "    def run(self, args):\n        print('hello', args.who)\n        return 0\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    rc, out, _ = cli(capsys, "hello", "--who", "you")
+    assert rc == 0 and out == "hello you\n"
