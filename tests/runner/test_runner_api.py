@@ -172,6 +172,17 @@ def test_dryrun_rejects_app_without_roles(runner: Runner) -> None:
         runner.dryrun(AppDef(name="empty"), "fake")
 
 
+def test_dryrun_lists_every_role_problem(runner: Runner) -> None:
+    app = AppDef(
+        name="bad",
+        roles=[Role(name="a", image="/"), Role(name="b", image="/", entrypoint="x", num_replicas=0)],
+    )
+    with pytest.raises(RunnerError) as e:
+        runner.dryrun(app, "fake")
+    assert "`a` has no entrypoint" in str(e.value) and "`b` has num_replicas=0" in str(e.value)
+    assert isinstance(e.value, ValueError)  # TorchX raised ValueError here
+
+
 def test_bad_cfg_type_is_typed_error(runner: Runner) -> None:
     with pytest.raises(InvalidRunConfigException):
         runner.run(_app(), "fake", cfg={"priority": "high"})

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from torchx_core.specs import (
+    MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
@@ -204,10 +205,7 @@ class Runner:
             UnknownSchedulerException: no scheduler is named ``scheduler``.
             InvalidRunConfigException: ``cfg`` misses a required option or has a wrong type.
         """
-        if not app.roles:
-            raise RunnerError(
-                f"app `{app.name}` has no roles; add at least one `specs.Role` to `app.roles`"
-            )
+        _check_app(app)
         if workspace:
             app.roles[0].workspace = (
                 workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
@@ -427,6 +425,22 @@ class Runner:
             f"Runner(name={self._name}, schedulers={self._scheduler_factories},"
             f" apps={self._apps})"
         )
+
+
+def _check_app(app: AppDef) -> None:
+    """Rejects apps no scheduler can run (every problem listed)."""
+    if not app.roles:
+        raise RunnerError(
+            f"app `{app.name}` has no roles; add at least one `specs.Role` to `app.roles`"
+        )
+    problems = []
+    for role in app.roles:
+        if not role.entrypoint or role.entrypoint == MISSING:
+            problems.append(f"role `{role.name}` has no entrypoint (set `Role(entrypoint=...)`)")
+        if role.num_replicas < 1:
+            problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
+    if problems:
+        raise RunnerError(f"app `{app.name}` cannot run: " + "; ".join(problems))
 
 
 _BUILTIN_COMPONENTS = "torchx_core.components"
