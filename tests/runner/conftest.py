@@ -1,1 +1,6 @@
-from fake_scheduler import fake_plugin  # noqa: F401  (fixture)
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_scheduler import fake_plugin  # noqa: E402,F401  (fixture)
