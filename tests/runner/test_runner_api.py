@@ -261,3 +261,17 @@ def test_get_runner_uses_registry_plugin_and_defaults(fake_plugin: JobTable, tmp
     assert fake_plugin.closed == 1
     with get_runner("mysession") as runner:
         assert runner.run(_app(), "fake").startswith("fake://mysession/")
+
+
+def test_importing_the_runner_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torchx_core.runner\n"
+        "heavy = ('importlib.metadata', 'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray',\n"
+        "         'airflow', 'kfp', 'prefect', 'torchx_core.schedulers.local_scheduler', 'torchx_core.specs.finder')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
