@@ -108,23 +108,39 @@ class FakeBatch:
             raise FakeClientError("ClientException", f"Job queue {kwargs['jobQueue']} does not exist")
         job_def = self.job_defs[kwargs["jobDefinition"]]
         job_id = f"id-{next(self._ids)}"
-        self.jobs[job_id] = {
+        job: dict[str, Any] = {
             "jobId": job_id,
             "jobName": kwargs["jobName"],
             "jobQueue": kwargs["jobQueue"],
             "status": "SUBMITTED",
             "createdAt": len(self.jobs),
             "tags": kwargs.get("tags", {}),
-            "nodeProperties": job_def["nodeProperties"],
             "attempts": [],
         }
+        if job_def["type"] == "container":
+            job["container"] = dict(job_def["containerProperties"])
+        else:
+            job["nodeProperties"] = job_def["nodeProperties"]
+        self.jobs[job_id] = job
+        size = kwargs.get("arrayProperties", {}).get("size")
+        if size:
+            job["arrayProperties"] = {"size": size, "statusSummary": {}}
+            for i in range(size):
+                child = {**job, "jobId": f"{job_id}:{i}", "arrayProperties": {"index": i},
+                         "container": dict(job["container"]), "tags": {}}
+                self.jobs[child["jobId"]] = child
         return {"jobId": job_id, "jobName": kwargs["jobName"]}
 
-    def list_jobs(self, jobQueue: str, jobStatus: str | None = None,
-                  filters: list[dict[str, Any]] | None = None,
+    def list_jobs(self, jobQueue: str | None = None, jobStatus: str | None = None,
+                  filters: list[dict[str, Any]] | None = None, arrayJobId: str | None = None,
                   nextToken: str | None = None) -> dict[str, Any]:
-        self.calls.append(("list_jobs", {"jobQueue": jobQueue, "jobStatus": jobStatus}))
-        jobs = [j for j in self.jobs.values() if j["jobQueue"] == jobQueue]
+        self.calls.append(("list_jobs", {"jobQueue": jobQueue, "jobStatus": jobStatus,
+                                         "arrayJobId": arrayJobId}))
+        if arrayJobId:  # the children of an array job
+            jobs = [j for j in self.jobs.values() if j["jobId"].startswith(f"{arrayJobId}:")]
+        else:  # like AWS, queue listings show array parents, not their children
+            jobs = [j for j in self.jobs.values()
+                    if j["jobQueue"] == jobQueue and ":" not in j["jobId"]]
         if filters:  # like AWS: filters win over jobStatus and match every status
             names = {v for f in filters if f["name"] == "JOB_NAME" for v in f["values"]}
             jobs = [j for j in jobs if j["jobName"] in names]

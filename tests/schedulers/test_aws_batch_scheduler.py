@@ -9,7 +9,12 @@ from datetime import datetime, timezone
 import pytest
 from aws_fixtures import FakeBatch, FakeLogs
 
-from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
+from torchx_core.schedulers.api import (
+    AppValidationError,
+    InvalidLogQueryError,
+    SchedulerError,
+    Stream,
+)
 from torchx_core.schedulers.aws_batch_scheduler import (
     CANCEL_REASON,
     JOB_STATES,
@@ -184,7 +189,7 @@ def test_list_by_tag_across_pages_and_queues() -> None:
     other = sched.submit(_app(), {**CFG, "queue": "q2"})
     batch.set_status(batch.job_id(ids[0]), "SUCCEEDED")
     # a job not submitted by torchx (no version tag) is not listed
-    arn = batch.register_job_definition(jobDefinitionName="x", type="container",
+    arn = batch.register_job_definition(jobDefinitionName="x", type="multinode",
                                         nodeProperties={})["jobDefinitionArn"]
     batch.submit_job(jobName="foreign", jobQueue="q", jobDefinition=arn)
     listed = {a.app_id: a.state for a in sched.list({"queue": "q"})}
@@ -273,3 +278,80 @@ def test_module_import_does_not_load_boto3() -> None:
             "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _array_app(replicas: int = 3, **kwargs: object) -> AppDef:
+    return AppDef("arr", roles=[Role(name="w", image="img:1", entrypoint="run.sh",
+                                     args=["--app", macros.app_id], num_replicas=replicas,
+                                     resource=resource(cpu=1, memMB=256), **kwargs)])  # type: ignore[arg-type]
+
+
+def test_array_dryrun_golden_request() -> None:
+    req = _sched().submit_dryrun(_array_app(), {**CFG, "array": True}).request
+    golden = _golden(req)
+    assert golden["job_def"] == {
+        "jobDefinitionName": "NAME",
+        "type": "container",
+        "containerProperties": {
+            "image": "img:1",
+            "command": ["run.sh", "--app", "NAME"],
+            "environment": [{"name": "TORCHX_ROLE_NAME", "value": "w"},
+                            {"name": "TORCHX_NUM_REPLICAS", "value": "3"}],
+            "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                     {"type": "MEMORY", "value": "256"}],
+            "privileged": False,
+            "logConfiguration": {"logDriver": "awslogs"},
+        },
+        "retryStrategy": {"attempts": 1},
+        "propagateTags": True,
+        "tags": {"torchx.pytorch.org/version": "torchx-suite",
+                 "torchx.pytorch.org/app-name": "arr", "torchx.pytorch.org/user": "alice",
+                 "torchx.pytorch.org/role-name": "w"},
+    }
+    assert golden["submit"]["arrayProperties"] == {"size": 3}
+    single = _sched().submit_dryrun(_array_app(1), {**CFG, "array": True}).request
+    assert "arrayProperties" not in single.submit  # AWS arrays have at least 2 children
+
+
+def test_array_rejects_multi_role_and_replica_id() -> None:
+    with pytest.raises(AppValidationError) as e:
+        _sched().submit_dryrun(_app(), {**CFG, "array": True})
+    assert "single-role app, got 2 roles (trainer, ps)" in str(e.value)
+    assert "uses macros.replica_id" in str(e.value) and "AWS_BATCH_JOB_ARRAY_INDEX" in str(e.value)
+
+
+def test_array_children_states_logs_list_and_cancel() -> None:
+    batch, logs = FakeBatch(), FakeLogs()
+    sched = _sched(batch, logs)
+    app_id = sched.submit(_array_app(), {**CFG, "array": True})
+    parent = batch.job_id(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUBMITTED
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("w", 3)]
+    batch.set_status(f"{parent}:0", "SUCCEEDED", log_stream="s0")
+    batch.set_status(f"{parent}:1", "RUNNING")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [
+        AppState.SUCCEEDED, AppState.RUNNING, AppState.SUBMITTED]
+    logs.put("/aws/batch/job", "s0", "child zero")
+    assert list(sched.log_iter(app_id, "w", 0)) == ["child zero\n"]
+    assert list(sched.log_iter(app_id, "w", 2)) == []  # child 2 has no stream yet
+    assert [a.app_id for a in sched.list({"queue": "q"})] == [app_id]  # children not listed
+    sched.cancel(app_id)
+    terminated = [c[1]["jobId"] for c in batch.calls if c[0] == "terminate_job"]
+    assert terminated == [parent, f"{parent}:1", f"{parent}:2"]  # not the finished child 0
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+
+
+def test_array_one_failed_child_fails_the_app() -> None:
+    batch = FakeBatch()
+    sched = _sched(batch)
+    app_id = sched.submit(_array_app(2), {**CFG, "array": True})
+    parent = batch.job_id(app_id)
+    batch.set_status(f"{parent}:0", "SUCCEEDED")
+    batch.set_status(f"{parent}:1", "FAILED", "Essential container in task exited")
+    assert sched.describe(app_id).state == AppState.FAILED  # type: ignore[union-attr]
+    batch.set_status(f"{parent}:1", "SUCCEEDED")
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]

@@ -119,3 +119,35 @@ def test_sagemaker_create_describe_list(aws_clients: dict[str, Any]) -> None:
     assert app_id in {a.app_id for a in sched.list()}
     assert sched.describe("train-missing") is None
     assert list(sched.log_iter(app_id, "trainer", 0)) == []  # moto writes no training logs
+
+
+def test_batch_array_job_children_logs_and_failure(batch: AWSBatchScheduler,
+                                                  batch_queue: str) -> None:
+    cfg = {"queue": batch_queue, "array": True}
+    # moto sets no AWS_BATCH_JOB_ARRAY_INDEX; a child's AWS_BATCH_JOB_ID is "{parent}:{index}"
+    index = "${AWS_BATCH_JOB_ID##*:}"
+    ok = batch.submit(AppDef("arr", roles=[sh("w", f"echo child {index}", replicas=3)]), cfg)
+    bad = batch.submit(AppDef("arrbad", roles=[sh(
+        "w", f'[ "{index}" = 1 ] && exit 4; echo fine', replicas=2)]), cfg)
+    desc = wait(batch, ok)
+    assert desc.state == AppState.SUCCEEDED
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.SUCCEEDED] * 3
+    # one log stream per child
+    assert [list(batch.log_iter(ok, "w", k)) for k in range(3)] == [
+        ["child 0\n"], ["child 1\n"], ["child 2\n"]]
+    desc = wait(batch, bad)
+    assert desc.state == AppState.FAILED
+    desc = wait(batch, bad, until=lambda s: all(
+        is_terminal(r.state) for r in batch.describe(bad).roles_statuses[0].replicas))
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.SUCCEEDED,
+                                                                  AppState.FAILED]
+    listed = {a.app_id: a.state for a in batch.list({"queue": batch_queue})}
+    assert listed[ok] == AppState.SUCCEEDED and listed[bad] == AppState.FAILED
+
+
+def test_batch_array_job_cancel(batch: AWSBatchScheduler, batch_queue: str) -> None:
+    app_id = batch.submit(AppDef("arrsleep", roles=[sh("w", "sleep 600", replicas=2)]),
+                          {"queue": batch_queue, "array": True})
+    wait(batch, app_id, until=lambda s: s == AppState.RUNNING)
+    batch.cancel(app_id)
+    assert wait(batch, app_id).state == AppState.CANCELLED

@@ -7,6 +7,10 @@ replicas; a role that does gets one node range per replica, so every replica see
 Node 0 (replica 0 of the first role) is the main node; the rank-0 address is in
 ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` (``macros.rank0_env``).
 
+* ``array=True`` (single-role apps whose replicas do not talk to each other): one ``container``
+  job definition submitted as an array job with one child per replica; a child finds its index in
+  ``AWS_BATCH_JOB_ARRAY_INDEX`` (or after the ``:`` of ``AWS_BATCH_JOB_ID``). Replica states
+  and logs are the children's; the app fails when a child fails.
 * App id: ``{queue}:{job_name}``; describe looks the job up by name in its queue.
 * Resources: ``cpu`` (rounded up, >= 1) -> ``VCPU``, ``memMB`` -> ``MEMORY``, ``gpu`` -> ``GPU``.
 * Options: priority and share id (fair-share queues), job and execution role ARNs, privileged,
@@ -37,6 +41,7 @@ from typing import Any
 
 from torchx_core.schedulers._aws_logs import iter_log_events
 from torchx_core.schedulers.api import (
+    AppValidationError,
     DescribeAppResponse,
     InvalidLogQueryError,
     ListAppResponse,
@@ -82,9 +87,11 @@ logger: logging.Logger = logging.getLogger(__name__)
 TAG_VERSION = "torchx.pytorch.org/version"
 TAG_APP_NAME = "torchx.pytorch.org/app-name"
 TAG_USER = "torchx.pytorch.org/user"
+TAG_ROLE_NAME = "torchx.pytorch.org/role-name"
 TAG_VERSION_VALUE = "torchx-suite"
 RANK0_ENV = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
 ENV_ROLE_NAME = "TORCHX_ROLE_NAME"
+ENV_NUM_REPLICAS = "TORCHX_NUM_REPLICAS"
 CANCEL_REASON = "torchx: cancelled by user"
 MAX_ATTEMPTS = 10
 DEFAULT_LOG_GROUP = "/aws/batch/job"
@@ -125,6 +132,11 @@ class AWSBatchOpts(StructuredOpts):
     )
     ulimits: list[str] | None = field(
         default=None, metadata={"help": "container ulimits, each 'name=soft:hard' or 'name=limit'"}
+    )
+    array: bool = field(
+        default=False,
+        metadata={"help": "single-role apps: submit an array job (one independent child job per"
+                  " replica, index in AWS_BATCH_JOB_ARRAY_INDEX) instead of a multi-node job"},
     )
     log_group: str = field(
         default=DEFAULT_LOG_GROUP, metadata={"help": "CloudWatch log group of the job logs"}
@@ -299,6 +311,51 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         ulimits = _parse_ulimits(opts.ulimits or [])
         name = _job_name(app.name)
         images_to_push = self.dryrun_push_images(app, cfg)
+        tags = {
+            TAG_VERSION: TAG_VERSION_VALUE,
+            TAG_APP_NAME: app.name,
+            TAG_USER: opts.user or getpass.getuser(),
+        }
+        attempts = min(MAX_ATTEMPTS, 1 + max(r.max_retries for r in app.roles))
+        if opts.array:
+            job_def = self._array_job_def(app, name, opts, ulimits)
+        else:
+            job_def = self._multinode_job_def(app, name, opts, ulimits)
+        if opts.array:
+            tags[TAG_ROLE_NAME] = app.roles[0].name
+        job_def.update({"retryStrategy": {"attempts": attempts}, "propagateTags": True,
+                        "tags": dict(tags)})
+        submit: dict[str, Any] = {"jobName": name, "jobQueue": opts.queue, "tags": dict(tags)}
+        if opts.array and app.roles[0].num_replicas > 1:
+            submit["arrayProperties"] = {"size": app.roles[0].num_replicas}
+        if opts.share_id:
+            submit["shareIdentifier"] = opts.share_id
+        if opts.share_id or opts.priority:
+            submit["schedulingPriorityOverride"] = opts.priority
+        req = BatchJob(name=name, queue=opts.queue, job_def=job_def, submit=submit,
+                       images_to_push=images_to_push)
+        return AppDryRunInfo(req, str)
+
+    def _array_job_def(self, app: AppDef, name: str, opts: AWSBatchOpts,
+                       ulimits: list[dict[str, Any]]) -> dict[str, Any]:
+        role = app.roles[0]
+        problems = []
+        if len(app.roles) != 1:
+            problems.append(f"array=True needs a single-role app, got {len(app.roles)} roles"
+                            f" ({', '.join(r.name for r in app.roles)})")
+        if _uses_replica_id(role):
+            problems.append(f"role `{role.name}` uses macros.replica_id, which an array job cannot"
+                            " substitute per child: read AWS_BATCH_JOB_ARRAY_INDEX instead")
+        if problems:
+            raise AppValidationError(f"app `{app.name}` cannot run as an array job: "
+                                     + "; ".join(problems) + "; or drop array=True")
+        values = macros.Values(img_root="", app_id=name, replica_id="", rank0_env=RANK0_ENV)
+        container = _container(role, values, opts, ulimits)
+        container["environment"].append({"name": ENV_NUM_REPLICAS, "value": str(role.num_replicas)})
+        return {"jobDefinitionName": name, "type": "container", "containerProperties": container}
+
+    def _multinode_job_def(self, app: AppDef, name: str, opts: AWSBatchOpts,
+                           ulimits: list[dict[str, Any]]) -> dict[str, Any]:
         ranges: list[dict[str, Any]] = []
         node = 0
         for role in app.roles:
@@ -316,28 +373,11 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
                 ranges.append({"targetNodes": target,
                                "container": _container(role, values, opts, ulimits)})
                 node = end + 1
-        tags = {
-            TAG_VERSION: TAG_VERSION_VALUE,
-            TAG_APP_NAME: app.name,
-            TAG_USER: opts.user or getpass.getuser(),
-        }
-        attempts = min(MAX_ATTEMPTS, 1 + max(r.max_retries for r in app.roles))
-        job_def = {
+        return {
             "jobDefinitionName": name,
             "type": "multinode",
             "nodeProperties": {"numNodes": node, "mainNode": 0, "nodeRangeProperties": ranges},
-            "retryStrategy": {"attempts": attempts},
-            "propagateTags": True,
-            "tags": dict(tags),
         }
-        submit: dict[str, Any] = {"jobName": name, "jobQueue": opts.queue, "tags": dict(tags)}
-        if opts.share_id:
-            submit["shareIdentifier"] = opts.share_id
-        if opts.share_id or opts.priority:
-            submit["schedulingPriorityOverride"] = opts.priority
-        req = BatchJob(name=name, queue=opts.queue, job_def=job_def, submit=submit,
-                       images_to_push=images_to_push)
-        return AppDryRunInfo(req, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[BatchJob]) -> str:
         req = dryrun_info.request
@@ -362,30 +402,77 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         summaries = client.list_jobs(
             jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
         ).get("jobSummaryList", [])
-        summaries = [s for s in summaries if s.get("jobName") == name]
+        # array children share the parent's name; their ids are "{parent}:{index}"
+        summaries = [s for s in summaries if s.get("jobName") == name and ":" not in s["jobId"]]
         if not summaries:
             return None
         latest = max(summaries, key=lambda s: s.get("createdAt", 0))
         jobs = client.describe_jobs(jobs=[latest["jobId"]]).get("jobs", [])
         return jobs[0] if jobs else None
 
+    def _layout(self, job: dict[str, Any]) -> list[tuple[str, int, int, dict[str, Any]]]:
+        """``(role, first node or array index, replicas, container)`` per node range/role."""
+        out: list[tuple[str, int, int, dict[str, Any]]] = []
+        ranges = job.get("nodeProperties", {}).get("nodeRangeProperties")
+        if ranges is None:  # a container job: one role, array children or a single replica
+            container = job.get("container", {})
+            env = {e["name"]: e["value"] for e in container.get("environment", [])}
+            size = job.get("arrayProperties", {}).get("size") or env.get(ENV_NUM_REPLICAS) or 1
+            role = env.get(ENV_ROLE_NAME) or job.get("tags", {}).get(TAG_ROLE_NAME, "")
+            return [(role, 0, int(size), container)]
+        for rng in ranges:
+            container = rng.get("container", {})
+            env = {e["name"]: e["value"] for e in container.get("environment", [])}
+            start, end = _node_range(rng.get("targetNodes", "0"))
+            out.append((env.get(ENV_ROLE_NAME, ""), start, end - start + 1, container))
+        return out
+
+    def _children(self, job: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """The child jobs of an array job by index (empty for other jobs)."""
+        if "size" not in job.get("arrayProperties", {}):
+            return {}
+        children: dict[int, dict[str, Any]] = {}
+        for status in JOB_STATES:
+            kwargs: dict[str, Any] = {"arrayJobId": job["jobId"], "jobStatus": status}
+            while True:
+                page = self._batch_client().list_jobs(**kwargs)
+                for summary in page.get("jobSummaryList", []):
+                    index = summary["jobId"].rpartition(":")[2]
+                    if index.isdigit():
+                        children[int(index)] = summary
+                if not page.get("nextToken"):
+                    break
+                kwargs["nextToken"] = page["nextToken"]
+        return dict(sorted(children.items()))
+
+    def _state(self, job: dict[str, Any], children: dict[int, dict[str, Any]]) -> AppState:
+        state = _job_state(job)
+        if not children or is_terminal(state):
+            return state
+        states = [_job_state(c) for c in children.values()]
+        if AppState.CANCELLED in states:
+            return AppState.CANCELLED
+        if AppState.FAILED in states:
+            return AppState.FAILED
+        size = int(job["arrayProperties"]["size"])
+        if len(states) == size and all(s == AppState.SUCCEEDED for s in states):
+            return AppState.SUCCEEDED
+        return AppState.RUNNING if AppState.RUNNING in states else state
+
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         job = self._get_job(app_id)
         if job is None:
             return None
-        state = _job_state(job)
+        children = self._children(job)
+        state = self._state(job, children)
         roles: list[Role] = []
         statuses: dict[str, RoleStatus] = {}
-        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
-            container = rng.get("container", {})
-            env = {e["name"]: e["value"] for e in container.get("environment", [])}
-            role_name = env.get(ENV_ROLE_NAME, "")
-            start, end = _node_range(rng.get("targetNodes", "0"))
+        for role_name, first, count, container in self._layout(job):
             status = statuses.setdefault(role_name, RoleStatus(role_name, []))
-            for _ in range(start, end + 1):
+            for i in range(first, first + count):
+                replica_state = _job_state(children[i]) if i in children else state
                 status.replicas.append(
-                    ReplicaStatus(len(status.replicas), state, role_name, "")
-                )
+                    ReplicaStatus(len(status.replicas), replica_state, role_name, ""))
             if not any(r.name == role_name for r in roles):
                 roles.append(Role(name=role_name, image=container.get("image", ""),
                                   entrypoint=(container.get("command") or [""])[0]))
@@ -411,12 +498,14 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         for q in queues:
             ids = list(dict.fromkeys(
                 s["jobId"] for status in JOB_STATES for s in self._list_jobs(q, status)
+                if ":" not in s["jobId"]  # array children are reported through their parent
             ))
             for start in range(0, len(ids), 100):
                 for job in client.describe_jobs(jobs=ids[start:start + 100]).get("jobs", []):
                     if job.get("tags", {}).get(TAG_VERSION):
+                        state = self._state(job, self._children(job))
                         out.append(ListAppResponse(app_id=f"{q}:{job['jobName']}",
-                                                   state=_job_state(job), name=job["jobName"]))
+                                                   state=state, name=job["jobName"]))
         return out
 
     def _list_jobs(self, queue: str, status: str) -> Iterator[dict[str, Any]]:
@@ -453,22 +542,23 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         return filter_regex(regex, lines) if regex else lines
 
     def _node_index(self, job: dict[str, Any], role_name: str, k: int) -> int:
-        index = 0
-        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
-            env = {e["name"]: e["value"] for e in rng.get("container", {}).get("environment", [])}
-            start, end = _node_range(rng.get("targetNodes", "0"))
-            if env.get(ENV_ROLE_NAME) == role_name:
-                if index <= k <= index + end - start:
-                    return start + k - index
-                index += end - start + 1
+        seen = 0
+        for name, first, count, _ in self._layout(job):
+            if name == role_name:
+                if seen <= k < seen + count:
+                    return first + k - seen
+                seen += count
         raise InvalidLogQueryError(
             f"job {job.get('jobName')} has no replica {k} of role {role_name!r}; check the role"
             " name and replica id with `torchx status`"
         )
 
     def _stream_name(self, job: dict[str, Any], node: int) -> str | None:
-        per_node = self._batch_client().describe_jobs(jobs=[f"{job['jobId']}#{node}"]).get("jobs", [])
-        for candidate in (*per_node, job):
+        # multi-node: "{id}#{node}"; array child: "{id}:{index}"; else the job's own stream
+        sep = "#" if "nodeProperties" in job else ":"
+        part = self._batch_client().describe_jobs(jobs=[f"{job['jobId']}{sep}{node}"]).get("jobs", [])
+        candidates = part if sep == ":" and part else (*part, job)
+        for candidate in candidates:
             name = candidate.get("container", {}).get("logStreamName")
             attempts = candidate.get("attempts") or [{}]
             name = name or attempts[-1].get("container", {}).get("logStreamName")
@@ -482,7 +572,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         token: str | None = None
         stream: str | None = None
         while True:
-            finished = is_terminal(_job_state(job))
+            finished = is_terminal(self._state(job, self._children(job)))
             stream = stream or self._stream_name(job, node)
             if stream:
                 token = yield from iter_log_events(self._log_client(), group, stream, token, since,
@@ -493,8 +583,8 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             job = self._get_job(app_id) or job
 
     def _log_group(self, job: dict[str, Any]) -> str:
-        for rng in job.get("nodeProperties", {}).get("nodeRangeProperties", []):
-            options = rng.get("container", {}).get("logConfiguration", {}).get("options", {})
+        for _, _, _, container in self._layout(job):
+            options = container.get("logConfiguration", {}).get("options", {})
             if options.get("awslogs-group"):
                 return str(options["awslogs-group"])
         return DEFAULT_LOG_GROUP
@@ -503,12 +593,20 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
 
     def _cancel_existing(self, app_id: str) -> None:
         job = self._get_job(app_id)
-        if job is None or is_terminal(_job_state(job)):
+        if job is None:
             return
-        try:
-            self._batch_client().terminate_job(jobId=job["jobId"], reason=CANCEL_REASON)
-        except Exception as e:
-            raise SchedulerError(f"AWS Batch could not terminate {app_id}: {e}") from e
+        children = self._children(job)
+        if is_terminal(self._state(job, children)):
+            return
+        # the parent, and each unfinished array child (AWS cascades; moto does not)
+        ids = [job["jobId"]] + [c["jobId"] for c in children.values()
+                                if not is_terminal(_job_state(c))]
+        client = self._batch_client()
+        for job_id in ids:
+            try:
+                client.terminate_job(jobId=job_id, reason=CANCEL_REASON)
+            except Exception as e:
+                raise SchedulerError(f"AWS Batch could not terminate {app_id} ({job_id}): {e}") from e
 
 
 def _job_state(job: Mapping[str, Any]) -> AppState:
