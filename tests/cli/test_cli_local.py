@@ -219,3 +219,44 @@ def test_run_hot_path_imports_no_plugin_scan_or_heavy_modules(env: dict[str, str
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr
+
+
+def test_copy_and_booth_components_run_locally(env: dict[str, str], tmp_path: Path) -> None:
+    src = tmp_path / "src.txt"
+    src.write_text("copied bytes\n")
+    dst = tmp_path / "out" / "dst.txt"
+    p = torchx(env, "run", "-s", "local_cwd", "utils.copy", "--src", f"file://{src}", "--dst", f"file://{dst}")
+    assert p.returncode == 0, p.stderr
+    assert dst.read_text() == "copied bytes\n"
+    p = torchx(env, "run", "-s", "local_cwd", "utils.booth", "--x1", "1", "--x2", "3",
+               "--tracker_base", str(tmp_path / "booth"))
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "booth" / "0" / "result.json").read_text())["booth_eval"] == 0.0
+
+
+def test_log_streams_selection(env: dict[str, str], isolated_config: Path) -> None:
+    (isolated_config / "both.py").write_text(
+        textwrap.dedent(
+            '''
+            import torchx_core.specs as specs
+
+
+            def both() -> specs.AppDef:
+                """Writes one line to stdout and one to stderr."""
+                return specs.AppDef(
+                    name="both",
+                    roles=[specs.Role(name="b", image="/", entrypoint="sh",
+                                      args=["-c", "echo to-out; echo to-err >&2"])],
+                )
+            '''
+        )
+    )
+    p = torchx(env, "run", "-s", "local_cwd", "both.py:both")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip().splitlines()[-1]
+    assert torchx(env, "log", "--streams", "stdout", handle).stdout == "b/0 to-out\n"
+    assert torchx(env, "log", "--streams", "stderr", handle).stdout == "b/0 to-err\n"
+    combined = torchx(env, "log", handle).stdout.splitlines()
+    assert sorted(combined) == ["b/0 to-err", "b/0 to-out"]
+    bad = torchx(env, "log", "--streams", "both", handle)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

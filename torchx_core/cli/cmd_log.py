@@ -43,10 +43,8 @@ class CmdLog(SubCommand):
         )
         subparser.add_argument(
             "--streams",
-            type=Stream,
-            choices=list(Stream),
+            choices=[s.value for s in Stream],
             default=None,
-            metavar="{" + ",".join(s.value for s in Stream) + "}",
             help="which output streams (default: scheduler specific)",
         )
         subparser.add_argument("identifier", metavar=ID_FORMAT, help="what to print the logs of")
@@ -54,6 +52,7 @@ class CmdLog(SubCommand):
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.cli._follow import LogSelectionError, print_logs, role_replicas
         from torchx_core.runner import get_runner
+        from torchx_core.schedulers.api import Stream
 
         handle, role, ids = parse_identifier(args.identifier)
         with get_runner(component_defaults={}) as runner:
@@ -73,6 +72,6 @@ class CmdLog(SubCommand):
                 sys.stdout,
                 regex=args.regex,
                 should_tail=args.tail,
-                streams=args.streams,
+                streams=Stream(args.streams) if args.streams else None,
             )
         return 0
