@@ -1,11 +1,13 @@
 """Test helpers for the slurm scheduler: a stateful fake Slurm and the real-cluster fixture.
 
 ``FakeSlurm`` is injected as ``run_cmd``. It keeps a job table and answers ``sbatch``,
-``squeue --json``, ``sacct`` and ``scancel`` in the output formats of Slurm 22.05 (what Debian 12
-ships and what the integration tests run) or 24.11 (``job_state`` lists, exit code objects,
-``{"set", "number"}`` numbers, ``squeue -j`` honoured and failing on forgotten ids). The 22.05
-shapes were taken from the real cluster of ``scripts/services/slurm``; the 24.11 shapes follow the
-``v0.0.42`` OpenAPI schema of Slurm's data_parser plugin.
+``squeue --json``, ``sacct`` and ``scancel`` in the output shapes of a chosen Slurm version. The
+22.05 shapes (plain strings and ints, raw wait-status exit codes, ``-j`` ignored by ``--json``)
+were taken from the real cluster of ``scripts/services/slurm``. For newer releases the fake
+follows the data_parser OpenAPI specs as far as this scheduler reads them: exit codes as
+``{"status", "return_code", "signal"}`` objects (23.02+), ``job_state`` as a list (23.11+),
+optional numbers as ``{"set", "infinite", "number"}`` (24.05+), and ``squeue -j`` honoured,
+failing when every given id is unknown.
 
 ``slurm_cluster`` (session) starts the real cluster with ``scripts/services/slurm/start.sh`` and
 stops it at session end with ``stop.sh`` (by PID files) if this session started it.
@@ -150,7 +152,7 @@ class FakeSlurm:
             exit_code = (job.exit_code << 8) | job.signal
             derived = comp.derived_exit_code << 8
         return {
-            "job_id": self._num(comp.job_id) if self.version >= (24, 5) else comp.job_id,
+            "job_id": comp.job_id,
             "het_job_id": self._num(job.app_id if het else 0),
             "het_job_offset": self._num(offset if het else 0),
             "array_job_id": self._num(0),
