@@ -67,6 +67,7 @@ GOLDEN_TRAINER_1 = {
             "torchx.pytorch.org/app-id": "APP_ID",
             "torchx.pytorch.org/role-name": "trainer",
             "torchx.pytorch.org/replica-id": "1",
+            "torchx.pytorch.org/app-name": "My App!",
         },
         "environment": {
             "COPY_ME": "yes",
@@ -141,8 +142,8 @@ def test_schedule_describe_list_and_success() -> None:
     client.finish(app_id)
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.SUCCEEDED
-    listed = {a.app_id: a.state for a in sched.list()}
-    assert listed == {app_id: AppState.SUCCEEDED}
+    listed = {a.app_id: (a.state, a.name) for a in sched.list()}
+    assert listed == {app_id: (AppState.SUCCEEDED, "My App!")}
 
 
 def test_mounts_and_gpus_become_sdk_objects() -> None:

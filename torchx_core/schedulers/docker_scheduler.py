@@ -90,6 +90,7 @@ LABEL_VERSION = "torchx.pytorch.org/version"
 LABEL_APP_ID = "torchx.pytorch.org/app-id"
 LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
 LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
+LABEL_APP_NAME = "torchx.pytorch.org/app-name"
 LABEL_VERSION_VALUE = "torchx-suite"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 CANCELLED_SUFFIX = "--cancelled"
@@ -278,7 +279,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         for role in app.roles:
             for replica_id in range(role.num_replicas):
                 req.containers.append(
-                    self._container(app_id, role, replica_id, opts, base_env, rank0)
+                    self._container(app_id, role, replica_id, opts, base_env, rank0, app.name)
                 )
         return AppDryRunInfo(req, str)
 
@@ -290,6 +291,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         opts: DockerOpts,
         base_env: dict[str, str],
         rank0: str,
+        app_name: str,
     ) -> DockerContainer:
         values = macros.Values(
             img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
@@ -306,6 +308,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 LABEL_APP_ID: app_id,
                 LABEL_ROLE_NAME: role.name,
                 LABEL_REPLICA_ID: str(replica_id),
+                LABEL_APP_NAME: app_name,
             },
             "environment": env,
             "privileged": opts.privileged,
@@ -422,7 +425,9 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         apps: dict[str, list[Container]] = {}
         for c in containers:
             apps.setdefault(c.labels[LABEL_APP_ID], []).append(c)
-        return [ListAppResponse(app_id=a, state=_app_state(cs)) for a, cs in sorted(apps.items())]
+        return [ListAppResponse(app_id=a, state=_app_state(cs),
+                                name=cs[0].labels.get(LABEL_APP_NAME, ""))
+                for a, cs in sorted(apps.items())]
 
     def log_iter(
         self,
