@@ -7,9 +7,10 @@ Pure data: nothing here does I/O at import time.
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from enum import Enum
 
+from torchx_core.specs._dc import data
 from torchx_core.specs.errors import (
     InvalidMountError,
     InvalidResourceError,
@@ -32,7 +33,7 @@ MISSING: str = "<MISSING>"
 NONE: str = "<NONE>"
 
 
-@dataclass
+@data
 class Resource:
     """Represents resource requirements for a Role.
 
@@ -199,7 +200,7 @@ class MountType(str, Enum):
     DEVICE = "device"
 
 
-@dataclass
+@data
 class BindMount:
     """Bind-mounts a host path into the worker container.
 
@@ -214,7 +215,7 @@ class BindMount:
     read_only: bool = False
 
 
-@dataclass
+@data
 class VolumeMount:
     """Mounts a persistent volume into the worker container.
 
@@ -229,7 +230,7 @@ class VolumeMount:
     read_only: bool = False
 
 
-@dataclass
+@data
 class DeviceMount:
     """Mounts a host device into the container.
 
@@ -344,7 +345,7 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
     return VolumeMount(src=src, dst_path=dst, read_only=read_only)
 
 
-@dataclass
+@data
 class Workspace:
     """Maps local project directories to remote workspace locations.
 
@@ -475,7 +476,7 @@ class macros:
     replica_id = "${replica_id}"
     rank0_env = "${rank0_env}"
 
-    @dataclass
+    @data
     class Values:
         """Concrete values for the macros, applied by the scheduler per replica."""
 
@@ -522,7 +523,7 @@ def _resolve_override(overrides: dict[str, Any], name: str) -> Any:
     return value
 
 
-@dataclass
+@data
 class Role:
     """A set of nodes that perform a specific duty within an AppDef.
 
@@ -595,7 +596,7 @@ class Role:
 _OVERRIDABLE = frozenset(Role.__dataclass_fields__) - {"overrides"}
 
 
-@dataclass
+@data
 class AppDef:
     """A distributed application composed of one or more Roles.
 

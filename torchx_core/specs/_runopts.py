@@ -9,8 +9,8 @@ import re
 import sys
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from torchx_core.specs._dc import data
 from torchx_core.specs.errors import (
     InvalidRunConfigException,
     RunOptDefinitionError,
@@ -140,7 +140,7 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
         ) from None
 
 
-@dataclass
+@data
 class runopt:
     """Metadata for a single scheduler run option.
 

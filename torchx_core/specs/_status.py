@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 import types
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 
 from torchx_core.specs._app import NONE
+from torchx_core.specs._dc import data
 from torchx_core.specs.errors import AppStatusError, MalformedAppHandleException
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
@@ -87,7 +88,7 @@ def is_terminal(state: AppState) -> bool:
 ReplicaState = AppState
 
 
-@dataclass
+@data
 class ReplicaStatus:
     """Status of one replica at runtime.
 
@@ -116,7 +117,7 @@ class ReplicaStatus:
         }
 
 
-@dataclass
+@data
 class RoleStatus:
     """Status of the replicas of one role.
 
@@ -170,7 +171,7 @@ def _yaml_lines(obj: Any, indent: int) -> list[str]:
     return lines
 
 
-@dataclass
+@data
 class AppStatus:
     """Runtime status of an AppDef.
 
