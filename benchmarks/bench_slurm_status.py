@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from torchx_core import specs  # noqa: E402
-from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, run_command  # noqa: E402
-from torchx_core.specs import is_terminal  # noqa: E402
+from torchx_core import specs
+from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, run_command
+from torchx_core.specs import is_terminal
 
 SCRIPTS = REPO / "scripts" / "services" / "slurm"
 
