@@ -296,3 +296,39 @@ def test_macros_names() -> None:
     ) == ("${img_root}", "${app_id}", "${replica_id}", "${rank0_env}", "${base_img_root}")
     params = list(inspect.signature(macros.Values).parameters)
     assert params == ["img_root", "app_id", "replica_id", "rank0_env", "base_img_root"]
+
+
+def test_dataclass_behaviour_is_standard() -> None:
+    import dataclasses
+
+    role = Role("r", "img", args=["a"])
+    assert dataclasses.is_dataclass(role)
+    assert dataclasses.replace(role, name="s").name == "s"
+    assert dataclasses.asdict(Resource(1, 2, 3)) == {
+        "cpu": 1,
+        "gpu": 2,
+        "memMB": 3,
+        "capabilities": {},
+        "devices": {},
+        "tags": {},
+    }
+    assert Role("r", "img", args=["a"]) == role and Role("r", "img") != role
+    assert role != ("r", "img") and role.__eq__(object()) is NotImplemented
+    assert Role("r", "img", base_image="x") == Role("r", "img")  # base_image: compare=False
+    with pytest.raises(TypeError):
+        hash(role)
+    assert repr(BindMount("/a", "/b")) == "BindMount(src_path='/a', dst_path='/b', read_only=False)"
+
+
+def test_subclass_of_a_spec_dataclass_keeps_working() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class MyRole(Role):
+        extra: str = "x"
+
+    r = MyRole("r", "img")
+    assert repr(r).startswith(
+        "test_subclass_of_a_spec_dataclass_keeps_working.<locals>.MyRole(name='r'"
+    )
+    assert r.extra == "x" and r == MyRole("r", "img")
