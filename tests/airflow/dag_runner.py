@@ -1,10 +1,12 @@
 """Runs ``dag.test()`` of one DAG from a DAG file and prints a JSON report (test helper).
 
-Usage: ``python dag_runner.py <dag_file> <dag_id> [--logical-date ISO]``
+Usage: ``python dag_runner.py <dag_file>::<dag_id> [<dag_file>::<dag_id> ...] [--logical-date ISO]``
 
-The DAG file is loaded with ``runpy`` (so its ``if __name__ == "__main__"`` block does not run),
+Each DAG file is loaded with ``runpy`` (so its ``if __name__ == "__main__"`` block does not run),
 the DAG is found by id, ``dag.test()`` runs it in this process, and one line
-``@@DAGTEST-REPORT@@{json}`` reports each task instance's state, try number and XComs.
+``@@DAGTEST-REPORT@@{json}`` per DAG reports each task instance's state, try number and XComs.
+Several DAGs run one after the other in the same interpreter (Airflow's import cost is paid
+once).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 REPORT_MARK = "@@DAGTEST-REPORT@@"
+BEGIN_MARK = "@@DAGTEST-BEGIN@@"
 
 
 def _xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
@@ -43,23 +46,29 @@ def _xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("dag_file")
-    parser.add_argument("dag_id")
+    parser.add_argument("dags", nargs="+", help="<dag_file>::<dag_id>")
     parser.add_argument("--logical-date", default=None)
     args = parser.parse_args(argv)
-
-    namespace = runpy.run_path(args.dag_file, run_name="torchx_dag_under_test")
-    from airflow.sdk import DAG
-
-    dags = [v for v in namespace.values() if isinstance(v, DAG) and v.dag_id == args.dag_id]
-    if not dags:
-        print(f"no DAG {args.dag_id!r} in {args.dag_file}", file=sys.stderr)
-        return 2
-    dag = dags[0]
     kwargs: dict[str, Any] = {}
     if args.logical_date:
         when = datetime.fromisoformat(args.logical_date)
         kwargs = {"logical_date": when, "run_after": when}
+    for spec in args.dags:
+        dag_file, _, dag_id = spec.partition("::")
+        run_one(dag_file, dag_id, kwargs)
+    return 0
+
+
+def run_one(dag_file: str, dag_id: str, kwargs: dict[str, Any]) -> None:
+    """Runs one DAG with ``dag.test(**kwargs)`` and prints its report line."""
+    print(BEGIN_MARK + dag_id, flush=True)
+    namespace = runpy.run_path(dag_file, run_name="torchx_dag_under_test")
+    from airflow.sdk import DAG
+
+    dags = [v for v in namespace.values() if isinstance(v, DAG) and v.dag_id == dag_id]
+    if not dags:
+        raise SystemExit(f"no DAG {dag_id!r} in {dag_file}")
+    dag = dags[0]
     dr = dag.test(**kwargs)
     xcoms = _xcoms(dag.dag_id, dr.run_id)
     tis = {
@@ -71,9 +80,8 @@ def main(argv: list[str]) -> int:
         for ti in dr.get_task_instances()
     }
     state = dr.state.value if hasattr(dr.state, "value") else str(dr.state)
-    report = {"dag_run_state": state, "run_id": dr.run_id, "tis": tis}
+    report = {"dag_id": dag_id, "dag_run_state": state, "run_id": dr.run_id, "tis": tis}
     print(REPORT_MARK + json.dumps(report, default=str), flush=True)
-    return 0
 
 
 if __name__ == "__main__":

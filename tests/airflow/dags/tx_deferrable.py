@@ -1,0 +1,33 @@
+"""Deferrable mode: the triggerer waits (inline under dag.test()); success and failure."""
+
+import os
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from torchx_airflow import TorchXOperator
+from torchx_core.specs import AppDef, Role
+
+WORK = os.environ.get("TORCHX_AF_WORK", "/tmp")
+
+
+def app(name: str, script: str) -> AppDef:
+    return AppDef(
+        name=name, roles=[Role(name="r", image=WORK, entrypoint="sh", args=["-c", script])]
+    )
+
+
+with DAG("tx_deferrable", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+    TorchXOperator(
+        task_id="ok",
+        app=app("dok", "for i in 1 2 3 4 5; do echo deferred-line-$i; done; sleep 2"),
+        deferrable=True,
+        poll_interval=0.5,
+        log_tail_lines=3,
+    )
+    TorchXOperator(
+        task_id="bad",
+        app=app("dbad", "echo about-to-fail; echo deferred-boom >&2; exit 4"),
+        deferrable=True,
+        poll_interval=0.5,
+    )

@@ -1,0 +1,51 @@
+"""Success paths: a templated multi-replica AppDef, a templated component, a reschedule sensor."""
+
+import os
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from torchx_airflow import TorchXOperator, TorchXSensor
+from torchx_core.specs import AppDef, Role
+
+WORK = os.environ.get("TORCHX_AF_WORK", "/tmp")
+
+with DAG("tx_success", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+    TorchXOperator(
+        task_id="train",
+        app=AppDef(
+            name="train",
+            roles=[
+                Role(
+                    name="trainer",
+                    image=WORK,
+                    entrypoint="sh",
+                    args=["-c", "echo run={{ run_id }} dag={{ dag.dag_id }}; echo bye"],
+                    num_replicas=2,
+                )
+            ],
+        ),
+        poll_interval=0.2,
+    )
+    TorchXOperator(
+        task_id="echo_component",
+        component="utils.echo",
+        component_args=["--msg", "hello from {{ dag.dag_id }}/{{ task.task_id }}"],
+        poll_interval=0.2,
+    )
+    submit = TorchXOperator(
+        task_id="submit",
+        app=AppDef(
+            name="background",
+            roles=[Role(name="worker", image=WORK, entrypoint="sleep", args=["3"])],
+        ),
+        wait=False,
+    )
+    watch = TorchXSensor(
+        task_id="watch",
+        app_handle="{{ ti.xcom_pull(task_ids='submit', key='app_handle') }}",
+        mode="reschedule",
+        poke_interval=1,
+        timeout=120,
+    )
+    submit >> watch

@@ -1,0 +1,333 @@
+"""The provider on a real Airflow 3 (SQLite, ``dag.test()``) running real local apps.
+
+The DAG files live in ``tests/airflow/dags/`` (plus ``examples/airflow/torchx_dag.py``) and are
+copied into the session's DAGs folder. Most DAGs run together in one interpreter (fixture
+``dag_run``); the crash and SIGTERM tests drive their own processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow_harness import AirflowEnv, DagRunResult, parse_runs
+
+from torchx_airflow.trigger import TorchXTrigger
+from torchx_core.specs import AppDef, AppState, Role
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow]
+
+DIGEST = re.compile(r"-[0-9a-f]{10}$")
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """PIDs (not zombies) whose process group is ``pgid``."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            alive.append(int(entry))
+    return alive
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _apps_named(af: AirflowEnv, base: str) -> list[Any]:
+    return [a for a in af.apps() if a.name.startswith(base + "-") and DIGEST.search(a.name)]
+
+
+def _logs(af: AirflowEnv, handle: str, role: str, replica: int = 0) -> str:
+    with af.runner() as r:
+        return "".join(r.log_lines(handle, role, replica))
+
+
+# -- the batch of DAGs -------------------------------------------------------------------------
+
+
+def test_success_with_templated_multi_replica_app(af: AirflowEnv, dag_run: Any) -> None:
+    run: DagRunResult = dag_run("tx_success")
+    ti = run.ti("train")
+    assert ti["state"] == "success" and ti["try_number"] == 1
+    result = ti["xcom"]["return_value"]
+    handle = ti["xcom"]["app_handle"]
+    assert result["app_handle"] == handle and result["state"] == "SUCCEEDED"
+    assert [r["state"] for r in result["roles"][0]["replicas"]] == ["SUCCEEDED", "SUCCEEDED"]
+    assert ti["xcom"]["ui_url"] == result["ui_url"] and result["ui_url"]
+    # the app is named from the task identity (same name on every try)
+    (app,) = [a for a in af.apps() if a.app_handle == handle]
+    assert app.name.startswith("train-") and DIGEST.search(app.name)
+    # Jinja rendered inside the nested AppDef/Role args, on both replicas
+    for replica in (0, 1):
+        assert f"run={run.report['run_id']} dag=tx_success" in _logs(af, handle, "trainer", replica)
+    # replica logs were streamed into the task log while waiting on the worker
+    assert f"[trainer/1] run={run.report['run_id']}" in run.output
+
+
+def test_templated_component_args(af: AirflowEnv, dag_run: Any) -> None:
+    ti = dag_run("tx_success").ti("echo_component")
+    assert ti["state"] == "success"
+    handle = ti["xcom"]["app_handle"]
+    assert "hello from tx_success/echo_component" in _logs(af, handle, "echo")
+
+
+def test_sensor_in_reschedule_mode_waits_for_the_app(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_success")
+    submit, watch = run.ti("submit"), run.ti("watch")
+    assert submit["state"] == "success"
+    assert submit["xcom"]["return_value"]["state"] in ("PENDING", "RUNNING", "SUBMITTED")
+    assert watch["state"] == "success"
+    assert watch["xcom"]["return_value"]["app_handle"] == submit["xcom"]["app_handle"]
+    assert watch["xcom"]["return_value"]["state"] == "SUCCEEDED"
+    assert "up_for_reschedule" in run.output.lower()
+
+
+def test_failure_is_retried_by_airflow_and_resubmitted(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_failure")
+    flaky = run.ti("flaky")
+    assert flaky["state"] == "failed" and flaky["try_number"] == 3
+    assert (af.work / "flaky_starts").read_text().count("start") == 3
+    apps = _apps_named(af, "flaky")
+    assert len(apps) == 3 and {a.state for a in apps} == {AppState.FAILED}
+    assert len({a.name for a in apps}) == 1  # one deterministic name for all tries
+    assert "ended FAILED" in run.output
+    assert "boom" in run.output  # replica stderr streamed into the task log
+
+
+def test_fail_fast_fails_without_retries(af: AirflowEnv, dag_run: Any) -> None:
+    fatal = dag_run("tx_failure").ti("fatal")
+    assert fatal["state"] == "failed" and fatal["try_number"] == 1
+    assert (af.work / "fatal_starts").read_text().count("start") == 1
+
+
+def test_deferrable_success_prints_a_bounded_tail(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_deferrable")
+    ok = run.ti("ok")
+    assert ok["state"] == "success"
+    assert ok["xcom"]["return_value"]["state"] == "SUCCEEDED"
+    assert ok["xcom"]["app_handle"] == ok["xcom"]["return_value"]["app_handle"]
+    assert "Deferring: the triggerer waits for TorchX app" in run.output
+    assert "::group::TorchX logs r/0 (last 3 lines)" in run.output
+    assert "deferred-line-5" in run.output
+    assert "deferred-line-1" not in run.output  # only the tail, not a full replay
+
+
+def test_deferrable_failure_fails_with_the_structured_error(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_deferrable")
+    bad = run.ti("bad")
+    assert bad["state"] == "failed"
+    handle = bad["xcom"]["app_handle"]
+    with af.runner() as r:
+        status = r.status(handle)
+    assert status is not None and status.state == AppState.FAILED
+    assert f"TorchX app {handle} ended FAILED" in run.output
+    assert "TorchX structured error" in run.output
+    assert "about-to-fail" in run.output  # the tail of the failed replica
+
+
+@pytest.mark.parametrize(
+    ("task_id", "name"), [("timeout_worker", "kworker"), ("timeout_deferred", "kdeferred")]
+)
+def test_execution_timeout_cancels_the_app(
+    af: AirflowEnv, dag_run: Any, task_id: str, name: str
+) -> None:
+    ti = dag_run("tx_kill").ti(task_id)
+    assert ti["state"] == "failed"
+    (app,) = _apps_named(af, name)
+    assert app.state == AppState.CANCELLED
+    pid = int((af.work / f"{name}.pid").read_text())
+    assert _group_alive(pid) == []
+
+
+def test_example_dag_runs(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("torchx_example")
+    assert run.report["dag_run_state"] == "success"
+    greet, train, report = run.ti("greet"), run.ti("train"), run.ti("report")
+    assert {greet["state"], train["state"], report["state"]} == {"success"}
+    assert "hello from torchx_example on" in _logs(af, greet["xcom"]["app_handle"], "echo")
+    handle = train["xcom"]["app_handle"]
+    assert report["xcom"]["return_value"]["app_handle"] == handle
+    replicas = train["xcom"]["return_value"]["roles"][0]["replicas"]
+    assert [r["state"] for r in replicas] == ["SUCCEEDED", "SUCCEEDED"]
+    assert "replica 1 of run manual__" in _logs(af, handle, "trainer", 1)
+
+
+# -- crash, SIGTERM, trigger on_kill -----------------------------------------------------------
+
+
+def _stored_handle(af: AirflowEnv, dag_id: str) -> str | None:
+    con = sqlite3.connect(af.home / "airflow.db", timeout=5)
+    try:
+        rows = con.execute(
+            "SELECT value FROM task_state_store WHERE dag_id = ? AND key = ?",
+            (dag_id, "torchx_app_handle"),
+        ).fetchall()
+    except sqlite3.OperationalError:  # table busy or not there yet
+        return None
+    finally:
+        con.close()
+    return rows[0][0].strip('"') if rows else None
+
+
+class _LineReader:
+    """Collects a process's output lines from a thread (so the test can wait for one)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._t.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def join(self) -> None:
+        self._t.join(60)
+
+
+def test_worker_crash_reattaches_without_a_second_submission(af: AirflowEnv) -> None:
+    logical = "2024-06-01T00:00:00+00:00"
+    first = af.start_dags("tx_crash", extra=("--logical-date", logical))
+    try:
+        handle = _wait_for(lambda: _stored_handle(af, "tx_crash"), 300, "the stored handle")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-wait
+        af.collect(first)
+    assert (af.work / "crash_starts").read_text().count("started") == 1
+
+    # The task runs again against the same DagRun (what the retry after a crash does).
+    airflow_bin = str(Path(sys.executable).with_name("airflow"))
+    second = subprocess.Popen(
+        [airflow_bin, "tasks", "test", "tx_crash", "train", f"manual__{logical}"],
+        env=af.env,
+        cwd=str(af.work),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    reader = _LineReader(second)
+    try:
+        _wait_for(
+            lambda: (
+                "Reconnecting to existing job" in reader.text()
+                or "Submitted TorchX app" in reader.text()
+            ),
+            300,
+            "the second try to attach or submit",
+        )
+    finally:
+        (af.work / "crash_release").touch()  # let the app finish either way
+    second.wait(300)
+    reader.join()
+    out = reader.text()
+    assert "Reconnecting to existing job" in out and "Submitted TorchX app" not in out
+    assert f"TorchX app {handle} SUCCEEDED" in out
+    assert (af.work / "crash_starts").read_text().count("started") == 1
+    apps = _apps_named(af, "crashy")
+    assert [a.app_handle for a in apps] == [handle]
+    assert apps[0].state == AppState.SUCCEEDED
+
+
+def test_sigterm_runs_on_kill_which_cancels_the_app(af: AirflowEnv) -> None:
+    proc = af.start_dags("tx_sigterm")
+    pid_files = [af.work / f"sigterm.{i}.pid" for i in (0, 1)]
+    try:
+        _wait_for(
+            lambda: all(p.exists() and p.read_text().strip() for p in pid_files),
+            300,
+            "both replicas to start",
+        )
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)  # what the supervisor sends on kill
+    run = parse_runs(af.collect(proc))["tx_sigterm"]
+    assert run.ti("train")["state"] == "failed"
+    assert "Task killed: cancelling TorchX app" in run.output
+    (app,) = _apps_named(af, "sigterm")
+    assert app.state == AppState.CANCELLED
+    for p in pid_files:
+        assert _group_alive(int(p.read_text())) == []
+
+
+def test_trigger_cleanup_keeps_and_on_kill_cancels_a_real_app(af: AirflowEnv) -> None:
+    pid_file = af.work / "trigger.pid"
+    app = AppDef(
+        name="trigger-kill",
+        roles=[
+            Role(
+                name="r",
+                image=str(af.work),
+                entrypoint="sh",
+                args=["-c", f"echo $$$$ > {pid_file}; sleep 300 & wait"],
+            )
+        ],
+    )
+    with af.runner() as r:
+        handle = r.run(app, "local_cwd")
+        _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the app")
+        trigger = TorchXTrigger(app_handle=handle, poll_interval=0.1)
+
+        async def run_then_stop() -> None:
+            # the triggerer stops watching (restart/redistribution): run() cancelled + cleanup()
+            task = asyncio.ensure_future(anext(trigger.run()))
+            await asyncio.sleep(1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await trigger.cleanup()
+
+        asyncio.run(run_then_stop())
+        status = r.status(handle)
+        assert status is not None and status.state == AppState.RUNNING
+
+        asyncio.run(trigger.on_kill())  # a user killed the deferred task
+        status = r.status(handle)
+        assert status is not None and status.state == AppState.CANCELLED
+    assert _group_alive(int(pid_file.read_text())) == []
+
+
+def test_airflow_lists_the_provider(af: AirflowEnv) -> None:
+    import json
+
+    airflow_bin = str(Path(sys.executable).with_name("airflow"))
+    out = subprocess.run(
+        [airflow_bin, "providers", "list", "-o", "json"],
+        env=af.env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    providers = json.loads(out[out.index("[") :])
+    ours = [p for p in providers if p["package_name"] == "torchx-suite"]
+    assert len(ours) == 1 and "TorchX" in ours[0]["description"]
