@@ -162,3 +162,10 @@ def test_entry_points_merge_and_broken_ones(
     assert "broken" in fresh.broken
     with pytest.raises(UnknownNamedResourceError, match="broken"):
         fresh["broken"]
+
+
+def test_module_level_factories() -> None:
+    from torchx_core.specs import named_resources_aws, named_resources_generic
+
+    assert named_resources_aws.aws_p3_2xlarge() == named_resources["aws_p3.2xlarge"]
+    assert named_resources_generic.gpu_small() == Resource(8, 1, 32 * 1024)

@@ -508,6 +508,7 @@ class macros:
 
 
 _OVERRIDABLE: frozenset[str] = frozenset()
+_object_getattribute = object.__getattribute__
 
 
 def _resolve_override(overrides: dict[str, Any], name: str) -> Any:
@@ -579,10 +580,13 @@ class Role:
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname in _OVERRIDABLE:
-            ov = object.__getattribute__(self, "__dict__").get("overrides")
+            d = _object_getattribute(self, "__dict__")
+            ov = d.get("overrides")
             if ov and attrname in ov:
                 return _resolve_override(ov, attrname)
-        return object.__getattribute__(self, attrname)
+            if attrname in d:  # fast path: a plain instance attribute
+                return d[attrname]
+        return _object_getattribute(self, attrname)
 
     def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo) -> AppDryRunInfo:
         """Hook for role-specific scheduler request modifications.

@@ -116,3 +116,6 @@ def instance_type_resource(itype: str) -> Resource:
 NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {
     f"aws_{itype}": partial(instance_type_resource, itype) for itype in _TABLE
 }
+
+# one function per instance type as well (``aws_p3_2xlarge()``), like TorchX's module
+globals().update({name.replace(".", "_"): fn for name, fn in NAMED_RESOURCES.items()})

@@ -52,3 +52,6 @@ def _make(cpu: int, gpu: int, mem: int) -> Resource:
 NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {
     name: partial(_make, *spec) for name, spec in _TABLE.items()
 }
+
+# one function per size as well (``gpu_small()``)
+globals().update({name.replace(".", "_"): fn for name, fn in NAMED_RESOURCES.items()})
