@@ -3,6 +3,7 @@
 Run it end to end (Prefect starts a temporary local API server when PREFECT_API_URL is unset)::
 
     python examples/prefect/pipeline.py --message hi --train-seconds 2
+    python examples/prefect/pipeline.py --async     # the same flow with the async task
 
 Each step is a TorchX app launched by ``torchx_prefect.run_app_sync``: its replica logs go to the
 Prefect run logs, a markdown status table (and a link to the app directory) is published as an
@@ -21,7 +22,7 @@ from typing import Any
 from prefect import flow
 
 from torchx_core.specs import AppDef, Role
-from torchx_prefect import cancel_flow_apps, run_app_sync
+from torchx_prefect import cancel_flow_apps, run_app, run_app_sync
 
 PREPARE = """
 import os
@@ -90,17 +91,57 @@ def torchx_pipeline(
     }
 
 
+@flow(
+    name="torchx-pipeline-async",
+    on_cancellation=[cancel_flow_apps],
+    on_crashed=[cancel_flow_apps],
+)
+async def torchx_pipeline_async(
+    message: str = "hello",
+    train_seconds: float = 1.0,
+    scheduler: str = "local_cwd",
+    poll_interval: float = 0.5,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The same pipeline with the async task ``torchx_prefect.run_app`` (same arguments)."""
+    env = {"EXAMPLE_MESSAGE": message, "EXAMPLE_TRAIN_SECONDS": str(train_seconds)}
+    env.update(extra_env or {})
+    prepare = await run_app(
+        python_app("prepare", PREPARE, env), scheduler=scheduler, poll_interval=poll_interval
+    )
+    train = await run_app(
+        python_app("train", TRAIN, env, num_replicas=2),
+        scheduler=scheduler,
+        poll_interval=poll_interval,
+    )
+    return {
+        "prepare": prepare.app_handle,
+        "train": train.app_handle,
+        "state": train.state.name,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the flow with command-line arguments."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--message", default="hello")
     parser.add_argument("--train-seconds", type=float, default=1.0)
     parser.add_argument("--scheduler", default="local_cwd")
+    parser.add_argument("--async", dest="use_async", action="store_true",
+                        help="run the async flavour of the flow")
     args = parser.parse_args(argv)
+    if args.use_async:
+        import asyncio
+
+        return asyncio.run(
+            torchx_pipeline_async(
+                message=args.message, train_seconds=args.train_seconds, scheduler=args.scheduler
+            )
+        )
     return torchx_pipeline(
         message=args.message, train_seconds=args.train_seconds, scheduler=args.scheduler
     )
 
 
 if __name__ == "__main__":
-    print(main())  # noqa: T201 - a script's result goes to stdout
+    print(main())

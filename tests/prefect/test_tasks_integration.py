@@ -24,7 +24,16 @@ from torchx_core.specs import AppDef, AppState, Role
 pytestmark = [pytest.mark.integration, pytest.mark.prefect]
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "prefect" / "pipeline.py"
+if str(REPO) not in sys.path:  # the example is imported as `examples.prefect.pipeline`
+    sys.path.insert(0, str(REPO))
+
+
+def example_flow(name: str) -> Any:
+    """A flow of the example module, imported by module path (the Prefect runner's subprocess
+    unpickles the flow by reference, so it must be importable there too)."""
+    import importlib
+
+    return getattr(importlib.import_module("examples.prefect.pipeline"), name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,15 +462,15 @@ def test_app_cancelled_outside_gives_a_cancelled_task(env: Path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Runner.execute_flow_run has been deprecated")
-def test_flow_cancellation_cancels_the_app(env: Path) -> None:
+@pytest.mark.parametrize("flow_name", ["torchx_pipeline", "torchx_pipeline_async"])
+def test_flow_cancellation_cancels_the_app(env: Path, flow_name: str) -> None:
     """Cancel a deployed flow run through the API; the Prefect runner stops it, the task's cleanup
     and the flow's on_cancellation hook cancel the running app."""
     from prefect import get_client
-    from prefect.flows import load_flow_from_entrypoint
     from prefect.runner import Runner
     from prefect.states import Cancelling
 
-    flow_obj = load_flow_from_entrypoint(f"{EXAMPLE}:torchx_pipeline")
+    flow_obj = example_flow(flow_name)
     tag = uuid.uuid4().hex[:8]
 
     async def scenario() -> tuple[Any, str]:
@@ -541,12 +550,12 @@ def test_cancel_flow_apps_hook_cancels_recorded_apps(env: Path) -> None:
     assert cancel_flow_apps(None, flow_run, state) == [handle]
 
 
-def test_example_pipeline_runs_end_to_end(env: Path) -> None:
-    from prefect.flows import load_flow_from_entrypoint
-
-    pipeline = load_flow_from_entrypoint(f"{EXAMPLE}:torchx_pipeline")
+@pytest.mark.parametrize("flow_name", ["torchx_pipeline", "torchx_pipeline_async"])
+def test_example_pipeline_runs_end_to_end(env: Path, flow_name: str) -> None:
+    pipeline = example_flow(flow_name)
     tag = uuid.uuid4().hex[:8]
-    state = pipeline(message=tag, train_seconds=0.5, poll_interval=0.2, return_state=True)
+    call = pipeline(message=tag, train_seconds=0.5, poll_interval=0.2, return_state=True)
+    state = asyncio.run(call) if asyncio.iscoroutine(call) else call
     assert state.is_completed(), state
     out = state.result()
     assert out["state"] == "SUCCEEDED"
