@@ -51,7 +51,8 @@ STATE_CHARS = {
 }
 STDERR_TAIL_LINES = 20
 _READ_SIZE = 1 << 16
-_DRAIN_SECONDS = 2.0  # how long to wait for log pipes after the last replica exited
+_DRAIN_SECONDS = 2.0
+TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # how long to wait for log pipes after the last replica exited
 
 
 def log_path(app_dir: str, role: str, k: int, stream: str) -> str:
@@ -264,7 +265,7 @@ class Supervisor:
                     (os.POSIX_SPAWN_DUP2, w_err, 2),
                 ],
                 setpgroup=0,
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT),
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP),  # ignored here
             )
         finally:
             os.close(w_out)
@@ -477,7 +478,9 @@ class Supervisor:
         _raise_nofile_limit(2 * sum(len(r.slots) for r in self.roles) + 64)
 
         self.state = "RUNNING"
+        t0 = time.perf_counter()
         self.spawn_all([s for r in self.roles for s in r.slots])
+        t1 = time.perf_counter()
         self.write_status()
         drain_deadline: float | None = None
         while True:
@@ -508,7 +511,10 @@ class Supervisor:
                     break
             elif self.dirty:
                 self.write_status()
+        t2 = time.perf_counter()
         self.close_files()
+        if TRACE:
+            _note(f"spawned {sum(len(r.slots) for r in self.roles)} in {t1 - t0:.4f}s, all done {t2 - t0:.4f}s")
         if self.cancelling:
             self.state = "CANCELLED"
             if not self.failure:
