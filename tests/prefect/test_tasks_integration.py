@@ -112,6 +112,17 @@ def wait_no_app_processes(root: Path, timeout: float = 60.0) -> list[tuple[int, 
     return left
 
 
+def wait_terminal(handle: str, timeout: float = 120.0) -> AppState | None:
+    """Polls (bounded) until the app is terminal; returns its last state (None if unknown)."""
+    deadline = time.monotonic() + timeout
+    with get_runner() as runner:
+        while True:
+            status = runner.status(handle)
+            if status is None or status.is_terminal() or time.monotonic() > deadline:
+                return None if status is None else AppState(status.state)
+            time.sleep(0.2)
+
+
 def py_app(name: str, code: str, replicas: int = 1, max_retries: int = 0) -> AppDef:
     return AppDef(
         name=name,
@@ -462,10 +473,23 @@ def test_app_cancelled_outside_gives_a_cancelled_task(env: Path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Runner.execute_flow_run has been deprecated")
-@pytest.mark.parametrize("flow_name", ["torchx_pipeline", "torchx_pipeline_async"])
-def test_flow_cancellation_cancels_the_app(env: Path, flow_name: str) -> None:
-    """Cancel a deployed flow run through the API; the Prefect runner stops it, the task's cleanup
-    and the flow's on_cancellation hook cancel the running app."""
+@pytest.mark.parametrize(
+    ("flow_name", "how"),
+    [
+        ("torchx_pipeline", "cancel"),
+        ("torchx_pipeline_async", "cancel"),
+        ("torchx_pipeline", "kill"),
+    ],
+)
+def test_flow_cancellation_or_crash_cancels_the_app(env: Path, flow_name: str, how: str) -> None:
+    """A deployed flow run executed by the Prefect runner (in a subprocess) is either cancelled
+    through the API (the runner stops it: the task's cleanup and the on_cancellation hook cancel
+    the app) or its process is SIGKILLed (no cleanup runs in it: the runner reports it Crashed and
+    the on_crashed hook cancels the app)."""
+    import signal
+    from functools import partial
+
+    import anyio
     from prefect import get_client
     from prefect.runner import Runner
     from prefect.states import Cancelling
@@ -476,30 +500,34 @@ def test_flow_cancellation_cancels_the_app(env: Path, flow_name: str) -> None:
     async def scenario() -> tuple[Any, str]:
         runner = Runner(query_seconds=1)
         async with runner, get_client() as client:
-            deployment_id = await runner.aadd_flow(flow_obj, name=f"cancel-{tag}")
+            deployment_id = await runner.aadd_flow(flow_obj, name=f"{how}-{tag}")
             fr = await client.create_flow_run_from_deployment(
                 deployment_id,
                 parameters={"message": tag, "train_seconds": 600, "poll_interval": 0.3},
             )
-            execution = asyncio.create_task(runner.execute_flow_run(fr.id))
-            handle = await _wait_for_running_app(client, fr.id, "train", execution)
-            await client.set_flow_run_state(fr.id, Cancelling(), force=True)
-            await asyncio.wait_for(execution, 180)
+            with anyio.fail_after(300):
+                async with anyio.create_task_group() as tg:
+                    pid = await tg.start(partial(runner.execute_flow_run, fr.id))
+                    handle = await _wait_for_running_app(client, fr.id, "train")
+                    if how == "cancel":
+                        await client.set_flow_run_state(fr.id, Cancelling(), force=True)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
             final = await _wait_for_final_state(client, fr.id)
             return final, handle
 
     final, handle = asyncio.run(scenario())
-    assert final.is_cancelled(), final
-    with get_runner() as runner:
-        status = runner.status(handle)
-    assert status is not None and status.state == AppState.CANCELLED
+    if how == "cancel":
+        assert final.is_cancelled(), final
+    else:
+        assert final.is_crashed(), final
+    assert wait_terminal(handle) == AppState.CANCELLED
     assert wait_no_app_processes(env) == []
 
 
-async def _wait_for_running_app(client: Any, flow_run_id: Any, step: str, execution: Any) -> str:
+async def _wait_for_running_app(client: Any, flow_run_id: Any, step: str) -> str:
     with get_runner() as runner:
         for _ in range(1200):
-            assert not execution.done(), "the flow run ended before its app started"
             run = await client.read_flow_run(flow_run_id)
             handles = [v for k, v in run.labels.items() if k.startswith("torchx.app.") and step in v]
             if handles:
@@ -544,8 +572,7 @@ def test_cancel_flow_apps_hook_cancels_recorded_apps(env: Path) -> None:
     handle = state.result()
     flow_run = SimpleNamespace(id=state.state_details.flow_run_id, labels={})
     assert cancel_flow_apps(None, flow_run, state) == [handle]
-    with get_runner() as runner:
-        assert runner.wait(handle, wait_interval=0.2).state == AppState.CANCELLED
+    assert wait_terminal(handle) == AppState.CANCELLED
     # idempotent: the app is already cancelled
     assert cancel_flow_apps(None, flow_run, state) == [handle]
 
