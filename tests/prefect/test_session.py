@@ -170,3 +170,32 @@ def test_abort_before_submission_does_nothing() -> None:
     runner = FakeRunner()
     session(runner).abort(KeyboardInterrupt())
     assert runner.calls == []
+
+
+def test_identity_digest_is_stable_across_attempts_and_distinct_per_call() -> None:
+    import uuid
+
+    flow_run = uuid.uuid4()
+    first = TaskIdentity(flow_run, uuid.uuid4(), "run_app-abc", "0", 1, 2)
+    retry = TaskIdentity(flow_run, first.task_run_id, "run_app-abc", "0", 2, 2)
+    other_call = TaskIdentity(flow_run, uuid.uuid4(), "run_app-abc", "1", 1, 2)
+    assert first.digest == retry.digest != other_call.digest
+    assert first.label_key == "torchx.app." + first.digest
+    assert first.retries_left and retry.retries_left
+    assert not TaskIdentity(flow_run, None, "k", "0", 3, 2).retries_left
+
+
+def test_handles_are_read_from_torchx_labels_only() -> None:
+    from torchx_prefect._prefect_io import app_handles_from_labels
+
+    labels = {"prefect.flow.id": "x", "torchx.app.a": "local_cwd://s/a", "torchx.app.b": ""}
+    assert app_handles_from_labels(labels) == {"torchx.app.a": "local_cwd://s/a"}
+    assert app_handles_from_labels(None) == {}
+
+
+def test_store_without_a_flow_run_is_a_no_op() -> None:
+    from torchx_prefect._prefect_io import FlowRunHandleStore
+
+    store = FlowRunHandleStore(None)
+    assert store.put("torchx.app.x", "h") is False
+    assert store.get("torchx.app.x") is None and store.handles() == {}
