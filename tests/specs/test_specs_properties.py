@@ -153,6 +153,9 @@ def test_parse_mounts_only_typed_errors(opts: list[str]) -> None:
     except InvalidMountError as e:
         msg = str(e)
         assert isinstance(e, ValueError)
+        parts = {part.strip() for o in opts for part in o.split(",")}
+        tokens = parts | {t.strip() for part in parts for t in part.split("=", 1)}
+        assert any(t and (t in msg or repr(t)[1:-1] in msg) for t in tokens), msg  # names the input
         assert any(
             h in msg for h in ("Valid", "valid", "use", "write", "must", "needs", "given twice")
         ), msg
