@@ -91,6 +91,7 @@ def test_failure_is_reported_per_replica(apps: Apps) -> None:
     desc = apps.wait(app_id, until=lambda s: s == AppState.FAILED)
     states = [r.state for r in desc.roles_statuses[0].replicas]
     assert states[1] == AppState.FAILED
+    assert "w/1 exited with 3" in desc.msg
     assert states[0] in (AppState.SUCCEEDED, AppState.RUNNING)
 
 

@@ -166,6 +166,7 @@ def test_one_failed_replica_fails_the_app() -> None:
     assert desc is not None and desc.state == AppState.FAILED
     assert desc.roles_statuses[0].replicas[1].state == AppState.FAILED
     assert desc.roles_statuses[0].replicas[0].state == AppState.SUCCEEDED
+    assert desc.msg == "trainer/1 exited with 3"
 
 
 def test_restarting_replica_is_pending_and_restarts_counted() -> None:

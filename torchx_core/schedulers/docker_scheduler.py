@@ -50,6 +50,7 @@ from torchx_core.schedulers.api import (
     split_lines_iterator,
 )
 from torchx_core.specs import (
+    NONE,
     AppDef,
     AppDryRunInfo,
     AppState,
@@ -397,6 +398,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         by_role: dict[str, list[ReplicaStatus]] = {}
         images: dict[str, str] = {}
         restarts = 0
+        failures: list[str] = []
         # creation order = role order of the AppDef, then replica order
         order = sorted(containers, key=lambda c: (str(c.attrs.get("Created", "")),
                                                   int(c.labels.get(LABEL_REPLICA_ID, "0"))))
@@ -411,10 +413,16 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             )
             images.setdefault(role, c.attrs.get("Config", {}).get("Image", ""))
             restarts = max(restarts, int(c.attrs.get("RestartCount", 0) or 0))
+            if state == AppState.FAILED:
+                info = c.attrs.get("State", {})
+                oom = " (out of memory)" if info.get("OOMKilled") else ""
+                failures.append(f"{role}/{c.labels.get(LABEL_REPLICA_ID, '0')} exited with"
+                                f" {info.get('ExitCode')}{oom}")
         return DescribeAppResponse(
             app_id=app_id,
             state=_app_state(containers),
             num_restarts=restarts,
+            msg="; ".join(failures) or NONE,
             roles_statuses=[RoleStatus(r, reps) for r, reps in by_role.items()],
             roles=[Role(name=r, image=images[r], num_replicas=len(reps))
                    for r, reps in by_role.items()],
