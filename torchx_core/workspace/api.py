@@ -8,21 +8,21 @@ can run (a directory, an image) and points ``role.image`` at it.
 from __future__ import annotations
 
 import abc
-import hashlib
 import os
-import shutil
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from torchx_core.specs import CfgVal, Role, Workspace, runopts
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["WorkspaceMixin", "copy_workspace", "workspace_digest"]
 
 T = TypeVar("T")
 
 # Files never copied into a workspace.
-_IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
+_IGNORED = (".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
 
 
 class WorkspaceMixin(abc.ABC, Generic[T]):
@@ -46,6 +46,9 @@ def as_workspace(workspace: Workspace | str) -> Workspace:
 
 def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:
     """Copies every project of ``workspace`` into ``outdir`` (created if missing)."""
+    import shutil
+    from pathlib import Path
+
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     ws = as_workspace(workspace)
@@ -53,7 +56,9 @@ def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -
         src_path = Path(os.path.expanduser(src))
         target = out / dst if dst else out
         if src_path.is_dir():
-            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=_IGNORED)
+            shutil.copytree(
+                src_path, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_IGNORED)
+            )
         else:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src_path, target / src_path.name)
@@ -62,6 +67,9 @@ def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -
 
 def workspace_digest(workspace: Workspace | str) -> str:
     """A short content hash of the workspace's files (names and bytes), for cache keys/tags."""
+    import hashlib
+    from pathlib import Path
+
     h = hashlib.sha256()
     ws = as_workspace(workspace)
     for src, dst in sorted(ws.projects.items()):
