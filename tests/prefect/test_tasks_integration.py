@@ -411,17 +411,24 @@ def test_retry_reattaches_instead_of_submitting_twice(
 # stopping: task timeout, app cancelled from outside, flow cancellation
 
 
-@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("flavour", ["sync", "sync-submitted", "async"])
 def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
     from prefect import flow
 
     from torchx_prefect import run_app, run_app_sync
 
-    name = f"timeout{flavour}"
+    name = f"timeout{flavour.replace('-', '')}"
     if flavour == "sync":
         @flow
         def f() -> Any:
             return run_app_sync.with_options(timeout_seconds=4)(sleeper(name), poll_interval=0.2)
+
+        state = f(return_state=True)
+    elif flavour == "sync-submitted":  # runs in a worker thread of the task runner
+        @flow
+        def f() -> Any:  # type: ignore[misc]
+            task = run_app_sync.with_options(timeout_seconds=4)
+            return task.submit(sleeper(name), poll_interval=0.2).result()
 
         state = f(return_state=True)
     else:
