@@ -254,6 +254,28 @@ def test_async_task_success_result_artifacts_and_logs(env: Path) -> None:
     _check_success(asyncio.run(f(return_state=True)), marker)
 
 
+@pytest.mark.parametrize("app_args", [["--msg", "ARG"], {"msg": "ARG"}])
+def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> None:
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    tag = f"comp-{uuid.uuid4().hex[:8]}"
+    args = [tag if a == "ARG" else a for a in app_args] if isinstance(app_args, list) else {"msg": tag}
+
+    @flow
+    def f() -> Any:
+        return run_app_sync("utils.echo", args, poll_interval=0.2)
+
+    state = f(return_state=True)
+    assert state.is_completed(), state
+    result = state.result()
+    assert result.app_name.startswith("echo-") and result.state == AppState.SUCCEEDED
+    with get_runner() as runner:
+        assert [ln.strip() for ln in runner.log_lines(result.app_handle, "echo", 0)] == [tag]
+    assert any(f"[echo/0] {tag}" in m for m in flow_run_logs(state.state_details.flow_run_id))
+
+
 def test_task_called_outside_a_flow(env: Path) -> None:
     from torchx_prefect import run_app_sync
 
