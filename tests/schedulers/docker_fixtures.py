@@ -7,7 +7,8 @@ build, tag, push). Tests drive container states with :meth:`FakeDockerClient.fin
 
 ``docker_engine`` (session) starts dockerd through ``scripts/services/docker/start.sh`` (which
 also imports the registry-free ``busybox:latest`` image) and stops it with ``stop.sh`` at session
-end if this session started it. A daemon that cannot start fails the tests, never skips them.
+end if this session started it; ``docker_registry`` does the same for a local registry on
+127.0.0.1:5000 (push tests). A daemon that cannot start fails the tests, never skips them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ BUSYBOX = "busybox:latest"
 # -- real services ------------------------------------------------------------------------------
 
 
+REGISTRY = "127.0.0.1:5000"
+
+
 def run_service_script(service: str, script: str, timeout: float = 600) -> str:
     """Runs ``scripts/services/<service>/<script>``; raises with its output if it fails."""
     path = os.path.join(SERVICES, service, script)
@@ -44,14 +48,14 @@ def run_service_script(service: str, script: str, timeout: float = 600) -> str:
     return proc.stdout
 
 
-def start_service(service: str, pidfile: str) -> bool:
+def start_service(service: str, pidfile: str, script: str = "start.sh") -> bool:
     """Starts a service with its ``start.sh``; returns True if this call started it.
 
     "Started it" means its PID file was absent before and present after, so the session stops
     only daemons it started (a developer's running daemon is reused and left alone).
     """
     existed = os.path.exists(os.path.join(RUN_DIR, pidfile))
-    run_service_script(service, "start.sh")
+    run_service_script(service, script)
     return not existed and os.path.exists(os.path.join(RUN_DIR, pidfile))
 
 
@@ -67,6 +71,15 @@ def docker_engine() -> Iterator[Any]:
     client.close()
     if started:
         run_service_script("docker", "stop.sh")
+
+
+@pytest.fixture(scope="session")
+def docker_registry(docker_engine: Any) -> Iterator[str]:
+    """A local image registry on 127.0.0.1:5000 (``registry-start.sh``), for push tests."""
+    started = start_service("docker", "registry.pid", "registry-start.sh")
+    yield REGISTRY
+    if started:
+        run_service_script("docker", "registry-stop.sh")
 
 
 # -- fake Docker SDK ------------------------------------------------------------------------------

@@ -161,3 +161,33 @@ def test_workspace_default_dockerfile_copies_into_workdir(apps: Apps, tmp_path: 
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(app_id, "w", 0)) == ["patched\n"]
     docker_engine.images.remove(role.image, force=True)
+
+
+def test_workspace_image_pushed_to_image_repo(apps: Apps, tmp_path: Path, docker_engine: Any,
+                                              docker_registry: str) -> None:
+    import json
+    import urllib.request
+
+    (tmp_path / "pushed.txt").write_text("from the registry\n")
+    repo = f"{docker_registry}/torchx-it/ws"
+    role = Role(name="w", image=BUSYBOX, entrypoint="cat", args=["pushed.txt"],
+                workspace=Workspace({str(tmp_path): ""}))
+    app_id = apps.submit(AppDef("push", roles=[role]), image_repo=repo)
+    assert role.image.startswith(f"{repo}:")
+    tag = role.image.rsplit(":", 1)[1]
+    with urllib.request.urlopen(f"http://{docker_registry}/v2/torchx-it/ws/tags/list") as r:
+        assert tag in json.load(r)["tags"]
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == ["from the registry\n"]
+    # the pushed image runs after the local copy is gone: an explicit pull from the loopback
+    # registry (pull_policy=always), never from the internet
+    image_id = docker_engine.images.get(role.image).id
+    apps.sched.delete(app_id)
+    docker_engine.images.remove(image_id, force=True)
+    again = apps.submit(AppDef("pull", roles=[Role(name="w", image=role.image, entrypoint="cat",
+                                                   args=["pushed.txt"])]),
+                        pull_policy="always")
+    assert apps.wait(again).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(again, "w", 0)) == ["from the registry\n"]
+    apps.sched.delete(again)
+    docker_engine.images.remove(role.image, force=True)

@@ -6,6 +6,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
-# busybox-static is the root filesystem of the busybox:latest image (see make-images.sh).
-apt_install docker.io busybox-static
-/usr/bin/dockerd --version
+# busybox-static is the root filesystem of the busybox:latest image (see make-images.sh);
+# docker-registry (distribution 2.8) serves 127.0.0.1:5000 for the workspace push test.
+apt_install docker.io busybox-static docker-registry
+/usr/sbin/dockerd --version
