@@ -42,7 +42,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
 )
-from torchx_core.schedulers.local import _state
+from torchx_core.schedulers.local import _logio, _state
 from torchx_core.schedulers.local._supervisor import (
     APP_FILE,
     PLAN_FILE,
@@ -507,7 +507,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         try:
             _launch.start_supervisor(plan, app_dir)
         except (_launch.SupervisorStartError, OSError) as e:
-            tail = "".join(_tail(os.path.join(app_dir, SUPERVISOR_LOG)))
+            tail = "".join(_logio.tail(os.path.join(app_dir, SUPERVISOR_LOG)))
             raise SchedulerError(f"could not start app {req.app_id}: {e}\n{tail}") from e
         return req.app_id
 
@@ -629,13 +629,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 raise InvalidLogQueryError(f"invalid log regex {regex!r}: {e}; pass a Python regular expression") from e
         path = log_path(app_dir, role_name, k, stream)
         if should_tail and status["state"] not in TERMINAL:
-            lines: Iterator[str] = _follow(path, app_dir)
+            lines: Iterator[str] = _logio.follow(path, app_dir)
         else:
-            lines = _read_lines(path)
-        if pattern is not None:
-            search = pattern.search
-            return (line for line in lines if search(line))
-        return lines
+            lines = _logio.read_lines(path)
+        return filter(pattern.search, lines) if pattern is not None else lines
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -697,62 +694,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
     finally:
         s.close()
-
-
-def _tail(path: str, n: int = 20) -> list[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.readlines()[-n:]
-    except OSError:
-        return []
-
-
-def _read_lines(path: str) -> Iterator[str]:
-    try:
-        f = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115 - closed by the generator
-    except FileNotFoundError:
-        return iter(())
-    return _yield_and_close(f)
-
-
-def _yield_and_close(f: Any) -> Iterator[str]:
-    with f:
-        yield from f
-
-
-def _follow(path: str, app_dir: str) -> Iterator[str]:
-    """Follows ``path`` while the app's supervisor lives; polls with a short backoff."""
-    delay = 0.002
-    f = None
-    pending = ""
-    try:
-        while True:
-            done = not _state.supervisor_alive(app_dir)
-            if f is None:
-                try:
-                    f = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115 - closed in finally
-                except FileNotFoundError:
-                    if done:
-                        return
-            if f is not None:
-                chunk = f.read(1 << 20)
-                if chunk:
-                    delay = 0.002
-                    pending += chunk
-                    cut = pending.rfind("\n") + 1
-                    if cut:
-                        yield from pending[:cut].splitlines(keepends=True)
-                        pending = pending[cut:]
-                    continue
-            if done:
-                if pending:
-                    yield pending
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
-    finally:
-        if f is not None:
-            f.close()
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
