@@ -51,12 +51,24 @@ def run_service_script(service: str, script: str, timeout: float = 600) -> str:
 def start_service(service: str, pidfile: str, script: str = "start.sh") -> bool:
     """Starts a service with its ``start.sh``; returns True if this call started it.
 
-    "Started it" means its PID file was absent before and present after, so the session stops
-    only daemons it started (a developer's running daemon is reused and left alone).
+    "Started it" means no live process was recorded in its PID file before and one is after, so
+    the session stops only daemons it started (a developer's running daemon is reused and left
+    alone).
     """
-    existed = os.path.exists(os.path.join(RUN_DIR, pidfile))
+    path = os.path.join(RUN_DIR, pidfile)
+    running_before = _pid_alive(path)
     run_service_script(service, script)
-    return not existed and os.path.exists(os.path.join(RUN_DIR, pidfile))
+    return not running_before and _pid_alive(path)
+
+
+def _pid_alive(pidfile: str) -> bool:
+    try:
+        with open(pidfile, encoding="utf-8") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # zombies are gone
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 @pytest.fixture(scope="session")
