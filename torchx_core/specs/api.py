@@ -5,6 +5,14 @@ The implementation is split into private modules (``_app``, ``_status``, ``_runo
 :mod:`torchx_core.specs`.
 
 Pure data: importing this module imports only the standard library.
+
+Beyond TorchX, AppDefs have a JSON-compatible dict form that round-trips every field (roles,
+resources with capabilities/devices/tags and the named-resource name, mounts, retry policy,
+workspace, metadata, JSON-compatible overrides): ``AppDef.to_dict()`` / ``AppDef.from_dict()``,
+or :py:func:`appdef_to_dict` / :py:func:`appdef_from_dict` (and ``appdef_to_json`` /
+``appdef_from_json``). ``AppStatus.to_json()`` / ``AppStatus.from_json()`` do the same for
+statuses. Malformed input raises :py:class:`AppDefSerializationError` naming the offending path
+(e.g. ``app.roles[0].resource.cpu``).
 """
 
 from __future__ import annotations
