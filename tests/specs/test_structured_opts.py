@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
 
 import pytest
 
@@ -135,3 +137,30 @@ def test_importable_from_schedulers_api() -> None:
     from torchx_core.schedulers.api import StructuredOpts as Reexported
 
     assert Reexported is StructuredOpts
+
+
+class Color(Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class ChoiceOpts(StructuredOpts):
+    mode: Literal["fast", "safe"] = "safe"
+    color: Color = Color.RED
+    level: Literal[1, 2] | None = None
+
+
+def test_literal_and_enum_options() -> None:
+    opts = ChoiceOpts.as_runopts()
+    assert opts.get("mode").default == "safe"
+    assert ChoiceOpts.from_cfg({"mode": "fast", "color": "blue", "level": "2"}) == ChoiceOpts(
+        mode="fast", color=Color.BLUE, level=2
+    )
+    assert ChoiceOpts.from_cfg({"color": "BLUE"}).color is Color.BLUE
+    with pytest.raises(InvalidRunConfigException) as e:
+        ChoiceOpts.from_cfg({"mode": "slow", "color": "green"})
+    msg = str(e.value)
+    assert "'slow' is not one of the valid choices: 'fast', 'safe'" in msg
+    assert "'green' is not one of the valid choices: 'RED', 'BLUE'" in msg
+    assert opts.cfg_from_str("mode=fast,level=1") == {"mode": "fast", "level": 1}

@@ -9,6 +9,7 @@ import re
 import sys
 import types
 from collections.abc import Mapping
+from enum import Enum
 
 from torchx_core.specs._dc import data
 from torchx_core.specs.errors import (
@@ -39,6 +40,11 @@ def _origin(tp: Any) -> Any:
 
 def _args(tp: Any) -> tuple[Any, ...]:
     return tuple(getattr(tp, "__args__", ()))
+
+
+def _is_literal(origin: Any) -> bool:
+    typing_mod = sys.modules.get("typing")  # Literal types only exist once typing is loaded
+    return typing_mod is not None and origin is typing_mod.Literal
 
 
 def _is_union(origin: Any) -> bool:
@@ -100,6 +106,22 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
     if not isinstance(value, str):
         raise InvalidRunConfigException(
             f"{where}expected a string to cast to {get_type_name(tp)}, got {value!r}", key, None
+        )
+    if _is_literal(_origin(tp)):
+        for choice in _args(tp):
+            if str(choice) == value:
+                return choice  # type: ignore[no-any-return]
+        choices = ", ".join(repr(c) for c in _args(tp))
+        raise InvalidRunConfigException(
+            f"{where}{value!r} is not one of the valid choices: {choices}", key, None
+        )
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        for member in tp:
+            if value in (member.name, str(member.value)):
+                return member  # type: ignore[return-value]
+        choices = ", ".join(repr(m.name) for m in tp)
+        raise InvalidRunConfigException(
+            f"{where}{value!r} is not one of the valid choices: {choices}", key, None
         )
     if tp is bool:
         low = value.strip().lower()
@@ -246,6 +268,8 @@ class runopts:
                 (runopts.is_type(k, args[0]) and runopts.is_type(v, args[1])) if args else True
                 for k, v in obj.items()
             )
+        if _is_literal(origin):
+            return any(obj == a and type(obj) is type(a) for a in args)
         return False
 
     def _canonical(self, name: str) -> str | None:
