@@ -200,7 +200,7 @@ ARGV = st.lists(
 )
 
 
-@SETTINGS
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ARGV)
 def test_component_argv_only_typed_errors(argv: list[str]) -> None:
     for fn in (echo, required):
