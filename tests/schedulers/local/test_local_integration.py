@@ -333,3 +333,16 @@ def test_log_dir_option_keeps_app_findable_by_id(sched: LocalScheduler, tmp_path
     assert os.path.islink(os.path.join(sched.root, app_id))
     sched.delete(app_id)
     assert not (log_dir / app_id).exists()
+
+
+def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: LocalScheduler) -> None:
+    import threading
+
+    app_id = sched.submit(sh_app("sleep 1"), {})
+    for _ in range(3):
+        desc = sched.wait(app_id, timeout=0.05)
+        assert desc is not None and desc.state == AppState.RUNNING
+    waiters = [t for t in threading.enumerate() if t.name == "torchx-local-wait"]
+    assert len(waiters) == 1
+    assert sched.wait(app_id, timeout=30).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    assert wait_until(lambda: not [t for t in threading.enumerate() if t.name == "torchx-local-wait"])

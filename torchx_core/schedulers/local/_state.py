@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import signal
+import threading  # already imported by logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -116,23 +117,35 @@ def wait_supervisor(app_dir: str, timeout: float | None = None) -> bool:
     """Waits until the supervisor exits; True if it did within ``timeout`` seconds.
 
     Blocks on the supervisor's lock (no polling), so it returns as soon as the supervisor ends.
-    With a timeout the blocking wait runs in a daemon thread.
+    With a timeout the blocking wait runs in a daemon thread, shared by every waiter of the same
+    app, so repeated short waits do not pile up threads.
     """
     if not supervisor_alive(app_dir):
         return True
     if timeout is None:
         _block_on_lock(app_dir)
         return True
-    import threading
+    return _shared_waiter(app_dir).wait(timeout)
 
-    done = threading.Event()
 
-    def waiter() -> None:
-        _block_on_lock(app_dir)
-        done.set()
+_WAITERS: dict[str, threading.Event] = {}  # app_dir -> set once its supervisor has exited
+_WAITERS_LOCK = threading.Lock()
 
-    threading.Thread(target=waiter, name="torchx-local-wait", daemon=True).start()
-    return done.wait(timeout)
+
+def _shared_waiter(app_dir: str) -> threading.Event:
+    with _WAITERS_LOCK:
+        event = _WAITERS.get(app_dir)
+        if event is None:
+            event = _WAITERS[app_dir] = threading.Event()
+
+            def waiter() -> None:
+                _block_on_lock(app_dir)
+                with _WAITERS_LOCK:
+                    _WAITERS.pop(app_dir, None)
+                event.set()
+
+            threading.Thread(target=waiter, name="torchx-local-wait", daemon=True).start()
+    return event
 
 
 def _block_on_lock(app_dir: str) -> None:
