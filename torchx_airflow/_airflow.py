@@ -58,9 +58,10 @@ __all__ = [
 
 def default_deferrable() -> bool:
     """Airflow's ``[operators] default_deferrable`` (False when unset)."""
-    conf: Any
+    import importlib
+
     try:
-        from airflow.sdk.configuration import conf
+        conf: Any = importlib.import_module("airflow.sdk.configuration").conf
     except ImportError:  # pragma: no cover - older 3.x
-        from airflow.configuration import conf
+        conf = importlib.import_module("airflow.configuration").conf
     return bool(conf.getboolean("operators", "default_deferrable", fallback=False))

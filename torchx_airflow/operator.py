@@ -37,6 +37,7 @@ from torchx_airflow._runtime import (
     LogStreamer,
     RunnerFactory,
     cancel_bounded,
+    default_runner_factory,
     deterministic_app_name,
     find_app_by_name,
     status_from_payload,
@@ -260,7 +261,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         """True for SUCCEEDED."""
         return outcome_for(status) is Outcome.SUCCESS
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:
+    # The mixin declares ``-> None`` but returns this value on its reconnect path.
+    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
         """Pushes the handle to XCom and waits (blocking or deferred); returns the status dict."""
         handle = str(external_id)
         self._handle = handle
@@ -286,8 +288,6 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
 
     def _get_runner(self) -> Runner:
         if self._runner is None:
-            from torchx_airflow._runtime import default_runner_factory
-
             self._runner = (self.runner_factory or default_runner_factory)()
         return self._runner
 

@@ -108,6 +108,16 @@ def test_sensor_in_reschedule_mode_waits_for_the_app(af: AirflowEnv, dag_run: An
     assert "up_for_reschedule" in run.output.lower()
 
 
+def test_deferrable_sensor_waits_in_the_triggerer(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_success")
+    submit, watch = run.ti("submit2"), run.ti("watch_deferred")
+    assert watch["state"] == "success"
+    assert watch["xcom"]["return_value"]["app_handle"] == submit["xcom"]["app_handle"]
+    assert watch["xcom"]["return_value"]["state"] == "SUCCEEDED"
+    (app,) = [a for a in af.apps() if a.app_handle == submit["xcom"]["app_handle"]]
+    assert app.state == AppState.SUCCEEDED  # the sensor never cancels what it watches
+
+
 def test_failure_is_retried_by_airflow_and_resubmitted(af: AirflowEnv, dag_run: Any) -> None:
     run = dag_run("tx_failure")
     flaky = run.ti("flaky")

@@ -316,3 +316,31 @@ def test_deferrable_defaults_from_airflow_config(app: AppDef, monkeypatch: Any) 
     assert TorchXOperator(task_id="t", app=app).deferrable is True
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
     assert TorchXOperator(task_id="t", app=app).deferrable is False
+
+
+def test_fallback_mixin_submits_polls_and_returns() -> None:
+    """The stand-in used when Airflow has no ResumableJobMixin (< 3.3 without common-compat)."""
+    from torchx_airflow._resumable_fallback import ResumableJobMixin
+
+    calls: list[str] = []
+
+    class Base:
+        def __init__(self, **kwargs: Any) -> None:
+            calls.append(f"base:{sorted(kwargs)}")
+
+    class Job(ResumableJobMixin, Base):
+        def submit_job(self, context: Any) -> str:
+            calls.append("submit")
+            return "h"
+
+        def poll_until_complete(self, external_id: Any, context: Any) -> None:
+            calls.append(f"poll:{external_id}")
+
+        def get_job_result(self, external_id: Any, context: Any) -> str:
+            calls.append(f"result:{external_id}")
+            return "done"
+
+    job = Job(durable=True, task_id="t")
+    assert job.durable is True
+    assert job.execute_resumable({}) == "done"
+    assert calls == ["base:['task_id']", "submit", "poll:h", "result:h"]

@@ -1,4 +1,5 @@
-"""Success paths: a templated multi-replica AppDef, a templated component, a reschedule sensor."""
+"""Success paths: a templated multi-replica AppDef, a templated component, sensors
+(reschedule and deferrable) on apps submitted with ``wait=False``."""
 
 import os
 from datetime import datetime
@@ -49,3 +50,19 @@ with DAG("tx_success", schedule=None, start_date=datetime(2024, 1, 1), catchup=F
         timeout=120,
     )
     submit >> watch
+    submit2 = TorchXOperator(
+        task_id="submit2",
+        app=AppDef(
+            name="background2",
+            roles=[Role(name="worker", image=WORK, entrypoint="sleep", args=["2"])],
+        ),
+        wait=False,
+    )
+    watch_deferred = TorchXSensor(
+        task_id="watch_deferred",
+        app_handle="{{ ti.xcom_pull(task_ids='submit2', key='app_handle') }}",
+        deferrable=True,
+        poke_interval=1,
+        timeout=120,
+    )
+    submit2 >> watch_deferred
