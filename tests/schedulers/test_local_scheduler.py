@@ -306,3 +306,11 @@ def test_log_iter_rejects_bad_queries(sched: LocalScheduler, root: str) -> None:
         sched.log_iter("app-l2", "r", 5)
     with pytest.raises(InvalidLogQueryError, match="invalid log regex"):
         sched.log_iter("app-l2", "r", 0, regex="(")
+
+
+def test_fast_runopts_match_the_structured_opts() -> None:
+    fast = create_scheduler("s")._run_opts()
+    slow = LocalOpts.as_runopts()
+    assert [(k, v.opt_type, v.default, v.help) for k, v in fast] == [
+        (k, v.opt_type, v.default, v.help) for k, v in slow
+    ]

@@ -28,7 +28,7 @@ import re
 import signal
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -141,6 +141,25 @@ class LocalOpts(StructuredOpts):
         default=5.0,
         metadata={"help": "seconds between SIGTERM and SIGKILL when cancelling or restarting"},
     )
+
+
+_OPT_TYPES: Mapping[str, type] = {
+    "log_dir": str,
+    "prepend_cwd": bool,
+    "auto_set_cuda_visible_devices": bool,
+    "grace_period": float,
+}
+
+
+def _local_runopts() -> runopts:
+    """``LocalOpts.as_runopts()`` without reading the class source (the help is in metadata).
+
+    Built on every call: callers may mutate the returned runopts.
+    """
+    opts = runopts()
+    for f in fields(LocalOpts):
+        opts.add(f.name, type_=_OPT_TYPES[f.name], help=f.metadata["help"], default=f.default)
+    return opts
 
 
 @dataclass
@@ -290,7 +309,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- options ------------------------------------------------------------------------------
 
     def _run_opts(self) -> runopts:
-        return LocalOpts.as_runopts()
+        return _local_runopts()
 
     def _requires_resource(self) -> bool:
         return False
@@ -341,8 +360,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- dry run ------------------------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
-        known = {k for k, _ in LocalOpts.as_runopts()}
-        opts = LocalOpts.from_cfg({k: v for k, v in cfg.items() if k in known})
+        # cfg is already resolved against run_opts() (defaults filled, types checked)
+        opts = LocalOpts(**{f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None})
         app_id = make_unique(app.name)
         root = self.root
         base = os.path.abspath(os.path.expanduser(opts.log_dir)) if opts.log_dir else root
