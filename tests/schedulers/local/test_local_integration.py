@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from local_helpers import live_processes_with_env, wait_until
 
-from conftest import live_processes_with_env, wait_until
 from torchx_core import specs
 from torchx_core.schedulers.api import AppValidationError, Stream
 from torchx_core.schedulers.local import _state
