@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
+from prefect_fakes import FakeRunner, echo_app
 
-from tests.prefect.conftest import FakeRunner, echo_app
 from torchx_core.specs import AppState, AppStatus, ReplicaStatus, RoleStatus, TorchXError
 from torchx_prefect._launch import (
     AppResult,

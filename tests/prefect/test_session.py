@@ -10,8 +10,8 @@ import logging
 from typing import Any
 
 import pytest
+from prefect_fakes import FakeRunner, echo_app
 
-from tests.prefect.conftest import FakeRunner, echo_app
 from torchx_core.specs import AppState
 from torchx_prefect._launch import validate_args
 from torchx_prefect._prefect_io import TaskIdentity
