@@ -278,3 +278,15 @@ def test_module_import_does_not_load_docker() -> None:
             "print([m for m in ('docker', 'docker', 'boto3', 'ray') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cancel_of_never_started_container_is_cancelled() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(1), {})
+    for c in client.app_containers(app_id):
+        c.status = "created"  # e.g. created, then its start failed
+    sched.cancel(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    assert {r.state for rs in desc.roles_statuses for r in rs.replicas} == {AppState.CANCELLED}

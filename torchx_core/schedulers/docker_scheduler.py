@@ -202,6 +202,8 @@ def _copy_env(patterns: Iterable[str]) -> dict[str, str]:
 
 def _replica_state(container: Container) -> AppState:
     status = container.status
+    if _is_cancelled(container) and status in ("exited", "dead", "created"):
+        return AppState.CANCELLED  # "created": cancelled before it ever started
     if status == "exited":
         state_info = container.attrs.get("State", {})
         return AppState.SUCCEEDED if state_info.get("ExitCode", 1) == 0 else AppState.FAILED
@@ -214,9 +216,10 @@ def _is_cancelled(container: Container) -> bool:
 
 def _app_state(containers: list[Container]) -> AppState:
     states = [_replica_state(c) for c in containers]
-    if any(_is_cancelled(c) for c in containers) and all(is_terminal(s) for s in states):
+    cancelled = any(_is_cancelled(c) for c in containers)
+    if cancelled and all(is_terminal(s) for s in states):
         return AppState.CANCELLED
-    if any(s == AppState.FAILED for s in states) and not any(_is_cancelled(c) for c in containers):
+    if AppState.FAILED in states and not cancelled:
         return AppState.FAILED
     if all(s == AppState.SUCCEEDED for s in states):
         return AppState.SUCCEEDED
@@ -405,8 +408,6 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         for c in order:
             role = c.labels.get(LABEL_ROLE_NAME, "")
             state = _replica_state(c)
-            if _is_cancelled(c) and is_terminal(state):
-                state = AppState.CANCELLED
             hostname = c.attrs.get("Config", {}).get("Hostname", "")
             by_role.setdefault(role, []).append(
                 ReplicaStatus(int(c.labels.get(LABEL_REPLICA_ID, "0")), state, role, hostname)
@@ -497,9 +498,6 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             alive = [c for c in alive if c.status in ("running", "restarting", "paused")]
         for c in alive:
             self._quietly(c.kill, signal="SIGKILL")
-        for c in containers:
-            if c.status == "created":  # never started: stop() makes it "exited"
-                self._quietly(c.stop, timeout=0)
 
     def _delete_existing(self, app_id: str) -> None:
         for c in self._containers(app_id):
