@@ -92,6 +92,7 @@ class _Session:
         self.watch: AppWatch | None = None
         self.terminal = False
         self.streamer: LogStreamer | None = None
+        self._link_published = False
 
     # -- start ---------------------------------------------------------------------------
     def start(self) -> str:
@@ -136,6 +137,8 @@ class _Session:
         outcome = self.watch.observe(status)
         if status is not None and is_terminal(status.state):
             self.terminal = True
+        if status is not None and status.ui_url:
+            self._publish_link(status.ui_url)  # as soon as the scheduler has a UI URL
         if self.streamer is not None and status is not None and (
             status.state == AppState.RUNNING or self.terminal
         ):
@@ -160,14 +163,21 @@ class _Session:
         tail = log_tail(self.runner, self.handle, self.app, status, self.spec.log_tail_lines)
         raise failed_error(self.handle, status, tail)
 
+    def _publish_link(self, ui_url: str) -> None:
+        if not self.spec.create_artifacts or self._link_published or self.handle is None:
+            return
+        self._link_published = True
+        try:
+            pio.publish_link(artifact_key(self.app_name, "ui"), ui_url, f"TorchX app {self.handle}")
+        except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
+            self.log.warning("Could not publish the UI link of %s: %s", self.handle, e)
+
     def _publish(self, status: AppStatus) -> None:
         if not self.spec.create_artifacts or self.handle is None:
             return
+        if status.ui_url:
+            self._publish_link(status.ui_url)
         try:
-            if status.ui_url:
-                pio.publish_link(
-                    artifact_key(self.app_name, "ui"), status.ui_url, f"TorchX app {self.handle}"
-                )
             pio.publish_status(
                 artifact_key(self.app_name, "status"),
                 status_markdown(self.handle, status),

@@ -499,6 +499,10 @@ def test_app_cancelled_outside_gives_a_cancelled_task(env: Path) -> None:
     assert state.is_cancelled(), state
     (tr,) = task_runs(state.state_details.flow_run_id)
     assert tr.state.is_cancelled() and tr.run_count == 1
+    arts = {a.key.rsplit("-", 1)[-1]: a for a in artifacts_of(tr.id)}
+    assert set(arts) == {"ui", "status"}
+    assert "**State:** CANCELLED" in arts["status"].data
+    assert arts["ui"].created <= arts["status"].created  # the link is published while running
 
 
 @pytest.mark.filterwarnings("ignore:Runner.execute_flow_run has been deprecated")
