@@ -252,12 +252,16 @@ class FakeDockerClient:
         self.networks = FakeNetworks()
         self.ignore_sigterm = False
         self.push_error = ""
+        self.ncpu = 2
         self.closed = False
         for name in images:
             self.images.present[name] = FakeImage(id=f"sha256:{abs(hash(name)):064d}"[:71])
 
     def close(self) -> None:
         self.closed = True
+
+    def info(self) -> dict[str, Any]:
+        return {"NCPU": self.ncpu}
 
     # -- test controls ----------------------------------------------------------------------
 

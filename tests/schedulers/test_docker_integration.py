@@ -14,7 +14,16 @@ from docker_fixtures import BUSYBOX
 
 from torchx_core.schedulers.api import Stream
 from torchx_core.schedulers.docker_scheduler import DockerScheduler
-from torchx_core.specs import AppDef, AppState, BindMount, Role, Workspace, is_terminal, macros
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    BindMount,
+    Role,
+    Workspace,
+    is_terminal,
+    macros,
+    resource,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -191,3 +200,17 @@ def test_workspace_image_pushed_to_image_repo(apps: Apps, tmp_path: Path, docker
     assert list(apps.sched.log_iter(again, "w", 0)) == ["from the registry\n"]
     apps.sched.delete(again)
     docker_engine.images.remove(role.image, force=True)
+
+
+def test_cpu_and_memory_limits_apply(apps: Apps, docker_engine: Any) -> None:
+    import os as _os
+
+    role = sh("w", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null"
+              " || cat /sys/fs/cgroup/memory.max", resource=resource(cpu=64, memMB=96))
+    app_id = apps.submit(AppDef("limits", roles=[role]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    assert list(apps.sched.log_iter(app_id, "w", 0)) == [f"{96 * 1024 * 1024}\n"]
+    (container,) = docker_engine.containers.list(
+        all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
+    # 64 CPUs asked: capped to the engine's CPU count
+    assert container.attrs["HostConfig"]["NanoCpus"] == (_os.cpu_count() or 1) * 10**9

@@ -290,3 +290,20 @@ def test_cancel_of_never_started_container_is_cancelled() -> None:
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.CANCELLED
     assert {r.state for rs in desc.roles_statuses for r in rs.replicas} == {AppState.CANCELLED}
+
+
+def test_cpu_limit_capped_to_engine_cpus() -> None:
+    client = FakeDockerClient()
+    client.ncpu = 1
+    app_id = _sched(client).submit(_app(1), {})  # the trainer asks for 2 CPUs
+    limits = {c.kwargs["labels"]["torchx.pytorch.org/role-name"]: c.kwargs["nano_cpus"]
+              for c in client.app_containers(app_id)}
+    assert limits == {"trainer": 10**9, "ps": 10**9}
+
+
+def test_long_names_fit_hostnames() -> None:
+    app = _app(1)
+    app.name = "x" * 80
+    app.roles[0].name = "r" * 80
+    for c in _sched().submit_dryrun(app, {}).request.containers:
+        assert len(c.kwargs["hostname"]) <= 63

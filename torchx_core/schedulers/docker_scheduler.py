@@ -272,7 +272,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             raise SchedulerError(
                 f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
             )
-        app_id = f"{_clean_name(app.name, 40)}-{_random_suffix()}"
+        # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
+        app_id = f"{_clean_name(app.name, 24)}-{_random_suffix()}"
         host_net = opts.network == "host"
         first = app.roles[0]
         rank0 = "localhost" if host_net else f"{app_id}-{_clean_name(first.name, 20)}-0"
@@ -354,8 +355,15 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 self._ensure_network(req.network)
             for image in dict.fromkeys(c.image for c in req.containers):
                 self._ensure_image(image, req.pull_policy)
+            ncpu = int(client.info().get("NCPU") or 0)
             for c in req.containers:
-                client.containers.run(c.image, c.command, detach=True, **_materialize(c.kwargs))
+                kwargs = _materialize(c.kwargs)
+                if ncpu and kwargs.get("nano_cpus", 0) > ncpu * 10**9:
+                    # the engine rejects a CPU limit above its CPU count: cap it
+                    logger.warning("%s asks for %.1f CPUs, the docker engine has %d; capping",
+                                   kwargs["name"], kwargs["nano_cpus"] / 1e9, ncpu)
+                    kwargs["nano_cpus"] = ncpu * 10**9
+                client.containers.run(c.image, c.command, detach=True, **kwargs)
         except errors as e:
             raise SchedulerError(f"docker failed to start app {req.app_id}: {e}") from e
         return req.app_id
