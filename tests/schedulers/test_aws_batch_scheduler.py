@@ -355,3 +355,16 @@ def test_array_one_failed_child_fails_the_app() -> None:
     assert sched.describe(app_id).state == AppState.FAILED  # type: ignore[union-attr]
     batch.set_status(f"{parent}:1", "SUCCEEDED")
     assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_unknown_queue_means_unknown_app() -> None:
+    class NoQueues(FakeBatch):
+        def list_jobs(self, **kwargs: object) -> dict[str, object]:
+            if kwargs.get("jobQueue") not in self.queues:
+                raise RuntimeError(f"Job queue {kwargs.get('jobQueue')} does not exist")
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+
+    sched = _sched(NoQueues())
+    assert sched.describe("gone:app-1") is None
+    with pytest.raises(SchedulerError, match="could not list jobs of queue q: .*Rate exceeded"):
+        sched.describe("q:app-1")

@@ -399,9 +399,14 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         except UnknownAppException:
             return None
         client = self._batch_client()
-        summaries = client.list_jobs(
-            jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
-        ).get("jobSummaryList", [])
+        try:
+            summaries = client.list_jobs(
+                jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}]
+            ).get("jobSummaryList", [])
+        except Exception as e:  # botocore ClientError
+            if "does not exist" in str(e):  # the queue is gone: so is the app
+                return None
+            raise SchedulerError(f"AWS Batch could not list jobs of queue {queue}: {e}") from e
         # array children share the parent's name; their ids are "{parent}:{index}"
         summaries = [s for s in summaries if s.get("jobName") == name and ":" not in s["jobId"]]
         if not summaries:
