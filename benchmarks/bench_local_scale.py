@@ -78,6 +78,39 @@ SUBMIT_POLL = textwrap.dedent(
 )
 
 
+SMALL = textwrap.dedent(
+    """
+    import statistics, subprocess, sys, time
+    from torchx_core import specs
+    from torchx_core.schedulers.local_scheduler import create_scheduler
+    sched = create_scheduler("bench")
+    tiny = specs.AppDef("tiny", roles=[specs.Role("r", image=".", entrypoint="/bin/true")])
+    def timed(fn, n):
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t)
+        return min(times), statistics.median(times), out
+    submit_wait = timed(lambda: sched.wait(sched.submit(tiny, {})), 20)
+    ids = [sched.submit(tiny, {}) for _ in range(200)]
+    for app_id in ids:
+        sched.wait(app_id)
+    describe = timed(lambda: sched.describe(ids[0]), 200)
+    listed = timed(lambda: sched.list(), 20)
+    assert len(listed[2]) >= 200
+    probe = (
+        "import sys, time; from torchx_core.schedulers.local_scheduler import create_scheduler;"
+        "s = create_scheduler('x'); t = time.perf_counter(); d = s.describe(sys.argv[1]);"
+        "print(time.perf_counter() - t)"
+    )
+    fresh = min(float(subprocess.run([sys.executable, "-c", probe, ids[0]], capture_output=True,
+                text=True, check=True).stdout) for _ in range(5))
+    print(submit_wait[0], submit_wait[1], describe[0], describe[1], listed[0], listed[1], fresh)
+    """
+)
+
+
 def measure(python: str, code: str, n: int, repeat: int, env: dict[str, str]) -> list[float]:
     times = []
     for _ in range(repeat):
@@ -106,6 +139,9 @@ def main() -> None:
                 str(torchx070_python()), RUNNER.format(pkg="torchx"), n, args.torchx_repeat, env
             ),
         }
+        small = subprocess.run(
+            [str(OUR_PYTHON), "-c", SMALL], check=True, capture_output=True, text=True, cwd=REPO, env=env
+        ).stdout.split()
     direct = min(rows["direct posix_spawn"])
     torchx = min(rows["torchx 0.7.0 run+wait(0.05)"])
     print(f"1 role x {n} replicas of /bin/true, submit -> SUCCEEDED (seconds; {os.cpu_count()} cores)")
@@ -116,6 +152,13 @@ def main() -> None:
             f"{name:30} {best:8.3f} {statistics.median(times):8.3f}"
             f" {best / direct:9.2f} {best / torchx:9.3f}"
         )
+    sw, swm, d, dm, li, lim, fresh = (float(x) for x in small)
+    print()
+    print("small operations (ours, seconds)            best     median")
+    print(f"tiny app submit + wait (/bin/true)       {sw:9.4f} {swm:9.4f}")
+    print(f"describe (warm process)                  {d:9.6f} {dm:9.6f}")
+    print(f"describe from a fresh process (1st call) {fresh:9.6f}")
+    print(f"list() of 200+ apps                      {li:9.4f} {lim:9.4f}")
 
 
 if __name__ == "__main__":

@@ -182,6 +182,7 @@ class Supervisor:
         self.created = time.time()
         self.dirty = True
         self.cwd = ""
+        self.wake_r = -1
 
     # -- status file -------------------------------------------------------------------------
 
@@ -281,7 +282,16 @@ class Supervisor:
         self.dirty = True
 
     def spawn_all(self, slots: list[_Slot]) -> None:
-        for slot in slots:
+        """Starts ``slots``; handles events every few spawns.
+
+        Each spawn copies the supervisor's fd table into the child, so handling the exits (and
+        closing the pipes) of replicas that already ended keeps spawning a large app linear.
+        """
+        for i, slot in enumerate(slots):
+            if self.failure or self.cancelling:
+                if slot.state == "P":
+                    slot.state = "C"  # the app is going down: never started
+                continue
             try:
                 self.spawn(slot)
             except OSError as e:
@@ -289,8 +299,11 @@ class Supervisor:
                 if self.failure is None:
                     self.msg = f"replica {slot.role.name}/{slot.k} could not start: {e}"
                     self.failure = (slot, 127, None)
+                    self.barriers.clear()
                     self.stop(self.alive_slots())
-                return
+                continue
+            if i & 7 == 7:
+                self.pump(0.0)
 
     # -- stopping -----------------------------------------------------------------------------
 
@@ -465,6 +478,7 @@ class Supervisor:
         )
         fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held until this process ends: "supervisor alive"
         wake_r, wake_w = os.pipe()
+        self.wake_r = wake_r
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -489,18 +503,7 @@ class Supervisor:
                 timeout = max(0.0, self.kill_deadline - time.monotonic())
             if drain_deadline is not None:
                 timeout = max(0.0, drain_deadline - time.monotonic())
-            try:
-                events = self.ep.poll(timeout)
-            except InterruptedError:
-                events = []
-            chld = False
-            for fd, _ in events:
-                if fd == wake_r:
-                    chld |= self._read_signals(wake_r)
-                else:
-                    self.relay(fd)
-            if chld or not events:
-                self.reap()
+            self.pump(timeout)
             if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                 self.kill_stragglers()
             self.run_barriers()
@@ -514,7 +517,15 @@ class Supervisor:
         t2 = time.perf_counter()
         self.close_files()
         if TRACE:
-            _note(f"spawned {sum(len(r.slots) for r in self.roles)} in {t1 - t0:.4f}s, all done {t2 - t0:.4f}s")
+            import resource
+
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            rc = resource.getrusage(resource.RUSAGE_CHILDREN)
+            _note(
+                f"spawned {sum(len(r.slots) for r in self.roles)} in {t1 - t0:.4f}s, all done"
+                f" {t2 - t0:.4f}s; cpu self {ru.ru_utime:.3f}u {ru.ru_stime:.3f}s,"
+                f" children {rc.ru_utime:.3f}u {rc.ru_stime:.3f}s"
+            )
         if self.cancelling:
             self.state = "CANCELLED"
             if not self.failure:
@@ -526,6 +537,21 @@ class Supervisor:
             self.msg = ""
         self.write_status(ended=time.time())
         return 0
+
+    def pump(self, timeout: float) -> None:
+        """Waits up to ``timeout`` seconds (-1: forever) for events, then handles them all."""
+        try:
+            events = self.ep.poll(timeout)
+        except InterruptedError:
+            events = []
+        chld = False
+        for fd, _ in events:
+            if fd == self.wake_r:
+                chld |= self._read_signals(fd)
+            else:
+                self.relay(fd)
+        if chld or not events:
+            self.reap()
 
     def _read_signals(self, fd: int) -> bool:
         chld = False
