@@ -254,7 +254,18 @@ async def run_app(
 
     The app gets a deterministic name from the flow-run id and the task call, and its handle is
     stored as a flow-run label (``torchx.app.<id>``) before waiting, so a retried attempt
-    reattaches to a still-running app instead of submitting a second copy.
+    reattaches to a still-running app instead of submitting a second copy. The task defaults to
+    0 retries (engine retries multiply with ``Role.max_retries``); enable them with
+    ``run_app.with_options(retries=2)``.
+
+    Replica logs (at most 16 replicas) are streamed to the Prefect run logger as
+    ``[role/replica] line``. Artifacts: a link to the app's UI URL (published as soon as the
+    scheduler reports one) and, at the end, a markdown status table per role/replica.
+
+    When the task is cancelled, times out or crashes, the app is cancelled (bounded by
+    ``cancel_timeout``). When an ordinary error ends an attempt while the app still runs (e.g.
+    the scheduler API failed), the app is left running for the next attempt to reattach to, or
+    cancelled if no attempt is left.
 
     Args:
         app: an AppDef, or a component name such as ``"utils.echo"``
