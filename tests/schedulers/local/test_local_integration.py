@@ -346,3 +346,33 @@ def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: L
     assert len(waiters) == 1
     assert sched.wait(app_id, timeout=30).state == AppState.SUCCEEDED  # type: ignore[union-attr]
     assert wait_until(lambda: not [t for t in threading.enumerate() if t.name == "torchx-local-wait"])
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_both_supervisor_start_modes(sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    from torchx_core.schedulers.local import _launch
+
+    monkeypatch.setenv(_launch.MODE_ENV, mode)
+    assert _launch.choose_mode() == mode
+    app_id, desc = run(sched, sh_app("echo $TORCHX_REPLICA_IDX", num_replicas=2))
+    assert desc.state == AppState.SUCCEEDED
+    assert logs(sched, app_id, k=1) == ["1\n"]
+
+
+def test_early_failure_while_spawning_many_replicas(sched: LocalScheduler) -> None:
+    app = sh_app('[ "$TORCHX_REPLICA_IDX" = 0 ] && exit 5; sleep 100', num_replicas=64)
+    _, desc = run(sched, app)
+    assert desc.state == AppState.FAILED
+    assert desc.msg == "replica r/0 exited with code 5"
+    states = [r.state for r in desc.roles_statuses[0].replicas]
+    assert states[0] == AppState.FAILED and set(states[1:]) == {AppState.CANCELLED}
+
+
+def test_cancel_many_running_replicas(sched: LocalScheduler, local_root: str) -> None:
+    app_id = sched.submit(sh_app("echo up; sleep 100", num_replicas=200), {})
+    assert wait_until(lambda: sched.describe(app_id).state == AppState.RUNNING)  # type: ignore[union-attr]
+    assert wait_until(lambda: logs(sched, app_id, k=199) == ["up\n"])
+    sched.cancel(app_id)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.CANCELLED
+    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
