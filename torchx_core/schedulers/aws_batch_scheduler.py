@@ -27,6 +27,7 @@ Workspaces are built as Docker images (:class:`DockerWorkspaceMixin`) and pushed
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import json
 import logging
@@ -494,12 +495,19 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         client = self._batch_client()
-        queue = (cfg or {}).get("queue")
+        try:
+            return self._list(client, (cfg or {}).get("queue"))
+        except SchedulerError:
+            raise
+        except Exception as e:  # botocore ClientError / NoCredentialsError
+            raise SchedulerError(f"AWS Batch could not list jobs: {e}") from e
+
+    def _list(self, client: Any, queue: CfgVal) -> builtins.list[ListAppResponse]:
         if queue:
             queues = [str(queue)]
         else:
             queues = [q["jobQueueName"] for q in client.describe_job_queues().get("jobQueues", [])]
-        out: list[ListAppResponse] = []
+        out: builtins.list[ListAppResponse] = []
         for q in queues:
             ids = list(dict.fromkeys(
                 s["jobId"] for status in JOB_STATES for s in self._list_jobs(q, status)

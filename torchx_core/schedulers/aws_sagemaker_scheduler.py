@@ -308,10 +308,14 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
                 f"#/jobs/{app_id}")
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        client = self._sm_client()
         out = []
         kwargs: dict[str, Any] = {"MaxResults": 100}
         while True:
-            page = self._sm_client().list_training_jobs(**kwargs)
+            try:
+                page = client.list_training_jobs(**kwargs)
+            except Exception as e:  # botocore ClientError / NoCredentialsError
+                raise SchedulerError(f"SageMaker could not list training jobs: {e}") from e
             for s in page.get("TrainingJobSummaries", []):
                 out.append(ListAppResponse(
                     app_id=s["TrainingJobName"], name=s["TrainingJobName"],
