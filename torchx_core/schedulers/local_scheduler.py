@@ -514,7 +514,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             os.makedirs(os.path.join(app_dir, r.name), exist_ok=True)
         app = getattr(dryrun_info, "_app", None)
         if app is not None:
-            write_json_atomic(os.path.join(app_dir, APP_FILE), app.to_dict())
+            try:
+                write_json_atomic(os.path.join(app_dir, APP_FILE), app.to_dict())
+            except (TypeError, ValueError) as e:  # e.g. metadata that is not JSON-serializable
+                logger.warning("app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e)
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
