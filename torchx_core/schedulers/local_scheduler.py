@@ -158,7 +158,8 @@ def _local_runopts() -> runopts:
     """
     opts = runopts()
     for f in fields(LocalOpts):
-        opts.add(f.name, type_=_OPT_TYPES[f.name], help=f.metadata["help"], default=f.default)
+        default: Any = f.default
+        opts.add(f.name, type_=_OPT_TYPES[f.name], help=f.metadata["help"], default=default)
     return opts
 
 
@@ -241,9 +242,9 @@ def _format_request(req: LocalRequest) -> str:
             f" retry_policy={r.retry_policy}, max_retries={r.max_retries}"
         )
         lines.append(f"    cmd: {' '.join(r.argv)}")
-        for k in sorted(r.env):
-            if k != "PATH":
-                lines.append(f"    env {k}={r.env[k]}")
+        for name in sorted(r.env):
+            if name != "PATH":
+                lines.append(f"    env {name}={r.env[name]}")
         for k, rep in enumerate(r.replicas[:4]):
             extra = " ".join(f"{n}={v}" for n, v in sorted(rep.env.items()))
             argv = f" cmd: {' '.join(rep.argv)}" if rep.argv is not None else ""
@@ -361,7 +362,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
         # cfg is already resolved against run_opts() (defaults filled, types checked)
-        opts = LocalOpts(**{f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None})
+        given: dict[str, Any] = {f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None}
+        opts = LocalOpts(**given)
         app_id = make_unique(app.name)
         root = self.root
         base = os.path.abspath(os.path.expanduser(opts.log_dir)) if opts.log_dir else root
