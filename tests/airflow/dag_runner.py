@@ -4,7 +4,8 @@ Usage: ``python dag_runner.py <dag_file>::<dag_id> [<dag_file>::<dag_id> ...] [-
 
 Each DAG file is loaded with ``runpy`` (so its ``if __name__ == "__main__"`` block does not run),
 the DAG is found by id, ``dag.test()`` runs it in this process, and one line
-``@@DAGTEST-REPORT@@{json}`` per DAG reports each task instance's state, try number and XComs.
+``@@DAGTEST-REPORT@@{json}`` per DAG reports each task instance's state, try number and XComs
+(mapped task instances as ``task_id[map_index]``).
 Several DAGs run one after the other in the same interpreter (Airflow's import cost is paid
 once).
 """
@@ -40,7 +41,8 @@ def _xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
                     value = json.loads(value)
                 except ValueError:
                     pass
-            out.setdefault(row.task_id, {})[row.key] = value
+            key = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
+            out.setdefault(key, {})[row.key] = value
     return out
 
 
@@ -71,14 +73,14 @@ def run_one(dag_file: str, dag_id: str, kwargs: dict[str, Any]) -> None:
     dag = dags[0]
     dr = dag.test(**kwargs)
     xcoms = _xcoms(dag.dag_id, dr.run_id)
-    tis = {
-        ti.task_id: {
+    tis = {}
+    for ti in dr.get_task_instances():
+        key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
+        tis[key] = {
             "state": str(ti.state.value if hasattr(ti.state, "value") else ti.state),
             "try_number": ti.try_number,
-            "xcom": xcoms.get(ti.task_id, {}),
+            "xcom": xcoms.get(key, {}),
         }
-        for ti in dr.get_task_instances()
-    }
     state = dr.state.value if hasattr(dr.state, "value") else str(dr.state)
     report = {"dag_id": dag_id, "dag_run_state": state, "run_id": dr.run_id, "tis": tis}
     print(REPORT_MARK + json.dumps(report, default=str), flush=True)

@@ -97,6 +97,15 @@ def test_templated_component_args(af: AirflowEnv, dag_run: Any) -> None:
     assert "hello from tx_success/echo_component" in _logs(af, handle, "echo")
 
 
+def test_mapped_tasks_get_one_app_each(af: AirflowEnv, dag_run: Any) -> None:
+    run = dag_run("tx_success")
+    handles = [run.ti(f"mapped[{i}]")["xcom"]["app_handle"] for i in (0, 1)]
+    assert {run.ti(f"mapped[{i}]")["state"] for i in (0, 1)} == {"success"}
+    names = {a.name for a in af.apps() if a.app_handle in handles}
+    assert len(names) == 2  # map_index is part of the task identity
+    assert "first" in _logs(af, handles[0], "echo") and "second" in _logs(af, handles[1], "echo")
+
+
 def test_sensor_in_reschedule_mode_waits_for_the_app(af: AirflowEnv, dag_run: Any) -> None:
     run = dag_run("tx_success")
     submit, watch = run.ti("submit"), run.ti("watch")

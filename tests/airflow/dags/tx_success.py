@@ -34,6 +34,10 @@ with DAG("tx_success", schedule=None, start_date=datetime(2024, 1, 1), catchup=F
         component_args=["--msg", "hello from {{ dag.dag_id }}/{{ task.task_id }}"],
         poll_interval=0.2,
     )
+    # dynamic task mapping: one app per map index, each with its own deterministic name
+    TorchXOperator.partial(task_id="mapped", component="utils.echo", poll_interval=0.2).expand(
+        component_args=[["--msg", "first"], ["--msg", "second"]]
+    )
     submit = TorchXOperator(
         task_id="submit",
         app=AppDef(
