@@ -221,7 +221,13 @@ class _Terminated(BaseException):
         self.signum = signum
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    # Ignore repeats first: a second SIGTERM must not interrupt the cancellation it triggers.
+    for other in _STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
     raise _Terminated(signum)
 
 
@@ -401,8 +407,8 @@ class Launcher:
         """
         app = replace(app, name=app_name_for_step(app.name, job_id, task_name))
         self._app_name = app.name
-        previous = self._install_signal_handlers()
         runner = self.runner_factory()
+        previous = self._install_signal_handlers()
         outcome: StepOutcome | None = None
         threads: list[threading.Thread] = []
         try:
@@ -418,7 +424,7 @@ class Launcher:
         except (_Terminated, KeyboardInterrupt) as e:
             signum = e.signum if isinstance(e, _Terminated) else signal.SIGINT
             logger.warning("step terminated by signal %d; cancelling the app", signum)
-            self._ignore_signals(previous)  # a second SIGTERM must not interrupt the cancel
+            self._ignore_signals(previous)  # after Ctrl-C too (it bypasses _raise_terminated)
             self._cancel(runner, self._handle, app.name)
             raise SystemExit(128 + int(signum)) from None
         finally:
@@ -459,7 +465,7 @@ class Launcher:
         if threading.current_thread() is not threading.main_thread():
             return {}
         previous: dict[int, Any] = {}
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in _STOP_SIGNALS:
             previous[signum] = signal.signal(signum, _raise_terminated)
         return previous
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kfp_helpers import processes_of
 
 LOCAL_ROOT_ENV = "TORCHX_LOCAL_ROOT"
-
-
-@pytest.fixture(scope="session")
-def kfp_local_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One local-scheduler root for this session's KFP runs (apps of other tests stay apart)."""
-    return tmp_path_factory.mktemp("kfp-local-root")
 
 
 def _live_apps() -> list[str]:
@@ -32,19 +30,45 @@ def _cancel_all(handles: list[str]) -> None:
             runner.cancel(handle)
 
 
-@pytest.fixture
-def local_apps(kfp_local_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Points the local scheduler (and kfp.local's subprocesses) at the session root.
+def _leftover_processes(root: Path, marker: str, timeout: float = 10.0) -> list[int]:
+    """Processes of this root still alive after ``timeout`` seconds (a finished app's
+    supervisor may take a moment to exit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = processes_of(root, marker)
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.05)
 
-    After the test, every app in the root must be finished: anything still running is cancelled
-    and the test fails.
+
+@pytest.fixture
+def local_apps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Points the local scheduler (and kfp.local's subprocesses) at a fresh root for this test.
+
+    After the test, every app in the root must be finished and no process may be left: no
+    replica, no supervisor, no kfp.local step. Anything still running is cancelled (apps) or
+    killed by pid (processes), and the test fails.
     """
-    monkeypatch.setenv(LOCAL_ROOT_ENV, str(kfp_local_root))
-    yield kfp_local_root
-    leftover = _live_apps()
+    root = tmp_path / "local-root"
+    root.mkdir()
+    marker = f"{LOCAL_ROOT_ENV}={root}"
+    monkeypatch.setenv(LOCAL_ROOT_ENV, str(root))
+    yield root
+    problems = []
+    leftover_apps = _live_apps()
+    if leftover_apps:
+        _cancel_all(leftover_apps)
+        problems.append(f"apps left running after the test (cancelled now): {leftover_apps}")
+    leftover = _leftover_processes(root, marker)
+    for pid in leftover:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     if leftover:
-        _cancel_all(leftover)
-        pytest.fail(f"apps left running after the test (cancelled now): {leftover}")
+        problems.append(f"processes left behind by the test (killed now): {leftover}")
+    if problems:
+        pytest.fail("; ".join(problems))
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 # No `from __future__ import annotations`: KFP reads pipeline annotations as objects.
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +13,13 @@ from pathlib import Path
 
 import pytest
 from kfp import dsl
-from kfp_helpers import pid_alive, read_pids, wait_until
+from kfp_helpers import (
+    pid_alive,
+    processes_in_session,
+    read_pids,
+    step_processes,
+    wait_until,
+)
 
 from torchx_core import specs
 from torchx_core.runner import get_runner
@@ -91,7 +99,9 @@ def test_launcher_step_runs_an_app_to_success(
     assert "[worker/1] replica 1 exiting with 0" in out
 
 
-def test_failed_app_fails_the_step(kfp_local: Path, tmp_path: Path) -> None:
+def test_failed_app_fails_the_step(
+    kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     app = make_app("kfpfail", tmp_path / "fail", replicas=1, exit_code=3)
 
     @dsl.pipeline(name="kfp-failure")
@@ -103,6 +113,12 @@ def test_failed_app_fails_the_step(kfp_local: Path, tmp_path: Path) -> None:
         pipeline()
     states = apps_named("kfpfail-")
     assert list(states.values()) == [AppState.FAILED]
+    (handle,) = states
+    # the step failed with the app's structured error, and streamed the replica's log first
+    out = capfd.readouterr().out
+    assert f"AppFailedError: App {handle} ended FAILED" in out
+    assert '"exit_code": 3' in out
+    assert "[worker/0] replica 0 exiting with 3" in out
     assert not any(pid_alive(p) for p in read_pids(tmp_path / "fail"))
 
 
@@ -172,6 +188,65 @@ def test_sigterm_on_the_step_cancels_the_app(local_apps: Path, tmp_path: Path) -
     assert app_state(handle) == AppState.CANCELLED
     pids = read_pids(out_dir)
     wait_until(lambda: not any(pid_alive(p) for p in pids), 30, "replica processes to exit")
+
+
+PIPELINE_IN_SUBPROCESS = textwrap.dedent(
+    """
+    import json, sys
+    import kfp.local
+    from kfp import dsl
+    from torchx_core.specs import AppDef
+    from torchx_kfp import launch
+
+    app = AppDef.from_dict(json.loads(sys.argv[1]))
+    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=sys.argv[2])
+
+    @dsl.pipeline(name="kfp-sigterm")
+    def pipeline() -> None:
+        launch(app, wait_interval=0.1)
+
+    pipeline()
+    """
+)
+
+
+def test_sigterm_on_a_kfp_local_step_cancels_the_app_and_leaves_no_process(
+    local_apps: Path, tmp_path: Path
+) -> None:
+    """A real kfp.local pipeline; its launcher step process gets SIGTERM while the app runs.
+
+    The step cancels the app and fails, the pipeline fails, and nothing is left: no replica,
+    no supervisor (checked by the ``local_apps`` fixture), no step or pipeline process.
+    """
+    out_dir = tmp_path / "kfpsig"
+    app = make_app("kfplocalsig", out_dir, replicas=2, sleep=600)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", PIPELINE_IN_SUBPROCESS, json.dumps(app.to_dict()),
+         str(tmp_path / "pipeline-root")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its session holds the pipeline and every kfp.local step
+    )
+    try:
+        wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+        (step,) = step_processes(driver.pid)
+        replicas = read_pids(out_dir)
+        assert all(pid_alive(p) for p in replicas)
+        (handle,) = apps_named("kfplocalsig-")
+        assert app_state(handle) == AppState.RUNNING
+        os.kill(step, signal.SIGTERM)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert driver.returncode != 0, output
+    assert "step terminated by signal 15; cancelling the app" in output
+    assert re.search(r"Pipeline \S*kfp-sigterm\S* finished with status \S*FAILURE", output), output
+    assert app_state(handle) == AppState.CANCELLED
+    wait_until(lambda: not any(pid_alive(p) for p in replicas), 30, "replica processes to exit")
+    assert processes_in_session(driver.pid) == []
 
 
 def test_resources_asked_on_the_task_reach_the_app(local_apps: Path, tmp_path: Path) -> None:

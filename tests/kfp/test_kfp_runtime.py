@@ -205,6 +205,32 @@ def test_sigterm_cancels_the_app_and_exits_143() -> None:
     assert fake.closed == 1
 
 
+def test_a_second_sigterm_during_cancel_is_ignored() -> None:
+    fake = FakeRunner([AppState.RUNNING])
+    sent = threading.Event()
+    real_cancel = fake.cancel
+
+    def signal_once(handle: str) -> None:
+        if not sent.is_set():
+            sent.set()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def cancel_then_signal_again(handle: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # the engine insists while we cancel
+        real_cancel(handle)
+
+    fake.on_status = signal_once
+    fake.cancel = cancel_then_signal_again  # type: ignore[method-assign]
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as info:
+        _launcher(fake, wait_interval=0.01, cancel_timeout=1).run(_app())
+    assert info.value.code == 143
+    assert len(fake.cancelled) == 1
+    (handle,) = fake.apps
+    assert fake.apps[handle]["states"] == [AppState.CANCELLED]
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_app_name_is_deterministic_and_safe() -> None:
     a = app_name_for_step("My_Train", "5f0c-uuid", "torchx-launcher-2")
     assert a == app_name_for_step("My_Train", "5f0c-uuid", "torchx-launcher-2")
