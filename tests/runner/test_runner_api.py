@@ -275,3 +275,50 @@ def test_importing_the_runner_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_missing_workspace_is_a_typed_error_naming_the_path(runner: Runner, table: JobTable, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchx_core.specs import InvalidWorkspaceError, Workspace
+
+    missing = str(tmp_path / "no-such-project")
+    with pytest.raises(InvalidWorkspaceError, match="no-such-project"):
+        runner.dryrun(_app(), "fake", workspace=missing)
+    # a workspace set on any role is checked too, before the scheduler sees the app
+    app = _app()
+    app.roles[0].workspace = Workspace(projects={missing: "sub"})
+    with pytest.raises(InvalidWorkspaceError, match="no-such-project"):
+        runner.run(app, "fake")
+    assert not table.jobs
+
+
+def test_workspace_accepts_torchx_070_file_url(runner: Runner, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchx_core.schedulers.api import UnsupportedFeatureError
+
+    app = _app()
+    with pytest.raises(UnsupportedFeatureError):  # the fake has no workspace support
+        runner.dryrun(app, "fake", workspace=f"file://{tmp_path}")
+    assert app.roles[0].workspace is not None
+    assert app.roles[0].workspace.projects == {str(tmp_path): ""}
+
+
+@pytest.mark.parametrize("bad", [None, "app", 42])
+def test_run_rejects_what_is_not_an_appdef(runner: Runner, bad: object) -> None:
+    with pytest.raises(RunnerError, match="expected a `specs.AppDef`"):
+        runner.run(bad, "fake")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [None, "10", -1])
+def test_wait_interval_must_be_a_positive_number(runner: Runner, bad: object) -> None:
+    handle = runner.run(_app(), "fake")
+    with pytest.raises(RunnerError, match="wait_interval"):
+        runner.wait(handle, wait_interval=bad)  # type: ignore[arg-type]
+
+
+def test_log_lines_streams_by_name_and_bad_stream_lists_valid(runner: Runner) -> None:
+    from torchx_core.schedulers.api import InvalidLogQueryError
+
+    handle = runner.run(_app(), "fake")
+    assert list(runner.log_lines(handle, "worker", 0, streams="stdout"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidLogQueryError) as e:
+        runner.log_lines(handle, "worker", 0, streams="both")  # type: ignore[arg-type]
+    assert "'both'" in str(e.value) and "'stdout'" in str(e.value) and "'combined'" in str(e.value)

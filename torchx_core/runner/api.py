@@ -27,6 +27,7 @@ from torchx_core.specs import (
     AppHandle,
     AppStatus,
     CfgVal,
+    InvalidWorkspaceError,
     UnknownAppException,
     UnknownSchedulerException,
     Workspace,
@@ -201,15 +202,20 @@ class Runner:
         :meth:`schedule`.
 
         Raises:
-            RunnerError: the app has no roles.
+            RunnerError: ``app`` is not an AppDef or a role cannot run (no entrypoint, ...).
+            InvalidWorkspaceError: a local workspace directory does not exist.
             UnknownSchedulerException: no scheduler is named ``scheduler``.
             InvalidRunConfigException: ``cfg`` misses a required option or has a wrong type.
         """
         _check_app(app)
         if workspace:
+            if isinstance(workspace, str) and workspace.startswith("file://"):
+                workspace = workspace[len("file://") :]  # TorchX 0.7's `file://{cwd}` form
             app.roles[0].workspace = (
                 workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
             )
+        for role in app.roles:
+            _check_workspace(role.workspace)
         if parent_run_id:
             for role in app.roles:
                 role.env.setdefault("TORCHX_PARENT_RUN_ID", parent_run_id)
@@ -320,8 +326,10 @@ class Runner:
         Returns:
             The terminal status, the last status on timeout, or ``None`` if the app is unknown.
         """
-        if wait_interval <= 0:
-            raise RunnerError(f"wait_interval must be > 0, got {wait_interval}")
+        if not isinstance(wait_interval, (int, float)) or wait_interval <= 0:
+            raise RunnerError(
+                f"wait_interval must be a number of seconds > 0, got {wait_interval!r}"
+            )
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         blocking_wait = _blocking_wait(scheduler)
         if blocking_wait is not None:
@@ -404,10 +412,11 @@ class Runner:
             UnknownAppException: the scheduler does not know the app.
         """
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        stream = _as_stream(streams)
         if self.status(app_handle) is None:
             raise UnknownAppException(app_handle)
         return scheduler.log_iter(
-            app_id, role_name, k, regex, since, until, should_tail, streams=streams
+            app_id, role_name, k, regex, since, until, should_tail, streams=stream
         )
 
     def list(
@@ -429,6 +438,11 @@ class Runner:
 
 def _check_app(app: AppDef) -> None:
     """Rejects apps no scheduler can run (every problem listed)."""
+    if not isinstance(app, AppDef):
+        raise RunnerError(
+            f"expected a `specs.AppDef`, got {type(app).__name__} {app!r:.80}; build one with"
+            " `specs.AppDef(name=..., roles=[...])` or run a component with `run_component`"
+        )
     if not app.roles:
         raise RunnerError(
             f"app `{app.name}` has no roles; add at least one `specs.Role` to `app.roles`"
@@ -441,6 +455,43 @@ def _check_app(app: AppDef) -> None:
             problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
     if problems:
         raise RunnerError(f"app `{app.name}` cannot run: " + "; ".join(problems))
+
+
+def _check_workspace(workspace: Workspace | None) -> None:
+    """Rejects a workspace whose local project paths do not exist (URLs are left alone)."""
+    import os
+
+    if not workspace:
+        return
+    missing = [
+        src
+        for src in workspace.projects
+        if "://" not in src and not os.path.exists(os.path.expanduser(src))
+    ]
+    if missing:
+        raise InvalidWorkspaceError(
+            f"workspace project(s) {', '.join(repr(m) for m in missing)} do not exist (working"
+            f" directory: {os.getcwd()}); pass an existing local directory, e.g."
+            " `--workspace .` or `workspace=\"path/to/project\"`"
+        )
+
+
+def _as_stream(streams: Stream | str | None) -> Stream | None:
+    """``streams`` as a :class:`Stream` (strings like ``"stdout"`` accepted)."""
+    if streams is None:
+        return None
+    from torchx_core.schedulers.api import InvalidLogQueryError, Stream
+
+    if isinstance(streams, Stream):
+        return streams
+    try:
+        return Stream(streams)
+    except ValueError:
+        valid = ", ".join(repr(s.value) for s in Stream)
+        raise InvalidLogQueryError(
+            f"streams={streams!r} is not a log stream; use one of {valid}"
+            " (or `schedulers.api.Stream`)"
+        ) from None
 
 
 _BUILTIN_COMPONENTS = "torchx_core.components"
