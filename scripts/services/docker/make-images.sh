@@ -3,7 +3,7 @@
 #   busybox:latest   (~2 MB) root filesystem = the busybox-static binary + its applet links,
 #                    imported with `docker import`; also tagged docker.io/library/busybox:latest,
 #                    the name moto's Batch backend looks up (it would try to pull otherwise).
-#   --with-python    additionally debian-py:bookworm (~260 MB, ~35 s): debootstrap minbase +
+#   --with-python    additionally debian-py:bookworm (~260 MB, 35 s-2 min): debootstrap minbase +
 #                    python3, for workloads that need an interpreter. Not used by the test suite;
 #                    it downloads from the Debian mirror, so run it at setup time only.
 # Idempotent: an existing image is kept (FORCE=1 rebuilds). Needs a running dockerd.
