@@ -292,3 +292,59 @@ def test_plugin_subcommand_from_entry_point(
     monkeypatch.syspath_prepend(str(site))
     rc, out, _ = cli(capsys, "hello", "--who", "you")
     assert rc == 0 and out == "hello you\n"
+
+
+def test_cancel_and_delete_say_what_they_did(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys, "cancel", "fake://torchx/missing")
+    assert rc == 0 and "does not exist" in err and "nothing to cancel" in err
+    rc, _, err = cli(capsys, "delete", "fake://torchx/missing")
+    assert rc == 0 and "nothing to delete" in err
+    handle = launch(capsys)  # steps=1: SUCCEEDED at the first status
+    rc, _, err = cli(capsys, "cancel", handle)
+    assert rc == 0 and "already ended (SUCCEEDED)" in err
+    assert fake_plugin.jobs[handle.rsplit("/", 1)[1]].cancelled == 0
+    rc, _, err = cli(capsys, "delete", handle)
+    assert rc == 0 and f"deleted {handle}" in err and not fake_plugin.jobs
+
+
+def test_run_flag_mistakes_get_hints(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    rc, _, err = cli(capsys, "run", "--msg", "x")
+    assert rc == 2 and "unrecognized arguments: --msg" in err and "torchx run -- --msg hi" in err
+    rc, _, err = cli(capsys, "run", "-s", "fake", "--workspace", str(isolated_config / "nope"), "utils.echo")
+    assert rc == 1 and "nope" in err and "do not exist" in err and "Traceback" not in err
+    assert fake_plugin.jobs == {}
+    rc, _, err = cli(capsys, "configure", "-s", ",", "--print")
+    assert rc == 1 and "names no scheduler" in err
+
+
+def test_unknown_cli_run_config_key_is_warned_about(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    (isolated_config / ".torchxconfig").write_text("[cli:run]\nschedular = other\nscheduler = fake\n")
+    rc, _, err = cli(capsys, "run", "utils.echo")
+    assert rc == 0, err
+    assert "`schedular` in the [cli:run] section" in err and "'scheduler'" in err
+    assert len(fake_plugin.jobs) == 1
+
+
+def test_schedulers_lists_a_broken_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_scheduler import write_plugin_dist
+
+    from torchx_core.schedulers.registry import default_registry
+
+    site = tmp_path / "brokensite"
+    write_plugin_dist(site, "[torchx.schedulers]\nbroken_one = no_such_module_xyz:create_scheduler\n", name="broken_plugin")
+    monkeypatch.syspath_prepend(str(site))
+    default_registry().refresh()
+    try:
+        rc, out, _ = cli(capsys, "schedulers")
+        assert rc == 0 and "local_cwd" in out
+        assert "broken_one" in out and "BROKEN" in out and "no_such_module_xyz" in out
+        rc, _, err = cli(capsys, "run", "-s", "broken_one", "utils.echo")
+        assert rc == 1 and "failed to load" in err and "Traceback" not in err
+    finally:
+        default_registry().refresh()

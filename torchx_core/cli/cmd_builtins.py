@@ -19,8 +19,7 @@ class CmdBuiltins(SubCommand):
         if args.print:
             print(finder.get_builtin_source(args.print))
             return 0
-        components = finder.get_builtin_components() if hasattr(finder, "get_builtin_components") else finder.get_components()
-        names = sorted(components)
+        names = sorted(finder.get_components())
         print(f"Found {len(names)} builtin components:")
         for i, name in enumerate(names, 1):
             print(f" {i:2d}. {name}")

@@ -20,6 +20,17 @@ class CmdCancel(SubCommand):
         from torchx_core.runner import get_runner
 
         with get_runner(component_defaults={}) as runner:
+            status = runner.status(args.app_handle)
+            if status is None:
+                logger.warning(
+                    "app %s does not exist (or was deleted); nothing to cancel."
+                    " `torchx list -s SCHEDULER` shows the known apps",
+                    args.app_handle,
+                )
+                return 0
+            if status.is_terminal():
+                logger.info("app %s already ended (%s); nothing to cancel", args.app_handle, status.state)
+                return 0
             runner.cancel(args.app_handle)
         logger.info("cancel requested for %s", args.app_handle)
         return 0

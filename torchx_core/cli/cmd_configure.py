@@ -34,12 +34,19 @@ class CmdConfigure(SubCommand):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from torchx_core.runner.config import CONFIG_FILE, dump
+        from torchx_core.runner.config import CONFIG_FILE, ConfigError, dump
 
-        schedulers = None if args.schedulers == "all" else [s for s in args.schedulers.split(",") if s]
-        if schedulers:
+        schedulers = None
+        if args.schedulers != "all":
+            schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+        if schedulers is not None:
             from torchx_core.schedulers import get_scheduler_factory
 
+            if not schedulers:
+                raise ConfigError(
+                    f"-s/--schedulers {args.schedulers!r} names no scheduler; pass e.g."
+                    " `-s local_cwd,slurm` or `-s all` (`torchx schedulers` lists them)"
+                )
             for name in schedulers:
                 get_scheduler_factory(name)  # unknown names fail with the valid ones listed
         if args.print:
@@ -47,7 +54,10 @@ class CmdConfigure(SubCommand):
             return 0
         path = os.path.join(os.getcwd(), CONFIG_FILE)
         if os.path.exists(path) and not args.force:
-            logger.error("%s already exists; pass --force to overwrite it or --print to see the template", path)
+            logger.error(
+                "%s already exists; pass --force to overwrite it or --print to see the template",
+                path,
+            )
             return 1
         with open(path, "w", encoding="utf-8") as f:
             dump(f, schedulers, required_only=not args.all)

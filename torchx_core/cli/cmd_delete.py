@@ -20,6 +20,12 @@ class CmdDelete(SubCommand):
         from torchx_core.runner import get_runner
 
         with get_runner(component_defaults={}) as runner:
+            if runner.status(args.app_handle) is None:
+                logger.warning(
+                    "app %s does not exist (or was already deleted); nothing to delete",
+                    args.app_handle,
+                )
+                return 0
             runner.delete(args.app_handle)
         logger.info("deleted %s", args.app_handle)
         return 0

@@ -22,11 +22,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchx_core.cli.cmd_base import SubCommand
-from torchx_core.specs.errors import ComponentArgumentError
+from torchx_core.specs.errors import ComponentArgumentError, did_you_mean
 
 logger: logging.Logger = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULER = "local_cwd"
+
+# the keys `torchx run` reads from the [cli:run] section of .torchxconfig
+_CLI_RUN_KEYS = frozenset({"scheduler", "scheduler_args", "workspace", "component"})
 
 
 class _Once(argparse.Action):
@@ -86,6 +89,7 @@ class CmdRun(SubCommand):
 
         defaults = get_configs("cli", "run")
         self._default_component = defaults.get("component")
+        self._unknown_config_keys = sorted(set(defaults) - _CLI_RUN_KEYS)
         subparser.add_argument(
             "-s",
             "--scheduler",
@@ -136,6 +140,14 @@ class CmdRun(SubCommand):
         from torchx_core.runner import get_runner
         from torchx_core.runner.config import apply
 
+        for key in getattr(self, "_unknown_config_keys", []):
+            logger.warning(
+                "`%s` in the [cli:run] section of .torchxconfig is not a `torchx run` option and"
+                " is ignored.%s Valid keys: %s",
+                key,
+                did_you_mean(key, sorted(_CLI_RUN_KEYS)),
+                ", ".join(sorted(_CLI_RUN_KEYS)),
+            )
         component, component_args = parse_component_and_args(
             args.component_name_and_args, getattr(self, "_default_component", None)
         )

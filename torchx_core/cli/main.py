@@ -167,7 +167,16 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     selected = _find_subcommand(args_list)
     command = _load_command(selected) if selected else None
     parser = create_parser(selected, command)
-    args = parser.parse_args(args_list)
+    args, unknown = parser.parse_known_args(args_list)
+    if unknown:
+        hint = ""
+        if selected == "run":
+            hint = (
+                ". Component arguments go after the component name (`torchx run utils.echo"
+                " --msg hi`); when the component comes from the [cli:run] section of"
+                " .torchxconfig, put `--` before them (`torchx run -- --msg hi`)"
+            )
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 1
