@@ -465,7 +465,9 @@ def pod_overlay_settings(role: Role) -> tuple[dict[str, str], list[dict[str, Any
 
 
 def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) -> None:
-    kubernetes = import_optional("kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings")
+    kubernetes = import_optional(
+        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings"
+    )
     overlay_selector, overlay_tolerations = pod_overlay_settings(role)
     for mount in role.mounts:
         if isinstance(mount, VolumeMount):

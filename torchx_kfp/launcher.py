@@ -162,8 +162,11 @@ def cancel_apps_on_exit(
         cfg: the scheduler's run config (for listing apps)
         base_image: the step's image (with ``torchx-suite[kfp]`` installed)
     """
-    if cfg is not None and not isinstance(cfg, Mapping):
-        raise InvalidKfpOptionsError(f"cfg must be a dict, got {cfg!r}")
+    problems = _common_problems(scheduler, cfg)
+    if problems:
+        raise InvalidKfpOptionsError(
+            "Invalid cancel_apps_on_exit(...) arguments: " + "; ".join(problems)
+        )
     kwargs: dict[str, Any] = {"job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER, "scheduler": scheduler}
     if cfg:
         kwargs["cfg"] = dict(cfg)
@@ -197,6 +200,18 @@ def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: boo
         install_kfp_package=False,
         task_config_passthroughs=passthroughs,
     )
+
+
+def _common_problems(scheduler: object, cfg: object) -> list[str]:
+    problems = []
+    if not isinstance(scheduler, str) or not scheduler:
+        problems.append(
+            f"scheduler must be a scheduler name such as 'local_cwd', 'slurm' or 'kubernetes'"
+            f" (`torchx schedulers` lists them), got {scheduler!r}"
+        )
+    if cfg is not None and not isinstance(cfg, Mapping):
+        problems.append(f"cfg must be a dict of run options, got {cfg!r}")
+    return problems
 
 
 def _is_str_like(value: object) -> bool:
@@ -269,7 +284,9 @@ def launch(
     Raises:
         InvalidKfpOptionsError: the arguments are invalid or contradict each other
     """
-    problems = []
+    problems = _common_problems(scheduler, cfg)
+    if not isinstance(component, str):
+        problems.append(f"component must be a component name (str), got {component!r}")
     if (app is None) == (not component):
         problems.append("give exactly one of app (an AppDef) or component (a component name)")
     if component_args is not None and not component:
@@ -287,8 +304,19 @@ def launch(
         problems.append(f"env must be a dict of str to str or pipeline outputs, got {env!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         problems.append(f"retries must be an int >= 0, got {retries!r}")
-    if cfg is not None and not isinstance(cfg, Mapping):
-        problems.append(f"cfg must be a dict, got {cfg!r}")
+    for name, seconds in (("wait_interval", wait_interval),
+                          ("unknown_state_timeout", unknown_state_timeout)):
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            problems.append(f"{name} must be a number of seconds >= 0, got {seconds!r}")
+    for name, flag in (("pass_resources", pass_resources), ("enable_caching", enable_caching)):
+        if not isinstance(flag, bool):
+            problems.append(f"{name} must be a bool, got {flag!r}")
+    if display_name is not None and not isinstance(display_name, str):
+        problems.append(f"display_name must be a str, got {display_name!r}")
+    upstream = [] if after is None else list(after) if isinstance(after, (list, tuple)) else [after]
+    bad = [u for u in upstream if not isinstance(u, dsl.PipelineTask)]
+    if bad:
+        problems.append(f"after must be a task or a list of tasks of this pipeline, got {bad!r}")
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
     app_json = _app_json(app) if app is not None else ""
@@ -316,7 +344,6 @@ def launch(
         AppDef.from_dict(json.loads(app_json)).name if app_json else component
     )
     task.set_display_name(name)
-    if after is not None:
-        for upstream in after if isinstance(after, (list, tuple)) else [after]:
-            task.after(upstream)
+    for previous in upstream:
+        task.after(previous)
     return task

@@ -5,7 +5,8 @@ interpreter; the apps run on the TorchX local scheduler)::
 
     python examples/kfp/pipeline.py run --message hi
 
-Compile the cluster variant to KFP IR YAML (submit it with ``kfp.Client().create_run_from_pipeline_package``)::
+Compile the cluster variant to KFP IR YAML (submit it to a KFP backend with
+``kfp.Client().create_run_from_pipeline_package``)::
 
     python examples/kfp/pipeline.py compile --output pipeline.yaml
 

@@ -138,11 +138,43 @@ def test_launcher_component_is_cached_per_settings() -> None:
         ((_app(),), {"cfg": "a=b"}, "cfg must be a dict"),
         (("{not json",), {}, "not AppDef JSON"),
         ((42,), {}, "must be an AppDef or its JSON"),
+        ((_app(),), {"scheduler": ""}, "scheduler must be a scheduler name"),
+        ((_app(),), {"scheduler": 3}, r"scheduler must be .*`torchx schedulers` lists them"),
+        ((), {"component": 5}, r"component must be a component name \(str\)"),
+        ((_app(),), {"wait_interval": "1s"}, "wait_interval must be a number of seconds >= 0"),
+        ((_app(),), {"wait_interval": -1}, "wait_interval must be a number"),
+        ((_app(),), {"unknown_state_timeout": None}, "unknown_state_timeout must be a number"),
+        ((_app(),), {"pass_resources": "yes"}, "pass_resources must be a bool"),
+        ((_app(),), {"enable_caching": 1}, "enable_caching must be a bool"),
+        ((_app(),), {"display_name": 3}, "display_name must be a str"),
+        ((_app(),), {"after": "train"}, r"after must be a task .* got \['train'\]"),
     ],
 )
 def test_launch_validates(args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidKfpOptionsError, match=message):
         launch(*args, **kwargs)
+
+
+def test_launch_reports_every_problem_at_once() -> None:
+    with pytest.raises(InvalidKfpOptionsError) as info:
+        launch(_app(), scheduler="", retries=-1, wait_interval=None)
+    message = str(info.value)
+    for part in ("scheduler must be", "retries must be", "wait_interval must be"):
+        assert part in message
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scheduler": None}, "scheduler must be a scheduler name"),
+        ({"cfg": "a=b"}, "cfg must be a dict"),
+    ],
+)
+def test_cancel_apps_on_exit_validates(kwargs: dict[str, Any], message: str) -> None:
+    from torchx_kfp import cancel_apps_on_exit
+
+    with pytest.raises(InvalidKfpOptionsError, match=message):
+        cancel_apps_on_exit(**kwargs)
 
 
 def test_launcher_base_image_is_validated() -> None:
