@@ -9,7 +9,6 @@ with the code.
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 
@@ -41,14 +40,17 @@ EXISTING = [m for m in CANDIDATES if _exists(m)]
 
 def loaded_modules(code: str) -> set[str]:
     out = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+        # the modules are printed without importing anything (json would load re)
+        [sys.executable, "-c", f"{code}\nimport sys\nprint('MODULES ' + ' '.join(sys.modules))"],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("MODULES "), out.stdout
+    return set(last.split()[1:])
 
 
 def _offenders(mods: set[str], forbidden: tuple[str, ...]) -> list[str]:
@@ -76,6 +78,27 @@ def test_specs_public_api_use_stays_light() -> None:
         "o = s.runopts(); o.add('x', type_=int, help='x'); o.cfg_from_str('x=1')\n"
     )
     assert _offenders(loaded_modules(code), SPECS_FORBIDDEN) == []
+
+
+# Standard-library modules that cost import time and that defining an app does not need
+# (benchmarks/bench_import_specs.py measures the effect against TorchX 0.7.0).
+SPECS_STDLIB_FORBIDDEN = (
+    "typing",
+    "dataclasses",
+    "inspect",
+    "ast",
+    "re",
+    "copy",
+    "json",
+    "logging",
+    "threading",
+    "asyncio",
+    "pathlib",
+)
+
+
+def test_specs_import_skips_heavy_stdlib_modules() -> None:
+    assert _offenders(loaded_modules("import torchx_core.specs"), SPECS_STDLIB_FORBIDDEN) == []
 
 
 def test_detector_sees_a_heavy_import() -> None:

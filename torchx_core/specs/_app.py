@@ -6,11 +6,9 @@ Pure data: nothing here does I/O at import time.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import asdict, field
 from enum import Enum
 
-from torchx_core.specs._dc import data
+from torchx_core.specs._dc import data, field, field_names
 from torchx_core.specs.errors import (
     InvalidMountError,
     InvalidResourceError,
@@ -488,6 +486,8 @@ class macros:
 
         def apply(self, role: Role) -> Role:
             """Returns a deep copy of ``role`` with macros substituted in args, env and metadata."""
+            import copy
+
             role = copy.deepcopy(role)
             role.args = [self.substitute(a) for a in role.args]
             role.env = {k: self.substitute(v) for k, v in role.env.items()}
@@ -504,7 +504,7 @@ class macros:
 
         def to_dict(self) -> dict[str, Any]:
             """Returns the macro values as a plain dict."""
-            return asdict(self)
+            return {name: getattr(self, name) for name in field_names(type(self))}
 
 
 _OVERRIDABLE: frozenset[str] = frozenset()
@@ -597,7 +597,7 @@ class Role:
         return dryrun_info
 
 
-_OVERRIDABLE = frozenset(Role.__dataclass_fields__) - {"overrides"}
+_OVERRIDABLE = frozenset(field_names(Role)) - {"overrides"}
 
 
 @data

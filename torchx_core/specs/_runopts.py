@@ -5,7 +5,6 @@ Private module; the public path is :mod:`torchx_core.specs.api` (and :mod:`torch
 
 from __future__ import annotations
 
-import re
 import sys
 import types
 from collections.abc import Mapping
@@ -58,11 +57,14 @@ CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
 
 _TRUE = frozenset({"true", "1", "yes", "y", "on"})
 _FALSE = frozenset({"false", "0", "no", "n", "off"})
-_CAMEL_RE = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 def _to_snake(name: str) -> str:
-    return _CAMEL_RE.sub(r"_\1", name).lower()
+    if name.islower():  # fast path: already snake_case (and re is not imported yet)
+        return name
+    import re
+
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
 def _to_camel(name: str) -> str:
@@ -544,6 +546,8 @@ def _split_cfg_str(cfg_str: str) -> dict[str, str]:
                     None,
                 )
             value, next_key = middle[:cut], middle[cut + 1 :].strip()
+        import re
+
         if not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
             raise InvalidRunConfigException(
                 f"run config {cfg_str!r}: {key!r} is not a valid option name"

@@ -5,14 +5,12 @@ Private module; the public path is :mod:`torchx_core.specs.api` (and :mod:`torch
 
 from __future__ import annotations
 
-import re
 import types
 from collections import namedtuple
-from dataclasses import field
 from enum import Enum
 
 from torchx_core.specs._app import NONE
-from torchx_core.specs._dc import data
+from torchx_core.specs._dc import data, field
 from torchx_core.specs.errors import AppStatusError, MalformedAppHandleException
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
@@ -293,9 +291,11 @@ class AppDryRunInfo(_GenericBase[T]):
 
 AppHandle = str
 
-_HANDLE_RE = re.compile(
-    r"^(?P<scheduler_backend>[A-Za-z0-9_.\-]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)$", re.DOTALL
-)
+_BACKEND_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _is_backend_name(name: str) -> bool:
+    return bool(name) and all(c in _BACKEND_CHARS for c in name)
 
 
 if TYPE_CHECKING:
@@ -329,19 +329,19 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """
     if not isinstance(app_handle, str):
         raise MalformedAppHandleException(app_handle, "an app handle must be a str")
-    m = _HANDLE_RE.match(app_handle)
-    if m is None:
-        backend, sep, rest = app_handle.partition("://")
+    backend, sep, rest = app_handle.partition("://")
+    session_name, slash, app_id = rest.partition("/")
+    if not (sep and _is_backend_name(backend) and slash and app_id):
         if not sep:
             reason = "missing '://' after the scheduler name"
-        elif not re.fullmatch(r"[A-Za-z0-9_.\-]+", backend):
+        elif not _is_backend_name(backend):
             reason = f"scheduler name {backend!r} must be non-empty letters, digits, '_', '-', '.'"
-        elif "/" not in rest:
+        elif not slash:
             reason = "missing '/<app_id>' after the session name"
         else:
             reason = "the app_id after the session name is empty"
         raise MalformedAppHandleException(app_handle, reason)
-    return ParsedAppHandle(m.group("scheduler_backend"), m.group("session_name"), m.group("app_id"))
+    return ParsedAppHandle(backend, session_name, app_id)
 
 
 def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> AppHandle:
