@@ -14,7 +14,9 @@ scalars = st.one_of(
     st.integers(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(),
-    st.sampled_from(["true", "No", "null", "1", "0x1F", "1e3", "-", "a: b", "#x", "", " x", "2024-01-01"]),
+    st.sampled_from(
+        ["true", "No", "null", "1", "0x1F", "1e3", "-", "a: b", "#x", "", " x", "2024-01-01"]
+    ),
 )
 data = st.recursive(
     scalars,
@@ -26,12 +28,16 @@ data = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.one_of(st.dictionaries(st.text(max_size=8), data, max_size=5), st.lists(data, max_size=5)))
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(st.dictionaries(st.text(max_size=8), data, max_size=5), st.lists(data, max_size=5))
+)
 def test_round_trip(obj: object) -> None:
     assert yaml.safe_load(dump_yaml(obj)) == obj
 
 
 def test_block_style_and_quoting() -> None:
-    text = dump_yaml({"cpu": "2", "flag": "true", "name": "trainer", "args": ["-m", "x y"], "e": {}})
+    text = dump_yaml(
+        {"cpu": "2", "flag": "true", "name": "trainer", "args": ["-m", "x y"], "e": {}}
+    )
     assert text == 'cpu: "2"\nflag: "true"\nname: trainer\nargs:\n  - "-m"\n  - "x y"\ne: {}\n'

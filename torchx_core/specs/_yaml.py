@@ -17,9 +17,7 @@ __all__ = ["dump_yaml"]
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./@%+=-]*\Z")
 # characters YAML does not allow raw in a document (JSON leaves them unescaped)
 _NON_PRINTABLE = re.compile("[\x7f-\x9f\ud800-\udfff\ufeff\ufffe\uffff]")
-_RESERVED = frozenset(
-    {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "none"}
-)
+_RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", "none"})
 
 
 def _scalar(value: Any) -> str:
@@ -63,7 +61,7 @@ def _emit(obj: Any, pad: str, out: list[str]) -> None:
                 start = len(out)
                 _emit(item, pad + "  ", out)
                 # put the first line of the item on the dash line
-                out[start] = f"{pad}- {out[start][len(pad) + 2:]}"
+                out[start] = f"{pad}- {out[start][len(pad) + 2 :]}"
             elif isinstance(item, dict):
                 out.append(f"{pad}- {{}}")
             elif isinstance(item, list):
