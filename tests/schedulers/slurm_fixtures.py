@@ -225,6 +225,17 @@ class SlurmCluster:
         return subprocess.run(list(args), check=True, capture_output=True, text=True).stdout
 
 
+def _pid_alive(pidfile: str) -> bool:
+    """Whether the PID in ``pidfile`` is a live (non-zombie) process."""
+    try:
+        with open(pidfile, encoding="utf-8") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """Starts the one-machine Slurm cluster (reusing a healthy one) and stops it at the end.
@@ -232,8 +243,9 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     Fails (never skips) when the cluster cannot start: run ``scripts/services/slurm/install.sh``.
     """
     run_dir = os.path.join(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"), "slurm")
-    ctld_pid = os.path.join(run_dir, "slurmctld.pid")
-    was_running = os.path.exists(ctld_pid)
+    # a live slurmctld (not merely its PID file: a killed session leaves stale ones) means a
+    # cluster someone else started: reuse it and leave it running
+    was_running = _pid_alive(os.path.join(run_dir, "slurmctld.pid"))
     proc = subprocess.run(["bash", os.path.join(SLURM_SCRIPTS, "start.sh")],
                           capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:

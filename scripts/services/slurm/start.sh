@@ -45,12 +45,6 @@ nodes_ready() {
 
 pid_alive() { [ -s "$1" ] && alive "$(cat "$1")"; }
 
-if [ -s "$CONF" ] && pid_alive "$RUN/slurmctld.pid" && nodes_ready; then
-  echo "slurm: reusing the running cluster ($CONF)"
-  echo "SLURM_CONF=$CONF"
-  exit 0
-fi
-
 mkdir -p "$STATE/spool/ctld" "$STATE/log" "$RUN"
 render() {  # render TEMPLATE -> stdout
   sed -e "s#@HOST@#$(hostname -s)#g" -e "s#@STATE@#$STATE#g" -e "s#@RUN@#$RUN#g" \
@@ -64,6 +58,18 @@ else
   ACCT="AccountingStorageType=accounting_storage/none"
 fi
 render "$HERE/slurm.conf.in" | sed -e "s#@ACCOUNTING@#$ACCT#" > "$CONF.new"
+if pid_alive "$RUN/slurmctld.pid"; then
+  if ! cmp -s "$CONF.new" "$CONF"; then
+    # started from an older slurm.conf.in (or other settings): restart on the current config
+    echo "slurm: the running cluster has an outdated config: restarting it"
+    bash "$HERE/stop.sh"
+  elif nodes_ready; then
+    rm -f "$CONF.new"
+    echo "slurm: reusing the running cluster ($CONF)"
+    echo "SLURM_CONF=$CONF"
+    exit 0
+  fi
+fi
 mv "$CONF.new" "$CONF"
 mkdir -p /etc/slurm
 if [ ! -e /etc/slurm/slurm.conf ] || grep -q torchx-suite-ci-slurm-conf /etc/slurm/slurm.conf 2>/dev/null; then
