@@ -166,6 +166,38 @@ LAUNCH_IN_SUBPROCESS = textwrap.dedent(
 )
 
 
+def test_retried_step_reattaches_to_the_app_its_killed_attempt_left_running(
+    local_apps: Path, tmp_path: Path
+) -> None:
+    """Attempt 1 is SIGKILLed (a lost pod: no handler runs) while its app runs; attempt 2 of
+    the same job and task finds that app by name and waits for it instead of submitting."""
+    from torchx_kfp.launcher import torchx_launcher
+
+    out_dir = tmp_path / "lost"
+    app = make_app("kfplost", out_dir, replicas=2, sleep=3)
+    app_json = json.dumps(app.to_dict())
+    first = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH_IN_SUBPROCESS, app_json],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+    finally:
+        first.kill()
+        first.wait()
+    (handle,) = apps_named("kfplost-")
+    assert app_state(handle) == AppState.RUNNING
+    started = sorted(read_pids(out_dir))
+
+    second = torchx_launcher(app_json=app_json, job_id="job-sig", task_name="sleepy",
+                             wait_interval=0.1)
+    assert second.app_handle == handle
+    assert second.state == "SUCCEEDED"
+    assert list(apps_named("kfplost-")) == [handle]
+    assert sorted(read_pids(out_dir)) == started  # no replica started twice
+
+
 def test_sigterm_on_the_step_cancels_the_app(local_apps: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "sig"
     app = make_app("kfpsig", out_dir, replicas=2, sleep=600)
