@@ -121,6 +121,10 @@ def violations() -> list[str]:
                     found.append(
                         f"{where}: adapters use only torchx_core.specs / torchx_core.runner"
                     )
+                if _under(imp, "torchx_core") and any(
+                    part.startswith("_") for part in imp.split(".")
+                ):
+                    found.append(f"{where}: adapters use only the public API (no private names)")
                 for other in ADAPTERS:
                     if other != adapter and _under(imp, other):
                         found.append(f"{where}: adapters must not import another adapter")
@@ -193,6 +197,7 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
         "from torchx_core.schedulers.api import Scheduler\nfrom torchx_prefect import x\n"
         "from torchx_core.runner import get_runner\n",
     )
+    _write(fake_repo, "torchx_kfp/launcher.py", "from torchx_core.specs._app import Role\n")
     text = "\n".join(violations())
     assert "specs may only import torchx_core.specs" in text
     assert "the slurm scheduler must not import the local scheduler" in text
@@ -201,4 +206,8 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
     assert "runner must not import cli" in text
     assert "adapters use only torchx_core.specs / torchx_core.runner" in text
     assert "adapters must not import another adapter" in text
+    assert (
+        "torchx_kfp/launcher.py:1 imports torchx_core.specs._app: adapters use only the public"
+        in text
+    )
     assert "get_runner" not in text
