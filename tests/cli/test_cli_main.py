@@ -151,8 +151,10 @@ def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixtu
     data = json.loads(out)
     assert data["app_handle"] == handle and data["state"] == "SUCCEEDED"
     assert [r["id"] for r in data["roles"][0]["replicas"]] == [0, 1]
-    rc, out, _ = cli(capsys, "status", handle, "--json", "--roles", "other")
-    assert json.loads(out)["roles"] == []
+    rc, out, _ = cli(capsys, "status", handle, "--json", "--roles", "echo")
+    assert [r["role"] for r in json.loads(out)["roles"]] == ["echo"]
+    rc, out, err = cli(capsys, "status", handle, "--roles", "echo,ecko")
+    assert rc == 1 and out == "" and "no role(s) 'ecko'" in err and "Its roles: echo" in err
 
 
 def test_log_selection(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,8 +7,13 @@ import json
 import logging
 
 from torchx_core.cli.cmd_base import SubCommand
+from torchx_core.specs.errors import TorchXError
 
 logger: logging.Logger = logging.getLogger(__name__)
+
+
+class StatusSelectionError(TorchXError, ValueError):
+    """``torchx status --roles`` names a role the app does not have."""
 
 
 class CmdStatus(SubCommand):
@@ -38,6 +43,16 @@ class CmdStatus(SubCommand):
                 "app %s does not exist or has been removed from %s", app_id, scheduler
             )
             return 1
+        if roles is not None and status.roles:  # (no roles yet: nothing to check against)
+            known = [r.role for r in status.roles]
+            unknown = [r for r in roles if r not in known]
+            if unknown:
+                from torchx_core.specs.errors import did_you_mean
+
+                raise StatusSelectionError(
+                    f"app {args.app_handle} has no role(s) {', '.join(map(repr, unknown))}."
+                    f"{did_you_mean(unknown[0], known)} Its roles: {', '.join(known) or '(none)'}"
+                )
         if args.json:
             data = {"app_handle": args.app_handle, **status.to_json()}
             if roles is not None:
