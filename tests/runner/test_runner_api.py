@@ -322,3 +322,18 @@ def test_log_lines_streams_by_name_and_bad_stream_lists_valid(runner: Runner) ->
     with pytest.raises(InvalidLogQueryError) as e:
         runner.log_lines(handle, "worker", 0, streams="both")  # type: ignore[arg-type]
     assert "'both'" in str(e.value) and "'stdout'" in str(e.value) and "'combined'" in str(e.value)
+
+
+def test_get_runner_reads_component_defaults_from_torchxconfig(fake_plugin: JobTable, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TORCHXCONFIG", raising=False)
+    (tmp_path / ".torchxconfig").write_text("[component:utils.echo]\nmsg = from-config\nnum_replicas = 2\n")
+    with get_runner() as runner:
+        info = runner.dryrun_component("utils.echo", [], "fake")
+        assert info.request.roles == [("echo", 2, "echo", ["from-config"])]
+        # explicit arguments win over the file
+        info = runner.dryrun_component("utils.echo", ["--msg", "explicit"], "fake")
+        assert info.request.roles == [("echo", 2, "echo", ["explicit"])]
+    with get_runner(component_defaults={}) as runner:  # given explicitly: the file is not read
+        assert runner.dryrun_component("utils.echo", [], "fake").request.roles[0][3] == ["hello world"]
