@@ -167,14 +167,21 @@ def test_resources_and_nomem() -> None:
 def test_run_options_are_typed_structured_opts() -> None:
     opts = scheduler().run_opts()
     names = {name for name, _ in opts}
-    assert {"partition", "time", "account", "qos", "constraint", "comment", "mail_user",
-            "mail_type", "exclusive", "nomem", "job_dir"} <= names
+    # TorchX's names: sbatch's spelling for the mail options
+    assert {"partition", "time", "account", "qos", "constraint", "comment", "mail-user",
+            "mail-type", "exclusive", "nomem", "job_dir"} == names
     assert opts.get("exclusive").opt_type is bool and opts.get("exclusive").default is False
     parsed = SlurmOpts.from_cfg({"exclusive": "True", "mailUser": "a@b"})
     assert parsed.exclusive is True and parsed.mail_user == "a@b"
     # TorchX's sbatch-style spelling is accepted too
     script = str(scheduler().submit_dryrun(make_app(), {"mail-user": "x@y", "mail-type": "ALL"}))
     assert "--mail-user=x@y --mail-type=ALL" in script
+    # ... also from a CLI / .torchxconfig string, and the field spelling still works in Python
+    cfg = opts.cfg_from_str("mail-user=x@y,mail-type=END,time=10")
+    assert cfg == {"mail-user": "x@y", "mail-type": "END", "time": "10"}
+    assert "--mail-user=x@y --mail-type=END" in str(scheduler().submit_dryrun(make_app(), cfg))
+    script = str(scheduler().submit_dryrun(make_app(), {"mail_user": "u@v"}))
+    assert "--mail-user=u@v" in script
     with pytest.raises(InvalidRunConfigException, match="mail_usr"):
         scheduler().submit_dryrun(make_app(), {"mail_usr": "x@y"})
     with pytest.raises(InvalidRunConfigException, match="exclusive"):

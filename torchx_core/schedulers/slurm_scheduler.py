@@ -231,7 +231,12 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     # -- options & workspace ----------------------------------------------------------------
 
     def _run_opts(self) -> runopts:
-        return SlurmOpts.as_runopts()
+        # SlurmOpts' fields, listed under TorchX's option names (``mail-user``, ``mail-type``)
+        opts = runopts()
+        for name, opt in SlurmOpts.as_runopts():
+            opts.add(_TORCHX_OPT_NAMES.get(name, name), opt.opt_type, opt.help,
+                     default=opt.default, required=opt.is_required)
+        return opts
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
@@ -259,7 +264,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         log_dir = os.path.abspath(os.path.expanduser(opts.job_dir or os.getcwd()))
         problems = []
         if "%" in log_dir:
-            problems.append(f"job_dir {log_dir!r} holds '%', which Slurm reads as a pattern")
+            problems.append(f"job_dir {log_dir!r} holds '%', which Slurm reads as a file name"
+                            " pattern; choose a directory without '%'")
         replicas: list[SlurmReplicaRequest] = []
         for role in app.roles:
             if not _ROLE_NAME.match(role.name):
@@ -498,8 +504,12 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         self._run(["scancel", app_id], ok=lambda r: "already completing or completed" in r.stderr)
 
 
+# SlurmOpts field -> the run option name TorchX uses for it (sbatch's own spelling)
+_TORCHX_OPT_NAMES = {"mail_user": "mail-user", "mail_type": "mail-type"}
+
+
 def _dash_aliases(cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
-    """Accepts TorchX's sbatch-style spelling (``mail-user``) for ``mail_user`` and the like."""
+    """Maps TorchX's sbatch-style option names (``mail-user``) to SlurmOpts fields."""
     out = dict(cfg)
     for key in [k for k in cfg if "-" in k]:
         value = out.pop(key)
