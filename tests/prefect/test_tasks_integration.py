@@ -40,23 +40,18 @@ def example_flow(name: str) -> Any:
 # fixtures and helpers
 
 
-@pytest.fixture(scope="session")
-def local_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private local-scheduler root for the session (TORCHX_LOCAL_ROOT)."""
-    root = tmp_path_factory.mktemp("torchx-local")
-    saved = os.environ.get("TORCHX_LOCAL_ROOT")
-    os.environ["TORCHX_LOCAL_ROOT"] = str(root)
-    try:
-        yield root
-    finally:
-        with get_runner() as runner:  # never leave an app running, whatever a test did
-            for app in runner.list("local_cwd"):
-                if not AppState(app.state) in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
-                    runner.cancel(app.app_handle)
-        if saved is None:
-            os.environ.pop("TORCHX_LOCAL_ROOT", None)
-        else:
-            os.environ["TORCHX_LOCAL_ROOT"] = saved
+@pytest.fixture
+def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private local-scheduler root for one test (TORCHX_LOCAL_ROOT, inherited by the Prefect
+    runner's flow processes); any app still running at the end is cancelled."""
+    root = tmp_path / "torchx-local"
+    root.mkdir()
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(root))
+    yield root
+    with get_runner() as runner:
+        for app in runner.list("local_cwd"):
+            if AppState(app.state) not in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED):
+                runner.cancel(app.app_handle)
 
 
 @pytest.fixture
@@ -276,6 +271,7 @@ def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> No
     assert any(f"[echo/0] {tag}" in m for m in flow_run_logs(state.state_details.flow_run_id))
 
 
+@pytest.mark.filterwarnings("ignore:Logger 'prefect.task_runs' attempted to send logs")
 def test_task_called_outside_a_flow(env: Path) -> None:
     from torchx_prefect import run_app_sync
 
