@@ -131,6 +131,10 @@ class AirflowEnv:
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
             raise AssertionError(f"dag.test() did not finish in {timeout} s:\n{out}") from None
+        except BaseException:  # interrupted: never leave the DAG process behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
         return out
 
     def run_dags(self, *dag_ids: str, timeout: float = 900) -> dict[str, DagRunResult]:
@@ -149,6 +153,24 @@ class AirflowEnv:
         from torchx_core.runner import get_runner
 
         return get_runner()
+
+    def cancel_all(self) -> list[str]:
+        """Cancels every app still running under this env's root; returns their handles."""
+        from torchx_core.specs import is_terminal
+
+        saved = os.environ.get("TORCHX_LOCAL_ROOT")
+        os.environ["TORCHX_LOCAL_ROOT"] = str(self.local_root)
+        try:
+            with self.runner() as r:
+                live = [a.app_handle for a in r.list("local_cwd") if not is_terminal(a.state)]
+                for handle in live:
+                    r.cancel(handle)
+        finally:
+            if saved is None:
+                os.environ.pop("TORCHX_LOCAL_ROOT", None)
+            else:
+                os.environ["TORCHX_LOCAL_ROOT"] = saved
+        return live
 
     def apps(self) -> list[Any]:
         """Every app the local scheduler knows under this env's root."""

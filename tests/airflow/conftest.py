@@ -56,11 +56,12 @@ def airflow_env() -> Iterator[AirflowEnv]:
     try:
         yield env
     finally:
+        env.cancel_all()  # only matters after an interrupted run: tests cancel their own apps
         shutil.rmtree(root, ignore_errors=True)
 
 
 #: The DAGs run together in one interpreter (the first test that needs one runs them all).
-BATCH = ("tx_success", "tx_failure", "tx_deferrable", "tx_kill", "torchx_example")
+BATCH = ("tx_success", "tx_sensor", "tx_failure", "tx_deferrable", "tx_kill", "torchx_example")
 
 
 @pytest.fixture

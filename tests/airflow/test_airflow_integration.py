@@ -106,25 +106,25 @@ def test_mapped_tasks_get_one_app_each(af: AirflowEnv, dag_run: Any) -> None:
     assert "first" in _logs(af, handles[0], "echo") and "second" in _logs(af, handles[1], "echo")
 
 
-def test_sensor_in_reschedule_mode_waits_for_the_app(af: AirflowEnv, dag_run: Any) -> None:
-    run = dag_run("tx_success")
-    submit, watch = run.ti("submit"), run.ti("watch")
+@pytest.mark.parametrize("mode", ["poke", "reschedule", "deferrable"])
+def test_sensor_waits_for_the_app(af: AirflowEnv, dag_run: Any, mode: str) -> None:
+    run = dag_run("tx_sensor")
+    submit, watch = run.ti(f"submit_{mode}"), run.ti(f"watch_{mode}")
     assert submit["state"] == "success"
-    assert submit["xcom"]["return_value"]["state"] in ("PENDING", "RUNNING", "SUBMITTED")
+    assert submit["xcom"]["return_value"]["state"] in ("SUBMITTED", "PENDING", "RUNNING")
     assert watch["state"] == "success"
-    assert watch["xcom"]["return_value"]["app_handle"] == submit["xcom"]["app_handle"]
+    handle = submit["xcom"]["app_handle"]
+    assert watch["xcom"]["return_value"]["app_handle"] == handle
     assert watch["xcom"]["return_value"]["state"] == "SUCCEEDED"
-    assert "up_for_reschedule" in run.output.lower()
-
-
-def test_deferrable_sensor_waits_in_the_triggerer(af: AirflowEnv, dag_run: Any) -> None:
-    run = dag_run("tx_success")
-    submit, watch = run.ti("submit2"), run.ti("watch_deferred")
-    assert watch["state"] == "success"
-    assert watch["xcom"]["return_value"]["app_handle"] == submit["xcom"]["app_handle"]
-    assert watch["xcom"]["return_value"]["state"] == "SUCCEEDED"
-    (app,) = [a for a in af.apps() if a.app_handle == submit["xcom"]["app_handle"]]
+    assert (af.work / f"release_watch_{mode}").exists()  # a poke saw the app still running
+    (app,) = [a for a in af.apps() if a.app_handle == handle]
     assert app.state == AppState.SUCCEEDED  # the sensor never cancels what it watches
+
+
+def test_sensor_modes_free_the_worker(af: AirflowEnv, dag_run: Any) -> None:
+    out = dag_run("tx_sensor").output
+    assert "up_for_reschedule" in out.lower()  # reschedule mode released the worker
+    assert "running trigger in line" in out  # deferrable mode waited in the (inline) triggerer
 
 
 def test_failure_is_retried_by_airflow_and_resubmitted(af: AirflowEnv, dag_run: Any) -> None:

@@ -1,12 +1,11 @@
-"""Success paths: a templated multi-replica AppDef, a templated component, sensors
-(reschedule and deferrable) on apps submitted with ``wait=False``."""
+"""Success paths: a templated multi-replica AppDef, a templated component, mapped tasks."""
 
 import os
 from datetime import datetime
 
 from airflow.sdk import DAG
 
-from torchx_airflow import TorchXOperator, TorchXSensor
+from torchx_airflow import TorchXOperator
 from torchx_core.specs import AppDef, Role
 
 WORK = os.environ.get("TORCHX_AF_WORK", "/tmp")
@@ -38,35 +37,3 @@ with DAG("tx_success", schedule=None, start_date=datetime(2024, 1, 1), catchup=F
     TorchXOperator.partial(task_id="mapped", component="utils.echo", poll_interval=0.2).expand(
         component_args=[["--msg", "first"], ["--msg", "second"]]
     )
-    submit = TorchXOperator(
-        task_id="submit",
-        app=AppDef(
-            name="background",
-            roles=[Role(name="worker", image=WORK, entrypoint="sleep", args=["3"])],
-        ),
-        wait=False,
-    )
-    watch = TorchXSensor(
-        task_id="watch",
-        app_handle="{{ ti.xcom_pull(task_ids='submit', key='app_handle') }}",
-        mode="reschedule",
-        poke_interval=1,
-        timeout=120,
-    )
-    submit >> watch
-    submit2 = TorchXOperator(
-        task_id="submit2",
-        app=AppDef(
-            name="background2",
-            roles=[Role(name="worker", image=WORK, entrypoint="sleep", args=["2"])],
-        ),
-        wait=False,
-    )
-    watch_deferred = TorchXSensor(
-        task_id="watch_deferred",
-        app_handle="{{ ti.xcom_pull(task_ids='submit2', key='app_handle') }}",
-        deferrable=True,
-        poke_interval=1,
-        timeout=120,
-    )
-    submit2 >> watch_deferred
