@@ -97,6 +97,18 @@ def _is_dict_of_str(tp: Any) -> bool:
     return _origin(tp) is dict or tp is dict
 
 
+def _wrong_type(
+    key: str, tp: Any, val: object, cfg: Mapping[str, Any] | None
+) -> InvalidRunConfigException:
+    """The error for a run option value of the wrong (non-str) type."""
+    return InvalidRunConfigException(
+        f"Run option: {key}, must be of type: {get_type_name(tp)},"
+        f" but was: {val!r} ({type(val).__name__})",
+        key,
+        cfg,
+    )
+
+
 def _split_items(value: str) -> list[str]:
     return [v for v in value.replace(";", ",").split(",") if v != ""]
 
@@ -483,12 +495,7 @@ class runopts:
             return val
         if isinstance(val, str):
             return _cast(opt.opt_type, val, key)
-        raise InvalidRunConfigException(
-            f"Run option: {key}, must be of type: {get_type_name(opt.opt_type)},"
-            f" but was: {val!r} ({type(val).__name__})",
-            key,
-            None,
-        )
+        raise _wrong_type(key, opt.opt_type, val, None)
 
     def __repr__(self) -> str:
         required = [(k, o) for k, o in self._opts.items() if o.is_required]

@@ -16,6 +16,7 @@ from torchx_core.specs._runopts import (
     _to_camel,
     _to_snake,
     _unwrap_optional,
+    _wrong_type,
     get_type_name,
     runopts,
 )
@@ -204,12 +205,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
             return float(val)
         if isinstance(val, str):
             return _cast(f.tp, val, key)
-        raise InvalidRunConfigException(
-            f"Run option: {key}, must be of type: {get_type_name(f.tp)},"
-            f" but was: {val!r} ({type(val).__name__})",
-            key,
-            cfg,
-        )
+        raise _wrong_type(key, f.tp, val, cfg)
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal]) -> Self:
