@@ -32,10 +32,18 @@ from torchx_core.specs import is_terminal
 SCRIPTS = REPO / "scripts" / "services" / "slurm"
 
 
+def _pid_alive(pidfile: Path) -> bool:
+    try:
+        pid = int(pidfile.read_text().strip())
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def start_cluster() -> bool:
     """Starts (or reuses) the cluster; returns whether this call started it."""
     run_dir = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci")) / "slurm"
-    was_running = (run_dir / "slurmctld.pid").exists()
+    was_running = _pid_alive(run_dir / "slurmctld.pid")  # a stale PID file is not a cluster
     out = subprocess.run(["bash", str(SCRIPTS / "start.sh")], capture_output=True, text=True,
                          check=True).stdout
     conf = next(x.split("=", 1)[1] for x in out.splitlines() if x.startswith("SLURM_CONF="))
