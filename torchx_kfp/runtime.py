@@ -44,12 +44,13 @@ __all__ = [
     "cancel_job_apps",
     "resource_from_task_config",
     "run_launcher",
+    "step_app_name",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
 _MAX_NAME_LEN = 48
-_DIGEST_LEN = 10
+_DIGEST_LEN = 14
 _JOB_DIGEST_LEN = 6
 
 
@@ -76,31 +77,46 @@ def _job_digest(job_id: str) -> str:
     return hashlib.sha256(f"job/{job_id}".encode()).hexdigest()[:_JOB_DIGEST_LEN]
 
 
-def app_name_for_step(base: str, job_id: str, task_name: str) -> str:
-    """Names an app deterministically from the pipeline job and task.
+def app_name_for_step(base: str, job_id: str, task_name: str, spec: str = "") -> str:
+    """Names an app deterministically from the pipeline job, the task and the app itself.
 
-    The same job id and task name always give the same name, so a retried step finds the app
-    its previous attempt submitted. The name ends with ``-<job digest><task digest>``, so every
-    app of one pipeline job can be found (see :func:`cancel_job_apps`). Without a job id (not
-    running in a pipeline) ``base`` is returned unchanged.
+    The same job id, task name and ``spec`` always give the same name, so a retried step finds
+    the app its previous attempt submitted. ``spec`` tells apart the iterations of a
+    ``dsl.ParallelFor`` loop, which share the task name: the launcher passes the AppDef's JSON
+    (after the step's ``env`` and resources are applied), so iterations that launch different
+    apps get different names, while iterations launching the very same app share it. The name
+    ends with ``-<job digest><task digest>``, so every app of one pipeline job can be found (see
+    :func:`cancel_job_apps`). Without a job id (not running in a pipeline) ``base`` is returned
+    unchanged.
 
     >>> app_name_for_step("Train", "1234-abcd", "torchx-launcher")
-    'train-torchx-launcher-f83698ff3e'
+    'train-torchx-launcher-f83698ff3ef51d'
 
     Args:
         base: the AppDef's own name (kept as a readable prefix)
         job_id: ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` at run time
         task_name: ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER`` at run time
+        spec: what the step launches (see :func:`step_app_name`); "" for the task alone
     """
     if not job_id:
         return base
-    task_digest = hashlib.sha256(f"{job_id}/{task_name}".encode()).hexdigest()
+    key = f"{job_id}/{task_name}" + (f"/{spec}" if spec else "")
+    task_digest = hashlib.sha256(key.encode()).hexdigest()
     digest = _job_digest(job_id) + task_digest[: _DIGEST_LEN - _JOB_DIGEST_LEN]
     readable = re.sub(r"[^a-z0-9]+", "-", f"{base}-{task_name}".lower()).strip("-")
     readable = readable[: _MAX_NAME_LEN - _DIGEST_LEN - 1].strip("-") or "app"
     if not readable[0].isalpha():
         readable = "a" + readable[: _MAX_NAME_LEN - _DIGEST_LEN - 2]
     return f"{readable}-{digest}"
+
+
+def step_app_name(app: AppDef, job_id: str, task_name: str) -> str:
+    """The name the launcher step gives ``app`` in pipeline job ``job_id``, task ``task_name``.
+
+    :func:`app_name_for_step` with the AppDef's canonical JSON as ``spec``.
+    """
+    spec = json.dumps(app.to_dict(), sort_keys=True, separators=(",", ":"))
+    return app_name_for_step(app.name, job_id, task_name, spec)
 
 
 def belongs_to_job(app_name: str, job_id: str) -> bool:
@@ -405,7 +421,7 @@ class Launcher:
             AppVanishedError: the scheduler no longer knows the app
             SystemExit: the step was terminated (SIGTERM/SIGINT); the app was cancelled
         """
-        app = replace(app, name=app_name_for_step(app.name, job_id, task_name))
+        app = replace(app, name=step_app_name(app, job_id, task_name))
         self._app_name = app.name
         runner = self.runner_factory()
         previous = self._install_signal_handlers()

@@ -142,6 +142,29 @@ def test_two_steps_pass_the_handle_along(kfp_local: Path, tmp_path: Path) -> Non
     assert app_state(second_handle) == AppState.SUCCEEDED
 
 
+def test_parallel_for_iterations_launch_one_app_each(kfp_local: Path, tmp_path: Path) -> None:
+    """Iterations of a ``dsl.ParallelFor`` share the task name; each must still get its own
+    app (not reattach to a sibling's)."""
+    out_dir = tmp_path / "loop"
+    out_dir.mkdir()
+    write_item = "import os, sys; open(os.path.join(sys.argv[1], os.environ['ITEM']), 'w').close()"
+    app = specs.AppDef(
+        name="kfploop",
+        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
+                          args=["-c", write_item, str(out_dir)])],
+    )
+
+    @dsl.pipeline(name="kfp-loop")
+    def pipeline() -> None:
+        with dsl.ParallelFor(["a", "b", "c"], parallelism=1) as item:
+            launch(app, wait_interval=0.1, env={"ITEM": item})
+
+    pipeline()
+    states = apps_named("kfploop-")
+    assert sorted(states.values()) == [AppState.SUCCEEDED] * 3
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a", "b", "c"]
+
+
 def test_retried_step_reattaches_instead_of_resubmitting(local_apps: Path, tmp_path: Path) -> None:
     from torchx_kfp.launcher import torchx_launcher
 

@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from torchx_kfp.runtime import (
     cancel_job_apps,
     resource_from_task_config,
     run_launcher,
+    step_app_name,
 )
 
 pytestmark = pytest.mark.kfp
@@ -155,7 +157,7 @@ def test_unknown_past_grace_fails_and_cancels() -> None:
 
 def test_same_job_and_task_give_same_name_and_reattach() -> None:
     fake = FakeRunner([AppState.RUNNING, AppState.SUCCEEDED])
-    name = app_name_for_step("train", "job-1", "step-a")
+    name = step_app_name(_app(), "job-1", "step-a")
     running = fake.add_existing(name, AppState.RUNNING)
     fake.apps[running]["states"] = [AppState.RUNNING, AppState.SUCCEEDED]
     result = _launcher(fake).run(_app(), job_id="job-1", task_name="step-a")
@@ -166,7 +168,7 @@ def test_same_job_and_task_give_same_name_and_reattach() -> None:
 
 def test_succeeded_app_is_reused_but_failed_one_is_resubmitted() -> None:
     fake = FakeRunner([AppState.SUCCEEDED])
-    name = app_name_for_step("train", "job-1", "step-a")
+    name = step_app_name(_app(), "job-1", "step-a")
     done = fake.add_existing(name, AppState.SUCCEEDED)
     assert _launcher(fake).run(_app(), job_id="job-1", task_name="step-a").app_handle == done
 
@@ -179,8 +181,11 @@ def test_succeeded_app_is_reused_but_failed_one_is_resubmitted() -> None:
 
 def test_other_tasks_apps_are_not_reattached() -> None:
     fake = FakeRunner([AppState.SUCCEEDED])
-    fake.add_existing(app_name_for_step("train", "job-1", "step-b"), AppState.RUNNING)
-    fake.add_existing(app_name_for_step("train", "job-2", "step-a"), AppState.RUNNING)
+    fake.add_existing(step_app_name(_app(), "job-1", "step-b"), AppState.RUNNING)
+    fake.add_existing(step_app_name(_app(), "job-2", "step-a"), AppState.RUNNING)
+    other_app = _app()
+    other_app.roles[0].args = ["--lr", "0.1"]  # another ParallelFor iteration of the same task
+    fake.add_existing(step_app_name(other_app, "job-1", "step-a"), AppState.RUNNING)
     result = _launcher(fake).run(_app(), job_id="job-1", task_name="step-a")
     assert result.reattached is False
     assert len(fake.submitted) == 1
@@ -241,6 +246,17 @@ def test_app_name_is_deterministic_and_safe() -> None:
     assert len(long) <= 48 and long[0].isalpha()
     assert app_name_for_step("9lives", "j", "t")[0].isalpha()
     assert app_name_for_step("train", "", "task") == "train"
+    assert app_name_for_step("train", "j", "t", spec="a") != app_name_for_step(
+        "train", "j", "t", spec="b"
+    )
+
+
+def test_step_app_name_depends_on_what_the_step_launches() -> None:
+    first, second = _app(), _app()
+    second.roles[0].env = {"ITEM": "b"}
+    assert step_app_name(first, "j", "t") == step_app_name(_app(), "j", "t")
+    assert step_app_name(first, "j", "t") != step_app_name(second, "j", "t")
+    assert belongs_to_job(step_app_name(second, "j", "t"), "j")
 
 
 def test_resource_from_task_config() -> None:
@@ -286,7 +302,9 @@ def test_run_launcher_from_component() -> None:
     )
     (submitted,) = fake.submitted
     assert submitted.roles[0].args == ["--msg", "hi"]
-    assert submitted.name == app_name_for_step("utils_echo", "j", "t")
+    assert submitted.name == step_app_name(
+        replace(submitted, name="utils_echo"), "j", "t"
+    )
 
 
 @pytest.mark.parametrize(
