@@ -218,9 +218,10 @@ def test_status_of_app_whose_supervisor_died_becomes_failed(sched: LocalSchedule
 
 
 def test_list_is_one_pass_over_the_root(sched: LocalScheduler, root: str) -> None:
-    fake_app(root, "a-1", state="SUCCEEDED")
-    fake_app(root, "b-2", state="CANCELLED")
+    fake_app(root, "b-2", state="CANCELLED", created=2.0)
+    fake_app(root, "a-1", state="SUCCEEDED", created=1.0)
     os.makedirs(os.path.join(root, _state.STAGING))
+    assert [a.app_id for a in sched.list()] == ["a-1", "b-2"]  # oldest first
     listed = {a.app_id: a for a in sched.list()}
     assert {k: v.state for k, v in listed.items()} == {"a-1": AppState.SUCCEEDED, "b-2": AppState.CANCELLED}
     assert listed["a-1"].app_handle == "local_cwd://sess/a-1" and listed["a-1"].name == "a"

@@ -583,21 +583,21 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return roles
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """Every app under the root with its state (one scan; one small read per app)."""
-        out = []
+        """Every app under the root with its state, oldest first (one scan; one small read per app)."""
+        rows = []
         for app_id, app_dir in _state.iter_app_dirs(self.root):
             status = _state.read_status(app_dir)
             if status is None:
                 continue
-            out.append(
-                ListAppResponse(
-                    app_id=app_id,
-                    state=AppState[status["state"]],
-                    app_handle=f"{self.backend}://{self.session_name}/{app_id}",
-                    name=status.get("name", ""),
-                )
+            app = ListAppResponse(
+                app_id=app_id,
+                state=AppState[status["state"]],
+                app_handle=f"{self.backend}://{self.session_name}/{app_id}",
+                name=status.get("name", ""),
             )
-        return out
+            rows.append((float(status.get("created") or 0.0), app_id, app))
+        rows.sort(key=lambda row: row[:2])
+        return [app for _, _, app in rows]
 
     def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Blocks until the app is finished (no status polling: waits on the supervisor's lock).

@@ -376,3 +376,14 @@ def test_cancel_many_running_replicas(sched: LocalScheduler, local_root: str) ->
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.CANCELLED
     assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+
+
+def test_submit_garbage_collects_old_finished_apps(
+    sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old_id, _ = run(sched, sh_app("true"))
+    os.remove(os.path.join(sched.root, _state.GC_STAMP))  # the last collection was "long ago"
+    monkeypatch.setenv(_state.TTL_ENV, "0")
+    new_id, _ = run(sched, sh_app("true"))
+    assert sched.describe(old_id) is None
+    assert sched.describe(new_id) is not None
