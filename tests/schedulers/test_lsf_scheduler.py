@@ -1,13 +1,21 @@
-"""The lsf scheduler against fake bsub/bjobs/bkill programs on PATH (tests/schedulers/lsf_fake:
-a job table in JSON, output formats from IBM's LSF 10.1.0 documentation, see lsf_fake.py)."""
+"""The lsf scheduler against a fake LSF (tests/schedulers/lsf_fake: bsub/bjobs/bkill over a job
+table in JSON; output formats from IBM's LSF 10.1.0 documentation, see lsf_fake.py).
+
+Unit tests run the fake's commands in-process (injected as ``run_cmd``); the ``integration`` ones
+put the fake programs on PATH and run the jobs for real with /bin/sh, as an LSF host would.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import json
 import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -31,8 +39,41 @@ FAKE = Path(__file__).parent / "lsf_fake"
 HOSTILE = [":", "it's", '"dq"', "$HOME", "`id`", "$(id)", "a\nb", "ünï ✓", "\\", "*", "", ";|&"]
 
 
+_spec = importlib.util.spec_from_file_location("lsf_fake_commands", FAKE / "lsf_fake.py")
+assert _spec is not None and _spec.loader is not None
+LSF_FAKE = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(LSF_FAKE)
+
+
+class InProcessLsf:
+    """``run_cmd`` that answers bsub/bjobs/bkill from the fake in this process (and counts)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: Sequence[str], input: str | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(args))
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = LSF_FAKE.main(list(args))
+        return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InProcessLsf:
+    monkeypatch.setenv("LSF_FAKE_DIR", str(tmp_path / "lsf-state"))
+    return InProcessLsf()
+
+
+@pytest.fixture
+def unit_lsf(fake: InProcessLsf) -> LsfScheduler:
+    return LsfScheduler("test", run_cmd=fake)
+
+
 @pytest.fixture
 def lsf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LsfScheduler:
+    """The default scheduler (real subprocesses) with the fake programs first on PATH."""
     monkeypatch.setenv("PATH", f"{FAKE}:{os.environ['PATH']}")
     monkeypatch.setenv("LSF_FAKE_DIR", str(tmp_path / "lsf-state"))
     return create_scheduler("test")
@@ -46,12 +87,16 @@ def table() -> dict:
     return json.loads((Path(os.environ["LSF_FAKE_DIR"]) / "jobs.json").read_text())
 
 
-def set_stat(name: str, stat: str, exit_code: object = "") -> None:
+def set_stat(name: str, stat: str, exit_code: object = "", host: str | None = None) -> None:
     path = Path(os.environ["LSF_FAKE_DIR"]) / "jobs.json"
     data = json.loads(path.read_text())
+    found = False
     for job in data["jobs"].values():
         if job["name"] == name:
-            job["stat"], job["exit_code"] = stat, exit_code
+            job["stat"], job["exit_code"], found = stat, exit_code, True
+            if host is not None:
+                job["host"] = host
+    assert found, f"no fake LSF job named {name}"
     path.write_text(json.dumps(data))
 
 
@@ -100,6 +145,7 @@ def test_bad_names_are_rejected() -> None:
     assert "a-b" in str(e.value) and "BAD-NAME" in str(e.value)
 
 
+@pytest.mark.integration
 def test_submit_run_describe_logs(lsf: LsfScheduler, tmp_path: Path) -> None:
     code = "import os,sys,json; print(json.dumps([sys.argv[1:], os.environ['V'], os.environ['TORCHX_RANK0_HOST']]))"
     app = specs.AppDef("hostile", roles=[py_role("w", code, replicas=2, env={"V": "x'y\"z $P\n"})])
@@ -124,42 +170,56 @@ def test_submit_run_describe_logs(lsf: LsfScheduler, tmp_path: Path) -> None:
         lsf.log_iter("nope_123", "w", 0)
 
 
-def test_failed_replica_and_message(lsf: LsfScheduler, tmp_path: Path) -> None:
+def test_failed_replica_and_message(unit_lsf: LsfScheduler, tmp_path: Path) -> None:
     app = specs.AppDef("f", roles=[py_role("ok", "print(1)"),
                                    py_role("bad", "import sys; sys.exit(7)")])
-    app_id = lsf.submit(app, {"jobdir": str(tmp_path)})
-    run_pending()
-    d = lsf.describe(app_id)
+    app_id = unit_lsf.submit(app, {"jobdir": str(tmp_path)})
+    set_stat(f"{app_id}-ok-0", "DONE", host="hostB")
+    set_stat(f"{app_id}-bad-0", "EXIT", 7, host="hostB")
+    d = unit_lsf.describe(app_id)
     assert d is not None and d.state == AppState.FAILED
     assert {(r.role, r.replicas[0].state) for r in d.roles_statuses} == {
         ("ok", AppState.SUCCEEDED), ("bad", AppState.FAILED)}
     assert "exit code 7" in d.msg
 
 
-def test_cancel_with_bkill_is_cancelled_exit_130(lsf: LsfScheduler, tmp_path: Path) -> None:
+def test_cancel_with_bkill_is_cancelled_exit_130(unit_lsf: LsfScheduler, fake: InProcessLsf,
+                                                 tmp_path: Path) -> None:
     app = specs.AppDef("c", roles=[py_role("w", "print(1)", replicas=2)])
-    app_id = lsf.submit(app, {"jobdir": str(tmp_path)})
+    app_id = unit_lsf.submit(app, {"jobdir": str(tmp_path)})
     set_stat(f"{app_id}-w-0", "RUN")
-    lsf.cancel(app_id)
-    d = lsf.describe(app_id)
+    unit_lsf.cancel(app_id)
+    assert [c for c in fake.calls if c[0] == "bkill"] == [["bkill", *sorted(table()["jobs"])]]
+    d = unit_lsf.describe(app_id)
     assert d is not None and d.state == AppState.CANCELLED
     assert {j["exit_code"] for j in table()["jobs"].values()} == {130}
-    lsf.cancel(app_id)  # finished: nothing left to kill, no error
-    lsf.cancel("unknown_app")
+    fake.calls.clear()
+    unit_lsf.cancel(app_id)  # finished: nothing left to kill, no error
+    unit_lsf.cancel("unknown_app")
+    assert not [c for c in fake.calls if c[0] == "bkill"]
 
 
 @pytest.mark.parametrize("stat,expected", [
     ("PEND", AppState.PENDING), ("PSUSP", AppState.PENDING), ("USUSP", AppState.PENDING),
     ("SSUSP", AppState.PENDING), ("RUN", AppState.RUNNING), ("DONE", AppState.SUCCEEDED),
     ("EXIT", AppState.FAILED), ("UNKWN", AppState.UNKNOWN)])
-def test_state_mapping(lsf: LsfScheduler, tmp_path: Path, stat: str, expected: AppState) -> None:
-    app_id = lsf.submit(specs.AppDef("s", roles=[py_role("w", "print(1)")]), {"jobdir": str(tmp_path)})
+def test_state_mapping(unit_lsf: LsfScheduler, tmp_path: Path, stat: str,
+                       expected: AppState) -> None:
+    app_id = unit_lsf.submit(specs.AppDef("s", roles=[py_role("w", "print(1)")]),
+                             {"jobdir": str(tmp_path)})
     set_stat(f"{app_id}-w-0", stat, 1 if stat == "EXIT" else "")
-    d = lsf.describe(app_id)
+    d = unit_lsf.describe(app_id)
     assert d is not None and d.state == expected
     assert LSF_STATES[stat] == expected
 
 
+def test_unknown_app_is_none(unit_lsf: LsfScheduler) -> None:
+    assert unit_lsf.describe("missing_1") is None  # bjobs -json answers with an ERROR record
+    with pytest.raises(UnknownAppException):
+        unit_lsf.log_iter("missing_1", "w", 0)
+
+
+@pytest.mark.integration
 def test_classic_table_when_bjobs_has_no_json(lsf: LsfScheduler, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LSF_FAKE_NO_JSON", "1")
@@ -174,22 +234,16 @@ def test_classic_table_when_bjobs_has_no_json(lsf: LsfScheduler, tmp_path: Path,
     assert lsf.describe("missing_1") is None
 
 
-def test_list_and_many_apps_in_one_call(lsf: LsfScheduler, tmp_path: Path) -> None:
-    calls: list[list[str]] = []
-    from torchx_core.schedulers.lsf_scheduler import run_command
-
-    def counting(args: list[str], input: str | None = None):  # type: ignore[no-untyped-def]
-        calls.append(args)
-        return run_command(args, input)
-
-    sched = LsfScheduler("t", run_cmd=counting)
-    ids = [sched.submit(specs.AppDef("l", roles=[py_role("w", "print(1)")]),
-                        {"jobdir": str(tmp_path)}) for _ in range(3)]
-    calls.clear()
-    rows = sched.list()
-    assert sorted(r.app_id for r in rows) == sorted(ids)
-    assert {r.state for r in rows} == {AppState.PENDING}
-    assert len(calls) == 1
+def test_list_and_many_apps_in_one_call(unit_lsf: LsfScheduler, fake: InProcessLsf,
+                                        tmp_path: Path) -> None:
+    ids = [unit_lsf.submit(specs.AppDef("l", roles=[py_role("w", "print(1)", replicas=2)]),
+                           {"jobdir": str(tmp_path)}) for _ in range(3)]
+    set_stat(f"{ids[0]}-w-1", "RUN")
+    fake.calls.clear()
+    rows = unit_lsf.list()
+    assert {r.app_id: r.state for r in rows} == {
+        ids[0]: AppState.RUNNING, ids[1]: AppState.PENDING, ids[2]: AppState.PENDING}
+    assert len(fake.calls) == 1 and fake.calls[0][0] == "bjobs"
 
 
 def test_parsers_on_documented_samples() -> None:

@@ -32,23 +32,26 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
-STATE = os.path.join(os.environ.get("LSF_FAKE_DIR", "/tmp/lsf-fake"), "jobs.json")
+def _state_file() -> str:
+    # read at each call: the tests also run these commands in-process (see ``main``)
+    return os.path.join(os.environ.get("LSF_FAKE_DIR", "/tmp/lsf-fake"), "jobs.json")
 
 
 @contextmanager
 def table(write: bool = True):
-    os.makedirs(os.path.dirname(STATE), exist_ok=True)
-    with open(STATE + ".lock", "a") as lock:
+    state = _state_file()
+    os.makedirs(os.path.dirname(state), exist_ok=True)
+    with open(state + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = {"next": 1000, "jobs": {}}
-        if os.path.exists(STATE):
-            with open(STATE) as f:
+        if os.path.exists(state):
+            with open(state) as f:
                 data = json.load(f)
         yield data
         if write:
-            with open(STATE + ".tmp", "w") as f:
+            with open(state + ".tmp", "w") as f:
                 json.dump(data, f)
-            os.replace(STATE + ".tmp", STATE)
+            os.replace(state + ".tmp", state)
 
 
 def bsub(args: list[str]) -> int:
@@ -151,6 +154,13 @@ def run() -> int:
     return 0
 
 
+def main(argv: list[str]) -> int:
+    """Runs one command (``bsub``/``bjobs``/``bkill`` + its arguments, or ``run``)."""
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "run":
+        return run()
+    return {"bsub": bsub, "bjobs": bjobs, "bkill": bkill}[cmd](rest)
+
+
 if __name__ == "__main__":
-    cmd, rest = sys.argv[1], sys.argv[2:]
-    sys.exit({"bsub": bsub, "bjobs": bjobs, "bkill": bkill}[cmd](rest) if cmd != "run" else run())
+    sys.exit(main(sys.argv[1:]))
