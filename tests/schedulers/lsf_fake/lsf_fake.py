@@ -32,6 +32,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+
 def _state_file() -> str:
     # read at each call: the tests also run these commands in-process (see ``main``)
     return os.path.join(os.environ.get("LSF_FAKE_DIR", "/tmp/lsf-fake"), "jobs.json")
