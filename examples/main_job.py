@@ -20,16 +20,16 @@ import tempfile
 import threading
 import time
 
-from torchx_core.runner import get_runner
+from torchx_core.runner import Runner, get_runner
 from torchx_core.specs import AppDef, AppState, Resource, Role, macros
 
 WORKERS = 3
 STEPS = 3_000_000
 
 
-def _worker(rank: int, world: int, out: str) -> None:
+def _worker(rank: int, world: int, out: str, steps: int = STEPS) -> None:
     lo, hi = rank / world, (rank + 1) / world
-    n = STEPS // world
+    n = steps // world
     h = (hi - lo) / n
     total = sum(4.0 / (1.0 + (lo + (i + 0.5) * h) ** 2) for i in range(n)) * h
     print(f"worker rank={rank}/{world} host={socket.gethostname()} pid={os.getpid()}"
@@ -57,8 +57,11 @@ def _aggregate(world: int, out: str, timeout: float = 120.0) -> None:
           flush=True)
 
 
-def make_app(out: str) -> AppDef:
-    """The app: WORKERS worker replicas and one aggregator, all running this file."""
+def make_app(out: str, steps: int | None = None) -> AppDef:
+    """The app: WORKERS worker replicas and one aggregator, all running this file.
+
+    ``steps`` is the number of integration steps (default: ``STEPS`` at call time).
+    """
     small = Resource(cpu=1, gpu=0, memMB=256)
     return AppDef(
         name="pi",
@@ -68,7 +71,7 @@ def make_app(out: str) -> AppDef:
                 image=os.getcwd(),
                 entrypoint=sys.executable,
                 args=[os.path.abspath(__file__), "worker", "--rank", macros.replica_id,
-                      "--world", str(WORKERS), "--out", out],
+                      "--world", str(WORKERS), "--out", out, "--steps", str(steps or STEPS)],
                 num_replicas=WORKERS,
                 resource=small,
             ),
@@ -83,8 +86,8 @@ def make_app(out: str) -> AppDef:
     )
 
 
-def _follow(runner: object, handle: str, role: str, k: int, lock: threading.Lock) -> None:
-    for line in runner.log_lines(handle, role, k, should_tail=True):  # type: ignore[attr-defined]
+def _follow(runner: Runner, handle: str, role: str, k: int, lock: threading.Lock) -> None:
+    for line in runner.log_lines(handle, role, k, should_tail=True):
         with lock:
             sys.stdout.write(f"{role}/{k} {line}")
             sys.stdout.flush()
@@ -105,7 +108,12 @@ def launch() -> int:
         ]
         for t in threads:
             t.start()
-        status = runner.wait(handle, wait_interval=0.5)
+        try:
+            status = runner.wait(handle, wait_interval=0.5)
+        except KeyboardInterrupt:
+            print(f"interrupted: cancelling {handle}", flush=True)
+            runner.cancel(handle)
+            status = runner.status(handle)
         for t in threads:
             t.join(timeout=10)
         print(status.format() if status else f"{handle}: unknown app", flush=True)
@@ -120,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world", type=int, default=WORKERS)
     parser.add_argument("--out", default="")
+    parser.add_argument("--steps", type=int, default=STEPS)
     args = parser.parse_args(argv)
     if args.mode == "worker":
-        _worker(args.rank, args.world, args.out)
+        _worker(args.rank, args.world, args.out, args.steps)
         return 0
     if args.mode == "aggregate":
         _aggregate(args.world, args.out)

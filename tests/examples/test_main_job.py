@@ -45,3 +45,38 @@ def test_main_job_fails_loudly_when_a_worker_fails(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "State: FAILED" in p.stdout
+
+
+def test_ctrl_c_cancels_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import time
+
+    # workers that integrate for minutes: the app is surely running when Ctrl-C arrives
+    code = "import sys, examples.main_job as m\nm.STEPS = 10**12\nsys.exit(m.main([]))\n"
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))  # this process queries it too
+    env = dict(os.environ)
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()
+        assert first.startswith("launched local_cwd://torchx/pi-"), first
+        handle = first.split()[1]
+        from torchx_core.runner import get_runner
+
+        with get_runner(component_defaults={}) as runner:
+            deadline = time.monotonic() + 60
+            while (st := runner.status(handle)) is None or st.state.name != "RUNNING":
+                assert time.monotonic() < deadline, st
+                time.sleep(0.05)
+            time.sleep(0.3)  # let the launcher enter its wait
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 1, out + err
+            assert f"interrupted: cancelling {handle}" in out
+            assert "State: CANCELLED" in out
+            final = runner.status(handle)
+            assert final is not None and final.state.name == "CANCELLED"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
