@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import threading
 import time
 from pathlib import Path
@@ -345,6 +346,22 @@ def test_list_is_batched_and_only_shows_my_jobs(tmp_path: Path, monkeypatch: pyt
                                                    (second, AppState.PENDING)]
     assert rows[0].name == "trainer-0"
     assert len(fake.calls) == 2
+
+
+def test_runner_list_uses_the_batched_call(tmp_path: Path) -> None:
+    from torchx_core.runner.api import Runner
+
+    fake = FakeSlurm()
+    runner = Runner("sess", {"slurm": create_scheduler}, scheduler_params={"run_cmd": fake})
+    app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true",
+                                              resource=specs.Resource(1, 0, 10))])
+    handles = [runner.run(app, "slurm", {"job_dir": str(tmp_path)}) for _ in range(20)]
+    for job in fake.jobs.values():  # jobs of the user running the tests
+        job.user = pwd.getpwuid(os.getuid()).pw_name
+    fake.calls.clear()
+    rows = runner.list("slurm")
+    assert sorted(r.app_handle for r in rows) == sorted(handles)
+    assert len(fake.calls) == 2  # one squeue + one sacct, whatever the number of apps
 
 
 # -- logs -----------------------------------------------------------------------------------
