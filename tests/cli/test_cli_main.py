@@ -350,3 +350,12 @@ def test_schedulers_lists_a_broken_plugin(
         assert rc == 1 and "failed to load" in err and "Traceback" not in err
     finally:
         default_registry().refresh()
+
+
+def test_log_level_takes_names_and_torchx_style_numbers(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys, "--log_level", "10", "run", "-s", "fake", "utils.echo")
+    assert rc == 0 and "DEBUG" in err  # TorchX's --log_level is an int
+    rc, _, err = cli(capsys, "--log_level", "warning", "run", "-s", "fake", "utils.echo")
+    assert rc == 0 and "INFO" not in err
+    rc, _, err = cli(capsys, "--log_level", "verbose", "list")
+    assert rc == 2 and "invalid log level 'verbose'" in err and "DEBUG" in err

@@ -39,18 +39,24 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _log_level(value: str) -> str:
-    upper = value.upper()
-    if upper not in _LOG_LEVELS:
-        raise argparse.ArgumentTypeError(
-            f"invalid log level {value!r}; choose from {', '.join(_LOG_LEVELS)}"
-        )
-    return upper
+def _log_level(value: str) -> str | int:
+    """A level name (``DEBUG``) or, as TorchX takes it, a number (``10``)."""
+    upper = value.strip().upper()
+    if upper in _LOG_LEVELS:
+        return upper
+    if upper.isdigit():
+        return int(upper)
+    raise argparse.ArgumentTypeError(
+        f"invalid log level {value!r}; choose from {', '.join(_LOG_LEVELS)} or a number"
+        " (10 = DEBUG, 20 = INFO, ...)"
+    )
 
 
-def _default_log_level() -> str:
-    env_level = os.environ.get("LOGLEVEL", "INFO").upper()
-    return env_level if env_level in _LOG_LEVELS else "INFO"
+def _default_log_level() -> str | int:
+    try:
+        return _log_level(os.environ.get("LOGLEVEL", "INFO"))
+    except argparse.ArgumentTypeError:
+        return "INFO"
 
 
 class _VersionAction(argparse.Action):
@@ -117,7 +123,8 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
         "--log_level",
         type=_log_level,
         default=_default_log_level(),
-        help="Python logging level (DEBUG, INFO, WARNING, ERROR); default $LOGLEVEL or INFO",
+        help="Python logging level: DEBUG, INFO, WARNING, ERROR or a number (10 = DEBUG);"
+        " default $LOGLEVEL or INFO",
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="<subcommand>")
@@ -134,7 +141,7 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
     return parser
 
 
-def _configure_logging(level: str) -> tuple[logging.Logger, logging.Handler, bool, int]:
+def _configure_logging(level: str | int) -> tuple[logging.Logger, logging.Handler, bool, int]:
     """Sends torchx-suite's log records to stderr at ``level``; returns what to restore."""
     from torchx_core.cli._term import BLUE, ENDC, GRAY, use_color
 
