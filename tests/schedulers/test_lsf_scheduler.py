@@ -21,7 +21,12 @@ from pathlib import Path
 import pytest
 
 from torchx_core import specs
-from torchx_core.schedulers.api import AppValidationError, Stream, UnsupportedFeatureError
+from torchx_core.schedulers.api import (
+    AppValidationError,
+    InvalidLogQueryError,
+    Stream,
+    UnsupportedFeatureError,
+)
 from torchx_core.schedulers.lsf_scheduler import (
     LSF_STATES,
     LsfOpts,
@@ -217,6 +222,14 @@ def test_unknown_app_is_none(unit_lsf: LsfScheduler) -> None:
     assert unit_lsf.describe("missing_1") is None  # bjobs -json answers with an ERROR record
     with pytest.raises(UnknownAppException):
         unit_lsf.log_iter("missing_1", "w", 0)
+
+
+def test_log_query_for_a_missing_replica_names_the_valid_ones(unit_lsf: LsfScheduler,
+                                                              tmp_path: Path) -> None:
+    app_id = unit_lsf.submit(specs.AppDef("s", roles=[py_role("w", "print(1)", replicas=2)]),
+                             {"jobdir": str(tmp_path)})
+    with pytest.raises(InvalidLogQueryError, match=r"no replica w/2; it has \[\('w', 0\), \('w', 1\)\]"):
+        unit_lsf.log_iter(app_id, "w", 2)
 
 
 @pytest.mark.integration

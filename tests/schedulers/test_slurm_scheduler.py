@@ -14,6 +14,7 @@ from slurm_fixtures import FakeSlurm, fake_slurm  # noqa: F401  (fixture)
 from torchx_core import specs
 from torchx_core.schedulers.api import (
     AppValidationError,
+    InvalidLogQueryError,
     Stream,
     UnsupportedFeatureError,
 )
@@ -376,8 +377,10 @@ def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED))
     with pytest.raises(UnsupportedFeatureError, match="one file"):
         sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)
-    with pytest.raises(UnsupportedFeatureError, match="no role 'nope'"):
+    with pytest.raises(InvalidLogQueryError, match="no role 'nope'"):
         sched.log_iter(app_id, "nope", 0)
+    with pytest.raises(InvalidLogQueryError, match=r"replicas \[0, 1\]; got k=5"):
+        sched.log_iter(app_id, "trainer", 5)
     with pytest.raises(UnknownAppException):
         sched.log_iter("31337", "trainer", 0)
 

@@ -39,6 +39,7 @@ from torchx_core.schedulers._logs import iter_file_lines
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
+    InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
     SchedulerError,
@@ -464,7 +465,7 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             raise UnknownAppException(app_id)
         rec = next((r for role, i, r in found if role == role_name and i == k), None)
         if rec is None:
-            raise UnsupportedFeatureError(
+            raise InvalidLogQueryError(
                 f"app {app_id} has no replica {role_name}/{k}; it has"
                 f" {sorted((role, i) for role, i, _ in found)}")
         path = rec.output_file

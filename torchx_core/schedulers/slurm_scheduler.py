@@ -41,6 +41,7 @@ from torchx_core.schedulers._logs import iter_file_lines
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
+    InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
     SchedulerError,
@@ -65,6 +66,7 @@ from torchx_core.schedulers.slurm._status import (
     group_by_app,
     parse_sacct,
     parse_squeue_json,
+    role_and_replica,
 )
 from torchx_core.specs import (
     AppDef,
@@ -478,10 +480,18 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         records = self._records([app_id]).get(app_id)
         if not records:
             raise UnknownAppException(app_id)
-        roles = {_role_of(r.name) for r in records}
-        if role_name not in roles:
-            raise UnsupportedFeatureError(
-                f"app {app_id} has no role {role_name!r}; its roles are {sorted(roles)}"
+        replicas: dict[str, set[int]] = {}
+        for r in records:
+            role, idx = role_and_replica(r.name)
+            replicas.setdefault(role, set()).add(idx)
+        if role_name not in replicas:
+            raise InvalidLogQueryError(
+                f"app {app_id} has no role {role_name!r}; its roles are {sorted(replicas)}"
+            )
+        if k not in replicas[role_name]:
+            raise InvalidLogQueryError(
+                f"role {role_name!r} of app {app_id} has replicas {sorted(replicas[role_name])};"
+                f" got k={k}"
             )
         work_dir = records[0].work_dir
         path = os.path.join(work_dir, log_file_name(app_id, role_name, k))
@@ -520,11 +530,6 @@ def _dash_aliases(cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
 
 def _valid_app_id(app_id: str) -> bool:
     return bool(re.fullmatch(r"\d+(_\d+)?", app_id))
-
-
-def _role_of(name: str) -> str:
-    role, sep, idx = name.rpartition("-")
-    return role if sep and idx.isdigit() else name
 
 
 def _current_user() -> set[str]:

@@ -31,6 +31,7 @@ __all__ = [
     "group_by_app",
     "parse_sacct",
     "parse_squeue_json",
+    "role_and_replica",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -261,7 +262,8 @@ def group_by_app(records: Iterable[SlurmJobRecord]) -> dict[str, list[SlurmJobRe
     return {app: [comps[k] for k in sorted(comps)] for app, comps in groups.items()}
 
 
-def _role_and_replica(name: str) -> tuple[str, int]:
+def role_and_replica(name: str) -> tuple[str, int]:
+    """``("trainer", 1)`` from the component name ``trainer-1`` (``(name, 0)`` otherwise)."""
     role, sep, idx = name.rpartition("-")
     if sep and idx.isdigit():
         return role, int(idx)
@@ -291,7 +293,7 @@ def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> Describ
     roles: dict[str, list[ReplicaStatus]] = {}
     steps_failed = any(r.derived_exit_code for r in records)
     for r in records:
-        role, replica_id = _role_and_replica(r.name)
+        role, replica_id = role_and_replica(r.name)
         roles.setdefault(role, []).append(
             ReplicaStatus(
                 id=replica_id,
