@@ -423,6 +423,7 @@ class Launcher:
         """
         app = replace(app, name=step_app_name(app, job_id, task_name))
         self._app_name = app.name
+        self._handle = None  # a reused Launcher must not cancel its previous run's app
         runner = self.runner_factory()
         previous = self._install_signal_handlers()
         outcome: StepOutcome | None = None
