@@ -22,6 +22,7 @@ world sizes are left to the launcher inside the replica (``torchrun``).
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -45,13 +46,14 @@ from torchx_core.schedulers.api import (
 from torchx_core.schedulers.local import _logio, _state
 from torchx_core.schedulers.local._supervisor import (
     APP_FILE,
+    LOCK_FILE,
     PLAN_FILE,
     STATE_CHARS,
     STATUS_FILE,
-    SUPERVISOR_LOG,
     TERMINAL,
     error_file_path,
     log_path,
+    pending_status,
     write_json_atomic,
 )
 from torchx_core.specs import (
@@ -528,11 +530,20 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         for r in plan["roles"]:
             r["env"].setdefault("MASTER_PORT", str(port))
         write_json_atomic(os.path.join(app_dir, PLAN_FILE), plan)
+        # lock first, then the status: whoever sees the status also sees a live supervisor
+        lock_fd = os.open(os.path.join(app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            _launch.start_supervisor(plan, app_dir)
-        except (_launch.SupervisorStartError, OSError) as e:
-            tail = "".join(_logio.tail(os.path.join(app_dir, SUPERVISOR_LOG)))
-            raise SchedulerError(f"could not start app {req.app_id}: {e}\n{tail}") from e
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            status = pending_status(plan)
+            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+            try:
+                _launch.start_supervisor(plan, app_dir, lock_fd)
+            except OSError as e:
+                status.update(state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time())
+                write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+                raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
+        finally:
+            os.close(lock_fd)  # the supervisor holds its own copy
         return req.app_id
 
     # -- inspection ---------------------------------------------------------------------------
@@ -668,6 +679,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         if status is None or status["state"] in TERMINAL:
             return
         pid = int(status.get("sup_pid") or 0)
+        deadline = time.monotonic() + 10.0
+        while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
+            time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
+            status = _state.read_status(app_dir) or status
+            pid = int(status.get("sup_pid") or 0)
         if pid and _state.supervisor_alive(app_dir):
             try:
                 os.kill(pid, signal.SIGTERM)

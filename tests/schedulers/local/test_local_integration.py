@@ -387,3 +387,15 @@ def test_submit_garbage_collects_old_finished_apps(
     new_id, _ = run(sched, sh_app("true"))
     assert sched.describe(old_id) is None
     assert sched.describe(new_id) is not None
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_cancel_right_after_submit(
+    sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch, local_root: str, mode: str
+) -> None:
+    monkeypatch.setenv("TORCHX_LOCAL_SUPERVISOR", mode)
+    for _ in range(3):
+        app_id = sched.submit(sh_app("sleep 100", num_replicas=4), {})
+        sched.cancel(app_id)  # may run before the supervisor has even started
+        assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
+    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)

@@ -1,13 +1,20 @@
 """Starting an app's supervisor, detached from the launching process.
 
-Two ways, same result (a process in its own session, re-parented away from the launcher, that
-signals readiness by writing its pid to a pipe):
+The launcher creates the app's lock file, takes an exclusive ``flock`` on it and writes the
+``PENDING`` status *before* starting the supervisor, which inherits the locked descriptor: the
+app counts as alive from the moment its status exists, and the launcher never waits for the
+supervisor to come up. If the supervisor dies (even before it ran a line), the lock is released
+and readers report the app as failed.
+
+Two ways to start it, same result (a process in its own session, re-parented away from the
+launcher):
 
 * ``fork``: double fork + ``setsid`` of the launcher itself – about a millisecond. Only safe when
   the launcher has a single thread (a forked child of a multithreaded process may inherit locks
   held by threads that do not exist in it), so it is used only then;
 * ``spawn``: ``posix_spawn`` of a fresh ``python -S`` running the supervisor module by path
-  (stdlib only) – a few tens of milliseconds.
+  (stdlib only); it forks once more and its first process exits. That process is reaped
+  without blocking, on later calls.
 
 ``TORCHX_LOCAL_SUPERVISOR=fork|spawn`` forces one (for benchmarks and tests).
 """
@@ -23,9 +30,8 @@ from torchx_core.schedulers.local import _supervisor
 
 MODE_ENV = "TORCHX_LOCAL_SUPERVISOR"
 
-
-class SupervisorStartError(RuntimeError):
-    """The supervisor process did not come up (the cause is in its ``supervisor.log``)."""
+_UNREAPED: list[int] = []  # spawned interpreters that exit after forking the supervisor
+_UNREAPED_LOCK = threading.Lock()
 
 
 def _single_threaded() -> bool:
@@ -41,71 +47,72 @@ def _single_threaded() -> bool:
 def choose_mode() -> str:
     """``"fork"`` when it is safe (single-threaded launcher), else ``"spawn"``."""
     mode = os.environ.get(MODE_ENV, "").strip().lower()
-    if mode in ("fork", "spawn"):
-        return mode if mode == "spawn" or _single_threaded() else "spawn"
+    if mode == "spawn":
+        return mode
     return "fork" if _single_threaded() else "spawn"
 
 
-def start_supervisor(plan: dict[str, Any], app_dir: str, mode: str | None = None) -> int:
-    """Starts the supervisor of the app in ``app_dir``; returns its pid once it is running.
+def start_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int, mode: str | None = None) -> None:
+    """Starts the supervisor of the app in ``app_dir``, handing it the locked ``lock_fd``.
 
-    ``plan.json`` must already be written when ``mode`` is ``"spawn"`` (the fresh interpreter
-    reads it). Raises :class:`SupervisorStartError` if the supervisor exits before it is ready.
+    The caller keeps (and then closes) its own ``lock_fd``. ``plan.json`` must already be
+    written when ``mode`` is ``"spawn"`` (the fresh interpreter reads it).
     """
+    _reap_spawned()
     mode = mode or choose_mode()
-    r, w = os.pipe()
-    try:
-        if mode == "fork":
-            child = _fork_supervisor(plan, app_dir, r, w)
-        else:
-            child = _spawn_supervisor(app_dir, w)
-    finally:
-        os.close(w)
-    try:
+    if mode == "fork":
+        child = _fork_supervisor(plan, app_dir, lock_fd)
         try:
-            os.waitpid(child, 0)  # the intermediate process exits right after forking again
+            os.waitpid(child, 0)  # exits right after forking the supervisor
         except ChildProcessError:
             pass  # someone else (a SIGCHLD handler of the host) reaped it
-        chunks = []
-        while True:
-            data = os.read(r, 64)
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(r)
-    text = b"".join(chunks).decode()
-    if not text.isdigit():
-        raise SupervisorStartError(
-            f"the local supervisor for {app_dir} did not start; see"
-            f" {os.path.join(app_dir, _supervisor.SUPERVISOR_LOG)}"
-        )
-    return int(text)
+    else:
+        child = _spawn_supervisor(app_dir, lock_fd)
+        with _UNREAPED_LOCK:
+            _UNREAPED.append(child)
 
 
-def _fork_supervisor(plan: dict[str, Any], app_dir: str, r: int, w: int) -> int:
+def _fork_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int) -> int:
     pid = os.fork()
     if pid != 0:
         return pid
     # child: never return into the launcher's code
     code = 1
     try:
-        os.close(r)
         os.setsid()
         if os.fork() != 0:
             os._exit(0)
-        code = _supervisor.run_detached(plan, app_dir, w)
+        code = _supervisor.run_detached(plan, app_dir, lock_fd)
     finally:
         os._exit(code)
 
 
-def _spawn_supervisor(app_dir: str, w: int) -> int:
-    target = 3 if w != 3 else 4  # dup2 onto a different number clears close-on-exec in the child
-    argv = [sys.executable, "-S", "-E", _supervisor.__file__, app_dir, str(target)]
+def _spawn_supervisor(app_dir: str, lock_fd: int) -> int:
+    # dup2 onto a different number gives the child a copy without close-on-exec
+    target = 3 if lock_fd != 3 else 4
+    python = sys.executable or "python3"
+    argv = [python, "-S", "-E", _supervisor.__file__, app_dir, str(target)]
     return os.posix_spawn(
-        sys.executable,
+        python,
         argv,
         {"PATH": os.environ.get("PATH", os.defpath)},
-        file_actions=[(os.POSIX_SPAWN_DUP2, w, target)],
+        file_actions=[(os.POSIX_SPAWN_DUP2, lock_fd, target)],
         setsid=True,
     )
+
+
+def _reap_spawned() -> None:
+    with _UNREAPED_LOCK:
+        pending = list(_UNREAPED)
+        _UNREAPED.clear()
+    left = []
+    for pid in pending:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if not done:
+            left.append(pid)
+    if left:
+        with _UNREAPED_LOCK:
+            _UNREAPED.extend(left)

@@ -71,12 +71,3 @@ def follow(path: str, app_dir: str) -> Iterator[str]:
     finally:
         if f is not None:
             f.close()
-
-
-def tail(path: str, n: int = 20) -> list[str]:
-    """The last ``n`` lines of a small file (``[]`` if it cannot be read)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.readlines()[-n:]
-    except OSError:
-        return []

@@ -470,13 +470,8 @@ class Supervisor:
 
     # -- main loop ----------------------------------------------------------------------------
 
-    def run(self, ready_fd: int) -> int:
-        import fcntl
-
-        lock_fd = os.open(
-            os.path.join(self.app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
-        )
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held until this process ends: "supervisor alive"
+    def run(self) -> int:
+        """Runs the app to its end. The caller holds the app's lock (see :func:`run_detached`)."""
         wake_r, wake_w = os.pipe()
         self.wake_r = wake_r
         os.set_blocking(wake_r, False)
@@ -486,9 +481,7 @@ class Supervisor:
             signal.signal(sig, _noop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.ep.register(wake_r, self._epollin)
-        self.write_status()
-        os.write(ready_fd, str(os.getpid()).encode())
-        os.close(ready_fd)
+        self.write_status()  # now with our pid: cancel can signal us
         _raise_nofile_limit(2 * sum(len(r.slots) for r in self.roles) + 64)
 
         self.state = "RUNNING"
@@ -668,14 +661,43 @@ def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException)
         pass
 
 
-def run_detached(plan: dict[str, Any] | None, app_dir: str, ready_fd: int) -> int:
-    """Entry point once detached: cleans up the process, runs the app, returns an exit code."""
+def pending_status(plan: dict[str, Any]) -> dict[str, Any]:
+    """The status the launcher writes before the supervisor runs (``PENDING``, no pid yet)."""
+    now = time.time()
+    return {
+        "v": 1,
+        "app_id": plan["app_id"],
+        "name": plan["name"],
+        "state": "PENDING",
+        "num_restarts": 0,
+        "msg": "",
+        "structured_error_msg": "<NONE>",
+        "sup_pid": 0,
+        "created": now,
+        "updated": now,
+        "ended": None,
+        "failed": None,
+        "roles": [
+            {"name": r["name"], "states": "P" * r["num_replicas"], "pids": [0] * r["num_replicas"]}
+            for r in plan["roles"]
+        ],
+    }
+
+
+def run_detached(plan: dict[str, Any] | None, app_dir: str, lock_fd: int) -> int:
+    """Entry point once detached: cleans up the process, runs the app, returns an exit code.
+
+    ``lock_fd`` is the app's lock file, locked (``flock``) by the launcher before the status
+    file existed and inherited by this process; as long as it is open here, the supervisor
+    counts as alive (see ``_state.supervisor_alive``).
+    """
     import gc
 
     gc.disable()  # short-lived and allocation-light; also keeps a forked host's finalizers away
     try:
-        os.closerange(3, ready_fd)
-        os.closerange(ready_fd + 1, 1 << 20)
+        os.closerange(3, lock_fd)
+        os.closerange(lock_fd + 1, 1 << 20)
+        os.set_inheritable(lock_fd, False)  # replicas must not hold the lock
         _redirect_stdio(app_dir)
         _reset_process_state()
         if plan is None:
@@ -686,7 +708,7 @@ def run_detached(plan: dict[str, Any] | None, app_dir: str, ready_fd: int) -> in
         _fail_startup(app_dir, plan, e)
         return 1
     try:
-        return sup.run(ready_fd)
+        return sup.run()
     except BaseException as e:  # noqa: BLE001
         for slot in list(sup.procs.values()):
             _killpg(slot.pid, signal.SIGKILL)
@@ -695,16 +717,16 @@ def run_detached(plan: dict[str, Any] | None, app_dir: str, ready_fd: int) -> in
 
 
 def main_spawned(argv: list[str] | None = None) -> None:
-    """Entry point of ``python -S <this file> APP_DIR READY_FD`` (a fresh interpreter).
+    """Entry point of ``python -S <this file> APP_DIR LOCK_FD`` (a fresh interpreter).
 
-    The launcher started us with ``setsid``; fork once more so that the launcher can reap its
-    direct child right away and the supervisor is re-parented (fully detached).
+    The launcher started us with ``setsid``; fork once more so that our parent exits at once
+    (the launcher reaps it) and the supervisor is re-parented (fully detached).
     """
     args = sys.argv[1:] if argv is None else argv
-    app_dir, ready_fd = args[0], int(args[1])
+    app_dir, lock_fd = args[0], int(args[1])
     if os.fork() != 0:
         os._exit(0)
-    os._exit(run_detached(None, app_dir, ready_fd))
+    os._exit(run_detached(None, app_dir, lock_fd))
 
 
 if __name__ == "__main__":
