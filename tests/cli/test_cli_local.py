@@ -95,24 +95,35 @@ def test_failing_app_exits_nonzero_with_status(env: dict[str, str], tmp_path: Pa
     assert "Traceback" not in p.stderr
 
 
-def test_cancel_from_another_process_and_file_component(env: dict[str, str], isolated_config: Path) -> None:
-    _write_sleeper(isolated_config)
-    runner = subprocess.Popen(
+def _run_sleeper_in_foreground(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
+    """Starts `torchx run comp.py:sleeper` (which waits) and returns it once the app RUNS."""
+    _write_sleeper(cwd)
+    p = subprocess.Popen(
         [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "comp.py:sleeper"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=isolated_config,
+        cwd=cwd,
     )
     try:
-        assert runner.stdout is not None
-        handle = runner.stdout.readline().strip()
+        assert p.stdout is not None
+        handle = p.stdout.readline().strip()
         assert handle.startswith("local_cwd://torchx/sleeper-"), handle
         deadline = time.monotonic() + 60
         while "RUNNING" not in torchx(env, "status", handle).stdout:
             assert time.monotonic() < deadline, "app never reached RUNNING"
             time.sleep(0.1)
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    return p, handle
+
+
+def test_cancel_from_another_process_and_file_component(env: dict[str, str], isolated_config: Path) -> None:
+    runner, handle = _run_sleeper_in_foreground(env, isolated_config)
+    try:
         assert torchx(env, "cancel", handle).returncode == 0
         rc = runner.wait(timeout=60)
         err = runner.stderr.read() if runner.stderr else ""
@@ -181,22 +192,8 @@ def test_runopts_and_configure_for_local(env: dict[str, str], isolated_config: P
 def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(env: dict[str, str], isolated_config: Path) -> None:
     import signal
 
-    _write_sleeper(isolated_config)
-    p = subprocess.Popen(
-        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "comp.py:sleeper"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    p, handle = _run_sleeper_in_foreground(env, isolated_config)
     try:
-        assert p.stdout is not None
-        handle = p.stdout.readline().strip()
-        assert handle.startswith("local_cwd://"), handle
-        deadline = time.monotonic() + 60
-        while "RUNNING" not in torchx(env, "status", handle).stdout:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
         time.sleep(0.3)  # let the launcher enter its wait
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=60) == 130
