@@ -13,8 +13,10 @@ launcher):
   the launcher has a single thread (a forked child of a multithreaded process may inherit locks
   held by threads that do not exist in it), so it is used only then;
 * ``spawn``: ``posix_spawn`` of a fresh ``python -S`` running the supervisor module by path
-  (stdlib only); it forks once more and its first process exits. That process is reaped
-  without blocking, on later calls.
+  (stdlib only), which forks once more.
+
+Either way the launcher's direct child exits at once; it is reaped without blocking, on later
+calls (or by the host's own SIGCHLD handling).
 
 ``TORCHX_LOCAL_SUPERVISOR=fork|spawn`` forces one (for benchmarks and tests).
 """
@@ -62,14 +64,11 @@ def start_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int, mode: str
     mode = mode or choose_mode()
     if mode == "fork":
         child = _fork_supervisor(plan, app_dir, lock_fd)
-        try:
-            os.waitpid(child, 0)  # exits right after forking the supervisor
-        except ChildProcessError:
-            pass  # someone else (a SIGCHLD handler of the host) reaped it
     else:
         child = _spawn_supervisor(app_dir, lock_fd)
-        with _UNREAPED_LOCK:
-            _UNREAPED.append(child)
+    # the child exits right after forking the supervisor; reap it later, without waiting now
+    with _UNREAPED_LOCK:
+        _UNREAPED.append(child)
 
 
 def _fork_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int) -> int:
