@@ -18,11 +18,14 @@ import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import ComponentArgumentError, did_you_mean
+
+if TYPE_CHECKING:
+    from torchx_core.runner import Runner
+    from torchx_core.specs import AppDryRunInfo
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -153,7 +156,9 @@ class CmdRun(SubCommand):
         )
         with get_runner() as runner:
             scheduler = args.scheduler
-            own_args = component_args[: component_args.index("--")] if "--" in component_args else component_args
+            own_args = component_args
+            if "--" in component_args:
+                own_args = component_args[: component_args.index("--")]
             if "--help" in own_args:
                 runner.materialize_component(component, ["--help"])  # prints the help and exits
             run_opts = runner.scheduler_run_opts(scheduler)
@@ -165,16 +170,15 @@ class CmdRun(SubCommand):
                 and runner.supports_workspaces(scheduler)
             ):
                 args.workspace = os.getcwd()
+            submit: dict[str, Any] = {
+                "cfg": cfg,
+                "workspace": args.workspace,
+                "parent_run_id": args.parent_run_id,
+            }
             if args.dryrun:
-                return self._dryrun(runner, component, component_args, scheduler, cfg, args)
-            app_handle = runner.run_component(
-                component,
-                component_args,
-                scheduler,
-                cfg=cfg,
-                workspace=args.workspace,
-                parent_run_id=args.parent_run_id,
-            )
+                _print_dryrun(runner.dryrun_component(component, component_args, scheduler, **submit))
+                return 0
+            app_handle = runner.run_component(component, component_args, scheduler, **submit)
             print(app_handle, flush=True)
             is_local = scheduler.startswith("local")
             if not (is_local or args.wait or args.log):
@@ -195,37 +199,12 @@ class CmdRun(SubCommand):
                     )
                 return 130
 
-    def _dryrun(
-        self,
-        runner: object,
-        component: str,
-        component_args: list[str],
-        scheduler: str,
-        cfg: Mapping[str, Any],
-        args: argparse.Namespace,
-    ) -> int:
-        from dataclasses import asdict
-        from pprint import pformat
-
-        info = runner.dryrun_component(  # type: ignore[attr-defined]
-            component,
-            component_args,
-            scheduler,
-            cfg=cfg,
-            workspace=args.workspace,
-            parent_run_id=args.parent_run_id,
-        )
-        app = info._app
-        print("\n=== APPLICATION ===\n" + pformat(asdict(app), indent=2, width=100))
-        print("\n=== SCHEDULER REQUEST ===\n" + str(info))
-        return 0
-
-    def _wait(self, runner: object, app_handle: str, log: bool, local: bool) -> int:
+    def _wait(self, runner: Runner, app_handle: str, log: bool, local: bool) -> int:
         from torchx_core.cli._follow import exit_code, wait_with_logs
 
         logger.info("Waiting for the app to finish...")
         status = wait_with_logs(
-            runner,  # type: ignore[arg-type]
+            runner,
             app_handle,
             sys.stderr,
             log=log,
@@ -239,3 +218,14 @@ class CmdRun(SubCommand):
         if rc:
             logger.error("%s", status.format())
         return rc
+
+
+def _print_dryrun(info: AppDryRunInfo[Any]) -> None:
+    """Prints the app and the scheduler request of a dry run (as TorchX does)."""
+    from dataclasses import asdict
+    from pprint import pformat
+
+    app = info._app
+    if app is not None:
+        print("\n=== APPLICATION ===\n" + pformat(asdict(app), indent=2, width=100))
+    print("\n=== SCHEDULER REQUEST ===\n" + str(info))
