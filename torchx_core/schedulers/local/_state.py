@@ -5,7 +5,8 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
     <root>/<app_id>/app.json         the AppDef as submitted (``AppDef.to_dict``)
                     plan.json        what the supervisor runs (argv, env, cwd per replica)
                     status.json      written atomically by the supervisor
-                    supervisor.lock  flock()ed by the supervisor for its whole life
+                    supervisor.lock  flock()ed by the launcher before the status exists, then
+                                     held by the supervisor (inherited) for its whole life
                     supervisor.log   the supervisor's own output
                     <role>/<k>.stdout.log, <k>.stderr.log, <k>.combined.log, <k>.error.json
     <root>/.gc                       mtime = last garbage collection
@@ -15,7 +16,8 @@ With the ``log_dir`` run option the app directory lives under ``log_dir`` and ``
 is a symlink to it, so every process still finds the app by its id alone.
 
 Whether the supervisor is alive is answered by the lock: it holds an exclusive ``flock`` until it
-exits (even on SIGKILL), so a non-blocking shared lock succeeds only once it is gone.
+exits (even on SIGKILL), so a non-blocking shared lock succeeds only once it is gone. Waiting for
+an app is a blocking shared ``flock``: no polling.
 """
 
 from __future__ import annotations
