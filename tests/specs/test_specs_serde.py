@@ -113,8 +113,9 @@ def test_non_json_overrides_are_resolved_then_dropped() -> None:
                     {"name": "r", "image": "i", "resource": {"cpu": "x", "gpu": 0, "memMB": 1}}
                 ],
             },
-            "resource.cpu",
+            "resource.cpu: expected int, got 'x' (str)",
         ),
+        ({"name": 1}, "app.name: expected str, got 1 (int)"),
         (
             {"name": "a", "roles": [{"name": "r", "image": "i", "mounts": [{"type": "nfs"}]}]},
             "'nfs'",
@@ -130,5 +131,7 @@ def test_malformed_dicts_raise_typed_errors(data: object, needle: str) -> None:
 
 
 def test_bad_json_text() -> None:
-    with pytest.raises(AppDefSerializationError, match="not valid JSON"):
+    with pytest.raises(
+        AppDefSerializationError, match=r"'\{nope' is not valid JSON .*appdef_to_json"
+    ):
         appdef_from_json("{nope")

@@ -125,10 +125,15 @@ def _req(data: Mapping[str, Any], key: str, types: type | tuple[type, ...], wher
     if not isinstance(data, Mapping):
         raise AppDefSerializationError(f"{where}: expected an object, got {data!r}")
     if key not in data:
-        raise AppDefSerializationError(f"{where}: missing required key {key!r} in {sorted(data)}")
+        raise AppDefSerializationError(
+            f"{where}: missing required key {key!r} (keys given: {sorted(data)})"
+        )
     val = data[key]
     if not isinstance(val, types):
-        raise AppDefSerializationError(f"{where}.{key}: expected {types}, got {val!r}")
+        names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        raise AppDefSerializationError(
+            f"{where}.{key}: expected {names}, got {val!r} ({type(val).__name__})"
+        )
     return val
 
 
@@ -257,7 +262,10 @@ def appdef_from_json(text: str) -> AppDef:
 
         data = json.loads(text)
     except (TypeError, ValueError) as e:
-        raise AppDefSerializationError(f"AppDef JSON is not valid JSON: {e}") from None
+        shown = text if len(str(text)) <= 80 else f"{str(text)[:77]}..."
+        raise AppDefSerializationError(
+            f"AppDef JSON {shown!r} is not valid JSON ({e}); pass the output of appdef_to_json"
+        ) from None
     return appdef_from_dict(data)
 
 
