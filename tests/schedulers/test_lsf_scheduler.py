@@ -146,8 +146,9 @@ def test_bad_names_are_rejected() -> None:
                                               env={"BAD-NAME": "1"},
                                               resource=specs.Resource(1, 0, 10))])
     with pytest.raises(AppValidationError) as e:
-        LsfScheduler("t").submit_dryrun(app, {})
+        LsfScheduler("t").submit_dryrun(app, {"jobdir": "/jobs/%J"})
     assert "a-b" in str(e.value) and "BAD-NAME" in str(e.value)
+    assert "'/jobs/%J' holds '%'" in str(e.value)
 
 
 @pytest.mark.integration

@@ -308,6 +308,9 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         base = re.sub(r"[^a-z0-9_]", "_", app.name.lower())[:40].strip("_") or "app"
         app_id = f"{base}_{secrets.token_hex(4)}"
         problems = []
+        if "%" in jobdir:
+            problems.append(f"jobdir {jobdir!r} holds '%', which bsub reads as a file name"
+                            " pattern (%J, %I); choose a directory without '%'")
         jobs = []
         for role in app.roles:
             if role.max_retries:
