@@ -359,3 +359,23 @@ def test_log_level_takes_names_and_torchx_style_numbers(fake_plugin: JobTable, c
     assert rc == 0 and "INFO" not in err
     rc, _, err = cli(capsys, "--log_level", "verbose", "list")
     assert rc == 2 and "invalid log level 'verbose'" in err and "DEBUG" in err
+
+
+def test_log_of_many_lines_is_complete_and_in_order(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = launch(capsys)
+    job = fake_plugin.jobs[handle.rsplit("/", 1)[1]]
+    n = 20_000  # more than one write chunk
+    job.logs[("echo", 0)] = [f"l{i}\n" for i in range(n)] + ["no newline at the end"]
+    rc, out, _ = cli(capsys, "log", f"{handle}/echo/0")
+    assert rc == 0
+    assert out.splitlines() == [f"echo/0 l{i}" for i in range(n)] + ["echo/0 no newline at the end"]
+
+
+@pytest.mark.parametrize(
+    "line", ["plain\n", "no newline", "a\nb\n", "50%\r100%\n", "\rstart\n", "", "\n", "x\r\n"]
+)
+def test_fast_prefixing_matches_the_general_rule(line: str) -> None:
+    from torchx_core.cli._follow import _prefixed
+    from torchx_core.cli._term import prefix_line
+
+    assert _prefixed("r/0 ", line) == prefix_line("r/0 ", line if line.endswith("\n") else line + "\n")

@@ -58,11 +58,37 @@ class _Printer:
         tag = f"{role}/{k}"
         return f"{GREEN}{tag}{ENDC} " if self.color else f"{tag} "
 
-    def write(self, prefix: str, lines: Iterable[str]) -> None:
+    def write(self, prefix: str, lines: Iterable[str], live: bool = True) -> None:
+        """Writes ``lines`` with ``prefix``; ``live`` flushes every line (for followed logs),
+        otherwise lines are written in large chunks (a finished log of millions of lines)."""
+        if live:
+            for line in lines:
+                with self.lock:
+                    self.out.write(_prefixed(prefix, line))
+                    self.out.flush()
+            return
+        buf: list[str] = []
         for line in lines:
-            with self.lock:
-                self.out.write(prefix_line(prefix, line if line.endswith("\n") else line + "\n"))
-                self.out.flush()
+            buf.append(_prefixed(prefix, line))
+            if len(buf) >= _CHUNK_LINES:
+                with self.lock:
+                    self.out.write("".join(buf))
+                buf.clear()
+        with self.lock:
+            self.out.write("".join(buf))
+            self.out.flush()
+
+
+_CHUNK_LINES = 8192
+
+
+def _prefixed(prefix: str, line: str) -> str:
+    """``prefix + line`` ending in one newline (the common case without a scan per character)."""
+    if not line.endswith("\n"):
+        line += "\n"
+    if "\r" in line or line.find("\n") != len(line) - 1:
+        return prefix_line(prefix, line)  # progress bars / embedded newlines: prefix each part
+    return prefix + line
 
 
 def print_logs(
@@ -86,7 +112,7 @@ def print_logs(
         lines = runner.log_lines(
             app_handle, role, k, regex=regex, should_tail=should_tail, streams=streams
         )
-        printer.write(printer.prefix(role, k), lines)
+        printer.write(printer.prefix(role, k), lines, live=should_tail)
 
     if not should_tail or len(replicas) == 1:
         for role, k in replicas:
