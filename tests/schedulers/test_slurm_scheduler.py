@@ -96,8 +96,8 @@ def check_golden(name: str, text: str) -> None:
 def test_hetjob_script_matches_golden_file() -> None:
     req = dryrun_request(make_app(gpu=1, max_retries=2), {
         "partition": "debug", "time": "10", "account": "proj", "qos": "high",
-        "constraint": "a100", "comment": "nightly run", "mail_user": "me@example.com",
-        "mail_type": "END,FAIL", "exclusive": True,
+        "constraint": "a100", "comment": "nightly run", "mail-user": "me@example.com",
+        "mail-type": "END,FAIL", "exclusive": True,
     })
     check_golden("hetjob.sbatch", req.materialize())
     # the dryrun info prints as the script itself
