@@ -15,6 +15,7 @@ from torchx_core import specs
 from torchx_core.schedulers.api import (
     AppValidationError,
     InvalidLogQueryError,
+    SchedulerError,
     Stream,
     UnsupportedFeatureError,
 )
@@ -157,6 +158,8 @@ def test_default_probe_reads_sbatch_version_once() -> None:
     assert "--gpus-per-node=2" in script
     sched.submit_dryrun(make_app(gpu=2), {"job_dir": "/x"})
     assert fake.commands("sbatch") == [["sbatch", "--version"]]
+    with pytest.raises(SchedulerError, match="probe='22.05' has no version"):
+        create_scheduler("t", probe="22.05")
 
 
 def test_resources_and_nomem() -> None:

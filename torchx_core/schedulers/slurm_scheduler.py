@@ -550,8 +550,13 @@ def create_scheduler(session_name: str, **kwargs: object) -> SlurmScheduler:
     """Creates the ``slurm`` scheduler (``run_cmd=`` and ``probe=`` may be injected)."""
     run_cmd = kwargs.get("run_cmd")
     probe = kwargs.get("probe")
+    if probe is not None and not callable(getattr(probe, "version", None)):
+        raise SchedulerError(
+            f"slurm probe={probe!r} has no version() method; pass a SlurmProbe such as"
+            " StaticSlurmProbe((24, 11)), or leave it out to ask `sbatch --version`"
+        )
     return SlurmScheduler(
         session_name,
         run_cmd=run_cmd if callable(run_cmd) else None,
-        probe=probe if probe is not None else None,  # type: ignore[arg-type]
+        probe=probe,  # type: ignore[arg-type]  # checked above
     )
