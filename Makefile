@@ -3,6 +3,7 @@
 PYTHON ?= python3
 UV_VERSION := 0.13.8
 TORCH_VERSION := 2.13.0
+TORCH_WHEELS ?= /opt/wheels
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
@@ -19,7 +20,10 @@ $(UV):
 # from the machine's wheel folder (PyPI's default torch is the multi-GB CUDA build).
 venv: $(UV)
 	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --inexact --extra dev --python $(PYTHON)
-	@$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) --find-links /opt/wheels "torch==$(TORCH_VERSION)"
+	@$(PY) -c "import torch" 2>/dev/null || { \
+	  ls $(TORCH_WHEELS)/torch-$(TORCH_VERSION)+cpu-*.whl >/dev/null 2>&1 || \
+	    { echo "no CPU torch $(TORCH_VERSION) wheel in $(TORCH_WHEELS) (PyPI's torch is the multi-GB CUDA build); set TORCH_WHEELS" >&2; exit 1; }; \
+	  $(UV) pip install --python $(PY) --find-links $(TORCH_WHEELS) "torch==$(TORCH_VERSION)+cpu"; }
 
 demo: venv
 	$(PY) -m examples.main_job
