@@ -128,7 +128,10 @@ class TorchXTrigger(BaseTrigger):
         while True:
             if self.timeout_at is not None and time.time() >= self.timeout_at:
                 if self.cancel_on_kill:
-                    await asyncio.to_thread(runner.cancel, self.app_handle)
+                    try:
+                        await asyncio.to_thread(runner.cancel, self.app_handle)
+                    except Exception as e:  # noqa: BLE001 - the timeout event still fires
+                        self.log.warning("cancelling %s failed: %s", self.app_handle, e)
                 return self._event(
                     "timeout",
                     last,
