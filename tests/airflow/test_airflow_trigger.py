@@ -196,3 +196,15 @@ def test_on_kill_respects_cancel_on_kill_false() -> None:
     h = r.add_app("a", [AppState.RUNNING])
     asyncio.run(_trigger(r, h, cancel_on_kill=False).on_kill())
     assert r.count("cancel") == 0
+
+
+def test_deadline_event_fires_even_if_cancel_fails() -> None:
+    r = FakeRunner()
+    h = r.add_app("a", [AppState.RUNNING])
+
+    def broken_cancel(handle: str) -> None:
+        raise ConnectionError("scheduler unreachable")
+
+    r.cancel = broken_cancel  # type: ignore[method-assign]
+    payload = _first_event(_trigger(r, h, timeout_at=time.time() - 1))
+    assert payload["event"] == "timeout"
