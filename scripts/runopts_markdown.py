@@ -34,7 +34,7 @@ def table(scheduler: str) -> str:
 def render(text: str) -> str:
     """``text`` with every runopts block regenerated."""
     for name in SCHEDULERS:
-        pattern = re.compile(rf"(<!-- runopts:{name} -->\n).*?(<!-- /runopts:{name} -->)", re.S)
+        pattern = re.compile(rf"(<!-- runopts:{name} -->\n).*?(<!-- /runopts:{name} -->)", re.DOTALL)
         if not pattern.search(text):
             raise SystemExit(f"README.md has no <!-- runopts:{name} --> block")
         text = pattern.sub(lambda m, n=name: m.group(1) + table(n) + "\n" + m.group(2), text)
