@@ -7,7 +7,10 @@
 #  - --node-ip-address 127.0.0.1 and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keep all traffic on loopback
 #    (the latter stops Ray rewriting 127.0.0.1 to the routable address for job drivers);
 #  - the venv's bin first on PATH: job entrypoints run in the head's environment;
-#  - the object store is capped (RAY_OBJECT_STORE_BYTES, default 200 MB).
+#  - the object store is capped (RAY_OBJECT_STORE_BYTES, default 200 MB);
+#  - on a heavily loaded machine a Ray subprocess (seen: ray_client_server, which waits 30 s for the
+#    raylet) can die during start-up, and `--block` then tears the head down: the start is
+#    retried (RAY_START_ATTEMPTS, default 3) until the head has been up and stable for a while.
 # Start-up takes 6-11 s; the head uses ~1.8 GB RSS.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,10 +33,34 @@ export RAY_AUTH_MODE=disabled
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 TMP="${RAY_TMP:-$CI_STATE_DIR/ray}"; mkdir -p "$TMP"
-"$RAY" start --head --block --node-ip-address 127.0.0.1 --port "$GCS_PORT" \
-    --num-cpus "${RAY_NUM_CPUS:-4}" --object-store-memory "${RAY_OBJECT_STORE_BYTES:-200000000}" \
-    --include-dashboard=true --dashboard-host 127.0.0.1 --dashboard-port "$PORT" \
-    --disable-usage-stats --temp-dir "$TMP" >"$LOG" 2>&1 &
-echo $! > "$PIDFILE"
-if ! wait_for "ray dashboard on $URL" 90 up; then tail -30 "$LOG" >&2; exit 1; fi
-echo "ray head up on $URL (pid $(cat "$PIDFILE"))"
+
+# start_once: starts `ray start --block` and waits until the dashboard answers, the start-up
+# finished ("Ray runtime started") and the head is still alive a few seconds later.
+start_once() {
+  "$RAY" start --head --block --node-ip-address 127.0.0.1 --port "$GCS_PORT" \
+      --num-cpus "${RAY_NUM_CPUS:-4}" --object-store-memory "${RAY_OBJECT_STORE_BYTES:-200000000}" \
+      --include-dashboard=true --dashboard-host 127.0.0.1 --dashboard-port "$PORT" \
+      --disable-usage-stats --temp-dir "$TMP" >"$LOG" 2>&1 &
+  local pid=$! i
+  echo "$pid" > "$PIDFILE"
+  for i in $(seq 1 480); do
+    alive "$pid" || return 1
+    if grep -q "Ray runtime started" "$LOG" && up 2>/dev/null; then
+      sleep "${RAY_STABLE_S:-5}"
+      alive "$pid" && up 2>/dev/null && return 0
+      return 1
+    fi
+    sleep 0.5
+  done
+  echo "timed out after 240s waiting for the ray head" >&2
+  return 1
+}
+
+for attempt in $(seq 1 "${RAY_START_ATTEMPTS:-3}"); do
+  if start_once; then
+    echo "ray head up on $URL (pid $(cat "$PIDFILE"), attempt $attempt)"; exit 0
+  fi
+  echo "ray head start attempt $attempt failed:" >&2; tail -15 "$LOG" >&2
+  bash "$HERE/stop.sh" >&2 || true
+done
+exit 1
