@@ -20,7 +20,10 @@ else
   /usr/sbin/dockerd --exec-opt native.cgroupdriver=cgroupfs --storage-driver overlay2 \
       -H "unix://$DOCKER_SOCK" --pidfile "$CI_RUN_DIR/dockerd.self.pid" >"$LOG" 2>&1 &
   echo $! > "$PIDFILE"
-  if ! wait_for "dockerd on $DOCKER_SOCK" 60 "$DOCKER" -H "unix://$DOCKER_SOCK" info; then
+  # up, or fail fast when dockerd died (wait_for alone would wait for the whole timeout)
+  up_or_dead() { "$DOCKER" -H "unix://$DOCKER_SOCK" info >/dev/null 2>&1 || ! alive "$(cat "$PIDFILE")"; }
+  if ! wait_for "dockerd on $DOCKER_SOCK" 120 up_or_dead \
+      || ! "$DOCKER" -H "unix://$DOCKER_SOCK" info >/dev/null 2>&1; then
     tail -30 "$LOG" >&2; exit 1
   fi
   echo "dockerd up (pid $(cat "$PIDFILE"))"

@@ -31,5 +31,9 @@ MOTO_DOCKER_NETWORK_MODE=host DOCKER_HOST="${DOCKER_HOST:-unix:///var/run/docker
 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1 \
   "$MOTO_SERVER" -H 127.0.0.1 -p "$MOTO_PORT" >"$LOG" 2>&1 &
 echo $! > "$PIDFILE"
-if ! wait_for "moto server on $URL" 30 up; then tail -30 "$LOG" >&2; exit 1; fi
+# up, or fail fast when the server died (wait_for alone would wait for the whole timeout)
+up_or_dead() { up 2>/dev/null || ! alive "$(cat "$PIDFILE")"; }
+if ! wait_for "moto server on $URL" 120 up_or_dead || ! up 2>/dev/null; then
+  tail -30 "$LOG" >&2; exit 1
+fi
 echo "moto server up on $URL (pid $(cat "$PIDFILE"))"
