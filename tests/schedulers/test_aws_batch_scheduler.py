@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 from aws_fixtures import FakeBatch, FakeLogs
+from golden_files import check_golden
 
 from torchx_core.schedulers.api import (
     AppValidationError,
@@ -19,7 +20,6 @@ from torchx_core.schedulers.aws_batch_scheduler import (
     CANCEL_REASON,
     JOB_STATES,
     AWSBatchScheduler,
-    BatchJob,
     create_scheduler,
 )
 from torchx_core.specs import (
@@ -57,39 +57,6 @@ def _sched(batch: FakeBatch | None = None, logs: FakeLogs | None = None) -> AWSB
 CFG = {"queue": "q", "user": "alice"}
 
 
-def _golden(req: BatchJob) -> dict[str, object]:
-    return json.loads(json.dumps(req.to_dict()).replace(req.name, "NAME"))
-
-
-GOLDEN_TRAINER_1 = {
-    "targetNodes": "1",
-    "container": {
-        "image": "img:1",
-        "command": ["python", "train.py", "--rank", "1", "--app", "NAME"],
-        "environment": [
-            {"name": "MASTER", "value": "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"},
-            {"name": "TORCHX_ROLE_NAME", "value": "trainer"},
-        ],
-        "resourceRequirements": [
-            {"type": "VCPU", "value": "2"},
-            {"type": "MEMORY", "value": "2048"},
-            {"type": "GPU", "value": "1"},
-        ],
-        "privileged": True,
-        "logConfiguration": {"logDriver": "awslogs"},
-        "volumes": [{"name": "mount_0", "host": {"sourcePath": "/data"}}],
-        "mountPoints": [{"containerPath": "/data", "readOnly": True, "sourceVolume": "mount_0"}],
-        "linuxParameters": {"devices": [{"hostPath": "/dev/infiniband",
-                                         "containerPath": "/dev/infiniband",
-                                         "permissions": ["READ", "WRITE"]}]},
-        "ulimits": [{"name": "nofile", "softLimit": 1024, "hardLimit": 4096},
-                    {"name": "memlock", "softLimit": -1, "hardLimit": -1}],
-        "jobRoleArn": "arn:job",
-        "executionRoleArn": "arn:exec",
-    },
-}
-
-
 def test_dryrun_golden_request() -> None:
     cfg = {**CFG, "privileged": True, "share_id": "team-a", "priority": 5,
            "ulimits": ["nofile=1024:4096", "memlock=-1"], "job_role_arn": "arn:job",
@@ -97,21 +64,13 @@ def test_dryrun_golden_request() -> None:
     info = _sched().submit_dryrun(_app(), cfg)
     req = info.request
     assert req.name.startswith("Train-App-")
-    golden = _golden(req)
-    job_def = golden["job_def"]
-    assert job_def["type"] == "multinode" and job_def["jobDefinitionName"] == "NAME"
-    assert job_def["retryStrategy"] == {"attempts": 3}
-    nodes = job_def["nodeProperties"]
-    assert nodes["numNodes"] == 5 and nodes["mainNode"] == 0
-    # the trainer uses macros.replica_id: one node range per replica; ps: one range for all
-    assert [r["targetNodes"] for r in nodes["nodeRangeProperties"]] == ["0", "1", "2:4"]
-    assert nodes["nodeRangeProperties"][1] == GOLDEN_TRAINER_1
-    tags = {"torchx.pytorch.org/version": "torchx-suite",
-            "torchx.pytorch.org/app-name": "Train App", "torchx.pytorch.org/user": "alice"}
-    assert job_def["tags"] == tags
-    assert golden["submit"] == {"jobName": "NAME", "jobQueue": "q", "tags": tags,
-                                "shareIdentifier": "team-a", "schedulingPriorityOverride": 5}
+    # dryrun prints the native request: exactly the golden file (random job name replaced)
+    check_golden("aws_batch_dryrun.json", str(info).replace(req.name, "NAME"), __file__)
     assert json.loads(str(info)) == req.to_dict()
+    # the trainer uses macros.replica_id: one node range per replica; ps: one range for all
+    nodes = req.job_def["nodeProperties"]
+    assert [r["targetNodes"] for r in nodes["nodeRangeProperties"]] == ["0", "1", "2:4"]
+    assert nodes["numNodes"] == 5 and req.job_def["retryStrategy"] == {"attempts": 3}
 
 
 def test_dryrun_without_share_or_priority_and_custom_log_group() -> None:
@@ -287,28 +246,10 @@ def _array_app(replicas: int = 3, **kwargs: object) -> AppDef:
 
 
 def test_array_dryrun_golden_request() -> None:
-    req = _sched().submit_dryrun(_array_app(), {**CFG, "array": True}).request
-    golden = _golden(req)
-    assert golden["job_def"] == {
-        "jobDefinitionName": "NAME",
-        "type": "container",
-        "containerProperties": {
-            "image": "img:1",
-            "command": ["run.sh", "--app", "NAME"],
-            "environment": [{"name": "TORCHX_ROLE_NAME", "value": "w"},
-                            {"name": "TORCHX_NUM_REPLICAS", "value": "3"}],
-            "resourceRequirements": [{"type": "VCPU", "value": "1"},
-                                     {"type": "MEMORY", "value": "256"}],
-            "privileged": False,
-            "logConfiguration": {"logDriver": "awslogs"},
-        },
-        "retryStrategy": {"attempts": 1},
-        "propagateTags": True,
-        "tags": {"torchx.pytorch.org/version": "torchx-suite",
-                 "torchx.pytorch.org/app-name": "arr", "torchx.pytorch.org/user": "alice",
-                 "torchx.pytorch.org/role-name": "w"},
-    }
-    assert golden["submit"]["arrayProperties"] == {"size": 3}
+    info = _sched().submit_dryrun(_array_app(), {**CFG, "array": True})
+    req = info.request
+    check_golden("aws_batch_array_dryrun.json", str(info).replace(req.name, "NAME"), __file__)
+    assert req.job_def["type"] == "container" and req.submit["arrayProperties"] == {"size": 3}
     single = _sched().submit_dryrun(_array_app(1), {**CFG, "array": True}).request
     assert "arrayProperties" not in single.submit  # AWS arrays have at least 2 children
 

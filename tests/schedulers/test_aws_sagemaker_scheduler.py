@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from aws_fixtures import FakeLogs, FakeSageMaker
+from golden_files import check_golden
 
 from torchx_core.schedulers.api import AppValidationError, SchedulerError
 from torchx_core.schedulers.aws_sagemaker_scheduler import (
@@ -48,29 +49,11 @@ def test_dryrun_golden_request() -> None:
     info = _sched().submit_dryrun(AppDef("My Train", roles=[_role()]), cfg)
     req = info.request
     assert req.job_name.startswith("My-Train-")
-    golden = json.loads(json.dumps(req.request).replace(req.job_name, "NAME"))
-    assert golden == {
-        "TrainingJobName": "NAME",
-        "AlgorithmSpecification": {
-            "TrainingImage": "1.dkr.ecr.us-east-1.amazonaws.com/train:1",
-            "TrainingInputMode": "File",
-            "ContainerEntrypoint": ["python"],
-            "ContainerArguments": ["train.py", "--job", "NAME"],
-        },
-        "RoleArn": "arn:aws:iam::1:role/sm",
-        "OutputDataConfig": {"S3OutputPath": "s3://bucket/out"},
-        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2,
-                           "VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200},
-        "HyperParameters": {"epochs": "3"},
-        "Environment": {"LR": "0.1", "TORCHX_RANK0_HOST": "algo-1", "TORCHX_ROLE_NAME": "trainer"},
-        "EnableManagedSpotTraining": True,
-        "Tags": [{"Key": "torchx.pytorch.org/version", "Value": "torchx-suite"},
-                 {"Key": "torchx.pytorch.org/app-name", "Value": "My Train"},
-                 {"Key": "team", "Value": "ml"}],
-        "VpcConfig": {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]},
-    }
+    # dryrun prints the native request: exactly the golden file (random job name replaced)
+    check_golden("aws_sagemaker_dryrun.json", str(info).replace(req.job_name, "NAME"), __file__)
     assert json.loads(str(info))["request"] == req.request
+    assert req.request["ResourceConfig"] == {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2,
+                                             "VolumeSizeInGB": 50}
 
 
 def test_instance_type_option_wins_and_is_required_without_named_resource() -> None:

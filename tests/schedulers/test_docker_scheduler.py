@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 
 import pytest
 from docker_fixtures import BUSYBOX, FakeDockerClient
+from golden_files import check_golden
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
 from torchx_core.schedulers.docker_scheduler import (
     CONTAINER_STATES,
-    DockerJob,
     DockerScheduler,
     create_scheduler,
 )
@@ -53,46 +53,6 @@ def _sched(client: FakeDockerClient | None = None) -> DockerScheduler:
     return DockerScheduler("test", client=client or FakeDockerClient(), stop_timeout=0.2)
 
 
-def _golden(req: DockerJob) -> dict[str, object]:
-    return json.loads(json.dumps(req.to_dict()).replace(req.app_id, "APP_ID"))
-
-
-GOLDEN_TRAINER_1 = {
-    "image": "busybox:latest",
-    "command": ["sh", "-c", "echo", "1", "APP_ID"],
-    "kwargs": {
-        "name": "APP_ID-trainer-1",
-        "labels": {
-            "torchx.pytorch.org/version": "torchx-suite",
-            "torchx.pytorch.org/app-id": "APP_ID",
-            "torchx.pytorch.org/role-name": "trainer",
-            "torchx.pytorch.org/replica-id": "1",
-            "torchx.pytorch.org/app-name": "My App!",
-        },
-        "environment": {
-            "COPY_ME": "yes",
-            "EXTRA": "1",
-            "RANK0_VAR": "TORCHX_RANK0_HOST",
-            "ID": "1",
-            "TORCHX_RANK0_HOST": "APP_ID-trainer-0",
-        },
-        "privileged": True,
-        "network": "torchx",
-        "hostname": "APP_ID-trainer-1",
-        "ports": {"6006/tcp": None},
-        "nano_cpus": 2000000000,
-        "mem_limit": "512m",
-        "device_requests": [{"Driver": "", "Count": 1, "Capabilities": [["gpu"]]}],
-        "mounts": [
-            {"Target": "/mnt/data", "Source": "/data", "Type": "bind", "ReadOnly": True},
-            {"Target": "/v", "Source": "vol", "Type": "volume", "ReadOnly": False},
-        ],
-        "devices": ["/dev/fuse:/dev/fuse:rwm"],
-        "restart_policy": {"Name": "on-failure", "MaximumRetryCount": 2},
-    },
-}
-
-
 def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COPY_ME", "yes")
     info = _sched().submit_dryrun(
@@ -100,13 +60,11 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     req = info.request
     assert req.app_id.startswith("my-app-")
-    golden = _golden(req)
-    assert golden["network"] == "torchx" and golden["pull_policy"] == "missing"
-    assert [c["kwargs"]["name"] for c in golden["containers"]] == [
-        "APP_ID-trainer-0", "APP_ID-trainer-1", "APP_ID-ps-0"]
-    assert golden["containers"][1] == GOLDEN_TRAINER_1
-    # dryrun prints the native request
+    # dryrun prints the native request: exactly the golden file (random app id replaced)
+    check_golden("docker_dryrun.json", str(info).replace(req.app_id, "APP_ID"), __file__)
     assert json.loads(str(info)) == req.to_dict()
+    assert [c.kwargs["name"] for c in req.containers] == [
+        f"{req.app_id}-trainer-0", f"{req.app_id}-trainer-1", f"{req.app_id}-ps-0"]
 
 
 def test_dryrun_host_network_has_no_hostname_or_ports() -> None:

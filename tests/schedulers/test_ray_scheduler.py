@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from golden_files import check_golden
 from ray_fixtures import FakeJobClient, FakeStatus
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
@@ -47,30 +48,11 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     req = info.request
     sid = req.submission_id
     assert sid.startswith("Ray-App-") and req.app_id == f"127.0.0.1:8265-{sid}"
-    golden = json.loads(json.dumps(req.to_dict()).replace(sid, "SID"))
-    assert golden == {
-        "app_id": "127.0.0.1:8265-SID",
-        "dashboard_address": "127.0.0.1:8265",
-        "submission_id": "SID",
-        "entrypoint": "python _ray_driver.py",
-        "runtime_env": {"env_vars": {"RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}},
-        "metadata": {"torchx.pytorch.org/version": "torchx-suite",
-                     "torchx.pytorch.org/app-name": "Ray App",
-                     "torchx.pytorch.org/roles": '{"trainer": 2, "ps": 1}'},
-        "actors": [
-            {"role": "trainer", "replica_id": i,
-             "command": ["python", "-m", "train", "--rank", str(i), "--app", "SID"],
-             "env": {"MASTER_VAR": "TORCHX_RANK0_HOST"}, "num_cpus": 2.0, "num_gpus": 1,
-             "memory": 1024 * 1024 * 1024}
-            for i in (0, 1)
-        ] + [{"role": "ps", "replica_id": 0, "command": ["echo", "ps"], "env": {},
-              "num_cpus": 1.0, "num_gpus": 0, "memory": 64 * 1024 * 1024}],
-        "working_dir": None,
-        "requirements": None,
-        "placement_strategy": "SPREAD",
-        "placement_timeout": 300,
-    }
+    # dryrun prints the native request: exactly the golden file (random submission id replaced)
+    check_golden("ray_dryrun.json", str(info).replace(sid, "SID"), __file__)
     assert json.loads(str(info)) == req.to_dict()
+    assert [(a.role, a.replica_id) for a in req.actors] == [("trainer", 0), ("trainer", 1),
+                                                           ("ps", 0)]
 
 
 def test_dashboard_address_from_option_env_or_default(monkeypatch: pytest.MonkeyPatch) -> None:
