@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from docker_fixtures import BUSYBOX, FakeDockerClient
@@ -27,6 +28,7 @@ from torchx_core.specs import (
     macros,
     resource,
 )
+from torchx_core.workspace.docker_workspace import DockerEngineError
 
 
 def _app(replicas: int = 2, **role_kwargs: object) -> AppDef:
@@ -265,3 +267,29 @@ def test_long_names_fit_hostnames() -> None:
     app.roles[0].name = "r" * 80
     for c in _sched().submit_dryrun(app, {}).request.containers:
         assert len(c.kwargs["hostname"]) <= 63
+
+
+def test_engine_unreachable_or_failing_is_typed(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "no-docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{missing}")
+    sched = DockerScheduler("test")
+    for call in (lambda: sched.describe("x-1"), sched.list, lambda: sched.cancel("x-1"),
+                 lambda: sched.submit(_app(1), {})):
+        with pytest.raises(DockerEngineError) as e:
+            call()
+        assert f"cannot reach the Docker engine at unix://{missing}" in str(e.value)
+        assert "DOCKER_HOST" in str(e.value)
+
+    class Broken(FakeDockerClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.containers.list = self._fail  # type: ignore[method-assign]
+
+        def _fail(self, **kwargs: object) -> None:
+            raise ConnectionError("Connection aborted")
+
+    with pytest.raises(SchedulerError, match="failed to look up app x-1: Connection aborted"):
+        _sched(Broken()).describe("x-1")
+    with pytest.raises(SchedulerError, match="failed to list the torchx containers"):
+        _sched(Broken()).list()

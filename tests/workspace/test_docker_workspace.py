@@ -108,3 +108,29 @@ def test_push_error_is_typed(tmp_path: Path) -> None:
                                {"image_repo": "127.0.0.1:5000/me/ws"})
     with pytest.raises(DockerWorkspaceError, match="denied.*docker login"):
         sched.schedule(info)
+
+
+def test_uncopyable_workspace_is_a_typed_error(tmp_path: Path) -> None:
+    import socket
+
+    proj = _project(tmp_path)
+    with socket.socket(socket.AF_UNIX) as sock:  # a socket file cannot be copied
+        sock.bind(str(proj / "daemon.sock"))
+        with pytest.raises(DockerWorkspaceError) as e:
+            DockerScheduler("t", client=FakeDockerClient()).submit_dryrun(
+                _app(Workspace({str(proj): ""})), {})
+    text = str(e.value)
+    assert f"cannot copy the workspace {proj} into the image build context" in text
+    assert "daemon.sock" in text and "--workspace DIR" in text
+
+
+def test_unreachable_engine_is_a_typed_error(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx_core.workspace.docker_workspace import DockerEngineError
+
+    missing = tmp_path / "no-docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{missing}")
+    with pytest.raises(DockerEngineError) as e:
+        DockerScheduler("t").submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})), {})
+    assert f"cannot reach the Docker engine at unix://{missing}" in str(e.value)
+    assert "DOCKER_HOST" in str(e.value)

@@ -398,9 +398,14 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     # -- inspection -------------------------------------------------------------------------
 
     def _containers(self, app_id: str) -> list[Container]:
-        return self._client().containers.list(
-            all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"}
-        )
+        return self._list_containers(f"{LABEL_APP_ID}={app_id}", f"look up app {app_id}")
+
+    def _list_containers(self, label: str, what: str) -> list[Container]:
+        client = self._client()
+        try:
+            return client.containers.list(all=True, filters={"label": label})
+        except _docker_errors() as e:  # the engine went away, or answered with an API error
+            raise SchedulerError(f"the docker engine failed to {what}: {e}") from e
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         containers = self._containers(app_id)
@@ -438,7 +443,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         )
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        containers = self._client().containers.list(all=True, filters={"label": LABEL_APP_ID})
+        containers = self._list_containers(LABEL_APP_ID, "list the torchx containers")
         apps: dict[str, list[Container]] = {}
         for c in containers:
             apps.setdefault(c.labels[LABEL_APP_ID], []).append(c)
@@ -476,13 +481,17 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             kwargs["since"] = _timestamp(since)
         if until is not None:
             kwargs["until"] = _timestamp(until)
-        if should_tail:
-            chunks = matches[0].logs(stream=True, follow=True, **kwargs)
-            lines: Iterable[str] = split_lines_iterator(
-                b.decode("utf-8", errors="replace") for b in chunks
-            )
-        else:
-            lines = split_lines(matches[0].logs(**kwargs).decode("utf-8", errors="replace"))
+        try:
+            if should_tail:
+                chunks = matches[0].logs(stream=True, follow=True, **kwargs)
+                lines: Iterable[str] = split_lines_iterator(
+                    b.decode("utf-8", errors="replace") for b in chunks
+                )
+            else:
+                lines = split_lines(matches[0].logs(**kwargs).decode("utf-8", errors="replace"))
+        except _docker_errors() as e:
+            raise SchedulerError(
+                f"the docker engine failed to read the logs of {matches[0].name}: {e}") from e
         return filter_regex(regex, lines) if regex else lines
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DOCKERFILE",
     "TORCHX_DOCKERFILE",
+    "DockerEngineError",
     "DockerWorkspaceError",
     "DockerWorkspaceMixin",
     "build_context",
@@ -54,6 +55,19 @@ LABEL_WORKSPACE = "torchx.pytorch.org/workspace"
 
 class DockerWorkspaceError(TorchXError, RuntimeError):
     """Building or pushing a workspace image failed (the engine's output is in the message)."""
+
+
+class DockerEngineError(TorchXError, ConnectionError):
+    """The Docker engine cannot be reached (``DOCKER_HOST`` or the local socket)."""
+
+
+def _engine_unreachable(e: BaseException) -> DockerEngineError:
+    """The error to raise when no Docker engine answers."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (the default)"
+    return DockerEngineError(
+        f"cannot reach the Docker engine at {host}: {e}; start the Docker daemon or point"
+        " DOCKER_HOST at a running engine"
+    )
 
 
 def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
@@ -92,7 +106,10 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
     def _docker_client(self) -> DockerClient:
         if self.__docker_client is None:
             docker = import_optional("docker", "docker", "docker workspaces")
-            self.__docker_client = docker.from_env()
+            try:
+                self.__docker_client = docker.from_env()
+            except docker.errors.DockerException as e:  # no engine answers on DOCKER_HOST
+                raise _engine_unreachable(e) from e
         return self.__docker_client
 
     def _close_docker_client(self) -> None:
@@ -116,10 +133,18 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
     ) -> None:
         """Builds the workspace image on top of ``role.image`` and points ``role.image`` at it."""
         errors = _docker_errors()
-        context, dockerfile = build_context(as_workspace(workspace))
+        try:
+            context, dockerfile = build_context(as_workspace(workspace))
+        except OSError as e:  # unreadable files, sockets, a missing project directory
+            raise DockerWorkspaceError(
+                f"cannot copy the workspace {workspace} into the image build context:"
+                f" {_copy_failure(e)}; point the workspace at a project directory (CLI:"
+                " --workspace DIR, or --workspace '' to run the image unchanged)"
+            ) from e
+        client = self._docker_client()
         logger.info("building workspace image from %s on %s", workspace, role.image)
         try:
-            image, build_log = self._docker_client().images.build(
+            image, build_log = client.images.build(
                 fileobj=context,
                 custom_context=True,
                 dockerfile=dockerfile,
@@ -171,6 +196,16 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
                         )
             except _docker_errors() as e:
                 raise DockerWorkspaceError(f"pushing {repo}:{tag} failed: {e}") from e
+
+
+def _copy_failure(e: OSError) -> str:
+    """A short description of a failed workspace copy (``shutil.Error`` lists every file)."""
+    failures = e.args[0] if e.args and isinstance(e.args[0], list) else None
+    if failures and all(isinstance(f, tuple) and len(f) == 3 for f in failures):
+        src, _, why = failures[0]
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"{src}: {why}{more}"
+    return str(e)
 
 
 def _docker_errors() -> tuple[type[BaseException], ...]:
