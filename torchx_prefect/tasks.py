@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -93,10 +94,20 @@ class _Session:
         self.terminal = False
         self.streamer: LogStreamer | None = None
         self._link_published = False
+        self._submitting = False  # set once runner.run may have created the app
+        self._aborted = False  # set by abort(); a late start() then submits nothing
+        self._lock = threading.Lock()
+        self._start_done = threading.Event()  # set when start() returned or raised
 
     # -- start ---------------------------------------------------------------------------
     def start(self) -> str:
         """Reattaches to a live app of an earlier attempt, or submits a new one; returns its handle."""
+        try:
+            return self._start()
+        finally:
+            self._start_done.set()
+
+    def _start(self) -> str:
         spec = self.spec
         if spec.reattach:
             persisted = self._safe(lambda: self.store.get(self.identity.label_key), None)
@@ -107,6 +118,10 @@ class _Session:
                               handle, self.identity.run_count)
         if self.handle is None:
             self.app = _build_app(self.runner, spec, self.app_name)
+            with self._lock:
+                if self._aborted:  # the task already ended (async: this runs in a thread)
+                    raise RuntimeError(f"task ended before {self.app_name} was submitted")
+                self._submitting = True
             self.handle = self.runner.run(
                 self.app, spec.scheduler, cfg=spec.cfg, workspace=spec.workspace
             )
@@ -195,9 +210,15 @@ class _Session:
         ordinary error ends the last attempt. While retries remain, an app that is still
         running is left for the next attempt to reattach to.
         """
+        with self._lock:
+            self._aborted = True
         if self.streamer is not None:
             self.streamer.stop(0.0)
-        if self.handle is None or self.terminal:
+        if self.terminal:
+            return
+        if self.handle is None and self._submitting:
+            self._find_interrupted_submission()
+        if self.handle is None:
             return
         stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
         if not stopping and self.spec.reattach and self.identity.retries_left:
@@ -208,6 +229,17 @@ class _Session:
             return
         self.log.warning("Cancelling TorchX app %s because the task ended: %r", self.handle, exc)
         cancel_app(self.runner, self.handle, self.spec.cancel_timeout)
+
+    def _find_interrupted_submission(self) -> None:
+        """The attempt ended while ``runner.run`` was in flight, so the app may exist without a
+        known handle: wait (bounded) for a submission still running in a worker thread (async
+        task), else look the app up by its deterministic name."""
+        self._start_done.wait(self.spec.cancel_timeout)
+        if self.handle is None:
+            try:
+                self.handle = find_live_app(self.runner, self.spec.scheduler, self.app_name, None)
+            except Exception as e:  # noqa: BLE001 - best effort; find_live_app already logs
+                logger.warning("Could not look up app %s after an interruption: %s", self.app_name, e)
 
 
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:

@@ -199,3 +199,54 @@ def test_store_without_a_flow_run_is_a_no_op() -> None:
     store = FlowRunHandleStore(None)
     assert store.put("torchx.app.x", "h") is False
     assert store.get("torchx.app.x") is None and store.handles() == {}
+
+
+def test_abort_during_a_submission_in_a_worker_thread_cancels_the_app() -> None:
+    """Async task: the attempt is cancelled while runner.run is still running in a thread."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowRun(FakeRunner):
+        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
+            handle = super().run(app, scheduler, cfg, workspace)
+            entered.set()
+            release.wait(5)
+            return handle
+
+    runner = SlowRun([AppState.RUNNING])
+    s = session(runner)
+    worker = threading.Thread(target=s.start)
+    worker.start()
+    assert entered.wait(5)
+    threading.Timer(0.1, release.set).start()
+    s.abort(asyncio.CancelledError())
+    worker.join(5)
+    (handle,) = runner.apps
+    assert runner.peek(handle) == AppState.CANCELLED
+
+
+def test_abort_after_an_interrupted_submission_finds_the_app_by_name() -> None:
+    """Sync task: a timeout/termination exception lands inside runner.run after the app exists."""
+
+    class Interrupted(FakeRunner):
+        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
+            super().run(app, scheduler, cfg, workspace)
+            raise KeyboardInterrupt  # stands for TerminationSignal / a sync timeout
+
+    runner = Interrupted([AppState.RUNNING])
+    s = session(runner)
+    with pytest.raises(KeyboardInterrupt):
+        s.start()
+    s.abort(KeyboardInterrupt())
+    (handle,) = runner.apps
+    assert s.handle == handle and runner.peek(handle) == AppState.CANCELLED
+
+
+def test_a_start_that_runs_after_abort_submits_nothing() -> None:
+    runner = FakeRunner([AppState.RUNNING])
+    s = session(runner)
+    s.abort(asyncio.CancelledError())
+    with pytest.raises(RuntimeError, match="before"):
+        s.start()
+    assert runner.apps == {}

@@ -99,7 +99,7 @@ def app_processes(root: Path) -> list[tuple[int, str]]:
     return found
 
 
-def wait_no_app_processes(root: Path, timeout: float = 60.0) -> list[tuple[int, str]]:
+def wait_no_app_processes(root: Path, timeout: float = 120.0) -> list[tuple[int, str]]:
     """Waits (bounded) for every app process under root to exit; returns those still alive."""
     deadline = time.monotonic() + timeout
     while (left := app_processes(root)) and time.monotonic() < deadline:
@@ -439,20 +439,20 @@ def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
     if flavour == "sync":
         @flow
         def f() -> Any:
-            return run_app_sync.with_options(timeout_seconds=4)(sleeper(name), poll_interval=0.2)
+            return run_app_sync.with_options(timeout_seconds=10)(sleeper(name), poll_interval=0.2)
 
         state = f(return_state=True)
     elif flavour == "sync-submitted":  # runs in a worker thread of the task runner
         @flow
         def f() -> Any:  # type: ignore[misc]
-            task = run_app_sync.with_options(timeout_seconds=4)
+            task = run_app_sync.with_options(timeout_seconds=10)
             return task.submit(sleeper(name), poll_interval=0.2).result()
 
         state = f(return_state=True)
     else:
         @flow
         async def f() -> Any:  # type: ignore[misc]
-            return await run_app.with_options(timeout_seconds=4)(sleeper(name), poll_interval=0.2)
+            return await run_app.with_options(timeout_seconds=10)(sleeper(name), poll_interval=0.2)
 
         state = asyncio.run(f(return_state=True))
 
