@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from aws_fixtures import FakeBatch, FakeLogs
@@ -309,3 +310,15 @@ def test_unknown_queue_means_unknown_app() -> None:
     assert sched.describe("gone:app-1") is None
     with pytest.raises(SchedulerError, match="could not list jobs of queue q: .*Rate exceeded"):
         sched.describe("q:app-1")
+
+
+def test_unconfigured_aws_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    sched = AWSBatchScheduler("t")
+    for call in (lambda: sched.describe("q:x"), sched.list, lambda: sched.submit(_app(), CFG)):
+        with pytest.raises(SchedulerError) as e:
+            call()
+        assert "aws_batch: cannot create the AWS batch client" in str(e.value)
+        assert "AWS_DEFAULT_REGION" in str(e.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from aws_fixtures import FakeLogs, FakeSageMaker
@@ -141,3 +142,16 @@ def test_module_import_does_not_load_boto3() -> None:
             "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_unconfigured_aws_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    sched = AWSSageMakerScheduler("t")
+    for call in (lambda: sched.describe("x"), sched.list, lambda: sched.cancel("x")):
+        with pytest.raises(SchedulerError) as e:
+            call()
+        assert "aws_sagemaker: cannot create the AWS sagemaker client" in str(e.value)
+        assert "no-such-profile" in str(e.value) and "AWS_PROFILE" in str(e.value)

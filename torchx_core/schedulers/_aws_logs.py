@@ -1,4 +1,5 @@
-"""CloudWatch Logs reading shared by the AWS schedulers (``aws_batch``, ``aws_sagemaker``).
+"""Helpers shared by the AWS schedulers (``aws_batch``, ``aws_sagemaker``): boto3 clients and
+CloudWatch Logs reading.
 
 Neutral helper: no scheduler imports another scheduler's module.
 """
@@ -10,8 +11,29 @@ from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers.api import SchedulerError
+from torchx_core.specs.errors import import_optional
 
-__all__ = ["iter_log_events"]
+__all__ = ["iter_log_events", "make_client"]
+
+
+def make_client(service: str, scheduler: str) -> Any:
+    """Creates the default boto3 client of ``service`` for ``scheduler``.
+
+    Raises:
+        MissingDependencyError: boto3 is not installed (names the ``aws`` extra)
+        SchedulerError: boto3 cannot configure the client (no region, unknown profile, ...)
+    """
+    boto3 = import_optional("boto3", "aws", f"the {scheduler} scheduler")
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return boto3.client(service)
+    except BotoCoreError as e:  # NoRegionError, ProfileNotFound, ...
+        raise SchedulerError(
+            f"{scheduler}: cannot create the AWS {service} client: {e}; configure a region"
+            " (AWS_DEFAULT_REGION, or `region` in ~/.aws/config) and credentials (AWS_PROFILE,"
+            " or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+        ) from e
 
 
 def _not_found(e: BaseException) -> bool:

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from torchx_core.schedulers._aws_logs import iter_log_events
+from torchx_core.schedulers._aws_logs import iter_log_events, make_client
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -68,7 +68,6 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
@@ -292,14 +291,12 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
 
     def _batch_client(self) -> Any:
         if self._batch is None:
-            boto3 = import_optional("boto3", "aws", "the aws_batch scheduler")
-            self._batch = boto3.client("batch")
+            self._batch = make_client("batch", "aws_batch")
         return self._batch
 
     def _log_client(self) -> Any:
         if self._logs is None:
-            boto3 = import_optional("boto3", "aws", "the aws_batch scheduler")
-            self._logs = boto3.client("logs")
+            self._logs = make_client("logs", "aws_batch")
         return self._logs
 
     def _run_opts(self) -> runopts:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from torchx_core.schedulers._aws_logs import iter_log_events
+from torchx_core.schedulers._aws_logs import iter_log_events, make_client
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -56,7 +56,6 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
@@ -185,14 +184,12 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
 
     def _sm_client(self) -> Any:
         if self._sm is None:
-            boto3 = import_optional("boto3", "aws", "the aws_sagemaker scheduler")
-            self._sm = boto3.client("sagemaker")
+            self._sm = make_client("sagemaker", "aws_sagemaker")
         return self._sm
 
     def _log_client(self) -> Any:
         if self._logs is None:
-            boto3 = import_optional("boto3", "aws", "the aws_sagemaker scheduler")
-            self._logs = boto3.client("logs")
+            self._logs = make_client("logs", "aws_sagemaker")
         return self._logs
 
     def _run_opts(self) -> runopts:
