@@ -19,7 +19,10 @@ $(UV):
 # The locked environment (all extras + dev tools). torch is not in the lock: the CPU build comes
 # from the machine's wheel folder (PyPI's default torch is the multi-GB CUDA build).
 venv: $(UV)
-	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --inexact --extra dev --python $(PYTHON)
+	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --inexact --extra dev --python $(PYTHON) --compile-bytecode
+	@# bytecode for our own (editable) sources too: CI sets PYTHONDONTWRITEBYTECODE, and every
+	@# subprocess of the tests would otherwise recompile them
+	@$(PY) -m compileall -q -j 0 torchx_core torchx_airflow torchx_kfp torchx_prefect examples >/dev/null
 	@$(PY) -c "import torch" 2>/dev/null || { \
 	  ls $(TORCH_WHEELS)/torch-$(TORCH_VERSION)+cpu-*.whl >/dev/null 2>&1 || \
 	    { echo "no CPU torch $(TORCH_VERSION) wheel in $(TORCH_WHEELS) (PyPI's torch is the multi-GB CUDA build); set TORCH_WHEELS" >&2; exit 1; }; \
