@@ -19,6 +19,7 @@ from torchx_core.schedulers.ray_scheduler import (
 from torchx_core.specs import (
     AppDef,
     AppState,
+    InvalidRunConfigException,
     MissingDependencyError,
     Role,
     UnknownAppException,
@@ -190,3 +191,28 @@ def test_module_import_does_not_load_ray() -> None:
             "print([m for m in ('ray', 'docker', 'boto3', 'ray') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_bad_local_paths_and_unreachable_dashboard_are_typed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(InvalidRunConfigException, match="working_dir='/no/such/dir' is not a local"):
+        _sched().submit_dryrun(_app(), {"working_dir": "/no/such/dir"})
+    with pytest.raises(InvalidRunConfigException, match="requirements='/no/reqs.txt' is not a"):
+        _sched().submit_dryrun(_app(), {"requirements": "/no/reqs.txt"})
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    info = _sched().submit_dryrun(_app(), {"working_dir": str(gone)})
+    gone.rmdir()  # removed between dryrun and schedule
+    with pytest.raises(SchedulerError, match="cannot copy the working directory .*gone"):
+        _sched().schedule(info)
+
+    def refused(address: str) -> FakeJobClient:
+        raise ConnectionError(f"Failed to connect to Ray at address: http://{address}.")
+
+    sched = RayScheduler("t", client_factory=refused)
+    for call in (lambda: sched.describe("127.0.0.1:1-x"), lambda: sched.list(),
+                 lambda: sched.submit(_app(), {"dashboard_address": "127.0.0.1:1"})):
+        with pytest.raises(SchedulerError, match="cannot reach the Ray Jobs API at http://127.0.0.1"
+                           ":(1|8265): .*dashboard_address"):
+            call()

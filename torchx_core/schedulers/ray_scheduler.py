@@ -54,7 +54,7 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs.errors import import_optional
+from torchx_core.specs.errors import InvalidRunConfigException, TorchXError, import_optional
 from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
 
 __all__ = [
@@ -180,6 +180,11 @@ def _parse_app_id(app_id: str) -> tuple[str, str]:
     return match["addr"], match["sid"]
 
 
+def _short(e: BaseException, limit: int = 300) -> str:
+    text = str(e)  # shutil.Error lists every file that failed
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _submission_id(app_name: str) -> str:
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "-", app_name).strip("-")[:50] or "app"
@@ -218,7 +223,16 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         if self._fixed_client is not None:
             return self._fixed_client
         if address not in self._clients:
-            self._clients[address] = self._factory(address)
+            try:
+                self._clients[address] = self._factory(address)
+            except TorchXError:
+                raise
+            except Exception as e:  # ConnectionError / RuntimeError from JobSubmissionClient
+                raise SchedulerError(
+                    f"cannot reach the Ray Jobs API at http://{address}: {e}; start a Ray head"
+                    " with its dashboard there, or point the run option dashboard_address (or"
+                    " RAY_ADDRESS=http://host:8265) at one"
+                ) from e
         return self._clients[address]
 
     def close(self) -> None:
@@ -244,6 +258,15 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                 f"placement_strategy={opts.placement_strategy!r} is not valid; use one of"
                 f" {', '.join(PLACEMENT_STRATEGIES)}"
             )
+        if opts.working_dir is not None and not os.path.isdir(opts.working_dir):
+            raise InvalidRunConfigException(
+                f"working_dir={opts.working_dir!r} is not a local directory; give the directory"
+                " to upload as the job's working directory", "working_dir", None)
+        if opts.requirements is not None and not os.path.isfile(opts.requirements):
+            raise InvalidRunConfigException(
+                f"requirements={opts.requirements!r} is not a local file; give the path of a"
+                " requirements.txt to pip-install into the job's environment", "requirements",
+                None)
         address = _resolve_address(opts.dashboard_address)
         sid = _submission_id(app.name)
         working_dir = opts.working_dir
@@ -289,14 +312,25 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         req = dryrun_info.request
         runtime_env = dict(req.runtime_env)
         if req.requirements:
-            with open(req.requirements, encoding="utf-8") as f:
-                runtime_env["pip"] = [
-                    line.strip() for line in f if line.strip() and not line.startswith("#")
-                ]
+            try:
+                with open(req.requirements, encoding="utf-8") as f:
+                    runtime_env["pip"] = [
+                        line.strip() for line in f if line.strip() and not line.startswith("#")
+                    ]
+            except OSError as e:
+                raise SchedulerError(
+                    f"cannot read the requirements file {req.requirements}: {e}") from e
         tmp = tempfile.mkdtemp(prefix="torchx_ray_")
         try:
             if req.working_dir:
-                copy_workspace(req.working_dir, tmp)
+                try:
+                    copy_workspace(req.working_dir, tmp)
+                except OSError as e:  # unreadable files, sockets, a vanished directory
+                    raise SchedulerError(
+                        f"cannot copy the working directory {req.working_dir} for the Ray job:"
+                        f" {_short(e)}; point working_dir (or the workspace) at a project"
+                        " directory"
+                    ) from e
             shutil.copy(os.path.join(os.path.dirname(__file__), DRIVER_FILE), tmp)
             with open(os.path.join(tmp, ACTORS_FILE), "w", encoding="utf-8") as f:
                 json.dump({"actors": [asdict(a) for a in req.actors],
@@ -362,7 +396,13 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         address = _resolve_address(str((cfg or {}).get("dashboard_address") or "") or None)
         out = []
-        for job in self._client(address).list_jobs():
+        try:
+            jobs = self._client(address).list_jobs()
+        except TorchXError:
+            raise
+        except Exception as e:  # ConnectionError / RuntimeError from the Jobs API client
+            raise SchedulerError(f"Ray at {address} could not list jobs: {e}") from e
+        for job in jobs:
             metadata = job.metadata or {}
             if META_VERSION not in metadata or not job.submission_id:
                 continue
