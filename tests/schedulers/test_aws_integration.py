@@ -106,7 +106,7 @@ def test_sagemaker_create_describe_list(aws_clients: dict[str, Any]) -> None:
                 entrypoint="python", args=["train.py"], num_replicas=2,
                 resource=resource(h="aws_m5.xlarge"))
     app_id = sched.submit(AppDef("train", roles=[role]),
-                          {"role_arn": "arn:aws:iam::123456789012:role/sm",
+                          {"role": "arn:aws:iam::123456789012:role/sm",
                            "output_path": "s3://bucket/out", "hyperparameters": {"lr": "0.1"}})
     raw = aws_clients["sagemaker"].describe_training_job(TrainingJobName=app_id)
     assert raw["ResourceConfig"]["InstanceType"] == "ml.m5.xlarge"

@@ -26,7 +26,7 @@ from torchx_core.specs import (
     resource,
 )
 
-CFG = {"role_arn": "arn:aws:iam::1:role/sm", "output_path": "s3://bucket/out"}
+CFG = {"role": "arn:aws:iam::1:role/sm", "output_path": "s3://bucket/out"}
 
 
 def _role(**kwargs: object) -> Role:
@@ -155,3 +155,13 @@ def test_unconfigured_aws_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.M
             call()
         assert "aws_sagemaker: cannot create the AWS sagemaker client" in str(e.value)
         assert "no-such-profile" in str(e.value) and "AWS_PROFILE" in str(e.value)
+
+
+def test_role_must_be_an_arn() -> None:
+    from torchx_core.specs import InvalidRunConfigException
+
+    opts = _sched().run_opts()
+    assert opts.get("role") is not None and opts.get("role").is_required  # type: ignore[union-attr]
+    with pytest.raises(InvalidRunConfigException, match="role='sm' is not an IAM role ARN.*"
+                       "arn:aws:iam::123456789012:role/sm"):
+        _sched().submit_dryrun(AppDef("a", roles=[_role()]), {**CFG, "role": "sm"})

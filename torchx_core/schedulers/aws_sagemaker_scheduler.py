@@ -48,6 +48,7 @@ from torchx_core.specs import (
     AppDryRunInfo,
     AppState,
     CfgVal,
+    InvalidRunConfigException,
     ReplicaStatus,
     Role,
     RoleStatus,
@@ -89,7 +90,10 @@ JOB_STATES: dict[str, AppState] = {
 class AWSSageMakerOpts(StructuredOpts):
     """Run options of the ``aws_sagemaker`` scheduler."""
 
-    role_arn: str = field(metadata={"help": "IAM role ARN SageMaker assumes to run the job"})
+    role: str = field(
+        metadata={"help": "ARN of the IAM role SageMaker assumes to run the job"
+                  " (arn:aws:iam::<account>:role/<name>)"}
+    )
     output_path: str = field(metadata={"help": "S3 URI for the job's output (model artifacts)"})
     instance_type: str | None = field(
         default=None,
@@ -215,6 +219,10 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SageMakerJob]:
         opts = AWSSageMakerOpts.from_cfg(_own_cfg(AWSSageMakerOpts, cfg))
+        if not opts.role.startswith("arn:"):
+            raise InvalidRunConfigException(
+                f"role={opts.role!r} is not an IAM role ARN; give the role's full ARN, e.g."
+                f" arn:aws:iam::123456789012:role/{opts.role or 'SageMakerRole'}", "role", None)
         images_to_push = self.dryrun_push_images(app, cfg)
         role = app.roles[0]
         name = _job_name(app.name)
@@ -235,7 +243,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
                 "ContainerEntrypoint": [replica.entrypoint],
                 "ContainerArguments": list(replica.args),
             },
-            "RoleArn": opts.role_arn,
+            "RoleArn": opts.role,
             "OutputDataConfig": {"S3OutputPath": opts.output_path},
             "ResourceConfig": {
                 "InstanceType": _instance_type(role, opts),
