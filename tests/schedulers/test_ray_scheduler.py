@@ -216,3 +216,18 @@ def test_bad_local_paths_and_unreachable_dashboard_are_typed(
         with pytest.raises(SchedulerError, match="cannot reach the Ray Jobs API at http://127.0.0.1"
                            ":(1|8265): .*dashboard_address"):
             call()
+
+
+def test_image_directory_is_the_working_dir_like_torchx(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    app = _app()
+    app.roles[0].image = str(tmp_path)  # TorchX's ray scheduler uploads the image directory
+    req = _sched().submit_dryrun(app, {}).request
+    assert req.working_dir == str(tmp_path)
+    assert req.requirements == str(tmp_path / "requirements.txt")
+    app.roles[0].image = "ghcr.io/pytorch/torchx:latest"  # not a local directory: nothing
+    req = _sched().submit_dryrun(app, {}).request
+    assert req.working_dir is None and req.requirements is None
+    client = FakeJobClient()
+    create_scheduler("s", ray_client=client).submit(_app(), {})  # TorchX's name for client=
+    assert len(client.jobs) == 1

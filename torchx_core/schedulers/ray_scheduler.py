@@ -8,8 +8,10 @@ relayed with a ``[role/k]`` prefix, so ``log_iter`` returns the lines of one rep
 * Cluster: the dashboard address comes from the ``dashboard_address`` run option, else
   ``RAY_ADDRESS`` (when it is an ``http(s)://`` URL), else ``127.0.0.1:8265``.
 * App id: ``{dashboard_address}-{submission_id}`` (the address is needed to find the job again).
-* ``working_dir`` (run option, or the first role's workspace) is uploaded with the job;
-  ``requirements`` (a local requirements file) becomes the job's ``pip`` runtime env.
+* ``working_dir`` (run option, else the first role's workspace, else - as in TorchX - the first
+  role's image when it is a local directory) is uploaded with the job; ``requirements`` (a local
+  requirements file, default ``requirements.txt`` of a plain-directory working dir) becomes the
+  job's ``pip`` runtime env.
 * The rank-0 address is exported as ``TORCHX_RANK0_HOST`` (``macros.rank0_env``).
 * ``cancel`` stops the job (``STOPPED`` -> ``CANCELLED``); ``list`` shows the jobs submitted by
   torchx (tagged in the job metadata).
@@ -270,8 +272,14 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         address = _resolve_address(opts.dashboard_address)
         sid = _submission_id(app.name)
         working_dir = opts.working_dir
+        requirements = opts.requirements
         if working_dir is None and app.roles[0].workspace:
             working_dir = str(app.roles[0].workspace)
+        elif working_dir is None and app.roles[0].image and os.path.isdir(app.roles[0].image):
+            working_dir = app.roles[0].image  # as in TorchX: the image is a local directory
+        if requirements is None and working_dir and os.path.isfile(
+                os.path.join(working_dir, "requirements.txt")):
+            requirements = os.path.join(working_dir, "requirements.txt")  # as in TorchX
         actors = []
         for role in app.roles:
             res = role.resource
@@ -300,7 +308,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             },
             actors=actors,
             working_dir=working_dir,
-            requirements=opts.requirements,
+            requirements=requirements,
             placement_strategy=opts.placement_strategy,
             placement_timeout=opts.placement_timeout,
         )
@@ -496,14 +504,17 @@ def create_scheduler(
     client: Any | None = None,
     client_factory: Callable[[str], Any] | None = None,
     poll_interval: float = 1.0,
+    ray_client: Any | None = None,
     **kwargs: Any,
 ) -> RayScheduler:
     """Creates a :class:`RayScheduler` (registry entry of ``ray``).
 
-    Other keyword arguments (the runner passes its scheduler params to every factory) are ignored.
+    ``ray_client`` is TorchX's name for ``client``. Other keyword arguments (the runner passes its
+    scheduler params to every factory) are ignored.
     """
     if kwargs:
         logger.debug("ray_scheduler: ignoring scheduler params %s", sorted(kwargs))
     return RayScheduler(
-        session_name=session_name, client=client, client_factory=client_factory, poll_interval=poll_interval
+        session_name=session_name, client=client if client is not None else ray_client,
+        client_factory=client_factory, poll_interval=poll_interval,
     )
