@@ -257,3 +257,19 @@ def test_log_streams_selection(env: dict[str, str], isolated_config: Path) -> No
     assert sorted(combined) == ["b/0 to-err", "b/0 to-out"]
     bad = torchx(env, "log", "--streams", "both", handle)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_workspace_flag_runs_the_app_in_a_copy_of_the_project(env: dict[str, str], isolated_config: Path) -> None:
+    project = isolated_config / "project"
+    project.mkdir()
+    (project / "data.txt").write_text("from the project\n")
+    p = torchx(env, "run", "--workspace", "project", "utils.python", "-c",
+               "import os; print(open('data.txt').read().strip(), os.getcwd())")
+    assert p.returncode == 0, p.stderr
+    handle = p.stdout.strip().splitlines()[-1]
+    text, cwd = torchx(env, "log", handle).stdout.removeprefix("python/0 ").rsplit(" ", 1)
+    assert text == "from the project"
+    # it ran in a copy inside the app's directory, not in the project itself
+    assert cwd.startswith(os.path.realpath(env["TORCHX_LOCAL_ROOT"])) and handle.rsplit("/", 1)[1] in cwd
+    bad = torchx(env, "run", "--workspace", "no-such-dir", "utils.sh", "true")
+    assert bad.returncode == 1 and "no-such-dir" in bad.stderr and "Traceback" not in bad.stderr
