@@ -17,7 +17,8 @@ W="$CI_STATE_DIR/images"; mkdir -p "$W"
 has_image() { "$DOCKER" image inspect "$1" >/dev/null 2>&1; }
 
 if [ "${FORCE:-0}" = 1 ] || ! has_image busybox:latest; then
-  [ -x /bin/busybox ] && /bin/busybox --list >/dev/null || apt_install busybox-static
+  # the static build: the image has no libc (Debian's dynamic `busybox` package would not run)
+  apt_install busybox-static
   R="$W/busybox-rootfs"; rm -rf "$R"; mkdir -p "$R/bin" "$R/tmp" "$R/etc" "$R/root"
   chmod 1777 "$R/tmp"
   cp /bin/busybox "$R/bin/busybox"

@@ -16,10 +16,16 @@ LOG="$CI_STATE_DIR/dockerd.log"
 if "$DOCKER" -H "unix://$DOCKER_SOCK" info >/dev/null 2>&1; then
   echo "dockerd already up on $DOCKER_SOCK"
 else
-  # dockerd starts its own containerd child; SIGTERM to dockerd (stop.sh) stops both.
-  /usr/sbin/dockerd --exec-opt native.cgroupdriver=cgroupfs --storage-driver overlay2 \
-      -H "unix://$DOCKER_SOCK" --pidfile "$CI_RUN_DIR/dockerd.self.pid" >"$LOG" 2>&1 &
-  echo $! > "$PIDFILE"
+  if [ -s "$PIDFILE" ] && alive "$(cat "$PIDFILE")"; then
+    # started by another caller and still coming up: wait for it (a second dockerd would fail
+    # and overwrite the PID file of the first)
+    echo "dockerd (pid $(cat "$PIDFILE")) is starting; waiting for it"
+  else
+    # dockerd starts its own containerd child; SIGTERM to dockerd (stop.sh) stops both.
+    /usr/sbin/dockerd --exec-opt native.cgroupdriver=cgroupfs --storage-driver overlay2 \
+        -H "unix://$DOCKER_SOCK" --pidfile "$CI_RUN_DIR/dockerd.self.pid" >"$LOG" 2>&1 &
+    echo $! > "$PIDFILE"
+  fi
   # up, or fail fast when dockerd died (wait_for alone would wait for the whole timeout)
   up_or_dead() { "$DOCKER" -H "unix://$DOCKER_SOCK" info >/dev/null 2>&1 || ! alive "$(cat "$PIDFILE")"; }
   if ! wait_for "dockerd on $DOCKER_SOCK" 120 up_or_dead \

@@ -24,13 +24,18 @@ if up 2>/dev/null; then
   echo "moto server already up on $URL"; exit 0
 fi
 [ -x "$MOTO_SERVER" ] || { echo "no moto_server at $MOTO_SERVER: run 'make venv' first" >&2; exit 1; }
-# The server process's environment decides where Batch containers run: on the local dockerd, with
-# host networking (no traffic to bridge addresses; nodes of a multi-node job reach each other on
-# 127.0.0.1).
-MOTO_DOCKER_NETWORK_MODE=host DOCKER_HOST="${DOCKER_HOST:-unix:///var/run/docker.sock}" \
-AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1 \
-  "$MOTO_SERVER" -H 127.0.0.1 -p "$MOTO_PORT" >"$LOG" 2>&1 &
-echo $! > "$PIDFILE"
+if [ -s "$PIDFILE" ] && alive "$(cat "$PIDFILE")"; then
+  # started by another caller and still coming up: wait for it (keeps its PID file)
+  echo "moto server (pid $(cat "$PIDFILE")) is starting; waiting for it"
+else
+  # The server process's environment decides where Batch containers run: on the local dockerd,
+  # with host networking (no traffic to bridge addresses; nodes of a multi-node job reach each
+  # other on 127.0.0.1).
+  MOTO_DOCKER_NETWORK_MODE=host DOCKER_HOST="${DOCKER_HOST:-unix:///var/run/docker.sock}" \
+  AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1 \
+    "$MOTO_SERVER" -H 127.0.0.1 -p "$MOTO_PORT" >"$LOG" 2>&1 &
+  echo $! > "$PIDFILE"
+fi
 # up, or fail fast when the server died (wait_for alone would wait for the whole timeout)
 up_or_dead() { up 2>/dev/null || ! alive "$(cat "$PIDFILE")"; }
 if ! wait_for "moto server on $URL" 120 up_or_dead || ! up 2>/dev/null; then

@@ -27,6 +27,13 @@ URL="http://127.0.0.1:$PORT"
 up() { "$PYTHON" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/api/version', timeout=2)" "$URL"; }
 
 if up 2>/dev/null; then echo "ray head already up on $URL"; exit 0; fi
+if [ -s "$PIDFILE" ] && alive "$(cat "$PIDFILE")"; then
+  # started by another caller and still coming up: wait for it (keeps its PID file)
+  echo "ray head (pid $(cat "$PIDFILE")) is starting; waiting for it"
+  up_or_dead() { up 2>/dev/null || ! alive "$(cat "$PIDFILE")"; }
+  if wait_for "ray head on $URL" 240 up_or_dead && up 2>/dev/null; then exit 0; fi
+  echo "the ray head that was starting did not come up" >&2; tail -15 "$LOG" >&2; exit 1
+fi
 [ -x "$RAY" ] || { echo "no ray at $RAY: run 'make venv' first" >&2; exit 1; }
 export PATH="$(dirname "$RAY"):$PATH"
 export RAY_AUTH_MODE=disabled
