@@ -14,18 +14,14 @@ end if this session started it; ``docker_registry`` does the same for a local re
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from service_helpers import run_service_script, start_service
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVICES = os.path.join(REPO, "scripts", "services")
-RUN_DIR = os.environ.get("CI_RUN_DIR", "/run/torchx-ci")
 DOCKER_HOST = "unix:///var/run/docker.sock"
 BUSYBOX = "busybox:latest"
 
@@ -34,41 +30,6 @@ BUSYBOX = "busybox:latest"
 
 
 REGISTRY = "127.0.0.1:5000"
-
-
-def run_service_script(service: str, script: str, timeout: float = 600) -> str:
-    """Runs ``scripts/services/<service>/<script>``; raises with its output if it fails."""
-    path = os.path.join(SERVICES, service, script)
-    proc = subprocess.run(["bash", path], capture_output=True, text=True, timeout=timeout,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"{path} failed with exit code {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        )
-    return proc.stdout
-
-
-def start_service(service: str, pidfile: str, script: str = "start.sh") -> bool:
-    """Starts a service with its ``start.sh``; returns True if this call started it.
-
-    "Started it" means no live process was recorded in its PID file before and one is after, so
-    the session stops only daemons it started (a developer's running daemon is reused and left
-    alone).
-    """
-    path = os.path.join(RUN_DIR, pidfile)
-    running_before = _pid_alive(path)
-    run_service_script(service, script)
-    return not running_before and _pid_alive(path)
-
-
-def _pid_alive(pidfile: str) -> bool:
-    try:
-        with open(pidfile, encoding="utf-8") as f:
-            pid = int(f.read().strip())
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # zombies are gone
-    except (OSError, ValueError, IndexError):
-        return False
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,11 @@ cancel is covered by the unit tests' fake.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from service_helpers import wait_for_app
 
 from torchx_core.schedulers.aws_batch_scheduler import AWSBatchScheduler
 from torchx_core.schedulers.aws_sagemaker_scheduler import AWSSageMakerScheduler
@@ -40,17 +40,6 @@ def batch(aws_clients: dict[str, Any], batch_queue: str) -> Iterator[AWSBatchSch
             sched.cancel(app.app_id)
 
 
-def wait(sched: AWSBatchScheduler, app_id: str, until: Any = is_terminal,
-         timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        desc = sched.describe(app_id)
-        assert desc is not None, f"{app_id} vanished"
-        if until(desc.state):
-            return desc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
-        time.sleep(0.2)
 
 
 def test_batch_multi_role_success_logs_and_list(batch: AWSBatchScheduler, batch_queue: str) -> None:
@@ -58,7 +47,7 @@ def test_batch_multi_role_success_logs_and_list(batch: AWSBatchScheduler, batch_
                                  sh("ps", "echo ps up")])
     app_id = batch.submit(app, {"queue": batch_queue})
     assert app_id.startswith(f"{batch_queue}:hello-")
-    desc = wait(batch, app_id)
+    desc = wait_for_app(batch, app_id)
     assert desc.state == AppState.SUCCEEDED
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("worker", 2), ("ps", 1)]
     # moto: one stream for the whole job, so every replica reads all lines
@@ -72,7 +61,7 @@ def test_batch_multi_role_success_logs_and_list(batch: AWSBatchScheduler, batch_
 def test_batch_failure(batch: AWSBatchScheduler, batch_queue: str) -> None:
     app_id = batch.submit(AppDef("fail", roles=[sh("w", "echo failing; exit 3")]),
                           {"queue": batch_queue})
-    desc = wait(batch, app_id)
+    desc = wait_for_app(batch, app_id)
     assert desc.state == AppState.FAILED
     assert list(batch.log_iter(app_id, "w", 0)) == ["failing\n"]
 
@@ -80,9 +69,9 @@ def test_batch_failure(batch: AWSBatchScheduler, batch_queue: str) -> None:
 def test_batch_cancel_reports_cancelled(batch: AWSBatchScheduler, batch_queue: str) -> None:
     app_id = batch.submit(AppDef("sleeper", roles=[sh("w", "echo started; sleep 600")]),
                           {"queue": batch_queue})
-    wait(batch, app_id, until=lambda s: s == AppState.RUNNING)
+    wait_for_app(batch, app_id, until=lambda s: s == AppState.RUNNING)
     batch.cancel(app_id)
-    desc = wait(batch, app_id)
+    desc = wait_for_app(batch, app_id)
     assert desc.state == AppState.CANCELLED
     batch.cancel(app_id)  # idempotent on a finished job
 
@@ -92,7 +81,7 @@ def test_batch_tail_follows_until_the_job_ends(batch: AWSBatchScheduler, batch_q
                                                      " sleep 0.5; done")]),
                           {"queue": batch_queue})
     assert list(batch.log_iter(app_id, "w", 0, should_tail=True)) == ["tick 1\n", "tick 2\n"]
-    assert wait(batch, app_id).state == AppState.SUCCEEDED
+    assert wait_for_app(batch, app_id).state == AppState.SUCCEEDED
 
 
 def test_batch_unknown_app(batch: AWSBatchScheduler, batch_queue: str) -> None:
@@ -129,15 +118,15 @@ def test_batch_array_job_children_logs_and_failure(batch: AWSBatchScheduler,
     ok = batch.submit(AppDef("arr", roles=[sh("w", f"echo child {index}", replicas=3)]), cfg)
     bad = batch.submit(AppDef("arrbad", roles=[sh(
         "w", f'[ "{index}" = 1 ] && exit 4; echo fine', replicas=2)]), cfg)
-    desc = wait(batch, ok)
+    desc = wait_for_app(batch, ok)
     assert desc.state == AppState.SUCCEEDED
     assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.SUCCEEDED] * 3
     # one log stream per child
     assert [list(batch.log_iter(ok, "w", k)) for k in range(3)] == [
         ["child 0\n"], ["child 1\n"], ["child 2\n"]]
-    desc = wait(batch, bad)
+    desc = wait_for_app(batch, bad)
     assert desc.state == AppState.FAILED
-    desc = wait(batch, bad, until=lambda s: all(
+    desc = wait_for_app(batch, bad, until=lambda s: all(
         is_terminal(r.state) for r in batch.describe(bad).roles_statuses[0].replicas))
     assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.SUCCEEDED,
                                                                   AppState.FAILED]
@@ -148,6 +137,6 @@ def test_batch_array_job_children_logs_and_failure(batch: AWSBatchScheduler,
 def test_batch_array_job_cancel(batch: AWSBatchScheduler, batch_queue: str) -> None:
     app_id = batch.submit(AppDef("arrsleep", roles=[sh("w", "sleep 600", replicas=2)]),
                           {"queue": batch_queue, "array": True})
-    wait(batch, app_id, until=lambda s: s == AppState.RUNNING)
+    wait_for_app(batch, app_id, until=lambda s: s == AppState.RUNNING)
     batch.cancel(app_id)
-    assert wait(batch, app_id).state == AppState.CANCELLED
+    assert wait_for_app(batch, app_id).state == AppState.CANCELLED

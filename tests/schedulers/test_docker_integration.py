@@ -3,7 +3,6 @@ busybox image. Containers use host networking (``network=host``) and never pull.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 from docker_fixtures import BUSYBOX
+from service_helpers import wait_for_app
 
 from torchx_core.schedulers.api import Stream
 from torchx_core.schedulers.docker_scheduler import DockerScheduler
@@ -43,15 +43,7 @@ class Apps:
         return app_id
 
     def wait(self, app_id: str, until: Any = is_terminal, timeout: float = 120) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            desc = self.sched.describe(app_id)
-            assert desc is not None, f"{app_id} vanished"
-            if until(desc.state):
-                return desc
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
-            time.sleep(0.2)
+        return wait_for_app(self.sched, app_id, until, timeout)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_helpers import wait_for_app
 
 from torchx_core.schedulers.ray_scheduler import RayScheduler
 from torchx_core.specs import AppDef, AppState, Role, is_terminal, macros, resource
@@ -28,15 +29,7 @@ class Jobs:
         return app_id
 
     def wait(self, app_id: str, until: Any = is_terminal, timeout: float = 180) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            desc = self.sched.describe(app_id)
-            assert desc is not None, f"{app_id} vanished"
-            if until(desc.state):
-                return desc
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
-            time.sleep(0.5)
+        return wait_for_app(self.sched, app_id, until, timeout, interval=0.5)
 
 
 @pytest.fixture
