@@ -305,7 +305,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
     # -- dryrun -----------------------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
-        opts = AWSBatchOpts.from_cfg(_own_cfg(AWSBatchOpts, cfg))
+        opts = AWSBatchOpts.from_cfg(self._scheduler_cfg(cfg))
         ulimits = _parse_ulimits(opts.ulimits or [])
         name = _job_name(app.name)
         images_to_push = self.dryrun_push_images(app, cfg)
@@ -631,11 +631,6 @@ def _node_range(target: str) -> tuple[int, int]:
     first = int(start or 0)
     return first, (int(end) if sep and end else first)
 
-
-def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
-    """The part of a resolved cfg that belongs to ``opts_cls`` (the rest is workspace options)."""
-    keys = {k for k, _ in opts_cls.as_runopts()}
-    return {k: v for k, v in cfg.items() if k in keys}
 
 
 def create_scheduler(

@@ -218,7 +218,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
             raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SageMakerJob]:
-        opts = AWSSageMakerOpts.from_cfg(_own_cfg(AWSSageMakerOpts, cfg))
+        opts = AWSSageMakerOpts.from_cfg(self._scheduler_cfg(cfg))
         if not opts.role.startswith("arn:"):
             raise InvalidRunConfigException(
                 f"role={opts.role!r} is not an IAM role ARN; give the role's full ARN, e.g."
@@ -383,11 +383,6 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         except Exception as e:
             raise SchedulerError(f"SageMaker could not stop {app_id}: {e}") from e
 
-
-def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
-    """The part of a resolved cfg that belongs to ``opts_cls`` (the rest is workspace options)."""
-    keys = {k for k, _ in opts_cls.as_runopts()}
-    return {k: v for k, v in cfg.items() if k in keys}
 
 
 def create_scheduler(

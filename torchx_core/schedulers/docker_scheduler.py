@@ -267,7 +267,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     # -- dryrun -----------------------------------------------------------------------------
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
-        opts = DockerOpts.from_cfg(_own_cfg(DockerOpts, cfg))
+        opts = DockerOpts.from_cfg(self._scheduler_cfg(cfg))
         if opts.pull_policy not in PULL_POLICIES:
             raise SchedulerError(
                 f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
@@ -562,11 +562,6 @@ def _materialize(kwargs: dict[str, Any]) -> dict[str, Any]:
             ]
     return out
 
-
-def _own_cfg(opts_cls: type[StructuredOpts], cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
-    """The part of a resolved cfg that belongs to ``opts_cls`` (the rest is workspace options)."""
-    keys = {k for k, _ in opts_cls.as_runopts()}
-    return {k: v for k, v in cfg.items() if k in keys}
 
 
 def create_scheduler(

@@ -128,6 +128,11 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         opts.add("quiet", type_=bool, default=False, help="(docker workspaces) hide build output")
         return opts
 
+    def _scheduler_cfg(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+        """``cfg`` without the workspace options: what the scheduler's own opts read."""
+        workspace_keys = {k for k, _ in self.workspace_opts()}
+        return {k: v for k, v in cfg.items() if k not in workspace_keys}
+
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
     ) -> None:
