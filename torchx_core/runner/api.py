@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,8 @@ from torchx_core.specs import (
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
     from torchx_core.schedulers.registry import SchedulerFactory
 
