@@ -231,14 +231,6 @@ def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> 
         sched.describe("q:x")
 
 
-def test_module_import_does_not_load_boto3() -> None:
-    import subprocess
-
-    code = ("import sys, torchx_core.schedulers.aws_batch_scheduler; "
-            "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
 
 def _array_app(replicas: int = 3, **kwargs: object) -> AppDef:
     return AppDef("arr", roles=[Role(name="w", image="img:1", entrypoint="run.sh",

@@ -135,14 +135,6 @@ def test_schedule_error_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> No
         sched.describe("x")
 
 
-def test_module_import_does_not_load_boto3() -> None:
-    import subprocess
-
-    code = ("import sys, torchx_core.schedulers.aws_sagemaker_scheduler; "
-            "print([m for m in ('boto3', 'docker', 'boto3', 'ray') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
 
 def test_unconfigured_aws_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("AWS_DEFAULT_REGION", "AWS_REGION"):

@@ -231,14 +231,6 @@ def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
         sched.describe("x-1")
 
 
-def test_module_import_does_not_load_docker() -> None:
-    import subprocess
-
-    code = ("import sys, torchx_core.schedulers.docker_scheduler; "
-            "print([m for m in ('docker', 'docker', 'boto3', 'ray') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
 
 def test_cancel_of_never_started_container_is_cancelled() -> None:
     client = FakeDockerClient()

@@ -184,14 +184,6 @@ def test_client_per_address_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> 
         sched.describe("127.0.0.1:8265-x")
 
 
-def test_module_import_does_not_load_ray() -> None:
-    import subprocess
-
-    code = ("import sys, torchx_core.schedulers.ray_scheduler; "
-            "print([m for m in ('ray', 'docker', 'boto3', 'ray') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
 
 def test_bad_local_paths_and_unreachable_dashboard_are_typed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
