@@ -107,12 +107,17 @@ def test_submit_describe_states_and_cancel() -> None:
     assert submit["jobDefinition"].endswith(f"job-definition/{name}:1")
     job_id = batch.job_id(app_id)
     desc = sched.describe(app_id)
-    assert desc is not None and desc.state == AppState.SUBMITTED
+    assert desc is not None and desc.state == AppState.PENDING  # SUBMITTED, as in TorchX
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 3)]
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 3)]
-    for status, state in JOB_STATES.items():
+    expected = {"SUBMITTED": AppState.PENDING, "PENDING": AppState.PENDING,
+                "RUNNABLE": AppState.PENDING, "STARTING": AppState.PENDING,
+                "RUNNING": AppState.RUNNING, "SUCCEEDED": AppState.SUCCEEDED,
+                "FAILED": AppState.FAILED}
+    assert set(JOB_STATES) == set(expected)
+    for status, state in expected.items():
         batch.set_status(job_id, status)
-        assert sched.describe(app_id).state == state  # type: ignore[union-attr]
+        assert sched.describe(app_id).state == state, status  # type: ignore[union-attr]
     batch.set_status(job_id, "RUNNING")
     sched.cancel(app_id)
     assert batch.calls[-1] == ("terminate_job", {"jobId": job_id, "reason": CANCEL_REASON})
@@ -153,8 +158,8 @@ def test_list_by_tag_across_pages_and_queues() -> None:
                                         nodeProperties={})["jobDefinitionArn"]
     batch.submit_job(jobName="foreign", jobQueue="q", jobDefinition=arn)
     listed = {a.app_id: a.state for a in sched.list({"queue": "q"})}
-    assert listed == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.SUBMITTED,
-                      ids[2]: AppState.SUBMITTED}
+    assert listed == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.PENDING,
+                      ids[2]: AppState.PENDING}
     assert {a.app_id for a in sched.list()} == {*ids, other}
 
 
@@ -260,14 +265,14 @@ def test_array_children_states_logs_list_and_cancel() -> None:
     app_id = sched.submit(_array_app(), {**CFG, "array": True})
     parent = batch.job_id(app_id)
     desc = sched.describe(app_id)
-    assert desc is not None and desc.state == AppState.SUBMITTED
+    assert desc is not None and desc.state == AppState.PENDING
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("w", 3)]
     batch.set_status(f"{parent}:0", "SUCCEEDED", log_stream="s0")
     batch.set_status(f"{parent}:1", "RUNNING")
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.RUNNING
     assert [r.state for r in desc.roles_statuses[0].replicas] == [
-        AppState.SUCCEEDED, AppState.RUNNING, AppState.SUBMITTED]
+        AppState.SUCCEEDED, AppState.RUNNING, AppState.PENDING]
     logs.put("/aws/batch/job", "s0", "child zero")
     assert list(sched.log_iter(app_id, "w", 0)) == ["child zero\n"]
     assert list(sched.log_iter(app_id, "w", 2)) == []  # child 2 has no stream yet

@@ -89,7 +89,11 @@ def test_submit_describe_list_cancel() -> None:
     assert desc.roles_statuses[0].role == "trainer"
     assert [r.hostname for r in desc.roles_statuses[0].replicas] == ["algo-1", "algo-2"]
     assert desc.roles[0].args == sm.jobs[a]["AlgorithmSpecification"]["ContainerArguments"]
-    for native, state in JOB_STATES.items():
+    expected = {"InProgress": AppState.RUNNING, "Completed": AppState.SUCCEEDED,
+                "Failed": AppState.FAILED, "Stopping": AppState.RUNNING,
+                "Stopped": AppState.CANCELLED}
+    assert set(JOB_STATES) == set(expected)
+    for native, state in expected.items():
         sm.jobs[a]["TrainingJobStatus"] = native
         assert sched.describe(a).state == state  # type: ignore[union-attr]
     sm.jobs[a]["TrainingJobStatus"] = "Failed"

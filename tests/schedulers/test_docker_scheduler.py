@@ -13,7 +13,6 @@ from golden_files import check_golden
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
 from torchx_core.schedulers.docker_scheduler import (
-    CONTAINER_STATES,
     DockerScheduler,
     create_scheduler,
 )
@@ -137,7 +136,7 @@ def test_restarting_replica_is_pending_and_restarts_counted() -> None:
     c.status, c.restarts = "restarting", 1
     desc = sched.describe(app_id)
     assert desc is not None and desc.num_restarts == 1
-    assert desc.roles_statuses[0].replicas[0].state == CONTAINER_STATES["restarting"]
+    assert desc.roles_statuses[0].replicas[0].state == AppState.PENDING
 
 
 def test_cancel_marks_cancelled_and_is_idempotent() -> None:
@@ -285,3 +284,21 @@ def test_engine_unreachable_or_failing_is_typed(tmp_path: Path,
         _sched(Broken()).describe("x-1")
     with pytest.raises(SchedulerError, match="failed to list the torchx containers"):
         _sched(Broken()).list()
+
+
+def test_container_status_mapping() -> None:
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(1), {})
+    c = client.app_containers(app_id)[0]
+    expected = {"created": AppState.PENDING, "restarting": AppState.PENDING,
+                "paused": AppState.PENDING, "running": AppState.RUNNING,
+                "removing": AppState.RUNNING, "dead": AppState.FAILED, "what": AppState.UNKNOWN}
+    for status, state in expected.items():
+        c.status = status
+        desc = sched.describe(app_id)
+        assert desc is not None and desc.roles_statuses[0].replicas[0].state == state, status
+    c.status, c.exit_code = "exited", 0
+    assert sched.describe(app_id).roles_statuses[0].replicas[0].state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    c.exit_code = 137
+    assert sched.describe(app_id).roles_statuses[0].replicas[0].state == AppState.FAILED  # type: ignore[union-attr]

@@ -100,7 +100,11 @@ def test_describe_states_list_logs_cancel_delete() -> None:
     assert desc is not None and desc.state == AppState.PENDING
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 1)]
     assert desc.ui_url == f"http://127.0.0.1:8265/#/jobs/{sid}"
-    for native, state in JOB_STATES.items():
+    expected = {"PENDING": AppState.PENDING, "RUNNING": AppState.RUNNING,
+                "SUCCEEDED": AppState.SUCCEEDED, "FAILED": AppState.FAILED,
+                "STOPPED": AppState.CANCELLED}
+    assert set(JOB_STATES) == set(expected)
+    for native, state in expected.items():
         client.jobs[sid].status = FakeStatus(native)
         assert sched.describe(app_id).state == state  # type: ignore[union-attr]
     client.jobs[sid].status = FakeStatus.RUNNING

@@ -72,6 +72,7 @@ from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
     "CANCEL_REASON",
+    "JOB_STATE",
     "JOB_STATES",
     "TAG_APP_NAME",
     "TAG_USER",
@@ -96,9 +97,10 @@ CANCEL_REASON = "torchx: cancelled by user"
 MAX_ATTEMPTS = 10
 DEFAULT_LOG_GROUP = "/aws/batch/job"
 
-# AWS Batch job status -> AppState (FAILED with a CANCEL_REASON status reason -> CANCELLED).
+# AWS Batch job status -> AppState (FAILED with a CANCEL_REASON status reason -> CANCELLED);
+# as in TorchX, every status before RUNNING is PENDING.
 JOB_STATES: dict[str, AppState] = {
-    "SUBMITTED": AppState.SUBMITTED,
+    "SUBMITTED": AppState.PENDING,
     "PENDING": AppState.PENDING,
     "RUNNABLE": AppState.PENDING,
     "STARTING": AppState.PENDING,
@@ -106,6 +108,7 @@ JOB_STATES: dict[str, AppState] = {
     "SUCCEEDED": AppState.SUCCEEDED,
     "FAILED": AppState.FAILED,
 }
+JOB_STATE = JOB_STATES  # TorchX's name
 
 
 @dataclass

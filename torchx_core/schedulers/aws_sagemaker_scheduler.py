@@ -60,6 +60,7 @@ from torchx_core.specs import (
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 __all__ = [
+    "JOB_STATE",
     "JOB_STATES",
     "AWSSageMakerOpts",
     "AWSSageMakerScheduler",
@@ -84,6 +85,7 @@ JOB_STATES: dict[str, AppState] = {
     "Stopping": AppState.RUNNING,
     "Stopped": AppState.CANCELLED,
 }
+JOB_STATE = JOB_STATES  # TorchX's name
 
 
 @dataclass

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from docker.models.containers import Container  # type: ignore[import-untyped]
 
 __all__ = [
+    "CONTAINER_STATE",
     "CONTAINER_STATES",
     "LABEL_APP_ID",
     "LABEL_REPLICA_ID",
@@ -107,6 +108,7 @@ CONTAINER_STATES: dict[str, AppState] = {
     "exited": AppState.SUCCEEDED,
     "dead": AppState.FAILED,
 }
+CONTAINER_STATE = CONTAINER_STATES  # TorchX's name
 
 
 @dataclass
