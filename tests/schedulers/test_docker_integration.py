@@ -206,3 +206,15 @@ def test_cpu_and_memory_limits_apply(apps: Apps, docker_engine: Any) -> None:
         all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
     # 64 CPUs asked: capped to the engine's CPU count
     assert container.attrs["HostConfig"]["NanoCpus"] == (_os.cpu_count() or 1) * 10**9
+
+
+def test_refused_replica_leaves_no_containers(apps: Apps, docker_engine: Any,
+                                              tmp_path: Path) -> None:
+    from torchx_core.schedulers.api import SchedulerError
+
+    bad = sh("bad", "true", mounts=[BindMount(src_path=str(tmp_path / "missing"), dst_path="/m")])
+    info = apps.sched.submit_dryrun(AppDef("refused", roles=[sh("ok", "sleep 600"), bad]), CFG)
+    with pytest.raises(SchedulerError, match="bind source path does not exist"):
+        apps.sched.schedule(info)
+    assert docker_engine.containers.list(
+        all=True, filters={"label": f"torchx.pytorch.org/app-id={info.request.app_id}"}) == []

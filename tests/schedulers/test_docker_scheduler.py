@@ -6,6 +6,7 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from docker_fixtures import BUSYBOX, FakeDockerClient
@@ -302,3 +303,24 @@ def test_container_status_mapping() -> None:
     assert sched.describe(app_id).roles_statuses[0].replicas[0].state == AppState.SUCCEEDED  # type: ignore[union-attr]
     c.exit_code = 137
     assert sched.describe(app_id).roles_statuses[0].replicas[0].state == AppState.FAILED  # type: ignore[union-attr]
+
+
+def test_failed_start_removes_the_replicas_already_started() -> None:
+    from docker.errors import APIError
+
+    client = FakeDockerClient()
+    real_run = client.containers.run
+
+    def run(image: str, command: list[str], detach: bool = False, **kwargs: Any) -> Any:
+        if kwargs["name"].endswith("-ps-0"):  # the 3rd replica: the engine refuses it
+            real_run(image, command, detach=detach, **kwargs)  # created, then its start fails
+            raise APIError("invalid mount config: bind source path does not exist")
+        return real_run(image, command, detach=detach, **kwargs)
+
+    client.containers.run = run  # type: ignore[method-assign]
+    sched = _sched(client)
+    info = sched.submit_dryrun(_app(), {})
+    with pytest.raises(SchedulerError, match=f"failed to start app {info.request.app_id}: .*bind"):
+        sched.schedule(info)
+    assert client.app_containers(info.request.app_id) == []
+    assert sched.describe(info.request.app_id) is None

@@ -367,6 +367,9 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                     kwargs["nano_cpus"] = ncpu * 10**9
                 client.containers.run(c.image, c.command, detach=True, **kwargs)
         except errors as e:
+            # no half-started app: remove the replicas already created
+            for started in self._containers(req.app_id):
+                self._quietly(started.remove, force=True)
             raise SchedulerError(f"docker failed to start app {req.app_id}: {e}") from e
         return req.app_id
 
