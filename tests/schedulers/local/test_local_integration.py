@@ -399,3 +399,13 @@ def test_cancel_right_after_submit(
         sched.cancel(app_id)  # may run before the supervisor has even started
         assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
     assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+
+
+@pytest.mark.parametrize("num_replicas", [8, 16, 64])
+def test_replicas_that_end_while_others_are_spawned(sched: LocalScheduler, num_replicas: int) -> None:
+    # the supervisor handles exits every few spawns; when every replica has ended by the time
+    # the last one is started, it must still finish (not wait for an exit that already came)
+    app = specs.AppDef("fast", roles=[specs.Role("r", image="", entrypoint="/bin/true", num_replicas=num_replicas)])
+    for _ in range(5):
+        _, desc = run(sched, app, timeout=30)
+        assert desc.state == AppState.SUCCEEDED

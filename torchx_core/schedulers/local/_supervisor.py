@@ -491,12 +491,7 @@ class Supervisor:
         self.write_status()
         drain_deadline: float | None = None
         while True:
-            timeout = -1.0
-            if self.kill_deadline is not None:
-                timeout = max(0.0, self.kill_deadline - time.monotonic())
-            if drain_deadline is not None:
-                timeout = max(0.0, drain_deadline - time.monotonic())
-            self.pump(timeout)
+            # check before blocking: every replica may already have ended while spawning
             if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                 self.kill_stragglers()
             self.run_barriers()
@@ -507,6 +502,9 @@ class Supervisor:
                     break
             elif self.dirty:
                 self.write_status()
+            deadlines = [d for d in (self.kill_deadline, drain_deadline) if d is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else -1.0
+            self.pump(timeout)
         t2 = time.perf_counter()
         self.close_files()
         if TRACE:
