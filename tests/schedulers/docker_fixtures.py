@@ -14,6 +14,7 @@ end if this session started it; ``docker_registry`` does the same for a local re
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ BUSYBOX = "busybox:latest"
 # -- real services ------------------------------------------------------------------------------
 
 
-REGISTRY = "127.0.0.1:5000"
+REGISTRY = f"127.0.0.1:{os.environ.get('REGISTRY_PORT', '5000')}"  # registry-start.sh's port
 
 
 @pytest.fixture(scope="session")

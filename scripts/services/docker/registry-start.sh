@@ -7,8 +7,20 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
 PORT="${REGISTRY_PORT:-5000}"
-up() { (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
+listening() { (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
+# up: the port answers GET /v2/ like a registry (Docker-Distribution-Api-Version header)
+up() {
+  { exec 3<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null || return 1
+  printf 'GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  local rc=0; grep -qi '^Docker-Distribution-Api-Version' <&3 || rc=1
+  exec 3<&-; return $rc
+}
 if up; then echo "registry already up on 127.0.0.1:$PORT"; exit 0; fi
+if listening; then
+  echo "127.0.0.1:$PORT is taken by something that is not an image registry; stop it or set" \
+       "REGISTRY_PORT to a free port" >&2
+  exit 1
+fi
 command -v docker-registry >/dev/null || apt_install docker-registry
 R="$CI_STATE_DIR/registry"; mkdir -p "$R/data"
 cat > "$R/config.yml" <<YML
