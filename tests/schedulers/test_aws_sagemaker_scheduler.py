@@ -161,3 +161,14 @@ def test_role_must_be_an_arn() -> None:
     with pytest.raises(InvalidRunConfigException, match="role='sm' is not an IAM role ARN.*"
                        "arn:aws:iam::123456789012:role/sm"):
         _sched().submit_dryrun(AppDef("a", roles=[_role()]), {**CFG, "role": "sm"})
+
+
+def test_log_iter_names_the_valid_role_and_replicas() -> None:
+    from torchx_core.schedulers.api import InvalidLogQueryError
+
+    sched = _sched()
+    app_id = sched.submit(AppDef("a", roles=[_role()]), CFG)
+    for role, k in (("trainer", 2), ("ps", 0)):
+        with pytest.raises(InvalidLogQueryError, match=f"no replica {k} of role '{role}'; its only"
+                           " role is 'trainer' with replicas 0-1"):
+            sched.log_iter(app_id, role, k)

@@ -227,3 +227,13 @@ def test_image_directory_is_the_working_dir_like_torchx(tmp_path: Path) -> None:
     client = FakeJobClient()
     create_scheduler("s", ray_client=client).submit(_app(), {})  # TorchX's name for client=
     assert len(client.jobs) == 1
+
+
+def test_log_iter_names_the_valid_roles_and_replicas() -> None:
+    sched = _sched()
+    app_id = sched.submit(_app(), {})
+    for role, k in (("trainer", 2), ("nope", 0), ("ps", -1)):
+        with pytest.raises(InvalidLogQueryError) as e:
+            sched.log_iter(app_id, role, k)
+        assert f"no replica {k} of role {role!r}" in str(e.value)
+        assert "trainer (replicas 0-1), ps (replicas 0-0)" in str(e.value)

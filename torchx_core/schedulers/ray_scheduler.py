@@ -382,11 +382,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             return None
         _, info = found
         state = JOB_STATES.get(str(getattr(info.status, "value", info.status)), AppState.UNKNOWN)
-        metadata = info.metadata or {}
-        try:
-            role_counts: dict[str, int] = json.loads(metadata.get(META_ROLES, "{}"))
-        except ValueError:
-            role_counts = {}
+        role_counts = _role_counts(info)
         statuses = [
             RoleStatus(role, [ReplicaStatus(i, state, role, "") for i in range(n)])
             for role, n in role_counts.items()
@@ -440,6 +436,11 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         found = self._job_info(app_id)
         if found is None:
             raise UnknownAppException(app_id)
+        roles = _role_counts(found[1])
+        if roles and not 0 <= k < roles.get(role_name, 0):
+            valid = ", ".join(f"{r} (replicas 0-{n - 1})" for r, n in roles.items())
+            raise InvalidLogQueryError(
+                f"app {app_id} has no replica {k} of role {role_name!r}; its roles are {valid}")
         lines = self._replica_lines(app_id, role_name, k, should_tail)
         return filter_regex(regex, lines) if regex else lines
 
@@ -497,6 +498,15 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             client.delete_job(info.submission_id)
         except Exception as e:
             raise SchedulerError(f"Ray could not delete {app_id}: {e}") from e
+
+
+def _role_counts(info: Any) -> dict[str, int]:
+    """``{role: num_replicas}`` from the job's torchx metadata (empty for a foreign job)."""
+    try:
+        counts = json.loads((info.metadata or {}).get(META_ROLES, "{}"))
+    except ValueError:
+        return {}
+    return counts if isinstance(counts, dict) else {}
 
 
 def create_scheduler(
