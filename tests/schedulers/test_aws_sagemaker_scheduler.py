@@ -172,3 +172,11 @@ def test_log_iter_names_the_valid_role_and_replicas() -> None:
         with pytest.raises(InvalidLogQueryError, match=f"no replica {k} of role '{role}'; its only"
                            " role is 'trainer' with replicas 0-1"):
             sched.log_iter(app_id, role, k)
+    # a job description without Environment (moto's) names no role: only the replica is checked
+    sm = FakeSageMaker()
+    sched = _sched(sm)
+    app_id = sched.submit(AppDef("a", roles=[_role()]), CFG)
+    del sm.jobs[app_id]["Environment"]
+    assert list(sched.log_iter(app_id, "anything", 1)) == []
+    with pytest.raises(InvalidLogQueryError, match="no replica 2 of role 'x'; its only role is 'x'"):
+        sched.log_iter(app_id, "x", 2)

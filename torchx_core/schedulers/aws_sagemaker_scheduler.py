@@ -352,11 +352,11 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         if job is None:
             raise UnknownAppException(app_id)
         count = int(job.get("ResourceConfig", {}).get("InstanceCount", 1))
-        role = (job.get("Environment") or {}).get(ENV_ROLE_NAME, "sagemaker")
-        if role_name != role or not 0 <= k < count:
+        role = (job.get("Environment") or {}).get(ENV_ROLE_NAME)  # (moto omits Environment)
+        if (role is not None and role_name != role) or not 0 <= k < count:
             raise InvalidLogQueryError(
                 f"training job {app_id} has no replica {k} of role {role_name!r}; its only role is"
-                f" {role!r} with replicas 0-{count - 1}")
+                f" {role or role_name!r} with replicas 0-{count - 1}")
         lines = self._log_lines(app_id, k, since, until, should_tail)
         return filter_regex(regex, lines) if regex else lines
 
