@@ -30,6 +30,8 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 
 #: At most this many replicas are streamed or tailed into the task log.
 MAX_LOG_REPLICAS = 16
+#: How long the log streams may take to drain after the app ended (streams end with the app).
+STREAM_DRAIN_TIMEOUT_S = 15.0
 
 
 def default_runner_factory() -> Runner:
@@ -202,7 +204,7 @@ class LogStreamer:
         except Exception as e:  # noqa: BLE001 - streaming is best effort
             logger.warning("log stream of %s %s/%s stopped: %s", self._handle, role, replica, e)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = STREAM_DRAIN_TIMEOUT_S) -> None:
         """Waits (bounded) for the streams to drain after the app ended."""
         for t in self._threads:
             t.join(timeout)
@@ -213,25 +215,47 @@ class LogStreamer:
                 close()
 
 
+def _bounded(
+    what: str, call: Callable[[Runner], None], factory: RunnerFactory | None, timeout: float
+) -> bool:
+    """Runs ``call`` with a fresh Runner in a helper thread, waiting at most ``timeout`` s."""
+    done: dict[str, bool] = {}
+
+    def _run() -> None:
+        try:
+            with open_runner(factory) as runner:
+                call(runner)
+            done["ok"] = True
+        except Exception as e:  # noqa: BLE001 - best effort, reported below
+            logger.warning("cancelling %s failed: %s", what, e)
+
+    t = threading.Thread(target=_run, name="torchx-cancel", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        logger.warning("cancelling %s did not finish within %.0f s", what, timeout)
+    return done.get("ok", False)
+
+
 def cancel_bounded(runner_factory: RunnerFactory | None, app_handle: str, timeout: float) -> bool:
     """Cancels an app from a helper thread, waiting at most ``timeout`` seconds.
 
     Safe to call from a signal handler or while another thread uses a Runner: it opens its own.
     Returns True if the cancel call finished in time without raising.
     """
-    done: dict[str, bool] = {}
+    return _bounded(app_handle, lambda r: r.cancel(app_handle), runner_factory, timeout)
 
-    def _cancel() -> None:
-        try:
-            with open_runner(runner_factory) as runner:
-                runner.cancel(app_handle)
-            done["ok"] = True
-        except Exception as e:  # noqa: BLE001 - best effort, reported below
-            logger.warning("cancelling %s failed: %s", app_handle, e)
 
-    t = threading.Thread(target=_cancel, name="torchx-cancel", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        logger.warning("cancelling %s did not finish within %.0f s", app_handle, timeout)
-    return done.get("ok", False)
+def cancel_by_name_bounded(
+    runner_factory: RunnerFactory | None, scheduler: str, name: str, timeout: float
+) -> bool:
+    """Cancels every unfinished app named ``name`` on ``scheduler`` (bounded like
+    :py:func:`cancel_bounded`): for a kill that interrupted the submission of that app."""
+
+    def _cancel(runner: Runner) -> None:
+        for resp in runner.list(scheduler):
+            if resp.name == name and not is_terminal(resp.state):
+                logger.info("cancelling %s (named %s)", resp.app_handle, name)
+                runner.cancel(resp.app_handle)
+
+    return _bounded(f"apps named {name}", _cancel, runner_factory, timeout)

@@ -34,9 +34,11 @@ from torchx_airflow._airflow import (
     default_deferrable,
 )
 from torchx_airflow._runtime import (
+    STREAM_DRAIN_TIMEOUT_S,
     LogStreamer,
     RunnerFactory,
     cancel_bounded,
+    cancel_by_name_bounded,
     default_runner_factory,
     deterministic_app_name,
     find_app_by_name,
@@ -53,7 +55,7 @@ from torchx_airflow.states import (
     exception_for,
     outcome_for,
 )
-from torchx_core.specs import AppDef, AppStatus
+from torchx_core.specs import AppDef, AppState, AppStatus
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -168,7 +170,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             unknown_state_timeout=unknown_state_timeout,
             runner_factory=runner_factory,
         )
-        self.app = app
+        # our own copy: Airflow renders template fields in place, and one AppDef may be shared
+        self.app = copy.deepcopy(app)
         self.component = component
         self.component_args = (
             list(component_args)
@@ -192,6 +195,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self.runner_factory = runner_factory
         self._runner: Runner | None = None
         self._handle: str | None = None
+        self._submitting: str | None = None  # the app name while runner.run() is in flight
+        self._killed = False
         self._result: dict[str, Any] | None = None
         setattr(self, UI_URL_ATTR, None)
 
@@ -224,12 +229,26 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             self._close_runner()
 
     def on_kill(self) -> None:
-        """Cancels the app (``cancel_on_kill``): on SIGTERM and on ``execution_timeout``."""
-        handle = self._handle
-        if handle is None or not self.cancel_on_kill:
+        """Cancels the app (``cancel_on_kill``): on SIGTERM and on ``execution_timeout``.
+
+        A kill that arrives while the app is being submitted cancels what was submitted under the
+        app's deterministic name (``execution_timeout`` aborts the submission), or the app as soon
+        as the submission returns (SIGTERM lets it finish).
+        """
+        self._killed = True
+        if not self.cancel_on_kill:
             return
-        self.log.info("Task killed: cancelling TorchX app %s", handle)
-        cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
+        handle = self._handle
+        if handle is not None:
+            self.log.info("Task killed: cancelling TorchX app %s", handle)
+            cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
+        elif self._submitting is not None:
+            self.log.info(
+                "Task killed while submitting: cancelling apps named %s", self._submitting
+            )
+            cancel_by_name_bounded(
+                self.runner_factory, self.scheduler, self._submitting, CANCEL_TIMEOUT_S
+            )
 
     # -- ResumableJobMixin hooks ----------------------------------------------------------------
 
@@ -237,20 +256,30 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         """Submits the app under its deterministic name; returns the app handle."""
         runner = self._get_runner()
         app = self._build_app(runner, context)
-        if context.get("task_state_store") is None:
-            # No state store (Airflow < 3.3): an earlier try is found again by the app's name.
-            found = find_app_by_name(runner, self.scheduler, app.name)
-            if found is not None:
-                self.log.info("Reattaching to TorchX app %s (found by name %s)", found[0], app.name)
-                return found[0]
+        found = self._find_earlier_try(runner, app.name, context)
+        if found is not None:
+            self.log.info("Reattaching to TorchX app %s (found by name %s)", found, app.name)
+            self._handle = found
+            return found
+        # kept if run() raises: execution_timeout interrupts it, then on_kill looks up the name
+        self._submitting = app.name
         handle = runner.run(app, self.scheduler, cfg=self.cfg, workspace=self.workspace)
+        self._submitting = None
         self.log.info("Submitted TorchX app %s as %s", app.name, handle)
         self._handle = handle
+        if self._killed and self.cancel_on_kill:
+            # SIGTERM arrived during the submission (on_kill had no handle yet).
+            cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
+            raise AirflowException(f"the task was killed while submitting {handle}; cancelled it")
         return handle
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
         """The app's state name (``"VANISHED"`` when the scheduler does not know it)."""
-        status = self._get_runner().status(str(external_id))
+        try:
+            status = self._get_runner().status(str(external_id))
+        except Exception as e:  # noqa: BLE001 - unreachable: reattach and wait out the grace
+            self.log.warning("Reading the status of %s failed: %s", external_id, e)
+            return AppState.UNKNOWN.name
         return status.state.name if status is not None else VANISHED_STATUS
 
     def is_job_active(self, status: str) -> bool:
@@ -266,13 +295,13 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         """Pushes the handle to XCom and waits (blocking or deferred); returns the status dict."""
         handle = str(external_id)
         self._handle = handle
-        status = self._announce(handle, context)
+        status, outcome = self._announce(handle, context)
         if not self.wait:
             self._result = status_payload(handle, status)
             return self._result
-        if self.deferrable and (status is None or not status.is_terminal()):
+        if self.deferrable and outcome.keeps_waiting:
             self._defer_to_trigger(handle, context)
-        return self._wait_on_worker(handle, status)
+        return self._wait_on_worker(handle, status, outcome)
 
     def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
         """The final status dict (checked again when a retry finds a finished app)."""
@@ -280,8 +309,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             return self._result
         handle = str(external_id)
         self._handle = handle
-        status = self._announce(handle, context)
-        outcome = outcome_for(status.state if status is not None else None)
+        status, outcome = self._announce(handle, context)
+        if outcome.keeps_waiting:  # the status could not be read: wait out the grace
+            return self._wait_on_worker(handle, status, outcome)
         return self._finish(handle, status, outcome, tail=False)
 
     # -- internals ------------------------------------------------------------------------------
@@ -314,9 +344,27 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         )
         return app
 
-    def _announce(self, handle: str, context: Any) -> AppStatus | None:
+    def _find_earlier_try(self, runner: Runner, name: str, context: Any) -> str | None:
+        """The app of an earlier try that the state store does not know, found by its name.
+
+        Looked up on retries (the worker may have died between submitting and storing the
+        handle) and on every try without a state store (Airflow < 3.3). Failed and cancelled
+        apps are not reused.
+        """
+        ti = context["ti"]
+        retry = int(getattr(ti, "try_number", 1) or 1) > 1
+        if context.get("task_state_store") is not None and not retry:
+            return None
+        try:
+            found = find_app_by_name(runner, self.scheduler, name)
+        except Exception as e:  # noqa: BLE001 - a scheduler without list(): submit
+            self.log.warning("Cannot look up earlier apps named %s: %s", name, e)
+            return None
+        return found[0] if found is not None else None
+
+    def _announce(self, handle: str, context: Any) -> tuple[AppStatus | None, Outcome]:
         """Reads the status and pushes ``app_handle`` / ``ui_url`` to XCom (before waiting)."""
-        status = self._get_runner().status(handle)
+        status, outcome = self._poll(handle, None)
         ti = context["ti"]
         ti.xcom_push(key="app_handle", value=handle)
         self._remember_ui_url(status)
@@ -325,8 +373,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             ti.xcom_push(key="ui_url", value=url)
             ti.xcom_push(key=TorchXAppLink().xcom_key, value=url)
             self.log.info("TorchX app %s UI: %s", handle, url)
-        self.log.info("TorchX app %s is %s", handle, status.state.name if status else "gone")
-        return status
+        self.log.info("TorchX app %s is %s", handle, status.state.name if status else outcome.name)
+        return status, outcome
 
     def _remember_ui_url(self, status: AppStatus | None) -> None:
         if status is not None and status.ui_url:
@@ -362,21 +410,29 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             return last, Outcome.UNKNOWN
         return status, outcome_for(status.state if status is not None else None)
 
-    def _wait_on_worker(self, handle: str, status: AppStatus | None) -> dict[str, Any]:
+    def _wait_on_worker(
+        self, handle: str, status: AppStatus | None, outcome: Outcome
+    ) -> dict[str, Any]:
         streamer: LogStreamer | None = None
         if self.stream_logs:
             streamer = LogStreamer(self.runner_factory, handle, lambda s: self.log.info("%s", s))
             streamer.start(status)
         clock = UnknownStateClock(self.unknown_state_timeout)
-        outcome = outcome_for(status.state if status is not None else None)
+        ended = False
         try:
             while outcome.keeps_waiting and not clock.observe(outcome):
                 time.sleep(self.poll_interval)
                 status, outcome = self._poll(handle, status)
+            ended = not outcome.keeps_waiting
         finally:
             if streamer is not None:
-                streamer.stop()
-        return self._finish(handle, status, outcome, tail=not self.stream_logs)
+                # the streams end with the app: drain them only if it ended (a timeout or kill
+                # must reach on_kill at once, not after the drain timeout)
+                streamer.stop(timeout=STREAM_DRAIN_TIMEOUT_S if ended else 0)
+        # a failure always gets a (folded) tail of its failed replicas first, even if streamed
+        return self._finish(
+            handle, status, outcome, tail=not self.stream_logs or outcome is not Outcome.SUCCESS
+        )
 
     def _finish(
         self, handle: str, status: AppStatus | None, outcome: Outcome, *, tail: bool

@@ -33,7 +33,8 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 __all__ = ["TorchXTrigger"]
 
-#: ``on_kill`` gives up waiting for the cancel call after this long (Airflow allows 30 s).
+#: ``on_kill`` and the deadline give up waiting for the cancel call after this long (Airflow
+#: allows ``on_kill`` 30 s).
 ON_KILL_TIMEOUT_S = 25.0
 
 
@@ -129,9 +130,11 @@ class TorchXTrigger(BaseTrigger):
             if self.timeout_at is not None and time.time() >= self.timeout_at:
                 if self.cancel_on_kill:
                     try:
-                        await asyncio.to_thread(runner.cancel, self.app_handle)
+                        await asyncio.wait_for(
+                            asyncio.to_thread(runner.cancel, self.app_handle), ON_KILL_TIMEOUT_S
+                        )
                     except Exception as e:  # noqa: BLE001 - the timeout event still fires
-                        self.log.warning("cancelling %s failed: %s", self.app_handle, e)
+                        self.log.warning("cancelling %s failed: %r", self.app_handle, e)
                 return self._event(
                     "timeout",
                     last,

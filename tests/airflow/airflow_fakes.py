@@ -51,6 +51,8 @@ class FakeRunner:
         self.calls: list[tuple[str, str]] = []
         self.status_error: Exception | None = None
         self.status_hook: Callable[[str], None] | None = None
+        #: called with the new handle once ``run`` created the app, before it returns
+        self.run_hook: Callable[[str], None] | None = None
         self.closed = 0
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -60,6 +62,8 @@ class FakeRunner:
         handle = f"{scheduler}://torchx/{app.name}-{next(self._ids)}"
         self.apps[handle] = FakeApp(app, handle, list(self.script), ui_url=self.ui_url)
         self.calls.append(("run", handle))
+        if self.run_hook is not None:
+            self.run_hook(handle)
         return handle
 
     def add_app(
@@ -164,6 +168,7 @@ class FakeTI:
         self.task_id = "task"
         self.run_id = "manual__1"
         self.map_index = -1
+        self.try_number = 1
         self.start_date = None
         self.stats_tags: dict[str, str] = {}
         self.xcoms: dict[str, Any] = {}

@@ -49,6 +49,24 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
+def _app_processes(handle: str) -> list[int]:
+    """PIDs (not zombies) of every process of an app: the local scheduler gives each replica
+    ``TORCHX_JOB_ID=<handle>``, which its children inherit (race-free, no PID file needed)."""
+    marker = f"TORCHX_JOB_ID={handle}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and marker in env.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
 def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -180,8 +198,10 @@ def test_execution_timeout_cancels_the_app(
     assert ti["state"] == "failed"
     (app,) = _apps_named(af, name)
     assert app.state == AppState.CANCELLED
-    pid = int((af.work / f"{name}.pid").read_text())
-    assert _group_alive(pid) == []
+    assert _app_processes(app.app_handle) == []
+    pid_file = af.work / f"{name}.pid"
+    if pid_file.exists():  # the replica got to run before the timeout (it does, unless loaded)
+        assert _group_alive(int(pid_file.read_text())) == []
 
 
 def test_example_dag_runs(af: AirflowEnv, dag_run: Any) -> None:
@@ -236,13 +256,15 @@ class _LineReader:
 
 def test_worker_crash_reattaches_without_a_second_submission(af: AirflowEnv) -> None:
     logical = "2024-06-01T00:00:00+00:00"
+    starts = af.work / "crash_starts"
     first = af.start_dags("tx_crash", extra=("--logical-date", logical))
     try:
         handle = _wait_for(lambda: _stored_handle(af, "tx_crash"), 300, "the stored handle")
+        _wait_for(lambda: starts.exists() and "started" in starts.read_text(), 300, "the app")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-wait
         af.collect(first)
-    assert (af.work / "crash_starts").read_text().count("started") == 1
+    assert starts.read_text().count("started") == 1
 
     # The task runs again against the same DagRun (what the retry after a crash does).
     airflow_bin = str(Path(sys.executable).with_name("airflow"))
@@ -265,14 +287,18 @@ def test_worker_crash_reattaches_without_a_second_submission(af: AirflowEnv) -> 
             300,
             "the second try to attach or submit",
         )
+        (af.work / "crash_release").touch()
+        second.wait(300)
     finally:
         (af.work / "crash_release").touch()  # let the app finish either way
-    second.wait(300)
-    reader.join()
+        if second.poll() is None:  # never leave the task process behind
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait()
+        reader.join()
     out = reader.text()
     assert "Reconnecting to existing job" in out and "Submitted TorchX app" not in out
     assert f"TorchX app {handle} SUCCEEDED" in out
-    assert (af.work / "crash_starts").read_text().count("started") == 1
+    assert starts.read_text().count("started") == 1
     apps = _apps_named(af, "crashy")
     assert [a.app_handle for a in apps] == [handle]
     assert apps[0].state == AppState.SUCCEEDED
@@ -294,6 +320,7 @@ def test_sigterm_runs_on_kill_which_cancels_the_app(af: AirflowEnv) -> None:
     assert "Task killed: cancelling TorchX app" in run.output
     (app,) = _apps_named(af, "sigterm")
     assert app.state == AppState.CANCELLED
+    assert _app_processes(app.app_handle) == []
     for p in pid_files:
         assert _group_alive(int(p.read_text())) == []
 
@@ -314,6 +341,7 @@ def test_trigger_cleanup_keeps_and_on_kill_cancels_a_real_app(af: AirflowEnv) ->
     with af.runner() as r:
         handle = r.run(app, "local_cwd")
         _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the app")
+        assert _app_processes(handle)  # the scan below sees the app's processes
         trigger = TorchXTrigger(app_handle=handle, poll_interval=0.1)
 
         async def run_then_stop() -> None:
@@ -333,6 +361,7 @@ def test_trigger_cleanup_keeps_and_on_kill_cancels_a_real_app(af: AirflowEnv) ->
         status = r.status(handle)
         assert status is not None and status.state == AppState.CANCELLED
     assert _group_alive(int(pid_file.read_text())) == []
+    assert _app_processes(handle) == []
 
 
 def test_airflow_lists_the_provider(af: AirflowEnv) -> None:

@@ -1,0 +1,84 @@
+"""Jinja templating of the operator's fields (Airflow's own renderer, no DAG run), and the link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_fakes import FakeRunner, FakeStore, make_context
+
+from torchx_airflow import TorchXAppLink, TorchXOperator
+from torchx_core.specs import AppDef, AppState, Role
+
+CTX = {"ds": "2024-06-01", "run_id": "manual__x"}
+
+
+def _app() -> AppDef:
+    return AppDef(
+        name="train-{{ ds }}",
+        roles=[
+            Role(
+                name="trainer",
+                image="img:{{ ds }}",
+                entrypoint="/bin/{{ ds }}",
+                args=["--run", "{{ run_id }}"],
+                env={"DAY": "{{ ds }}"},
+                metadata={"m": "{{ ds }}"},
+            )
+        ],
+        metadata={"owner": "{{ run_id }}"},
+    )
+
+
+def test_appdef_fields_cfg_workspace_and_scheduler_are_rendered() -> None:
+    op = TorchXOperator(
+        task_id="t",
+        app=_app(),
+        scheduler="{{ 'local_cwd' }}",
+        cfg={"log_dir": "/logs/{{ ds }}", "n": 3},
+        workspace="/ws/{{ ds }}",
+    )
+    op.render_template_fields(CTX)
+    assert op.app is not None
+    role = op.app.roles[0]
+    assert op.app.name == "train-2024-06-01"
+    assert op.app.metadata == {"owner": "manual__x"}
+    assert role.image == "img:2024-06-01" and role.entrypoint == "/bin/2024-06-01"
+    assert role.args == ["--run", "manual__x"]
+    assert role.env == {"DAY": "2024-06-01"} and role.metadata == {"m": "2024-06-01"}
+    assert op.cfg == {"log_dir": "/logs/2024-06-01", "n": 3}
+    assert op.workspace == "/ws/2024-06-01" and op.scheduler == "local_cwd"
+
+
+def test_component_args_are_rendered_as_list_or_dict() -> None:
+    as_list = TorchXOperator(task_id="a", component="utils.echo", component_args=["{{ ds }}"])
+    as_dict = TorchXOperator(task_id="b", component="utils.echo", component_args={"m": "{{ ds }}"})
+    as_list.render_template_fields(CTX)
+    as_dict.render_template_fields(CTX)
+    assert as_list.component_args == ["2024-06-01"]
+    assert as_dict.component_args == {"m": "2024-06-01"}
+
+
+def test_rendering_never_touches_a_shared_appdef() -> None:
+    """Airflow renders nested objects in place: each operator renders its own copy."""
+    shared = AppDef(name="x", roles=[Role("r", "img", args=["{{ task.task_id }}"])])
+    a = TorchXOperator(task_id="a", app=shared)
+    b = TorchXOperator(task_id="b", app=shared)
+    a.render_template_fields({"task": a})
+    b.render_template_fields({"task": b})
+    assert a.app is not None and b.app is not None
+    assert a.app.roles[0].args == ["a"] and b.app.roles[0].args == ["b"]
+    assert shared.roles[0].args == ["{{ task.task_id }}"]
+
+
+def test_the_link_points_at_the_apps_ui() -> None:
+    r = FakeRunner([AppState.SUCCEEDED], ui_url="http://dashboard/app")
+    op = TorchXOperator(
+        task_id="t", app=_app(), runner_factory=lambda: r, poll_interval=0.001, stream_logs=False
+    )
+    link = TorchXAppLink()
+    key: Any = None
+    assert link.get_link(op, ti_key=key) == ""  # nothing submitted yet
+    ctx = make_context(FakeStore())
+    op.execute(ctx)
+    assert link.get_link(op, ti_key=key) == "http://dashboard/app"
+    assert ctx["ti"].xcoms[link.xcom_key] == "http://dashboard/app"
