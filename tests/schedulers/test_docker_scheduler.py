@@ -227,7 +227,8 @@ def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "docker", None)
     sched = DockerScheduler("test")
     sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
-    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[docker\]"):
+    with pytest.raises(MissingDependencyError,
+                       match=r"needed by the local_docker scheduler.*torchx-suite\[docker\]"):
         sched.describe("x-1")
 
 

@@ -105,7 +105,8 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
 
     def _docker_client(self) -> DockerClient:
         if self.__docker_client is None:
-            docker = import_optional("docker", "docker", "docker workspaces")
+            backend = getattr(self, "backend", "docker")  # set by Scheduler.__init__
+            docker = import_optional("docker", "docker", f"the {backend} scheduler")
             try:
                 self.__docker_client = docker.from_env()
             except docker.errors.DockerException as e:  # no engine answers on DOCKER_HOST
