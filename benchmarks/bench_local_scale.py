@@ -116,7 +116,7 @@ def measure(python: str, code: str, n: int, repeat: int, env: dict[str, str]) ->
     for _ in range(repeat):
         out = subprocess.run(
             [python, "-c", code, str(n)],
-            check=True, capture_output=True, text=True, cwd=REPO, env=env,
+            check=True, capture_output=True, text=True, cwd=REPO, env=env, timeout=600,
         )  # fmt: skip
         times.append(float(out.stdout.split()[-1]))
     return times
@@ -140,8 +140,9 @@ def main() -> None:
             ),
         }
         small = subprocess.run(
-            [str(OUR_PYTHON), "-c", SMALL], check=True, capture_output=True, text=True, cwd=REPO, env=env
-        ).stdout.split()
+            [str(OUR_PYTHON), "-c", SMALL],
+            check=True, capture_output=True, text=True, cwd=REPO, env=env, timeout=600,
+        ).stdout.split()  # fmt: skip
     direct = min(rows["direct posix_spawn"])
     torchx = min(rows["torchx 0.7.0 run+wait(0.05)"])
     print(f"1 role x {n} replicas of /bin/true, submit -> SUCCEEDED (seconds; {os.cpu_count()} cores)")
