@@ -255,6 +255,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     def submit_job(self, context: Any) -> str:
         """Submits the app under its deterministic name; returns the app handle."""
         runner = self._get_runner()
+        if self.cfg:
+            # unknown keys are an error here (the Runner only warns): says which keys are valid
+            runner.scheduler_run_opts(self.scheduler).resolve(self.cfg, strict=True)
         app = self._build_app(runner, context)
         found = self._find_earlier_try(runner, app.name, context)
         if found is not None:

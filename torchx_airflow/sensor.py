@@ -13,6 +13,7 @@ from typing import Any
 
 from torchx_airflow._airflow import (
     AirflowException,
+    AirflowFailException,
     AirflowSensorTimeout,
     BaseSensorOperator,
     PokeReturnValue,
@@ -26,7 +27,8 @@ from torchx_airflow._runtime import (
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.states import Outcome, UnknownStateClock, exception_for, outcome_for
-from torchx_core.specs import AppStatus
+from torchx_core.specs import AppStatus, parse_app_handle
+from torchx_core.specs.errors import MalformedAppHandleException
 
 __all__ = ["TorchXSensor"]
 
@@ -69,6 +71,11 @@ class TorchXSensor(BaseSensorOperator):
         problems: list[str] = []
         if not isinstance(app_handle, str) or not app_handle.strip():
             problems.append(f"app_handle must be a non-empty str, got {app_handle!r}")
+        elif "{{" not in app_handle:  # a template is checked once rendered (in poke)
+            try:
+                parse_app_handle(app_handle)
+            except MalformedAppHandleException as e:
+                problems.append(f"app_handle: {e}")
         for name, value in (
             ("fail_fast", fail_fast),
             ("skip_on_cancel", skip_on_cancel),
@@ -93,6 +100,14 @@ class TorchXSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool | PokeReturnValue:
         """One status check: done (with the status dict), not yet, or raise per the state table."""
+        try:
+            parse_app_handle(self.app_handle)
+        except MalformedAppHandleException as e:
+            # e.g. an xcom_pull that found nothing rendered "None": retrying cannot fix it
+            raise AirflowFailException(
+                f"TorchXSensor {self.task_id}: app_handle rendered to {self.app_handle!r}: {e}."
+                " Check the app_handle template (the upstream task's XCom key 'app_handle')."
+            ) from e
         with open_runner(self.runner_factory) as runner:
             try:
                 status = runner.status(self.app_handle)

@@ -8,7 +8,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from torchx_core.specs import AppDef, AppState, AppStatus, ReplicaStatus, Role, RoleStatus
+from torchx_core.specs import (
+    AppDef,
+    AppState,
+    AppStatus,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    runopts,
+)
 
 # -- unit-test fakes ---------------------------------------------------------------------------
 
@@ -81,6 +89,11 @@ class FakeRunner:
             name=component.split(".")[-1],
             roles=[Role("r", "img", entrypoint="/bin/echo", args=args)],
         )
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        opts = runopts()
+        opts.add("log_dir", type_=str, help="where logs go")
+        return opts
 
     # queries
     def _state(self, handle: str) -> AppState | None:

@@ -15,6 +15,7 @@ from airflow_fakes import FakeRunner, FakeStore, FakeTI, make_context
 from torchx_airflow import TorchXOperator
 from torchx_airflow._runtime import STREAM_DRAIN_TIMEOUT_S, deterministic_app_name
 from torchx_core.specs import AppDef, AppState
+from torchx_core.specs.errors import InvalidRunConfigException
 
 # the name the operator gives the ``app`` fixture for FakeTI's task identity
 NAME = deterministic_app_name("train", dag_id="dag", task_id="task", run_id="manual__1")
@@ -159,6 +160,7 @@ class _StreamUntilCancelled(FakeRunner):
         if kw.get("should_tail"):
             yield "started\n"
             self.gave_up = not self.cancelled.wait(self._give_up)
+            return
         yield from super().log_lines(app_handle, role_name, k)
 
     def cancel(self, app_handle: str) -> None:
@@ -181,3 +183,11 @@ def test_execution_timeout_reaches_on_kill_without_draining_the_logs(app: AppDef
     op.on_kill()  # what Airflow does next
     assert r.cancelled.wait(30)
     assert r.gave_up is False  # on_kill came while the stream was still open
+
+
+def test_unknown_cfg_key_fails_before_submitting(app: AppDef) -> None:
+    r = FakeRunner([AppState.SUCCEEDED])
+    with pytest.raises(InvalidRunConfigException, match="log_dri.*Did you mean.*log_dir"):
+        _op(r, app, cfg={"log_dri": "/tmp/x"}).execute(make_context(FakeStore()))
+    assert r.count("run") == 0
+    assert _op(r, app, cfg={"log_dir": "/tmp/x"}).execute(make_context(FakeStore()))["state"]

@@ -131,3 +131,18 @@ def test_bad_arguments() -> None:
     assert "app_handle" in msg and "fail_fast" in msg and "unknown_state_timeout" in msg
     with pytest.raises(InvalidTaskArgumentError, match="exclusive"):
         TorchXSensor(task_id="s", app_handle="x://y/z", deferrable=True, mode="reschedule")
+
+
+def test_a_handle_that_rendered_to_garbage_fails_at_once() -> None:
+    """``xcom_pull`` found nothing: the template rendered "None" (retrying cannot fix it)."""
+    r = FakeRunner()
+    s = _sensor(r, "{{ ti.xcom_pull(task_ids='nope', key='app_handle') }}")
+    s.app_handle = "None"  # what Airflow's rendering leaves
+    with pytest.raises(AirflowFailException, match="'None'.*scheduler_backend"):
+        s.poke(make_context())
+    assert r.count("status") == 0
+
+
+def test_a_literal_malformed_handle_is_rejected_at_construction() -> None:
+    with pytest.raises(InvalidTaskArgumentError, match="app_handle.*'train-1'"):
+        TorchXSensor(task_id="s", app_handle="train-1")
