@@ -409,3 +409,14 @@ def test_replicas_that_end_while_others_are_spawned(sched: LocalScheduler, num_r
     for _ in range(5):
         _, desc = run(sched, app, timeout=30)
         assert desc.state == AppState.SUCCEEDED
+
+
+def test_entrypoint_that_cannot_be_executed_fails_the_app(sched: LocalScheduler, tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-program"
+    bad.write_bytes(b"\x00\x01garbage")
+    bad.chmod(0o755)
+    app = specs.AppDef("bad", roles=[specs.Role("r", image="", entrypoint=str(bad), num_replicas=2)])
+    _, desc = run(sched, app)
+    assert desc.state == AppState.FAILED
+    assert desc.msg.startswith("replica r/0 could not start:"), desc.msg
+    assert json.loads(desc.structured_error_msg)["exit_code"] == 127

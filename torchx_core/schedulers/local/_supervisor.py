@@ -255,6 +255,7 @@ class Supervisor:
             env = dict(env)
             env.update(extra)
         argv = role.replica_argv.get(str(slot.k), role.argv)
+        spawned = False
         try:
             pid = os.posix_spawn(
                 role.exe,
@@ -268,9 +269,13 @@ class Supervisor:
                 setpgroup=0,
                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP),  # ignored here
             )
+            spawned = True
         finally:
             os.close(w_out)
             os.close(w_err)
+            if not spawned:
+                os.close(r_out)
+                os.close(r_err)
         for fd, stream in ((r_out, 0), (r_err, 1)):
             os.set_blocking(fd, False)
             self.pipes[fd] = (slot, stream)
