@@ -191,3 +191,37 @@ def test_unknown_cfg_key_fails_before_submitting(app: AppDef) -> None:
         _op(r, app, cfg={"log_dri": "/tmp/x"}).execute(make_context(FakeStore()))
     assert r.count("run") == 0
     assert _op(r, app, cfg={"log_dir": "/tmp/x"}).execute(make_context(FakeStore()))["state"]
+
+
+def _old_airflow_operator(stand_in: str) -> type[TorchXOperator]:
+    """TorchXOperator as built on Airflow 3.0-3.2 (the stand-in mixin first in the MRO)."""
+    if stand_in == "common.compat":
+        from airflow.providers.common.compat._resumable_job_mixin import ResumableJobMixin
+    else:
+        from torchx_airflow._resumable_fallback import ResumableJobMixin  # type: ignore[assignment]
+
+    class OldTorchXOperator(ResumableJobMixin, TorchXOperator):  # type: ignore[misc,valid-type]
+        def __init__(self, **kwargs: Any) -> None:  # wrapped by Airflow's operator metaclass
+            super().__init__(**kwargs)
+
+    return OldTorchXOperator
+
+
+@pytest.mark.parametrize("stand_in", ["common.compat", "torchx_airflow"])
+def test_older_airflow_retry_reattaches_by_name(app: AppDef, stand_in: str) -> None:
+    """Before 3.3 every try calls submit_job (no state store): the retry after a worker crash
+    finds the running app by its name instead of submitting it again."""
+    cls = _old_airflow_operator(stand_in)
+    r = FakeRunner([AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
+    first = cls(task_id="task", app=app, runner_factory=lambda: r, wait=False)
+    handle = first.execute(make_context(None))["app_handle"]  # then the worker dies
+    second = cls(task_id="task", app=app, runner_factory=lambda: r, poll_interval=0.001)
+    result = second.execute(make_context(None, _retry_ti()))
+    assert result["app_handle"] == handle and result["state"] == "SUCCEEDED"
+    assert r.count("run") == 1
+    # a failed app is resubmitted
+    r.apps[handle].states = [AppState.FAILED]
+    r.script = [AppState.SUCCEEDED]
+    third = cls(task_id="task", app=app, runner_factory=lambda: r, poll_interval=0.001)
+    assert third.execute(make_context(None, _retry_ti()))["app_handle"] != handle
+    assert r.count("run") == 2
