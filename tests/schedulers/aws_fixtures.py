@@ -116,6 +116,7 @@ class FakeBatch:
             "createdAt": len(self.jobs),
             "tags": kwargs.get("tags", {}),
             "attempts": [],
+            "jobDefinition": kwargs["jobDefinition"],
         }
         if job_def["type"] == "container":
             job["container"] = dict(job_def["containerProperties"])
@@ -163,6 +164,11 @@ class FakeBatch:
     def terminate_job(self, jobId: str, reason: str) -> dict[str, Any]:
         self.calls.append(("terminate_job", {"jobId": jobId, "reason": reason}))
         self.set_status(jobId, "FAILED", reason)
+        return {}
+
+    def deregister_job_definition(self, jobDefinition: str) -> dict[str, Any]:
+        self.calls.append(("deregister_job_definition", {"jobDefinition": jobDefinition}))
+        self.job_defs[jobDefinition]["status"] = "INACTIVE"
         return {}
 
     def describe_job_queues(self) -> dict[str, Any]:

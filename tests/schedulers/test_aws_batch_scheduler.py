@@ -319,3 +319,17 @@ def test_unconfigured_aws_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.M
             call()
         assert "aws_batch: cannot create the AWS batch client" in str(e.value)
         assert "AWS_DEFAULT_REGION" in str(e.value)
+
+
+def test_delete_cancels_and_deregisters_the_job_definition() -> None:
+    batch = FakeBatch()
+    sched = _sched(batch)
+    app_id = sched.submit(_app(), CFG)
+    job_id = batch.job_id(app_id)
+    batch.set_status(job_id, "RUNNING")
+    sched.delete(app_id)
+    arn = batch.jobs[job_id]["jobDefinition"]
+    assert ("terminate_job", {"jobId": job_id, "reason": CANCEL_REASON}) in batch.calls
+    assert batch.calls[-1] == ("deregister_job_definition", {"jobDefinition": arn})
+    assert batch.job_defs[arn]["status"] == "INACTIVE"
+    sched.delete("q:nope")  # unknown: a no-op

@@ -58,12 +58,21 @@ def test_batch_multi_role_success_logs_and_list(batch: AWSBatchScheduler, batch_
     assert listed[app_id] == AppState.SUCCEEDED
 
 
-def test_batch_failure(batch: AWSBatchScheduler, batch_queue: str) -> None:
+def test_batch_failure(batch: AWSBatchScheduler, batch_queue: str,
+                       aws_clients: dict[str, Any]) -> None:
     app_id = batch.submit(AppDef("fail", roles=[sh("w", "echo failing; exit 3")]),
                           {"queue": batch_queue})
     desc = wait_for_app(batch, app_id)
     assert desc.state == AppState.FAILED
     assert list(batch.log_iter(app_id, "w", 0)) == ["failing\n"]
+    # delete deregisters the job definition registered for the app
+    name = app_id.partition(":")[2]
+    client = aws_clients["batch"]
+    assert [d["status"] for d in client.describe_job_definitions(
+        jobDefinitionName=name)["jobDefinitions"]] == ["ACTIVE"]
+    batch.delete(app_id)
+    assert [d["status"] for d in client.describe_job_definitions(
+        jobDefinitionName=name)["jobDefinitions"]] in ([], ["INACTIVE"])
 
 
 def test_batch_cancel_reports_cancelled(batch: AWSBatchScheduler, batch_queue: str) -> None:

@@ -21,6 +21,7 @@ Node 0 (replica 0 of the first role) is the main node; the rank-0 address is in
 * ``cancel`` calls ``terminate_job`` with a reason starting with ``CANCEL_REASON``; such jobs end
   ``FAILED`` in Batch and are reported ``CANCELLED``.
 * ``list`` returns the jobs of the queue (or every queue) that carry the torchx version tag.
+* ``delete`` cancels the job if it runs and deregisters the job definition registered for it.
 
 Workspaces are built as Docker images (:class:`DockerWorkspaceMixin`) and pushed to ``image_repo``.
 """
@@ -620,6 +621,19 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
                 client.terminate_job(jobId=job_id, reason=CANCEL_REASON)
             except Exception as e:
                 raise SchedulerError(f"AWS Batch could not terminate {app_id} ({job_id}): {e}") from e
+
+
+    def _delete_existing(self, app_id: str) -> None:
+        """Cancels the job if it runs and deregisters the job definition made for it."""
+        self._cancel_existing(app_id)
+        job = self._get_job(app_id)
+        if job is None or not job.get("jobDefinition"):
+            return
+        try:
+            self._batch_client().deregister_job_definition(jobDefinition=job["jobDefinition"])
+        except Exception as e:  # botocore ClientError
+            raise SchedulerError(
+                f"AWS Batch could not deregister the job definition of {app_id}: {e}") from e
 
 
 def _job_state(job: Mapping[str, Any]) -> AppState:
