@@ -307,6 +307,8 @@ def test_log_iter_rejects_bad_queries(sched: LocalScheduler, root: str) -> None:
         sched.log_iter("app-l2", "r", 5)
     with pytest.raises(InvalidLogQueryError, match="invalid log regex"):
         sched.log_iter("app-l2", "r", 0, regex="(")
+    with pytest.raises(InvalidLogQueryError, match="valid streams: stdout, stderr, combined"):
+        sched.log_iter("app-l2", "r", 0, streams="both")  # type: ignore[arg-type]
 
 
 def test_fast_runopts_match_the_structured_opts() -> None:

@@ -653,7 +653,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             raise InvalidLogQueryError(
                 f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1}; got k={k}"
             )
-        stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
+        try:
+            stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
+        except ValueError as e:
+            valid = ", ".join(s.value for s in Stream)
+            raise InvalidLogQueryError(f"unknown log stream {streams!r}; valid streams: {valid}") from e
         if since or until:
             logger.warning("since/until are ignored by the local scheduler: its logs carry no timestamps")
         pattern = None
