@@ -317,3 +317,14 @@ def test_fast_runopts_match_the_structured_opts() -> None:
     assert [(k, v.opt_type, v.default, v.help) for k, v in fast] == [
         (k, v.opt_type, v.default, v.help) for k, v in slow
     ]
+
+
+def test_unusable_root_is_a_typed_error(tmp_path: Path) -> None:
+    from torchx_core.schedulers.api import SchedulerError
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    sched = LocalScheduler("s", root=str(not_a_dir / "root"))
+    app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true")])
+    with pytest.raises(SchedulerError, match="state root"):
+        sched.schedule(sched.submit_dryrun(app, {}))

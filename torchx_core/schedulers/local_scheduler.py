@@ -351,7 +351,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         On submit the copy moves into the app directory (``<app_dir>/workspace``) and the role
         runs there; copies of dry runs that are never submitted are garbage-collected.
         """
-        staging = os.path.join(_state.ensure_root(self.root), _state.STAGING)
+        staging = os.path.join(_ensure_root(self.root), _state.STAGING)
         os.makedirs(staging, exist_ok=True)
         out = os.path.join(staging, make_unique("ws"))
         copy_workspace(workspace, out)
@@ -493,7 +493,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         from torchx_core.schedulers.local import _launch
 
         req = dryrun_info.request
-        root = _state.ensure_root(req.root)
+        root = _ensure_root(req.root)
         try:
             _state.maybe_gc(root, _state.ttl_seconds(self._ttl))
         except OSError as e:
@@ -720,6 +720,16 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _ensure_root(root: str) -> str:
+    try:
+        return _state.ensure_root(root)
+    except OSError as e:
+        raise SchedulerError(
+            f"cannot use {root} as the local scheduler's state root: {e}. Point"
+            f" ${_state.ROOT_ENV} (or the `log_dir` run option) at a directory you own."
+        ) from e
 
 
 def _substitute(text: str, values: Mapping[str, str]) -> str:
