@@ -39,6 +39,24 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
         """Builds ``workspace`` for ``role`` and updates ``role.image`` (in place)."""
 
 
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    """Names ``copytree`` skips: caches and VCS folders, and special files (sockets, FIFOs,
+    devices), which cannot be copied and never belong in a workspace."""
+    import fnmatch
+    import stat
+
+    skipped = {n for n in names if any(fnmatch.fnmatch(n, p) for p in _IGNORED)}
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skipped.add(name)  # vanished while copying
+            continue
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            skipped.add(name)
+    return skipped
+
+
 def as_workspace(workspace: Workspace | str) -> Workspace:
     """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``)."""
     return workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
@@ -56,9 +74,7 @@ def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -
         src_path = Path(os.path.expanduser(src))
         target = out / dst if dst else out
         if src_path.is_dir():
-            shutil.copytree(
-                src_path, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_IGNORED)
-            )
+            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=_ignore, symlinks=True)
         else:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src_path, target / src_path.name)
