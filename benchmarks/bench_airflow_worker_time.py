@@ -96,13 +96,17 @@ def main() -> int:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         airflow = str(Path(sys.executable).with_name("airflow"))
         subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True)
-        run = subprocess.run(
-            [sys.executable, str(dags / "bench_worker_time.py")],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            run = subprocess.run(
+                [sys.executable, str(dags / "bench_worker_time.py")],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=4 * args.seconds + 600,
+            )
+        finally:
+            _cancel_leftovers(root / "torchx-local")
         if run.returncode != 0 or not out.exists():
             sys.stderr.write(run.stdout[-5000:] + run.stderr[-5000:])
             return 1
@@ -114,6 +118,18 @@ def main() -> int:
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _cancel_leftovers(local_root: Path) -> None:
+    """Cancels the apps a failed or interrupted run left running (none after a normal run)."""
+    os.environ["TORCHX_LOCAL_ROOT"] = str(local_root)
+    from torchx_core.runner import get_runner
+    from torchx_core.specs import is_terminal
+
+    with get_runner() as runner:
+        for app in runner.list("local_cwd"):
+            if not is_terminal(app.state):
+                runner.cancel(app.app_handle)
 
 
 def _airflow_version() -> str:

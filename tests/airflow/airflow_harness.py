@@ -111,7 +111,13 @@ class AirflowEnv:
     def start_dags(self, *dag_ids: str, extra: tuple[str, ...] = ()) -> subprocess.Popen[str]:
         """Starts ``dag.test()`` of each DAG, in order, in a new interpreter (own session)."""
         specs = [f"{self.dag_file(d)}::{d}" for d in dag_ids]
-        cmd = [sys.executable, str(HERE / "dag_runner.py"), *specs, *extra]
+        return self.start([str(HERE / "dag_runner.py"), *specs, *extra], python=True)
+
+    def start(self, args: list[str], *, python: bool = False) -> subprocess.Popen[str]:
+        """Starts ``airflow <args>`` (``python <args>`` if ``python``) in this env, in its own
+        session (so a test can kill its whole process group); output on ``stdout``."""
+        exe = sys.executable if python else str(Path(sys.executable).with_name("airflow"))
+        cmd = [exe, *args]
         return subprocess.Popen(
             cmd,
             env=self.env,

@@ -33,38 +33,31 @@ DIGEST = re.compile(r"-[0-9a-f]{10}$")
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _group_alive(pgid: int) -> list[int]:
-    """PIDs (not zombies) whose process group is ``pgid``."""
-    alive = []
+def _live_processes(match: Any) -> list[int]:
+    """PIDs of the live (not zombie) processes for which ``match(pid_dir, stat_fields)`` holds."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and match(Path(f"/proc/{entry}"), fields):
+                found.append(int(entry))
+        except OSError:  # the process is gone
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            alive.append(int(entry))
-    return alive
+    return found
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """PIDs (not zombies) whose process group is ``pgid``."""
+    return _live_processes(lambda _, fields: int(fields[2]) == pgid)
 
 
 def _app_processes(handle: str) -> list[int]:
     """PIDs (not zombies) of every process of an app: the local scheduler gives each replica
     ``TORCHX_JOB_ID=<handle>``, which its children inherit (race-free, no PID file needed)."""
     marker = f"TORCHX_JOB_ID={handle}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and marker in env.split(b"\0"):
-            found.append(int(entry))
-    return found
+    return _live_processes(lambda d, _: marker in (d / "environ").read_bytes().split(b"\0"))
 
 
 def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
@@ -267,16 +260,7 @@ def test_worker_crash_reattaches_without_a_second_submission(af: AirflowEnv) -> 
     assert starts.read_text().count("started") == 1
 
     # The task runs again against the same DagRun (what the retry after a crash does).
-    airflow_bin = str(Path(sys.executable).with_name("airflow"))
-    second = subprocess.Popen(
-        [airflow_bin, "tasks", "test", "tx_crash", "train", f"manual__{logical}"],
-        env=af.env,
-        cwd=str(af.work),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    second = af.start(["tasks", "test", "tx_crash", "train", f"manual__{logical}"])
     reader = _LineReader(second)
     try:
         _wait_for(
