@@ -179,6 +179,24 @@ def test_cancel_kills_whole_process_groups(sched: LocalScheduler, local_root: st
     assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
 
 
+def test_cancel_kills_descendants_that_left_the_group(sched: LocalScheduler, local_root: str) -> None:
+    # `setsid` puts the sleep in a new session: killing the replica's process group misses it
+    app_id = sched.submit(sh_app("setsid sleep 100 & sleep 100"), {})
+    marker = f"{_state.ROOT_ENV}={local_root}"
+    assert wait_until(lambda: len(live_processes_with_env(marker)) >= 2)
+    sched.cancel(app_id)
+    assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
+    assert wait_until(lambda: not live_processes_with_env(marker), timeout=5)
+
+
+def test_app_end_kills_daemonized_leftovers(sched: LocalScheduler, local_root: str) -> None:
+    app_id = sched.submit(sh_app("setsid sleep 100 & echo started"), {})
+    marker = f"{_state.ROOT_ENV}={local_root}"
+    desc = sched.wait(app_id, timeout=30)
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    assert wait_until(lambda: not live_processes_with_env(marker), timeout=5)
+
+
 def test_cancel_escalates_to_sigkill(sched: LocalScheduler, local_root: str) -> None:
     app = sh_app("trap '' TERM; echo ready; while true; do sleep 0.1; done")
     app_id = sched.submit(app, {"grace_period": 0.3})

@@ -511,6 +511,8 @@ class Supervisor:
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else -1.0
             self.pump(timeout)
         t2 = time.perf_counter()
+        # processes that left their replica's group (setsid, daemons) end with the app too
+        _kill_escaped(self.plan["app_id"])
         self.close_files()
         if TRACE:
             import resource
@@ -568,6 +570,33 @@ class Supervisor:
 
 def _noop(signum: int, frame: object) -> None:
     """Python-level handler; the real work happens when the wakeup fd is read."""
+
+
+def _kill_escaped(app_id: str) -> int:
+    """SIGKILLs every other process whose environment carries ``TORCHX_APP_ID=<app_id>``.
+
+    Replicas run in their own process groups, which cancel and exit kill whole; a descendant
+    that started a new session (``setsid``, a daemon) escapes the group but keeps the app's
+    environment marker. Returns how many processes were signalled.
+    """
+    marker = f"TORCHX_APP_ID={app_id}".encode()
+    me = os.getpid()
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if marker in env.split(b"\0"):
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
 
 
 def _killpg(pgid: int, sig: int) -> None:
