@@ -5,7 +5,8 @@ Life of one task try:
 1. Resume or submit (:py:class:`ResumableJobMixin`): a handle stored by an earlier try of this
    task is reused while its app runs or after it succeeded; otherwise the app is submitted under
    a name derived from the task identity and its handle stored in the task's state store
-   **before** waiting. Without a state store (Airflow < 3.3) the app is found again by that name.
+   **before** waiting. On retries (the worker may have died between submitting and storing) and
+   without a state store (Airflow < 3.3), a running or succeeded app is found again by that name.
 2. ``app_handle`` and ``ui_url`` are pushed to XCom.
 3. Wait: on the worker (streaming replica logs into the task log), or deferred to
    :py:class:`torchx_airflow.TorchXTrigger` (no worker slot held; a bounded log tail is printed
@@ -259,19 +260,18 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             # unknown keys are an error here (the Runner only warns): says which keys are valid
             runner.scheduler_run_opts(self.scheduler).resolve(self.cfg, strict=True)
         app = self._build_app(runner, context)
-        found = self._find_earlier_try(runner, app.name, context)
-        if found is not None:
-            self.log.info("Reattaching to TorchX app %s (found by name %s)", found, app.name)
-            self._handle = found
-            return found
-        # kept if run() raises: execution_timeout interrupts it, then on_kill looks up the name
-        self._submitting = app.name
-        handle = runner.run(app, self.scheduler, cfg=self.cfg, workspace=self.workspace)
-        self._submitting = None
-        self.log.info("Submitted TorchX app %s as %s", app.name, handle)
+        handle = self._find_earlier_try(runner, app.name, context)
+        if handle is not None:
+            self.log.info("Reattaching to TorchX app %s (found by name %s)", handle, app.name)
+        else:
+            # kept if run() raises: execution_timeout interrupts it, then on_kill finds the name
+            self._submitting = app.name
+            handle = runner.run(app, self.scheduler, cfg=self.cfg, workspace=self.workspace)
+            self._submitting = None
+            self.log.info("Submitted TorchX app %s as %s", app.name, handle)
         self._handle = handle
         if self._killed and self.cancel_on_kill:
-            # SIGTERM arrived during the submission (on_kill had no handle yet).
+            # SIGTERM came before the handle was known (on_kill could not cancel it)
             cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
             raise AirflowException(f"the task was killed while submitting {handle}; cancelled it")
         return handle
