@@ -286,8 +286,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         return status.state.name if status is not None else VANISHED_STATUS
 
     def is_job_active(self, status: str) -> bool:
-        """True while the app may still finish (non-terminal or UNKNOWN)."""
-        return outcome_for(status).keeps_waiting
+        """True while the app may still finish (non-terminal or UNKNOWN; not vanished)."""
+        return outcome_for(status).reattachable
 
     def is_job_succeeded(self, status: str) -> bool:
         """True for SUCCEEDED."""
@@ -458,7 +458,10 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
                 f" unknown_state_timeout={self.unknown_state_timeout:g} s"
             )
         elif outcome is Outcome.VANISHED:
-            message = f"TorchX app {handle} is gone: its scheduler does not know it any more"
+            message = (
+                f"TorchX app {handle} is gone: its scheduler has not known it for more than"
+                f" unknown_state_timeout={self.unknown_state_timeout:g} s"
+            )
         if status is not None and status.msg:
             message += f": {status.msg}"
         exc = exception_for(

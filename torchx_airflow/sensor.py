@@ -116,13 +116,17 @@ class TorchXSensor(BaseSensorOperator):
                 self.log.warning("reading the status of %s failed: %s", self.app_handle, e)
                 status, outcome = None, Outcome.UNKNOWN
         if self._unknown_expired(outcome, context):
+            if outcome is Outcome.VANISHED:
+                self._final(None, outcome)  # raises: the app is gone
             raise AirflowException(
                 f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
                 f" {self.unknown_state_timeout:g} s"
             )
         if outcome.keeps_waiting:
             self.log.info(
-                "TorchX app %s is %s", self.app_handle, status.state.name if status else "?"
+                "TorchX app %s is %s",
+                self.app_handle,
+                status.state.name if status else outcome.name,
             )
             return False
         return PokeReturnValue(is_done=True, xcom_value=self._final(status, outcome))

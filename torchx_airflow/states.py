@@ -16,8 +16,12 @@ CANCELLED                                   ``CANCELLED`` ``AirflowFailException
 UNKNOWN                                     ``UNKNOWN``  keep waiting; ``AirflowException`` once the
                                                          grace period (``unknown_state_timeout``)
                                                          is over
-``None`` (the app vanished)                 ``VANISHED`` ``AirflowException`` (retryable)
+``None`` (the app vanished)                 ``VANISHED`` keep waiting; ``AirflowException`` once the
+                                                         grace period is over (a retry resubmits)
 ==========================================  ===========  ==========================================
+
+UNKNOWN and VANISHED share one grace period (:py:class:`UnknownStateClock`): a scheduler may
+briefly not report an app it runs. A retry reattaches to an UNKNOWN app, never to a vanished one.
 
 The Airflow exception classes are imported only when an exception is built, so importing this
 module stays cheap.
@@ -53,7 +57,18 @@ class Outcome(str, Enum):
 
     @property
     def keeps_waiting(self) -> bool:
-        """True for outcomes that keep the task waiting (``WAIT`` and ``UNKNOWN``)."""
+        """True for outcomes that keep the task waiting: ``WAIT``, and (within the grace period)
+        ``UNKNOWN`` and ``VANISHED``."""
+        return self in (Outcome.WAIT, Outcome.UNKNOWN, Outcome.VANISHED)
+
+    @property
+    def in_grace(self) -> bool:
+        """True for ``UNKNOWN`` and ``VANISHED``: waited for only up to the grace period."""
+        return self in (Outcome.UNKNOWN, Outcome.VANISHED)
+
+    @property
+    def reattachable(self) -> bool:
+        """True when a retry should wait for the app again instead of resubmitting it."""
         return self in (Outcome.WAIT, Outcome.UNKNOWN)
 
 
@@ -130,7 +145,7 @@ def exception_for(
 
 
 class UnknownStateClock:
-    """Tracks how long an app has been ``UNKNOWN`` (or unreachable) without interruption.
+    """Tracks how long an app has been ``UNKNOWN``, unreachable or vanished without interruption.
 
     Args:
         timeout: grace period in seconds; ``0`` fails at the first UNKNOWN
@@ -149,8 +164,9 @@ class UnknownStateClock:
         self.since = since
 
     def observe(self, outcome: Outcome) -> bool:
-        """Records an outcome; returns True when the UNKNOWN streak exceeded the grace period."""
-        if outcome is not Outcome.UNKNOWN:
+        """Records an outcome; returns True when the UNKNOWN/VANISHED streak exceeded the grace
+        period."""
+        if not outcome.in_grace:
             self.since = None
             return False
         now = self._clock()

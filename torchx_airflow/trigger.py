@@ -148,18 +148,20 @@ class TorchXTrigger(BaseTrigger):
             except Exception as e:  # noqa: BLE001 - transient errors count as UNKNOWN
                 self.log.warning("reading the status of %s failed: %s", self.app_handle, e)
                 status, outcome = last, Outcome.UNKNOWN
-            if clock.observe(outcome):
+            expired = clock.observe(outcome)
+            if expired and outcome is Outcome.VANISHED:
+                return self._event(
+                    "vanished",
+                    None,
+                    f"TorchX app {self.app_handle} is gone: its scheduler has not known it for"
+                    f" more than {self.unknown_state_timeout:g} s",
+                )
+            if expired:
                 return self._event(
                     "unknown_timeout",
                     last,
                     f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
                     f" {self.unknown_state_timeout:g} s",
-                )
-            if outcome is Outcome.VANISHED:
-                return self._event(
-                    "vanished",
-                    None,
-                    f"TorchX app {self.app_handle} is gone (unknown to its scheduler)",
                 )
             if not outcome.keeps_waiting:
                 state = status.state.name if status is not None else "?"

@@ -110,13 +110,39 @@ def test_unknown_then_known_keeps_waiting(app: AppDef) -> None:
     assert _op(r, app).execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
 
 
-def test_vanished_app_is_a_retryable_failure(app: AppDef) -> None:
+def test_vanished_app_is_a_retryable_failure_after_the_grace(app: AppDef) -> None:
     r = FakeRunner([AppState.RUNNING])
-    op = _op(r, app)
+    op = _op(r, app, unknown_state_timeout=0)
     r.status_hook = lambda h: r.apps.pop(h, None) if r.count("status") > 2 else None
     with pytest.raises(AirflowException, match="gone") as ei:
         op.execute(make_context(FakeStore()))
     assert type(ei.value) is AirflowException
+
+
+def test_an_app_missing_briefly_is_waited_for(app: AppDef) -> None:
+    """A scheduler may not report an app for a moment: within the grace it is not a failure."""
+    r = FakeRunner([AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
+    op = _op(r, app)
+    hidden: dict[str, Any] = {}
+
+    def hide_twice(handle: str) -> None:
+        n = r.count("status")
+        if n == 2:
+            hidden[handle] = r.apps.pop(handle)
+        elif n == 4:
+            r.apps.update(hidden)
+
+    r.status_hook = hide_twice
+    assert op.execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+    assert r.count("run") == 1
+
+
+def test_retry_resubmits_a_vanished_app_instead_of_waiting_for_it(app: AppDef) -> None:
+    r = FakeRunner([AppState.SUCCEEDED])
+    store = FakeStore()
+    store.set("torchx_app_handle", "local_cwd://torchx/gone-1")
+    result = _op(r, app).execute(make_context(store))
+    assert r.count("run") == 1 and result["app_handle"] != "local_cwd://torchx/gone-1"
 
 
 def test_failure_logs_a_bounded_tail_when_not_streaming(app: AppDef, caplog: Any) -> None:

@@ -61,10 +61,12 @@ def test_sensor_never_cancels() -> None:
     assert r.count("cancel") == 0
 
 
-def test_vanished_app_fails_retryably() -> None:
+def test_vanished_app_fails_retryably_after_the_grace() -> None:
     r = FakeRunner()
+    s = _sensor(r, "local_cwd://torchx/gone", unknown_state_timeout=3600)
+    assert s.poke(make_context()) is False  # within the grace: not reported, maybe yet
     with pytest.raises(AirflowException, match="VANISHED") as ei:
-        _sensor(r, "local_cwd://torchx/gone").poke(make_context())
+        _sensor(r, "local_cwd://torchx/gone", unknown_state_timeout=0).poke(make_context())
     assert type(ei.value) is AirflowException
 
 

@@ -79,8 +79,24 @@ def test_vanished_is_retryable_failure() -> None:
     assert type(exc) is AirflowException
 
 
-def test_keeps_waiting() -> None:
-    assert {o for o in Outcome if o.keeps_waiting} == {Outcome.WAIT, Outcome.UNKNOWN}
+def test_keeps_waiting_in_grace_and_reattachable() -> None:
+    assert {o for o in Outcome if o.keeps_waiting} == {
+        Outcome.WAIT,
+        Outcome.UNKNOWN,
+        Outcome.VANISHED,
+    }
+    assert {o for o in Outcome if o.in_grace} == {Outcome.UNKNOWN, Outcome.VANISHED}
+    assert {o for o in Outcome if o.reattachable} == {Outcome.WAIT, Outcome.UNKNOWN}
+
+
+def test_unknown_clock_counts_vanished_like_unknown() -> None:
+    now = [0.0]
+    clock = UnknownStateClock(10, clock=lambda: now[0])
+    assert clock.observe(Outcome.VANISHED) is False
+    now[0] = 6
+    assert clock.observe(Outcome.UNKNOWN) is False  # one streak
+    now[0] = 11
+    assert clock.observe(Outcome.VANISHED) is True
 
 
 def test_unknown_clock_counts_only_uninterrupted_streaks() -> None:

@@ -79,9 +79,26 @@ def test_failed_and_vanished_events() -> None:
     r = FakeRunner()
     failed = r.add_app("a", [AppState.RUNNING, AppState.FAILED])
     assert _first_event(_trigger(r, failed))["status"]["state"] == "FAILED"
-    payload = _first_event(_trigger(r, "local_cwd://torchx/never-existed"))
+    payload = _first_event(_trigger(r, "local_cwd://torchx/never-existed", unknown_state_timeout=0))
     assert payload["event"] == "vanished"
     assert payload["status"]["state"] == "VANISHED"
+
+
+def test_an_app_missing_briefly_is_waited_for() -> None:
+    r = FakeRunner()
+    h = r.add_app("a", [AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
+    hidden: dict[str, Any] = {}
+
+    def hide_twice(handle: str) -> None:
+        n = r.count("status")
+        if n == 1:
+            hidden[handle] = r.apps.pop(handle)
+        elif n == 3:
+            r.apps.update(hidden)
+
+    r.status_hook = hide_twice
+    payload = _first_event(_trigger(r, h, unknown_state_timeout=3600))
+    assert payload["event"] == "terminal" and payload["status"]["state"] == "SUCCEEDED"
 
 
 def test_unknown_past_grace_fires_unknown_timeout() -> None:
