@@ -97,12 +97,12 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         cancel_on_kill: cancel the app when the task is killed (SIGTERM, ``execution_timeout``,
             or a user acting on the deferred task)
         log_tail_lines: replica log lines printed per replica at the end when the logs were not
-            streamed (deferrable mode, ``stream_logs=False``); ``0`` prints none
+            streamed (deferrable mode, ``stream_logs=False``), and on failure; ``0`` prints none
         stream_logs: stream replica logs into the task log while waiting on a worker
         fail_fast: a FAILED app fails the task without Airflow retries
         skip_on_cancel: a CANCELLED app skips the task instead of failing it
-        unknown_state_timeout: seconds an app may stay UNKNOWN (or unreachable) before the task
-            fails
+        unknown_state_timeout: seconds an app may stay UNKNOWN, unreachable or vanished before
+            the task fails
         runner_factory: builds the Runner (default ``torchx_core.runner.get_runner()``); not
             serialized, so deferred waiting always uses the default
         kwargs: :py:class:`BaseOperator` arguments (``task_id``, ``retries``...) and ``durable``

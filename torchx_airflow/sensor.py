@@ -44,7 +44,7 @@ class TorchXSensor(BaseSensorOperator):
             ``"{{ ti.xcom_pull(task_ids='train', key='app_handle') }}"``)
         fail_fast: a FAILED app fails the sensor without Airflow retries
         skip_on_cancel: a CANCELLED app skips the sensor instead of failing it
-        unknown_state_timeout: seconds the app may stay UNKNOWN (or unreachable) before the
+        unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
             sensor fails
         deferrable: wait in the triggerer (default: ``[operators] default_deferrable``)
         runner_factory: builds the Runner (default ``get_runner()``); deferred waits use the

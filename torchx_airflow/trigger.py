@@ -1,7 +1,7 @@
 """``TorchXTrigger``: waits for a TorchX app in the Airflow triggerer.
 
 The trigger polls ``Runner.status`` through ``asyncio.to_thread`` (the triggerer's event loop is
-never blocked), and fires exactly one event when the app ends, vanishes, stays UNKNOWN past its
+never blocked), and fires exactly one event when the app ends, stays vanished or UNKNOWN past its
 grace period, or passes the task's deadline. ``cleanup()`` never touches the app (it runs on every
 triggerer restart); ``on_kill()`` cancels it when a user kills the deferred task.
 
@@ -44,8 +44,8 @@ class TorchXTrigger(BaseTrigger):
     Args:
         app_handle: the app to wait for (``{scheduler}://{session}/{app_id}``)
         poll_interval: seconds between status checks
-        unknown_state_timeout: seconds the app may stay UNKNOWN (or unreachable) before the
-            trigger fires an ``unknown_timeout`` event
+        unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
+            trigger fires an ``unknown_timeout`` (or ``vanished``) event
         cancel_on_kill: cancel the app when a user kills the deferred task (``on_kill``); the
             sensor passes False because it does not own the app
         timeout_at: a UNIX time; past it the app is cancelled (if ``cancel_on_kill``) and a
