@@ -7,7 +7,8 @@ Every function here is synchronous (Prefect's sync client); the async task calls
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -92,16 +93,21 @@ class FlowRunHandleStore:
 
     Args:
         flow_run_id: the flow run to store on; ``None`` disables the store (tasks off-flow)
+        client_factory: returns a context manager giving a sync Prefect client (default:
+            ``prefect.get_client(sync_client=True)``; tests inject a fake)
     """
 
-    def __init__(self, flow_run_id: UUID | None) -> None:
+    def __init__(
+        self, flow_run_id: UUID | None, client_factory: Callable[[], Any] | None = None
+    ) -> None:
         self.flow_run_id = flow_run_id
+        self._client_factory = client_factory or (lambda: get_client(sync_client=True))
 
     def labels(self) -> dict[str, Any]:
         """All labels of the flow run (empty without a flow run)."""
         if self.flow_run_id is None:
             return {}
-        with get_client(sync_client=True) as client:
+        with self._client_factory() as client:
             return dict(client.read_flow_run(self.flow_run_id).labels or {})
 
     def get(self, key: str) -> str | None:
@@ -109,21 +115,33 @@ class FlowRunHandleStore:
         value = self.labels().get(key)
         return str(value) if value else None
 
-    def put(self, key: str, handle: str, attempts: int = 3) -> bool:
-        """Stores ``handle`` under ``key`` and reads it back (labels are merged server-side with a
-        read-modify-write, so concurrent writers can drop each other's update: retry).
+    def put(self, key: str, handle: str, attempts: int = 5, backoff: float = 0.2) -> bool:
+        """Stores ``handle`` under ``key`` and reads it back.
+
+        Labels are merged server-side with a read-modify-write, so concurrent writers can drop
+        each other's update, and a busy database can refuse a write: both are retried (with a
+        growing pause) up to ``attempts`` times.
 
         Returns:
             True if the handle was read back.
         """
         if self.flow_run_id is None:
             return False
-        for _ in range(attempts):
-            with get_client(sync_client=True) as client:
-                client.update_flow_run_labels(self.flow_run_id, {key: handle})
-            if self.get(key) == handle:
-                return True
-        logger.warning("Could not persist %s=%s on flow run %s", key, handle, self.flow_run_id)
+        error: Exception | None = None
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(backoff * attempt)
+            try:
+                with self._client_factory() as client:
+                    client.update_flow_run_labels(self.flow_run_id, {key: handle})
+                if self.get(key) == handle:
+                    return True
+            except Exception as e:  # noqa: BLE001 - retried; reported below if it persists
+                error = e
+        logger.warning(
+            "Could not persist %s=%s on flow run %s after %d attempts%s", key, handle,
+            self.flow_run_id, attempts, f": {error}" if error is not None else "",
+        )
         return False
 
     def handles(self) -> dict[str, str]:

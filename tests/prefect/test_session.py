@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from prefect_fakes import FakeRunner, echo_app
@@ -250,3 +250,62 @@ def test_a_start_that_runs_after_abort_submits_nothing() -> None:
     with pytest.raises(RuntimeError, match="before"):
         s.start()
     assert runner.apps == {}
+
+
+class FakeLabelsClient:
+    """A stand-in for Prefect's sync client holding one flow run's labels.
+
+    ``script`` lists what each ``update_flow_run_labels`` call does: ``"ok"`` merges, ``"lost"``
+    drops the update (a concurrent writer's read-modify-write overwrote it), ``"busy"`` raises
+    (the server's database refused the write).
+    """
+
+    def __init__(self, script: list[str]) -> None:
+        self.labels: dict[str, str] = {}
+        self.script = script
+        self.updates = 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update_flow_run_labels(self, flow_run_id: Any, labels: dict[str, str]) -> None:
+        action = self.script[self.updates] if self.updates < len(self.script) else "ok"
+        self.updates += 1
+        if action == "busy":
+            raise RuntimeError("database is locked")
+        if action == "ok":
+            self.labels.update(labels)
+
+    def read_flow_run(self, flow_run_id: Any) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(labels=dict(self.labels))
+
+
+@pytest.mark.parametrize("script", [["busy", "ok"], ["lost", "busy", "ok"], ["ok"]])
+def test_store_put_retries_lost_and_refused_writes(script: list[str]) -> None:
+    import uuid
+
+    from torchx_prefect._prefect_io import FlowRunHandleStore
+
+    client = FakeLabelsClient(script)
+    store = FlowRunHandleStore(uuid.uuid4(), client_factory=lambda: client)
+    assert store.put("torchx.app.x", "local_cwd://s/a", backoff=0.0) is True
+    assert store.get("torchx.app.x") == "local_cwd://s/a"
+    assert client.updates == len(script)
+
+
+def test_store_put_gives_up_after_its_attempts(caplog: pytest.LogCaptureFixture) -> None:
+    import uuid
+
+    from torchx_prefect._prefect_io import FlowRunHandleStore
+
+    client = FakeLabelsClient(["busy"] * 3)
+    store = FlowRunHandleStore(uuid.uuid4(), client_factory=lambda: client)
+    with caplog.at_level(logging.WARNING):
+        assert store.put("torchx.app.x", "h", attempts=3, backoff=0.0) is False
+    assert client.updates == 3 and store.handles() == {}
+    assert "after 3 attempts: database is locked" in caplog.text
