@@ -55,7 +55,7 @@ class FakeRunner:
     def materialize_component(self, component: str, args: Any) -> AppDef:
         from torchx_core.specs import Role
 
-        return AppDef(name=component.split(".")[-1], roles=[Role("r", "img", "/bin/true")])
+        return AppDef(name=component.split(".")[-1], roles=[Role("r", "img", entrypoint="/bin/true")])
 
     def _state(self, handle: str) -> AppState | None:
         fa = self.apps.get(handle)
@@ -112,4 +112,4 @@ class FakeRunner:
 def echo_app(name: str = "echo", replicas: int = 1) -> AppDef:
     from torchx_core.specs import Role
 
-    return AppDef(name=name, roles=[Role("worker", "img", "/bin/echo", ["hi"], num_replicas=replicas)])
+    return AppDef(name=name, roles=[Role("worker", "img", entrypoint="/bin/echo", args=["hi"], num_replicas=replicas)])
