@@ -59,6 +59,8 @@ class FakeRunner:
         self.calls: list[tuple[str, str]] = []
         self.status_error: Exception | None = None
         self.status_hook: Callable[[str], None] | None = None
+        #: numbers (1-based) of the ``status`` calls that do not find the app (None)
+        self.missing_on: set[int] = set()
         #: called with the new handle once ``run`` created the app, before it returns
         self.run_hook: Callable[[str], None] | None = None
         self.closed = 0
@@ -111,6 +113,8 @@ class FakeRunner:
             self.status_hook(app_handle)
         if self.status_error is not None:
             raise self.status_error
+        if self.count("status") in self.missing_on:
+            return None
         state = self._state(app_handle)
         if state is None:
             return None

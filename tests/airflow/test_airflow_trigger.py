@@ -87,16 +87,7 @@ def test_failed_and_vanished_events() -> None:
 def test_an_app_missing_briefly_is_waited_for() -> None:
     r = FakeRunner()
     h = r.add_app("a", [AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
-    hidden: dict[str, Any] = {}
-
-    def hide_twice(handle: str) -> None:
-        n = r.count("status")
-        if n == 1:
-            hidden[handle] = r.apps.pop(handle)
-        elif n == 3:
-            r.apps.update(hidden)
-
-    r.status_hook = hide_twice
+    r.missing_on = {1, 2}
     payload = _first_event(_trigger(r, h, unknown_state_timeout=3600))
     assert payload["event"] == "terminal" and payload["status"]["state"] == "SUCCEEDED"
 
