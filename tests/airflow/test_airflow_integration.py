@@ -311,7 +311,35 @@ def test_sigterm_runs_on_kill_which_cancels_the_app(af: AirflowEnv) -> None:
         assert _group_alive(int(p.read_text())) == []
 
 
-def test_trigger_cleanup_keeps_and_on_kill_cancels_a_real_app(af: AirflowEnv) -> None:
+def _run_in_triggerer(handle: str, *, user_action: bool) -> None:
+    """Runs a TorchXTrigger on ``handle`` in Airflow's own triggerer loop (``TriggerRunner``,
+    rebuilt from ``serialize()`` as the triggerer does), then stops it: as on triggerer shutdown or
+    redistribution (the task is cancelled), or as ``cancel_triggers`` does when a user marks the
+    deferred task failed/success or clears it (which runs ``on_kill``)."""
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    runner = TriggerRunner()
+    classpath, kwargs = TorchXTrigger(app_handle=handle, poll_interval=0.1).serialize()
+    trigger = runner.get_trigger_by_classpath(classpath)(**kwargs)
+    trigger.task_instance = None  # type: ignore[assignment]
+
+    async def go() -> None:
+        task = asyncio.create_task(runner.run_trigger(1, trigger))
+        runner.triggers[1] = {"task": task, "name": "torchx", "events": 0}  # type: ignore[typeddict-item]
+        await asyncio.sleep(1)  # the trigger is polling the running app
+        if user_action:
+            runner.to_cancel.append(1)
+            await runner.cancel_triggers()
+        else:
+            task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert runner.triggers[1]["events"] == 0
+
+    asyncio.run(go())
+
+
+def test_triggerer_stop_keeps_and_user_kill_cancels_a_real_app(af: AirflowEnv) -> None:
     pid_file = af.work / "trigger.pid"
     app = AppDef(
         name="trigger-kill",
@@ -328,22 +356,12 @@ def test_trigger_cleanup_keeps_and_on_kill_cancels_a_real_app(af: AirflowEnv) ->
         handle = r.run(app, "local_cwd")
         _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the app")
         assert _app_processes(handle)  # the scan below sees the app's processes
-        trigger = TorchXTrigger(app_handle=handle, poll_interval=0.1)
 
-        async def run_then_stop() -> None:
-            # the triggerer stops watching (restart/redistribution): run() cancelled + cleanup()
-            task = asyncio.ensure_future(anext(trigger.run()))
-            await asyncio.sleep(1)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            await trigger.cleanup()
-
-        asyncio.run(run_then_stop())
+        _run_in_triggerer(handle, user_action=False)  # run() cancelled, cleanup() ran
         status = r.status(handle)
         assert status is not None and status.state == AppState.RUNNING
 
-        asyncio.run(trigger.on_kill())  # a user killed the deferred task
+        _run_in_triggerer(handle, user_action=True)  # a user killed the deferred task
         status = r.status(handle)
         assert status is not None and status.state == AppState.CANCELLED
     assert _group_alive(int(pid_file.read_text())) == []
