@@ -356,7 +356,9 @@ def test_log_dir_option_keeps_app_findable_by_id(sched: LocalScheduler, tmp_path
 def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: LocalScheduler) -> None:
     import threading
 
-    app_id = sched.submit(sh_app("sleep 1"), {})
+    app_id = sched.submit(sh_app("sleep 3"), {})
+    # the supervisor may take a moment to start on a loaded machine: PENDING until then
+    assert wait_until(lambda: sched.describe(app_id).state == AppState.RUNNING)  # type: ignore[union-attr]
     for _ in range(3):
         desc = sched.wait(app_id, timeout=0.05)
         assert desc is not None and desc.state == AppState.RUNNING
@@ -366,15 +368,35 @@ def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: L
     assert wait_until(lambda: not [t for t in threading.enumerate() if t.name == "torchx-local-wait"])
 
 
+_START_MODE_SCRIPT = """
+import os, sys
+from torchx_core import specs
+from torchx_core.schedulers.local import _launch
+from torchx_core.schedulers.local_scheduler import create_scheduler
+assert _launch.choose_mode() == sys.argv[1], _launch.choose_mode()
+sched = create_scheduler("t")
+role = specs.Role("r", image="unused", entrypoint="sh", args=["-c", "echo $TORCHX_REPLICA_IDX"], num_replicas=2)
+app_id = sched.submit(specs.AppDef("app", roles=[role]), {})
+desc = sched.wait(app_id, 60)
+print(desc.state.name, list(sched.log_iter(app_id, "r", 1)))
+"""
+
+
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_both_supervisor_start_modes(sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+def test_both_supervisor_start_modes(local_root: str, mode: str) -> None:
+    # a fresh, single-threaded launcher: fork mode is only chosen when that is safe, and the
+    # test process has threads of other tests
+    import subprocess
+    import sys
+
     from torchx_core.schedulers.local import _launch
 
-    monkeypatch.setenv(_launch.MODE_ENV, mode)
-    assert _launch.choose_mode() == mode
-    app_id, desc = run(sched, sh_app("echo $TORCHX_REPLICA_IDX", num_replicas=2))
-    assert desc.state == AppState.SUCCEEDED
-    assert logs(sched, app_id, k=1) == ["1\n"]
+    env = {**os.environ, _launch.MODE_ENV: mode}
+    out = subprocess.run(
+        [sys.executable, "-c", _START_MODE_SCRIPT, mode], env=env, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "SUCCEEDED ['1\\n']"
 
 
 def test_early_failure_while_spawning_many_replicas(sched: LocalScheduler) -> None:
