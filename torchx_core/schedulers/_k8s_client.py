@@ -48,6 +48,49 @@ def make_api_client(context: str | None = None) -> Any:
         ) from e
 
 
+class KubeClients:
+    """The API clients of one scheduler: built on first use (or injected), closed with it."""
+
+    def __init__(self, client: Any | None = None) -> None:
+        self._client = client
+        self.context: str | None = None
+
+    def api(self) -> Any:
+        """The ``ApiClient`` (from the in-cluster config or the kubeconfig ``context``)."""
+        if self._client is None:
+            self._client = make_api_client(self.context)
+        return self._client
+
+    def custom(self) -> Any:
+        """A ``CustomObjectsApi`` on :meth:`api`."""
+        return kubernetes_client().CustomObjectsApi(self.api())
+
+    def core(self) -> Any:
+        """A ``CoreV1Api`` on :meth:`api`."""
+        return kubernetes_client().CoreV1Api(self.api())
+
+    def app_pods(self, namespace: str, app_id_label: str, label_key: str) -> list[dict[str, Any]]:
+        """The pods labelled ``label_key=app_id_label`` (filtered on our side as well: some
+        servers and emulators ignore label selectors)."""
+        with api_errors(f"listing pods of {namespace}/{app_id_label}"):
+            items = to_dict(
+                self.core().list_namespaced_pod(
+                    namespace, label_selector=f"{label_key}={app_id_label}"
+                )
+            )
+        return [
+            p
+            for p in (items or {}).get("items", [])
+            if ((p.get("metadata") or {}).get("labels") or {}).get(label_key) == app_id_label
+        ]
+
+    def close(self) -> None:
+        """Closes the ApiClient (a new one is built on next use)."""
+        if self._client is not None and hasattr(self._client, "close"):
+            self._client.close()
+        self._client = None
+
+
 def kubeconfig_namespace(context: str | None = None) -> str | None:
     """The namespace of ``context`` (default: the current context) in the kubeconfig, if set.
 

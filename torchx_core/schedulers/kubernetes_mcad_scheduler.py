@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchx_core.schedulers import _k8s_pods as pods
-from torchx_core.schedulers._k8s_client import resolve_namespace
+from torchx_core.schedulers._k8s_client import KubeClients, resolve_namespace
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -203,30 +203,10 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
 
     def __init__(self, session_name: str, client: Any | None = None) -> None:
         super().__init__("kubernetes_mcad", session_name)
-        self._client = client
-        self._context: str | None = None
-
-    def _api_client(self) -> Any:
-        if self._client is None:
-            from torchx_core.schedulers._k8s_client import make_api_client
-
-            self._client = make_api_client(self._context)
-        return self._client
-
-    def _custom(self) -> Any:
-        from torchx_core.schedulers._k8s_client import kubernetes_client
-
-        return kubernetes_client().CustomObjectsApi(self._api_client())
-
-    def _core(self) -> Any:
-        from torchx_core.schedulers._k8s_client import kubernetes_client
-
-        return kubernetes_client().CoreV1Api(self._api_client())
+        self._clients = KubeClients(client)
 
     def close(self) -> None:
-        if self._client is not None and hasattr(self._client, "close"):
-            self._client.close()
-        self._client = None
+        self._clients.close()
 
     def _run_opts(self) -> runopts:
         return MCADOpts.as_runopts()
@@ -236,7 +216,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
     ) -> AppDryRunInfo[AppWrapperRequest]:
         opts = MCADOpts.from_cfg(cfg)
         opts.namespace = resolve_namespace(opts.namespace, opts.context)
-        self._context = opts.context
+        self._clients.context = opts.context
         app_id = f"{pods.dns_label(app.name, 43)}-{secrets.token_hex(5)}"
         req = AppWrapperRequest(
             resource=app_wrapper(app, app_id, opts),
@@ -250,7 +230,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
 
         req = dryrun_info.request
         with api_errors(f"creating AppWrapper {req.namespace}/{req.name}"):
-            self._custom().create_namespaced_custom_object(
+            self._clients.custom().create_namespaced_custom_object(
                 MCAD_GROUP, MCAD_VERSION, req.namespace, MCAD_PLURAL, req.resource
             )
         return f"{req.namespace}:{req.name}"
@@ -259,7 +239,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         from torchx_core.schedulers._k8s_client import is_not_found, to_dict
 
         namespace, name = pods.parse_app_id(app_id)
-        custom = self._custom()
+        custom = self._clients.custom()
         missing, obj = is_not_found(
             lambda: custom.get_namespaced_custom_object(
                 MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name
@@ -268,7 +248,6 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         return None if missing else to_dict(obj)
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        from torchx_core.schedulers._k8s_client import api_errors, to_dict
 
         obj = self._get(app_id)
         if obj is None:
@@ -276,15 +255,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         namespace, name = pods.parse_app_id(app_id)
         status = obj.get("status") or {}
         state = MCAD_STATES.get(status.get("state") or "", AppState.UNKNOWN)
-        selector = f"{pods.LABEL_APP_NAME}={pods.label_value(name)}"
-        with api_errors(f"listing pods of {namespace}/{name}"):
-            pod_list = to_dict(self._core().list_namespaced_pod(namespace, label_selector=selector))
-        mine = [
-            p
-            for p in (pod_list or {}).get("items", [])
-            if ((p.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_APP_NAME)
-            == pods.label_value(name)
-        ]
+        mine = self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_APP_NAME)
         replica_states = pods.replica_status_from_pods(mine)
         shape: dict[str, int] = {}
         for item in ((obj.get("spec") or {}).get("resources") or {}).get("GenericItems") or []:
@@ -316,7 +287,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         opts.namespace = resolve_namespace(opts.namespace, opts.context)
         with api_errors(f"listing AppWrappers in {opts.namespace}"):
             resp = to_dict(
-                self._custom().list_namespaced_custom_object(
+                self._clients.custom().list_namespaced_custom_object(
                     MCAD_GROUP,
                     MCAD_VERSION,
                     opts.namespace,
@@ -347,7 +318,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         from torchx_core.schedulers._k8s_client import is_not_found
 
         namespace, name = pods.parse_app_id(app_id)
-        custom = self._custom()
+        custom = self._clients.custom()
         is_not_found(
             lambda: custom.delete_namespaced_custom_object(
                 MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from torchx_core.schedulers import _k8s_pods as pods
-from torchx_core.schedulers._k8s_client import resolve_namespace
+from torchx_core.schedulers._k8s_client import KubeClients, resolve_namespace
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -309,32 +309,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     def __init__(self, session_name: str, client: Any | None = None) -> None:
         super().__init__("kubernetes", session_name)
-        self._client = client
-        self._context: str | None = None
-
-    # -- clients ----------------------------------------------------------------------------
-
-    def _api_client(self) -> Any:
-        if self._client is None:
-            from torchx_core.schedulers._k8s_client import make_api_client
-
-            self._client = make_api_client(self._context)
-        return self._client
-
-    def _custom(self) -> Any:
-        from torchx_core.schedulers._k8s_client import kubernetes_client
-
-        return kubernetes_client().CustomObjectsApi(self._api_client())
-
-    def _core(self) -> Any:
-        from torchx_core.schedulers._k8s_client import kubernetes_client
-
-        return kubernetes_client().CoreV1Api(self._api_client())
+        self._clients = KubeClients(client)
 
     def close(self) -> None:
-        if self._client is not None and hasattr(self._client, "close"):
-            self._client.close()
-        self._client = None
+        self._clients.close()
 
     # -- submission -------------------------------------------------------------------------
 
@@ -362,7 +340,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             namespace=opts.namespace,
             images=sorted({r.image for r in app.roles}),
         )
-        self._context = opts.context
+        self._clients.context = opts.context
         return AppDryRunInfo(req, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
@@ -371,7 +349,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         req = dryrun_info.request
         group, version, plural = _gvp(req.kind)
         with api_errors(f"creating {req.kind} {req.namespace}/{req.name}"):
-            self._custom().create_namespaced_custom_object(
+            self._clients.custom().create_namespaced_custom_object(
                 group, version, req.namespace, plural, req.resource
             )
         return f"{req.namespace}:{req.name}"
@@ -383,7 +361,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         from torchx_core.schedulers._k8s_client import is_not_found, to_dict
 
         namespace, name = pods.parse_app_id(app_id)
-        custom = self._custom()
+        custom = self._clients.custom()
         for kind in JOB_KINDS:
             group, version, plural = _gvp(kind)
             missing, obj = is_not_found(
@@ -396,18 +374,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return None
 
     def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        from torchx_core.schedulers._k8s_client import api_errors, to_dict
-
-        selector = f"{pods.LABEL_APP_NAME}={pods.label_value(name)}"
-        with api_errors(f"listing pods of {namespace}/{name}"):
-            items = to_dict(self._core().list_namespaced_pod(namespace, label_selector=selector))
-        # filter on our side too: some servers (and emulators) ignore the selector
-        return [
-            p
-            for p in (items or {}).get("items", [])
-            if ((p.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_APP_NAME)
-            == pods.label_value(name)
-        ]
+        return self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_APP_NAME)
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         found = self._get(app_id)
@@ -446,7 +413,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         opts.namespace = resolve_namespace(opts.namespace, opts.context)
         selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
         out: list[ListAppResponse] = []
-        custom = self._custom()
+        custom = self._clients.custom()
         for kind in JOB_KINDS:
             group, version, plural = _gvp(kind)
             with api_errors(f"listing {kind} jobs in {opts.namespace}"):
@@ -497,7 +464,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             delta = datetime.now(timezone.utc) - _aware(since)
             kwargs["since_seconds"] = max(1, int(delta.total_seconds()))
         with api_errors(f"reading logs of pod {namespace}/{pod_name}"):
-            resp = self._core().read_namespaced_pod_log(pod_name, namespace, **kwargs)
+            resp = self._clients.core().read_namespaced_pod_log(pod_name, namespace, **kwargs)
         lines = _response_lines(resp)
         if until is not None:
             lines = _until(lines, _aware(until))
@@ -535,7 +502,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             return
         kind, obj = found
         namespace, name = pods.parse_app_id(app_id)
-        custom = self._custom()
+        custom = self._clients.custom()
         if kind == "volcano":
             command = {
                 "apiVersion": f"{VOLCANO_BUS_GROUP}/{VOLCANO_VERSION}",
@@ -586,7 +553,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         namespace, name = pods.parse_app_id(app_id)
         group, version, plural = _gvp(kind)
         with api_errors(f"deleting {kind} {namespace}/{name}"):
-            self._custom().delete_namespaced_custom_object(group, version, namespace, plural, name)
+            self._clients.custom().delete_namespaced_custom_object(group, version, namespace, plural, name)
 
 
 def _gvp(kind: str) -> tuple[str, str, str]:
