@@ -69,7 +69,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
                 PREFECT_MEMO_STORE_PATH: home / "memo_store.toml",
                 PREFECT_SERVER_ANALYTICS_ENABLED: False,
             }
-        ), prefect_test_harness(server_startup_timeout=120):
+        ), prefect_test_harness(server_startup_timeout=300):
             yield
     finally:
         for k, v in saved.items():

@@ -145,17 +145,28 @@ def sleeper(name: str = "sleeper", seconds: int = 300) -> AppDef:
     return py_app(name, code)
 
 
-def flow_run_logs(flow_run_id: Any) -> list[str]:
+def flow_run_logs(flow_run_id: Any, *needles: str, timeout: float = 120.0) -> list[str]:
+    """The messages of the flow run's logs in the Prefect API.
+
+    Logs reach the API in batches from a background worker (its flush gives up after 5 s), so on
+    a loaded machine they can arrive late: read again (bounded) until every ``needle`` is a
+    substring of some message. The caller still asserts on what is returned.
+    """
     from prefect import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.logging.handlers import APILogHandler
 
     APILogHandler().flush()
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(
-            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
-        )
-    return [log.message for log in logs]
+    deadline = time.monotonic() + timeout
+    while True:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+            )
+        messages = [log.message for log in logs]
+        if time.monotonic() > deadline or all(any(n in m for m in messages) for n in needles):
+            return messages
+        time.sleep(0.5)
 
 
 def task_runs(flow_run_id: Any) -> list[Any]:
@@ -200,7 +211,7 @@ def _check_success(state: Any, marker: str) -> None:
     flow_run_id = state.state_details.flow_run_id
 
     # the replica's output is in the run's logs
-    logs = flow_run_logs(flow_run_id)
+    logs = flow_run_logs(flow_run_id, f"[worker/0] {marker}", f"[worker/1] {marker}")
     assert any(f"[worker/0] {marker}" in m for m in logs), logs
     assert any(f"[worker/1] {marker}" in m for m in logs), logs
 
@@ -268,7 +279,39 @@ def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> No
     assert result.app_name.startswith("echo-") and result.state == AppState.SUCCEEDED
     with get_runner() as runner:
         assert [ln.strip() for ln in runner.log_lines(result.app_handle, "echo", 0)] == [tag]
-    assert any(f"[echo/0] {tag}" in m for m in flow_run_logs(state.state_details.flow_run_id))
+    logs = flow_run_logs(state.state_details.flow_run_id, f"[echo/0] {tag}")
+    assert any(f"[echo/0] {tag}" in m for m in logs), logs
+
+
+def test_workspace_and_cfg_reach_the_scheduler(env: Path, tmp_path: Path) -> None:
+    """The app reads a file that exists only in the workspace, and runs in the workspace's copy
+    inside its app directory, which the ``log_dir`` run option (cfg) puts under ``log_dir``."""
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    project, log_dir = tmp_path / "project", tmp_path / "logs"
+    project.mkdir()
+    tag = f"ws-{uuid.uuid4().hex[:8]}"
+    (project / "data.txt").write_text(f"{tag}\n")
+    code = "import os; print(open('data.txt').read().strip(), os.getcwd())"
+
+    @flow
+    def f() -> Any:
+        return run_app_sync(
+            "utils.python", ["-c", code], workspace=str(project), cfg={"log_dir": str(log_dir)},
+            poll_interval=0.2,
+        )
+
+    state = f(return_state=True)
+    assert state.is_completed(), state
+    result = state.result()
+    with get_runner() as runner:
+        (line,) = [ln.strip() for ln in runner.log_lines(result.app_handle, "python", 0)]
+    text, cwd = line.split(" ", 1)
+    assert text == tag
+    app_id = result.app_handle.rsplit("/", 1)[1]
+    assert Path(cwd).parent == log_dir / app_id  # a copy of the workspace in the app's dir
 
 
 @pytest.mark.filterwarnings("ignore:Logger 'prefect.task_runs' attempted to send logs")
@@ -372,17 +415,25 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
 
 
 class BlipOnce:
-    """Wraps a real Runner; the first status read after submission raises (a network blip)."""
+    """Wraps a real Runner; the first status read after submission raises (a network blip).
 
-    def __init__(self, runner: Any, blips: list[int]) -> None:
+    The app waits for ``release`` to exist, and the file is created only after the next status
+    read (the retry's), so the app is still running when the retry looks for it however slow
+    the machine is.
+    """
+
+    def __init__(self, runner: Any, blips: list[int], release: Path) -> None:
         self._runner = runner
         self._blips = blips
+        self._release = release
 
     def status(self, handle: str) -> Any:
         if not self._blips:
             self._blips.append(1)
             raise ConnectionError("scheduler API blip")
-        return self._runner.status(handle)
+        status = self._runner.status(handle)
+        self._release.touch()
+        return status
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
@@ -397,9 +448,17 @@ def test_retry_reattaches_instead_of_submitting_twice(
     from torchx_prefect import run_app, run_app_sync, tasks
 
     blips: list[int] = []
-    monkeypatch.setattr(tasks, "_new_runner", lambda: BlipOnce(get_runner(), blips))
+    release = env / f"release-{flavour}"
+    monkeypatch.setattr(tasks, "_new_runner", lambda: BlipOnce(get_runner(), blips, release))
     name = f"reattach{flavour}"
-    app = py_app(name, "import time; time.sleep(2); print('finished once', flush=True)")
+    app = py_app(
+        name,
+        "import os, time\n"
+        "deadline = time.monotonic() + 300\n"
+        f"while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print('finished once', flush=True)\n",
+    )
 
     if flavour == "sync":
         @flow
@@ -420,13 +479,20 @@ def test_retry_reattaches_instead_of_submitting_twice(
     assert [a.app_handle for a in apps_named(name)] == [result.app_handle]
     (tr,) = task_runs(state.state_details.flow_run_id)
     assert tr.run_count == 2
-    logs = flow_run_logs(state.state_details.flow_run_id)
-    assert any("leaving TorchX app" in m for m in logs)
-    assert any("Reattached to running TorchX app" in m for m in logs)
+    logs = flow_run_logs(
+        state.state_details.flow_run_id, "leaving TorchX app", "Reattached to running TorchX app"
+    )
+    assert any("leaving TorchX app" in m for m in logs), logs
+    assert any("Reattached to running TorchX app" in m for m in logs), logs
 
 
 # ---------------------------------------------------------------------------------------------
 # stopping: task timeout, app cancelled from outside, flow cancellation
+
+
+TASK_TIMEOUT = 20
+"""Task timeout of the timeout tests: long enough for the task to submit its app on a loaded
+2-core machine (reading the Prefect API and starting the supervisor can take seconds)."""
 
 
 @pytest.mark.parametrize("flavour", ["sync", "sync-submitted", "async"])
@@ -439,30 +505,35 @@ def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
     if flavour == "sync":
         @flow
         def f() -> Any:
-            return run_app_sync.with_options(timeout_seconds=10)(sleeper(name), poll_interval=0.2)
+            task = run_app_sync.with_options(timeout_seconds=TASK_TIMEOUT)
+            return task(sleeper(name), poll_interval=0.2)
 
         state = f(return_state=True)
     elif flavour == "sync-submitted":  # runs in a worker thread of the task runner
         @flow
         def f() -> Any:  # type: ignore[misc]
-            task = run_app_sync.with_options(timeout_seconds=10)
+            task = run_app_sync.with_options(timeout_seconds=TASK_TIMEOUT)
             return task.submit(sleeper(name), poll_interval=0.2).result()
 
         state = f(return_state=True)
     else:
         @flow
         async def f() -> Any:  # type: ignore[misc]
-            return await run_app.with_options(timeout_seconds=10)(sleeper(name), poll_interval=0.2)
+            task = run_app.with_options(timeout_seconds=TASK_TIMEOUT)
+            return await task(sleeper(name), poll_interval=0.2)
 
         state = asyncio.run(f(return_state=True))
 
     assert state.is_failed()
     (tr,) = task_runs(state.state_details.flow_run_id)
     assert tr.state.name == "TimedOut"
-    (app,) = apps_named(name)
-    with get_runner() as runner:
-        status = runner.status(app.app_handle)
-    assert status is not None and status.state == AppState.CANCELLED
+    apps = apps_named(name)
+    assert len(apps) == 1, (
+        f"expected one app submitted before the {TASK_TIMEOUT}s timeout, found {apps}"
+    )
+    (app,) = apps
+    # the task's cleanup asked for the cancel (bounded by cancel_timeout); nothing else cancels it
+    assert wait_terminal(app.app_handle) == AppState.CANCELLED
     assert wait_no_app_processes(env) == []
 
 
@@ -567,13 +638,13 @@ async def _wait_for_running_app(client: Any, flow_run_id: Any, step: str) -> str
     raise AssertionError(f"no running {step!r} app recorded on flow run {flow_run_id}")
 
 
-async def _wait_for_final_state(client: Any, flow_run_id: Any) -> Any:
-    for _ in range(600):
+async def _wait_for_final_state(client: Any, flow_run_id: Any, timeout: float = 300.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
         run = await client.read_flow_run(flow_run_id)
-        if run.state is not None and run.state.is_final():
+        if (run.state is not None and run.state.is_final()) or time.monotonic() > deadline:
             return run.state
         await asyncio.sleep(0.2)
-    return run.state
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,6 +690,30 @@ def test_example_pipeline_runs_end_to_end(env: Path, flow_name: str) -> None:
         for key in ("prepare", "train"):
             st = runner.status(out[key])
             assert st is not None and st.state == AppState.SUCCEEDED
-    logs = flow_run_logs(state.state_details.flow_run_id)
-    assert any(f"[prepare/0] preparing data for {tag}" in m for m in logs)
-    assert any(f"[train/1] replica 1 done: {tag}" in m for m in logs)
+    prepared, trained = f"[prepare/0] preparing data for {tag}", f"[train/1] replica 1 done: {tag}"
+    logs = flow_run_logs(state.state_details.flow_run_id, prepared, trained)
+    assert any(prepared in m for m in logs), logs
+    assert any(trained in m for m in logs), logs
+
+
+def test_example_script_runs_from_the_command_line(env: Path) -> None:
+    """``python examples/prefect/pipeline.py`` as documented, against the test's Prefect API."""
+    import ast
+    import subprocess
+
+    from prefect.settings import PREFECT_API_URL
+
+    tag = uuid.uuid4().hex[:8]
+    proc_env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    proc = subprocess.run(
+        [sys.executable, "examples/prefect/pipeline.py", "--message", tag, "--train-seconds", "0.4"],
+        check=False, cwd=REPO, env=proc_env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert out["state"] == "SUCCEEDED"
+    with get_runner() as runner:
+        for key in ("prepare", "train"):
+            st = runner.status(out[key])
+            assert st is not None and st.state == AppState.SUCCEEDED
+        assert f"preparing data for {tag}" in "".join(runner.log_lines(out["prepare"], "prepare", 0))
