@@ -96,6 +96,7 @@ class _Session:
         self._link_published = False
         self._submitting = False  # set once runner.run may have created the app
         self._aborted = False  # set by abort(); a late start() then submits nothing
+        self._abort_cancels = False  # abort() decided the app is to be cancelled
         self._lock = threading.Lock()
         self._start_done = threading.Event()  # set when start() returned or raised
 
@@ -126,6 +127,13 @@ class _Session:
                 self.app, spec.scheduler, cfg=spec.cfg, workspace=spec.workspace
             )
             self.log.info("Submitted TorchX app %s to %s", self.handle, spec.scheduler)
+            with self._lock:
+                late = self._aborted and self._abort_cancels
+            if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
+                self.log.warning("Cancelling TorchX app %s: the task ended while it was being"
+                                 " submitted", self.handle)
+                cancel_app(self.runner, self.handle, spec.cancel_timeout)
+                return self.handle
         elif spec.app is not None:
             self.app = spec.app
         # persist before waiting, so a retry (or a flow hook elsewhere) finds this app
@@ -210,8 +218,11 @@ class _Session:
         ordinary error ends the last attempt. While retries remain, an app that is still
         running is left for the next attempt to reattach to.
         """
+        stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
+        leave_for_retry = not stopping and self.spec.reattach and self.identity.retries_left
         with self._lock:
             self._aborted = True
+            self._abort_cancels = not leave_for_retry
         if self.streamer is not None:
             self.streamer.stop(0.0)
         if self.terminal:
@@ -220,8 +231,7 @@ class _Session:
             self._find_interrupted_submission()
         if self.handle is None:
             return
-        stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
-        if not stopping and self.spec.reattach and self.identity.retries_left:
+        if leave_for_retry:
             self.log.warning(
                 "Task attempt %d failed (%r); leaving TorchX app %s running for the retry",
                 self.identity.run_count, exc, self.handle,

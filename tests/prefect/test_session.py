@@ -309,3 +309,30 @@ def test_store_put_gives_up_after_its_attempts(caplog: pytest.LogCaptureFixture)
         assert store.put("torchx.app.x", "h", attempts=3, backoff=0.0) is False
     assert client.updates == 3 and store.handles() == {}
     assert "after 3 attempts: database is locked" in caplog.text
+
+
+def test_a_submission_that_outlasts_the_aborts_wait_cancels_its_app() -> None:
+    """Async task: the attempt is cancelled, abort() gives up waiting for a slow runner.run and
+    cannot find the app by name yet; when the submission finally returns, the app is cancelled."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class VerySlowRun(FakeRunner):
+        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
+            entered.set()
+            release.wait(5)  # the app appears only when the submission returns
+            return super().run(app, scheduler, cfg, workspace)
+
+    runner = VerySlowRun([AppState.RUNNING])
+    s = session(runner, cancel_timeout=0.05)
+    worker = threading.Thread(target=s.start)
+    worker.start()
+    assert entered.wait(5)
+    s.abort(asyncio.CancelledError())
+    assert runner.apps == {} and s.handle is None  # abort() returned without finding it
+    release.set()
+    worker.join(5)
+    (handle,) = runner.apps
+    assert runner.peek(handle) == AppState.CANCELLED
+
