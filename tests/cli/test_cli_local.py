@@ -56,6 +56,12 @@ SLEEPER = textwrap.dedent(
 )
 
 
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _write_sleeper(directory: Path) -> None:
     (directory / "comp.py").write_text(SLEEPER)
 
@@ -105,6 +111,9 @@ def _run_sleeper_in_foreground(env: dict[str, str], cwd: Path) -> tuple[subproce
         text=True,
         env=env,
         cwd=cwd,
+        # a shell runs background jobs with SIGINT ignored, and children inherit that: give the
+        # CLI a normal Ctrl-C whatever started the test run
+        preexec_fn=_default_sigint,
     )
     try:
         assert p.stdout is not None

@@ -98,12 +98,15 @@ def test_missing_entrypoint_fails_with_clear_message(sched: LocalScheduler) -> N
 # -- retries ---------------------------------------------------------------------------------
 
 
-def _flaky(marker_dir: Path, fail_replica: int, sleep: float = 0.0) -> str:
-    """Prints `start <replica>` per attempt; `fail_replica` fails on its first attempt only."""
+def _flaky(marker_dir: Path, fail_replica: int, sleep: float = 0.0, wait_for: str = "") -> str:
+    """Prints `start <replica>` per attempt; `fail_replica` fails on its first attempt only
+    (after the file ``wait_for`` exists, when given: other replicas have started)."""
+    wait = f"for i in $(seq 600); do [ -e {wait_for} ] && break; sleep 0.05; done" if wait_for else ""
     return textwrap.dedent(
         f"""
         echo start $TORCHX_REPLICA_IDX $$$$  # $$ escapes $ in macros
         if [ "$TORCHX_REPLICA_IDX" = {fail_replica} ] && [ ! -e {marker_dir}/failed.$TORCHX_ROLE_NAME ]; then
+            {wait}
             touch {marker_dir}/failed.$TORCHX_ROLE_NAME; exit 7
         fi
         sleep {sleep}
@@ -126,12 +129,14 @@ def test_retry_replica_restarts_only_the_failed_replica(sched: LocalScheduler, t
 
 
 def _two_roles(tmp_path: Path, policy: RetryPolicy) -> specs.AppDef:
+    # a/0 fails once, but only after b has printed its first `start` (no race on a loaded machine)
+    b_up = tmp_path / "b-up"
     flaky = specs.Role(
-        "a", image="", entrypoint="sh", args=["-c", _flaky(tmp_path, 0, sleep=0.5)], num_replicas=2,
-        max_retries=1, retry_policy=policy,
+        "a", image="", entrypoint="sh", args=["-c", _flaky(tmp_path, 0, sleep=0.5, wait_for=str(b_up))],
+        num_replicas=2, max_retries=1, retry_policy=policy,
     )
     steady = specs.Role(
-        "b", image="", entrypoint="sh", args=["-c", "echo start $TORCHX_REPLICA_IDX; sleep 1.5"],
+        "b", image="", entrypoint="sh", args=["-c", f"echo start $TORCHX_REPLICA_IDX; touch {b_up}; sleep 1.5"],
         max_retries=1, retry_policy=policy,
     )
     return specs.AppDef("two", roles=[flaky, steady])
