@@ -56,12 +56,6 @@ SLEEPER = textwrap.dedent(
 )
 
 
-def _default_sigint() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _write_sleeper(directory: Path) -> None:
     (directory / "comp.py").write_text(SLEEPER)
 
@@ -104,16 +98,20 @@ def test_failing_app_exits_nonzero_with_status(env: dict[str, str], tmp_path: Pa
 def _run_sleeper_in_foreground(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
     """Starts `torchx run comp.py:sleeper` (which waits) and returns it once the app RUNS."""
     _write_sleeper(cwd)
+    # a shell runs background jobs with SIGINT ignored, and children inherit that: give the CLI
+    # a normal Ctrl-C whatever started the test run
+    launch = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+        "sys.argv = ['torchx', 'run', '-s', 'local_cwd', 'comp.py:sleeper'];"
+        "runpy.run_module('torchx_core.cli.main', run_name='__main__')"
+    )
     p = subprocess.Popen(
-        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "comp.py:sleeper"],
+        [sys.executable, "-c", launch],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=cwd,
-        # a shell runs background jobs with SIGINT ignored, and children inherit that: give the
-        # CLI a normal Ctrl-C whatever started the test run
-        preexec_fn=_default_sigint,
     )
     try:
         assert p.stdout is not None

@@ -52,14 +52,18 @@ def test_ctrl_c_cancels_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     import time
 
     # workers that integrate for minutes: the app is surely running when Ctrl-C arrives
-    code = "import sys, examples.main_job as m\nm.STEPS = 10**12\nsys.exit(m.main([]))\n"
+    # (SIGINT handler set explicitly: a shell runs background jobs with SIGINT ignored, and
+    # children inherit that, whatever started the test run)
+    code = (
+        "import signal, sys, examples.main_job as m\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "m.STEPS = 10**12\nsys.exit(m.main([]))\n"
+    )
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))  # this process queries it too
     env = dict(os.environ)
-    # a shell runs background jobs with SIGINT ignored, and children inherit that: give the
-    # launcher a normal Ctrl-C whatever started the test run
     p = subprocess.Popen(
         [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        text=True,
     )
     try:
         assert p.stdout is not None
