@@ -142,7 +142,8 @@ def test_path_and_prepend_cwd(sched: LocalScheduler, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PATH", "/usr/bin")
     role = specs.Role("r", image="", entrypoint="x", env={"PATH": "/opt/bin"})
     cwd = os.getcwd()
-    assert _dryrun(sched, role).roles[0].env["PATH"] == f"/opt/bin:{cwd}:/usr/bin"
+    # the working directory comes last unless prepend_cwd puts it first (TorchX semantics)
+    assert _dryrun(sched, role).roles[0].env["PATH"] == f"/opt/bin:/usr/bin:{cwd}"
     assert _dryrun(sched, role, {"prepend_cwd": True}).roles[0].env["PATH"] == f"{cwd}:/opt/bin:/usr/bin"
 
 

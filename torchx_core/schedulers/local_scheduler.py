@@ -411,7 +411,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             per_replica["replica_id"] = str(k)
             return _substitute(text, per_replica)
 
-        path = _join_path(*self._extra_paths, role.env.get("PATH"))
+        # the working directory goes first with prepend_cwd, else after everything (TorchX)
+        path = _join_path(*self._extra_paths, role.env.get("PATH"), os.environ.get("PATH"))
         path = _join_path(cwd, path) if opts.prepend_cwd else _join_path(path, cwd)
         env: dict[str, str] = {}
         varying_env: list[str] = []
@@ -420,7 +421,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 varying_env.append(name)
             else:
                 env[name] = sub(value)
-        env["PATH"] = _join_path(path, os.environ.get("PATH"))
+        env["PATH"] = path
         env.setdefault("PET_LOG_DIR", os.path.join(app_dir, "torchelastic", role.name))
         env.setdefault("PYTHONUNBUFFERED", "x")
         env.setdefault("MASTER_ADDR", "localhost")
