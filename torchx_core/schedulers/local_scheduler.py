@@ -28,7 +28,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -265,6 +265,29 @@ def _gpu_count() -> int:
         return sum(1 for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n))
     except OSError:
         return 0
+
+
+class _LazyRolesResponse(DescribeAppResponse):
+    """A describe response that reads the AppDef (``roles``) only when asked for it.
+
+    A status needs the status file alone; the submitted AppDef is a second file, read on the
+    first access to ``roles``.
+    """
+
+    def __init__(self, load_roles: Callable[[], list[Role]], **kwargs: Any) -> None:
+        self._load_roles = load_roles
+        self._roles: list[Role] | None = None
+        super().__init__(**kwargs)
+
+    @property  # type: ignore[override]  # a lazily loaded field
+    def roles(self) -> list[Role]:
+        if self._roles is None:
+            self._roles = self._load_roles()
+        return self._roles
+
+    @roles.setter
+    def roles(self, value: list[Role]) -> None:
+        self._roles = value or None  # the dataclass default ([]) means "load on demand"
 
 
 class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
@@ -569,7 +592,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             if failed and failed[0] == ridx and failed[1] < len(replicas):
                 replicas[failed[1]].structured_error_msg = error
             roles_statuses.append(RoleStatus(name, replicas))
-        return DescribeAppResponse(
+        return _LazyRolesResponse(
+            lambda: self._roles(app_id, app_dir),
             app_id=app_id,
             state=AppState[status["state"]],
             num_restarts=int(status.get("num_restarts", 0)),
@@ -577,7 +601,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             structured_error_msg=error,
             ui_url=f"file://{os.path.realpath(app_dir)}",
             roles_statuses=roles_statuses,
-            roles=self._roles(app_id, app_dir),
         )
 
     def _roles(self, app_id: str, app_dir: str) -> list[Role]:

@@ -465,3 +465,23 @@ def test_entrypoint_that_cannot_be_executed_fails_the_app(sched: LocalScheduler,
     assert desc.state == AppState.FAILED
     assert desc.msg.startswith("replica r/0 could not start:"), desc.msg
     assert json.loads(desc.structured_error_msg)["exit_code"] == 127
+
+
+def test_status_reads_only_the_status_file(sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx_core.schedulers.local_scheduler import create_scheduler
+
+    app_id, _ = run(sched, sh_app("true"))
+    fresh = create_scheduler("other")  # no cached AppDef, like another process
+    read: list[str] = []
+    real = _state.read_json
+
+    def recording(path: str) -> object:
+        read.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(_state, "read_json", recording)
+    desc = fresh.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    assert read == ["status.json"]
+    assert [r.name for r in desc.roles] == ["r"]  # the AppDef is read on first use of roles
+    assert read == ["status.json", "app.json"]
