@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchx_core.schedulers._ids import random_suffix
 from torchx_core.schedulers.api import InvalidAppIdError
 from torchx_core.specs import (
     AppState,
@@ -65,6 +66,11 @@ def dns_label(name: str, max_len: int = 63) -> str:
     s = _DNS_LABEL.sub("-", name.lower()).strip("-")
     s = s[:max_len].strip("-")
     return s or "x"
+
+
+def unique_name(app_name: str) -> str:
+    """A DNS-safe unique object name: the app name (trimmed) plus a random suffix."""
+    return f"{dns_label(app_name, 43)}-{random_suffix(10)}"
 
 
 def label_value(value: str) -> str:

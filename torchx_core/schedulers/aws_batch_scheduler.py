@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import re
-import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -42,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers._aws_logs import iter_log_events, make_client
+from torchx_core.schedulers._ids import random_suffix
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -173,14 +173,10 @@ class BatchJob:
         return json.dumps(self.to_dict(), indent=2)
 
 
-def _random_suffix(n: int = 8) -> str:
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return secrets.choice(alphabet[:26]) + "".join(secrets.choice(alphabet) for _ in range(n - 1))
-
 
 def _job_name(app_name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", app_name).strip("-_")[:100] or "app"
-    return f"{cleaned}-{_random_suffix()}"
+    return f"{cleaned}-{random_suffix()}"
 
 
 def _uses_replica_id(role: Role) -> bool:

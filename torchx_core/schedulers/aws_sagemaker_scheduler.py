@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers._aws_logs import iter_log_events, make_client
+from torchx_core.schedulers._ids import random_suffix
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -140,10 +140,8 @@ class SageMakerJob:
 
 
 def _job_name(app_name: str) -> str:
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    suffix = "".join(secrets.choice(alphabet) for _ in range(8))
     cleaned = re.sub(r"[^a-zA-Z0-9]+", "-", app_name).strip("-")[:54] or "app"
-    return f"{cleaned}-{suffix}"
+    return f"{cleaned}-{random_suffix()}"
 
 
 def _instance_type(role: Role, opts: AWSSageMakerOpts) -> str:

@@ -30,13 +30,13 @@ import json
 import logging
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from torchx_core.schedulers._ids import random_suffix
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
@@ -176,10 +176,6 @@ class DockerJob:
         return json.dumps(self.to_dict(), indent=2)
 
 
-def _random_suffix(n: int = 8) -> str:
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return secrets.choice(alphabet[:26]) + "".join(secrets.choice(alphabet) for _ in range(n - 1))
-
 
 def _clean_name(name: str, limit: int) -> str:
     cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", name).strip("-_.").lower()
@@ -275,7 +271,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
             )
         # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
-        app_id = f"{_clean_name(app.name, 24)}-{_random_suffix()}"
+        app_id = f"{_clean_name(app.name, 24)}-{random_suffix()}"
         host_net = opts.network == "host"
         first = app.roles[0]
         rank0 = "localhost" if host_net else f"{app_id}-{_clean_name(first.name, 20)}-0"

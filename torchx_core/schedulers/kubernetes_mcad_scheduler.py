@@ -10,7 +10,6 @@ cluster can fit it (``priority``, requeuing options) and then creates the items.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,7 +216,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         opts = MCADOpts.from_cfg(cfg)
         opts.namespace = resolve_namespace(opts.namespace, opts.context)
         self._clients.context = opts.context
-        app_id = f"{pods.dns_label(app.name, 43)}-{secrets.token_hex(5)}"
+        app_id = pods.unique_name(app.name)
         req = AppWrapperRequest(
             resource=app_wrapper(app, app_id, opts),
             namespace=opts.namespace,

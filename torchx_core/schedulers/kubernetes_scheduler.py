@@ -126,11 +126,6 @@ class KubernetesJob:
         return self.resource["metadata"]["name"]
 
 
-def make_unique_name(app_name: str) -> str:
-    """A DNS-safe unique job name: the app name (trimmed) plus a random suffix."""
-    return f"{pods.dns_label(app_name, 43)}-{secrets.token_hex(5)}"
-
-
 def rank0_host(kind: str, app_id: str, role0: Role) -> str:
     """The DNS name rank 0 gets from the job's headless service.
 
@@ -331,7 +326,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 None,
             )
         _check_retry_policy(app, opts.job_kind)
-        name = make_unique_name(app.name)
+        name = pods.unique_name(app.name)
         build = volcano_job if opts.job_kind == "volcano" else jobset
         resource = build(app, name, opts)
         req = KubernetesJob(

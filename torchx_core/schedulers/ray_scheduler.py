@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import shutil
 import tempfile
 import time
@@ -32,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core.schedulers._ids import random_suffix
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
@@ -188,9 +188,8 @@ def _short(e: BaseException, limit: int = 300) -> str:
 
 
 def _submission_id(app_name: str) -> str:
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "-", app_name).strip("-")[:50] or "app"
-    return f"{cleaned}-{''.join(secrets.choice(alphabet) for _ in range(8))}"
+    return f"{cleaned}-{random_suffix()}"
 
 
 def _default_client_factory(address: str) -> Any:
