@@ -446,3 +446,19 @@ def test_sacct_placeholder_rows_are_not_an_answer() -> None:
     (rec,) = parse_sacct("28+1|29|w-1|FAILED|0:0|3:0|node2|root|/a|b\n")
     assert (rec.app_id, rec.offset, rec.job_id, rec.derived_exit_code, rec.work_dir) == (
         "28", 1, "29", 3, "/a|b")
+
+
+def test_het_job_is_not_succeeded_while_a_component_still_runs() -> None:
+    from torchx_core.schedulers.slurm._status import SlurmJobRecord, describe_from_records
+
+    def rec(offset: int, state: str) -> SlurmJobRecord:
+        return SlurmJobRecord(
+            job_id=str(10 + offset), app_id="10", offset=offset, name=f"worker-{offset}",
+            state=state, reason="", exit_code=0, derived_exit_code=0, signal=None, restarts=0,
+            nodes="node1", work_dir="/tmp", user="root",
+        )
+
+    d = describe_from_records("10", [rec(0, "COMPLETED"), rec(1, "COMPLETING"), rec(2, "COMPLETED")])
+    assert d.state == AppState.RUNNING
+    d = describe_from_records("10", [rec(0, "COMPLETED"), rec(1, "COMPLETED"), rec(2, "COMPLETED")])
+    assert d.state == AppState.SUCCEEDED

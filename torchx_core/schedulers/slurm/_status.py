@@ -290,6 +290,11 @@ def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> Describ
     """Builds a DescribeAppResponse from the (sorted) component records of one app."""
     leader = records[0]
     state = appstate_from_slurm_state(leader.state)
+    if state == AppState.SUCCEEDED and any(
+        not is_terminal(appstate_from_slurm_state(r.state)) for r in records[1:]
+    ):
+        # a heterogeneous job has succeeded only once its last component has ended
+        state = AppState.RUNNING
     roles: dict[str, list[ReplicaStatus]] = {}
     steps_failed = any(r.derived_exit_code for r in records)
     for r in records:
