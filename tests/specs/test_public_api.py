@@ -1,6 +1,6 @@
 """The public names of ``torchx_core.specs`` (TorchX's ``torchx.specs``) are all there.
 
-The lists follow the reference page (``shared/seeds/002_*.txt``: its autoclass/autofunction
+The lists follow the TorchX specs reference page (its autoclass/autofunction
 entries) and what users of the older edition rely on (``get_named_resources``).
 """
 
