@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_scheduler import JobTable
@@ -155,6 +156,30 @@ def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixtu
     assert [r["role"] for r in json.loads(out)["roles"]] == ["echo"]
     rc, out, err = cli(capsys, "status", handle, "--roles", "echo,ecko")
     assert rc == 1 and out == "" and "no role(s) 'ecko'" in err and "Its roles: echo" in err
+
+
+def test_status_of_several_apps_is_one_batched_call(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fake_scheduler import FakeScheduler
+
+    h1, h2 = launch(capsys), launch(capsys)
+    gone = h1.rsplit("/", 1)[0] + "/never-submitted"
+    batches: list[list[str]] = []
+    real = FakeScheduler.describe_many
+
+    def counting(self: FakeScheduler, app_ids: Any) -> Any:
+        batches.append(list(app_ids))
+        return real(self, batches[-1])
+
+    monkeypatch.setattr(FakeScheduler, "describe_many", counting)
+    rc, out, err = cli(capsys, "status", h1, h2, "--json")
+    assert rc == 0 and len(batches) == 1
+    assert [d["app_handle"] for d in json.loads(out)] == [h1, h2]
+    rc, out, err = cli(capsys, "status", h2, gone, h1)
+    assert rc == 1 and len(batches) == 2 and len(batches[1]) == 3
+    assert out.index(f"== {h2}") < out.index(f"== {h1}") and "State: SUCCEEDED" in out
+    assert "never-submitted does not exist" in err
 
 
 def test_log_selection(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:

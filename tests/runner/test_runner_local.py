@@ -8,6 +8,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,68 @@ def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> N
         assert fields["in_sync"] == "True"
         assert float(fields["last_loss"]) < float(fields["first_loss"]) / 10
     assert parse_app_handle(handle).app_id.startswith("train-")
+
+
+def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path) -> None:
+    """Watchers sharing batched reads on the real local scheduler: apps that end at different
+    times each reach their own final state, and an app that vanishes does not affect the others."""
+    import threading
+
+    from torchx_core.runner import status_watch
+
+    def app(name: str, script: str) -> AppDef:
+        return AppDef(name, roles=[Role(name="r", image=str(tmp_path), entrypoint="sh",
+                                        args=["-c", script])])
+
+    release = tmp_path / "release"
+    wait_release = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    handles = {
+        "quick": runner.run(app("quick", "exit 0"), scheduler="local_cwd"),
+        "fails": runner.run(app("fails", f"{wait_release}; exit 3"), scheduler="local_cwd"),
+        "slow": runner.run(app("slow", f"{wait_release}; sleep 0.5"), scheduler="local_cwd"),
+        "vanishes": runner.run(app("vanishes", "sleep 600"), scheduler="local_cwd"),
+    }
+    seen: dict[str, list[Any]] = {k: [] for k in handles}
+    done = threading.Event()
+
+    def watch(key: str) -> None:
+        h = handles[key]
+        status_watch.watch(runner, h)
+        try:
+            while not done.is_set():
+                s = runner.watch_status(h, max_age=0.05)
+                state = None if s is None else s.state
+                if not seen[key] or seen[key][-1] != state:
+                    seen[key].append(state)
+                if state is None or is_terminal(state):
+                    return
+                done.wait(0.02)
+        finally:
+            status_watch.unwatch(runner, h)
+
+    threads = [threading.Thread(target=watch, args=(k,)) for k in handles]
+    for t in threads:
+        t.start()
+    _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED])
+    runner.delete(handles["vanishes"])  # gone from the scheduler while watched
+    _wait_until(lambda: seen["vanishes"][-1:] == [None])
+    assert seen["fails"][-1] == AppState.RUNNING and seen["slow"][-1] == AppState.RUNNING
+    release.touch()
+    for t in threads:
+        t.join(120)
+    done.set()
+    assert seen["quick"][-1] == AppState.SUCCEEDED
+    assert seen["fails"][-1] == AppState.FAILED
+    assert seen["slow"][-1] == AppState.SUCCEEDED
+    assert seen["vanishes"][-1] is None
+    assert AppState.RUNNING in seen["slow"]  # it was seen running, then succeeded
+
+
+def _wait_until(cond: Any, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)

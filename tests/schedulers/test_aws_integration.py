@@ -149,3 +149,34 @@ def test_batch_array_job_cancel(batch: AWSBatchScheduler, batch_queue: str) -> N
     wait_for_app(batch, app_id, until=lambda s: s == AppState.RUNNING)
     batch.cancel(app_id)
     assert wait_for_app(batch, app_id).state == AppState.CANCELLED
+
+
+def test_batch_describe_many_one_describe_jobs_call(batch: AWSBatchScheduler, batch_queue: str,
+                                                    aws_clients: dict[str, Any]) -> None:
+    ok = batch.submit(AppDef("many-ok", roles=[sh("w", "echo ok")]), {"queue": batch_queue})
+    bad = batch.submit(AppDef("many-bad", roles=[sh("w", "exit 2")]), {"queue": batch_queue})
+    for app_id in (ok, bad):
+        wait_for_app(batch, app_id)
+    client = aws_clients["batch"]
+    calls: list[str] = []
+    real_describe, real_list = client.describe_jobs, client.list_jobs
+
+    def describe_jobs(**kwargs: Any) -> Any:
+        calls.append(f"describe_jobs:{len(kwargs['jobs'])}")
+        return real_describe(**kwargs)
+
+    def list_jobs(**kwargs: Any) -> Any:
+        calls.append("list_jobs")
+        return real_list(**kwargs)
+
+    client.describe_jobs, client.list_jobs = describe_jobs, list_jobs
+    try:
+        many = batch.describe_many([ok, bad, f"{batch_queue}:no-such-app"])
+    finally:
+        client.describe_jobs, client.list_jobs = real_describe, real_list
+    # job ids were learnt while waiting: one DescribeJobs for both apps, one ListJobs for the
+    # unknown name
+    assert sorted(calls) == ["describe_jobs:2", "list_jobs"]
+    assert many[f"{batch_queue}:no-such-app"] is None
+    assert many[ok].state == AppState.SUCCEEDED and many[bad].state == AppState.FAILED
+    assert many[ok] == batch.describe(ok) and many[bad] == batch.describe(bad)

@@ -218,3 +218,32 @@ def test_refused_replica_leaves_no_containers(apps: Apps, docker_engine: Any,
         apps.sched.schedule(info)
     assert docker_engine.containers.list(
         all=True, filters={"label": f"torchx.pytorch.org/app-id={info.request.app_id}"}) == []
+
+
+def test_describe_many_one_engine_call_matches_describe(apps: Apps, docker_engine: Any) -> None:
+    ok = apps.submit(AppDef("many-ok", roles=[sh("w", "echo ok", replicas=2)]))
+    bad = apps.submit(AppDef("many-bad", roles=[sh("w", "exit 3")]))
+    apps.wait(ok)
+    apps.wait(bad)
+    from docker.models.containers import ContainerCollection
+
+    calls: list[Any] = []
+    real_list = ContainerCollection.list
+
+    def counting_list(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return real_list(self, *args, **kwargs)
+
+    ContainerCollection.list = counting_list  # type: ignore[method-assign]
+    try:
+        many = apps.sched.describe_many([ok, bad, "no-such-app"])
+    finally:
+        ContainerCollection.list = real_list  # type: ignore[method-assign]
+    assert len(calls) == 1
+    assert list(many) == [ok, bad, "no-such-app"]
+    assert many["no-such-app"] is None
+    for app_id, expected_state in ((ok, AppState.SUCCEEDED), (bad, AppState.FAILED)):
+        one = apps.sched.describe(app_id)
+        assert many[app_id] == one
+        assert many[app_id].state == expected_state
+    assert [len(r.replicas) for r in many[ok].roles_statuses] == [2]

@@ -218,3 +218,45 @@ def test_through_the_runner(clients: Any) -> None:
         assert handle in {r.app_handle for r in runner.list("kubernetes")}
         runner.delete(handle)
         assert runner.status(handle) is None
+
+
+def test_describe_many_lists_once_per_kind_and_namespace(k8s_emulator: Any, clients: Any) -> None:
+    api, custom, core = clients
+    sched = create_scheduler("it", client=api)
+    volcano = sched.submit(_app(2), {"namespace": "default", "queue": "default"})
+    jobset = sched.submit(_app(1), {"namespace": "default", "job_kind": "jobset"})
+    ns, vname = pods.parse_app_id(volcano)
+    stored = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", vname)
+    _create_pods_like_a_controller(
+        core, ns, [{"apiVersion": "v1", "kind": "Pod", **t["template"]} for t in stored["spec"]["tasks"]])
+    _set_pod_phase(core, ns, f"{vname}-trainer-0", "Running")
+    _set_pod_phase(core, ns, f"{vname}-trainer-1", "Failed")
+    custom.patch_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", vname,
+                                          {"status": {"state": {"phase": "Running"}}})
+    calls: list[str] = []
+    real_custom, real_pods = custom.list_namespaced_custom_object, core.list_namespaced_pod
+    from kubernetes import client as k8s
+
+    def list_custom(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(f"list:{args[3]}")
+        return real_custom(*args, **kwargs)
+
+    def list_pods(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append("pods")
+        return real_pods(*args, **kwargs)
+
+    orig = k8s.CustomObjectsApi.list_namespaced_custom_object, k8s.CoreV1Api.list_namespaced_pod
+    k8s.CustomObjectsApi.list_namespaced_custom_object = list_custom  # type: ignore[method-assign]
+    k8s.CoreV1Api.list_namespaced_pod = list_pods  # type: ignore[method-assign]
+    try:
+        many = sched.describe_many([volcano, jobset, "default:no-such-app"])
+    finally:
+        k8s.CustomObjectsApi.list_namespaced_custom_object, k8s.CoreV1Api.list_namespaced_pod = orig
+    assert sorted(calls) == ["list:jobs", "list:jobsets", "pods"]
+    assert many["default:no-such-app"] is None
+    assert many[volcano] == sched.describe(volcano)
+    assert [r.state for r in many[volcano].roles_statuses[0].replicas] == [
+        specs.AppState.RUNNING, specs.AppState.FAILED]
+    assert many[jobset] == sched.describe(jobset)
+    for app_id in (volcano, jobset):
+        sched.delete(app_id)

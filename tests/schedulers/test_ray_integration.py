@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from service_helpers import wait_for_app
 
-from torchx_core.schedulers.ray_scheduler import RayScheduler
+from torchx_core.schedulers.ray_scheduler import RayScheduler, _parse_app_id
 from torchx_core.specs import AppDef, AppState, Role, is_terminal, macros, resource
 
 pytestmark = [pytest.mark.integration, pytest.mark.ray]
@@ -114,3 +114,29 @@ def test_unplaceable_replicas_fail_after_placement_timeout(jobs: Jobs) -> None:
     desc = jobs.wait(app_id)
     assert desc.state == AppState.FAILED
     assert "exit code 2" in desc.msg
+
+
+def test_describe_many_one_list_jobs_call(jobs: Jobs) -> None:
+    ok = jobs.submit(AppDef("many-ok", roles=[sh("w", "echo ok")]))
+    bad = jobs.submit(AppDef("many-bad", roles=[sh("w", "exit 4")]))
+    jobs.wait(ok)
+    jobs.wait(bad)
+    address = _parse_app_id(ok)[0]
+    client = jobs.sched._client(address)
+    calls: list[str] = []
+    real = client.list_jobs
+
+    def list_jobs(*args: Any, **kwargs: Any) -> Any:
+        calls.append("list_jobs")
+        return real(*args, **kwargs)
+
+    client.list_jobs = list_jobs
+    try:
+        unknown = f"{address}-nosuchjob"
+        many = jobs.sched.describe_many([ok, bad, unknown])
+    finally:
+        client.list_jobs = real
+    assert calls == ["list_jobs"]
+    assert many[unknown] is None
+    assert many[ok].state == AppState.SUCCEEDED and many[bad].state == AppState.FAILED
+    assert many[ok] == jobs.sched.describe(ok) and many[bad] == jobs.sched.describe(bad)

@@ -1,13 +1,17 @@
-"""``torchx status HANDLE [--roles a,b] [--json]``: the status of an app."""
+"""``torchx status HANDLE [HANDLE ...] [--roles a,b] [--json]``: the status of apps."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+from typing import TYPE_CHECKING, Any
 
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import TorchXError
+
+if TYPE_CHECKING:
+    from torchx_core.specs import AppStatus
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -17,47 +21,66 @@ class StatusSelectionError(TorchXError, ValueError):
 
 
 class CmdStatus(SubCommand):
-    help = "show the status of an app"
+    help = "show the status of apps (several handles: one batched call per scheduler)"
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument(
-            "app_handle", help="the app handle (e.g. local_cwd://torchx/echo-abc123)"
+            "app_handle", nargs="+",
+            help="app handle(s) (e.g. local_cwd://torchx/echo-abc123)",
         )
         subparser.add_argument(
             "--roles", default="", help="comma separated roles to show (default: all)"
         )
         subparser.add_argument(
-            "--json", action="store_true", help="print the status as JSON"
+            "--json", action="store_true",
+            help="print the status as JSON (a list when several handles are given)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.runner import get_runner
         from torchx_core.specs import parse_app_handle
 
-        scheduler, _, app_id = parse_app_handle(args.app_handle)
+        handles: list[str] = list(dict.fromkeys(args.app_handle))
+        for handle in handles:
+            parse_app_handle(handle)  # a malformed handle fails before any scheduler is asked
         roles = [r for r in args.roles.split(",") if r] or None
         with get_runner(component_defaults={}) as runner:
-            status = runner.status(args.app_handle)
-        if status is None:
-            logger.error(
-                "app %s does not exist or has been removed from %s", app_id, scheduler
-            )
-            return 1
-        if roles is not None and status.roles:  # (no roles yet: nothing to check against)
-            known = [r.role for r in status.roles]
-            unknown = [r for r in roles if r not in known]
-            if unknown:
-                from torchx_core.specs.errors import did_you_mean
-
-                raise StatusSelectionError(
-                    f"app {args.app_handle} has no role(s) {', '.join(map(repr, unknown))}."
-                    f"{did_you_mean(unknown[0], known)} Its roles: {', '.join(known) or '(none)'}"
-                )
+            statuses = runner.status_many(handles)
+        missing = [h for h, s in statuses.items() if s is None]
+        for handle in missing:
+            scheduler, _, app_id = parse_app_handle(handle)
+            logger.error("app %s does not exist or has been removed from %s", app_id, scheduler)
+        found = {h: s for h, s in statuses.items() if s is not None}
+        for handle, status in found.items():
+            _check_roles(handle, status, roles)
         if args.json:
-            data = {"app_handle": args.app_handle, **status.to_json()}
-            if roles is not None:
-                data["roles"] = [r for r in data["roles"] if r["role"] in roles]
-            print(json.dumps(data, indent=2))
+            docs = [_json(h, s, roles) for h, s in found.items()]
+            if docs:
+                print(json.dumps(docs[0] if len(handles) == 1 else docs, indent=2))
         else:
-            print(status.format(roles))
-        return 0
+            for i, (handle, status) in enumerate(found.items()):
+                if len(handles) > 1:
+                    print(("\n" if i else "") + f"== {handle}")
+                print(status.format(roles))
+        return 1 if missing else 0
+
+
+def _check_roles(handle: str, status: AppStatus, roles: list[str] | None) -> None:
+    if roles is None or not status.roles:  # (no roles yet: nothing to check against)
+        return
+    known = [r.role for r in status.roles]
+    unknown = [r for r in roles if r not in known]
+    if unknown:
+        from torchx_core.specs.errors import did_you_mean
+
+        raise StatusSelectionError(
+            f"app {handle} has no role(s) {', '.join(map(repr, unknown))}."
+            f"{did_you_mean(unknown[0], known)} Its roles: {', '.join(known) or '(none)'}"
+        )
+
+
+def _json(handle: str, status: AppStatus, roles: list[str] | None) -> dict[str, Any]:
+    data = {"app_handle": handle, **status.to_json()}
+    if roles is not None:
+        data["roles"] = [r for r in data["roles"] if r["role"] in roles]
+    return data

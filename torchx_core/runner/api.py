@@ -295,6 +295,41 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         return self._to_status(app_handle, scheduler.describe(app_id))
 
+    def status_many(self, app_handles: Iterable[AppHandle]) -> dict[AppHandle, AppStatus | None]:
+        """The status of many apps with one batched scheduler call per scheduler.
+
+        Returns ``{handle: status}`` in the order given (``None`` for apps the scheduler does not
+        know). Schedulers answer through ``Scheduler.describe_many`` (one ``squeue``, one
+        ``DescribeJobs`` per 100 jobs, one list by label, ...).
+
+        Raises:
+            MalformedAppHandleException: a handle is malformed (nothing is queried then).
+            UnknownSchedulerException: a handle names an unknown scheduler.
+        """
+        by_backend: dict[str, dict[str, AppHandle]] = {}
+        handles = list(dict.fromkeys(app_handles))
+        for handle in handles:
+            backend, _, app_id = parse_app_handle(handle)
+            by_backend.setdefault(backend, {})[app_id] = handle
+        out: dict[AppHandle, AppStatus | None] = {}
+        for backend, ids in by_backend.items():
+            described = self._scheduler(backend).describe_many(list(ids))
+            for app_id, handle in ids.items():
+                out[handle] = self._to_status(handle, described.get(app_id))
+        return {h: out[h] for h in handles}
+
+    def watch_status(self, app_handle: AppHandle, max_age: float) -> AppStatus | None:
+        """The app's status as shared by every watcher in this process (coalesced, batched).
+
+        Concurrent watchers of apps on one scheduler (Airflow triggers in one triggerer, Prefect
+        tasks in one flow run) share one :meth:`status_many` call per ``max_age`` seconds: a status
+        read less than ``max_age`` seconds ago is returned as is, and a fresh read fetches every
+        watched app of that scheduler at once. See :mod:`torchx_core.runner.status_watch`.
+        """
+        from torchx_core.runner.status_watch import shared_status
+
+        return shared_status(self, app_handle, max_age)
+
     def _to_status(self, app_handle: AppHandle, desc: DescribeAppResponse | None) -> AppStatus | None:
         if desc is None:
             self._apps.pop(app_handle, None)

@@ -236,6 +236,16 @@ class Scheduler(abc.ABC, Generic[T]):
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """Lists the apps this scheduler can see (one batched call where the backend allows)."""
 
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps: ``{app_id: describe(app_id)}``.
+
+        Watchers of many apps (a triggerer, a flow with many tasks, ``torchx status h1 h2``) call
+        this once per poll instead of :meth:`describe` per app. The default loops over
+        :meth:`describe`; backends whose service answers for many jobs in one request override it
+        (one ``squeue``, one ``DescribeJobs`` per 100 jobs, one list by label...).
+        """
+        return {app_id: self.describe(app_id) for app_id in dict.fromkeys(app_ids)}
+
     def exists(self, app_id: str) -> bool:
         """Whether the scheduler knows ``app_id``."""
         return self.describe(app_id) is not None

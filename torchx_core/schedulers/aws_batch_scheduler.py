@@ -288,6 +288,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         self._batch = client
         self._logs = log_client
         self.poll_interval = poll_interval
+        self._job_ids: dict[str, str] = {}  # app id -> Batch job id, found once by name
 
     def _batch_client(self) -> Any:
         if self._batch is None:
@@ -392,6 +393,17 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
     # -- inspection -------------------------------------------------------------------------
 
     def _get_job(self, app_id: str) -> dict[str, Any] | None:
+        job_id = self._job_id(app_id)
+        if job_id is None:
+            return None
+        jobs = self._batch_client().describe_jobs(jobs=[job_id]).get("jobs", [])
+        return jobs[0] if jobs else None
+
+    def _job_id(self, app_id: str) -> str | None:
+        """The Batch job id of an app (``queue:name``), found by name once and then remembered."""
+        known = self._job_ids.get(app_id)
+        if known is not None:
+            return known
         try:
             queue, name = _parse_app_id(app_id)
         except UnknownAppException:
@@ -409,9 +421,9 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         summaries = [s for s in summaries if s.get("jobName") == name and ":" not in s["jobId"]]
         if not summaries:
             return None
-        latest = max(summaries, key=lambda s: s.get("createdAt", 0))
-        jobs = client.describe_jobs(jobs=[latest["jobId"]]).get("jobs", [])
-        return jobs[0] if jobs else None
+        job_id: str = max(summaries, key=lambda s: s.get("createdAt", 0))["jobId"]
+        self._job_ids[app_id] = job_id  # app ids are unique (random suffix): the id never changes
+        return job_id
 
     def _layout(self, job: dict[str, Any]) -> list[tuple[str, int, int, dict[str, Any]]]:
         """``(role, first node or array index, replicas, container)`` per node range/role."""
@@ -464,8 +476,34 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         job = self._get_job(app_id)
-        if job is None:
-            return None
+        return None if job is None else self._describe_job(app_id, job)
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps with one ``DescribeJobs`` call per 100 apps.
+
+        An app's job id is looked up by name (``ListJobs``) the first time only; array jobs add
+        the listing of their children.
+        """
+        out: dict[str, DescribeAppResponse | None] = dict.fromkeys(app_ids)
+        job_ids = {a: j for a in out if (j := self._job_id(a)) is not None}
+        by_job: dict[str, dict[str, Any]] = {}
+        wanted = list(dict.fromkeys(job_ids.values()))
+        client = self._batch_client()
+        for start in range(0, len(wanted), 100):
+            try:
+                page = client.describe_jobs(jobs=wanted[start:start + 100]).get("jobs", [])
+            except Exception as e:  # botocore ClientError
+                raise SchedulerError(f"AWS Batch could not describe jobs: {e}") from e
+            by_job.update((job["jobId"], job) for job in page)
+        for app_id, job_id in job_ids.items():
+            job = by_job.get(job_id)
+            if job is None:
+                self._job_ids.pop(app_id, None)
+            else:
+                out[app_id] = self._describe_job(app_id, job)
+        return out
+
+    def _describe_job(self, app_id: str, job: dict[str, Any]) -> DescribeAppResponse:
         children = self._children(job)
         state = self._state(job, children)
         roles: list[Role] = []

@@ -409,45 +409,22 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             raise SchedulerError(f"the docker engine failed to {what}: {e}") from e
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        containers = self._containers(app_id)
-        if not containers:
-            return None
-        by_role: dict[str, list[ReplicaStatus]] = {}
-        images: dict[str, str] = {}
-        restarts = 0
-        failures: list[str] = []
-        # creation order = role order of the AppDef, then replica order
-        order = sorted(containers, key=lambda c: (str(c.attrs.get("Created", "")),
-                                                  int(c.labels.get(LABEL_REPLICA_ID, "0"))))
-        for c in order:
-            role = c.labels.get(LABEL_ROLE_NAME, "")
-            state = _replica_state(c)
-            hostname = c.attrs.get("Config", {}).get("Hostname", "")
-            by_role.setdefault(role, []).append(
-                ReplicaStatus(int(c.labels.get(LABEL_REPLICA_ID, "0")), state, role, hostname)
-            )
-            images.setdefault(role, c.attrs.get("Config", {}).get("Image", ""))
-            restarts = max(restarts, int(c.attrs.get("RestartCount", 0) or 0))
-            if state == AppState.FAILED:
-                info = c.attrs.get("State", {})
-                oom = " (out of memory)" if info.get("OOMKilled") else ""
-                failures.append(f"{role}/{c.labels.get(LABEL_REPLICA_ID, '0')} exited with"
-                                f" {info.get('ExitCode')}{oom}")
-        return DescribeAppResponse(
-            app_id=app_id,
-            state=_app_state(containers),
-            num_restarts=restarts,
-            msg="; ".join(failures) or NONE,
-            roles_statuses=[RoleStatus(r, reps) for r, reps in by_role.items()],
-            roles=[Role(name=r, image=images[r], num_replicas=len(reps))
-                   for r, reps in by_role.items()],
-        )
+        return _describe_containers(app_id, self._containers(app_id))
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps from one ``containers.list`` of every torchx container."""
+        by_app = self._containers_by_app()
+        return {a: _describe_containers(a, by_app.get(a, [])) for a in dict.fromkeys(app_ids)}
+
+    def _containers_by_app(self) -> dict[str, list[Container]]:
+        """Every torchx container (one engine call), by app id."""
+        apps: dict[str, list[Container]] = {}
+        for c in self._list_containers(LABEL_APP_ID, "list the torchx containers"):
+            apps.setdefault(c.labels[LABEL_APP_ID], []).append(c)
+        return apps
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        containers = self._list_containers(LABEL_APP_ID, "list the torchx containers")
-        apps: dict[str, list[Container]] = {}
-        for c in containers:
-            apps.setdefault(c.labels[LABEL_APP_ID], []).append(c)
+        apps = self._containers_by_app()
         return [ListAppResponse(app_id=a, state=_app_state(cs),
                                 name=cs[0].labels.get(LABEL_APP_NAME, ""))
                 for a, cs in sorted(apps.items())]
@@ -563,6 +540,43 @@ def _materialize(kwargs: dict[str, Any]) -> dict[str, Any]:
             ]
     return out
 
+
+
+
+def _describe_containers(app_id: str, containers: list[Container]) -> DescribeAppResponse | None:
+    """The app's status from its containers (None when it has none)."""
+    if not containers:
+        return None
+    by_role: dict[str, list[ReplicaStatus]] = {}
+    images: dict[str, str] = {}
+    restarts = 0
+    failures: list[str] = []
+    # creation order = role order of the AppDef, then replica order
+    order = sorted(containers, key=lambda c: (str(c.attrs.get("Created", "")),
+                                              int(c.labels.get(LABEL_REPLICA_ID, "0"))))
+    for c in order:
+        role = c.labels.get(LABEL_ROLE_NAME, "")
+        state = _replica_state(c)
+        hostname = c.attrs.get("Config", {}).get("Hostname", "")
+        by_role.setdefault(role, []).append(
+            ReplicaStatus(int(c.labels.get(LABEL_REPLICA_ID, "0")), state, role, hostname)
+        )
+        images.setdefault(role, c.attrs.get("Config", {}).get("Image", ""))
+        restarts = max(restarts, int(c.attrs.get("RestartCount", 0) or 0))
+        if state == AppState.FAILED:
+            info = c.attrs.get("State", {})
+            oom = " (out of memory)" if info.get("OOMKilled") else ""
+            failures.append(f"{role}/{c.labels.get(LABEL_REPLICA_ID, '0')} exited with"
+                            f" {info.get('ExitCode')}{oom}")
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=_app_state(containers),
+        num_restarts=restarts,
+        msg="; ".join(failures) or NONE,
+        roles_statuses=[RoleStatus(r, reps) for r, reps in by_role.items()],
+        roles=[Role(name=r, image=images[r], num_replicas=len(reps))
+               for r, reps in by_role.items()],
+    )
 
 
 def create_scheduler(

@@ -377,11 +377,50 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             return None
         kind, obj = found
         namespace, name = pods.parse_app_id(app_id)
+        return self._describe_obj(app_id, kind, obj, self._pods(namespace, name))
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps: per namespace, one list by label per job kind and one pod
+        list, whatever the number of apps."""
+        from torchx_core.schedulers._k8s_client import api_errors, to_dict
+
+        out: dict[str, DescribeAppResponse | None] = dict.fromkeys(app_ids)
+        by_namespace: dict[str, dict[str, str]] = {}
+        for app_id in out:
+            namespace, name = pods.parse_app_id(app_id)
+            by_namespace.setdefault(namespace, {})[name] = app_id
+        selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
+        custom = self._clients.custom()
+        for namespace, names in by_namespace.items():
+            found: dict[str, tuple[str, dict[str, Any]]] = {}
+            for kind in JOB_KINDS:
+                group, version, plural = _gvp(kind)
+                with api_errors(f"listing {kind} jobs in {namespace}"):
+                    resp = to_dict(custom.list_namespaced_custom_object(
+                        group, version, namespace, plural, label_selector=selector))
+                for obj in (resp or {}).get("items", []):
+                    name = (obj.get("metadata") or {}).get("name", "")
+                    if name in names:
+                        found.setdefault(name, (kind, obj))
+            if not found:
+                continue
+            app_pods: dict[str, list[dict[str, Any]]] = {}
+            for pod in self._clients.app_pods(namespace, pods.MANAGED_BY, pods.LABEL_ORGANIZATION):
+                label = ((pod.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_APP_NAME)
+                app_pods.setdefault(label or "", []).append(pod)
+            for name, (kind, obj) in found.items():
+                out[names[name]] = self._describe_obj(
+                    names[name], kind, obj, app_pods.get(pods.label_value(name), []))
+        return out
+
+    def _describe_obj(
+        self, app_id: str, kind: str, obj: dict[str, Any], app_pods: list[dict[str, Any]]
+    ) -> DescribeAppResponse:
         state, restarts, msg = (
             _volcano_state(obj) if kind == "volcano" else _jobset_state(obj)
         )
         role_shape = _roles_of(kind, obj)
-        replica_states = pods.replica_status_from_pods(self._pods(namespace, name))
+        replica_states = pods.replica_status_from_pods(app_pods)
         if kind == "volcano":
             # replicas whose pods are gone (or not listed yet): Volcano's per-task phase counts
             for key, task_state in _volcano_task_states(obj).items():

@@ -422,23 +422,12 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         """The app's status from one ``bjobs`` call; None when LSF knows none of its jobs."""
-        found = self._records(app_id).get(app_id)
-        if not found:
-            return None
-        roles: dict[str, list[ReplicaStatus]] = {}
-        for role, k, rec in found:
-            roles.setdefault(role, []).append(ReplicaStatus(k, _state(rec), role, rec.exec_host))
-        state = _app_state([_state(rec) for _, _, rec in found])
-        resp = DescribeAppResponse(
-            app_id=app_id, state=state,
-            roles_statuses=[RoleStatus(r, sorted(reps, key=lambda x: x.id))
-                            for r, reps in roles.items()],
-            roles=[Role(name=r, image="", num_replicas=len(reps)) for r, reps in roles.items()])
-        failed = [f"{rec.name}: exit code {rec.exit_code}" for _, _, rec in found
-                  if rec.stat == "EXIT"]
-        if failed:
-            resp.msg = "; ".join(failed)
-        return resp
+        return _describe_records(app_id, self._records(app_id).get(app_id))
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps from one ``bjobs -a`` call (every job of the user)."""
+        records = self._records(None)
+        return {a: _describe_records(a, records.get(a)) for a in dict.fromkeys(app_ids)}
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """Every app of the current user that ``bjobs -a`` still shows (one call)."""
@@ -492,6 +481,29 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             r = self._run_cmd(["bkill", *ids])
             if r.returncode != 0 and "already finished" not in r.stderr:
                 raise SchedulerError(f"bkill {' '.join(ids)} failed: {r.stderr.strip()}")
+
+
+
+def _describe_records(
+    app_id: str, found: list[tuple[str, int, LsfJobRecord]] | None
+) -> DescribeAppResponse | None:
+    """The app's status from its ``bjobs`` records (None when there are none)."""
+    if not found:
+        return None
+    roles: dict[str, list[ReplicaStatus]] = {}
+    for role, k, rec in found:
+        roles.setdefault(role, []).append(ReplicaStatus(k, _state(rec), role, rec.exec_host))
+    state = _app_state([_state(rec) for _, _, rec in found])
+    resp = DescribeAppResponse(
+        app_id=app_id, state=state,
+        roles_statuses=[RoleStatus(r, sorted(reps, key=lambda x: x.id))
+                        for r, reps in roles.items()],
+        roles=[Role(name=r, image="", num_replicas=len(reps)) for r, reps in roles.items()])
+    failed = [f"{rec.name}: exit code {rec.exit_code}" for _, _, rec in found
+              if rec.stat == "EXIT"]
+    if failed:
+        resp.msg = "; ".join(failed)
+    return resp
 
 
 def create_scheduler(session_name: str, **kwargs: object) -> LsfScheduler:

@@ -377,24 +377,31 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         found = self._job_info(app_id)
-        if found is None:
-            return None
-        _, info = found
-        state = JOB_STATES.get(str(getattr(info.status, "value", info.status)), AppState.UNKNOWN)
-        role_counts = _role_counts(info)
-        statuses = [
-            RoleStatus(role, [ReplicaStatus(i, state, role, "") for i in range(n)])
-            for role, n in role_counts.items()
-        ]
-        return DescribeAppResponse(
-            app_id=app_id,
-            state=state,
-            num_restarts=0,
-            msg=info.message or "",
-            ui_url=f"http://{_parse_app_id(app_id)[0]}/#/jobs/{info.submission_id}",
-            roles_statuses=statuses,
-            roles=[Role(name=r, image="", num_replicas=n) for r, n in role_counts.items()],
-        )
+        return None if found is None else _describe_info(app_id, found[1])
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps from one ``list_jobs`` call per Ray cluster."""
+        by_address: dict[str, dict[str, str]] = {}
+        out: dict[str, DescribeAppResponse | None] = {}
+        for app_id in dict.fromkeys(app_ids):
+            out[app_id] = None
+            try:
+                address, sid = _parse_app_id(app_id)
+            except UnknownAppException:
+                continue
+            by_address.setdefault(address, {})[sid] = app_id
+        for address, sids in by_address.items():
+            try:
+                jobs = self._client(address).list_jobs()
+            except TorchXError:
+                raise
+            except Exception as e:  # ConnectionError / RuntimeError from the Jobs API client
+                raise SchedulerError(f"Ray at {address} could not list jobs: {e}") from e
+            for job in jobs:
+                app_id = sids.get(job.submission_id or "")
+                if app_id is not None:
+                    out[app_id] = _describe_info(app_id, job)
+        return out
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         address = _resolve_address(str((cfg or {}).get("dashboard_address") or "") or None)
@@ -497,6 +504,26 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             client.delete_job(info.submission_id)
         except Exception as e:
             raise SchedulerError(f"Ray could not delete {app_id}: {e}") from e
+
+
+
+def _describe_info(app_id: str, info: Any) -> DescribeAppResponse:
+    """The app's status from its Ray job info (``JobDetails``/``JobInfo``)."""
+    state = JOB_STATES.get(str(getattr(info.status, "value", info.status)), AppState.UNKNOWN)
+    role_counts = _role_counts(info)
+    statuses = [
+        RoleStatus(role, [ReplicaStatus(i, state, role, "") for i in range(n)])
+        for role, n in role_counts.items()
+    ]
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=state,
+        num_restarts=0,
+        msg=info.message or "",
+        ui_url=f"http://{_parse_app_id(app_id)[0]}/#/jobs/{info.submission_id}",
+        roles_statuses=statuses,
+        roles=[Role(name=r, image="", num_replicas=n) for r, n in role_counts.items()],
+    )
 
 
 def _role_counts(info: Any) -> dict[str, int]:

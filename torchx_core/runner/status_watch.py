@@ -1,0 +1,164 @@
+"""One batched status read shared by every watcher of a scheduler in this process.
+
+A triggerer with hundreds of deferred tasks, or a flow with hundreds of tasks, watches many apps
+from one process. Asking the scheduler once per app and poll costs N calls per poll interval (N
+``squeue`` runs that each dump the whole queue, N throttled ``DescribeJobs``). Here every watcher
+of apps on one scheduler (same scheduler name, factory and parameters) joins one *group*:
+
+* a watcher registers its app (:func:`watch`) and reads through :func:`shared_status` with a
+  ``max_age`` (its poll interval);
+* a status read less than ``max_age`` seconds ago is answered from the group's cache;
+* otherwise one watcher becomes the reader: it fetches **every** watched app of the group with one
+  :meth:`Runner.status_many <torchx_core.runner.api.Runner.status_many>` call (one
+  ``Scheduler.describe_many``), while the others wait for that read instead of starting their own.
+
+So N watchers polling every ``T`` seconds cost one batched call per ``T``, whatever N is. A read
+error reaches every watcher of that read (each decides, e.g. the lifecycle's grace clock).
+Async callers use :func:`ashared_status`, which answers from the cache without a thread and runs
+the reads in a worker thread, so an event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from torchx_core.specs import AppHandle, AppStatus, parse_app_handle
+
+if TYPE_CHECKING:
+    from torchx_core.runner.api import Runner
+
+__all__ = ["ashared_status", "shared_status", "unwatch", "watch"]
+
+_Clock = Callable[[], float]
+
+
+@dataclass
+class _Read:
+    """One batched read in flight: its apps, and the event its waiters block on."""
+
+    handles: frozenset[AppHandle]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    results: dict[AppHandle, AppStatus | None] = field(default_factory=dict)
+
+
+@dataclass
+class _Group:
+    """The watchers of one scheduler configuration."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    watched: dict[AppHandle, int] = field(default_factory=dict)  # handle -> number of watchers
+    cache: dict[AppHandle, tuple[float, AppStatus | None]] = field(default_factory=dict)
+    reading: _Read | None = None
+    reads: int = 0  # batched reads made (for benchmarks and tests)
+
+
+_groups: dict[Hashable, _Group] = {}
+_groups_lock = threading.Lock()
+_clock: _Clock = time.monotonic
+
+
+def _key(runner: Runner, handle: AppHandle) -> Hashable:
+    backend = parse_app_handle(handle).scheduler_backend
+    factory = runner._scheduler_factories.get(backend)
+    params = repr(sorted(runner._scheduler_params.items()))
+    return (backend, factory, params)
+
+
+def _group(runner: Runner, handle: AppHandle) -> _Group:
+    key = _key(runner, handle)
+    with _groups_lock:
+        group = _groups.get(key)
+        if group is None:
+            group = _groups[key] = _Group()
+        return group
+
+
+def watch(runner: Runner, handle: AppHandle) -> None:
+    """Registers a watcher of ``handle``: every batched read of its group includes the app."""
+    group = _group(runner, handle)
+    with group.lock:
+        group.watched[handle] = group.watched.get(handle, 0) + 1
+
+
+def unwatch(runner: Runner, handle: AppHandle) -> None:
+    """Removes one watcher of ``handle`` (the app leaves the batches with its last watcher)."""
+    group = _group(runner, handle)
+    with group.lock:
+        left = group.watched.get(handle, 0) - 1
+        if left > 0:
+            group.watched[handle] = left
+        else:
+            group.watched.pop(handle, None)
+            group.cache.pop(handle, None)
+
+
+def reads_made(runner: Runner, handle: AppHandle) -> int:
+    """How many batched reads the group of ``handle`` made so far."""
+    return _group(runner, handle).reads
+
+
+def _fresh(group: _Group, handle: AppHandle, max_age: float) -> tuple[bool, AppStatus | None]:
+    entry = group.cache.get(handle)
+    if entry is not None and _clock() - entry[0] <= max_age:
+        return True, entry[1]
+    return False, None
+
+
+def shared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatus | None:
+    """The status of ``handle``, at most ``max_age`` seconds old, read in one batch per group.
+
+    Raises what the batched read raised (the scheduler could not be asked).
+    """
+    group = _group(runner, handle)
+    while True:
+        with group.lock:
+            hit, status = _fresh(group, handle, max_age)
+            if hit:
+                return status
+            read = group.reading
+            if read is None:  # nobody reads: this watcher reads for the whole group
+                read = group.reading = _Read(frozenset(group.watched) | {handle})
+                lead = True
+            else:
+                lead = False
+        if lead:
+            _read(runner, group, read)
+        else:
+            read.done.wait()
+        if handle in read.handles:
+            if read.error is not None:
+                raise read.error
+            return read.results[handle]
+        # the read in flight did not include this app: loop and read (or join the next read)
+
+
+def _read(runner: Runner, group: _Group, read: _Read) -> None:
+    try:
+        statuses = read.results = runner.status_many(read.handles)
+        now = _clock()
+        with group.lock:
+            for h, s in statuses.items():
+                group.cache[h] = (now, s)
+    except BaseException as e:  # noqa: BLE001 - handed to every waiter of this read
+        read.error = e
+    finally:
+        with group.lock:
+            group.reads += 1
+            group.reading = None
+        read.done.set()
+
+
+async def ashared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatus | None:
+    """:func:`shared_status` for async callers: a cache hit costs no thread, a read runs in one."""
+    group = _group(runner, handle)
+    with group.lock:  # held only for a dict lookup
+        hit, status = _fresh(group, handle, max_age)
+    if hit:
+        return status
+    return await asyncio.to_thread(shared_status, runner, handle, max_age)
