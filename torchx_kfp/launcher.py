@@ -11,6 +11,22 @@ closure: the AppDef travels as a JSON parameter, and the body imports ``torchx_k
 ``torchx-suite[kfp]`` (kfp.local's ``SubprocessRunner(use_venv=False)`` uses the current
 interpreter).
 
+Run options (``cfg``) are checked against the scheduler's runopts when the pipeline is
+defined (unknown scheduler, unknown key, wrong type, missing required option:
+:class:`~torchx_kfp.InvalidKfpOptionsError`) and travel as a JSON string, so an int stays an
+int (a KFP ``dict`` parameter carries every number as a double).
+
+The app's name is derived from the pipeline job id, the task name and
+``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` (plus the AppDef), so a retried step finds its app while
+the iterations of a ``dsl.ParallelFor`` get one app each, even for the very same AppDef. What
+that placeholder is: under ``kfp.local`` a random id drawn per task execution (seen in the
+tests; kfp.local has no retries); on a KFP backend the driver resolves it once per task, to
+the id of the enclosing DAG execution (the MLMD driver: ``DAGExecutionID``, one per loop
+iteration) or, in the 2025 driver rewrite, the parent task's id (read in kubeflow/pipelines'
+``backend/src/v2/driver``; a pod retry does not re-run the driver). A live KFP backend was not
+available to check this: if iterations of one identical AppDef still share an app there, pass
+the loop item in ``env`` (``env={"ITEM": item}``), which makes each iteration's AppDef differ.
+
 Example::
 
     from kfp import dsl
@@ -32,7 +48,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from torchx_core.specs import AppDef, import_optional
+from torchx_core.specs import (
+    AppDef,
+    InvalidRunConfigException,
+    MissingDependencyError,
+    UnknownSchedulerException,
+    import_optional,
+)
 from torchx_kfp.errors import InvalidKfpOptionsError
 
 __all__ = [
@@ -59,10 +81,11 @@ def torchx_launcher(
     component: str = "",
     component_args: Optional[list] = None,  # noqa: UP045 - KFP needs typing.Optional
     scheduler: str = "local_cwd",
-    cfg: Optional[dict] = None,  # noqa: UP045
+    cfg_json: str = "",
     env: Optional[dict] = None,  # noqa: UP045
     job_id: str = "",
     task_name: str = "",
+    task_id: str = "",
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     pass_resources: bool = False,
@@ -77,10 +100,12 @@ def torchx_launcher(
         component: or a TorchX component name (``utils.echo``) ...
         component_args: ... with its arguments
         scheduler: the TorchX scheduler to run the app on
-        cfg: the scheduler's run config
+        cfg_json: the scheduler's run config as a JSON object (a KFP ``dict`` parameter
+            would turn ints into floats)
         env: environment variables added to every role (e.g. an upstream step's app handle)
         job_id: the pipeline job id (names the app deterministically)
         task_name: the pipeline task name (names the app deterministically)
+        task_id: the pipeline task id placeholder (tells ParallelFor iterations apart)
         wait_interval: seconds between status polls
         unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
         pass_resources: apply the resources asked on this task to the app's roles
@@ -98,10 +123,11 @@ def torchx_launcher(
         component=component,
         component_args=component_args,
         scheduler=scheduler,
-        cfg=cfg,
+        cfg_json=cfg_json,
         env=env,
         job_id=job_id,
         task_name=task_name,
+        task_id=task_id,
         wait_interval=wait_interval,
         unknown_state_timeout=unknown_state_timeout,
         resources=resources,
@@ -115,7 +141,7 @@ def torchx_launcher(
 def torchx_cancel_job_apps(
     job_id: str,
     scheduler: str = "local_cwd",
-    cfg: Optional[dict] = None,  # noqa: UP045 - KFP needs typing.Optional
+    cfg_json: str = "",
     final_status: dsl.PipelineTaskFinalStatus = None,  # type: ignore[name-defined] # KFP fills it
 ) -> list:
     """Cancels the unfinished apps of this pipeline job's launcher steps (KFP exit handler).
@@ -123,7 +149,7 @@ def torchx_cancel_job_apps(
     Args:
         job_id: the pipeline job id
         scheduler: the TorchX scheduler the launcher steps ran on
-        cfg: the scheduler's run config
+        cfg_json: the scheduler's run config as a JSON object
         final_status: the status of the exit handler's tasks (logged)
     """
     import logging
@@ -132,7 +158,7 @@ def torchx_cancel_job_apps(
 
     if final_status is not None:
         logging.getLogger("torchx_kfp").info("pipeline tasks ended %s", final_status.state)
-    return cancel_job_apps(job_id=job_id, scheduler=scheduler, cfg=cfg)
+    return cancel_job_apps(job_id=job_id, scheduler=scheduler, cfg_json=cfg_json)
 
 
 @functools.cache
@@ -169,7 +195,7 @@ def cancel_apps_on_exit(
         )
     kwargs: dict[str, Any] = {"job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER, "scheduler": scheduler}
     if cfg:
-        kwargs["cfg"] = dict(cfg)
+        kwargs["cfg_json"] = json.dumps(dict(cfg))
     task = cancel_component(base_image)(**kwargs)
     task.set_caching_options(enable_caching=False)
     task.set_display_name("cancel-torchx-apps")
@@ -209,8 +235,43 @@ def _common_problems(scheduler: object, cfg: object) -> list[str]:
             f"scheduler must be a scheduler name such as 'local_cwd', 'slurm' or 'kubernetes'"
             f" (`torchx schedulers` lists them), got {scheduler!r}"
         )
+    elif cfg is None or isinstance(cfg, Mapping):
+        problems += _run_option_problems(scheduler, dict(cfg or {}))
     if cfg is not None and not isinstance(cfg, Mapping):
         problems.append(f"cfg must be a dict of run options, got {cfg!r}")
+    return problems
+
+
+def _run_option_problems(scheduler: str, cfg: dict[str, Any]) -> list[str]:
+    """Checks the scheduler name and ``cfg`` against its runopts, when the pipeline is defined.
+
+    Unknown keys, wrong types and missing required options are reported here (strict), not in
+    the launcher pod minutes later. A scheduler whose client library is not installed where the
+    pipeline is defined cannot list its options: its cfg is then checked in the pod.
+    """
+    from torchx_core.runner import get_runner
+
+    problems = []
+    try:
+        json.dumps(cfg)
+    except (TypeError, ValueError) as e:
+        problems.append(
+            f"cfg must hold JSON values (str, int, float, bool, lists and dicts of str) known"
+            f" when the pipeline is defined ({e}); got {cfg!r}"
+        )
+    with get_runner() as runner:
+        try:
+            opts = runner.scheduler_run_opts(scheduler)
+        except UnknownSchedulerException as e:
+            return [str(e)]
+        except MissingDependencyError as e:
+            logger.warning("cannot check the run options of %s here (%s); the launcher step"
+                           " checks them", scheduler, e)
+            return problems
+    try:
+        opts.resolve(cfg, strict=True)
+    except InvalidRunConfigException as e:
+        problems.append(f"cfg for scheduler {scheduler!r}: {e}")
     return problems
 
 
@@ -326,6 +387,7 @@ def launch(
         "scheduler": scheduler,
         "job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         "task_name": dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+        "task_id": dsl.PIPELINE_TASK_ID_PLACEHOLDER,
         "wait_interval": float(wait_interval),
         "unknown_state_timeout": float(unknown_state_timeout),
         "pass_resources": pass_resources,
@@ -333,7 +395,7 @@ def launch(
     if component_args is not None:
         kwargs["component_args"] = list(component_args)
     if cfg:
-        kwargs["cfg"] = dict(cfg)
+        kwargs["cfg_json"] = json.dumps(dict(cfg))
     if env:
         kwargs["env"] = dict(env)
     task = launcher_component(base_image, pass_resources)(**kwargs)

@@ -77,7 +77,9 @@ def _job_digest(job_id: str) -> str:
     return hashlib.sha256(f"job/{job_id}".encode()).hexdigest()[:_JOB_DIGEST_LEN]
 
 
-def app_name_for_step(base: str, job_id: str, task_name: str, spec: str = "") -> str:
+def app_name_for_step(
+    base: str, job_id: str, task_name: str, spec: str = "", task_id: str = ""
+) -> str:
     """Names an app deterministically from the pipeline job, the task and the app itself.
 
     The same job id, task name and ``spec`` always give the same name, so a retried step finds
@@ -100,7 +102,9 @@ def app_name_for_step(base: str, job_id: str, task_name: str, spec: str = "") ->
     """
     if not job_id:
         return base
-    key = f"{job_id}/{task_name}" + (f"/{spec}" if spec else "")
+    key = f"{job_id}/{task_name}" + (f"#{task_id}" if task_id else "") + (
+        f"/{spec}" if spec else ""
+    )
     task_digest = hashlib.sha256(key.encode()).hexdigest()
     digest = _job_digest(job_id) + task_digest[: _DIGEST_LEN - _JOB_DIGEST_LEN]
     readable = re.sub(r"[^a-z0-9]+", "-", f"{base}-{task_name}".lower()).strip("-")
@@ -110,13 +114,13 @@ def app_name_for_step(base: str, job_id: str, task_name: str, spec: str = "") ->
     return f"{readable}-{digest}"
 
 
-def step_app_name(app: AppDef, job_id: str, task_name: str) -> str:
+def step_app_name(app: AppDef, job_id: str, task_name: str, task_id: str = "") -> str:
     """The name the launcher step gives ``app`` in pipeline job ``job_id``, task ``task_name``.
 
     :func:`app_name_for_step` with the AppDef's canonical JSON as ``spec``.
     """
     spec = json.dumps(app.to_dict(), sort_keys=True, separators=(",", ":"))
-    return app_name_for_step(app.name, job_id, task_name, spec)
+    return app_name_for_step(app.name, job_id, task_name, spec, task_id)
 
 
 def belongs_to_job(app_name: str, job_id: str) -> bool:
@@ -186,6 +190,28 @@ def resource_from_task_config(resources: Mapping[str, Any] | None, base: Resourc
         devices=dict(base.devices),
         tags=dict(base.tags),
     )
+
+
+def parse_cfg_json(cfg_json: str) -> dict[str, Any]:
+    """The run config carried as a JSON object string ("" for none).
+
+    JSON keeps the value types the scheduler's runopts declare (an int stays an int; a KFP
+    ``dict`` parameter would have made it a float).
+
+    Raises:
+        InvalidKfpOptionsError: not a JSON object
+    """
+    if not cfg_json:
+        return {}
+    try:
+        cfg = json.loads(cfg_json)
+    except (TypeError, ValueError) as e:
+        raise InvalidKfpOptionsError(
+            f"cfg_json {cfg_json!r} is not JSON ({e}); pass json.dumps(cfg)"
+        ) from e
+    if not isinstance(cfg, dict):
+        raise InvalidKfpOptionsError(f"cfg_json must hold a JSON object, got {cfg_json!r}")
+    return cfg
 
 
 def build_app(
@@ -408,20 +434,23 @@ class Launcher:
 
     # -- the step ----------------------------------------------------------------------------
 
-    def run(self, app: AppDef, job_id: str = "", task_name: str = "") -> LaunchResult:
+    def run(
+        self, app: AppDef, job_id: str = "", task_name: str = "", task_id: str = ""
+    ) -> LaunchResult:
         """Runs ``app`` to completion and returns the step outputs.
 
         Args:
             app: the app to run (renamed from ``job_id``/``task_name`` when given)
             job_id: the pipeline job id, for the deterministic app name
             task_name: the pipeline task name, for the deterministic app name
+            task_id: the pipeline task id, for the deterministic app name
 
         Raises:
             AppFailedError: the app ended FAILED or CANCELLED, or stayed UNKNOWN too long
             AppVanishedError: the scheduler no longer knows the app
             SystemExit: the step was terminated (SIGTERM/SIGINT); the app was cancelled
         """
-        app = replace(app, name=step_app_name(app, job_id, task_name))
+        app = replace(app, name=step_app_name(app, job_id, task_name, task_id))
         self._app_name = app.name
         self._handle = None  # a reused Launcher must not cancel its previous run's app
         runner = self.runner_factory()
@@ -503,10 +532,11 @@ def run_launcher(
     component: str = "",
     component_args: Sequence[str] | None = None,
     scheduler: str = "local_cwd",
-    cfg: Mapping[str, Any] | None = None,
+    cfg_json: str = "",
     env: Mapping[str, Any] | None = None,
     job_id: str = "",
     task_name: str = "",
+    task_id: str = "",
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     resources: Mapping[str, Any] | None = None,
@@ -520,10 +550,11 @@ def run_launcher(
         component: or a component name (``utils.echo``) ...
         component_args: ... and its arguments
         scheduler: the scheduler to run on
-        cfg: the scheduler's run config
+        cfg_json: the scheduler's run config as a JSON object ("" for none)
         env: environment variables added to (or replacing those of) every role
         job_id: the pipeline job id (deterministic naming; empty outside a pipeline)
         task_name: the pipeline task name (deterministic naming)
+        task_id: the pipeline task id (tells ParallelFor iterations apart)
         wait_interval: seconds between status polls
         unknown_state_timeout: seconds an UNKNOWN app is tolerated
         resources: resources asked on the launcher task (``TaskConfig.resources``), applied
@@ -565,20 +596,20 @@ def run_launcher(
         )
     launcher = Launcher(
         scheduler=scheduler,
-        cfg=dict(cfg or {}),
+        cfg=parse_cfg_json(cfg_json),
         wait_interval=wait_interval,
         unknown_state_timeout=unknown_state_timeout,
         stream_logs=stream_logs,
         runner_factory=factory,
     )
-    return launcher.run(app, job_id=job_id, task_name=task_name)
+    return launcher.run(app, job_id=job_id, task_name=task_name, task_id=task_id)
 
 
 def cancel_job_apps(
     *,
     job_id: str,
     scheduler: str = "local_cwd",
-    cfg: Mapping[str, Any] | None = None,
+    cfg_json: str = "",
     runner_factory: RunnerFactory | None = None,
 ) -> list[str]:
     """Cancels every unfinished app that the launcher steps of pipeline job ``job_id`` started.
@@ -590,7 +621,7 @@ def cancel_job_apps(
     Args:
         job_id: the pipeline job id (``dsl.PIPELINE_JOB_ID_PLACEHOLDER``)
         scheduler: the scheduler the launcher steps ran on
-        cfg: the scheduler's run config (for listing)
+        cfg_json: the scheduler's run config as a JSON object (for listing)
         runner_factory: returns a Runner (tests inject a fake)
 
     Returns:
@@ -606,7 +637,7 @@ def cancel_job_apps(
         )
     runner = (runner_factory or _default_runner_factory)()
     try:
-        apps = runner.list(scheduler, dict(cfg) if cfg else None)
+        apps = runner.list(scheduler, parse_cfg_json(cfg_json) or None)
         handles = [
             a.app_handle
             for a in apps

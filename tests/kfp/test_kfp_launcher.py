@@ -48,7 +48,7 @@ def test_launch_compiles_a_lightweight_step(tmp_path: Path) -> None:
     (task,) = spec["root"]["dag"]["tasks"].values()
     assert json.loads(_const(task, "app_json")) == app.to_dict()
     assert _const(task, "scheduler") == "slurm"
-    assert _const(task, "cfg") == {"partition": "gpu"}
+    assert json.loads(_const(task, "cfg_json")) == {"partition": "gpu"}
     assert _const(task, "job_id") == "{{$.pipeline_job_uuid}}"
     assert _const(task, "task_name") == "{{$.pipeline_task_name}}"
     assert task["cachingOptions"].get("enableCache", False) is False
@@ -148,11 +148,57 @@ def test_launcher_component_is_cached_per_settings() -> None:
         ((_app(),), {"enable_caching": 1}, "enable_caching must be a bool"),
         ((_app(),), {"display_name": 3}, "display_name must be a str"),
         ((_app(),), {"after": "train"}, r"after must be a task .* got \['train'\]"),
+        # scheduler names and run options are checked against the scheduler's runopts here,
+        # when the pipeline is defined, not minutes later in the launcher pod
+        ((_app(),), {"scheduler": "slurmm"},
+         r"Scheduler backend: 'slurmm' does not exist. Valid schedulers: .*slurm"),
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priorty": 5}},
+         r"unknown run option 'priorty'.*priority"),
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "high"}},
+         r"priority, must be of type: int, but was: 'high'"),
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": 5.5}},
+         r"priority, must be of type: int, but was: 5.5"),
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"priority": 5}},
+         r"Required run option: queue"),
+        ((_app(),), {"cfg": {"grace_period": {"a": 1}}}, "grace_period, must be of type: float"),
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "ulimits": [object()]}},
+         "not JSON"),
     ],
 )
 def test_launch_validates(args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidKfpOptionsError, match=message):
         launch(*args, **kwargs)
+
+
+def test_int_run_options_travel_as_typed_json(tmp_path: Path) -> None:
+    """A KFP ``dict`` parameter turns 5 into 5.0; run options travel as a JSON string, which
+    keeps the types the scheduler's runopts declare (issue 13, fault 3)."""
+
+    @dsl.pipeline(name="typed-cfg")
+    def pipeline() -> None:
+        launch(_app(), scheduler="aws_batch",
+               cfg={"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile:1024:2048"]})
+
+    spec = _compile(pipeline, tmp_path)
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    carried = _const(task, "cfg_json")
+    assert isinstance(carried, str)
+    decoded = json.loads(carried)
+    assert decoded == {"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile:1024:2048"]}
+    assert type(decoded["priority"]) is int
+    inputs = spec["components"]["comp-torchx-launcher"]["inputDefinitions"]["parameters"]
+    assert inputs["cfg_json"]["parameterType"] == "STRING"
+    assert "cfg" not in inputs
+
+
+def test_float_run_option_given_as_int_is_accepted(tmp_path: Path) -> None:
+    @dsl.pipeline(name="float-cfg")
+    def pipeline() -> None:
+        launch(_app(), cfg={"grace_period": 2})  # runopts accept an int for a float
+
+    (task,) = _compile(pipeline, tmp_path)["root"]["dag"]["tasks"].values()
+    assert json.loads(_const(task, "cfg_json")) == {"grace_period": 2}
+    assert _const(task, "task_id") == "{{$.pipeline_task_uuid}}"
 
 
 def test_launch_reports_every_problem_at_once() -> None:
@@ -168,6 +214,9 @@ def test_launch_reports_every_problem_at_once() -> None:
     [
         ({"scheduler": None}, "scheduler must be a scheduler name"),
         ({"cfg": "a=b"}, "cfg must be a dict"),
+        ({"scheduler": "nope"}, "Scheduler backend: 'nope' does not exist"),
+        ({"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "x"}},
+         "must be of type: int"),
     ],
 )
 def test_cancel_apps_on_exit_validates(kwargs: dict[str, Any], message: str) -> None:
@@ -197,6 +246,7 @@ def test_exit_handler_cancels_leftover_apps(tmp_path: Path) -> None:
     assert exit_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
     assert _const(exit_task, "job_id") == "{{$.pipeline_job_uuid}}"
     assert _const(exit_task, "scheduler") == "slurm"
+    assert json.loads(_const(exit_task, "cfg_json")) == {"partition": "p"}
     assert exit_task["cachingOptions"].get("enableCache", False) is False
     shipped = "\n".join(
         spec["deploymentSpec"]["executors"]["exec-torchx-cancel-job-apps"]["container"]["command"]

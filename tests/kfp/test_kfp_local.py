@@ -165,6 +165,35 @@ def test_parallel_for_iterations_launch_one_app_each(kfp_local: Path, tmp_path: 
     assert sorted(p.name for p in out_dir.iterdir()) == ["a", "b", "c"]
 
 
+def test_parallel_for_over_one_identical_app_launches_distinct_apps(
+    kfp_local: Path, tmp_path: Path
+) -> None:
+    """Every iteration launches the very same AppDef (the loop item is not used): they are
+    still three apps, told apart by ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` (issue 13, fault 3).
+
+    Under kfp.local that placeholder is a random id drawn for each task execution (seen here:
+    three different ids); a KFP backend resolves it in the driver (see ``torchx_kfp.launcher``).
+    """
+    out_dir = tmp_path / "same"
+    out_dir.mkdir()
+    write_pid = "import os, sys; open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close()"
+    app = specs.AppDef(
+        name="kfpsame",
+        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
+                          args=["-c", write_pid, str(out_dir)])],
+    )
+
+    @dsl.pipeline(name="kfp-same-loop")
+    def pipeline() -> None:
+        with dsl.ParallelFor(["a", "b", "c"], parallelism=1):
+            launch(app, wait_interval=0.1)
+
+    pipeline()
+    states = apps_named("kfpsame-")
+    assert sorted(states.values()) == [AppState.SUCCEEDED] * 3
+    assert len(list(out_dir.iterdir())) == 3  # three apps ran, none reattached to a sibling
+
+
 def test_retried_step_reattaches_instead_of_resubmitting(local_apps: Path, tmp_path: Path) -> None:
     from torchx_kfp.launcher import torchx_launcher
 
@@ -178,6 +207,16 @@ def test_retried_step_reattaches_instead_of_resubmitting(local_apps: Path, tmp_p
     other_run = torchx_launcher(app_json=app_json, job_id="job-43", task_name="train",
                                 wait_interval=0.1)
     assert other_run.app_handle != first.app_handle
+    # a retry of one ParallelFor iteration keeps its task id, so it reattaches; a sibling
+    # iteration (another task id) gets its own app
+    iteration = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
+                                task_id="iter-1", wait_interval=0.1)
+    retry = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
+                            task_id="iter-1", wait_interval=0.1)
+    sibling = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
+                              task_id="iter-2", wait_interval=0.1)
+    assert retry.app_handle == iteration.app_handle
+    assert len({first.app_handle, iteration.app_handle, sibling.app_handle}) == 3
 
 
 LAUNCH_IN_SUBPROCESS = textwrap.dedent(
