@@ -273,3 +273,23 @@ def test_parsers_on_documented_samples() -> None:
     recs = parse_bjobs_table(table_text)
     assert [(r.job_id, r.stat, r.exec_host, r.name) for r in recs] == [
         ("1234", "RUN", "hostB", "a_1-r-0"), ("1235", "PEND", "", "a_1-r-1")]
+
+
+def test_describe_many_is_one_bjobs_call(unit_lsf: LsfScheduler, fake: InProcessLsf,
+                                         tmp_path: Path) -> None:
+    ok = unit_lsf.submit(specs.AppDef("a", roles=[py_role("w", "print(1)", replicas=2)]),
+                         {"jobdir": str(tmp_path)})
+    bad = unit_lsf.submit(specs.AppDef("b", roles=[py_role("w", "print(1)")]),
+                          {"jobdir": str(tmp_path)})
+    set_stat(f"{ok}-w-0", "DONE")
+    set_stat(f"{ok}-w-1", "RUN")
+    set_stat(f"{bad}-w-0", "EXIT", 9)
+    fake.calls.clear()
+    many = unit_lsf.describe_many([ok, bad, "nosuch-app"])
+    assert [c[0] for c in fake.calls] == ["bjobs"]
+    assert many["nosuch-app"] is None
+    assert many[ok] is not None and many[ok].state == AppState.RUNNING
+    assert [r.state for r in many[ok].roles_statuses[0].replicas] == [
+        AppState.SUCCEEDED, AppState.RUNNING]
+    assert many[bad] is not None and many[bad].state == AppState.FAILED
+    assert many[ok] == unit_lsf.describe(ok) and many[bad] == unit_lsf.describe(bad)
