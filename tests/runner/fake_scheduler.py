@@ -1,9 +1,18 @@
-"""A small stateful fake scheduler for Runner/CLI unit tests.
+"""A small stateful fake scheduler for Runner, CLI, lifecycle and adapter unit tests.
 
 Jobs live in a :class:`JobTable` (one shared table per test, injected into the factory), so
 several scheduler instances (e.g. one per CLI invocation) see the same apps. A job moves
 SUBMITTED -> RUNNING -> SUCCEEDED one step per ``describe`` once ``steps`` describes have passed;
-tests can also set the state directly.
+with ``table.hold = True`` states only change when the test says so (:meth:`JobTable.set_state`,
+:meth:`JobTable.set_replica`, :meth:`JobTable.vanish`).
+
+Faults for the lifecycle: ``table.describe_error`` (status reads raise), ``table.list_error``,
+``table.cancel_gate`` (cancel hangs until the event is set), ``table.supports_owner = False``
+(a backend without owner hooks), ``table.log_breaks`` (the next N followed log reads raise).
+Logs grow with :meth:`JobTable.append_log`; ``log_iter(should_tail=True)`` follows them until the
+job is terminal or gone.
+
+Adapter tests build a real Runner over it with :func:`make_runner`.
 
 Registered through the registry as a plugin (see ``install_plugin``) so the lookup path that
 users take is the one tested.
@@ -13,11 +22,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core.runner import Runner
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -25,12 +36,14 @@ from torchx_core.schedulers.api import (
     Stream,
 )
 from torchx_core.specs import (
+    NONE,
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
     ReplicaStatus,
     RoleStatus,
+    is_terminal,
     runopts,
 )
 
@@ -52,6 +65,10 @@ class FakeJob:
     describes: int = 0
     cancelled: int = 0
     logs: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    owner: str | None = None
+    replica_states: dict[tuple[str, int], AppState] = field(default_factory=dict)
+    error: str = NONE  # the app's structured error message
+    replica_errors: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 class JobTable:
@@ -64,6 +81,47 @@ class JobTable:
         self.closed = 0
         self.steps: int | None = None  # overrides the scheduler's steps when set
         self.final = AppState.SUCCEEDED  # the state jobs end in
+        self.hold = False  # True: describe never advances a state (the test sets them)
+        self.supports_owner = True
+        self.describe_error: BaseException | None = None
+        self.list_error: BaseException | None = None
+        self.cancel_gate: threading.Event | None = None  # cancel blocks until it is set
+        self.log_breaks = 0  # the next N followed log reads raise
+        self.cond = threading.Condition()
+
+    # -- test controls (thread-safe: log followers read concurrently) -------------------------
+
+    def job(self, app_id: str) -> FakeJob:
+        return self.jobs[app_id]
+
+    def named(self, name: str) -> list[FakeJob]:
+        """The jobs whose app is named ``name``."""
+        return [j for j in self.jobs.values() if j.app.name == name]
+
+    def set_state(self, app_id: str, state: AppState) -> None:
+        with self.cond:
+            self.jobs[app_id].state = state
+            self.cond.notify_all()
+
+    def set_replica(self, app_id: str, role: str, k: int, state: AppState, error: str = NONE) -> None:
+        with self.cond:
+            self.jobs[app_id].replica_states[(role, k)] = state
+            if error != NONE:
+                self.jobs[app_id].replica_errors[(role, k)] = error
+            self.cond.notify_all()
+
+    def vanish(self, app_id: str) -> None:
+        """The scheduler forgets the job (its status becomes None)."""
+        with self.cond:
+            del self.jobs[app_id]
+            self.cond.notify_all()
+
+    def append_log(self, app_id: str, role: str, k: int, *lines: str) -> None:
+        with self.cond:
+            self.jobs[app_id].logs.setdefault((role, k), []).extend(
+                line if line.endswith("\n") else line + "\n" for line in lines
+            )
+            self.cond.notify_all()
 
 
 class FakeScheduler(Scheduler[FakeRequest]):
@@ -108,20 +166,30 @@ class FakeScheduler(Scheduler[FakeRequest]):
         return app_id
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
+        if self.table.describe_error is not None:
+            raise self.table.describe_error
         job = self.table.jobs.get(app_id)
         if job is None:
             return None
         job.describes += 1
-        if job.state in (AppState.SUBMITTED, AppState.RUNNING):
-            if job.describes >= job.steps:
-                job.state = job.final
-            else:
-                job.state = AppState.RUNNING
+        if job.state in (AppState.SUBMITTED, AppState.RUNNING) and not self.table.hold:
+            with self.table.cond:
+                if job.describes >= job.steps:
+                    job.state = job.final
+                else:
+                    job.state = AppState.RUNNING
+                self.table.cond.notify_all()
         roles = [
             RoleStatus(
                 role=r.name,
                 replicas=[
-                    ReplicaStatus(id=k, state=job.state, role=r.name, hostname="fakehost")
+                    ReplicaStatus(
+                        id=k,
+                        state=job.replica_states.get((r.name, k), job.state),
+                        role=r.name,
+                        hostname="fakehost",
+                        structured_error_msg=job.replica_errors.get((r.name, k), NONE),
+                    )
                     for k in range(r.num_replicas)
                 ],
             )
@@ -132,20 +200,40 @@ class FakeScheduler(Scheduler[FakeRequest]):
             state=job.state,
             num_restarts=0,
             msg=f"fake {job.state}",
+            structured_error_msg=job.error,
             roles_statuses=roles,
             roles=list(job.app.roles),
         )
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        if self.table.list_error is not None:
+            raise self.table.list_error
         return [
             ListAppResponse(app_id=app_id, state=job.state, name=job.app.name)
-            for app_id, job in self.table.jobs.items()
+            for app_id, job in list(self.table.jobs.items())
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
-        job = self.table.jobs[app_id]
-        job.cancelled += 1
-        job.state = AppState.CANCELLED
+        gate = self.table.cancel_gate
+        if gate is not None:
+            gate.wait(60)  # a hanging cancel (released by the test)
+        with self.table.cond:
+            job = self.table.jobs[app_id]
+            job.cancelled += 1  # counted even for a finished job (a sweep)
+            if not is_terminal(job.state):
+                job.state = AppState.CANCELLED
+            self.table.cond.notify_all()
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        job = self.table.jobs.get(app_id)
+        if not self.table.supports_owner or job is None:
+            return False
+        job.owner = owner
+        return True
+
+    def get_owner(self, app_id: str) -> str | None:
+        job = self.table.jobs.get(app_id)
+        return job.owner if self.table.supports_owner and job is not None else None
 
     def _delete_existing(self, app_id: str) -> None:
         del self.table.jobs[app_id]
@@ -164,10 +252,35 @@ class FakeScheduler(Scheduler[FakeRequest]):
         lines = self.table.jobs[app_id].logs.get((role_name, k))
         if lines is None:
             raise ValueError(f"no replica {role_name}/{k}")
+        if should_tail:
+            with self.table.cond:
+                if self.table.log_breaks > 0:
+                    self.table.log_breaks -= 1
+                    raise OSError(f"log of {role_name}/{k} is not readable yet")
+            out: Iterable[str] = self._follow(app_id, role_name, k)
+        else:
+            out = list(lines)
         if regex:
             pattern = re.compile(regex)
-            return [line for line in lines if pattern.search(line)]
-        return list(lines)
+            return (line for line in out if pattern.search(line))
+        return out
+
+    def _follow(self, app_id: str, role: str, k: int) -> Iterator[str]:
+        """The replica's log lines, then the new ones as they come, until the job ends."""
+        given = 0
+        while True:
+            with self.table.cond:
+                job = self.table.jobs.get(app_id)
+                lines = job.logs.get((role, k), []) if job is not None else []
+                new = lines[given:]
+                if not new:
+                    if job is None or is_terminal(job.state):
+                        return
+                    self.table.cond.wait(0.05)
+                    continue
+            for line in new:
+                given += 1
+                yield line
 
 
 def make_factory(table: JobTable, steps: int = 1) -> Any:
@@ -175,6 +288,11 @@ def make_factory(table: JobTable, steps: int = 1) -> Any:
         return FakeScheduler(session_name, table, steps=steps, **kwargs)
 
     return create_scheduler
+
+
+def make_runner(table: JobTable, steps: int = 1, name: str = "test") -> Runner:
+    """A real Runner whose scheduler ``fake`` is a :class:`FakeScheduler` over ``table``."""
+    return Runner(name, {"fake": make_factory(table, steps)})
 
 
 # -- plugin registration through a real entry point ------------------------------------------

@@ -10,5 +10,35 @@
 from torchx_core.runner.api import Runner as Runner
 from torchx_core.runner.api import RunnerError as RunnerError
 from torchx_core.runner.api import get_runner as get_runner
+from torchx_core.runner.lifecycle import AppCancelledError as AppCancelledError
+from torchx_core.runner.lifecycle import AppFailedError as AppFailedError
+from torchx_core.runner.lifecycle import AppLifecycle as AppLifecycle
+from torchx_core.runner.lifecycle import AppLifecycleError as AppLifecycleError
+from torchx_core.runner.lifecycle import AppVanishedError as AppVanishedError
+from torchx_core.runner.lifecycle import Attachment as Attachment
+from torchx_core.runner.lifecycle import GraceClock as GraceClock
+from torchx_core.runner.lifecycle import InvalidTaskArgumentError as InvalidTaskArgumentError
+from torchx_core.runner.lifecycle import LogFollower as LogFollower
+from torchx_core.runner.lifecycle import Observation as Observation
+from torchx_core.runner.lifecycle import Phase as Phase
+from torchx_core.runner.lifecycle import app_name as app_name
+from torchx_core.runner.lifecycle import phase_of as phase_of
 
-__all__ = ["Runner", "RunnerError", "get_runner"]
+__all__ = [
+    "AppCancelledError",
+    "AppFailedError",
+    "AppLifecycle",
+    "AppLifecycleError",
+    "AppVanishedError",
+    "Attachment",
+    "GraceClock",
+    "InvalidTaskArgumentError",
+    "LogFollower",
+    "Observation",
+    "Phase",
+    "Runner",
+    "RunnerError",
+    "app_name",
+    "get_runner",
+    "phase_of",
+]

@@ -50,6 +50,8 @@ DEFAULT_SESSION_NAME = "torchx"
 
 # wait(): first polls come quickly (short apps finish fast), then back off to wait_interval
 _FIRST_POLL_INTERVAL = 0.005
+# the longest owner token (fits a Slurm comment or a Kubernetes annotation comfortably)
+_MAX_OWNER_LEN = 200
 
 
 class RunnerError(TorchXError, ValueError):
@@ -393,6 +395,36 @@ class Runner:
         app_status = self.status(app_handle)
         if app_status is not None and not app_status.is_terminal():
             scheduler.cancel(app_id)
+
+    def set_owner(self, app_handle: AppHandle, owner: str) -> bool:
+        """Records ``owner`` with the app, where the scheduler keeps it for every process.
+
+        The owner is an opaque token naming the attempt (task try, flow run...) that submitted
+        or adopted the app; see :mod:`torchx_core.runner.lifecycle` for how kill paths use it.
+
+        Returns:
+            True if recorded; False if the scheduler cannot record owners or the app is unknown.
+
+        Raises:
+            RunnerError: ``owner`` is not a non-empty single-line string of at most 200 characters.
+        """
+        if (
+            not isinstance(owner, str)
+            or not owner.strip()
+            or len(owner) > _MAX_OWNER_LEN
+            or not owner.isprintable()
+        ):
+            raise RunnerError(
+                f"owner must be a non-empty printable single-line string of at most"
+                f" {_MAX_OWNER_LEN} characters, got {owner!r:.80}; e.g. 'airflow:dag/task/run#try=2'"
+            )
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.set_owner(app_id, owner)
+
+    def owner(self, app_handle: AppHandle) -> str | None:
+        """The owner recorded with the app (:meth:`set_owner`), or None (none or unsupported)."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.get_owner(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel`."""

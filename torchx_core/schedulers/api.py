@@ -292,6 +292,21 @@ class Scheduler(abc.ABC, Generic[T]):
     def _delete_existing(self, app_id: str) -> None:
         self._cancel_existing(app_id)
 
+    # -- ownership --------------------------------------------------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        """Records ``owner`` (an opaque token naming the attempt that runs the app) with the app.
+
+        Kept by the scheduler, so every process on every host reads the same owner with
+        :meth:`get_owner`. Returns False when the backend cannot record an owner (the default)
+        or the app is unknown.
+        """
+        return False
+
+    def get_owner(self, app_id: str) -> str | None:
+        """The owner last recorded with :meth:`set_owner`, or None (none, or unsupported)."""
+        return None
+
     def __enter__(self) -> Scheduler[T]:
         return self
 

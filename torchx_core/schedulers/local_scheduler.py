@@ -742,6 +742,20 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     def close(self) -> None:
         """Nothing to release: apps keep running after the scheduler (and its process) is gone."""
 
+    # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        from torchx_core.schedulers.local import _owner
+
+        app_dir = self._app_dir(app_id)
+        return app_dir is not None and _owner.write_owner(app_dir, owner)
+
+    def get_owner(self, app_id: str) -> str | None:
+        from torchx_core.schedulers.local import _owner
+
+        app_dir = self._app_dir(app_id)
+        return None if app_dir is None else _owner.read_owner(app_dir)
+
 
 # -- helpers ------------------------------------------------------------------------------------
 

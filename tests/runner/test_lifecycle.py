@@ -1,0 +1,658 @@
+"""The app lifecycle's decision table, on a real Runner over the fake scheduler.
+
+Every phase transition, reattach case, ownership case, the grace clock, bounded cancel, the log
+follower and the failure tail. The last tests run the ownership hooks of the real local
+scheduler across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_scheduler import JobTable, make_runner
+
+from torchx_core.runner import Runner, get_runner
+from torchx_core.runner.lifecycle import (
+    AppCancelledError,
+    AppFailedError,
+    AppLifecycle,
+    AppLifecycleError,
+    AppVanishedError,
+    GraceClock,
+    InvalidTaskArgumentError,
+    Observation,
+    Phase,
+    app_name,
+    phase_of,
+)
+from torchx_core.specs import AppDef, AppState, AppStatus, Role, is_terminal, parse_app_handle
+
+
+@pytest.fixture
+def table() -> JobTable:
+    t = JobTable()
+    t.hold = True  # states change only when a test says so
+    return t
+
+
+@pytest.fixture
+def runner(table: JobTable) -> Iterator[Runner]:
+    with make_runner(table) as r:
+        yield r
+    if table.cancel_gate is not None:
+        table.cancel_gate.set()  # release a hanging cancel thread
+
+
+def life(runner: Runner, owner: str = "engine:run/task#try=1", **kwargs: object) -> AppLifecycle:
+    kwargs.setdefault("poll_interval", 0.01)
+    return AppLifecycle(runner, "fake", owner=owner, **kwargs)  # type: ignore[arg-type]
+
+
+def make_app(name: str = "train", replicas: int = 2) -> AppDef:
+    return AppDef(name, roles=[Role("worker", image="img", entrypoint="echo", num_replicas=replicas)])
+
+
+IDENTITY = ("run-1", "train-task")
+
+
+def app_id(handle: str) -> str:
+    return parse_app_handle(handle).app_id
+
+
+# -- phases, grace clock, naming ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "phase"),
+    [
+        (AppState.UNSUBMITTED, Phase.WAITING),
+        (AppState.SUBMITTED, Phase.WAITING),
+        (AppState.PENDING, Phase.WAITING),
+        (AppState.RUNNING, Phase.WAITING),
+        (AppState.SUCCEEDED, Phase.SUCCEEDED),
+        (AppState.FAILED, Phase.FAILED),
+        (AppState.CANCELLED, Phase.CANCELLED),
+        (AppState.UNKNOWN, Phase.UNKNOWN),
+    ],
+)
+def test_phase_of_every_state(state: AppState, phase: Phase) -> None:
+    assert phase_of(AppStatus(state)) is phase
+
+
+def test_phase_of_an_unknown_app_is_vanished() -> None:
+    assert phase_of(None) is Phase.VANISHED
+
+
+def test_grace_clock_counts_unknown_and_vanished_in_a_row_and_resets() -> None:
+    now = [0.0]
+    clock = GraceClock(10, clock=lambda: now[0])
+    assert clock.observe(Phase.UNKNOWN) is False
+    now[0] = 6
+    assert clock.observe(Phase.VANISHED) is False  # one clock for both
+    assert clock.waited == 6
+    now[0] = 9
+    assert clock.observe(Phase.WAITING) is False  # resets
+    assert clock.waited == 0
+    now[0] = 12
+    assert clock.observe(Phase.VANISHED) is False
+    now[0] = 21
+    assert clock.observe(Phase.UNKNOWN) is False
+    now[0] = 22
+    assert clock.observe(Phase.UNKNOWN) is True
+    assert clock.observe(Phase.SUCCEEDED) is False
+
+
+def test_grace_clock_zero_expires_at_once_and_rejects_bad_timeouts() -> None:
+    assert GraceClock(0).observe(Phase.VANISHED) is True
+    for bad in (-1, float("nan"), "5", True):
+        with pytest.raises(InvalidTaskArgumentError, match="unknown_timeout"):
+            GraceClock(bad)  # type: ignore[arg-type]
+
+
+def test_app_name_is_deterministic_per_identity() -> None:
+    assert app_name("train", ("d", "t", "r", -1)) == "train-e1b0369d8c"  # Airflow's names so far
+    assert app_name("train", ["d", "t", "r", -1]) == app_name("train", ("d", "t", "r", "-1"))
+    assert app_name("train", "abc") == app_name("train", ["abc"])
+    assert app_name("train", ("d", "t", "r", 0)) != app_name("train", ("d", "t", "r", 1))
+    assert app_name("My train.v2/x", "i").startswith("My-train-v2-x-")
+    assert app_name("x" * 100, "i", max_len=8) == "xxxxxxxx-" + app_name("", "i")[-10:]
+    assert app_name("***", "i").startswith("app-")
+
+
+@pytest.mark.parametrize(("identity", "kwargs"), [((), {}), ("", {}), ("i", {"max_len": 0})])
+def test_app_name_rejects_empty_identities(identity: object, kwargs: dict[str, int]) -> None:
+    with pytest.raises(InvalidTaskArgumentError):
+        app_name("train", identity, **kwargs)  # type: ignore[arg-type]
+
+
+def test_lifecycle_lists_every_bad_argument(runner: Runner) -> None:
+    with pytest.raises(InvalidTaskArgumentError) as e:
+        AppLifecycle(runner, "", owner="", poll_interval=0, unknown_timeout=-1, tail_lines=-2)  # type: ignore[arg-type]
+    for word in ("scheduler", "owner", "poll_interval", "unknown_timeout", "tail_lines"):
+        assert word in str(e.value)
+
+
+# -- attach: submit, reattach, reuse --------------------------------------------------------------
+
+
+def test_attach_submits_under_the_deterministic_name_and_records_the_owner(
+    runner: Runner, table: JobTable
+) -> None:
+    app = make_app()
+    att = life(runner).attach(app, IDENTITY)
+    assert att.how == "submitted" and att.status is None
+    assert att.app_name == app_name("train", IDENTITY)
+    job = table.job(app_id(att.app_handle))
+    assert job.app.name == att.app_name
+    assert job.owner == "engine:run/task#try=1"
+    assert runner.owner(att.app_handle) == "engine:run/task#try=1"
+    assert app.name == "train"  # the caller's AppDef is not renamed
+
+
+@pytest.mark.parametrize("state", [AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING, AppState.UNKNOWN])
+def test_a_live_app_of_the_name_is_reattached_and_adopted(
+    runner: Runner, table: JobTable, state: AppState
+) -> None:
+    first = life(runner, owner="try=1").attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), state)
+    again = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert (again.how, again.app_handle) == ("reattached", first.app_handle)
+    assert again.status is not None and again.status.state == state
+    assert len(table.jobs) == 1
+    assert runner.owner(first.app_handle) == "try=2"  # the new attempt owns it now
+
+
+def test_a_succeeded_app_is_reused_not_resubmitted(runner: Runner, table: JobTable) -> None:
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), AppState.SUCCEEDED)
+    by_name = life(runner).attach(make_app(), IDENTITY)
+    by_handle = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle)
+    assert [by_name.how, by_handle.how] == ["reused", "reused"]
+    assert by_name.app_handle == by_handle.app_handle == first.app_handle
+    assert len(table.jobs) == 1
+
+
+@pytest.mark.parametrize("state", [AppState.FAILED, AppState.CANCELLED])
+@pytest.mark.parametrize("known", [True, False])
+def test_a_failed_or_cancelled_app_is_submitted_anew(
+    runner: Runner, table: JobTable, state: AppState, known: bool
+) -> None:
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), state)
+    again = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle if known else None)
+    assert again.how == "submitted" and again.app_handle != first.app_handle
+    assert [j.state for j in table.named(first.app_name)] == [state, AppState.SUBMITTED]
+
+
+def test_a_vanished_known_handle_is_submitted_anew(runner: Runner, table: JobTable) -> None:
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.vanish(app_id(first.app_handle))
+    again = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle)
+    assert again.how == "submitted" and again.app_handle != first.app_handle
+    assert len(table.jobs) == 1
+
+
+def test_the_known_handle_is_looked_at_before_the_name(runner: Runner, table: JobTable) -> None:
+    # an app an older release named differently: only the persisted handle finds it
+    old = runner.run(make_app("legacy-name"), "fake")
+    att = life(runner).attach(make_app(), IDENTITY, known_handle=old)
+    assert (att.how, att.app_handle) == ("reattached", old)
+    assert len(table.jobs) == 1
+
+
+def test_a_failed_known_handle_falls_back_to_a_live_app_of_the_name(
+    runner: Runner, table: JobTable
+) -> None:
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), AppState.FAILED)
+    second = life(runner).attach(make_app(), IDENTITY)  # a newer attempt resubmitted
+    third = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle)
+    assert (third.how, third.app_handle) == ("reattached", second.app_handle)
+
+
+def test_a_known_handle_of_another_scheduler_or_malformed_is_ignored(runner: Runner, table: JobTable) -> None:
+    for known in ("local_cwd://torchx/train-1", "not a handle"):
+        att = life(runner).attach(make_app(), (known,), known_handle=known)
+        assert att.how == "submitted"
+    assert len(table.jobs) == 2
+
+
+def test_different_identities_get_different_apps(runner: Runner, table: JobTable) -> None:
+    a = life(runner).attach(make_app(), ("run-1", "task", 0))
+    b = life(runner).attach(make_app(), ("run-1", "task", 1))
+    assert a.app_handle != b.app_handle and len(table.jobs) == 2
+
+
+def test_attach_submits_when_listing_fails_and_lists_with_the_cfg(runner: Runner, table: JobTable) -> None:
+    table.list_error = ConnectionError("scheduler down")
+    att = life(runner, cfg={"queue": "q1"}).attach(make_app(), IDENTITY)
+    assert att.how == "submitted"
+    assert table.job(app_id(att.app_handle)).request.cfg["queue"] == "q1"
+
+
+def test_an_unreadable_known_handle_does_not_block_a_submission(runner: Runner, table: JobTable) -> None:
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), AppState.FAILED)
+    table.describe_error = TimeoutError("describe timed out")
+    att = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle)
+    assert att.how == "submitted"
+
+
+def test_a_backend_without_owner_hooks_still_attaches(runner: Runner, table: JobTable) -> None:
+    table.supports_owner = False
+    att = life(runner).attach(make_app(), IDENTITY)
+    assert att.how == "submitted" and runner.owner(att.app_handle) is None
+
+
+# -- poll, result, wait ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "phase", "done"),
+    [
+        (AppState.SUBMITTED, Phase.WAITING, False),
+        (AppState.RUNNING, Phase.WAITING, False),
+        (AppState.SUCCEEDED, Phase.SUCCEEDED, True),
+        (AppState.FAILED, Phase.FAILED, True),
+        (AppState.CANCELLED, Phase.CANCELLED, True),
+        (AppState.UNKNOWN, Phase.UNKNOWN, False),
+    ],
+)
+def test_poll_maps_every_state(runner: Runner, table: JobTable, state: AppState, phase: Phase, done: bool) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), state)
+    obs = lc.poll(handle)
+    assert (obs.phase, obs.expired, obs.done) == (phase, False, done)
+    assert obs.status is not None and obs.status.state == state
+
+
+def test_poll_of_a_vanished_or_unreadable_app_never_raises(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.describe_error = OSError("connection reset")
+    assert lc.poll(handle) == Observation(Phase.UNKNOWN, None, False)
+    table.describe_error = None
+    table.vanish(app_id(handle))
+    assert lc.poll(handle) == Observation(Phase.VANISHED, None, False)
+
+
+@pytest.mark.parametrize("fault", ["unknown", "unreadable", "vanished"])
+def test_the_grace_clock_expires_for_unknown_unreadable_and_vanished(
+    runner: Runner, table: JobTable, fault: str
+) -> None:
+    lc = life(runner, unknown_timeout=0)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    if fault == "unknown":
+        table.set_state(app_id(handle), AppState.UNKNOWN)
+    elif fault == "unreadable":
+        table.describe_error = OSError("connection reset")
+    else:
+        table.vanish(app_id(handle))
+    obs = lc.poll(handle)
+    assert obs.expired and obs.done
+    table.describe_error = None
+    with pytest.raises(AppVanishedError) as e:
+        lc.result(handle, obs)
+    assert e.value.phase == (Phase.VANISHED if fault == "vanished" else Phase.UNKNOWN)
+    assert handle in str(e.value) and "unknown_timeout" in str(e.value)
+
+
+def test_an_app_stuck_unknown_is_cancelled_if_still_owned(runner: Runner, table: JobTable) -> None:
+    mine = life(runner, owner="try=1", unknown_timeout=0)
+    handle = mine.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.UNKNOWN)
+    with pytest.raises(AppVanishedError, match="was cancelled"):
+        mine.wait(handle)
+    assert table.job(app_id(handle)).cancelled == 1
+    # the same, once a newer attempt adopted it: not cancelled
+    table.set_state(app_id(handle), AppState.UNKNOWN)
+    runner.set_owner(handle, "try=2")
+    with pytest.raises(AppVanishedError) as e:
+        mine.wait(handle)
+    assert "was cancelled" not in str(e.value)
+    assert table.job(app_id(handle)).cancelled == 1
+
+
+def test_the_grace_clock_tolerates_a_short_vanish(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, unknown_timeout=3600)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    job = table.job(app_id(handle))
+    table.vanish(app_id(handle))
+    assert lc.poll(handle).phase == Phase.VANISHED
+    table.jobs[app_id(handle)] = job  # back (e.g. an eventually consistent API)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert lc.wait(handle).state == AppState.SUCCEEDED
+
+
+def test_wait_reports_every_transition_and_returns_the_succeeded_status(runner: Runner, table: JobTable) -> None:
+    table.hold = False
+    table.steps = 4  # SUBMITTED -> RUNNING x3 -> SUCCEEDED
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    seen: list[tuple[Phase, AppState | None]] = []
+    status = lc.wait(handle, on_change=lambda o: seen.append((o.phase, o.status and o.status.state)))
+    assert status.state == AppState.SUCCEEDED
+    assert seen == [(Phase.WAITING, AppState.RUNNING), (Phase.SUCCEEDED, AppState.SUCCEEDED)]
+
+
+def test_wait_raises_failed_with_a_tail_of_every_replica_failed_first(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, tail_lines=2)
+    handle = lc.attach(make_app(replicas=3), IDENTITY).app_handle
+    aid = app_id(handle)
+    table.set_replica(aid, "worker", 0, AppState.CANCELLED)
+    table.set_replica(aid, "worker", 1, AppState.FAILED, error='{"message": "boom"}')
+    table.set_replica(aid, "worker", 2, AppState.CANCELLED)
+    table.job(aid).error = '{"message": "boom"}'
+    table.set_state(aid, AppState.FAILED)
+    with pytest.raises(AppFailedError) as e:
+        lc.wait(handle)
+    err = e.value
+    assert type(err) is AppFailedError and err.phase == Phase.FAILED
+    assert err.status is not None and err.status.state == AppState.FAILED
+    assert err.log_tail == [
+        "[worker/1] worker 1 line 1", "[worker/1] worker 1 line 2",
+        "[worker/0] worker 0 line 1", "[worker/0] worker 0 line 2",
+        "[worker/2] worker 2 line 1", "[worker/2] worker 2 line 2",
+    ]
+    text = str(err)
+    assert text.startswith(f"app {handle} ended FAILED")
+    assert text.count("boom") == 1  # the structured error is printed once
+    again = pickle.loads(pickle.dumps(err))
+    assert (type(again), str(again), again.app_handle, again.log_tail) == (
+        AppFailedError, text, handle, err.log_tail
+    )
+
+
+def test_wait_raises_cancelled_for_an_app_cancelled_by_someone_else(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.CANCELLED)
+    with pytest.raises(AppCancelledError) as e:
+        lc.wait(handle)
+    assert isinstance(e.value, AppFailedError) and e.value.phase == Phase.CANCELLED
+    assert f"app {handle} ended CANCELLED" in str(e.value)
+    assert type(pickle.loads(pickle.dumps(e.value))) is AppCancelledError
+
+
+def test_result_of_an_observation_that_is_not_done_is_a_usage_error(runner: Runner) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    obs = lc.poll(handle)
+    assert not obs.done
+    with pytest.raises(AppLifecycleError, match="still waiting"):
+        lc.result(handle, obs)
+
+
+def test_apoll_reads_from_an_event_loop(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    obs = asyncio.run(lc.apoll(handle))
+    assert obs.phase == Phase.SUCCEEDED and lc.result(handle, obs).state == AppState.SUCCEEDED
+
+
+# -- ownership and cancel -------------------------------------------------------------------------
+
+
+def test_the_owner_cancels_its_app(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, owner="try=1")
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    assert lc.cancel(handle) is True
+    assert table.job(app_id(handle)).state == AppState.CANCELLED
+
+
+def test_a_superseded_attempt_does_not_cancel_the_app_its_successor_adopted(
+    runner: Runner, table: JobTable
+) -> None:
+    # Airflow's clear of a deferred task: the new try reattaches, then the old trigger's on_kill
+    old = life(runner, owner="try=1")
+    new = life(runner, owner="try=2")
+    handle = old.attach(make_app(), IDENTITY).app_handle
+    assert new.attach(make_app(), IDENTITY).how == "reattached"
+    assert old.cancel(handle) is False
+    job = table.job(app_id(handle))
+    assert (job.cancelled, job.state) == (0, AppState.SUBMITTED)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert new.wait(handle).state == AppState.SUCCEEDED  # the new try finishes on the same app
+    assert len(table.jobs) == 1
+
+
+def test_without_owner_support_a_kill_path_cancels(runner: Runner, table: JobTable) -> None:
+    table.supports_owner = False
+    life(runner, owner="try=1").attach(make_app(), IDENTITY)
+    handle = life(runner, owner="try=2").attach(make_app(), IDENTITY).app_handle
+    assert life(runner, owner="try=1").cancel(handle) is True  # documented limitation
+    assert table.job(app_id(handle)).state == AppState.CANCELLED
+
+
+def test_only_if_owned_false_cancels_whoever_owns_it(runner: Runner, table: JobTable) -> None:
+    handle = life(runner, owner="try=2").attach(make_app(), IDENTITY).app_handle
+    assert life(runner, owner="operator").cancel(handle, only_if_owned=False) is True
+    assert table.job(app_id(handle)).state == AppState.CANCELLED
+
+
+def test_cancel_is_idempotent_and_sweeps_a_finished_app(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    assert lc.cancel(handle) is True and lc.cancel(handle) is True
+    job = table.job(app_id(handle))
+    assert (job.state, job.cancelled) == (AppState.CANCELLED, 2)  # the scheduler saw both
+    table.vanish(app_id(handle))
+    assert lc.cancel(handle) is True  # an app gone: nothing to do, no error
+
+
+def test_a_hanging_cancel_is_bounded(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.cancel_gate = threading.Event()
+    assert lc.cancel(handle, timeout=0.2) is False  # returned although the cancel hangs
+    table.cancel_gate.set()  # the helper thread goes on and cancels
+    with table.cond:
+        assert table.cond.wait_for(lambda: table.job(app_id(handle)).cancelled == 1, timeout=30)
+
+
+def test_a_failing_cancel_returns_false(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.describe_error = OSError("scheduler down")  # cancel checks that the app exists
+    assert lc.cancel(handle) is False
+
+
+def test_cancel_by_name_cancels_the_unfinished_owned_apps_of_that_name(runner: Runner, table: JobTable) -> None:
+    name = app_name("train", IDENTITY)
+    lc = life(runner, owner="try=1")
+    done = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(done), AppState.FAILED)
+    mine = lc.attach(make_app(), IDENTITY).app_handle
+    runner.set_owner(mine, "try=1")
+    unowned = runner.run(AppDef(name, roles=make_app().roles), "fake")  # submit interrupted
+    theirs = runner.run(AppDef(name, roles=make_app().roles), "fake")
+    runner.set_owner(theirs, "try=2")
+    other = life(runner).attach(make_app(), ("another", "identity")).app_handle
+    assert lc.cancel_by_name(name) is True
+    states = {h: table.job(app_id(h)) for h in (done, mine, unowned, theirs, other)}
+    assert [(j.state, j.cancelled) for j in states.values()] == [
+        (AppState.FAILED, 0),
+        (AppState.CANCELLED, 1),
+        (AppState.CANCELLED, 1),
+        (AppState.SUBMITTED, 0),
+        (AppState.SUBMITTED, 0),
+    ]
+
+
+def test_cancel_by_name_is_bounded(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    att = lc.attach(make_app(), IDENTITY)
+    table.cancel_gate = threading.Event()
+    assert lc.cancel_by_name(att.app_name, timeout=0.2) is False
+
+
+def test_set_owner_rejects_bad_tokens(runner: Runner) -> None:
+    from torchx_core.runner import RunnerError
+
+    handle = life(runner).attach(make_app(), IDENTITY).app_handle
+    for bad in ("", "a\nb", "x" * 201, 3):
+        with pytest.raises(RunnerError, match="owner must be"):
+            runner.set_owner(handle, bad)  # type: ignore[arg-type]
+
+
+# -- logs -----------------------------------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, line: str) -> None:
+        with self.cond:
+            self.lines.append(line)
+            self.cond.notify_all()
+
+    def wait_for(self, n: int) -> list[str]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.lines) >= n, timeout=60), self.lines
+            return list(self.lines)
+
+
+def test_the_follower_streams_every_replica_until_the_app_ends(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink)
+    sink.wait_for(6)
+    table.append_log(app_id(handle), "worker", 1, "late line")
+    sink.wait_for(7)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert follower.join(timeout=60)
+    follower.stop()
+    assert sorted(sink.lines) == sorted(
+        [f"[worker/{k}] worker {k} line {i}" for k in range(2) for i in range(3)]
+        + ["[worker/1] late line"]
+    )
+
+
+def test_after_a_reattach_the_follower_skips_what_was_already_written(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink, skip_existing=True)
+    table.append_log(app_id(handle), "worker", 0, "new 0")
+    table.append_log(app_id(handle), "worker", 1, "new 1")
+    sink.wait_for(2)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert follower.join(timeout=60)
+    assert sorted(sink.lines) == ["[worker/0] new 0", "[worker/1] new 1"]
+
+
+def test_a_broken_stream_resumes_without_repeating_lines(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(replicas=1), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    table.log_breaks = 2  # the first two opens fail (e.g. the log file does not exist yet)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink, retry_interval=0.01)
+    sink.wait_for(3)
+    table.log_breaks = 1  # break again mid-way: the reopened stream skips what was given
+    table.append_log(app_id(handle), "worker", 0, "more")
+    sink.wait_for(4)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert follower.join(timeout=60)
+    assert sink.lines == [f"[worker/0] worker 0 line {i}" for i in range(3)] + ["[worker/0] more"]
+
+
+def test_the_follower_caps_the_replicas_and_says_how_to_read_the_others(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, max_log_replicas=2)
+    handle = lc.attach(make_app(replicas=5), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink)
+    assert follower.join(timeout=60)
+    assert sink.lines[0] == (
+        f"(showing 2 of 5 replicas; read the others with `torchx log {handle}/<role>/<k>`)"
+    )
+    assert {line.split("]")[0] for line in sink.lines[1:]} == {"[worker/0", "[worker/1"}
+    assert len(sink.lines) == 1 + 2 * 3
+
+
+def test_the_failure_tail_is_capped_and_never_raises(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, max_log_replicas=2, tail_lines=1)
+    handle = lc.attach(make_app(replicas=4), IDENTITY).app_handle
+    aid = app_id(handle)
+    for k in range(3):
+        table.set_replica(aid, "worker", k, AppState.CANCELLED)
+    table.set_replica(aid, "worker", 3, AppState.FAILED)
+    table.set_state(aid, AppState.FAILED)
+    del table.job(aid).logs[("worker", 3)]
+    status = runner.status(handle)
+    assert lc.failure_tail(handle, status) == [
+        "[worker/3] <logs unavailable: no replica worker/3>",
+        "[worker/0] worker 0 line 2",
+        f"(showing 2 of 4 replicas; read the others with `torchx log {handle}/<role>/<k>`)",
+    ]
+    assert life(runner, tail_lines=0).failure_tail(handle, status) == []
+
+
+# -- the real local scheduler: the owner is shared by every process ------------------------------
+
+
+_OWNER_SCRIPT = """
+import sys
+from torchx_core.runner import get_runner
+from torchx_core.runner.lifecycle import AppLifecycle
+handle, me = sys.argv[1], sys.argv[2]
+with get_runner() as runner:
+    print(runner.owner(handle))
+    print(AppLifecycle(runner, "local_cwd", owner=me).cancel(handle))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.local
+def test_local_owner_is_seen_by_other_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
+    app = AppDef("sleeper", roles=[Role("sleep", image="/", entrypoint="sleep", args=["120"])])
+    with get_runner(component_defaults={}) as runner:
+        lc = AppLifecycle(runner, "local_cwd", owner="try=1", poll_interval=0.1)
+        att = lc.attach(app, IDENTITY)
+        try:
+            assert runner.owner(att.app_handle) == "try=1"
+            # a successor adopts it in this process; a stale attempt elsewhere must not cancel it
+            assert AppLifecycle(runner, "local_cwd", owner="try=2").attach(app, IDENTITY).how == "reattached"
+            stale = subprocess.run(
+                [sys.executable, "-c", _OWNER_SCRIPT, att.app_handle, "try=1"],
+                capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True,
+            )
+            assert stale.stdout.split() == ["try=2", "False"]
+            status = runner.status(att.app_handle)
+            assert status is not None and not is_terminal(status.state)
+            # the owner cancels it from another process
+            owner = subprocess.run(
+                [sys.executable, "-c", _OWNER_SCRIPT, att.app_handle, "try=2"],
+                capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True,
+            )
+            assert owner.stdout.split() == ["try=2", "True"]
+            with pytest.raises(AppCancelledError):
+                lc.wait(att.app_handle)
+        finally:
+            runner.cancel(att.app_handle)
+
+
+@pytest.mark.integration
+@pytest.mark.local
+def test_local_owner_of_an_unknown_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
+    with get_runner(component_defaults={}) as runner:
+        assert runner.set_owner("local_cwd://torchx/no-such-app", "me") is False
+        assert runner.owner("local_cwd://torchx/no-such-app") is None

@@ -1,0 +1,188 @@
+"""Replica logs for the app lifecycle: which replicas, following them, what to say when capped.
+
+Public names are re-exported by :mod:`torchx_core.runner.lifecycle`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from torchx_core.runner._status_read import read_status
+from torchx_core.specs import AppState, AppStatus
+
+if TYPE_CHECKING:
+    from torchx_core.runner.api import Runner
+    from torchx_core.schedulers.api import Stream
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+def replicas_of(runner: Runner, app_handle: str, status: AppStatus | None) -> list[tuple[str, int]]:
+    """``(role, replica index)`` pairs of an app, failed replicas first.
+
+    From ``status`` when it lists replicas, else from the app's roles (``Runner.describe``).
+    """
+    if status is not None and any(role.replicas for role in status.roles):
+        failed: list[tuple[str, int]] = []
+        others: list[tuple[str, int]] = []
+        for role in status.roles:
+            for rep in role.replicas:
+                (failed if rep.state == AppState.FAILED else others).append((role.role, rep.id))
+        return failed + others
+    app = runner.describe(app_handle)
+    if app is None:
+        return []
+    return [(r.name, k) for r in app.roles for k in range(r.num_replicas)]
+
+
+def more_replicas(app_handle: str, shown: int, total: int) -> str:
+    return (f"(showing {shown} of {total} replicas; read the others with"
+            f" `torchx log {app_handle}/<role>/<k>`)")
+
+
+def _default_format(role: str, k: int, line: str) -> str:
+    return f"[{role}/{k}] {line.rstrip(chr(10))}"
+
+
+class LogFollower:
+    """Streams replica logs into ``sink`` from daemon threads (one per replica).
+
+    At most ``max_replicas`` replicas are streamed (failed ones first); when there are more,
+    ``sink`` first gets a line saying how to read the others. A stream that breaks (e.g. the
+    log does not exist yet) is reopened after ``retry_interval`` and skips the lines it already
+    gave, until the app ends. With ``skip_existing`` each replica starts at its current end.
+
+    Args:
+        runner: reads the logs (``Runner.log_lines``) and the status
+        app_handle: the app
+        sink: receives each line, formatted by ``format_line`` (default ``[role/k] line``)
+        max_replicas: the most replicas streamed (None: all)
+        skip_existing: do not give the lines written before :meth:`start`
+        replicas: the ``(role, k)`` pairs to stream (default: every replica of the app)
+        regex: only lines matching this regular expression
+        streams: stdout, stderr or combined (scheduler default if None)
+        format_line: ``(role, k, raw line with its newline) -> what sink receives``
+        retry_interval: seconds before a broken stream is reopened
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        app_handle: str,
+        sink: Callable[[str], None],
+        *,
+        max_replicas: int | None = 16,
+        skip_existing: bool = False,
+        replicas: Iterable[tuple[str, int]] | None = None,
+        regex: str | None = None,
+        streams: Stream | None = None,
+        format_line: Callable[[str, int, str], str] | None = None,
+        retry_interval: float = 0.5,
+    ) -> None:
+        self.runner = runner
+        self.app_handle = app_handle
+        self.sink = sink
+        self.max_replicas = max_replicas
+        self.skip_existing = skip_existing
+        self.replicas = list(replicas) if replicas is not None else None
+        self.regex = regex
+        self.streams = streams
+        self.format_line = format_line or _default_format
+        self.retry_interval = retry_interval
+        self.errors: list[BaseException] = []
+        self._threads: list[threading.Thread] = []
+        self._closed = threading.Event()
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Starts one thread per replica (again: no-op)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        try:
+            pairs = self.replicas
+            if pairs is None:
+                pairs = replicas_of(self.runner, self.app_handle, read_status(self.runner, self.app_handle))
+        except Exception as e:  # noqa: BLE001 - logs are best effort; the status decides
+            logger.warning("cannot stream the logs of %s: %s", self.app_handle, e)
+            return
+        if self.max_replicas is not None and len(pairs) > self.max_replicas:
+            self._emit(more_replicas(self.app_handle, self.max_replicas, len(pairs)))
+            pairs = pairs[: self.max_replicas]
+        ctx = contextvars.copy_context()  # e.g. Prefect's run context, for its logger
+        for role, k in pairs:
+            thread = threading.Thread(
+                target=ctx.copy().run, args=(self._pump, role, k), name=f"torchx-log-{role}-{k}",
+                daemon=True,
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Waits up to ``timeout`` seconds in total for the streams to drain, then closes them."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
+            logger.warning("log streams of %s did not drain within %g s", self.app_handle, timeout)
+        self._closed.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Waits for every stream to end by itself (the app ended); True if all did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
+
+    def _emit(self, text: str) -> None:
+        try:
+            self.sink(text)
+        except Exception as e:  # noqa: BLE001 - a broken sink must not stop the other streams
+            logger.warning("log sink of %s failed: %s", self.app_handle, e)
+
+    def _lines(self, role: str, k: int, tail: bool) -> Iterable[str]:
+        return self.runner.log_lines(
+            self.app_handle, role, k, regex=self.regex, should_tail=tail, streams=self.streams
+        )
+
+    def _app_done(self) -> bool:
+        try:
+            status = read_status(self.runner, self.app_handle)
+        except Exception:  # noqa: BLE001 - unreadable: keep trying
+            return False
+        return status is None or status.is_terminal()
+
+    def _pump(self, role: str, k: int) -> None:
+        given = 0
+        if self.skip_existing:
+            try:
+                given = sum(1 for _ in self._lines(role, k, tail=False))
+            except Exception as e:  # noqa: BLE001 - no log yet: nothing to skip
+                logger.debug("no existing log for %s/%s: %s", role, k, e)
+        while not self._closed.is_set():
+            done_before = self._app_done()
+            try:
+                seen = 0
+                for line in self._lines(role, k, tail=True):
+                    seen += 1
+                    if seen <= given:
+                        continue
+                    if self._closed.is_set():
+                        return
+                    given += 1
+                    self._emit(self.format_line(role, k, line))
+                if done_before or self._app_done():
+                    return
+            except Exception as e:  # noqa: BLE001 - retried until the app ended
+                if done_before:
+                    logger.debug("log stream %s/%s of %s ended: %s", role, k, self.app_handle, e)
+                    self.errors.append(e)
+                    return
+            self._closed.wait(self.retry_interval)

@@ -1,0 +1,730 @@
+"""The life of one app inside an engine step, written once for the CLI and every engine adapter.
+
+An engine step (an Airflow task try, a Prefect task run, a KFP launcher step) runs one app:
+it submits the app under a deterministic name or reattaches to the one an earlier attempt
+submitted, watches it until it ends, follows its logs, cancels it when the step is killed and
+reports a failure with a log tail. :class:`AppLifecycle` does all of that over a
+:class:`~torchx_core.runner.Runner`; adapters only translate :class:`Phase` into their engine's
+outcome and supply the identity the name is built from::
+
+    from torchx_core.runner import get_runner
+    from torchx_core.runner.lifecycle import AppLifecycle
+
+    with get_runner() as runner:
+        life = AppLifecycle(runner, "local_cwd", owner="myengine:run-42#try=1")
+        att = life.attach(app, identity=("run-42", "train"))   # submit, reattach or reuse
+        follower = life.follow_logs(att.app_handle, print, skip_existing=att.how != "submitted")
+        try:
+            status = life.wait(att.app_handle)                  # or poll()/apoll() + result()
+        finally:
+            follower.stop()
+
+The decisions, stated once:
+
+* **Phases.** :func:`phase_of` maps a status to a :class:`Phase`; a status read that raises is
+  ``UNKNOWN``, an app the scheduler does not know is ``VANISHED``.
+* **Grace.** One :class:`GraceClock` per app: ``UNKNOWN``/``VANISHED`` (and unreadable) are
+  tolerated for ``unknown_timeout`` seconds in a row, then the step fails with
+  :class:`AppVanishedError` (an app stuck ``UNKNOWN`` is cancelled first, if still owned).
+* **Reattach policy** (:meth:`AppLifecycle.attach`): a running (or ``UNKNOWN``) app of the name is
+  reattached, a ``SUCCEEDED`` one reused, a failed, cancelled or vanished one is submitted anew.
+* **Ownership.** The attempt that submitted or adopted an app records its *owner* token with the
+  app (``Runner.set_owner``, kept by the scheduler, so every process on every host sees it). A
+  kill path cancels only an app it still owns: recorded owner == mine -> cancel; someone else ->
+  do not cancel ("superseded"); nothing recorded (a backend without owner support) -> cancel.
+* **Logs.** :class:`LogFollower` streams at most ``max_log_replicas`` replicas (it says how to
+  read the others), resumes a broken stream without repeating lines, and with
+  ``skip_existing=True`` (after a reattach) starts each replica at its current end.
+* **Failure.** :class:`AppFailedError` (and :class:`AppCancelledError`,
+  :class:`AppVanishedError`) carry the handle, the final status and a log tail over every
+  replica, failed ones first; they pickle, so engines can persist them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import hashlib
+import logging
+import math
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from torchx_core.runner._lifecycle_logs import LogFollower, more_replicas, replicas_of
+from torchx_core.runner._status_read import read_status as _read_status
+from torchx_core.specs import (
+    NONE,
+    AppDef,
+    AppState,
+    AppStatus,
+    CfgVal,
+    MalformedAppHandleException,
+    UnknownSchedulerException,
+    Workspace,
+    is_terminal,
+    parse_app_handle,
+)
+from torchx_core.specs.errors import TorchXError
+
+if TYPE_CHECKING:
+    from torchx_core.runner.api import Runner
+    from torchx_core.schedulers.api import ListAppResponse
+
+__all__ = [
+    "AppCancelledError",
+    "AppFailedError",
+    "AppLifecycle",
+    "AppLifecycleError",
+    "AppVanishedError",
+    "Attachment",
+    "GraceClock",
+    "InvalidTaskArgumentError",
+    "LogFollower",
+    "Observation",
+    "Phase",
+    "app_name",
+    "phase_of",
+    "replicas_of",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: The first pause between two status polls in :meth:`AppLifecycle.wait` (doubles up to
+#: ``poll_interval``): short apps end fast.
+_FIRST_PAUSE = 0.05
+
+
+# -- phases and the grace clock ---------------------------------------------------------------
+
+
+class Phase(str, Enum):
+    """The engine-neutral phase of an app, what every adapter maps to its engine's outcome."""
+
+    WAITING = "waiting"  #: UNSUBMITTED, SUBMITTED, PENDING or RUNNING
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  #: AppState.UNKNOWN, or reading the status raised
+    VANISHED = "vanished"  #: the scheduler does not know the app (status None)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_PHASE_OF_STATE: Mapping[AppState, Phase] = {
+    AppState.UNSUBMITTED: Phase.WAITING,
+    AppState.SUBMITTED: Phase.WAITING,
+    AppState.PENDING: Phase.WAITING,
+    AppState.RUNNING: Phase.WAITING,
+    AppState.SUCCEEDED: Phase.SUCCEEDED,
+    AppState.FAILED: Phase.FAILED,
+    AppState.CANCELLED: Phase.CANCELLED,
+    AppState.UNKNOWN: Phase.UNKNOWN,
+}
+
+_GRACE_PHASES = (Phase.UNKNOWN, Phase.VANISHED)
+
+
+def phase_of(status: AppStatus | None) -> Phase:
+    """The phase of an app with status ``status`` (``None``: the scheduler does not know it).
+
+    >>> phase_of(AppStatus(AppState.RUNNING)), phase_of(None)
+    (<Phase.WAITING: 'waiting'>, <Phase.VANISHED: 'vanished'>)
+    """
+    if status is None:
+        return Phase.VANISHED
+    return _PHASE_OF_STATE.get(AppState(status.state), Phase.UNKNOWN)
+
+
+class GraceClock:
+    """The one grace clock for UNKNOWN, unreadable and VANISHED apps.
+
+    Args:
+        timeout_s: how long (seconds) an app may stay UNKNOWN/VANISHED in a row; 0 fails at once
+        clock: a monotonic clock (tests inject one)
+
+    Raises:
+        InvalidTaskArgumentError: ``timeout_s`` is not a finite number >= 0
+    """
+
+    def __init__(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout_s = _seconds("unknown_timeout", timeout_s, allow_zero=True)
+        self._clock = clock
+        self._since: float | None = None
+
+    def observe(self, phase: Phase) -> bool:
+        """Records one observation; True once the app stayed UNKNOWN/VANISHED for ``timeout_s``.
+
+        Any other phase resets the clock.
+        """
+        if phase not in _GRACE_PHASES:
+            self._since = None
+            return False
+        now = self._clock()
+        if self._since is None:
+            self._since = now
+        return now - self._since >= self.timeout_s
+
+    @property
+    def waited(self) -> float:
+        """Seconds the app has been UNKNOWN/VANISHED in a row (0 when it is not)."""
+        return 0.0 if self._since is None else self._clock() - self._since
+
+
+# -- naming -----------------------------------------------------------------------------------
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) -> str:
+    """The deterministic app name of a step: the same for every attempt of that step.
+
+    ``<base>-<digest>``: ``base`` sanitized to ``[A-Za-z0-9_-]`` and cut to ``max_len``
+    characters, then 10 hex digits of the SHA-256 of the identity parts (``str()`` of each,
+    joined by ``\\x1f``). Schedulers derive their app ids from this name (adding their own
+    suffix, case or length rules).
+
+    >>> app_name("train", ("d", "t", "r", -1))
+    'train-e1b0369d8c'
+
+    Args:
+        base: the app's own name (kept as a readable prefix)
+        identity: what identifies the step in its engine (e.g. dag, task, run, map index)
+        max_len: the longest prefix kept from ``base``
+
+    Raises:
+        InvalidTaskArgumentError: ``identity`` is empty or ``max_len`` < 1
+    """
+    parts = [identity] if isinstance(identity, str) else list(identity)
+    if not parts or parts == [""]:
+        raise InvalidTaskArgumentError(
+            f"identity must name the step (e.g. a run id and a task name), got {identity!r}"
+        )
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise InvalidTaskArgumentError(f"max_len must be an int >= 1, got {max_len!r}")
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:10]
+    clean = _NAME_CHARS.sub("-", str(base)).strip("-")[:max_len].strip("-") or "app"
+    return f"{clean}-{digest}"
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+class InvalidTaskArgumentError(TorchXError, ValueError):
+    """An argument of a lifecycle (or of an engine task built on it) is wrong."""
+
+
+class AppLifecycleError(TorchXError, RuntimeError):
+    """Root of the errors an app's lifecycle raises."""
+
+
+class AppFailedError(AppLifecycleError):
+    """The app did not succeed: it ended FAILED (subclasses: CANCELLED, vanished).
+
+    Args:
+        app_handle: the app
+        status: its last known status (None if never read)
+        phase: the phase it ended in
+        log_tail: the last log lines of its replicas (failed ones first), ``[role/k] line``
+        detail: what happened, when the status alone does not say it (e.g. vanished)
+    """
+
+    default_phase = Phase.FAILED
+
+    def __init__(
+        self,
+        app_handle: str,
+        status: AppStatus | None = None,
+        phase: Phase | None = None,
+        log_tail: Sequence[str] = (),
+        detail: str = "",
+    ) -> None:
+        self.app_handle = app_handle
+        self.status = status
+        self.phase = Phase(phase) if phase is not None else self.default_phase
+        self.log_tail = list(log_tail)
+        self.detail = detail
+        super().__init__(self._render())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.app_handle, self.status, self.phase, self.log_tail, self.detail))
+
+    def _render(self) -> str:
+        status = self.status
+        if self.detail:
+            head = f"app {self.app_handle} {self.detail}"
+        else:
+            state = AppState(status.state).name if status is not None else self.phase.name
+            head = f"app {self.app_handle} ended {state}"
+            if status is not None and status.num_restarts:
+                head += f" after {status.num_restarts} restart(s)"
+        if status is not None and status.msg:
+            head += f": {status.msg}"
+        parts = [head, *_error_lines(status)]
+        if self.log_tail:
+            parts.append("log tail:\n" + "\n".join(self.log_tail))
+        return "\n".join(parts)
+
+
+class AppCancelledError(AppFailedError):
+    """The app ended CANCELLED (cancelled by someone else than this step)."""
+
+    default_phase = Phase.CANCELLED
+
+
+class AppVanishedError(AppFailedError):
+    """The app stayed VANISHED (or UNKNOWN, or unreadable) longer than the grace period."""
+
+    default_phase = Phase.VANISHED
+
+
+def _error_lines(status: AppStatus | None) -> list[str]:
+    """The structured errors of ``status``, each once (the app's, then different replicas')."""
+    if status is None:
+        return []
+    seen: set[str] = set()
+    lines = []
+    if status.structured_error_msg and status.structured_error_msg != NONE:
+        seen.add(status.structured_error_msg)
+        lines.append(f"error: {status.structured_error_msg}")
+    for role in status.roles:
+        for rep in role.replicas:
+            err = rep.structured_error_msg
+            if err and err != NONE and err not in seen:
+                seen.add(err)
+                lines.append(f"{role.role}[{rep.id}] error: {err}")
+    return lines
+
+
+# -- value objects ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What :meth:`AppLifecycle.attach` did.
+
+    Args:
+        app_handle: the app the step now watches
+        how: ``"submitted"`` (new app), ``"reattached"`` (running app of an earlier attempt) or
+            ``"reused"`` (an earlier attempt's app already SUCCEEDED)
+        status: the status read while looking for it (None for a new app)
+        app_name: the deterministic name the app runs under
+    """
+
+    app_handle: str
+    how: Literal["submitted", "reattached", "reused"]
+    status: AppStatus | None
+    app_name: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One status read, with the grace clock applied.
+
+    Args:
+        phase: the app's phase
+        status: the status read (None when VANISHED or unreadable)
+        expired: the app stayed UNKNOWN/VANISHED longer than the grace period
+    """
+
+    phase: Phase
+    status: AppStatus | None
+    expired: bool
+
+    @property
+    def done(self) -> bool:
+        """True when :meth:`AppLifecycle.result` decides (returns or raises) for this observation."""
+        return self.expired or self.phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
+
+
+# -- the lifecycle ----------------------------------------------------------------------------
+
+
+class AppLifecycle:
+    """Submits or reattaches, watches, follows, cancels and reports one app at a time per call.
+
+    One instance can serve many apps of one step (or of many steps of the same owner).
+
+    Args:
+        runner: the Runner every call goes through (its public API plus the scheduler hooks)
+        scheduler: the scheduler name apps run on
+        owner: this attempt's owner token (the engine builds it, e.g.
+            ``airflow:<dag>/<task>/<run>/<map>#try=3``), recorded with every app it attaches
+        cfg: the scheduler's run options
+        workspace: the workspace to build into the app (see ``Runner.run``)
+        unknown_timeout: seconds an app may stay UNKNOWN, unreadable or VANISHED in a row
+        poll_interval: the longest pause between two status polls in :meth:`wait`
+        max_log_replicas: at most this many replicas are streamed and tailed
+        tail_lines: log lines per replica in a failure's log tail (0: none)
+
+    Raises:
+        InvalidTaskArgumentError: an argument is wrong (every problem listed)
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        scheduler: str,
+        *,
+        owner: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+        unknown_timeout: float = 300.0,
+        poll_interval: float = 5.0,
+        max_log_replicas: int = 16,
+        tail_lines: int = 50,
+    ) -> None:
+        problems = []
+        if not isinstance(scheduler, str) or not scheduler:
+            problems.append(f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}")
+        if not isinstance(owner, str) or not owner.strip():
+            problems.append(f"owner must be a non-empty token naming this attempt, got {owner!r}")
+        if cfg is not None and not isinstance(cfg, Mapping):
+            problems.append(f"cfg must be a mapping of run options, got {type(cfg).__name__}")
+        if workspace is not None and not isinstance(workspace, (str, Workspace)):
+            problems.append(f"workspace must be a path, a Workspace or None, got {workspace!r}")
+        for name, count in (("max_log_replicas", max_log_replicas), ("tail_lines", tail_lines)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                problems.append(f"{name} must be an int >= 0, got {count!r}")
+        numbers: dict[str, float] = {}
+        for name, seconds, zero_ok in (
+            ("unknown_timeout", unknown_timeout, True),
+            ("poll_interval", poll_interval, False),
+        ):
+            try:
+                numbers[name] = _seconds(name, seconds, allow_zero=zero_ok)
+            except InvalidTaskArgumentError as e:
+                problems.append(str(e))
+        if problems:
+            raise InvalidTaskArgumentError("invalid app lifecycle arguments: " + "; ".join(problems))
+        self.runner = runner
+        self.scheduler = scheduler
+        self.owner = owner
+        self.cfg: dict[str, CfgVal] = dict(cfg or {})
+        self.workspace = workspace
+        self.unknown_timeout = numbers["unknown_timeout"]
+        self.poll_interval = numbers["poll_interval"]
+        self.max_log_replicas = max_log_replicas
+        self.tail_lines = tail_lines
+        self._clocks: dict[str, GraceClock] = {}
+        self._last: dict[str, AppStatus] = {}
+
+    # -- submit or reattach ------------------------------------------------------------------
+
+    def attach(
+        self, app: AppDef, identity: str | Sequence[object], *, known_handle: str | None = None
+    ) -> Attachment:
+        """Finds the app this step already has, or submits it; records the owner either way.
+
+        The app is renamed ``app_name(app.name, identity)`` (``app`` itself is not changed).
+        ``known_handle`` (e.g. persisted by the engine) is looked at first, then the scheduler's
+        app list by name. A running (or UNKNOWN) app is reattached, a SUCCEEDED one reused; a
+        failed, cancelled or vanished one is ignored and the app submitted anew.
+        """
+        name = app_name(app.name, identity)
+        found = self._find(name, known_handle)
+        if found is not None:
+            handle, status, how = found
+            logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
+            self._record_owner(handle)
+            return Attachment(handle, how, status, name)
+        handle = self.runner.run(
+            dataclasses.replace(app, name=name), self.scheduler, cfg=self.cfg,
+            workspace=self.workspace,
+        )
+        logger.info("submitted %s named %s", handle, name)
+        self._record_owner(handle)
+        return Attachment(handle, "submitted", None, name)
+
+    def _find(
+        self, name: str, known_handle: str | None
+    ) -> tuple[str, AppStatus | None, Literal["reattached", "reused"]] | None:
+        if known_handle and self._on_my_scheduler(known_handle):
+            found = self._adoptable(known_handle)
+            if found is not None:
+                return found
+        try:
+            rows = self._named(name)
+        except Exception as e:  # noqa: BLE001 - listing only helps reattaching
+            logger.warning("cannot list apps on %s to reattach (%s); submitting anew", self.scheduler, e)
+            return None
+        live = [r for r in rows if not is_terminal(r.state)]
+        done = [r for r in rows if r.state == AppState.SUCCEEDED]
+        for row in live + done:
+            found = self._adoptable(row.app_handle)
+            if found is not None:
+                return found
+        return None
+
+    def _on_my_scheduler(self, handle: str) -> bool:
+        try:
+            scheduler = parse_app_handle(handle).scheduler_backend
+        except MalformedAppHandleException as e:
+            logger.warning("ignoring the malformed known handle %r: %s", handle, e)
+            return False
+        if scheduler != self.scheduler:
+            logger.info("not reattaching to %s: it runs on %s, not %s", handle, scheduler, self.scheduler)
+            return False
+        return True
+
+    def _adoptable(
+        self, handle: str
+    ) -> tuple[str, AppStatus | None, Literal["reattached", "reused"]] | None:
+        try:
+            status = _read_status(self.runner, handle)
+        except Exception as e:  # noqa: BLE001 - an unreadable old app must not block a new one
+            logger.warning("cannot read the status of %s (%s); not reattaching to it", handle, e)
+            return None
+        phase = phase_of(status)
+        if phase in (Phase.WAITING, Phase.UNKNOWN):
+            return handle, status, "reattached"
+        if phase == Phase.SUCCEEDED:
+            return handle, status, "reused"
+        logger.info("not reattaching to %s: it is %s", handle, phase)
+        return None
+
+    def _named(self, name: str) -> list[ListAppResponse]:
+        """The apps on the scheduler named ``name`` (by name, or by app id where a backend does
+        not list names)."""
+        rows = self.runner.list(self.scheduler, self.cfg or None)
+        return [
+            r for r in rows
+            if r.name == name or (not r.name and (r.app_id == name or r.app_id.startswith(name + "-")))
+        ]
+
+    def _record_owner(self, handle: str) -> bool:
+        try:
+            recorded = self.runner.set_owner(handle, self.owner)
+        except Exception as e:  # noqa: BLE001 - without an owner a kill path still cancels
+            logger.warning("cannot record owner %s of %s: %s", self.owner, handle, e)
+            return False
+        if not recorded:
+            logger.debug("scheduler %s keeps no owner; kill paths cancel %s unconditionally",
+                         self.scheduler, handle)
+        return recorded
+
+    # -- watching ----------------------------------------------------------------------------
+
+    def poll(self, app_handle: str) -> Observation:
+        """Reads the status once and applies the grace clock.
+
+        A read that raises is UNKNOWN (logged), never an error; only a malformed handle or an
+        unknown scheduler raise (they cannot get better).
+        """
+        try:
+            status = _read_status(self.runner, app_handle)
+            phase = phase_of(status)
+        except (MalformedAppHandleException, UnknownSchedulerException):
+            raise
+        except Exception as e:  # noqa: BLE001 - unreadable is UNKNOWN, under the grace clock
+            logger.warning("cannot read the status of %s: %s", app_handle, e)
+            status, phase = None, Phase.UNKNOWN
+        if status is not None:
+            self._last[app_handle] = status
+        clock = self._clocks.get(app_handle)
+        if clock is None:
+            clock = self._clocks[app_handle] = GraceClock(self.unknown_timeout)
+        return Observation(phase, status, clock.observe(phase))
+
+    async def apoll(self, app_handle: str) -> Observation:
+        """:meth:`poll` in a worker thread (for event loops: triggers, async tasks)."""
+        return await asyncio.to_thread(self.poll, app_handle)
+
+    def wait(
+        self, app_handle: str, *, on_change: Callable[[Observation], None] | None = None
+    ) -> AppStatus:
+        """Blocks until the app ends; returns its SUCCEEDED status.
+
+        Polls quickly at first, then every ``poll_interval`` seconds. ``on_change`` is called
+        with the first observation and each time the phase or the state changes.
+
+        Raises:
+            AppFailedError: the app ended FAILED (with a log tail)
+            AppCancelledError: the app ended CANCELLED
+            AppVanishedError: the app stayed VANISHED/UNKNOWN past ``unknown_timeout``
+        """
+        pause = min(_FIRST_PAUSE, self.poll_interval)
+        last: tuple[Phase, AppState | None] | None = None
+        while True:
+            obs = self.poll(app_handle)
+            key = (obs.phase, None if obs.status is None else AppState(obs.status.state))
+            if on_change is not None and key != last:
+                on_change(obs)
+            last = key
+            if obs.done:
+                return self.result(app_handle, obs)
+            time.sleep(pause)
+            pause = min(pause * 2, self.poll_interval)
+
+    def result(self, app_handle: str, obs: Observation) -> AppStatus:
+        """The decision for one observation: the SUCCEEDED status, or the failure raised.
+
+        An app that stayed UNKNOWN past the grace period is cancelled (if still owned) before
+        :class:`AppVanishedError` is raised.
+
+        Raises:
+            AppFailedError, AppCancelledError, AppVanishedError: the app did not succeed
+            AppLifecycleError: ``obs`` is not done (``obs.done`` is False)
+        """
+        if obs.phase == Phase.SUCCEEDED and obs.status is not None:
+            return obs.status
+        if obs.phase in (Phase.FAILED, Phase.CANCELLED):
+            cls = AppFailedError if obs.phase == Phase.FAILED else AppCancelledError
+            raise cls(app_handle, obs.status, obs.phase, self.failure_tail(app_handle, obs.status))
+        if obs.expired:
+            last = self._last.get(app_handle)
+            waited = f"{self.unknown_timeout:g} s (unknown_timeout)"
+            if obs.phase == Phase.VANISHED:
+                detail = (f"vanished: the scheduler has not known it for {waited}; it was deleted"
+                          " or expired")
+                raise AppVanishedError(app_handle, last, obs.phase, (), detail)
+            detail = (f"stayed UNKNOWN (or unreadable) for {waited}; check the scheduler, or raise"
+                      " unknown_timeout")
+            if self.cancel(app_handle):
+                detail += "; it was cancelled"
+            raise AppVanishedError(app_handle, last, obs.phase, self.failure_tail(app_handle, last), detail)
+        raise AppLifecycleError(
+            f"app {app_handle} is still {obs.phase}; call result() only when observation.done"
+        )
+
+    # -- logs --------------------------------------------------------------------------------
+
+    def failure_tail(self, app_handle: str, status: AppStatus | None) -> list[str]:
+        """The last ``tail_lines`` log lines of every replica (failed ones first), at most
+        ``max_log_replicas`` replicas, each line ``[role/k] line``. Never raises."""
+        if self.tail_lines <= 0 or self.max_log_replicas <= 0:
+            return []
+        try:
+            replicas = replicas_of(self.runner, app_handle, status)
+        except Exception as e:  # noqa: BLE001 - a missing log must not hide the failure
+            return [f"<logs unavailable: {e}>"]
+        out: list[str] = []
+        for role, k in replicas[: self.max_log_replicas]:
+            try:
+                tail = deque(self.runner.log_lines(app_handle, role, k), maxlen=self.tail_lines)
+            except Exception as e:  # noqa: BLE001 - as above
+                out.append(f"[{role}/{k}] <logs unavailable: {e}>")
+                continue
+            out += [f"[{role}/{k}] {line.rstrip(chr(10))}" for line in tail]
+        if len(replicas) > self.max_log_replicas:
+            out.append(more_replicas(app_handle, self.max_log_replicas, len(replicas)))
+        return out
+
+    def follow_logs(
+        self,
+        app_handle: str,
+        sink: Callable[[str], None],
+        *,
+        skip_existing: bool = False,
+        **options: Any,
+    ) -> LogFollower:
+        """Starts streaming the app's replica logs into ``sink``; returns the follower.
+
+        Call ``stop()`` on it once the app ended. ``skip_existing=True`` (after a reattach)
+        skips the lines already written. ``options`` go to :class:`LogFollower`.
+        """
+        follower = LogFollower(
+            self.runner, app_handle, sink, max_replicas=self.max_log_replicas,
+            skip_existing=skip_existing, **options,
+        )
+        follower.start()
+        return follower
+
+    # -- cancelling --------------------------------------------------------------------------
+
+    def cancel(self, app_handle: str, *, timeout: float = 30.0, only_if_owned: bool = True) -> bool:
+        """Cancels the app if this owner still owns it, bounded in time; idempotent.
+
+        The scheduler's cancel is called even for an app that already ended (the scheduler may
+        sweep what is left of it). Runs in a helper thread: safe from signal handlers and while
+        another thread uses the Runner.
+
+        Returns:
+            True if the cancel was made within ``timeout`` without error; False if the app is
+            owned by someone else (superseded), or the cancel failed or timed out.
+        """
+        def _cancel() -> bool:
+            if only_if_owned and not self._owns(app_handle):
+                return False
+            self._scheduler_cancel(app_handle)
+            logger.info("cancelled %s", app_handle)
+            return True
+
+        return _bounded(f"cancelling {app_handle}", _cancel, timeout)
+
+    def cancel_by_name(self, name: str, *, timeout: float = 30.0, only_if_owned: bool = True) -> bool:
+        """Cancels the unfinished apps named ``name`` that this owner (still) owns, bounded.
+
+        For a kill that interrupted :meth:`attach` before its handle was known.
+
+        Returns:
+            True if the listing and every cancel were made within ``timeout`` without error.
+        """
+        def _cancel() -> bool:
+            for row in self._named(name):
+                if is_terminal(row.state) or (only_if_owned and not self._owns(row.app_handle)):
+                    continue
+                self._scheduler_cancel(row.app_handle)
+                logger.info("cancelled %s (named %s)", row.app_handle, name)
+            return True
+
+        return _bounded(f"cancelling apps named {name}", _cancel, timeout)
+
+    def _owns(self, handle: str) -> bool:
+        """Ownership rule: mine or nobody's -> True; someone else's -> False (logged)."""
+        try:
+            recorded = self.runner.owner(handle)
+        except Exception as e:  # noqa: BLE001 - unreadable owner: cancel (like unsupported)
+            logger.warning("cannot read the owner of %s (%s); cancelling it", handle, e)
+            return True
+        if recorded is None or recorded == self.owner:
+            return True
+        logger.warning("not cancelling %s: superseded by %s (I am %s)", handle, recorded, self.owner)
+        return False
+
+    def _scheduler_cancel(self, handle: str) -> None:
+        scheduler, _, app_id = self.runner._scheduler_app_id(handle)
+        scheduler.cancel(app_id)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _seconds(name: str, value: object, *, allow_zero: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidTaskArgumentError(
+            f"{name} must be a finite number of seconds, got {value!r} ({type(value).__name__})"
+        )
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidTaskArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
+def _bounded(what: str, fn: Callable[[], _T], timeout: float) -> _T | bool:
+    """Runs ``fn`` in a daemon thread (with the caller's context); False if it raised or did
+    not finish within ``timeout`` seconds."""
+    result: list[_T] = []
+    ctx = contextvars.copy_context()
+
+    def _run() -> None:
+        try:
+            result.append(ctx.run(fn))
+        except Exception as e:  # noqa: BLE001 - reported here, the caller gets False
+            logger.warning("%s failed: %s", what, e)
+
+    thread = threading.Thread(target=_run, name="torchx-cancel", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        logger.warning("%s did not finish within %g s", what, timeout)
+        return False
+    return result[0] if result else False
