@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from torchx_core.schedulers._logs import iter_file_lines
+from torchx_core.schedulers._logs import SharedEndCheck, iter_file_lines
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -99,6 +99,10 @@ __all__ = [
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
+
+#: Followed logs (``should_tail``) of this process learn that their apps ended from one batched
+#: ``squeue`` per interval for all of them, not one per replica and poll.
+_FOLLOWED = SharedEndCheck(interval=2.0)
 
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]*$")
 
@@ -496,14 +500,15 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         work_dir = records[0].work_dir
         path = os.path.join(work_dir, log_file_name(app_id, role_name, k))
 
-        def is_done() -> bool:
-            status = self.describe(app_id)
-            return status is None or is_terminal(status.state)
+        def ended_many(ids: list[str]) -> dict[str, bool]:
+            return {a: d is None or is_terminal(d.state) for a, d in self.describe_many(ids).items()}
 
         lines: Iterable[str] = iter_file_lines(
-            path, should_tail=should_tail, is_done=is_done, poll_interval=0.5,
-            wait_for_file=5.0 if should_tail else 0.0,
+            path, should_tail=should_tail, is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
+            poll_interval=0.5, wait_for_file=5.0 if should_tail else 0.0,
         )
+        if should_tail:
+            lines = _FOLLOWED.follow(app_id, lines)
         if regex:
             lines = filter_regex(regex, lines)
         return lines
