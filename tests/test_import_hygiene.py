@@ -24,6 +24,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "torchx_core.specs.overlays": SPECS_FORBIDDEN,
     "torchx_core.specs.builders": SPECS_FORBIDDEN,
     "torchx_core.specs.register": SPECS_FORBIDDEN,
+    "torchx_core.plugins": SPECS_FORBIDDEN,
     "torchx_core.cli.main": HEAVY,
 }
 

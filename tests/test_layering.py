@@ -86,6 +86,13 @@ def scheduler_of(name: str) -> str | None:
     return None
 
 
+# the layers below specs: what each may import from torchx_core
+_BASE: dict[str, tuple[str, ...]] = {
+    "torchx_core.util": ("torchx_core.util",),
+    "torchx_core.plugins": ("torchx_core.plugins", "torchx_core.util"),
+}
+
+
 def violations() -> list[str]:
     found: list[str] = []
     for path in _source_files():
@@ -96,10 +103,20 @@ def violations() -> list[str]:
             if (
                 _under(mod, "torchx_core.specs")
                 and _under(imp, "torchx_core")
-                and not _under(imp, "torchx_core.specs")
+                and not any(_under(imp, low) for low in ("torchx_core.specs", *_BASE))
                 and imp != "torchx_core"
             ):
-                found.append(f"{where}: specs may only import torchx_core.specs")
+                found.append(
+                    f"{where}: specs may only import torchx_core.specs, .plugins and .util"
+                )
+            for low, allowed in _BASE.items():
+                if (
+                    _under(mod, low)
+                    and _under(imp, "torchx_core")
+                    and imp != "torchx_core"
+                    and not any(_under(imp, a) for a in allowed)
+                ):
+                    found.append(f"{where}: {low} may only import {', '.join(allowed)}")
             if _under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace"):
                 for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
                     if _under(imp, upper):

@@ -150,13 +150,13 @@ def test_entry_points_merge_and_broken_ones(
     ]
 
     def fake_entry_points(group: str) -> Iterator[EntryPoint]:
-        assert group == "torchx.named_resources"
-        return iter(eps)
+        return iter(eps if group == "torchx.named_resources" else [])
 
-    import importlib.metadata
+    from torchx_core.plugins import PluginRegistry, PluginSource
 
-    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
-    fresh = _NamedResources()
+    fresh = _NamedResources(
+        PluginRegistry(plugin_sources=PluginSource.ENTRYPOINT, entry_points=fake_entry_points)
+    )
     assert fresh["custom_x"] == Resource(5, 0, 5)
     assert fresh["gpu.small"] == Resource(99, 0, 99)  # plugins replace builtins
     assert "broken" in fresh.broken

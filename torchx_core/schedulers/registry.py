@@ -1,12 +1,18 @@
 """The scheduler registry: scheduler name -> factory, built-ins plus plugins, all lazy.
 
 Built-in schedulers are a static table of ``"module:function"`` paths; a backend module is
-imported only when its scheduler is first created. Plugins come from the ``torchx.schedulers``
-entry point group and *add* to the built-ins; the entry point group is scanned only when it is
-needed (a name that is not built in, or listing every scheduler), never on the hot path of
-``torchx run -s local_cwd``. A plugin that fails to load is recorded (see
-:meth:`SchedulerRegistry.plugin_errors`) and logged, not fatal. A plugin whose name clashes with
-a built-in or with another plugin is an error (:class:`SchedulerRegistryError`).
+imported only when its scheduler is first created. Plugins come from the one plugin registry
+(:mod:`torchx_core.plugins`: the ``torchx.schedulers`` entry point group and the
+``torchx_plugins.schedulers`` namespace package) and *add* to the built-ins. Discovery runs only
+when it is needed (a name that is not built in, listing every scheduler, or a plugin that may
+carry a built-in's name), never on the hot path of ``torchx run -s local_cwd`` when no plugin
+declares that name.
+
+TorchX's plugin forms are accepted: a plugin registered under a built-in's name with the same
+factory (TorchX users re-register the built-ins to keep them) changes nothing; one with another
+factory overrides the built-in, with a logged warning. A plugin that fails to load, or two
+plugins with one name, are recorded (:meth:`SchedulerRegistry.plugin_errors`) and logged, not
+fatal.
 
 A factory is any callable ``factory(session_name, **kwargs) -> Scheduler``.
 """
@@ -27,6 +33,7 @@ from torchx_core.specs.errors import (
 )
 
 if TYPE_CHECKING:
+    from torchx_core.plugins import PluginRegistry
     from torchx_core.schedulers.api import Scheduler
 
 __all__ = [
@@ -146,138 +153,175 @@ class DeferredFactory:
         return f"DeferredFactory({self.name!r}, {self.target!r})"
 
 
-def _default_entry_points(group: str) -> Iterable[_EntryPointLike]:
-    from importlib.metadata import entry_points
-
-    return entry_points(group=group)
-
-
 class SchedulerRegistry:
-    """Scheduler name -> factory, merging the built-in table with entry-point plugins.
+    """Scheduler name -> factory, merging the built-in table with plugins.
 
     Args:
         builtins: name -> ``"module[:function]"`` of the built-in schedulers
         group: the entry point group holding plugins
-        entry_points: returns the entry points of a group (injectable for tests)
+        entry_points: returns the entry points of a group (injectable for tests; given, it
+            replaces plugin discovery with those entry points only)
+        plugins: the plugin registry to read (default: the process-wide one)
     """
 
     def __init__(
         self,
         builtins: Mapping[str, str] = DEFAULT_SCHEDULER_MODULES,
         group: str = ENTRY_POINT_GROUP,
-        entry_points: Callable[[str], Iterable[_EntryPointLike]] = _default_entry_points,
+        entry_points: Callable[[str], Iterable[_EntryPointLike]] | None = None,
+        plugins: PluginRegistry | None = None,
     ) -> None:
         self._builtins: dict[str, DeferredFactory] = {
             name: DeferredFactory(name, target) for name, target in builtins.items()
         }
         self._group = group
-        self._entry_points = entry_points
-        self._plugins: dict[str, SchedulerFactory] | None = None
-        self._plugin_errors: dict[str, str] = {}
+        if plugins is None and entry_points is not None:
+            from torchx_core.plugins import PluginRegistry, PluginSource
+
+            plugins = PluginRegistry(
+                plugin_sources=PluginSource.ENTRYPOINT, entry_points=entry_points
+            )
+        self._plugin_registry = plugins
+        self._merged: dict[str, SchedulerFactory] | None = None
+        self._plugin_names: list[str] = []
+        self._bad: dict[str, str] = {}
+        self._no_override: set[str] = set()
         self._lock = threading.Lock()
+
+    def _plugins(self) -> PluginRegistry:
+        if self._plugin_registry is None:
+            from torchx_core.plugins import registry
+
+            self._plugin_registry = registry()
+        return self._plugin_registry
 
     # -- discovery ---------------------------------------------------------------------------
 
     def _scan(self) -> dict[str, SchedulerFactory]:
         with self._lock:
-            if self._plugins is not None:
-                return self._plugins
-            plugins: dict[str, SchedulerFactory] = {}
-            sources: dict[str, str] = {}
-            errors: dict[str, str] = {}
-            clashes: list[str] = []
-            for ep in self._entry_points(self._group):
-                if ep.name in self._builtins:
-                    clashes.append(
-                        f"plugin `{ep.name} = {ep.value}` clashes with the built-in scheduler"
-                        f" `{ep.name}` ({self._builtins[ep.name].target})"
-                    )
-                    continue
-                if ep.name in sources:
-                    if sources[ep.name] != ep.value:
-                        clashes.append(
-                            f"plugin `{ep.name}` is registered twice: `{sources[ep.name]}` and"
-                            f" `{ep.value}`"
-                        )
-                    continue
-                sources[ep.name] = ep.value
+            if self._merged is not None:
+                return self._merged
+            merged: dict[str, SchedulerFactory] = dict(self._builtins)
+            names: list[str] = []
+            bad: dict[str, str] = {}
+            for name, obj in self._plugins().get_group(self._group).items():
                 try:
-                    plugins[ep.name] = _as_factory(ep.name, ep.load())
-                except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
-                    errors[ep.name] = f"{type(e).__name__}: {e}"
+                    factory = _as_factory(name, obj)
+                except SchedulerRegistryError as e:
+                    bad[name] = str(e)
+                    logger.warning("%s", e)
+                    continue
+                builtin = self._builtins.get(name)
+                if builtin is not None:
+                    if _same_factory(factory, builtin.target):
+                        logger.debug("plugin `%s` re-registers the built-in scheduler", name)
+                        continue
                     logger.warning(
-                        "scheduler plugin `%s = %s` failed to load and is skipped: %s",
-                        ep.name,
-                        ep.value,
-                        errors[ep.name],
+                        "scheduler `%s` is overridden by the plugin %s (built-in: %s)",
+                        name,
+                        _describe(factory),
+                        builtin.target,
                     )
-            if clashes:
-                raise SchedulerRegistryError(
-                    "conflicting scheduler registrations in the `"
-                    + self._group
-                    + "` entry point group: "
-                    + "; ".join(clashes)
-                    + ". Rename the plugin scheduler(s) or uninstall the conflicting package."
-                )
-            self._plugin_errors = errors
-            self._plugins = plugins
-            return plugins
+                else:
+                    names.append(name)
+                merged[name] = factory
+            self._plugin_names = names
+            self._bad = bad
+            self._merged = merged
+            return merged
 
     def refresh(self) -> None:
         """Forgets the cached plugin scan (the next listing or plugin lookup rescans)."""
         with self._lock:
-            self._plugins = None
-            self._plugin_errors = {}
+            self._merged = None
+            self._plugin_names = []
+            self._bad = {}
+            self._no_override = set()
+            self._plugins().clear()
 
     # -- lookup ------------------------------------------------------------------------------
 
     def builtin_names(self) -> list[str]:
-        """The built-in scheduler names (no entry point scan)."""
+        """The built-in scheduler names (no plugin discovery)."""
         return list(self._builtins)
 
     def is_builtin(self, name: str) -> bool:
-        """Whether ``name`` is a built-in scheduler (no entry point scan)."""
+        """Whether ``name`` is a built-in scheduler (no plugin discovery)."""
         return name in self._builtins
 
     def names(self) -> list[str]:
         """Every scheduler name: built-ins first (default first), then plugins."""
-        return [*self._builtins, *self._scan()]
+        self._scan()
+        return [*self._builtins, *self._plugin_names]
 
     def get(self, name: str) -> SchedulerFactory:
         """Returns the factory of scheduler ``name``.
 
-        Built-ins resolve without scanning entry points.
+        A built-in resolves without plugin discovery unless a plugin may carry its name.
 
         Raises:
             UnknownSchedulerException: no scheduler is registered under ``name`` (the message
                 lists the valid names).
-            SchedulerRegistryError: ``name`` is a plugin that failed to load, or plugins clash.
+            SchedulerRegistryError: ``name`` is a plugin that failed to load.
         """
-        factory = self._builtins.get(name)
-        if factory is not None:
-            return factory
-        plugins = self._scan()
-        if name in plugins:
-            return plugins[name]
-        if name in self._plugin_errors:
+        builtin = self._builtins.get(name)
+        if builtin is not None and self._merged is None and not self._may_override(name):
+            return builtin
+        factories = self._scan()
+        if name in factories:
+            return factories[name]
+        errors = self.plugin_errors()
+        if name in errors:
             raise SchedulerRegistryError(
-                f"scheduler plugin `{name}` failed to load: {self._plugin_errors[name]}. Fix or"
+                f"scheduler plugin `{name}` failed to load: {errors[name]}. Fix or"
                 f" reinstall the package that provides it; `torchx schedulers` lists what loads"
             )
         raise UnknownSchedulerException(name, self.names())
 
+    def _may_override(self, name: str) -> bool:
+        if name in self._no_override:
+            return False
+        from torchx_core.plugins import PluginType
+
+        kind = next((pt for pt in PluginType if pt.value == self._group), None)
+        if kind is not None and not self._plugins().may_provide(kind, name):
+            self._no_override.add(name)
+            return False
+        return True
+
     def factories(self) -> dict[str, SchedulerFactory]:
-        """Every scheduler name -> factory (scans entry points once)."""
-        return {**self._builtins, **self._scan()}
+        """Every scheduler name -> factory (discovers plugins once)."""
+        return dict(self._scan())
 
     def plugin_errors(self) -> Mapping[str, str]:
-        """Plugins that failed to load: name -> error (after a scan)."""
+        """Plugins that failed to load or clash: name (or module) -> error (after a scan)."""
         self._scan()
-        return MappingProxyType(dict(self._plugin_errors))
+        errors = {
+            e.name or e.module: e.error
+            for e in self._plugins().errors
+            if e.plugin_type in ("scheduler", self._group)
+            or (e.plugin_type is None and e.module.startswith("torchx_plugins.schedulers"))
+        }
+        errors.update(self._bad)
+        return MappingProxyType(errors)
 
     def view(self) -> LazyFactories:
         """A read-only mapping over this registry that only scans plugins when it must."""
         return LazyFactories(self)
+
+
+def _same_factory(factory: Any, target: str) -> bool:
+    """Whether a plugin factory is the built-in ``"module[:function]"`` itself."""
+    module, _, attr = target.partition(":")
+    return (
+        getattr(factory, "__module__", None) == module
+        and getattr(factory, "__qualname__", None) == (attr or "create_scheduler")
+    )
+
+
+def _describe(factory: Any) -> str:
+    mod, qual = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    return f"`{mod}:{qual}`" if mod and qual else repr(factory)
 
 
 def _as_factory(name: str, obj: Any) -> SchedulerFactory:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
     from torchx_core.specs._status import AppDryRunInfo
 
+# Resource.tags keys set by torchx_core.plugins.register.named_resource (see resource_tags)
+_TAG_NAME = "torchx/named_resources.name"
+_TAG_FRACTIONAL = "torchx/named_resources.is_fractional"
+
 # MiB in a GiB (Resource.memMB is in MiB): ``Resource(cpu=8, gpu=1, memMB=32 * GiB)``
 GiB: int = 1024
 
@@ -88,14 +92,14 @@ class Resource:
 
         Set automatically by ``register.named_resource()`` on every resource it creates.
         """
-        return self._resource_name
+        return self._resource_name or self.tags.get(_TAG_NAME)  # type: ignore[return-value]
 
     def is_fractional(self) -> bool:
         """Return True if this resource is a fractional slice of a base resource.
 
         Set automatically by ``register.named_resource()`` when ``fractionals`` is given.
         """
-        return self._fractional
+        return bool(self._fractional or self.tags.get(_TAG_FRACTIONAL, False))
 
     def _set_named(self, name: str | None, fractional: bool = False) -> Resource:
         self.__dict__["_resource_name"] = name

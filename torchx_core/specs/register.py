@@ -1,17 +1,20 @@
-"""Named-resource registry: ``named_resources``, ``get_named_resources``, ``named_resource``.
+"""Named resources: ``named_resources``, ``get_named_resources``, ``named_resource``.
 
 Sources, merged on first lookup (never at import time):
 
 1. the built-in tables :mod:`~torchx_core.specs.named_resources_generic` and
    :mod:`~torchx_core.specs.named_resources_aws`;
-2. the ``torchx.named_resources`` entry point group; each entry point names a no-argument
-   function returning a :py:class:`Resource` (a plugin replaces a built-in of the same name,
-   with a logged warning; a plugin that fails to load is logged, recorded and skipped)::
+2. named-resource plugins from the one plugin registry (:mod:`torchx_core.plugins`): the
+   ``torchx.named_resources`` entry point group (each entry point names a no-argument function
+   returning a :py:class:`Resource`, or a Resource), the ``torchx_plugins.named_resources``
+   namespace package (``@register.named_resource``), and resources registered in code with
+   :py:func:`named_resource`::
 
        [project.entry-points."torchx.named_resources"]
        gpu_x_1 = "my_module.resources:gpu_x_1"
 
-3. resources registered in code with :py:func:`named_resource`.
+A plugin replaces a built-in of the same name (logged, unless it builds an equal resource); a
+plugin that fails to load is recorded (see ``named_resources.broken``) and skipped.
 
 Every resource handed out is a fresh object whose ``get_resource_name()`` returns its name.
 """
@@ -38,53 +41,66 @@ ResourceFactory = Callable[[], Resource]
 
 
 class _NamedResources(Mapping[str, Resource]):
-    """Read-only, lazily loaded mapping of name -> Resource (a fresh copy per lookup)."""
+    """Read-only, lazily loaded mapping of name -> Resource (a fresh copy per lookup).
 
-    def __init__(self) -> None:
-        self._factories: dict[str, tuple[ResourceFactory, bool]] | None = None
-        self._registered: dict[str, tuple[ResourceFactory, bool]] = {}
-        self._broken: dict[str, str] = {}
+    Args:
+        plugins: the plugin registry to read named-resource plugins from (default: the
+            process-wide one)
+    """
+
+    def __init__(self, plugins: Any = None) -> None:
+        self._plugins = plugins
+        self._builtins: dict[str, ResourceFactory] | None = None
+        self._overrides_logged: set[str] = set()
         self._lock = threading.Lock()
 
-    def _load(self) -> dict[str, tuple[ResourceFactory, bool]]:
-        factories = self._factories
-        if factories is not None:
-            return factories
+    def _registry(self) -> Any:
+        if self._plugins is None:
+            from torchx_core.plugins import registry
+
+            self._plugins = registry()
+        return self._plugins
+
+    def _load_builtins(self) -> dict[str, ResourceFactory]:
+        builtins = self._builtins
+        if builtins is not None:
+            return builtins
         with self._lock:
-            if self._factories is not None:
-                return self._factories
-            import importlib
+            if self._builtins is None:
+                import importlib
 
-            loaded: dict[str, tuple[ResourceFactory, bool]] = {}
-            for mod_name in _BUILTIN_MODULES:
-                mod = importlib.import_module(mod_name)
-                for name, fn in mod.NAMED_RESOURCES.items():
-                    loaded[name] = (fn, False)
-            for name, fn in _load_entry_points(self._broken).items():
-                if name in loaded:
-                    logger.warning(
-                        "named resource %r from entry point group %s replaces the built-in one",
-                        name,
-                        ENTRY_POINT_GROUP,
-                    )
-                loaded[name] = (fn, False)
-            self._factories = loaded
-            return loaded
+                loaded: dict[str, ResourceFactory] = {}
+                for mod_name in _BUILTIN_MODULES:
+                    loaded.update(importlib.import_module(mod_name).NAMED_RESOURCES)
+                self._builtins = loaded
+            return self._builtins
 
-    def _all(self) -> dict[str, tuple[ResourceFactory, bool]]:
-        return {**self._load(), **self._registered}
+    def _all(self) -> dict[str, ResourceFactory]:
+        from torchx_core.plugins import PluginType
+        from torchx_core.plugins._registry import plugins_equal
+
+        merged = dict(self._load_builtins())
+        for name, obj in self._registry().get(PluginType.NAMED_RESOURCE).items():
+            factory = _as_factory(obj)
+            if factory is None:
+                continue
+            if name in merged and name not in self._overrides_logged:
+                self._overrides_logged.add(name)
+                if not plugins_equal(merged[name], factory, PluginType.NAMED_RESOURCE):
+                    logger.warning("named resource %r from a plugin replaces the built-in one", name)
+            merged[name] = factory
+        return merged
 
     def __getitem__(self, name: str) -> Resource:
-        entry = self._all().get(name) if isinstance(name, str) else None
-        if entry is None:
-            raise UnknownNamedResourceError(str(name), self._all(), self._broken)
-        factory, fractional = entry
+        factory = self._all().get(name) if isinstance(name, str) else None
+        if factory is None:
+            raise UnknownNamedResourceError(str(name), self._all(), self.broken)
         res = factory()
         if not isinstance(res, Resource):
             raise InvalidResourceError(
                 f"named resource {name!r}: its factory {factory!r} returned {res!r}, not a Resource"
             )
-        return res._set_named(name, fractional or res.is_fractional())
+        return res._set_named(name, res.is_fractional())
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._all()))
@@ -100,43 +116,37 @@ class _NamedResources(Mapping[str, Resource]):
 
     @property
     def broken(self) -> Mapping[str, str]:
-        """Entry points that failed to load: ``{name: error}``."""
-        self._load()
-        return dict(self._broken)
+        """Named-resource plugins that failed to load: ``{name or module: error}``."""
+        from torchx_core.plugins import PluginType
 
-    def _register(
-        self, name: str, factory: ResourceFactory, fractional: bool, clobber: bool
-    ) -> None:
+        out = {
+            e.name or e.module: e.error
+            for e in self._registry().load_errors(PluginType.NAMED_RESOURCE)
+        }
+        for name, obj in self._registry().get(PluginType.NAMED_RESOURCE).items():
+            if _as_factory(obj) is None:
+                out[name] = f"{obj!r} is neither a Resource nor a function returning one"
+        return out
+
+    def _register(self, name: str, factory: ResourceFactory, clobber: bool) -> None:
+        from torchx_core.plugins import PluginType
+
         if not clobber and name in self._all():
             raise InvalidResourceError(
                 f"named resource {name!r} is already registered; pass clobber=True to replace it"
             )
-        self._registered[name] = (factory, fractional)
+        self._registry().add(PluginType.NAMED_RESOURCE, name, factory, replace=True)
 
     def _unregister(self, name: str) -> None:
-        self._registered.pop(name, None)
+        from torchx_core.plugins import PluginType
+
+        self._registry().remove(PluginType.NAMED_RESOURCE, name)
 
 
-def _load_entry_points(broken: dict[str, str]) -> dict[str, ResourceFactory]:
-    from importlib.metadata import entry_points
-
-    out: dict[str, ResourceFactory] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
-            logger.warning(
-                "could not load named resource entry point %s = %s: %s", ep.name, ep.value, e
-            )
-            broken[ep.name] = f"{type(e).__name__}: {e}"
-            continue
-        if isinstance(obj, Resource):
-            out[ep.name] = _constant(obj)
-        elif callable(obj):
-            out[ep.name] = obj
-        else:
-            broken[ep.name] = f"{ep.value} is neither a Resource nor a function returning one"
-    return out
+def _as_factory(obj: object) -> ResourceFactory | None:
+    if isinstance(obj, Resource):
+        return _constant(obj)
+    return obj if callable(obj) else None  # type: ignore[return-value]
 
 
 def _constant(res: Resource) -> ResourceFactory:
@@ -222,10 +232,13 @@ def named_resource(
             )
         base = factory()
         divisors = list(fractionals)
-        fracs = {f"{name}/{k}": _constant(_fraction(base, k, name)) for k in divisors}
-        named_resources._register(name, factory, False, clobber)
+        fracs = {
+            f"{name}/{k}": _constant(_fraction(base, k, name)._set_named(None, True))
+            for k in divisors
+        }
+        named_resources._register(name, factory, clobber)
         for frac_name, frac_factory in fracs.items():
-            named_resources._register(frac_name, frac_factory, True, clobber)
+            named_resources._register(frac_name, frac_factory, clobber)
 
     if resource is None:
 
