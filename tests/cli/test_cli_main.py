@@ -74,6 +74,26 @@ def test_run_wait_log_exit_code_follows_app_state(
     assert f"Job finished: {final}" in err
 
 
+def test_run_log_streams_at_most_16_replicas_and_says_how_to_read_the_others(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_plugin.steps = 3
+    rc, _, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "20")
+    assert rc == 0, err
+    handle = next(line for line in err.splitlines() if "showing 16 of 20 replicas" in line)
+    assert "`torchx log fake://torchx/echo-" in handle and "/<role>/<k>`" in handle
+    assert "echo/15 echo 15 line 2" in err and "echo/16 " not in err
+
+
+def test_log_tail_with_a_bad_regex_fails_at_once_while_the_app_runs(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handle = launch(capsys)
+    fake_plugin.hold = True  # the app runs until the test ends
+    rc, _, err = cli(capsys, "log", "-t", "--regex", "(", handle)
+    assert rc == 1 and "invalid log regex '('" in err
+
+
 def test_dryrun_prints_app_and_request_without_submitting(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = cli(capsys, "run", "-s", "fake", "--dryrun", "utils.echo", "--msg", "yo")
     assert rc == 0

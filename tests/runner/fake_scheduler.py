@@ -21,7 +21,6 @@ users take is the one tested.
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from torchx_core.schedulers.api import (
     ListAppResponse,
     Scheduler,
     Stream,
+    filter_regex,
 )
 from torchx_core.specs import (
     NONE,
@@ -260,10 +260,7 @@ class FakeScheduler(Scheduler[FakeRequest]):
             out: Iterable[str] = self._follow(app_id, role_name, k)
         else:
             out = list(lines)
-        if regex:
-            pattern = re.compile(regex)
-            return (line for line in out if pattern.search(line))
-        return out
+        return filter_regex(regex, out) if regex else out
 
     def _follow(self, app_id: str, role: str, k: int) -> Iterator[str]:
         """The replica's log lines, then the new ones as they come, until the job ends."""

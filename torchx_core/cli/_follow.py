@@ -14,6 +14,7 @@ from torchx_core.specs.errors import TorchXError, did_you_mean
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
+    from torchx_core.runner.lifecycle import LogFollower
     from torchx_core.schedulers.api import Stream
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -58,15 +59,8 @@ class _Printer:
         tag = f"{role}/{k}"
         return f"{GREEN}{tag}{ENDC} " if self.color else f"{tag} "
 
-    def write(self, prefix: str, lines: Iterable[str], live: bool = True) -> None:
-        """Writes ``lines`` with ``prefix``; ``live`` flushes every line (for followed logs),
-        otherwise lines are written in large chunks (a finished log of millions of lines)."""
-        if live:
-            for line in lines:
-                with self.lock:
-                    self.out.write(_prefixed(prefix, line))
-                    self.out.flush()
-            return
+    def write(self, prefix: str, lines: Iterable[str]) -> None:
+        """Writes a finished log with ``prefix``, in large chunks (it may have millions of lines)."""
         buf: list[str] = []
         for line in lines:
             buf.append(_prefixed(prefix, line))
@@ -78,8 +72,41 @@ class _Printer:
             self.out.write("".join(buf))
             self.out.flush()
 
+    def emit(self, text: str) -> None:
+        """Writes one finished line (a newline added if missing) and flushes."""
+        if not text.endswith("\n"):
+            text += "\n"
+        with self.lock:
+            self.out.write(text)
+            self.out.flush()
+
+    def follower(
+        self,
+        runner: Runner,
+        app_handle: str,
+        replicas: list[tuple[str, int]],
+        max_replicas: int | None,
+        regex: str | None = None,
+        streams: Stream | None = None,
+    ) -> LogFollower:
+        """The lifecycle's :class:`LogFollower` over ``replicas``, printing through this printer."""
+        from torchx_core.runner.lifecycle import LogFollower
+
+        return LogFollower(
+            runner,
+            app_handle,
+            self.emit,
+            max_replicas=max_replicas,
+            replicas=replicas,
+            regex=regex,
+            streams=streams,
+            format_line=lambda role, k, line: _prefixed(self.prefix(role, k), line),
+        )
+
 
 _CHUNK_LINES = 8192
+#: ``torchx run`` streams at most this many replicas (it says how to read the others)
+MAX_STREAMED_REPLICAS = 16
 
 
 def _prefixed(prefix: str, line: str) -> str:
@@ -102,42 +129,23 @@ def print_logs(
 ) -> None:
     """Prints the logs of ``replicas``, each line prefixed ``role/replica``.
 
-    Without ``should_tail`` the replicas are printed one after the other; with it, each replica
-    is followed by its own thread until the app ends. The first error of any replica is raised
-    after all have finished.
+    Without ``should_tail`` the replicas are printed one after the other; with it, every
+    replica is followed (the lifecycle's :class:`LogFollower`, one thread each) until the app
+    ends, and the first error of any replica is raised after all have finished.
     """
     printer = _Printer(out)
-
-    def one(role: str, k: int) -> None:
-        lines = runner.log_lines(
-            app_handle, role, k, regex=regex, should_tail=should_tail, streams=streams
-        )
-        printer.write(printer.prefix(role, k), lines, live=should_tail)
-
-    if not should_tail or len(replicas) == 1:
-        for role, k in replicas:
-            one(role, k)
+    if should_tail:
+        follower = printer.follower(runner, app_handle, replicas, None, regex, streams)
+        follower.start()
+        follower.join()
+        if follower.errors:
+            for e in follower.errors[1:]:
+                logger.error("%s", e)
+            raise follower.errors[0]
         return
-    errors: list[BaseException] = []
-
-    def guarded(role: str, k: int) -> None:
-        try:
-            one(role, k)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            errors.append(e)
-
-    threads = [
-        threading.Thread(target=guarded, args=(role, k), daemon=True, name=f"log-{role}-{k}")
-        for role, k in replicas
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        for e in errors[1:]:
-            logger.error("%s", e)
-        raise errors[0]
+    for role, k in replicas:
+        lines = runner.log_lines(app_handle, role, k, regex=regex, streams=streams)
+        printer.write(printer.prefix(role, k), lines)
 
 
 def quick_status(runner: Runner, app_handle: str, budget: float) -> AppStatus | None:
@@ -163,7 +171,8 @@ def wait_with_logs(
     wait_interval: float = 1.0,
     quick_budget: float = 0.3,
 ) -> AppStatus | None:
-    """Waits for the app to end; with ``log`` streams every replica's log meanwhile.
+    """Waits for the app to end; with ``log`` streams the replicas' logs meanwhile (at most
+    :data:`MAX_STREAMED_REPLICAS`; a line says how to read the others).
 
     Apps that end within ``quick_budget`` seconds (polled with a fast backoff: use it for local
     schedulers, where a status is a file read) are printed without follower threads. Logs are
@@ -183,27 +192,11 @@ def wait_with_logs(
     if st.is_terminal():
         print_logs(runner, app_handle, replicas, out)
         return st
-    follower = threading.Thread(
-        target=_follow_quietly,
-        args=(runner, app_handle, replicas, out),
-        daemon=True,
-        name="log-follower",
-    )
+    follower = _Printer(out).follower(runner, app_handle, replicas, MAX_STREAMED_REPLICAS)
     follower.start()
     final = runner.wait(app_handle, wait_interval=wait_interval)
-    follower.join(timeout=10)
-    if follower.is_alive():
-        logger.warning("log streaming did not finish within 10 s after the app ended")
+    follower.stop(timeout=10)  # logs are best effort; the status decides the exit code
     return final
-
-
-def _follow_quietly(
-    runner: Runner, app_handle: str, replicas: list[tuple[str, int]], out: TextIO
-) -> None:
-    try:
-        print_logs(runner, app_handle, replicas, out, should_tail=True)
-    except Exception as e:  # noqa: BLE001 - logs are best effort; the status decides the exit
-        logger.warning("log streaming stopped: %s", e)
 
 
 def exit_code(status: AppStatus | None) -> int:

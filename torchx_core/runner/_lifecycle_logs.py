@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING
 
 from torchx_core.runner._status_read import read_status
 from torchx_core.specs import AppState, AppStatus
+from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
     from torchx_core.schedulers.api import Stream
 
 logger: logging.Logger = logging.getLogger(__name__)
+
+#: Errors that retrying cannot fix (a bad regex, an unknown app, a backend without logs): the
+#: stream ends at once and the error is kept in ``LogFollower.errors``.
+_FINAL_ERRORS = (TorchXError, NotImplementedError)
 
 
 def replicas_of(runner: Runner, app_handle: str, status: AppStatus | None) -> list[tuple[str, int]]:
@@ -55,7 +60,9 @@ class LogFollower:
     At most ``max_replicas`` replicas are streamed (failed ones first); when there are more,
     ``sink`` first gets a line saying how to read the others. A stream that breaks (e.g. the
     log does not exist yet) is reopened after ``retry_interval`` and skips the lines it already
-    gave, until the app ends. With ``skip_existing`` each replica starts at its current end.
+    gave, until the app ends; errors retrying cannot fix (a ``TorchXError`` such as a bad regex
+    or an unknown app, a backend without logs) end the stream at once. Errors that ended streams
+    are kept in :attr:`errors`. With ``skip_existing`` each replica starts at its current end.
 
     Args:
         runner: reads the logs (``Runner.log_lines``) and the status
@@ -181,7 +188,7 @@ class LogFollower:
                 if done_before or self._app_done():
                     return
             except Exception as e:  # noqa: BLE001 - retried until the app ended
-                if done_before:
+                if done_before or isinstance(e, _FINAL_ERRORS):
                     logger.debug("log stream %s/%s of %s ended: %s", role, k, self.app_handle, e)
                     self.errors.append(e)
                     return
