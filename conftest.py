@@ -6,3 +6,14 @@ Service fixtures live in `tests/**/**_fixtures.py` modules registered here (pyte
 
 pytest_plugins: list[str] = [
 ]
+
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _fresh_shared_status() -> None:
+    """Each test starts with no shared status cache: fakes reuse app ids across tests."""
+    from torchx_core.runner import status_watch
+
+    status_watch.reset()

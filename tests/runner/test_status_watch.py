@@ -40,7 +40,7 @@ def table() -> Iterator[JobTable]:
     t.delay = 0.0  # type: ignore[attr-defined]
     t.fail = None  # type: ignore[attr-defined]
     yield t
-    status_watch._groups.clear()
+    status_watch.reset()
 
 
 def runner_for(table: JobTable, backend: str = "fake") -> Runner:
@@ -171,3 +171,43 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     assert all(s is not None and s.state == AppState.RUNNING for s in statuses)
     # the loop kept running while the read slept in a worker thread: the heartbeat ticked on
     assert len(ticks) >= 5
+
+
+def test_apps_asked_recently_join_the_batches_and_are_forgotten_later(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.watch_status(a, max_age=5.0)  # no explicit watch(): asking registers the app
+    now[0] += 6.0
+    runner.watch_status(b, max_age=5.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
+    now[0] += 31.0  # a was not asked for 30 s (and 4 x max_age): it leaves the batches
+    runner.watch_status(b, max_age=5.0)
+    assert table.batches[-1] == handles_ids([b])
+
+
+def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
+    """One AppLifecycle and one Runner per watched app (as one per trigger), built over the same
+    scheduler factory (as ``get_runner()`` does): their polls share one batched read."""
+    from torchx_core.runner.lifecycle import AppLifecycle, Phase
+
+    def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table, **kwargs)
+
+    handles = submit(Runner("t", {"fake": factory}), 50)
+    table.batches.clear()  # type: ignore[attr-defined]
+    lifecycles = [AppLifecycle(Runner("t", {"fake": factory}), "fake", owner=f"o{i}",
+                               poll_interval=30.0) for i in range(len(handles))]
+    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    assert seen == [Phase.WAITING] * len(handles)
+    # the first poll read its own app; every later app was asked once, read in its own batch...
+    assert len(table.batches) == len(handles)
+    # ...and from now on one read answers every lifecycle for a whole poll interval
+    table.batches.clear()  # type: ignore[attr-defined]
+    status_watch._groups[next(iter(status_watch._groups))].cache.clear()
+    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    assert seen == [Phase.WAITING] * len(handles)
+    assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids(handles))

@@ -13,6 +13,13 @@ if TYPE_CHECKING:
     from torchx_core.specs import AppStatus
 
 
-def read_status(runner: Runner, app_handle: str) -> AppStatus | None:
-    """The app's status (None: the scheduler does not know it); raises what the read raises."""
+def read_status(runner: Runner, app_handle: str, max_age: float = 0.0) -> AppStatus | None:
+    """The app's status (None: the scheduler does not know it); raises what the read raises.
+
+    With ``max_age > 0`` the read is shared with every other watcher of the same scheduler in
+    this process (:mod:`torchx_core.runner.status_watch`): at most ``max_age`` seconds old, and
+    one batched scheduler call per ``max_age`` for all of them.
+    """
+    if max_age > 0:
+        return runner.watch_status(app_handle, max_age)
     return runner.status(app_handle)

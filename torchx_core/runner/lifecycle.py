@@ -514,14 +514,20 @@ class AppLifecycle:
 
     # -- watching ----------------------------------------------------------------------------
 
-    def poll(self, app_handle: str) -> Observation:
+    def poll(self, app_handle: str, *, max_age: float | None = None) -> Observation:
         """Reads the status once and applies the grace clock.
+
+        The read is shared with every watcher of the same scheduler in this process: a status
+        at most ``max_age`` seconds old (default: ``poll_interval``), one batched scheduler call
+        per interval for all of them (see :mod:`torchx_core.runner.status_watch`); ``0`` reads
+        this app alone, now.
 
         A read that raises is UNKNOWN (logged), never an error; only a malformed handle or an
         unknown scheduler raise (they cannot get better).
         """
         try:
-            status = _read_status(self.runner, app_handle)
+            status = _read_status(
+                self.runner, app_handle, self.poll_interval if max_age is None else max_age)
             phase = phase_of(status)
         except (MalformedAppHandleException, UnknownSchedulerException):
             raise
@@ -535,9 +541,9 @@ class AppLifecycle:
             clock = self._clocks[app_handle] = GraceClock(self.unknown_timeout)
         return Observation(phase, status, clock.observe(phase))
 
-    async def apoll(self, app_handle: str) -> Observation:
+    async def apoll(self, app_handle: str, *, max_age: float | None = None) -> Observation:
         """:meth:`poll` in a worker thread (for event loops: triggers, async tasks)."""
-        return await asyncio.to_thread(self.poll, app_handle)
+        return await asyncio.to_thread(self.poll, app_handle, max_age=max_age)
 
     def wait(
         self, app_handle: str, *, on_change: Callable[[Observation], None] | None = None
@@ -555,7 +561,7 @@ class AppLifecycle:
         pause = min(_FIRST_PAUSE, self.poll_interval)
         last: tuple[Phase, AppState | None] | None = None
         while True:
-            obs = self.poll(app_handle)
+            obs = self.poll(app_handle, max_age=pause)
             key = (obs.phase, None if obs.status is None else AppState(obs.status.state))
             if on_change is not None and key != last:
                 on_change(obs)

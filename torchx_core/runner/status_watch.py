@@ -5,8 +5,8 @@ from one process. Asking the scheduler once per app and poll costs N calls per p
 ``squeue`` runs that each dump the whole queue, N throttled ``DescribeJobs``). Here every watcher
 of apps on one scheduler (same scheduler name, factory and parameters) joins one *group*:
 
-* a watcher registers its app (:func:`watch`) and reads through :func:`shared_status` with a
-  ``max_age`` (its poll interval);
+* a watcher reads through :func:`shared_status` with a ``max_age`` (its poll interval); that
+  registers its app with the group until it stops asking for a while (or :func:`unwatch`);
 * a status read less than ``max_age`` seconds ago is answered from the group's cache;
 * otherwise one watcher becomes the reader: it fetches **every** watched app of the group with one
   :meth:`Runner.status_many <torchx_core.runner.api.Runner.status_many>` call (one
@@ -32,7 +32,7 @@ from torchx_core.specs import AppHandle, AppStatus, parse_app_handle
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
 
-__all__ = ["ashared_status", "shared_status", "unwatch", "watch"]
+__all__ = ["ashared_status", "reset", "shared_status", "unwatch", "watch"]
 
 _Clock = Callable[[], float]
 
@@ -52,7 +52,8 @@ class _Group:
     """The watchers of one scheduler configuration."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    watched: dict[AppHandle, int] = field(default_factory=dict)  # handle -> number of watchers
+    watched: dict[AppHandle, int] = field(default_factory=dict)  # handle -> explicit watchers
+    asked: dict[AppHandle, float] = field(default_factory=dict)  # handle -> kept in batches until
     cache: dict[AppHandle, tuple[float, AppStatus | None]] = field(default_factory=dict)
     reading: _Read | None = None
     reads: int = 0  # batched reads made (for benchmarks and tests)
@@ -95,6 +96,7 @@ def unwatch(runner: Runner, handle: AppHandle) -> None:
             group.watched[handle] = left
         else:
             group.watched.pop(handle, None)
+            group.asked.pop(handle, None)
             group.cache.pop(handle, None)
 
 
@@ -121,9 +123,10 @@ def shared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatu
             hit, status = _fresh(group, handle, max_age)
             if hit:
                 return status
+            group.asked[handle] = _clock() + _forget_after(max_age)
             read = group.reading
             if read is None:  # nobody reads: this watcher reads for the whole group
-                read = group.reading = _Read(frozenset(group.watched) | {handle})
+                read = group.reading = _Read(_batch(group, handle))
                 lead = True
             else:
                 lead = False
@@ -136,6 +139,21 @@ def shared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatu
                 raise read.error
             return read.results[handle]
         # the read in flight did not include this app: loop and read (or join the next read)
+
+
+def _forget_after(max_age: float) -> float:
+    """How long an app that stopped being asked for stays in its group's batches."""
+    return max(30.0, 4 * max_age)
+
+
+def _batch(group: _Group, handle: AppHandle) -> frozenset[AppHandle]:
+    """The apps of the next read: the explicitly watched, the recently asked, and ``handle``."""
+    now = _clock()
+    for h in [h for h, until in group.asked.items() if until < now]:
+        del group.asked[h]
+        if h not in group.watched:
+            group.cache.pop(h, None)
+    return frozenset(group.watched) | frozenset(group.asked) | {handle}
 
 
 def _read(runner: Runner, group: _Group, read: _Read) -> None:
@@ -162,3 +180,9 @@ async def ashared_status(runner: Runner, handle: AppHandle, max_age: float) -> A
     if hit:
         return status
     return await asyncio.to_thread(shared_status, runner, handle, max_age)
+
+
+def reset() -> None:
+    """Forgets every group and cached status (for tests that reuse app ids across fakes)."""
+    with _groups_lock:
+        _groups.clear()
