@@ -167,5 +167,11 @@ def test_entry_points_merge_and_broken_ones(
 def test_module_level_factories() -> None:
     from torchx_core.specs import named_resources_aws, named_resources_generic
 
-    assert named_resources_aws.aws_p3_2xlarge() == named_resources["aws_p3.2xlarge"]
+    # expected values written from the instance sheet (p3.2xlarge: 8 vCPU, 1 V100, 61 GiB),
+    # memory less the 4 % the host keeps: not computed by the module under test
+    p3 = named_resources_aws.aws_p3_2xlarge()
+    assert (p3.cpu, p3.gpu, p3.memMB) == (8, 1, 59965)
+    assert p3.capabilities == {"node.kubernetes.io/instance-type": "p3.2xlarge"}
+    assert named_resources["aws_p3.2xlarge"] == p3
     assert named_resources_generic.gpu_small() == Resource(8, 1, 32 * 1024)
+    assert named_resources["gpu.small"] == Resource(8, 1, 32768)

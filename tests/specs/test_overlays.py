@@ -73,6 +73,53 @@ def test_join_merges_by_key_and_appends() -> None:
     assert empty == {"c": [{"name": "a"}]}
 
 
+def test_join_merges_matched_items_recursively() -> None:
+    """A matched item merges like a dict overlay: nested dicts merge, lists append, operators act."""
+    base = {
+        "containers": [
+            {
+                "name": "main",
+                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                "ports": [{"containerPort": 80}],
+                "env": [{"name": "A", "value": "1"}],
+                "args": ["--x"],
+            }
+        ]
+    }
+    apply_overlay(
+        base,
+        {
+            JOIN("containers", on="name"): [
+                {
+                    "name": "main",
+                    "resources": {"limits": {"cpu": "2"}},
+                    "ports": [{"containerPort": 443}],
+                    JOIN("env", on="name"): [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
+                    PUT("args"): ["--y"],
+                }
+            ]
+        },
+    )
+    assert base == {
+        "containers": [
+            {
+                "name": "main",
+                "resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                "ports": [{"containerPort": 80}, {"containerPort": 443}],
+                "env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
+                "args": ["--y"],
+            }
+        ]
+    }
+
+
+def test_join_item_without_the_key_field_is_appended() -> None:
+    base = {"c": [{"name": "a", "v": 1}]}
+    apply_overlay(base, {JOIN("c", on="name"): [{"v": 2}]})
+    assert base == {"c": [{"name": "a", "v": 1}, {"v": 2}]}
+
+
+
 def test_join_on_non_dict_items_is_type_error() -> None:
     with pytest.raises(TypeError) as e:
         apply_overlay({"c": ["str-item"]}, {JOIN("c", on="name"): [{"name": "a"}]})

@@ -73,8 +73,12 @@ def test_reference_names_are_exported(name: str) -> None:
 def test_all_lists_agree_and_resolve() -> None:
     assert set(api.__all__) <= set(specs.__all__)
     assert len(specs.__all__) == len(set(specs.__all__))
+    # every exported name resolves to a real object, defined in our package or a builtin alias
     for name in specs.__all__:
-        assert getattr(specs, name) is getattr(specs, name), name
+        obj = getattr(specs, name)
+        assert obj is not None, name
+        module = getattr(obj, "__module__", None) or type(obj).__module__
+        assert module.startswith(("torchx_core.specs", "builtins", "typing", "types")), (name, module)
     for name in api.__all__:
         assert getattr(api, name) is getattr(specs, name), name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -94,14 +94,32 @@ def test_raise_for_status() -> None:
 
 
 def test_format_and_filter_roles() -> None:
-    text = _status().format()
-    assert "State: FAILED" in text and "Num Restarts: 1" in text
-    assert (
-        "trainer[0]:FAILED" in text and "trainer[1]:SUCCEEDED" in text and "ps[0]:RUNNING" in text
-    )
-    assert "UI URL: http://ui" in text
-    filtered = _status().format(filter_roles=["ps"])
-    assert "ps[0]" in filtered and "trainer[" not in filtered
+    st = _status()
+    lines = st.format().splitlines()
+    assert lines[:4] == ["AppStatus:", "    State: FAILED", "    Num Restarts: 1", "    Roles:"]
+    assert lines[-3:] == [
+        f"    Msg: {st.msg}",
+        f"    Structured Error Msg: {st.structured_error_msg}",
+        "    UI URL: http://ui",
+    ]
+    replicas = [line for line in lines[4:-3] if "[" in line]
+    assert [line.strip().lstrip("*").split(" ")[0] for line in replicas] == [
+        "trainer[0]:FAILED", "trainer[1]:SUCCEEDED", "ps[0]:RUNNING"
+    ]
+    # the first replica of each role is starred
+    assert [line.strip().startswith("*") for line in replicas] == [True, False, True]
+    filtered = st.format(filter_roles=["ps"]).splitlines()
+    assert [line for line in filtered if "[" in line] == [replicas[2]]
+    assert filtered[-3:] == lines[-3:]
+
+
+def test_format_message_lines_carry_the_values() -> None:
+    st = AppStatus(AppState.FAILED, msg="replica trainer/0 exited 3", structured_error_msg="OOM")
+    assert st.format().splitlines()[-3:] == [
+        "    Msg: replica trainer/0 exited 3",
+        "    Structured Error Msg: OOM",
+        "    UI URL: None",
+    ]
 
 
 def test_json_form_round_trips() -> None:
@@ -121,9 +139,20 @@ def test_json_form_round_trips() -> None:
 def test_repr_is_yaml_like_and_complete() -> None:
     text = repr(_status())
     assert text.startswith("AppStatus:\n")
-    assert "state: FAILED (5)" in text
-    assert "ui_url: http://ui" not in text or "http://ui" in text
-    assert "hostname: host0" in text
+    lines = text.splitlines()
+    assert lines[1:7] == [
+        "  state: FAILED (5)",
+        "  num_restarts: 1",
+        "  msg: boom",
+        "  structured_error_msg: <NONE>",
+        '  ui_url: "http://ui"',
+        "  roles:",
+    ]
+    # every replica of every role, with every field
+    assert [line.strip() for line in lines if line.strip().startswith(("- role:", "hostname:"))] == [
+        "- role: trainer", "hostname: host0", "hostname: host1", "- role: ps", 'hostname: ""'
+    ]
+    assert text.count("structured_error_msg:") == 4
     assert repr(AppStatus(AppState.SUCCEEDED)).count("\n") == 6
 
 
