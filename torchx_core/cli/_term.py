@@ -1,8 +1,9 @@
-"""Terminal helpers for the CLI: colors (only on a TTY) and log-line prefixes."""
+"""Terminal helpers for the CLI: colors (only on a TTY), log-line prefixes, plain tables."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TextIO
 
 GREEN = "\033[32m"
@@ -29,3 +30,13 @@ def prefix_line(prefix: str, line: str) -> str:
     if not body.startswith("\r"):
         body = prefix + body
     return body + nl
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns with a dashed rule under the headers (no trailing spaces)."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [headers, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

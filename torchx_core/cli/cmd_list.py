@@ -34,12 +34,8 @@ class CmdList(SubCommand):
                 row = {"app_handle": a.app_handle, "app_id": a.app_id, "state": str(a.state)}
                 print(json.dumps({**row, "name": a.name}))
             return 0
+        from torchx_core.cli._term import format_table
+
         rows = [(a.app_handle, str(a.state), a.name) for a in apps]
-        headers = (HANDLE_HEADER, STATUS_HEADER, NAME_HEADER)
-        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-        lines = [
-            "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [headers, *rows]
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        print("\n".join(lines))
+        print(format_table((HANDLE_HEADER, STATUS_HEADER, NAME_HEADER), rows))
         return 0

@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "runopts": ("cmd_runopts", "CmdRunopts", "show the run options of schedulers"),
     "configure": ("cmd_configure", "CmdConfigure", "write a .torchxconfig file"),
     "schedulers": ("cmd_schedulers", "CmdSchedulers", "list the registered schedulers"),
+    "tracker": ("cmd_tracker", "CmdTracker", "list the jobs, metadata and artifacts of trackers"),
 }
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

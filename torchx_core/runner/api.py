@@ -13,6 +13,7 @@ handle works on apps launched by any runner or process (the session name is info
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,7 +43,13 @@ if TYPE_CHECKING:
     from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
     from torchx_core.schedulers.registry import SchedulerFactory
 
-__all__ = ["Runner", "RunnerError", "get_runner"]
+__all__ = [
+    "Runner",
+    "RunnerError",
+    "get_configured_tracker_factories",
+    "get_configured_trackers",
+    "get_runner",
+]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -136,7 +143,8 @@ class Runner:
             cfg: scheduler run options
             workspace: local project directory to mirror into the job (overrides
                 ``app.roles[0].workspace``)
-            parent_run_id: optional parent run id (experiment tracking)
+            parent_run_id: the run this app derives from (experiment tracking; default
+                ``$TORCHX_PARENT_RUN_ID``), injected as ``TORCHX_PARENT_RUN_ID``
 
         Returns:
             The app handle.
@@ -187,7 +195,8 @@ class Runner:
             scheduler: scheduler name (``runner.scheduler_backends()`` lists them)
             cfg: scheduler run options (``runner.scheduler_run_opts(scheduler)``)
             workspace: overrides ``app.roles[0].workspace``
-            parent_run_id: optional parent run id (experiment tracking)
+            parent_run_id: the run this app derives from (experiment tracking; default
+                ``$TORCHX_PARENT_RUN_ID``), injected as ``TORCHX_PARENT_RUN_ID``
         """
         return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
 
@@ -202,7 +211,9 @@ class Runner:
         """Returns what :meth:`run` would submit, without submitting it.
 
         ``print(info)`` shows the scheduler request; ``info.request`` can be changed before
-        :meth:`schedule`.
+        :meth:`schedule`. When trackers are configured (:func:`get_configured_trackers`) or a
+        parent run is given, every role gets the tracking variables ``TORCHX_JOB_ID``,
+        ``TORCHX_TRACKERS``, ``TORCHX_TRACKER_<NAME>_CONFIG`` and ``TORCHX_PARENT_RUN_ID``.
 
         Raises:
             RunnerError: ``app`` is not an AppDef or a role cannot run (no entrypoint, ...).
@@ -219,9 +230,13 @@ class Runner:
             )
         for role in app.roles:
             _check_workspace(role.workspace)
-        if parent_run_id:
-            for role in app.roles:
-                role.env.setdefault("TORCHX_PARENT_RUN_ID", parent_run_id)
+        tracker_env = _tracker_env(scheduler, self._name, parent_run_id)
+        for role in app.roles:
+            for key, value in tracker_env.items():
+                if key == ENV_TORCHX_JOB_ID:
+                    role.env.setdefault(key, value)  # a scheduler's own value is as good
+                else:
+                    role.env[key] = value
         sched = self._scheduler(scheduler)
         dryrun_info = sched.submit_dryrun(app, dict(cfg or {}))
         dryrun_info._scheduler = scheduler
@@ -502,6 +517,91 @@ class Runner:
             f"Runner(name={self._name}, schedulers={self._scheduler_factories},"
             f" apps={self._apps})"
         )
+
+
+ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
+ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
+ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
+
+
+def _tracker_sections() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """``[torchx:tracker]`` (name -> factory) and ``[tracker:<name>]`` sections of .torchxconfig."""
+    from torchx_core.runner.config import load_sections
+
+    return load_sections("torchx").get("tracker", {}), load_sections("tracker")
+
+
+def get_configured_tracker_factories() -> dict[str, str]:
+    """Tracker name -> factory (entry point name or ``module:function``) from ``[torchx:tracker]``.
+
+    Only entries whose factory differs from the name are returned (``fsspec = fsspec`` names the
+    ``fsspec`` entry point by itself).
+    """
+    factories, _ = _tracker_sections()
+    return {n: f.strip() for n, f in factories.items() if f.strip() and f.strip() != n}
+
+
+def get_configured_trackers() -> dict[str, str | None]:
+    """The trackers configured on the launcher side: tracker name -> its config (or None).
+
+    Names are the keys of the ``[torchx:tracker]`` section of ``.torchxconfig`` (or the
+    comma-separated ``$TORCHX_TRACKERS``, which replaces them); each config is ``config`` of the
+    ``[tracker:<name>]`` section (or ``$TORCHX_TRACKER_<NAME>_CONFIG``, which replaces it).
+
+    Raises:
+        TrackerError: a tracker name cannot be an environment variable name part.
+    """
+    from torchx_core.tracker.api import tracker_config_env_var_name
+
+    factories, sections = _tracker_sections()
+    names = list(factories)
+    if ENV_TORCHX_TRACKERS in os.environ:
+        names = [n.strip() for n in os.environ[ENV_TORCHX_TRACKERS].split(",") if n.strip()]
+    _check_tracker_names(names)
+    configured: dict[str, str | None] = {}
+    for name in names:
+        configured[name] = os.environ.get(
+            tracker_config_env_var_name(name), sections.get(name, {}).get("config")
+        )
+    return configured
+
+
+def _check_tracker_names(names: list[str]) -> None:
+    import re
+
+    from torchx_core.tracker.api import TrackerError
+
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+    if bad:
+        raise TrackerError(
+            f"tracker names {bad} are not valid: a tracker name becomes part of environment"
+            " variable names (TORCHX_TRACKER_<NAME>_CONFIG), so use letters, digits and `_`"
+            " (e.g. `my_tracker = my_pkg.tracking:create` in [torchx:tracker])"
+        )
+
+
+def _tracker_env(scheduler: str, session: str, parent_run_id: str | None) -> dict[str, str]:
+    """The tracking variables injected into every role (none when nothing is tracked)."""
+    from torchx_core.specs import macros
+
+    trackers = get_configured_trackers()
+    parent = parent_run_id or os.environ.get(ENV_TORCHX_PARENT_RUN_ID)
+    if not trackers and not parent:
+        return {}
+    from torchx_core.tracker.api import tracker_config_env_var_name, tracker_factory_env_var_name
+
+    env = {ENV_TORCHX_JOB_ID: make_app_handle(scheduler, session, macros.app_id)}
+    if parent:
+        env[ENV_TORCHX_PARENT_RUN_ID] = parent
+    if trackers:
+        env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
+        factories = get_configured_tracker_factories()
+        for name, config in trackers.items():
+            if config:
+                env[tracker_config_env_var_name(name)] = config
+            if name in factories:
+                env[tracker_factory_env_var_name(name)] = factories[name]
+    return env
 
 
 def _check_app(app: AppDef) -> None:
