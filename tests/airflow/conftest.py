@@ -8,6 +8,10 @@ subprocess per run (``dag_runner.py``), against a real Airflow 3 with SQLite in 
 ``AIRFLOW_HOME`` (migrated once per session) and real apps on the local scheduler under a
 temporary ``TORCHX_LOCAL_ROOT``. Every integration test ends by checking that no app it started
 is still running (leftovers are cancelled, then the test fails).
+
+``airflow_deployment`` (session, ``airflow_deployment.py``) is a real deployment (PostgreSQL,
+scheduler, dag-processor, triggerer, api-server) started by ``scripts/services/airflow/start.sh``
+for ``test_airflow_deployment.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
 from airflow_fakes import FakeRunner
 from airflow_harness import AirflowEnv, DagRunResult
 

@@ -1,0 +1,270 @@
+"""The real Airflow deployment of the tests (``scripts/services/airflow``) and a REST client.
+
+:func:`airflow_deployment` (session fixture) starts the deployment with the repository's
+``start.sh`` (PostgreSQL, ``airflow db migrate``, api-server, scheduler with LocalExecutor,
+dag-processor, triggerer, all on loopback) and stops it by PID at the end if this session started
+it. A deployment that cannot start fails the tests (never skips them).
+
+:class:`AirflowDeployment` drives it through the REST API (``/api/v2``): unpause and trigger DAGs,
+read, mark and clear task instances, read XComs and task logs. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SCRIPTS = REPO / "scripts" / "services" / "airflow"
+RUN_DIR = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"))
+STATE_DIR = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"))
+LIVE_DAGS = ("live_dags.py",)
+
+#: Generous bounds: the machine is shared and slow; a wait that runs out fails the test.
+START_TIMEOUT_S = 600
+PARSE_TIMEOUT_S = 180
+TASK_TIMEOUT_S = 300
+
+#: Extra environment of every Airflow process of the test deployment.
+DEPLOYMENT_ENV: dict[str, str] = {}
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5
+) -> Any:
+    """Returns the first truthy ``predicate()``; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (as written by ``start.sh``)."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            env[key] = value
+    return env
+
+
+class AirflowDeployment:
+    """A running deployment: its settings (``airflow.env``), folders and REST API."""
+
+    def __init__(self, home: Path) -> None:
+        self.settings = read_env_file(home / "airflow.env")
+        self.home = home
+        self.url = self.settings["AIRFLOW__API__BASE_URL"].rstrip("/")
+        self.dags = Path(self.settings["AIRFLOW__CORE__DAGS_FOLDER"])
+        self.work = Path(self.settings["TORCHX_AF_WORK"])
+        self.local_root = Path(self.settings["TORCHX_LOCAL_ROOT"])
+
+    # -- processes --------------------------------------------------------------------------
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """An environment for ``airflow`` CLI calls against this deployment."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update(self.settings)
+        env.update(extra)
+        env["PATH"] = f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def cli(
+        self, *args: str, check: bool = True, timeout: float = 300, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs ``airflow <args>`` against this deployment."""
+        proc = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "airflow"), *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    # -- REST -------------------------------------------------------------------------------
+
+    def api(self, method: str, path: str, body: Any = None, *, ok: tuple[int, ...] = (200,)) -> Any:
+        """One REST call (``/api/v2`` + ``path``); returns the decoded JSON answer."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.url}/api/v2{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                status, text = resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode(errors="replace")
+        if status not in ok:
+            raise AssertionError(f"{method} {path} -> HTTP {status}: {text}")
+        return json.loads(text) if text else None
+
+    def wait_parsed(self, dag_id: str) -> None:
+        """Waits until the dag-processor has parsed ``dag_id`` and unpauses it."""
+        wait_until(
+            lambda: self.api("GET", f"/dags/{dag_id}", ok=(200, 404)).get("dag_id") == dag_id,
+            PARSE_TIMEOUT_S,
+            f"the dag-processor to parse {dag_id}",
+            interval=1,
+        )
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+
+    def trigger(self, dag_id: str) -> str:
+        """Creates a DAG run (with a logical date: templates may use it); returns its run id."""
+        self.wait_parsed(dag_id)
+        run_id = f"t{uuid.uuid4().hex[:12]}"
+        now = datetime.now(timezone.utc).isoformat()
+        self.api("POST", f"/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": now})
+        return run_id
+
+    def ti(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        """The task instance (``state``, ``try_number``...)."""
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+
+    def wait_ti(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        states: set[str],
+        *,
+        min_try: int = 1,
+        timeout: float = TASK_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """Waits until the task instance is in one of ``states`` on try ``min_try`` or later."""
+        last: dict[str, Any] = {}
+
+        def reached() -> bool:
+            last.update(self.ti(dag_id, run_id, task_id))
+            return last.get("state") in states and int(last.get("try_number") or 0) >= min_try
+
+        try:
+            wait_until(
+                reached, timeout, f"{dag_id}.{task_id} in {sorted(states)} (try >= {min_try})"
+            )
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}; last seen {last.get('state')} try {last.get('try_number')}:\n"
+                f"{self.task_log(dag_id, run_id, task_id, int(last.get('try_number') or 1))}"
+            ) from None
+        return dict(last)
+
+    def set_ti_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        """Marks a task instance (``failed``/``success``), as a user does in the UI."""
+        self.api(
+            "PATCH",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}",
+            {"new_state": state},
+        )
+
+    def clear_ti(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """Clears a task instance (it runs again as a new try), as a user does in the UI."""
+        self.api(
+            "POST",
+            f"/dags/{dag_id}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": [task_id],
+                "only_failed": False,
+                "reset_dag_runs": True,
+            },
+        )
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
+        """An XCom value (None when absent)."""
+        got = self.api(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
+            ok=(200, 404),
+        )
+        return got.get("value") if got and "value" in got else None
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """The task log of one try, as text."""
+        got = self.api(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}"
+            "?full_content=true",
+            ok=(200, 404),
+        )
+        content = (got or {}).get("content") or []
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            str(c.get("event", "")) if isinstance(c, dict) else str(c) for c in content
+        )
+
+
+def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
+    """Runs ``start.sh``; returns the deployment home and whether this call started it."""
+    pidfile = RUN_DIR / "airflow-api-server.pid"
+
+    def running() -> bool:
+        try:
+            pid = int(pidfile.read_text().strip())
+            return Path(f"/proc/{pid}").exists()
+        except (OSError, ValueError):
+            return False
+
+    before = running()
+    # the unit tests' AIRFLOW_HOME (conftest) must not leak into the deployment
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(extra_env)
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / "start.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"the Airflow deployment did not start (scripts/services/airflow/start.sh exit"
+            f" {proc.returncode}; install with scripts/services/airflow/install.sh):\n"
+            f"{proc.stdout}\n{proc.stderr}"
+        )
+    home = Path(extra_env.get("AIRFLOW_HOME") or STATE_DIR / "airflow")
+    return home, not before and running()
+
+
+@pytest.fixture(scope="session")
+def airflow_deployment() -> Iterator[AirflowDeployment]:
+    """The real deployment, with the live DAGs in its DAGs folder."""
+    home, started = _start(DEPLOYMENT_ENV)
+    dep = AirflowDeployment(home)
+    for name in LIVE_DAGS:
+        shutil.copy(HERE / "dags" / name, dep.dags / name)
+    try:
+        yield dep
+    finally:
+        if started:
+            subprocess.run(
+                ["bash", str(SCRIPTS / "stop.sh")], capture_output=True, timeout=300, check=False
+            )

@@ -1,0 +1,196 @@
+"""The provider on a real Airflow deployment: scheduler (LocalExecutor), dag-processor, triggerer
+and api-server of ``scripts/services/airflow``, driven through the REST API as a user drives it.
+
+DAGs: ``tests/airflow/dags/live_dags.py``. The apps run on the local scheduler under the
+deployment's ``TORCHX_LOCAL_ROOT``; every test checks that no app it started is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow_deployment import AirflowDeployment, wait_until
+
+from torchx_core.specs import AppState, is_terminal
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow]
+
+#: how long an app may take to react to a cancel (SIGTERM, then SIGKILL after its grace)
+CANCEL_TIMEOUT_S = 120
+
+
+class Live:
+    """One test's view of the deployment: REST calls plus the apps of this test."""
+
+    def __init__(self, dep: AirflowDeployment) -> None:
+        self.dep = dep
+        self.work = dep.work
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dep, name)
+
+    def runner(self) -> Any:
+        from torchx_core.runner import get_runner
+
+        return get_runner()
+
+    def apps(self) -> list[Any]:
+        with self.runner() as r:
+            return r.list("local_cwd")
+
+    def status(self, handle: str) -> Any:
+        with self.runner() as r:
+            return r.status(handle)
+
+    def apps_named_like(self, handle: str) -> list[Any]:
+        """Every app with the same (deterministic) name as the app ``handle``."""
+        apps = self.apps()
+        (mine,) = [a for a in apps if a.app_handle == handle]
+        return [a for a in apps if a.name == mine.name]
+
+    def starts(self, run_id: str, name: str) -> int:
+        path = self.work / f"{run_id}.{name}.starts"
+        return path.read_text().count("start") if path.exists() else 0
+
+    def release(self, run_id: str) -> None:
+        (self.work / f"{run_id}.release").touch()
+
+
+@pytest.fixture
+def live(airflow_deployment: AirflowDeployment, monkeypatch: pytest.MonkeyPatch) -> Iterator[Live]:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(airflow_deployment.local_root))
+    lv = Live(airflow_deployment)
+    before = {a.app_handle for a in lv.apps()}
+    yield lv
+    leftovers = [a for a in lv.apps() if a.app_handle not in before and not is_terminal(a.state)]
+    if leftovers:
+        with lv.runner() as r:
+            for a in leftovers:
+                r.cancel(a.app_handle)
+        pytest.fail(f"apps still running after the test: {[a.app_handle for a in leftovers]}")
+
+
+def _live_processes(match: Any) -> list[int]:
+    """PIDs of live (not zombie) processes for which ``match(proc_dir)`` holds."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z" and match(Path(f"/proc/{entry}")):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def app_processes(handle: str) -> list[int]:
+    """Every live process of an app (the local scheduler sets ``TORCHX_JOB_ID=<handle>``)."""
+    marker = f"TORCHX_JOB_ID={handle}".encode()
+    return _live_processes(lambda d: marker in (d / "environ").read_bytes().split(b"\0"))
+
+
+def _handle(live: Live, dag_id: str, run_id: str, task_id: str = "train") -> str:
+    return wait_until(
+        lambda: live.xcom(dag_id, run_id, task_id, "app_handle"),
+        120,
+        f"{dag_id}.{task_id} to push its app_handle",
+    )
+
+
+def _wait_started(live: Live, run_id: str, name: str) -> None:
+    wait_until(
+        lambda: (live.work / f"{run_id}.{name}.pid").exists(), 120, f"the app {name} to start"
+    )
+
+
+def _wait_cancelled(live: Live, handle: str) -> None:
+    wait_until(
+        lambda: getattr(live.status(handle), "state", None) == AppState.CANCELLED,
+        CANCEL_TIMEOUT_S,
+        f"{handle} to be CANCELLED",
+    )
+    wait_until(
+        lambda: app_processes(handle) == [], CANCEL_TIMEOUT_S, f"every process of {handle} to exit"
+    )
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+
+
+def test_deferrable_success(live: Live) -> None:
+    dag = "live_defer_ok"
+    run = live.trigger(dag)
+    live.wait_ti(dag, run, "train", {"deferred"})
+    handle = _handle(live, dag, run)
+    live.release(run)
+    ti = live.wait_ti(dag, run, "train", {"success", "failed"})
+    log = live.task_log(dag, run, "train", 1)
+    assert ti["state"] == "success", log
+    result = live.xcom(dag, run, "train", "return_value")
+    assert result["app_handle"] == handle and result["state"] == "SUCCEEDED"
+    assert [a.app_handle for a in live.apps_named_like(handle)] == [handle]
+    assert live.starts(run, "deferok") == 1
+    assert "Deferring: the triggerer waits for TorchX app" in log
+    # a bounded tail (3 lines) of the app's log after resuming, not a replay
+    assert "deferok-done" in log and "deferok-line-1" not in log
+
+
+def test_mark_failed_of_a_deferred_task_cancels_the_app(live: Live) -> None:
+    dag = "live_mark_failed"
+    run = live.trigger(dag)
+    live.wait_ti(dag, run, "train", {"deferred"})
+    handle = _handle(live, dag, run)
+    _wait_started(live, run, "markfailed-forever")
+    assert app_processes(handle)
+    live.set_ti_state(dag, run, "train", "failed")
+    _wait_cancelled(live, handle)
+    assert live.ti(dag, run, "train")["state"] == "failed"
+    assert len(live.apps_named_like(handle)) == 1
+
+
+def test_sigkill_of_the_task_process_retries_onto_the_same_app(live: Live) -> None:
+    dag = "live_sigkill"
+    run = live.trigger(dag)
+    pid_file = live.work / f"{run}.train.try1.pid"
+    wait_until(pid_file.exists, 180, "the first try to start")
+    handle = _handle(live, dag, run)
+    _wait_started(live, run, "sigkilled")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    live.wait_ti(dag, run, "train", {"running"}, min_try=2)
+    wait_until(
+        lambda: "Reconnecting to existing job" in live.task_log(dag, run, "train", 2),
+        180,
+        "the second try to reattach",
+    )
+    live.release(run)
+    ti = live.wait_ti(dag, run, "train", {"success", "failed"}, min_try=2)
+    log = live.task_log(dag, run, "train", 2)
+    assert ti["state"] == "success" and ti["try_number"] == 2, log
+    assert live.xcom(dag, run, "train", "return_value")["app_handle"] == handle
+    assert [a.app_handle for a in live.apps_named_like(handle)] == [handle]
+    assert live.starts(run, "sigkilled") == 1
+
+
+@pytest.mark.parametrize(
+    ("task_id", "name"),
+    [
+        ("on_worker", "timeout-worker-forever"),
+        ("deferred", "timeout-deferred-forever"),
+    ],
+)
+def test_execution_timeout_cancels_the_app(live: Live, task_id: str, name: str) -> None:
+    dag = "live_timeout"
+    run = live.trigger(dag)
+    handle = _handle(live, dag, run, task_id)
+    _wait_started(live, run, name)
+    ti = live.wait_ti(dag, run, task_id, {"success", "failed"})
+    assert ti["state"] == "failed"
+    _wait_cancelled(live, handle)
+    assert len(live.apps_named_like(handle)) == 1
