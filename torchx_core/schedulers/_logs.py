@@ -1,16 +1,16 @@
-"""Log helpers shared by file-based backends (local, slurm, lsf): read, follow, filter.
+"""Log helpers shared by the backends that read log files themselves (slurm, lsf): reading
+and following a file, and one batched "has the app ended?" check for all followers.
 
-Kept neutral so that no scheduler imports another scheduler's module.
+Kept neutral so that no scheduler imports another scheduler's module. (The local scheduler
+reads its logs with its own ``local/_logio``.)
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
 
 _CHUNK = 1 << 20
 
@@ -61,56 +61,6 @@ def iter_file_lines(
                         yield pending
                 return
             time.sleep(poll_interval)
-
-
-def tail_lines(path: str | os.PathLike[str], n: int) -> list[str]:
-    """Returns the last ``n`` lines of ``path`` reading from the end (cheap on large files)."""
-    if n <= 0:
-        return []
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            end = f.tell()
-            block = 64 * 1024
-            data = b""
-            pos = end
-            while pos > 0 and data.count(b"\n") <= n:
-                step = min(block, pos)
-                pos -= step
-                f.seek(pos)
-                data = f.read(step) + data
-    except FileNotFoundError:
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    return lines[-n:]
-
-
-def filter_lines(
-    lines: Iterable[str],
-    regex: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    timestamp_of: Callable[[str], datetime | None] | None = None,
-) -> Iterable[str]:
-    """Filters ``lines`` by regex and, when ``timestamp_of`` can date a line, by time range.
-
-    Invalid regexes raise ``re.error`` wrapped by the caller; lines without a timestamp pass the
-    time filter.
-    """
-    out: Iterable[str] = lines
-    if regex:
-        pattern = re.compile(regex)
-        out = (line for line in out if pattern.search(line))
-    if (since or until) and timestamp_of is not None:
-
-        def in_range(line: str) -> bool:
-            ts = timestamp_of(line)
-            if ts is None:
-                return True
-            return (since is None or ts >= since) and (until is None or ts <= until)
-
-        out = (line for line in out if in_range(line))
-    return out
 
 
 class SharedEndCheck:

@@ -518,6 +518,27 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     def _cancel_existing(self, app_id: str) -> None:
         self._run(["scancel", app_id], ok=lambda r: "already completing or completed" in r.stderr)
 
+    # -- ownership (the job's Comment) ----------------------------------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        """Records ``owner`` as the job's comment (``scontrol update JobId=<id> Comment=...``).
+
+        False for an unknown or finished job (Slurm refuses to update it).
+        """
+        if not _valid_app_id(app_id):
+            return False
+        result = self._run_cmd(["scontrol", "update", f"JobId={app_id}", f"Comment={owner}"])
+        if result.returncode != 0:
+            logger.warning("cannot record the owner of slurm job %s: %s", app_id,
+                           (result.stderr or result.stdout).strip())
+            return False
+        return True
+
+    def get_owner(self, app_id: str) -> str | None:
+        """The job's comment (set by :meth:`set_owner`) while ``squeue`` still lists the job."""
+        records = self._records([app_id]).get(app_id) or []
+        return records[0].comment or None if records else None
+
 
 # SlurmOpts field -> the run option name TorchX uses for it (sbatch's own spelling)
 _TORCHX_OPT_NAMES = {"mail_user": "mail-user", "mail_type": "mail-type"}

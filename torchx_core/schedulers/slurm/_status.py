@@ -102,6 +102,7 @@ class SlurmJobRecord:
         nodes: the allocated node list.
         work_dir: the job's working directory (the log dir of this scheduler's jobs).
         user: the owner's user name (or uid as a string).
+        comment: the job's comment (where this scheduler records the app's owner).
     """
 
     job_id: str
@@ -117,6 +118,7 @@ class SlurmJobRecord:
     nodes: str = ""
     work_dir: str = ""
     user: str = ""
+    comment: str = ""
 
 
 def _number(value: Any) -> int | None:
@@ -198,6 +200,7 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
                 nodes=str(job.get("nodes") or ""),
                 work_dir=str(job.get("current_working_directory") or ""),
                 user=str(job.get("user_name") or job.get("user_id") or ""),
+                comment=str(job.get("comment") or ""),
             )
         )
     return out

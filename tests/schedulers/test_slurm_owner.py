@@ -1,0 +1,45 @@
+"""The slurm scheduler's owner hooks (the job's Comment) on the real Slurm cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+
+from torchx_core import specs
+from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, create_scheduler
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def sched(slurm_cluster: SlurmCluster) -> Iterator[SlurmScheduler]:  # noqa: F811
+    yield create_scheduler("owner-test")
+
+
+def _role(name: str) -> specs.Role:
+    return specs.Role(name, image="", entrypoint=sys.executable, args=["-c", "import time; time.sleep(120)"],
+                      resource=specs.Resource(cpu=1, gpu=0, memMB=100))
+
+
+@pytest.mark.parametrize("roles", [["worker"], ["trainer", "reader"]], ids=["job", "hetjob"])
+def test_owner_is_kept_by_slurm_for_every_process(sched: SlurmScheduler, tmp_path: Path, roles: list[str]) -> None:
+    app_id = sched.submit(specs.AppDef("owned", roles=[_role(r) for r in roles]), {"job_dir": str(tmp_path)})
+    try:
+        assert sched.get_owner(app_id) is None
+        assert sched.set_owner(app_id, "airflow:dag/task/run/-1#try=1") is True
+        fresh = create_scheduler("another-process")  # nothing cached: read back from Slurm
+        assert fresh.get_owner(app_id) == "airflow:dag/task/run/-1#try=1"
+        assert fresh.set_owner(app_id, "prefect:flow run with spaces#2") is True
+        assert sched.get_owner(app_id) == "prefect:flow run with spaces#2"
+    finally:
+        sched.cancel(app_id)
+
+
+def test_owner_of_an_unknown_job(sched: SlurmScheduler) -> None:
+    assert sched.set_owner("999999", "me") is False
+    assert sched.get_owner("999999") is None
+    assert sched.set_owner("not-an-id", "me") is False
