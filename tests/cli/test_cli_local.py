@@ -198,10 +198,25 @@ def test_runopts_and_configure_for_local(env: dict[str, str], isolated_config: P
 
 def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(env: dict[str, str], isolated_config: Path) -> None:
     import signal
+    import threading
 
     p, handle = _run_sleeper_in_foreground(env, isolated_config)
     try:
-        time.sleep(0.3)  # let the launcher enter its wait
+        # the CLI relays the replicas' output only once it waits on the app: Ctrl-C is sent
+        # when a relayed line shows up, not after a guessed delay
+        assert p.stderr is not None
+        err: list[str] = []
+        relayed = threading.Event()
+
+        def read() -> None:
+            for line in iter(p.stderr.readline, ""):
+                err.append(line)
+                if line.startswith(("sleep/0 started", "sleep/1 started")):
+                    relayed.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        assert relayed.wait(timeout=60), "the CLI never relayed the replicas' output: " + "".join(err)
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=60) == 130
         state = json.loads(torchx(env, "status", handle, "--json").stdout)["state"]

@@ -57,6 +57,12 @@ def test_ctrl_c_cancels_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     code = (
         "import signal, sys, examples.main_job as m\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        # the launcher says when it enters its wait: Ctrl-C is sent then, not after a guessed delay
+        "_wait = m.Runner.wait\n"
+        "def wait(self, *a, **k):\n"
+        "    print('test: launcher waits', flush=True)\n"
+        "    return _wait(self, *a, **k)\n"
+        "m.Runner.wait = wait\n"
         "m.STEPS = 10**12\nsys.exit(m.main([]))\n"
     )
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))  # this process queries it too
@@ -77,9 +83,15 @@ def test_ctrl_c_cancels_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             while (st := runner.status(handle)) is None or st.state.name != "RUNNING":
                 assert time.monotonic() < deadline, st
                 time.sleep(0.05)
-            time.sleep(0.3)  # let the launcher enter its wait
+            # the launcher's own output, in order: once it waits, Ctrl-C must cancel the app
+            seen = [first]
+            while "test: launcher waits\n" not in seen:
+                line = p.stdout.readline()
+                assert line, "the launcher ended before waiting: " + "".join(seen)
+                seen.append(line)
             p.send_signal(signal.SIGINT)
             out, err = p.communicate(timeout=60)
+            out = "".join(seen) + out
             assert p.returncode == 1, out + err
             assert f"interrupted: cancelling {handle}" in out
             assert "State: CANCELLED" in out
