@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast services-install lint bench clean
+.PHONY: venv demo test test-fast services-install lint bench clean kfp-launcher-image
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -42,6 +42,15 @@ test-fast: venv
 
 lint: venv
 	$(VENV)/bin/ruff check torchx_core torchx_airflow torchx_kfp torchx_prefect tests
+
+# The image KFP launcher steps run in (docker/kfp-launcher/); see the README's KFP section.
+# make kfp-launcher-image KFP_LAUNCHER_IMAGE=registry.example.com/ml/torchx-kfp:0.1 [KFP_LAUNCHER_TARGET=slurm]
+KFP_LAUNCHER_IMAGE ?= torchx-kfp-launcher:latest
+KFP_LAUNCHER_TARGET ?= launcher
+KFP_LAUNCHER_EXTRAS ?= kfp,kubernetes,aws
+kfp-launcher-image: $(UV)
+	TARGET=$(KFP_LAUNCHER_TARGET) EXTRAS=$(KFP_LAUNCHER_EXTRAS) UV=$(UV) \
+	  bash docker/kfp-launcher/build.sh $(KFP_LAUNCHER_IMAGE)
 
 bench: venv
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done

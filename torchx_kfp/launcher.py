@@ -72,8 +72,24 @@ logger: logging.Logger = logging.getLogger(__name__)
 # The component function's signature needs kfp's TaskConfig at definition time.
 dsl = import_optional("kfp.dsl", "kfp", "torchx_kfp.launcher")
 
-DEFAULT_BASE_IMAGE = "python:3.11"
-"""Base image of the launcher step; it must have ``torchx-suite[kfp]`` installed."""
+DEFAULT_BASE_IMAGE = "torchx-kfp-launcher:latest"
+"""The launcher steps' image when ``base_image`` is not given (read when a step is defined).
+
+``make kfp-launcher-image`` builds it (``docker/kfp-launcher/Dockerfile``); set this to the
+name you pushed it under to use it for every step defined afterwards::
+
+    torchx_kfp.launcher.DEFAULT_BASE_IMAGE = "registry.example.com/ml/torchx-kfp:0.1"
+"""
+
+
+def _image(base_image: str | None) -> str:
+    image = DEFAULT_BASE_IMAGE if base_image is None else base_image
+    if not isinstance(image, str) or not image:
+        raise InvalidKfpOptionsError(
+            f"base_image must be a non-empty image name (the launcher image, see"
+            f" `make kfp-launcher-image`), got {image!r}"
+        )
+    return image
 
 
 def torchx_launcher(
@@ -161,18 +177,20 @@ def torchx_cancel_job_apps(
     return cancel_job_apps(job_id=job_id, scheduler=scheduler, cfg_json=cfg_json)
 
 
-@functools.cache
-def cancel_component(base_image: str = DEFAULT_BASE_IMAGE) -> Any:
+def cancel_component(base_image: str | None = None) -> Any:
     """Returns the exit-handler KFP component that cancels a job's leftover apps."""
-    if not isinstance(base_image, str) or not base_image:
-        raise InvalidKfpOptionsError(f"base_image must be a non-empty str, got {base_image!r}")
+    return _cancel_component(_image(base_image))
+
+
+@functools.cache
+def _cancel_component(base_image: str) -> Any:
     return dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False)
 
 
 def cancel_apps_on_exit(
     scheduler: str = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
-    base_image: str = DEFAULT_BASE_IMAGE,
+    base_image: str | None = None,
 ) -> Any:
     """Creates an exit-handler task that cancels the apps this pipeline job left running.
 
@@ -186,7 +204,7 @@ def cancel_apps_on_exit(
     Args:
         scheduler: the scheduler the launcher steps run on
         cfg: the scheduler's run config (for listing apps)
-        base_image: the step's image (with ``torchx-suite[kfp]`` installed)
+        base_image: the step's image (default :data:`DEFAULT_BASE_IMAGE`)
     """
     problems = _common_problems(scheduler, cfg)
     if problems:
@@ -202,8 +220,7 @@ def cancel_apps_on_exit(
     return task
 
 
-@functools.cache
-def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: bool = False) -> Any:
+def launcher_component(base_image: str | None = None, pass_resources: bool = False) -> Any:
     """Returns the launcher KFP component (a lightweight Python component).
 
     Args:
@@ -217,8 +234,11 @@ def launcher_component(base_image: str = DEFAULT_BASE_IMAGE, pass_resources: boo
     Raises:
         MissingDependencyError: kfp is not installed
     """
-    if not isinstance(base_image, str) or not base_image:
-        raise InvalidKfpOptionsError(f"base_image must be a non-empty str, got {base_image!r}")
+    return _launcher_component(_image(base_image), pass_resources)
+
+
+@functools.cache
+def _launcher_component(base_image: str, pass_resources: bool) -> Any:
     passthroughs = [dsl.TaskConfigField.RESOURCES] if pass_resources else None
     return dsl.component(
         torchx_launcher,
@@ -305,7 +325,7 @@ def launch(
     scheduler: str = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
     env: Mapping[str, Any] | None = None,
-    base_image: str = DEFAULT_BASE_IMAGE,
+    base_image: str | None = None,
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     retries: int = 0,
@@ -327,7 +347,9 @@ def launch(
         cfg: the scheduler's run config (JSON-serializable)
         env: environment variables added to every role of the app; values may be upstream
             outputs (``{"UPSTREAM": first.outputs["app_handle"]}``)
-        base_image: the launcher step's image (with ``torchx-suite[kfp]`` installed)
+        base_image: the launcher step's image, with ``torchx-suite[kfp]`` and the scheduler's
+            extras installed (default :data:`DEFAULT_BASE_IMAGE`; see ``make
+            kfp-launcher-image``)
         wait_interval: seconds between status polls
         unknown_state_timeout: seconds an UNKNOWN app is tolerated
         retries: KFP retries of the step (default 0: ``Role.max_retries`` already retries

@@ -56,7 +56,7 @@ def test_launch_compiles_a_lightweight_step(tmp_path: Path) -> None:
     assert task["taskInfo"]["name"] == "ddp"
     (executor,) = spec["deploymentSpec"]["executors"].values()
     container = executor["container"]
-    assert container["image"] == "python:3.11"
+    assert container["image"] == "torchx-kfp-launcher:latest"  # what `make kfp-launcher-image` builds
     shipped = "\n".join(container["command"])
     assert "def torchx_launcher(" in shipped
     assert "from torchx_kfp.runtime import run_launcher" in shipped
@@ -224,6 +224,23 @@ def test_cancel_apps_on_exit_validates(kwargs: dict[str, Any], message: str) -> 
 
     with pytest.raises(InvalidKfpOptionsError, match=message):
         cancel_apps_on_exit(**kwargs)
+
+
+def test_module_default_base_image_applies_to_steps_defined_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torchx_kfp.launcher
+
+    monkeypatch.setattr(torchx_kfp.launcher, "DEFAULT_BASE_IMAGE", "registry.example.com/tx:7")
+
+    @dsl.pipeline(name="default-image")
+    def pipeline() -> None:
+        launch(_app())
+        launch(_app(), base_image="ghcr.io/acme/other:1")
+
+    images = {e["container"]["image"]
+              for e in _compile(pipeline, tmp_path)["deploymentSpec"]["executors"].values()}
+    assert images == {"registry.example.com/tx:7", "ghcr.io/acme/other:1"}
 
 
 def test_launcher_base_image_is_validated() -> None:

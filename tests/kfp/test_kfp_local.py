@@ -343,20 +343,6 @@ def test_sigterm_on_a_kfp_local_step_cancels_the_app_and_leaves_no_process(
     assert processes_in_session(driver.pid) == []
 
 
-def test_resources_asked_on_the_task_reach_the_app(local_apps: Path, tmp_path: Path) -> None:
-    from torchx_kfp.launcher import torchx_launcher
-
-    app_json = json.dumps(make_app("kfpres", tmp_path / "res", replicas=1).to_dict())
-    task_config = dsl.TaskConfig(resources={"limits": {"cpu": "3", "memory": "768Mi"}})
-    result = torchx_launcher(app_json=app_json, wait_interval=0.1, pass_resources=True,
-                             task_config=task_config)
-    with get_runner() as runner:
-        described = runner.describe(result.app_handle)
-    assert described is not None
-    res = described.roles[0].resource
-    assert (res.cpu, res.memMB) == (3, 768)
-
-
 def test_exit_handler_step_cancels_apps_left_running(local_apps: Path, tmp_path: Path) -> None:
     """The exit-handler function cancels a job's running apps (kfp.local does not run
     ``dsl.ExitHandler`` pipelines, so the component's function is called directly)."""

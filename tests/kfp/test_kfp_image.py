@@ -1,0 +1,144 @@
+"""The launcher image (docker/kfp-launcher/Dockerfile), built offline, runs a real launcher step.
+
+Set-up (`scripts/services/kfp-image/install.sh`, run by `make services-install`) prepares a
+Debian bookworm root filesystem made with debootstrap and every locked dependency of
+``torchx-suite[kfp]`` as a wheel. This module, without any network, imports the rootfs into the
+local Docker engine, builds the image with ``docker/kfp-launcher/build.sh`` (the script behind
+``make kfp-launcher-image``) from our wheel (built from the working tree) and those wheels only
+(``pip --no-index``), then runs pipelines whose launcher step executes inside the image with
+``kfp.local.DockerRunner`` (container network ``none``) and launches a real app on the local
+scheduler inside the container. Image names are unique per session and removed at its end.
+Cost: ~1-2 min per session on 2 cores (import ~15 s, build ~40-80 s), each step ~5-10 s.
+"""
+
+# No `from __future__ import annotations`: KFP reads pipeline annotations as objects.
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from torchx_core import specs
+from torchx_kfp import launch
+
+pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.docker]
+
+REPO = Path(__file__).resolve().parents[2]
+PREPARED = Path(os.environ.get("KFP_IMAGE_DIR",
+                               os.path.join(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"),
+                                            "kfp-image")))
+DOCKER = os.environ.get("DOCKER", "docker")
+
+
+def _docker(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.CompletedProcess:
+    proc = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False, **kwargs)  # type: ignore[call-overload]
+    assert proc.returncode == 0, f"docker {' '.join(args[:2])} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="session")
+def launcher_image() -> Iterator[str]:
+    """The launcher image, built offline from the prepared rootfs and wheels (removed after)."""
+    rootfs, wheels = PREPARED / "rootfs.tar", PREPARED / "wheels"
+    if not rootfs.is_file() or not (wheels / ".complete").is_file():
+        pytest.fail(
+            f"the launcher-image test needs {rootfs} and {wheels}/ prepared at set-up time: run"
+            " `bash scripts/services/kfp-image/install.sh` (it downloads from Debian's mirror"
+            " and PyPI; the test itself never does)"
+        )
+    subprocess.run(["bash", str(REPO / "scripts/services/docker/start.sh")], check=True,
+                   capture_output=True, timeout=600)
+    tag = uuid.uuid4().hex[:10]
+    base, image = f"torchx-kfp-test-base:{tag}", f"torchx-kfp-test-launcher:{tag}"
+    _docker("import", "--change", 'CMD ["/bin/bash"]', str(rootfs), base)
+    try:
+        env = {**os.environ, "BASE_IMAGE": base, "EXTRAS": "kfp", "EXTRA_WHEELS": str(wheels),
+               "PIP_OPTIONS": "--no-index", "UV_OFFLINE": "1", "DOCKER": DOCKER}
+        build = subprocess.run(["bash", str(REPO / "docker/kfp-launcher/build.sh"), image],
+                               env=env, capture_output=True, text=True, timeout=1200, check=False)
+        assert build.returncode == 0, f"image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
+        yield image
+    finally:
+        subprocess.run([DOCKER, "rmi", "-f", image, base], capture_output=True, check=False,
+                       timeout=300)
+
+
+@pytest.fixture
+def kfp_docker(launcher_image: str, tmp_path: Path) -> Iterator[Path]:
+    """kfp.local with the DockerRunner: each step is a container of the launcher image."""
+    import kfp.local
+
+    root = tmp_path / "pipeline-root"
+    root.mkdir()
+    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="none"), pipeline_root=str(root))
+    yield root
+
+
+REPLICA = (
+    "import sys, torchx_kfp; print('replica', sys.argv[1], 'python', sys.executable,"
+    " 'torchx_kfp', torchx_kfp.__file__, flush=True); sys.exit(int(sys.argv[2]))"
+)
+
+
+def _app(name: str, replicas: int, exit_code: int = 0) -> specs.AppDef:
+    return specs.AppDef(
+        name=name,
+        roles=[specs.Role("worker", image="/tmp", entrypoint="python3",
+                          args=["-c", REPLICA, specs.macros.replica_id, str(exit_code)],
+                          num_replicas=replicas)],
+    )
+
+
+def test_image_holds_kfp_and_torchx_suite_in_its_venv(launcher_image: str) -> None:
+    probe = ("import sys, kfp, torchx_kfp; print(sys.version_info[:2], kfp.__version__,"
+             " torchx_kfp.__file__)")
+    out = _docker("run", "--rm", "--network", "none", launcher_image, "python3", "-c", probe,
+                  timeout=300).stdout
+    assert "(3, 11)" in out  # Debian bookworm's python3
+    assert "2.16" in out
+    assert "/opt/torchx/lib/python3.11/site-packages/torchx_kfp/__init__.py" in out
+
+
+def test_launcher_step_runs_in_the_image_and_launches_a_real_app(
+    kfp_docker: Path, launcher_image: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    app = _app("kfpimage", replicas=2)
+
+    @dsl.pipeline(name="kfp-in-image")
+    def pipeline() -> str:
+        step = launch(app, scheduler="local_cwd", base_image=launcher_image, wait_interval=0.2)
+        return step.outputs["status_json"]
+
+    status = json.loads(pipeline().output)
+    assert status["state"] == "SUCCEEDED"
+    assert [r["role"] for r in status["roles"]] == ["worker"]
+    out = capfd.readouterr().out
+    assert f"Found image '{launcher_image}'" in out  # kfp.local used the local image, no pull
+    venv_python = "python /opt/torchx/bin/python3"
+    image_pkg = "torchx_kfp /opt/torchx/lib/python3.11/site-packages/torchx_kfp/__init__.py"
+    for k in (0, 1):  # both replicas ran inside the image; their logs reached the step log
+        assert f"[worker/{k}] replica {k} {venv_python} {image_pkg}" in out
+
+
+def test_failed_app_fails_the_step_in_the_image(
+    kfp_docker: Path, launcher_image: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    app = _app("kfpimagefail", replicas=1, exit_code=7)
+
+    @dsl.pipeline(name="kfp-in-image-fail")
+    def pipeline() -> None:
+        launch(app, scheduler="local_cwd", base_image=launcher_image, wait_interval=0.2)
+
+    with pytest.raises(RuntimeError, match=r"finished with status \S*FAILURE"):
+        pipeline()
+    out = capfd.readouterr().out
+    assert "[worker/0] replica 0" in out
+    assert "ended FAILED" in out
+    assert '"exit_code": 7' in out
+
