@@ -34,15 +34,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from torchx_core import specs  # noqa: E402
-from torchx_core.runner import get_runner, status_watch  # noqa: E402
+import logging
 
-import logging  # noqa: E402
+from torchx_core import specs
+from torchx_core.runner import get_runner, status_watch
 
 logging.getLogger("botocore").setLevel(logging.WARNING)
 
@@ -59,7 +59,7 @@ def _cpu() -> float:
 
 class Backend:
     scheduler = ""
-    cfg: dict[str, Any] = {}
+    cfg: ClassVar[dict[str, Any]] = {}
     unit = "calls"
 
     def start(self) -> None: ...
