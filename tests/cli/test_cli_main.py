@@ -126,27 +126,32 @@ def test_component_help_comes_from_docstring(fake_plugin: JobTable, capsys: pyte
 
 
 @pytest.mark.parametrize(
-    "argv,needle",
+    "argv,needle,code",
     [
-        (["run", "-s", "fake", "utils.ech"], "utils.echo"),  # suggestion
-        (["run", "-s", "fake", "utils.echo", "--nope", "1"], "--nope"),
-        (["run", "-s", "fake", "-cfg", "priority=high", "utils.echo"], "priority"),
-        (["run", "-s", "nosuch", "utils.echo"], "local_cwd"),
-        (["run", "-s", "fake"], "no component given"),
-        (["run", "-s", "fake", "utils.echo", "--msg", "a", "--msg", "b"], "more than once"),
-        (["status", "not-a-handle"], "<scheduler_backend>://"),
-        (["status", "fake://torchx/missing"], "does not exist"),
-        (["log", "fake://torchx/missing"], "Unknown app"),
-        (["describe", "fake://torchx/missing"], "does not exist"),
-        (["runopts", "nosuch"], "does not exist"),
-        (["configure", "--print", "-s", "nosuch"], "does not exist"),
+        (["run", "-s", "fake", "utils.ech"], "utils.echo", 1),  # suggestion; TorchX: 1
+        # bad command-line arguments exit 2, as argparse and TorchX 0.7.0 do
+        (["run", "-s", "fake", "utils.echo", "--nope", "1"], "--nope", 2),
+        (["run", "-s", "fake", "-cfg", "priority=high", "utils.echo"], "priority", 1),
+        (["run", "-s", "nosuch", "utils.echo"], "local_cwd", 2),
+        (["run", "-s", "fake"], "no component given", 2),
+        (["run", "-s", "fake", "utils.echo", "--msg", "a", "--msg", "b"], "more than once", 2),
+        (["status", "not-a-handle"], "<scheduler_backend>://", 1),
+        (["status", "fake://torchx/missing"], "does not exist", 1),
+        (["log", "fake://torchx/missing"], "Unknown app", 1),
+        (["describe", "fake://torchx/missing"], "does not exist", 1),
+        (["runopts", "nosuch"], "does not exist", 2),
+        (["configure", "--print", "-s", "nosuch"], "does not exist", 2),
     ],
 )
 def test_bad_input_is_a_clear_error_not_a_traceback(
-    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+    fake_plugin: JobTable,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    needle: str,
+    code: int,
 ) -> None:
     rc, _, err = cli(capsys, *argv)
-    assert rc == 1
+    assert rc == code
     assert needle in err
     assert "Traceback" not in err
 
@@ -251,8 +256,23 @@ def test_builtins_runopts_schedulers_configure(
     assert "[fake]" in out and "queue = default" in out
     assert cli(capsys, "configure", "-s", "fake", "--all")[0] == 0
     assert "[fake]" in (isolated_config / ".torchxconfig").read_text()
-    rc, _, err = cli(capsys, "configure", "-s", "fake")
-    assert rc == 1 and "--force" in err
+
+
+def test_configure_behaves_as_torchx(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    """TorchX 0.7.0: `-a` = `--all` (optional run options too), every registered scheduler by
+    default, and an existing .torchxconfig is overwritten (we also keep it as .bak)."""
+    config = isolated_config / ".torchxconfig"
+    config.write_text("[local_cwd]\nlog_dir = mine\n")
+    assert cli(capsys, "configure")[0] == 0
+    text = config.read_text()
+    for name in ("local_cwd", "slurm", "kubernetes", "fake"):
+        assert f"[{name}]" in text
+    assert "queue = default" not in text  # optional options only with -a
+    assert (isolated_config / ".torchxconfig.bak").read_text() == "[local_cwd]\nlog_dir = mine\n"
+    assert cli(capsys, "configure", "-a", "-s", "fake")[0] == 0
+    assert "queue = default" in config.read_text() and "[slurm]" not in config.read_text()
 
 
 def test_parse_component_and_args() -> None:
@@ -339,6 +359,60 @@ def test_plugin_subcommand_from_entry_point(
     monkeypatch.syspath_prepend(str(site))
     rc, out, _ = cli(capsys, "hello", "--who", "you")
     assert rc == 0 and out == "hello you\n"
+    rc, out, _ = cli(capsys, "--help")
+    assert rc == 0 and "says hello (plugin)" in out and "run" in out
+
+
+def test_plugin_subcommand_replaces_a_builtin_and_broken_one_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TorchX: `torchx.cli.cmds` entry points take priority over the built-in subcommands."""
+    from fake_scheduler import write_plugin_dist
+
+    from torchx_core.cli.cmd_base import SubCommand
+    from torchx_core.cli.main import get_default_sub_cmds, get_sub_cmds
+
+    site = tmp_path / "cmdsite2"
+    write_plugin_dist(
+        site,
+        "[torchx.cli.cmds]\nstatus = my_status_mod:MyStatus\nbadcmd = no_such_cmd_mod:Cmd\n",
+        name="status_plugin",
+    )
+    (site / "my_status_mod.py").write_text(
+        "from torchx_core.cli.cmd_base import SubCommand\n"
+        "class MyStatus(SubCommand):\n"
+        '    """our own status"""\n'
+        "    def add_arguments(self, p):\n        p.add_argument('handle')\n"
+        "    def run(self, args):\n        print('custom', args.handle)\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    rc, out, _ = cli(capsys, "status", "x://y/z")
+    assert rc == 0 and out == "custom x://y/z\n"
+    rc, out, _ = cli(capsys, "--help")
+    assert rc == 0
+    assert "our own status (replaces the built-in)" in out
+    assert "badcmd" in out and "BROKEN" in out and "no_such_cmd_mod" in out
+    rc, out, _ = cli(capsys, "list", "-s", "local_cwd")  # the broken plugin breaks nothing else
+    assert rc == 0
+    assert isinstance(get_sub_cmds()["status"], SubCommand)
+    assert type(get_sub_cmds()["status"]).__name__ == "MyStatus"
+    assert type(get_default_sub_cmds()["status"]).__name__ == "CmdStatus"
+
+
+def test_broken_plugin_for_a_builtin_name_falls_back_to_the_builtin(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from fake_scheduler import write_plugin_dist
+
+    site = tmp_path / "cmdsite3"
+    write_plugin_dist(site, "[torchx.cli.cmds]\nbuiltins = gone_mod:Cmd\n", name="gone_plugin")
+    monkeypatch.syspath_prepend(str(site))
+    rc, out, _ = cli(capsys, "builtins")
+    assert rc == 0 and "utils.echo" in out
+    assert "`builtins` command plugin failed to load" in caplog.text
 
 
 def test_cancel_and_delete_say_what_they_did(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:

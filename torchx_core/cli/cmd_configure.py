@@ -1,4 +1,9 @@
-"""``torchx configure [-s a,b] [--all] [--print]``: write a ``.torchxconfig`` template."""
+"""``torchx configure [-s a,b] [-a] [--print]``: write a ``.torchxconfig`` template.
+
+As TorchX: every registered scheduler unless ``-s`` names some, required run options only
+unless ``-a/--all``, and an existing ``./.torchxconfig`` is overwritten (we keep the previous
+one as ``.torchxconfig.bak``).
+"""
 
 from __future__ import annotations
 
@@ -19,25 +24,25 @@ class CmdConfigure(SubCommand):
         subparser.add_argument(
             "-s",
             "--schedulers",
-            default="local_cwd",
-            help="comma separated schedulers to write sections for (default: %(default)s);"
-            " `all` for every registered scheduler",
+            default=None,
+            help="comma separated schedulers to write sections for (default: every registered"
+            " scheduler)",
         )
         subparser.add_argument(
-            "--all", action="store_true", help="write every run option, not only the required ones"
+            "-a",
+            "--all",
+            action="store_true",
+            help="write every run option, not only the required ones",
         )
         subparser.add_argument(
             "--print", action="store_true", help="print the config instead of writing it"
-        )
-        subparser.add_argument(
-            "--force", action="store_true", help="overwrite an existing ./.torchxconfig"
         )
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.runner.config import CONFIG_FILE, ConfigError, dump
 
         schedulers = None
-        if args.schedulers != "all":
+        if args.schedulers is not None and args.schedulers != "all":
             schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
         if schedulers is not None:
             from torchx_core.schedulers import get_scheduler_factory
@@ -53,12 +58,9 @@ class CmdConfigure(SubCommand):
             dump(sys.stdout, schedulers, required_only=not args.all)
             return 0
         path = os.path.join(os.getcwd(), CONFIG_FILE)
-        if os.path.exists(path) and not args.force:
-            logger.error(
-                "%s already exists; pass --force to overwrite it or --print to see the template",
-                path,
-            )
-            return 1
+        if os.path.exists(path):
+            os.replace(path, path + ".bak")
+            logger.info("kept the previous %s as %s.bak", path, path)
         with open(path, "w", encoding="utf-8") as f:
             dump(f, schedulers, required_only=not args.all)
         logger.info("wrote %s", path)

@@ -1,11 +1,16 @@
 """``torchx``: the command line entry point.
 
 Subcommands live in one module each (``cmd_<name>.py``) and only the one being run is imported;
-``torchx --help`` imports none. Plugins can add subcommands through the ``torchx.cli.cmds``
-entry point group (scanned only for a name that is not built in).
+``torchx --help`` imports none. Plugins add or replace subcommands through the
+``torchx.cli.cmds`` entry point group (``name = "pkg.module:CmdClass"``, a
+:class:`~torchx_core.cli.cmd_base.SubCommand` subclass); ``--help`` lists them, and a plugin that
+fails to load is reported, never fatal. Running a built-in costs one cheap look at the declared
+entry point names, no plugin import.
 
 Errors from torchx-suite (:class:`~torchx_core.specs.TorchXError`) are printed as one clear
-message with exit code 1, never as a traceback (``--log_level DEBUG`` shows the traceback).
+message, never as a traceback (``--log_level DEBUG`` shows the traceback). Exit codes: 2 for bad
+command-line arguments (argparse's, an unknown scheduler, a bad component argument; as TorchX),
+1 for any other error.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["create_parser", "main", "run_main"]
+__all__ = ["create_parser", "get_default_sub_cmds", "get_sub_cmds", "main", "run_main"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -36,6 +41,11 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "schedulers": ("cmd_schedulers", "CmdSchedulers", "list the registered schedulers"),
     "tracker": ("cmd_tracker", "CmdTracker", "list the jobs, metadata and artifacts of trackers"),
 }
+
+#: entry point group of subcommand plugins: ``name = "pkg.module:SubCommandClass"``
+CMDS_GROUP = "torchx.cli.cmds"
+
+sub_parser_description = "e.g. `torchx run -s local_cwd utils.echo --msg hi`"
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -88,29 +98,76 @@ def _find_subcommand(argv: Sequence[str]) -> str | None:
 
 
 def _load_command(name: str) -> Any | None:
-    """Imports and instantiates subcommand ``name`` (built-in or plugin); None if unknown."""
+    """Imports and instantiates subcommand ``name`` (plugin or built-in); None if unknown.
+
+    A ``torchx.cli.cmds`` plugin of the same name replaces the built-in. A plugin that fails
+    to load is reported; a built-in of that name then runs instead.
+    """
+    from torchx_core.util.entrypoints import declared_names
+
+    if name in declared_names(CMDS_GROUP):
+        plugins, broken = _plugin_commands()
+        if name in plugins:
+            return plugins[name]()
+        logger.warning(
+            "the `%s` command plugin failed to load and is skipped: %s", name, broken.get(name)
+        )
     entry = SUBCOMMANDS.get(name)
-    if entry is not None:
-        import importlib
+    if entry is None:
+        return None
+    import importlib
 
-        module = importlib.import_module(f"torchx_core.cli.{entry[0]}")
-        return getattr(module, entry[1])()
-    plugins = _plugin_commands()
-    if name in plugins:
-        return plugins[name]()
-    return None
+    module = importlib.import_module(f"torchx_core.cli.{entry[0]}")
+    return getattr(module, entry[1])()
 
 
-def _plugin_commands() -> dict[str, Any]:
-    from importlib.metadata import entry_points
+def _plugin_commands() -> tuple[dict[str, Any], dict[str, str]]:
+    """The ``torchx.cli.cmds`` plugins: (name -> command class, name -> load error)."""
+    from torchx_core.util.entrypoints import entry_points
 
     found: dict[str, Any] = {}
-    for ep in entry_points(group="torchx.cli.cmds"):
+    broken: dict[str, str] = {}
+    for ep in entry_points(CMDS_GROUP):
         try:
             found[ep.name] = ep.load()
         except Exception as e:  # noqa: BLE001 - a broken plugin must not break the CLI
+            broken[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
             logger.warning("CLI plugin `%s = %s` failed to load: %s", ep.name, ep.value, e)
-    return found
+    return found, broken
+
+
+def _help_of(cls: Any) -> str:
+    text = getattr(cls, "help", "") or (getattr(cls, "__doc__", "") or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _listed_commands() -> dict[str, str]:
+    """Every subcommand for ``--help``: name -> one-line help (plugins included, and marked)."""
+    names = {n: h for n, (_, _, h) in SUBCOMMANDS.items()}
+    plugins, broken = _plugin_commands()
+    for name, cls in plugins.items():
+        verb = "replaces the built-in" if name in names else "plugin"
+        names[name] = f"{_help_of(cls)} ({verb})".strip()
+    for name, error in broken.items():
+        names[name] = f"BROKEN plugin, not available: {error}"
+    return names
+
+
+def get_default_sub_cmds() -> dict[str, Any]:
+    """The built-in subcommands, instantiated: name -> SubCommand."""
+    import importlib
+
+    return {
+        name: getattr(importlib.import_module(f"torchx_core.cli.{mod}"), cls)()
+        for name, (mod, cls, _) in SUBCOMMANDS.items()
+    }
+
+
+def get_sub_cmds() -> dict[str, Any]:
+    """Built-in subcommands plus ``torchx.cli.cmds`` plugins (a plugin replaces a built-in)."""
+    cmds = get_default_sub_cmds()
+    cmds.update({name: cls() for name, cls in _plugin_commands()[0].items()})
+    return cmds
 
 
 def create_parser(selected: str | None = None, command: Any | None = None) -> argparse.ArgumentParser:
@@ -128,12 +185,17 @@ def create_parser(selected: str | None = None, command: Any | None = None) -> ar
         " default $LOGLEVEL or INFO",
     )
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="<subcommand>")
+    sub = parser.add_subparsers(
+        title="subcommands",
+        description=sub_parser_description,
+        dest="subcommand",
+        metavar="<subcommand>",
+    )
     if command is not None and selected is not None:
         # only the subcommand being run needs a parser (its name is already known to be valid)
-        names = {selected: getattr(command, "help", "") or SUBCOMMANDS.get(selected, ("", "", ""))[2]}
+        names = {selected: _help_of(command) or SUBCOMMANDS.get(selected, ("", "", ""))[2]}
     else:
-        names = {n: h for n, (_, _, h) in SUBCOMMANDS.items()}
+        names = _listed_commands()
     for name, help_text in names.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         if name == selected and command is not None:
@@ -196,10 +258,19 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from torchx_core.specs.errors import TorchXError
+    from torchx_core.specs.errors import (
+        ComponentArgumentError,
+        TorchXError,
+        UnknownSchedulerException,
+    )
 
     try:
         rc = args.func(args)
+    except (ComponentArgumentError, UnknownSchedulerException) as e:
+        # bad command-line arguments: exit 2 like argparse (and TorchX)
+        logger.debug("error details", exc_info=True)
+        logger.error("%s", e)
+        return 2
     except TorchXError as e:
         logger.debug("error details", exc_info=True)
         logger.error("%s", e)
