@@ -14,7 +14,9 @@ import sys
 
 import pytest
 
-HEAVY = ("kubernetes", "boto3", "botocore", "docker", "ray", "airflow", "kfp", "prefect", "torch")
+HEAVY = (
+    "kubernetes", "boto3", "botocore", "docker", "ray", "airflow", "kfp", "prefect", "torch", "mlflow",
+)
 SPECS_FORBIDDEN = (*HEAVY, "yaml", "fsspec")
 
 # module -> what it must not import
@@ -26,6 +28,10 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "torchx_core.specs.register": SPECS_FORBIDDEN,
     "torchx_core.plugins": SPECS_FORBIDDEN,
     "torchx_core.cli.main": HEAVY,
+    # job-side helpers: torch and the tracking services load only when used
+    "torchx_core.tracker": (*HEAVY, "fsspec", "mlflow"),
+    "torchx_core.distributed": HEAVY,
+    "torchx_core.runtime.tracking": (*HEAVY, "fsspec"),
 }
 
 

@@ -96,10 +96,32 @@ TRAIN = textwrap.dedent(
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    import torchx_core.distributed as tdist
+    from torchx_core.runtime.tracking import FsspecResultTracker
+
+    # before the process group: the helpers read torchrun's environment, without torch
+    env_view = (tdist.rank(), tdist.world_size(), tdist.local_rank(), tdist.is_local_rank0())
+    device = tdist.init_pg("gloo")
+    rank, world = tdist.rank(), tdist.world_size()
+    out = os.environ["RESULTS_DIR"]
+    node = os.environ["TORCHX_REPLICA_IDX"]
+    # rank 0 prepares the "dataset" first; every other rank reads it complete
+    with tdist.on_rank0_first():
+        path = os.path.join(out, "dataset.txt")
+        if tdist.is_rank0():
+            with open(path + ".part", "w") as f:
+                f.write("\\n".join(str(i) for i in range(1000)))
+            os.rename(path + ".part", path)
+        saw_dataset = os.path.exists(path)
+    # each node's local rank 0 prepares a node-local file first
+    with tdist.on_local_rank0_first():
+        node_file = os.path.join(out, f"node{node}.txt")
+        if tdist.is_local_rank0():
+            with open(node_file, "w") as f:
+                f.write(f"prepared by rank {rank}")
+        saw_node_file = os.path.exists(node_file)
     torch.manual_seed(0)
-    model = DDP(torch.nn.Linear(4, 1))
+    model = DDP(torch.nn.Linear(4, 1).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(64, 4, generator=g)
@@ -116,7 +138,13 @@ TRAIN = textwrap.dedent(
     ws = [torch.zeros_like(w) for _ in range(world)]
     dist.all_gather(ws, w)
     same = all(torch.allclose(w, o) for o in ws)
-    print(f"rank={rank} world_size={world} node={os.environ.get('TORCHX_REPLICA_IDX')}"
+    FsspecResultTracker(out)[f"rank{rank}"] = {
+        "env_rank": env_view[0], "env_world": env_view[1], "local_rank": env_view[2],
+        "local_rank0": str(env_view[3]), "device": str(device), "node": node,
+        "saw_dataset": str(saw_dataset), "saw_node_file": str(saw_node_file),
+        "last_loss": losses[-1],
+    }
+    print(f"rank={rank} world_size={world} node={node}"
           f" first_loss={losses[0]:.4f} last_loss={losses[-1]:.4f} in_sync={same}", flush=True)
     dist.destroy_process_group()
     """
@@ -124,23 +152,43 @@ TRAIN = textwrap.dedent(
 
 
 def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> None:
+    """A real 2 nodes x 2 procs DDP job using torchx_core.distributed and runtime.tracking."""
+    from torchx_core.runtime.tracking import FsspecResultTracker
+
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    app = ddp(script=str(script), j="2x2", rdzv_port=_free_port(), env={"OMP_NUM_THREADS": "1"})
+    results = tmp_path / "results"
+    results.mkdir()
+    env = {"OMP_NUM_THREADS": "1", "RESULTS_DIR": str(results)}
+    app = ddp(script=str(script), j="2x2", rdzv_port=_free_port(), env=env)
     handle = runner.run(app, "local_cwd")
     st = runner.wait(handle, wait_interval=0.2, timeout=300)
     logs = {k: "".join(runner.log_lines(handle, "train", k)) for k in range(2)}
     assert st is not None and st.state == AppState.SUCCEEDED, (st, logs)
-    results = [line for text in logs.values() for line in text.splitlines() if "world_size=" in line]
-    assert len(results) == 4, logs
-    ranks = sorted(int(line.split("rank=")[1].split()[0]) for line in results)
+    results_lines = [line for text in logs.values() for line in text.splitlines() if "world_size=" in line]
+    assert len(results_lines) == 4, logs
+    ranks = sorted(int(line.split("rank=")[1].split()[0]) for line in results_lines)
     assert ranks == [0, 1, 2, 3]
-    for line in results:
+    for line in results_lines:
         fields = dict(part.split("=") for part in line.split("]")[-1].split() if "=" in part)
         assert fields["world_size"] == "4"
         assert fields["in_sync"] == "True"
         assert float(fields["last_loss"]) < float(fields["first_loss"]) / 10
     assert parse_app_handle(handle).app_id.startswith("train-")
+    # what each rank recorded through FsspecResultTracker, read back by key
+    tracker = FsspecResultTracker(str(results))
+    recorded = {r: tracker[f"rank{r}"] for r in range(4)}
+    assert tracker["rank4"] == {}
+    for r, res in recorded.items():
+        assert (res["env_rank"], res["env_world"]) == (r, 4)
+        assert res["device"] == "cpu"
+        assert res["saw_dataset"] == "True" and res["saw_node_file"] == "True"
+        assert res["local_rank0"] == str(res["local_rank"] == 0)
+    assert sorted((res["node"], res["local_rank"]) for res in recorded.values()) == [
+        ("0", 0), ("0", 1), ("1", 0), ("1", 1)
+    ]
+    assert (results / "dataset.txt").read_text().count("\n") == 999
+    assert sorted(p.name for p in results.glob("node*.txt")) == ["node0.txt", "node1.txt"]
 
 
 def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path) -> None:
