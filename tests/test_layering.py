@@ -1,4 +1,4 @@
-"""Enforces the one-way layering of DESIGN.md by scanning every import statement (AST).
+"""Enforces the one-way layering of ARCHITECTURE.md by scanning every import statement (AST).
 
 ``specs`` <- ``schedulers`` <- ``runner`` <- ``cli`` / ``components``; the adapters
 (``torchx_airflow``, ``torchx_kfp``, ``torchx_prefect``) use only the public
@@ -150,7 +150,7 @@ def violations() -> list[str]:
 
 def test_layering_rules_hold() -> None:
     problems = violations()
-    assert not problems, "layering violations (see DESIGN.md):\n" + "\n".join(problems)
+    assert not problems, "layering violations (see ARCHITECTURE.md):\n" + "\n".join(problems)
 
 
 def test_scan_sees_the_packages() -> None:
