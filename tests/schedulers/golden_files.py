@@ -8,7 +8,8 @@ To regenerate after an intended change, run the test with ``UPDATE_GOLDEN=1``, e
 
     UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/schedulers/test_docker_scheduler.py -k golden
 
-and review the diff (``git diff tests/schedulers/golden``) before committing.
+and review the diff (``git diff tests/schedulers/golden``) before committing. Under CI (``CI`` set)
+``UPDATE_GOLDEN=1`` is refused: a run that rewrites its golden files can never fail.
 """
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ import os
 from pathlib import Path
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def update_requested() -> bool:
+    """True when ``UPDATE_GOLDEN=1`` asks to rewrite golden files; refused under CI.
+
+    Raises:
+        RuntimeError: ``UPDATE_GOLDEN=1`` while ``CI`` is set
+    """
+    if os.environ.get("UPDATE_GOLDEN") != "1":
+        return False
+    ci = os.environ.get("CI", "")
+    if ci and ci.lower() not in ("0", "false", "no"):
+        raise RuntimeError(
+            f"UPDATE_GOLDEN=1 under CI (CI={ci!r}) would rewrite the golden files and let every"
+            " golden test pass; unset UPDATE_GOLDEN (regenerate locally, see"
+            " tests/schedulers/golden/README.md)"
+        )
+    return True
 
 
 def check_golden(name: str, text: str, test_file: str) -> None:
@@ -31,7 +50,7 @@ def check_golden(name: str, text: str, test_file: str) -> None:
     path = GOLDEN_DIR / name
     if not text.endswith("\n"):
         text += "\n"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
+    if update_requested():
         GOLDEN_DIR.mkdir(exist_ok=True)
         path.write_text(text, encoding="utf-8")
     if not path.is_file():

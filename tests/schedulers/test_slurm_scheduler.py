@@ -6,9 +6,11 @@ import os
 import pwd
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from golden_files import update_requested
 from slurm_fixtures import FakeSlurm, fake_slurm  # noqa: F401  (fixture)
 
 from torchx_core import specs
@@ -31,7 +33,6 @@ from torchx_core.specs import AppState
 from torchx_core.specs.errors import InvalidRunConfigException, UnknownAppException
 
 GOLDEN = Path(__file__).parent / "slurm"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 class CountingProbe(StaticSlurmProbe):
@@ -82,7 +83,7 @@ def dryrun_request(app: specs.AppDef, cfg: dict[str, object] | None = None,
 
 def check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
-    if UPDATE:
+    if update_requested():
         path.write_text(text)
     expected = path.read_text()
     assert text == expected, (
@@ -274,8 +275,68 @@ def test_describe_maps_states_across_versions(tmp_path: Path, version: tuple[int
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 1)]
 
 
-def test_state_table_covers_the_documented_states() -> None:
-    assert set(ISSUE_STATES) | {"OOM"} <= set(SLURM_STATES)
+# Every job state code of squeue(1)/sacct(1), written from Slurm's documentation, grouped by what a
+# TorchX user sees (independent of SLURM_STATES: a changed or missing entry there fails here).
+_WAITING = ["CONFIGURING", "PENDING", "POWER_UP_NODE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+            "RESV_DEL_HOLD", "STOPPED", "SUSPENDED"]
+_RUNNING = ["COMPLETING", "RESIZING", "RUNNING", "SIGNALING", "STAGE_OUT", "UPDATE_DB"]
+_FAILED = ["BOOT_FAIL", "DEADLINE", "FAILED", "LAUNCH_FAILED", "NODE_FAIL", "OOM", "OUT_OF_MEMORY",
+           "PREEMPTED", "RECONFIG_FAIL", "SPECIAL_EXIT", "TIMEOUT"]
+SLURM_EXPECTED: dict[str, AppState] = {
+    **{s: AppState.PENDING for s in _WAITING},
+    **{s: AppState.RUNNING for s in _RUNNING},
+    **{s: AppState.FAILED for s in _FAILED},
+    "COMPLETED": AppState.SUCCEEDED,
+    "CANCELLED": AppState.CANCELLED,
+    "REVOKED": AppState.CANCELLED,
+}
+
+
+def test_state_table_is_the_documented_one() -> None:
+    assert len(SLURM_EXPECTED) == 29
+    assert dict(SLURM_STATES) == SLURM_EXPECTED
+
+
+@pytest.mark.parametrize("state", sorted(SLURM_EXPECTED))
+def test_every_slurm_state_maps(state: str) -> None:
+    from torchx_core.schedulers.slurm._status import appstate_from_slurm_state
+
+    expected = SLURM_EXPECTED[state]
+    assert appstate_from_slurm_state(state) == expected
+    # as sacct prints them: lower case from some tools, "CANCELLED by <uid>", "+" for more flags
+    assert appstate_from_slurm_state(f" {state.lower()}+ by 0") == expected
+
+
+def test_unknown_slurm_state_is_unknown() -> None:
+    from torchx_core.schedulers.slurm._status import appstate_from_slurm_state
+
+    assert appstate_from_slurm_state("BRAND_NEW_STATE") == AppState.UNKNOWN
+    assert appstate_from_slurm_state("") == AppState.UNKNOWN
+
+
+@pytest.mark.parametrize("version", [(22, 5), (24, 11)])
+def test_out_of_memory_job_is_terminal_and_wait_returns(tmp_path: Path, version: tuple[int, int]) -> None:
+    fake = FakeSlurm(version=version)
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, "OUT_OF_MEMORY", exit_code=0, reason="OutOfMemory")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert "slurm state OUT_OF_MEMORY" in desc.msg
+
+
+@pytest.mark.parametrize("version", [(22, 5), (24, 11)])
+def test_completed_job_with_a_failed_step_marks_that_replica_failed(
+    tmp_path: Path, version: tuple[int, int]
+) -> None:
+    # the batch script ended 0 (COMPLETED) but one component's srun step exited 2
+    fake = FakeSlurm(version=version)
+    sched, app_id = submit(fake, tmp_path)
+    fake.set_state(app_id, "COMPLETED", exit_code=0, derived={1: 2})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    states = {(r.role, x.id): x.state for r in desc.roles_statuses for x in r.replicas}
+    assert states == {("trainer", 0): AppState.SUCCEEDED, ("trainer", 1): AppState.FAILED,
+                      ("ps", 0): AppState.SUCCEEDED}
 
 
 @pytest.mark.parametrize("version", [(22, 5), (24, 11)])
@@ -377,7 +438,8 @@ def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
     (tmp_path / f"slurm-{app_id}-trainer-1.out").write_text("epoch 1\nloss 0.5\nepoch 2\n")
     assert list(sched.log_iter(app_id, "trainer", 1)) == ["epoch 1\n", "loss 0.5\n", "epoch 2\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, regex="^epoch")) == ["epoch 1\n", "epoch 2\n"]
-    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED))
+    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED)) == [
+        "epoch 1\n", "loss 0.5\n", "epoch 2\n"]
     with pytest.raises(UnsupportedFeatureError, match="one file"):
         sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)
     with pytest.raises(InvalidLogQueryError, match="no role 'nope'"):
@@ -388,24 +450,38 @@ def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
         sched.log_iter("31337", "trainer", 0)
 
 
+def _wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
 def test_log_iter_tails_until_the_job_ends(tmp_path: Path) -> None:
     fake = FakeSlurm()
     sched, app_id = submit(fake, tmp_path)
     fake.set_state(app_id, "RUNNING")
     log = tmp_path / f"slurm-{app_id}-ps-0.out"
     log.write_text("first\n")
+    lines: list[str] = []
 
-    def writer() -> None:
-        time.sleep(0.3)
-        with log.open("a") as f:
-            f.write("second\n")
-        time.sleep(0.3)
-        fake.set_state(app_id, "COMPLETED")
+    def read() -> None:
+        for line in sched.log_iter(app_id, "ps", 0, should_tail=True):
+            lines.append(line)  # noqa: PERF402  (one by one: the test watches them arrive)
 
-    t = threading.Thread(target=writer)
+    t = threading.Thread(target=read, daemon=True)
     t.start()
-    lines = list(sched.log_iter(app_id, "ps", 0, should_tail=True))
-    t.join()
+    _wait_until(lambda: lines == ["first\n"], "the first line")
+    # the follower reached the end of the file and asks Slurm whether the job ended: it follows
+    asked = len(fake.calls)
+    _wait_until(lambda: len(fake.calls) > asked, "the follower to poll the job state")
+    with log.open("a") as f:
+        f.write("second\n")
+    _wait_until(lambda: lines == ["first\n", "second\n"], "the appended line")
+    assert t.is_alive(), "the follower stopped while the job was still running"
+    fake.set_state(app_id, "COMPLETED")
+    t.join(timeout=60)
+    assert not t.is_alive(), "the follower did not stop once the job ended"
     assert lines == ["first\n", "second\n"]
 
 
