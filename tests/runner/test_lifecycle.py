@@ -392,6 +392,20 @@ def test_result_of_an_observation_that_is_not_done_is_a_usage_error(runner: Runn
         lc.result(handle, obs)
 
 
+def test_an_observation_travels_as_json(runner: Runner, table: JobTable) -> None:
+    import json
+
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_replica(app_id(handle), "worker", 1, AppState.FAILED, error="boom")
+    table.set_state(app_id(handle), AppState.FAILED)
+    for obs in (lc.poll(handle), Observation(Phase.VANISHED, None, True)):
+        again = Observation.from_json(json.loads(json.dumps(obs.to_json())))
+        assert again == obs
+    with pytest.raises(InvalidTaskArgumentError, match="Observation"):
+        Observation.from_json({"phase": "nope", "status": None, "expired": False})
+
+
 def test_apoll_reads_from_an_event_loop(runner: Runner, table: JobTable) -> None:
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle

@@ -345,6 +345,34 @@ class Observation:
         """True when :meth:`AppLifecycle.result` decides (returns or raises) for this observation."""
         return self.expired or self.phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
 
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-compatible form (e.g. an Airflow trigger event's payload); see :meth:`from_json`."""
+        return {
+            "phase": self.phase.value,
+            "status": None if self.status is None else self.status.to_json(),
+            "expired": self.expired,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Observation:
+        """Reverses :meth:`to_json`.
+
+        Raises:
+            InvalidTaskArgumentError: ``data`` is not an observation's JSON form
+        """
+        try:
+            status = data["status"]
+            return Observation(
+                Phase(data["phase"]),
+                None if status is None else AppStatus.from_json(status),
+                bool(data["expired"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidTaskArgumentError(
+                f"not an Observation's JSON form ({e}): {data!r:.200}; build it with"
+                " Observation.to_json()"
+            ) from e
+
 
 # -- the lifecycle ----------------------------------------------------------------------------
 
