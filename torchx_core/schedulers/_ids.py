@@ -1,14 +1,60 @@
-"""App-id helpers shared by the schedulers (kept neutral: no scheduler imports another)."""
+"""The one app-id builder of the schedulers (kept neutral: no scheduler imports another).
+
+Every backend names a new app ``<app name, cleaned>`` + separator + a random suffix; only the
+rules differ (which characters the backend accepts, case, length). Each backend states its rules
+as an :class:`IdRules` next to its other constants and calls :func:`unique_id`.
+"""
 
 from __future__ import annotations
 
+import re
 import secrets
+from dataclasses import dataclass
 
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _ALNUM = _LOWER + "0123456789"
 
 
+@dataclass(frozen=True)
+class IdRules:
+    """What a backend accepts in an app id.
+
+    Args:
+        allowed: the characters the name part may keep, as the inside of a regex character class
+            (``"A-Za-z0-9_-"``); every run of other characters becomes ``sep``
+        max_name_len: the longest name part kept (the id is at most this + 1 + ``suffix_len``)
+        lower: lower-case the name first (DNS labels, container names)
+        sep: between the name and the suffix, and the replacement of invalid characters
+        suffix_len: random characters (lowercase alphanumerics, starting with a letter)
+        fallback: the name part when nothing of the name is left
+    """
+
+    allowed: str
+    max_name_len: int
+    lower: bool = False
+    sep: str = "-"
+    suffix_len: int = 8
+    fallback: str = "app"
+
+    def clean(self, name: str) -> str:
+        """The name part: invalid runs replaced, cut to length, no separator at either end."""
+        text = name.lower() if self.lower else name
+        edges = "".join({self.sep, "-", "_", "."} & set(self.allowed + self.sep))
+        cleaned = re.sub(f"[^{self.allowed}]+", self.sep, text).strip(edges)
+        return cleaned[: self.max_name_len].strip(edges) or self.fallback
+
+
 def random_suffix(n: int = 8) -> str:
     """``n`` random lowercase alphanumerics, starting with a letter (valid in DNS labels,
-    container names and AWS job names)."""
+    container names, directory names and AWS job names)."""
     return secrets.choice(_LOWER) + "".join(secrets.choice(_ALNUM) for _ in range(n - 1))
+
+
+def unique_id(name: str, rules: IdRules) -> str:
+    """A new app id: ``rules.clean(name)`` + ``rules.sep`` + a random suffix.
+
+    >>> rules = IdRules(allowed="a-z0-9-", max_name_len=10, lower=True)
+    >>> unique_id("My App/Train", rules).startswith("my-app-tra-")
+    True
+    """
+    return f"{rules.clean(name)}{rules.sep}{random_suffix(rules.suffix_len)}"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchx_core.schedulers._ids import random_suffix
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import InvalidAppIdError
 from torchx_core.specs import (
     AppState,
@@ -68,9 +68,13 @@ def dns_label(name: str, max_len: int = 63) -> str:
     return s or "x"
 
 
+#: Object names are DNS-1123 labels: lowercase letters, digits and ``-``, at most 63.
+NAME_RULES = IdRules(allowed="a-z0-9-", max_name_len=43, lower=True, suffix_len=10, fallback="x")
+
+
 def unique_name(app_name: str) -> str:
     """A DNS-safe unique object name: the app name (trimmed) plus a random suffix."""
-    return f"{dns_label(app_name, 43)}-{random_suffix(10)}"
+    return unique_id(app_name, NAME_RULES)
 
 
 def label_value(value: str) -> str:

@@ -33,7 +33,6 @@ import getpass
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -41,7 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers._aws_logs import iter_log_events, make_client
-from torchx_core.schedulers._ids import random_suffix
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -174,9 +173,8 @@ class BatchJob:
 
 
 
-def _job_name(app_name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", app_name).strip("-_")[:100] or "app"
-    return f"{cleaned}-{random_suffix()}"
+#: Batch job names: up to 128 letters, digits, ``-`` and ``_``.
+JOB_NAME_RULES = IdRules(allowed="A-Za-z0-9_-", max_name_len=100)
 
 
 def _uses_replica_id(role: Role) -> bool:
@@ -308,7 +306,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[BatchJob]:
         opts = AWSBatchOpts.from_cfg(self._scheduler_cfg(cfg))
         ulimits = _parse_ulimits(opts.ulimits or [])
-        name = _job_name(app.name)
+        name = unique_id(app.name, JOB_NAME_RULES)
         images_to_push = self.dryrun_push_images(app, cfg)
         tags = {
             TAG_VERSION: TAG_VERSION_VALUE,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers._aws_logs import iter_log_events, make_client
-from torchx_core.schedulers._ids import random_suffix
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -139,9 +138,8 @@ class SageMakerJob:
         return json.dumps(self.to_dict(), indent=2)
 
 
-def _job_name(app_name: str) -> str:
-    cleaned = re.sub(r"[^a-zA-Z0-9]+", "-", app_name).strip("-")[:54] or "app"
-    return f"{cleaned}-{random_suffix()}"
+#: Training job names: up to 63 letters, digits and ``-``.
+JOB_NAME_RULES = IdRules(allowed="a-zA-Z0-9", max_name_len=54)
 
 
 def _instance_type(role: Role, opts: AWSSageMakerOpts) -> str:
@@ -225,7 +223,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
                 f" arn:aws:iam::123456789012:role/{opts.role or 'SageMakerRole'}", "role", None)
         images_to_push = self.dryrun_push_images(app, cfg)
         role = app.roles[0]
-        name = _job_name(app.name)
+        name = unique_id(app.name, JOB_NAME_RULES)
         values = macros.Values(img_root="", app_id=name, replica_id="0", rank0_env=RANK0_ENV)
         replica = values.apply(role)
         env = dict(replica.env)

@@ -29,14 +29,13 @@ import fnmatch
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from torchx_core.schedulers._ids import random_suffix
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
@@ -69,8 +68,9 @@ from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 if TYPE_CHECKING:
-    from docker import DockerClient  # type: ignore[import-untyped]
     from docker.models.containers import Container  # type: ignore[import-untyped]
+
+    from docker import DockerClient  # type: ignore[import-untyped]
 
 __all__ = [
     "CONTAINER_STATE",
@@ -177,9 +177,9 @@ class DockerJob:
 
 
 
-def _clean_name(name: str, limit: int) -> str:
-    cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", name).strip("-_.").lower()
-    return (cleaned or "app")[:limit].rstrip("-_.") or "app"
+#: Container names: lowercase letters, digits, ``_``, ``.`` and ``-``.
+APP_ID_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=24, lower=True)
+_ROLE_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=20, lower=True)
 
 
 def _mount_to_data(mount: BindMount | VolumeMount | DeviceMount) -> tuple[str, Any]:
@@ -271,10 +271,10 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
             )
         # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
-        app_id = f"{_clean_name(app.name, 24)}-{random_suffix()}"
+        app_id = unique_id(app.name, APP_ID_RULES)
         host_net = opts.network == "host"
         first = app.roles[0]
-        rank0 = "localhost" if host_net else f"{app_id}-{_clean_name(first.name, 20)}-0"
+        rank0 = "localhost" if host_net else f"{app_id}-{_ROLE_RULES.clean(first.name)}-0"
         base_env = _copy_env(opts.copy_env or [])
         base_env.update(opts.env or {})
         req = DockerJob(app_id=app_id, network=opts.network, pull_policy=opts.pull_policy,
@@ -300,7 +300,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
         )
         replica = values.apply(role)
-        name = f"{app_id}-{_clean_name(role.name, 20)}-{replica_id}"
+        name = f"{app_id}-{_ROLE_RULES.clean(role.name)}-{replica_id}"
         env = dict(base_env)
         env.update(replica.env)
         env[RANK0_ENV] = rank0

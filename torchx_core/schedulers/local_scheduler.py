@@ -29,10 +29,11 @@ import re
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -92,26 +93,21 @@ RANK0_ENV = "TORCHX_RANK0_HOST"
 LOCAL_STATES: Mapping[str, AppState] = {c: AppState[name] for c, name in STATE_CHARS.items()}
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_ID_START = "bcdfghjklmnpqrstvwxz"
-_ID_REST = _ID_START + "0123456789"
+#: App ids are directory names: letters, digits, ``_``, ``.`` and ``-``.
+APP_ID_RULES = IdRules(allowed="A-Za-z0-9_.-", max_name_len=200, suffix_len=12)
 
 
 def make_unique(name: str, length: int = 12) -> str:
-    """Returns ``{name}-{random suffix}``; the suffix carries ~60 random bits (``os.urandom``).
+    """Returns ``{name}-{random suffix}`` (``length`` random characters, ~60 bits).
 
     Characters that cannot appear in a directory name are replaced by ``-``.
 
     >>> make_unique("trainer").startswith("trainer-")
     True
     """
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).lstrip(".-") or "app"
-    rnd = int.from_bytes(os.urandom(8), "big")
-    chars = [_ID_START[rnd % len(_ID_START)]]
-    rnd //= len(_ID_START)
-    for _ in range(length - 1):
-        chars.append(_ID_REST[rnd % len(_ID_REST)])
-        rnd //= len(_ID_REST)
-    return f"{safe}-{''.join(chars)}"
+    rules = APP_ID_RULES if length == APP_ID_RULES.suffix_len else replace(
+        APP_ID_RULES, suffix_len=length)
+    return unique_id(name, rules)
 
 
 @dataclass

@@ -28,13 +28,13 @@ import json
 import logging
 import os
 import re
-import secrets
 import shlex
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers._logs import iter_file_lines
 from torchx_core.schedulers.api import (
     AppValidationError,
@@ -79,6 +79,9 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 RANK0_ENV = "TORCHX_RANK0_HOST"
 CANCELLED_EXIT_CODE = 130  # what bkill's SIGINT leaves as the job's exit code
+
+#: App ids (the prefix of every job name): lowercase letters, digits and ``_``.
+APP_ID_RULES = IdRules(allowed="a-z0-9_", max_name_len=40, lower=True, sep="_")
 
 # LSF job state (bjobs STAT) -> AppState; EXIT is refined by the exit code.
 LSF_STATES: Mapping[str, AppState] = {
@@ -305,8 +308,7 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LsfBsubRequest]:
         opts = LsfOpts.from_cfg(cfg)
         jobdir = os.path.abspath(os.path.expanduser(opts.jobdir or os.getcwd()))
-        base = re.sub(r"[^a-z0-9_]", "_", app.name.lower())[:40].strip("_") or "app"
-        app_id = f"{base}_{secrets.token_hex(4)}"
+        app_id = unique_id(app.name, APP_ID_RULES)
         problems = []
         if "%" in jobdir:
             problems.append(f"jobdir {jobdir!r} holds '%', which bsub reads as a file name"

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from torchx_core.schedulers._ids import random_suffix
+from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
@@ -187,9 +187,8 @@ def _short(e: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _submission_id(app_name: str) -> str:
-    cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "-", app_name).strip("-")[:50] or "app"
-    return f"{cleaned}-{random_suffix()}"
+#: Ray job submission ids: letters, digits, ``-`` and ``_``.
+SUBMISSION_ID_RULES = IdRules(allowed="a-zA-Z0-9_-", max_name_len=50)
 
 
 def _default_client_factory(address: str) -> Any:
@@ -269,7 +268,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                 " requirements.txt to pip-install into the job's environment", "requirements",
                 None)
         address = _resolve_address(opts.dashboard_address)
-        sid = _submission_id(app.name)
+        sid = unique_id(app.name, SUBMISSION_ID_RULES)
         working_dir = opts.working_dir
         requirements = opts.requirements
         if working_dir is None and app.roles[0].workspace:

@@ -1,0 +1,53 @@
+"""The one app-id builder (``schedulers/_ids.py``) and each backend's rules."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from torchx_core.schedulers import _k8s_pods
+from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers.aws_batch_scheduler import JOB_NAME_RULES as BATCH
+from torchx_core.schedulers.aws_sagemaker_scheduler import JOB_NAME_RULES as SAGEMAKER
+from torchx_core.schedulers.docker_scheduler import APP_ID_RULES as DOCKER
+from torchx_core.schedulers.local_scheduler import APP_ID_RULES as LOCAL
+from torchx_core.schedulers.lsf_scheduler import APP_ID_RULES as LSF
+from torchx_core.schedulers.ray_scheduler import SUBMISSION_ID_RULES as RAY
+
+NAMES = ["trainer", "My App/Train v2", "-._weird_.-", "ünï ✓", "", "x" * 300, "a b\nc;$(id)"]
+
+# backend -> (rules, what the service accepts, longest id): written from each service's docs
+CASES = {
+    "aws_batch": (BATCH, r"[A-Za-z0-9][A-Za-z0-9_-]*", 128),
+    "aws_sagemaker": (SAGEMAKER, r"[a-zA-Z0-9](-*[a-zA-Z0-9])*", 63),
+    "ray": (RAY, r"[a-zA-Z0-9][a-zA-Z0-9_-]*", 128),
+    "local_docker": (DOCKER, r"[a-z0-9][a-z0-9_.-]*", 64),
+    "kubernetes": (_k8s_pods.NAME_RULES, r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", 63),
+    "lsf": (LSF, r"[a-z0-9][a-z0-9_]*", 64),
+    "local": (LOCAL, r"[A-Za-z0-9][A-Za-z0-9_.-]*", 255),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(CASES))
+@pytest.mark.parametrize("name", NAMES)
+def test_ids_are_valid_for_their_backend(backend: str, name: str) -> None:
+    rules, pattern, longest = CASES[backend]
+    app_id = unique_id(name, rules)
+    assert re.fullmatch(pattern, app_id), app_id
+    assert len(app_id) <= longest
+
+
+def test_ids_are_unique_and_keep_a_readable_name() -> None:
+    ids = {unique_id("My App", DOCKER) for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(i.startswith("my-app-") and len(i) == len("my-app-") + 8 for i in ids)
+
+
+def test_rules_clean_literally() -> None:
+    assert IdRules(allowed="a-z0-9_", max_name_len=40, lower=True, sep="_").clean(
+        "Train Job-2") == "train_job_2"
+    assert IdRules(allowed="A-Za-z0-9_-", max_name_len=5).clean("--abcdefgh") == "abcde"
+    assert IdRules(allowed="a-z0-9-", max_name_len=43, lower=True, fallback="x").clean("✓") == "x"
+    assert _k8s_pods.unique_name("Trainer").startswith("trainer-")
+    assert len(_k8s_pods.unique_name("t")) == len("t-") + 10
