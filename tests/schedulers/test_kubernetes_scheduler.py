@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from golden_files import check_golden
 from k8s_schemas import errors
 
 from torchx_core import specs
@@ -92,8 +93,9 @@ def test_volcano_pod_contents() -> None:
     assert env["RANK0"] == "TORCHX_RANK0_HOST"
     assert env["TORCHX_RANK0_HOST"] == f"{app_id}-trainer-main-0-0.{app_id}"
     assert c["resources"]["limits"] == {
-        "cpu": "4", "memory": "8192Mi", "nvidia.com/gpu": "2", "vpc.amazonaws.com/efa": "1",
+        "cpu": "4000m", "memory": "8192M", "nvidia.com/gpu": "2", "vpc.amazonaws.com/efa": "1",
     }
+    assert c["resources"]["requests"] == {"cpu": "3900m", "memory": "7168M", "nvidia.com/gpu": "2"}
     assert c["ports"] == [{"name": "tensorboard", "containerPort": 6006}]
     assert c["securityContext"] == {"privileged": True}  # device mount
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
@@ -314,3 +316,73 @@ def test_namespace_from_kubeconfig_context(tmp_path: object, monkeypatch: pytest
     assert sched.submit_dryrun(_app(), {"namespace": "explicit"}).request.namespace == "explicit"
     monkeypatch.setenv("KUBECONFIG", str(cfg) + ".missing")
     assert sched.submit_dryrun(_app(), {}).request.namespace == "default"
+
+
+def _whole_node_app() -> specs.AppDef:
+    role = specs.Role(
+        name="trainer",
+        image="ghcr.io/org/train:1",
+        entrypoint="python",
+        args=["-m", "train"],
+        num_replicas=2,
+        resource=specs.resource(h="aws_p4d.24xlarge"),
+    )
+    return specs.AppDef(name="whole_node", roles=[role])
+
+
+def test_pod_resources_leave_the_node_reserve_as_torchx() -> None:
+    """Migration break 3: TorchX requests = limits minus the node reserve (100 millicpu,
+    1024 MB) with memory in ``M``, so a pod sized to a whole node (aws_p4d.24xlarge) is
+    schedulable; devices are limits only."""
+    info = create_scheduler("s").submit_dryrun(_whole_node_app(), {"queue": "q"})
+    (c,) = info.request.resource["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    assert c["resources"] == {
+        "limits": {
+            "cpu": "96000m", "memory": "1132416M", "nvidia.com/gpu": "8",
+            "vpc.amazonaws.com/efa": "4",
+        },
+        "requests": {"cpu": "95900m", "memory": "1131392M", "nvidia.com/gpu": "8"},
+    }
+    cfg = {"queue": "q", "reserved_millicpu": 2000, "reserved_memmb": 0, "efa_device_count": 0}
+    info = create_scheduler("s").submit_dryrun(_whole_node_app(), cfg)
+    (c,) = info.request.resource["spec"]["tasks"][0]["template"]["spec"]["containers"]
+    assert c["resources"]["requests"] == {"cpu": "94000m", "memory": "1132416M", "nvidia.com/gpu": "8"}
+    assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
+
+
+@pytest.mark.parametrize("kind", ["volcano", "jobset"])
+def test_pod_labels_and_annotations_are_torchx_ones(kind: str) -> None:
+    """Migration break 3: label selectors written for TorchX jobs keep matching."""
+    from torchx_core import __version__
+
+    info = create_scheduler("s").submit_dryrun(_whole_node_app(), {"queue": "q", "job_kind": kind})
+    app_id = info.request.name
+    text = str(info)
+    metas = [t["template"]["metadata"] for t in info.request.resource["spec"].get("tasks", [])]
+    if kind == "jobset":
+        rjobs = info.request.resource["spec"]["replicatedJobs"]
+        metas = [rj["template"]["spec"]["template"]["metadata"] for rj in rjobs]
+    assert metas and "sidecar.istio.io/inject" in text
+    for meta in metas:
+        labels = meta["labels"]
+        assert {k: v for k, v in labels.items() if k.startswith(("torchx.pytorch.org/", "app.kubernetes.io/"))} | {
+            pods.LABEL_REPLICA_ID: "0"
+        } == {
+            "torchx.pytorch.org/version": __version__,
+            "torchx.pytorch.org/app-name": "whole_node",
+            "torchx.pytorch.org/role-index": "0",
+            "torchx.pytorch.org/role-name": "trainer",
+            "torchx.pytorch.org/replica-id": "0",
+            "app.kubernetes.io/name": "whole_node",
+            "app.kubernetes.io/managed-by": "torchx.pytorch.org",
+            "app.kubernetes.io/instance": app_id,
+        }
+        assert meta["annotations"]["sidecar.istio.io/inject"] == "false"
+
+
+def test_volcano_whole_node_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    info = create_scheduler("s").submit_dryrun(_whole_node_app(), {"queue": "q", "namespace": "ml"})
+    text = str(info).replace(info.request.name, "APP_ID")
+    from torchx_core import __version__
+
+    check_golden("kubernetes_volcano_dryrun.yaml", text.replace(__version__, "VERSION"), __file__)

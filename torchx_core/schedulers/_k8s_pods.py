@@ -24,7 +24,8 @@ from torchx_core.specs import (
 )
 from torchx_core.specs.overlays import apply_overlay, get_overlay, validate_overlay
 
-# Labels put on every object we create; `list` and `describe` select by them.
+# Labels put on every object we create, as TorchX sets them on its pods (selectors written for
+# TorchX jobs keep matching); `list` selects by managed-by, `describe` by instance (= app id).
 LABEL_VERSION = "torchx.pytorch.org/version"
 LABEL_APP_NAME = "torchx.pytorch.org/app-name"
 LABEL_ROLE_INDEX = "torchx.pytorch.org/role-index"
@@ -33,7 +34,16 @@ LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
 LABEL_KUBE_APP_NAME = "app.kubernetes.io/name"
 LABEL_ORGANIZATION = "app.kubernetes.io/managed-by"
 LABEL_UNIQUE_NAME = "app.kubernetes.io/instance"
-MANAGED_BY = "torchx-suite"
+MANAGED_BY = "torchx.pytorch.org"
+# Istio's sidecar keeps a pod running after its container ended: TorchX disables it on its pods.
+ANNOTATION_ISTIO_SIDECAR = "sidecar.istio.io/inject"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+# Kubernetes keeps some cpu and memory of every node for itself; TorchX sizes jobs as whole
+# hosts, so a container requests this much less than its limit (run options override them).
+RESERVED_MILLICPU = 100
+RESERVED_MEMMB = 1024
+EFA_DEVICE = "vpc.amazonaws.com/efa"
 
 # Annotation the Job controller sets on pods of an indexed Job.
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -89,21 +99,24 @@ def env_var_name(name: str) -> str:
 
 
 def object_labels(app_name: str, app_id: str) -> dict[str, str]:
-    """Labels shared by every object of one app."""
+    """Labels shared by every object of one app (``app.kubernetes.io/instance`` = the app id)."""
     return {
         LABEL_KUBE_APP_NAME: label_value(app_name),
         LABEL_ORGANIZATION: MANAGED_BY,
         LABEL_UNIQUE_NAME: label_value(app_id),
-        LABEL_APP_NAME: label_value(app_id),
     }
 
 
 def role_labels(app_name: str, app_id: str, role_idx: int, role: Role) -> dict[str, str]:
-    """Labels of the pods of one role."""
+    """Labels of the pods of one role: TorchX's pod labels (the replica id is added per pod)."""
+    from torchx_core import __version__
+
     return {
-        **object_labels(app_name, app_id),
+        LABEL_VERSION: label_value(__version__),
+        LABEL_APP_NAME: label_value(app_name),
         LABEL_ROLE_INDEX: str(role_idx),
         LABEL_ROLE_NAME: label_value(role.name),
+        **object_labels(app_name, app_id),
     }
 
 
@@ -126,21 +139,45 @@ def cpu_quantity(cpu: float) -> str:
     return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
 
 
-def resource_requirements(role: Role) -> dict[str, Any]:
-    """The container's ``resources`` (requests == limits) from ``role.resource``."""
+def resource_requirements(
+    role: Role,
+    reserved_millicpu: int = RESERVED_MILLICPU,
+    reserved_memmb: int = RESERVED_MEMMB,
+    efa_device_count: int | None = None,
+) -> dict[str, Any]:
+    """The container's ``resources`` from ``role.resource``, as TorchX computes them.
+
+    Limits are the resource (cpu in millicores, memory in ``M``); requests are the limits less
+    the node's reserve (``reserved_millicpu``, ``reserved_memmb``), so a pod sized to a whole
+    node (e.g. ``aws_p4d.24xlarge``) fits next to the kubelet. GPUs are requested and limited
+    alike; devices (EFA, Neuron) are limits only. ``efa_device_count`` overrides the EFA count
+    (0 removes it).
+    """
     res = role.resource
-    quantities: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
     if res.cpu is not None and res.cpu > 0:
-        quantities["cpu"] = cpu_quantity(res.cpu)
+        mcpu = int(res.cpu * 1000)
+        limits["cpu"] = f"{mcpu}m"
+        requests["cpu"] = f"{max(mcpu - reserved_millicpu, 0)}m"
     if res.memMB is not None and res.memMB > 0:
-        quantities["memory"] = f"{int(res.memMB)}Mi"
+        limits["memory"] = f"{int(res.memMB)}M"
+        requests["memory"] = f"{max(int(res.memMB) - reserved_memmb, 0)}M"
     if res.gpu is not None and res.gpu > 0:
-        quantities[GPU_RESOURCE] = str(int(res.gpu))
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(int(res.gpu))
     for device, count in (res.devices or {}).items():
-        quantities[device] = str(int(count))
-    if not quantities:
-        return {}
-    return {"requests": dict(quantities), "limits": dict(quantities)}
+        limits[device] = str(int(count))
+    if efa_device_count is not None:
+        if efa_device_count == 0:
+            limits.pop(EFA_DEVICE, None)
+        else:
+            limits[EFA_DEVICE] = str(efa_device_count)
+    out: dict[str, Any] = {}
+    if limits:
+        out["limits"] = limits
+    if requests:
+        out["requests"] = requests
+    return out
 
 
 def node_selector(role: Role) -> dict[str, str]:
@@ -195,6 +232,9 @@ class PodOptions:
     priority_class: str | None = None
     image_pull_policy: str | None = None
     scheduler_name: str | None = None
+    reserved_millicpu: int = RESERVED_MILLICPU
+    reserved_memmb: int = RESERVED_MEMMB
+    efa_device_count: int | None = None
 
 
 def env_list(env: Mapping[str, str], first: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -229,7 +269,9 @@ def role_to_pod(
         "env": env_list({**role.env, **(extra_env or {})}, env_first),
         "volumeMounts": volume_mounts,
     }
-    resources = resource_requirements(role)
+    resources = resource_requirements(
+        role, opts.reserved_millicpu, opts.reserved_memmb, opts.efa_device_count
+    )
     if resources:
         container["resources"] = resources
     if role.port_map:
@@ -269,7 +311,11 @@ def role_to_pod(
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": dict(labels), "annotations": {}},
+        "metadata": {
+            "name": name,
+            "labels": dict(labels),
+            "annotations": {ANNOTATION_ISTIO_SIDECAR: "false"},
+        },
         "spec": spec,
     }
     overlay = get_overlay(role, "kubernetes", "V1Pod")

@@ -174,7 +174,7 @@ def _service(app: AppDef, app_id: str, namespace: str) -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {pods.LABEL_APP_NAME: pods.label_value(app_id)},
+            "selector": {pods.LABEL_UNIQUE_NAME: pods.label_value(app_id)},
         },
     }
 
@@ -254,7 +254,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         namespace, name = pods.parse_app_id(app_id)
         status = obj.get("status") or {}
         state = MCAD_STATES.get(status.get("state") or "", AppState.UNKNOWN)
-        mine = self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_APP_NAME)
+        mine = self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_UNIQUE_NAME)
         replica_states = pods.replica_status_from_pods(mine)
         shape: dict[str, int] = {}
         for item in ((obj.get("spec") or {}).get("resources") or {}).get("GenericItems") or []:

@@ -26,6 +26,20 @@ from typing import Any
 
 from torchx_core.schedulers import _k8s_pods as pods
 from torchx_core.schedulers._k8s_client import KubeClients, resolve_namespace
+from torchx_core.schedulers._k8s_pods import (  # noqa: F401 - TorchX's public names
+    ANNOTATION_ISTIO_SIDECAR,
+    LABEL_APP_NAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_KUBE_APP_NAME,
+    LABEL_ORGANIZATION,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
+    LABEL_VERSION,
+    RESERVED_MEMMB,
+    RESERVED_MILLICPU,
+)
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -109,6 +123,12 @@ class KubernetesOpts(StructuredOpts):
     """Image pull policy of the containers (Always, IfNotPresent, Never)."""
     context: str | None = None
     """kubeconfig context to use (default: the current context)."""
+    reserved_millicpu: int = pods.RESERVED_MILLICPU
+    """CPU (millicores) a node keeps for Kubernetes: each container requests its cpu less this."""
+    reserved_memmb: int = pods.RESERVED_MEMMB
+    """Memory (MB) a node keeps for Kubernetes: each container requests its memory less this."""
+    efa_device_count: int | None = None
+    """EFA devices per pod: unset = as the resource says, 0 = none, N = N."""
 
 
 @dataclass
@@ -286,6 +306,9 @@ def _pod_options(opts: KubernetesOpts, scheduler_name: str | None) -> pods.PodOp
         priority_class=opts.priority_class,
         image_pull_policy=opts.image_pull_policy,
         scheduler_name=scheduler_name,
+        reserved_millicpu=opts.reserved_millicpu,
+        reserved_memmb=opts.reserved_memmb,
+        efa_device_count=opts.efa_device_count,
     )
 
 
@@ -371,7 +394,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return None
 
     def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        return self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_APP_NAME)
+        return self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_UNIQUE_NAME)
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         found = self._get(app_id)
@@ -408,7 +431,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 continue
             app_pods: dict[str, list[dict[str, Any]]] = {}
             for pod in self._clients.app_pods(namespace, pods.MANAGED_BY, pods.LABEL_ORGANIZATION):
-                label = ((pod.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_APP_NAME)
+                label = ((pod.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_UNIQUE_NAME)
                 app_pods.setdefault(label or "", []).append(pod)
             for name, (kind, obj) in found.items():
                 out[names[name]] = self._describe_obj(
