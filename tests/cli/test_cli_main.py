@@ -498,3 +498,20 @@ def test_fast_prefixing_matches_the_general_rule(line: str) -> None:
     from torchx_core.cli._term import prefix_line
 
     assert _prefixed("r/0 ", line) == prefix_line("r/0 ", line if line.endswith("\n") else line + "\n")
+
+
+def test_component_without_docstring_runs_and_help_shows_a_tip(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    """Migration break 1: TorchX 0.7.0 runs a typed component that has no docstring."""
+    (isolated_config / "nodoc.py").write_text(
+        "from torchx_core.specs import AppDef, Role\n"
+        "def train(lr: float = 0.1, epochs: int = 1) -> AppDef:\n"
+        "    return AppDef('train', [Role('r', image='i', entrypoint='echo', args=[str(lr)])])\n"
+    )
+    rc, out, _ = cli(capsys, "run", "-s", "fake", "nodoc.py:train", "--help")
+    assert rc == 0 and "TIP" in out and "--lr" in out
+    rc, out, err = cli(capsys, "run", "-s", "fake", "nodoc.py:train", "--lr", "0.5")
+    assert rc == 0, err
+    (job,) = fake_plugin.jobs.values()
+    assert job.app.roles[0].args == ["0.5"]

@@ -82,3 +82,7 @@ def with_h(h: str = "cpu.small", m: str | None = None) -> AppDef:
         m: module
     """
     return AppDef("h", [Role("r", image="img", args=[h, str(m)])])
+
+
+def typed_no_docs(msg: str = "hi", n: int = 1) -> AppDef:
+    return AppDef("typed_no_docs", [Role("r", image="i", entrypoint="echo", args=[msg] * n)])

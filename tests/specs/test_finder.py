@@ -38,6 +38,7 @@ def fake_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     eps = [
         EntryPoint("team", "myplugin", finder.ENTRY_POINT_GROUP),
         EntryPoint("broken", "no_such_pkg_xyz", finder.ENTRY_POINT_GROUP),
+        EntryPoint("_0", "myplugin", finder.ENTRY_POINT_GROUP),
     ]
     import importlib.metadata
 
@@ -49,7 +50,8 @@ def fake_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 def test_builtins_and_entry_points(fake_tree: Path) -> None:
     comps = finder.get_components()
-    assert set(comps) == {"dist.ddp", "utils.echo.echo", "team.train"}
+    # migration break 2: as TorchX, a `_`-prefixed entry point adds its components unprefixed
+    assert set(comps) == {"dist.ddp", "utils.echo.echo", "team.train", "train"}
     ddp = finder.get_component("dist.ddp")
     assert ddp.description == "Distributed data parallel." and ddp.fn_name == "ddp"
     assert ddp.validation_errors == []
@@ -105,3 +107,11 @@ def test_real_builtins_are_valid_components() -> None:
     finder._registry.clear()
     for name, comp in finder.get_components().items():
         assert comp.validation_errors == [], f"builtin component {name}: {comp.validation_errors}"
+
+
+def test_typed_component_without_docstring_runs_as_in_torchx() -> None:
+    """Migration break 1: accepted, with the tip as its description."""
+    comp = finder.get_component(f"{FIXTURE}:typed_no_docs")
+    assert comp.validation_errors == []
+    assert comp.description.startswith("typed_no_docs") and "TIP" in comp.description
+    assert comp.fn("x", 2).roles[0].args == ["x", "x"]

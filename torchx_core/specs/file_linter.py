@@ -2,7 +2,8 @@
 
 A component is a function that
 
-1. has a google-style docstring,
+1. has a google-style docstring (recommended: without one the linter warns, and ``--help``
+   shows a tip; TorchX accepts such components too),
 2. annotates every parameter with a supported type: ``str``, ``int``, ``float``, ``bool``,
    ``list[X]``/``List[X]``, ``dict[K, V]``/``Dict[K, V]`` of those primitives, ``Optional[X]`` /
    ``X | None`` of the above, and ``*args: str`` for trailing arguments,
@@ -198,7 +199,7 @@ class TorchxReturnValidator(ComponentFunctionValidator):
 
 
 class TorchxDocstringValidator(ComponentFunctionValidator):
-    """Checks that the function has a docstring."""
+    """Checks that the function has a docstring (a warning: TorchX runs components without)."""
 
     def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
         if ast.get_docstring(app_specs_func_def):
@@ -207,6 +208,7 @@ class TorchxDocstringValidator(ComponentFunctionValidator):
             self._gen_linter_message(
                 f"{app_specs_func_def.name} is missing a google-style docstring; {TIP}",
                 app_specs_func_def.lineno,
+                severity="warning",
             )
         ]
 
@@ -273,8 +275,8 @@ def validate(
 ) -> list[LinterMessage]:
     """Validates the function to make sure it complies the component standard.
 
-    Rules: the function must have google-style docs, all parameters must be annotated with a
-    supported type, and it must return ``torchx_core.specs.AppDef``.
+    Rules: all parameters must be annotated with a supported type and it must return
+    ``torchx_core.specs.AppDef`` (errors); it should have google-style docs (a warning).
 
     Args:
         path: Path to python source file.
@@ -282,7 +284,7 @@ def validate(
         validators: checks to run (default: :py:class:`TorchxFunctionValidator`)
 
     Returns:
-        List of validation errors (empty if the component is valid).
+        The problems found (empty if the component is valid); see ``LinterMessage.severity``.
     """
     try:
         with open(path, encoding="utf-8") as f:

@@ -74,12 +74,18 @@ def _returns_appdef(fn: Callable[..., Any]) -> bool:
     return isinstance(ann, str) and ann.split(".")[-1] == "AppDef"
 
 
+def _lint_errors(path: str, fn_name: str) -> list[str]:
+    """The linter's errors; its warnings (e.g. no docstring, which TorchX accepts) only show
+    as a tip in the component's ``--help``."""
+    return [m.description for m in validate(path, fn_name) if m.severity == "error"]
+
+
 def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
     try:
         path = inspect.getsourcefile(fn)
     except TypeError:
         path = None
-    errors = [m.description for m in validate(path, fn.__name__)] if path else []
+    errors = _lint_errors(path, fn.__name__) if path else []
     description, _ = get_fn_docstring(fn)
     return _Component(
         name=name,
@@ -155,7 +161,8 @@ def _discover() -> dict[str, _Component]:
             logger.warning("could not load component entry point %s = %s: %s", ep.name, ep.value, e)
             continue
         if isinstance(obj, ModuleType):
-            found = _package_components(obj, ep.name)
+            # as TorchX: a `_`-prefixed name (`_0 = my_pkg`) adds the components without prefix
+            found = _package_components(obj, "" if ep.name.startswith("_") else ep.name)
         elif inspect.isfunction(obj):
             found = {ep.name: _make_component(ep.name, obj)}
         else:
@@ -225,7 +232,7 @@ def _custom_component(name: str) -> _Component:
         )
     if target.endswith(".py") or os.sep in target or os.path.isfile(target):
         fn = _load_file(target, fn_name, name)
-        errors = [m.description for m in validate(os.path.expanduser(target), fn_name)]
+        errors = _lint_errors(os.path.expanduser(target), fn_name)
     else:
         try:
             module = importlib.import_module(target)
