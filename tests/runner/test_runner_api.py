@@ -81,8 +81,11 @@ def test_handles_from_other_sessions_work(runner: Runner, table: JobTable) -> No
     handle = runner.run(_app(), "fake")
     app_id = parse_app_handle(handle).app_id
     other = Runner("other", {"fake": make_factory(table)})
+    table.set_state(app_id, AppState.RUNNING)
     st = other.status(f"fake://whatever/{app_id}")
-    assert st is not None
+    assert st is not None and st.state == AppState.RUNNING
+    app = other.describe(f"fake://whatever/{app_id}")
+    assert app is not None and app.name == app_id and [r.name for r in app.roles] == ["worker"]
 
 
 def test_malformed_handle_raises_typed_error(runner: Runner) -> None:
@@ -318,7 +321,8 @@ def test_log_lines_streams_by_name_and_bad_stream_lists_valid(runner: Runner) ->
     from torchx_core.schedulers.api import InvalidLogQueryError
 
     handle = runner.run(_app(), "fake")
-    assert list(runner.log_lines(handle, "worker", 0, streams="stdout"))  # type: ignore[arg-type]
+    assert list(runner.log_lines(handle, "worker", 1, streams="stdout")) == [  # type: ignore[arg-type]
+        "worker 1 line 0\n", "worker 1 line 1\n", "worker 1 line 2\n"]
     with pytest.raises(InvalidLogQueryError) as e:
         runner.log_lines(handle, "worker", 0, streams="both")  # type: ignore[arg-type]
     assert "'both'" in str(e.value) and "'stdout'" in str(e.value) and "'combined'" in str(e.value)

@@ -213,13 +213,88 @@ def test_app_id_parsing() -> None:
         parse_app_id(":job")
 
 
+# Volcano job phases (volcano.sh batch/v1alpha1 JobPhase), written independently of VOLCANO_STATES.
+# A torchx cancel aborts the job, so Aborting/Aborted are CANCELLED, not FAILED.
+VOLCANO_EXPECTED = {
+    "Pending": specs.AppState.PENDING,
+    "Running": specs.AppState.RUNNING,
+    "Restarting": specs.AppState.RUNNING,
+    "Completing": specs.AppState.RUNNING,
+    "Terminating": specs.AppState.RUNNING,
+    "Completed": specs.AppState.SUCCEEDED,
+    "Aborting": specs.AppState.CANCELLED,
+    "Aborted": specs.AppState.CANCELLED,
+    "Terminated": specs.AppState.FAILED,
+    "Failed": specs.AppState.FAILED,
+}
+# Pod phases (core/v1 PodStatus.phase); Volcano counts its tasks' pods under the same names.
+POD_EXPECTED = {
+    "Pending": specs.AppState.PENDING,
+    "Running": specs.AppState.RUNNING,
+    "Succeeded": specs.AppState.SUCCEEDED,
+    "Failed": specs.AppState.FAILED,
+    "Unknown": specs.AppState.UNKNOWN,
+}
+# MCAD AppWrapper status.state ("" before MCAD has looked at the wrapper).
+MCAD_EXPECTED = {
+    "": specs.AppState.SUBMITTED,
+    "Pending": specs.AppState.PENDING,
+    "Running": specs.AppState.RUNNING,
+    "Completed": specs.AppState.SUCCEEDED,
+    "Failed": specs.AppState.FAILED,
+    "Deleted": specs.AppState.CANCELLED,
+}
+
+
+def test_state_tables_are_the_documented_ones() -> None:
+    from torchx_core.schedulers.kubernetes_mcad_scheduler import MCAD_STATES
+    from torchx_core.schedulers.kubernetes_scheduler import VOLCANO_TASK_STATES
+
+    assert VOLCANO_STATES == VOLCANO_EXPECTED
+    assert VOLCANO_TASK_STATES == POD_EXPECTED
+    assert pods.POD_PHASE_STATES == POD_EXPECTED
+    assert MCAD_STATES == MCAD_EXPECTED
+
+
 @pytest.mark.parametrize(
     ("phase", "expected"),
-    sorted(VOLCANO_STATES.items()) + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
+    sorted(VOLCANO_EXPECTED.items()) + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
 )
 def test_volcano_state_table(phase: str, expected: specs.AppState) -> None:
     obj = {"status": {"state": {"phase": phase}, "retryCount": 2}}
     assert _volcano_state(obj)[:2] == (expected, 2)
+
+
+@pytest.mark.parametrize(("phase", "expected"), sorted(POD_EXPECTED.items()))
+def test_volcano_task_phases(phase: str, expected: specs.AppState) -> None:
+    from torchx_core.schedulers.kubernetes_scheduler import _volcano_task_states
+
+    job = create_scheduler("s").submit_dryrun(_app(), {}).request.resource
+    job["status"] = {"taskStatusCount": {"trainer-main-0": {"phase": {phase: 1}}}}
+    assert _volcano_task_states(job) == {("Trainer_main", 0): expected}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "quantity"),
+    [(0.5, "500m"), (0.25, "250m"), (0.001, "1m"), (1, "1"), (1.5, "1500m"), (4, "4"), (2.0, "2")],
+)
+def test_cpu_quantity_keeps_millicores(cpu: float, quantity: str) -> None:
+    assert pods.cpu_quantity(cpu) == quantity
+
+
+def test_fractional_cpu_reaches_requests_and_limits() -> None:
+    role = specs.Role(name="r", image="i", resource=specs.Resource(cpu=0.5, gpu=0, memMB=2048))  # type: ignore[arg-type]
+    # limits are the resource; requests keep the node's reserve (100m cpu, 1024M memory) back
+    assert pods.resource_requirements(role) == {
+        "limits": {"cpu": "500m", "memory": "2048M"},
+        "requests": {"cpu": "400m", "memory": "1024M"},
+    }
+    role.resource = specs.Resource(cpu=1.25, gpu=0, memMB=512)  # type: ignore[arg-type]
+    assert pods.resource_requirements(role, reserved_millicpu=0, reserved_memmb=0) == {
+        "limits": {"cpu": "1250m", "memory": "512M"},
+        "requests": {"cpu": "1250m", "memory": "512M"},
+    }
+    assert pods.resource_requirements(specs.Role(name="r", image="i")) == {}
 
 
 def test_jobset_states() -> None:
