@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from torchx_core.schedulers.local._supervisor import Supervisor, _Slot
+from torchx_core.schedulers.local_scheduler import LOCAL_STATES
+from torchx_core.specs import AppState
 
 
 class RecordingSupervisor(Supervisor):
@@ -154,3 +156,11 @@ def test_killed_by_signal_is_named_in_the_message(tmp_path: Path) -> None:
     sup.on_exit(slot, None, 9)
     assert sup.msg == "replica trainer/0 killed by SIGKILL"
     assert sup.failure == (slot, None, 9)
+
+
+def test_status_file_state_characters() -> None:
+    # the one-character replica states the supervisor writes (P R S F C U), read back by status
+    assert dict(LOCAL_STATES) == {
+        "P": AppState.PENDING, "R": AppState.RUNNING, "S": AppState.SUCCEEDED,
+        "F": AppState.FAILED, "C": AppState.CANCELLED, "U": AppState.UNKNOWN,
+    }

@@ -205,10 +205,20 @@ def test_cancel_with_bkill_is_cancelled_exit_130(unit_lsf: LsfScheduler, fake: I
     assert not [c for c in fake.calls if c[0] == "bkill"]
 
 
-@pytest.mark.parametrize("stat,expected", [
-    ("PEND", AppState.PENDING), ("PSUSP", AppState.PENDING), ("USUSP", AppState.PENDING),
-    ("SSUSP", AppState.PENDING), ("RUN", AppState.RUNNING), ("DONE", AppState.SUCCEEDED),
-    ("EXIT", AppState.FAILED), ("UNKWN", AppState.UNKNOWN)])
+# bjobs STAT values (IBM Spectrum LSF "Job states"), written independently of LSF_STATES
+LSF_EXPECTED = {
+    "PEND": AppState.PENDING, "PROV": AppState.PENDING, "WAIT": AppState.PENDING,
+    "PSUSP": AppState.PENDING, "USUSP": AppState.PENDING, "SSUSP": AppState.PENDING,
+    "RUN": AppState.RUNNING, "DONE": AppState.SUCCEEDED, "EXIT": AppState.FAILED,
+    "ZOMBI": AppState.FAILED, "UNKWN": AppState.UNKNOWN,
+}
+
+
+def test_state_table_is_the_documented_one() -> None:
+    assert dict(LSF_STATES) == LSF_EXPECTED
+
+
+@pytest.mark.parametrize("stat,expected", sorted(LSF_EXPECTED.items()))
 def test_state_mapping(unit_lsf: LsfScheduler, tmp_path: Path, stat: str,
                        expected: AppState) -> None:
     app_id = unit_lsf.submit(specs.AppDef("s", roles=[py_role("w", "print(1)")]),
