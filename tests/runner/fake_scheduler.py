@@ -87,6 +87,9 @@ class JobTable:
         self.list_error: BaseException | None = None
         self.cancel_gate: threading.Event | None = None  # cancel blocks until it is set
         self.log_breaks = 0  # the next N followed log reads raise
+        # what list() gives as a name: the AppDef's ("exact"), none ("none", like lsf), or the
+        # app id in upper case ("id": a name the backend derived, like aws_batch job names)
+        self.list_names = "exact"
         self.cond = threading.Condition()
 
     # -- test controls (thread-safe: log followers read concurrently) -------------------------
@@ -208,8 +211,10 @@ class FakeScheduler(Scheduler[FakeRequest]):
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         if self.table.list_error is not None:
             raise self.table.list_error
+        names = {"exact": lambda app_id, job: job.app.name, "none": lambda app_id, job: "",
+                 "id": lambda app_id, job: app_id.upper()}[self.table.list_names]
         return [
-            ListAppResponse(app_id=app_id, state=job.state, name=job.app.name)
+            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job))
             for app_id, job in list(self.table.jobs.items())
         ]
 

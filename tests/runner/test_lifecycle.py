@@ -125,6 +125,7 @@ def test_app_name_is_deterministic_per_identity() -> None:
     assert app_name("My train.v2/x", "i").startswith("My-train-v2-x-")
     assert app_name("x" * 100, "i", max_len=8) == "xxxxxxxx-" + app_name("", "i")[-10:]
     assert app_name("***", "i").startswith("app-")
+    assert app_name("_x_", "i").startswith("x-")  # label-safe ends
 
 
 @pytest.mark.parametrize(("identity", "kwargs"), [((), {}), ("", {}), ("i", {"max_len": 0})])
@@ -223,6 +224,23 @@ def test_a_known_handle_of_another_scheduler_or_malformed_is_ignored(runner: Run
         att = life(runner).attach(make_app(), (known,), known_handle=known)
         assert att.how == "submitted"
     assert len(table.jobs) == 2
+
+
+@pytest.mark.parametrize("list_names", ["none", "id"])
+def test_reattach_by_a_name_the_backend_derived(runner: Runner, table: JobTable, list_names: str) -> None:
+    table.list_names = list_names
+    first = life(runner).attach(make_app(), IDENTITY)
+    other = life(runner).attach(make_app(), ("run-1", "other-task"))
+    again = life(runner).attach(make_app(), IDENTITY)
+    assert (again.how, again.app_handle) == ("reattached", first.app_handle)
+    assert other.app_handle != first.app_handle and len(table.jobs) == 2
+
+
+def test_cancel_by_a_plain_name_matches_only_that_exact_name(runner: Runner, table: JobTable) -> None:
+    table.list_names = "none"
+    handle = runner.run(make_app("train"), "fake")  # app id "train-0": not named "train" exactly
+    assert life(runner).cancel_by_name("train") is True
+    assert table.job(app_id(handle)).cancelled == 0
 
 
 def test_different_identities_get_different_apps(runner: Runner, table: JobTable) -> None:

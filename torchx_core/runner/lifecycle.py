@@ -188,8 +188,8 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) -> str:
     """The deterministic app name of a step: the same for every attempt of that step.
 
-    ``<base>-<digest>``: ``base`` sanitized to ``[A-Za-z0-9_-]`` and cut to ``max_len``
-    characters, then 10 hex digits of the SHA-256 of the identity parts (``str()`` of each,
+    ``<base>-<digest>``: ``base`` sanitized to ``[A-Za-z0-9_-]`` (no ``-``/``_`` at its ends) and
+    cut to ``max_len`` characters, then 10 hex digits of the SHA-256 of the identity parts (``str()`` of each,
     joined by ``\\x1f``). Schedulers derive their app ids from this name (adding their own
     suffix, case or length rules).
 
@@ -212,7 +212,7 @@ def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) 
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
         raise InvalidTaskArgumentError(f"max_len must be an int >= 1, got {max_len!r}")
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:10]
-    clean = _NAME_CHARS.sub("-", str(base)).strip("-")[:max_len].strip("-") or "app"
+    clean = _NAME_CHARS.sub("-", str(base)).strip("-_")[:max_len].strip("-_") or "app"
     return f"{clean}-{digest}"
 
 
@@ -521,13 +521,9 @@ class AppLifecycle:
         return None
 
     def _named(self, name: str) -> list[ListAppResponse]:
-        """The apps on the scheduler named ``name`` (by name, or by app id where a backend does
-        not list names)."""
+        """The apps on the scheduler named ``name`` (see :func:`_is_named`)."""
         rows = self.runner.list(self.scheduler, self.cfg or None)
-        return [
-            r for r in rows
-            if r.name == name or (not r.name and (r.app_id == name or r.app_id.startswith(name + "-")))
-        ]
+        return [r for r in rows if _is_named(r, name)]
 
     def _record_owner(self, handle: str) -> bool:
         try:
@@ -731,6 +727,29 @@ class AppLifecycle:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+_DIGEST_END = re.compile(r"-[0-9a-f]{10}\Z")
+
+
+def _is_named(row: ListAppResponse, name: str) -> bool:
+    """Whether the listed app was submitted under ``name``.
+
+    Its listed name is ``name``; or, for a name :func:`app_name` built (it ends with the identity
+    digest, so nothing else starts with it), its listed name or app id (after a ``<namespace>:``
+    or ``<queue>:`` prefix) is ``name`` plus a ``-<suffix>`` the scheduler added, compared without
+    case (AWS Batch lists job names with their suffix, Kubernetes lowercases ids).
+    """
+    if row.name == name:
+        return True
+    if not _DIGEST_END.search(name):
+        return False
+    low = name.lower()
+    for candidate in (row.name, row.app_id.rpartition(":")[2]):
+        text = candidate.lower()
+        if text == low or text.startswith(low + "-"):
+            return True
+    return False
 
 
 def _seconds(name: str, value: object, *, allow_zero: bool) -> float:

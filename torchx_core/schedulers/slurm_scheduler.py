@@ -33,7 +33,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -50,6 +50,7 @@ from torchx_core.schedulers.api import (
     UnsupportedFeatureError,
     filter_regex,
 )
+from torchx_core.schedulers.slurm._comment import TAG, parse_comment, submit_comment
 from torchx_core.schedulers.slurm._script import (
     APP_ID_SENTINEL,
     RANK0_ENV,
@@ -123,7 +124,9 @@ class SlurmOpts(StructuredOpts):
     constraint: str | None = field(
         default=None, metadata={"help": "node features the job needs (--constraint)"}
     )
-    comment: str | None = field(default=None, metadata={"help": "a comment on the job (--comment)"})
+    comment: str | None = field(default=None, metadata={
+        "help": "a comment on the job (--comment); torchx appends `torchx:app=<name>` (and the"
+                " owner of the app, see ARCHITECTURE.md)"})
     mail_user: str | None = field(
         default=None, metadata={"help": "who gets mail about the job (--mail-user)"}
     )
@@ -292,8 +295,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 problems += [p for p in replica.validate() if p not in problems]
                 replicas.append(replica)
         job_opts: dict[str, str | None] = {"chdir": log_dir, "output": "slurm-%j.out"}
-        for key, value in (("comment", opts.comment), ("mail-user", opts.mail_user),
-                           ("mail-type", opts.mail_type)):
+        for key, value in (("comment", submit_comment(opts.comment, app.name)),
+                           ("mail-user", opts.mail_user), ("mail-type", opts.mail_type)):
             if value:
                 job_opts[key] = value
         max_retries = max((r.max_retries for r in app.roles), default=0)
@@ -453,7 +456,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             if me and leader.user not in me:
                 continue
             out.append(ListAppResponse(app_id=app_id, state=appstate_from_slurm_state(
-                leader.state), name=leader.name))
+                leader.state), name=parse_comment(leader.comment).app or leader.name))
         return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
 
     # -- logs -------------------------------------------------------------------------------
@@ -518,16 +521,16 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     def _cancel_existing(self, app_id: str) -> None:
         self._run(["scancel", app_id], ok=lambda r: "already completing or completed" in r.stderr)
 
-    # -- ownership (the job's Comment) ----------------------------------------------------------
+    # -- ownership (in the job's comment, see slurm/_comment.py) ------------------------------
 
     def set_owner(self, app_id: str, owner: str) -> bool:
-        """Records ``owner`` as the job's comment (``scontrol update JobId=<id> Comment=...``).
-
-        False for an unknown or finished job (Slurm refuses to update it).
-        """
-        if not _valid_app_id(app_id):
+        """Records ``owner`` in the job's comment (``scontrol update JobId=<id> Comment=...``),
+        keeping the user's comment and the app name. False for an unknown or finished job."""
+        records = self._records([app_id]).get(app_id) if _valid_app_id(app_id) else None
+        if not records or TAG in owner:
             return False
-        result = self._run_cmd(["scontrol", "update", f"JobId={app_id}", f"Comment={owner}"])
+        comment = replace(parse_comment(records[0].comment), owner=owner)
+        result = self._run_cmd(["scontrol", "update", f"JobId={app_id}", f"Comment={comment}"])
         if result.returncode != 0:
             logger.warning("cannot record the owner of slurm job %s: %s", app_id,
                            (result.stderr or result.stdout).strip())
@@ -535,9 +538,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         return True
 
     def get_owner(self, app_id: str) -> str | None:
-        """The job's comment (set by :meth:`set_owner`) while ``squeue`` still lists the job."""
-        records = self._records([app_id]).get(app_id) or []
-        return records[0].comment or None if records else None
+        """The owner recorded by :meth:`set_owner`, while ``squeue`` still lists the job."""
+        records = self._records([app_id]).get(app_id) if _valid_app_id(app_id) else None
+        return parse_comment(records[0].comment).owner or None if records else None
 
 
 # SlurmOpts field -> the run option name TorchX uses for it (sbatch's own spelling)
