@@ -201,7 +201,8 @@ def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> No
 
 def test_workspace_and_cfg_reach_the_scheduler(env: Path, tmp_path: Path) -> None:
     """The app reads a file that exists only in the workspace, and runs in the workspace's copy
-    inside its app directory, which the ``log_dir`` run option (cfg) puts under ``log_dir``."""
+    inside its app directory, which the ``log_dir`` run option (cfg) puts under
+    ``log_dir/<session>``."""
     from prefect import flow
 
     from torchx_prefect import run_app_sync
@@ -226,8 +227,9 @@ def test_workspace_and_cfg_reach_the_scheduler(env: Path, tmp_path: Path) -> Non
         (line,) = [ln.strip() for ln in runner.log_lines(result.app_handle, "python", 0)]
     text, cwd = line.split(" ", 1)
     assert text == tag
-    app_id = result.app_handle.rsplit("/", 1)[1]
-    assert Path(cwd).parent == log_dir / app_id  # a copy of the workspace in the app's dir
+    session, app_id = result.app_handle.split("://", 1)[1].split("/")
+    # a copy of the workspace in the app's dir, which is {log_dir}/{session}/{app_id} (TorchX's)
+    assert Path(cwd).parent == log_dir / session / app_id
 
 
 @pytest.mark.filterwarnings("ignore:Logger 'prefect.task_runs' attempted to send logs")

@@ -16,7 +16,12 @@ import pytest
 from torchx_core import specs
 from torchx_core.schedulers.api import AppValidationError, InvalidLogQueryError, Stream
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import STATUS_FILE, log_path, write_json_atomic
+from torchx_core.schedulers.local._supervisor import (
+    MARKER_FILE,
+    STATUS_FILE,
+    log_path,
+    write_json_atomic,
+)
 from torchx_core.schedulers.local_scheduler import (
     LocalOpts,
     LocalRequest,
@@ -53,6 +58,8 @@ def fake_app(root: str, app_id: str, state: str = "SUCCEEDED", states: str = "SS
     }  # fmt: skip
     status.update(extra)
     write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+    with open(os.path.join(app_dir, MARKER_FILE), "w") as f:
+        f.write(app_id)  # as the scheduler does first when it creates an app
     return app_dir
 
 
@@ -238,11 +245,12 @@ def test_cancel_and_delete_of_finished_app(sched: LocalScheduler, root: str) -> 
     sched.cancel("app-x3")  # unknown: a no-op
 
 
-def test_cancel_without_supervisor_records_cancelled(sched: LocalScheduler, root: str) -> None:
-    # a status that claims RUNNING; its supervisor is gone, so describe corrects it to FAILED
-    fake_app(root, "app-x4", state="RUNNING", states="R")
-    sched._kill_orphans(os.path.join(root, "app-x4"), _state.read_json(os.path.join(root, "app-x4", STATUS_FILE)))  # type: ignore[arg-type]
-    assert sched.describe("app-x4").state == AppState.CANCELLED  # type: ignore[union-attr]
+def test_cancel_of_app_whose_supervisor_died_reports_the_death(sched: LocalScheduler, root: str) -> None:
+    # a status that claims RUNNING; its supervisor is gone: cancel notices, records FAILED
+    fake_app(root, "app-x4", state="RUNNING", states="R", ended=None)
+    sched.cancel("app-x4")
+    desc = sched.describe("app-x4")
+    assert desc is not None and desc.state == AppState.FAILED and "died" in desc.msg
 
 
 # -- garbage collection ----------------------------------------------------------------------

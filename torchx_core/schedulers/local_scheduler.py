@@ -22,7 +22,6 @@ world sizes are left to the launcher inside the replica (``torchrun``).
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
@@ -45,16 +44,18 @@ from torchx_core.schedulers.api import (
     StructuredOpts,
 )
 from torchx_core.schedulers.local import _logio, _state
+from torchx_core.schedulers.local._create import LocalDiskError
+from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.schedulers.local._supervisor import (
     APP_FILE,
-    LOCK_FILE,
     PLAN_FILE,
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
+    TORCHX_LAYOUT,
     error_file_path,
+    kill_app_processes,
     log_path,
-    pending_status,
     write_json_atomic,
 )
 from torchx_core.specs import (
@@ -75,6 +76,8 @@ from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
 
 __all__ = [
     "LOCAL_STATES",
+    "CorruptAppStateError",
+    "LocalDiskError",
     "LocalOpts",
     "LocalReplica",
     "LocalRequest",
@@ -95,6 +98,7 @@ LOCAL_STATES: Mapping[str, AppState] = {c: AppState[name] for c, name in STATE_C
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 #: App ids are directory names: letters, digits, ``_``, ``.`` and ``-``.
 APP_ID_RULES = IdRules(allowed="A-Za-z0-9_.-", max_name_len=200, suffix_len=12)
+MAX_NAME_CHARS = 200  # role names become directory names (255 bytes at most)
 
 
 def make_unique(name: str, length: int = 12) -> str:
@@ -117,8 +121,10 @@ class LocalOpts(StructuredOpts):
     log_dir: str | None = field(
         default=None,
         metadata={
-            "help": "directory for the app's state and replica logs ({log_dir}/{app_id});"
-            " default: the per-user root ($TORCHX_LOCAL_ROOT or /tmp/torchx-local-<uid>)"
+            "help": "directory for the app's state and replica logs, in TorchX's layout"
+            " ({log_dir}/{session}/{app_id}/{role}/{k}/stdout.log, stderr.log, a SUCCESS file"
+            " when the logs are complete); default: the per-user root ($TORCHX_LOCAL_ROOT or"
+            " /tmp/torchx-local-<uid>)"
         },
     )
     prepend_cwd: bool = field(
@@ -194,6 +200,7 @@ class LocalRequest:
         roles: the roles to run
         grace_period: seconds between SIGTERM and SIGKILL
         staged: workspace copies to move into the app directory on submit (``src -> dst``)
+        layout: ``"torchx"`` for TorchX's log layout (apps run with ``log_dir``), else ``None``
     """
 
     app_id: str
@@ -202,6 +209,7 @@ class LocalRequest:
     roles: list[LocalRole]
     grace_period: float = 5.0
     staged: dict[str, str] = field(default_factory=dict)
+    layout: str | None = None
 
     def materialize(self) -> dict[str, Any]:
         """The JSON plan the supervisor runs (``plan.json``), without the inherited environment."""
@@ -209,6 +217,7 @@ class LocalRequest:
             "app_id": self.app_id,
             "name": self.app_id.rsplit("-", 1)[0],
             "grace": self.grace_period,
+            "layout": self.layout,
             "roles": [
                 {
                     "name": r.name,
@@ -324,7 +333,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return self._root or _state.default_root()
 
     def _app_dir(self, app_id: str) -> str | None:
-        if not _SAFE_NAME.match(app_id):
+        if len(app_id) > 255 or not _SAFE_NAME.match(app_id):
             return None
         return os.path.join(self.root, app_id)
 
@@ -341,6 +350,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         problems = []
         seen: set[str] = set()
         for role in app.roles:
+            if len(role.name or "") > MAX_NAME_CHARS:
+                problems.append(
+                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at most {MAX_NAME_CHARS}"
+                )
+                continue
             if not _SAFE_NAME.match(role.name or ""):
                 problems.append(
                     f"role name {role.name!r} is not usable as a directory name; use letters,"
@@ -387,14 +401,19 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         opts = LocalOpts(**given)
         app_id = make_unique(app.name)
         root = self.root
-        base = os.path.abspath(os.path.expanduser(opts.log_dir)) if opts.log_dir else root
-        app_dir = os.path.join(base, app_id)
-        req = LocalRequest(app_id=app_id, app_dir=app_dir, root=root, roles=[], grace_period=opts.grace_period)
+        layout = None
+        app_dir = os.path.join(root, app_id)
+        if opts.log_dir:  # TorchX's layout: {log_dir}/{session}/{app_id}
+            layout = TORCHX_LAYOUT
+            app_dir = os.path.join(os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id)
+        req = LocalRequest(
+            app_id=app_id, app_dir=app_dir, root=root, roles=[], grace_period=opts.grace_period, layout=layout
+        )
         handle = f"{self.backend}://{self.session_name}/{app_id}"
         gpu_next = 0
         for idx, role in enumerate(app.roles):
             cwd = self._role_cwd(role, idx, app_dir, req)
-            local_role = self._materialize_role(role, idx, cwd, app_id, app_dir, handle, opts)
+            local_role = self._materialize_role(role, idx, cwd, req, handle, opts)
             if opts.auto_set_cuda_visible_devices and role.resource.gpu > 0:
                 gpu_next = self._assign_gpus(local_role, role.resource.gpu, gpu_next)
             req.roles.append(local_role)
@@ -414,11 +433,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         role: Role,
         idx: int,
         cwd: str,
-        app_id: str,
-        app_dir: str,
+        req: LocalRequest,
         handle: str,
         opts: LocalOpts,
     ) -> LocalRole:
+        app_id, app_dir = req.app_id, req.app_dir
         values = macros.Values(img_root=cwd, app_id=app_id, replica_id="0", rank0_env=RANK0_ENV)
         per_replica = values.to_dict()
 
@@ -461,7 +480,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         for k in range(role.num_replicas):
             renv = {"TORCHX_REPLICA_IDX": str(k)}
             if set_error_file:
-                renv["TORCHELASTIC_ERROR_FILE"] = error_file_path(app_dir, role.name, k)
+                renv["TORCHELASTIC_ERROR_FILE"] = error_file_path(app_dir, role.name, k, req.layout)
             for name in varying_env:
                 renv[name] = sub(role.env[name], k)
             rargv = None
@@ -509,39 +528,31 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- submit -------------------------------------------------------------------------------
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
-        """Creates the app directory and starts the app's supervisor; returns the app id."""
-        from torchx_core.schedulers.local import _launch
+        """Creates the app directory (all or nothing) and starts the app's supervisor.
+
+        Returns the app id. Raises :class:`LocalDiskError` when the state cannot be written (full
+        disk, read-only or unwritable root), naming the root and the cause.
+        """
+        from torchx_core.schedulers.local import _create, _launch
 
         req = dryrun_info.request
         root = _ensure_root(req.root)
         try:
             _state.maybe_gc(root, _state.ttl_seconds(self._ttl))
         except OSError as e:
-            logger.warning("garbage collection of %s failed: %s", root, e)
-        app_dir = req.app_dir
-        link = os.path.join(root, req.app_id)
-        try:
-            if app_dir != link:
-                os.makedirs(os.path.dirname(app_dir), exist_ok=True)
-                os.mkdir(app_dir)
-                os.symlink(app_dir, link)
-            else:
-                os.mkdir(app_dir)
-        except FileExistsError as e:
-            raise SchedulerError(
-                f"app directory {app_dir} already exists; app ids are random, so this dry run was"
-                " probably submitted twice. Build a new dry run (or call submit) instead."
-            ) from e
-        for src, dst in req.staged.items():
-            os.rename(src, dst)
-        for r in req.roles:
-            os.makedirs(os.path.join(app_dir, r.name), exist_ok=True)
+            logger.debug("garbage collection of %s failed: %s", root, e)
+        _create.check_free_space(root, req.app_id)
         app = getattr(dryrun_info, "_app", None)
+        app_json = None
         if app is not None:
             try:
-                write_json_atomic(os.path.join(app_dir, APP_FILE), app.to_dict())
+                import json
+
+                app_json = app.to_dict()
+                json.dumps(app_json)
             except (TypeError, ValueError) as e:  # e.g. metadata that is not JSON-serializable
                 logger.warning("app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e)
+                app_json = None
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
@@ -549,19 +560,20 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         port = _free_port()
         for r in plan["roles"]:
             r["env"].setdefault("MASTER_PORT", str(port))
-        write_json_atomic(os.path.join(app_dir, PLAN_FILE), plan)
-        # lock first, then the status: whoever sees the status also sees a live supervisor
-        lock_fd = os.open(os.path.join(app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        link = os.path.join(root, req.app_id)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            status = pending_status(plan)
-            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
-            try:
-                _launch.start_supervisor(plan, app_dir, lock_fd)
-            except OSError as e:
-                status.update(state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time())
-                write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
-                raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
+            lock_fd = _create.create_app_dir(
+                req.app_id, req.app_dir, link if req.app_dir != link else None, plan, app_json, req.staged
+            )
+        except OSError as e:
+            raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
+        try:
+            _launch.start_supervisor(plan, req.app_dir, lock_fd)
+        except OSError as e:
+            status = _state.read_json(os.path.join(req.app_dir, STATUS_FILE)) or {}
+            status.update(state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time())
+            write_json_atomic(os.path.join(req.app_dir, STATUS_FILE), status)
+            raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
         return req.app_id
@@ -569,17 +581,21 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- inspection ---------------------------------------------------------------------------
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Reads the app's status file (and, once, its AppDef); ``None`` for unknown apps."""
+        """Reads the app's status file (and, once, its AppDef); ``None`` for unknown apps.
+
+        Raises:
+            CorruptAppStateError: the app exists but its status file cannot be read.
+        """
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        status = _state.read_status(app_dir)
+        status = _state.read_status(app_dir, app_id)
         if status is None:
             return None
         failed = status.get("failed")
         error = status.get("structured_error_msg") or NONE
         roles_statuses = []
-        for ridx, r in enumerate(status.get("roles", [])):
+        for ridx, r in enumerate(status["roles"]):
             name = r["name"]
             replicas = [
                 ReplicaStatus(k, LOCAL_STATES.get(c, AppState.UNKNOWN), name, "localhost")
@@ -614,10 +630,18 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return roles
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """Every app under the root with its state, oldest first (one scan; one small read per app)."""
+        """Every app under the root with its state, oldest first (one scan; one small read per app).
+
+        An app whose state cannot be read is listed as ``UNKNOWN`` (with a warning); entries
+        that are not apps of this scheduler are skipped.
+        """
         rows = []
         for app_id, app_dir in _state.iter_app_dirs(self.root):
-            status = _state.read_status(app_dir)
+            try:
+                status = _state.read_status(app_dir, app_id)
+            except CorruptAppStateError as e:
+                logger.warning("%s", e)
+                status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
             if status is None:
                 continue
             app = ListAppResponse(
@@ -661,10 +685,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
         """
         app_dir = self._app_dir(app_id)
-        status = _state.read_status(app_dir) if app_dir else None
+        status = _state.read_status(app_dir, app_id) if app_dir else None
         if app_dir is None or status is None:
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        roles = {r["name"]: len(r["states"]) for r in status.get("roles", [])}
+        roles = {r["name"]: len(r["states"]) for r in status["roles"]}
         if role_name not in roles:
             raise InvalidLogQueryError(
                 f"app {app_id} has no role {role_name!r}; its roles are: {', '.join(roles) or '(none)'}"
@@ -686,7 +710,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 pattern = re.compile(regex)
             except re.error as e:
                 raise InvalidLogQueryError(f"invalid log regex {regex!r}: {e}; pass a Python regular expression") from e
-        path = log_path(app_dir, role_name, k, stream)
+        path = log_path(app_dir, role_name, k, stream, status.get("layout"))
         if should_tail and status["state"] not in TERMINAL:
             lines: Iterator[str] = _logio.follow(path, app_dir)
         else:
@@ -695,45 +719,85 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def exists(self, app_id: str) -> bool:
+        """Whether the app's directory exists (even if its status file is unreadable)."""
+        app_dir = self._app_dir(app_id)
+        return app_dir is not None and _state.is_owned(app_dir, app_id)
+
     def _cancel_existing(self, app_id: str) -> None:
+        """Stops the app: through its supervisor while it lives, else by killing its processes.
+
+        Also for an app that already ended (its supervisor may have died and left replicas) or
+        whose status file is unreadable: every process carrying the app's id is killed.
+        """
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return
-        status = _state.read_status(app_dir)
-        if status is None or status["state"] in TERMINAL:
+        try:
+            status = _state.read_status(app_dir, app_id)  # kills leftovers of a dead supervisor
+        except CorruptAppStateError as e:
+            logger.warning("%s; stopping its processes anyway", e)
+            status = None
+        if status is not None and status["state"] in TERMINAL:
+            kill_app_processes(app_id)  # survivors of a supervisor that died (or was killed)
             return
-        pid = int(status.get("sup_pid") or 0)
+        self._stop_supervisor(app_id, app_dir, status)
+        try:
+            status = _state.read_status(app_dir, app_id)
+        except CorruptAppStateError:
+            status = None
+        if status is None or status["state"] not in TERMINAL:
+            self._record_cancelled(app_id, app_dir, status)
+            kill_app_processes(app_id)
+
+    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
+        """SIGTERMs a live supervisor (which cancels its replicas) and waits for it to exit."""
+        pid = int((status or {}).get("sup_pid") or 0) or _state.supervisor_pid(app_dir)
         deadline = time.monotonic() + 10.0
         while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
             time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
-            status = _state.read_status(app_dir) or status
-            pid = int(status.get("sup_pid") or 0)
-        if pid and _state.supervisor_alive(app_dir):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            # the supervisor escalates to SIGKILL after the grace period, then exits
-            plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
-            if _state.wait_supervisor(app_dir, float(plan.get("grace", 5.0)) + 10.0):
-                return
+            pid = _state.supervisor_pid(app_dir)
+        if not pid or not _state.supervisor_alive(app_dir):
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        # the supervisor escalates to SIGKILL after the grace period, then exits
+        plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
+        grace = plan.get("grace")
+        grace = float(grace) if isinstance(grace, (int, float)) else 5.0
+        if not _state.wait_supervisor(app_dir, grace + 10.0):
             logger.warning("supervisor of %s did not stop in time; killing its replicas", app_id)
-        self._kill_orphans(app_dir, status)
 
-    def _kill_orphans(self, app_dir: str, status: dict[str, Any]) -> None:
-        """Cancel without a (responsive) supervisor: kill its replicas, record CANCELLED."""
-        _state.kill_orphans(status)
+    def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
+        """Writes a CANCELLED status for an app stopped without its supervisor's help."""
+        if status is None:
+            status = {"v": 1, "app_id": app_id, "name": "", "created": time.time(), "roles": []}
         for r in status.get("roles", []):
-            r["states"] = "".join("C" if c in "PRU" else c for c in r.get("states", ""))
+            r["states"] = "".join("C" if c in "PRU" else c for c in r["states"])
+            r["pids"] = [0] * len(r["states"])
         status.update(state="CANCELLED", msg="cancelled", ended=time.time(), updated=time.time())
-        write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+        try:
+            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+        except OSError as e:
+            logger.warning("app %s: could not record the cancellation: %s", app_id, e)
 
     def _delete_existing(self, app_id: str) -> None:
+        """Cancels the app, then removes its directory.
+
+        Raises:
+            SchedulerError: something could not be removed (each path is named).
+        """
         self._cancel_existing(app_id)
         app_dir = self._app_dir(app_id)
-        if app_dir is not None:
-            _state.remove_app_dir(app_dir)
         self._roles_cache.pop(app_id, None)
+        if app_dir is None:
+            return
+        failures = _state.remove_app_dir(app_dir, app_id)
+        if failures:
+            shown = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+            raise SchedulerError(f"app {app_id} was stopped but not (fully) deleted: {shown}")
 
     def close(self) -> None:
         """Nothing to release: apps keep running after the scheduler (and its process) is gone."""

@@ -348,14 +348,33 @@ def test_workspace_is_copied_into_the_app_dir_and_run_there(sched: LocalSchedule
     assert not os.listdir(os.path.join(sched.root, _state.STAGING))
 
 
-def test_log_dir_option_keeps_app_findable_by_id(sched: LocalScheduler, tmp_path: Path) -> None:
+def test_log_dir_option_uses_torchx_layout_and_keeps_app_findable_by_id(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
+    """TorchX 0.7.0 writes ``{log_dir}/{session}/{app_id}/{role}/{k}/stdout.log`` (and
+    ``stderr.log``, ``combined.log``, ``error.json``) and, once the logs are closed, a ``SUCCESS``
+    file holding the final state; users' scripts read those paths."""
     log_dir = tmp_path / "logs"
-    app_id, desc = run(sched, sh_app("echo hi"), {"log_dir": str(log_dir)})
+    app = sh_app("echo hi; echo oops >&2", num_replicas=2)
+    app_id, desc = run(sched, app, {"log_dir": str(log_dir)})
     assert desc.state == AppState.SUCCEEDED
-    assert (log_dir / app_id / "r" / "0.stdout.log").read_text() == "hi\n"
+    app_dir = log_dir / sched.session_name / app_id
+    assert (app_dir / "r" / "0" / "stdout.log").read_text() == "hi\n"
+    assert (app_dir / "r" / "0" / "stderr.log").read_text() == "oops\n"
+    assert sorted((app_dir / "r" / "1" / "combined.log").read_text().splitlines()) == ["hi", "oops"]
+    success = json.loads((app_dir / "SUCCESS").read_text())
+    assert success["app_id"] == app_id and success["final_state"] == "SUCCEEDED"
+    assert [r["exitcode"] for r in success["roles"]["r"]] == [0, 0]
+    assert success["roles"]["r"][0]["stdout"] == str(app_dir / "r" / "0" / "stdout.log")
+    assert logs(sched, app_id, streams=Stream.STDERR) == ["oops\n"]
     assert os.path.islink(os.path.join(sched.root, app_id))
     sched.delete(app_id)
-    assert not (log_dir / app_id).exists()
+    assert not app_dir.exists() and not os.path.lexists(os.path.join(sched.root, app_id))
+
+
+def test_log_dir_reply_file_is_in_the_replica_log_dir(sched: LocalScheduler, tmp_path: Path) -> None:
+    app_id, _ = run(sched, sh_app('echo "$TORCHELASTIC_ERROR_FILE"'), {"log_dir": str(tmp_path)})
+    assert logs(sched, app_id) == [f"{tmp_path / sched.session_name / app_id / 'r' / '0' / 'error.json'}\n"]
 
 
 def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: LocalScheduler) -> None:
@@ -473,13 +492,18 @@ def test_status_reads_only_the_status_file(sched: LocalScheduler, monkeypatch: p
     app_id, _ = run(sched, sh_app("true"))
     fresh = create_scheduler("other")  # no cached AppDef, like another process
     read: list[str] = []
-    real = _state.read_json
+    real_json, real_status = _state.read_json, _state._load_status
 
     def recording(path: str) -> object:
         read.append(os.path.basename(path))
-        return real(path)
+        return real_json(path)
+
+    def recording_status(app_dir: str, app_id: str) -> object:
+        read.append("status.json")
+        return real_status(app_dir, app_id)
 
     monkeypatch.setattr(_state, "read_json", recording)
+    monkeypatch.setattr(_state, "_load_status", recording_status)
     desc = fresh.describe(app_id)
     assert desc is not None and desc.state == AppState.SUCCEEDED
     assert read == ["status.json"]

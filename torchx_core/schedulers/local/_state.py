@@ -2,18 +2,28 @@
 
 Layout (``<root>`` is per user, see :func:`default_root`)::
 
-    <root>/<app_id>/app.json         the AppDef as submitted (``AppDef.to_dict``)
+    <root>/<app_id>/.torchx-app      written first: the app id (GC removes only what holds it)
+                    app.json         the AppDef as submitted (``AppDef.to_dict``)
                     plan.json        what the supervisor runs (argv, env, cwd per replica)
                     status.json      written atomically by the supervisor
                     supervisor.lock  flock()ed by the launcher before the status exists, then
                                      held by the supervisor (inherited) for its whole life
                     supervisor.log   the supervisor's own output
+                    status.reserve   space set aside for the final status on a full disk
                     <role>/<k>.stdout.log, <k>.stderr.log, <k>.combined.log, <k>.error.json
     <root>/.gc                       mtime = last garbage collection
     <root>/.staging/                 workspaces copied before their app directory exists
+    <root>/.new-<app_id>/            an app directory being created (renamed into place whole)
 
-With the ``log_dir`` run option the app directory lives under ``log_dir`` and ``<root>/<app_id>``
-is a symlink to it, so every process still finds the app by its id alone.
+With the ``log_dir`` run option the app directory is ``<log_dir>/<session>/<app_id>`` with
+TorchX's log layout (``<role>/<k>/stdout.log``, ``stderr.log``, ``combined.log``,
+``error.json``, and a ``SUCCESS`` file once the logs are complete), and ``<root>/<app_id>`` is a
+symlink to it, so every process still finds the app by its id alone.
+
+Garbage collection removes only what it can prove the scheduler created: app directories that
+hold the marker naming them, and the symlinks of ``log_dir`` apps whose target holds it (the
+link only: an app directory under ``log_dir`` is the user's). It never follows a symlink and
+never touches anything else in the root, so the root may hold foreign entries.
 
 Whether the supervisor is alive is answered by the lock: it holds an exclusive ``flock`` until it
 exits (even on SIGKILL), so a non-blocking shared lock succeeds only once it is gone. Waiting for
@@ -25,16 +35,19 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import threading  # already imported by logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from torchx_core.schedulers.api import SchedulerError
 from torchx_core.schedulers.local._supervisor import (
     LOCK_FILE,
+    MARKER_FILE,
+    STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
+    kill_app_processes,
     write_json_atomic,
 )
 
@@ -44,6 +57,16 @@ DEFAULT_TTL = 7 * 24 * 3600.0
 GC_INTERVAL = 600.0
 GC_STAMP = ".gc"
 STAGING = ".staging"
+CREATING = ".new-"  # prefix of app directories being created
+MAX_STATUS_BYTES = 64 << 20
+
+
+class CorruptAppStateError(SchedulerError, ValueError):
+    """An app's state on disk cannot be read (garbled, truncated or missing status file).
+
+    Only that app is affected: ``list`` shows it as ``UNKNOWN``; ``cancel`` and ``delete``
+    still stop its processes.
+    """
 
 
 def default_root() -> str:
@@ -161,16 +184,38 @@ def _block_on_lock(app_dir: str) -> None:
         os.close(fd)
 
 
-def read_status(app_dir: str) -> dict[str, Any] | None:
-    """The app's status, corrected when its supervisor died without writing a final state."""
-    status = read_json(os.path.join(app_dir, STATUS_FILE))
-    if status is None or status.get("state") in TERMINAL:
+def is_owned(app_dir: str, app_id: str) -> bool:
+    """Whether ``app_dir`` is an app directory this scheduler created for ``app_id``.
+
+    It holds the marker written first at creation, naming the app. For a ``log_dir`` app,
+    ``app_dir`` is our symlink and the marker is read in its target.
+    """
+    try:
+        with open(os.path.join(app_dir, MARKER_FILE), "rb") as f:
+            return f.read(512).strip() == app_id.encode()
+    except OSError:
+        return False
+
+
+def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | None:
+    """The app's status, corrected (and its leftovers killed) when its supervisor died.
+
+    Returns ``None`` when there is no app here. Raises :class:`CorruptAppStateError` when the
+    app exists but its status cannot be read.
+
+    A supervisor that died before writing a final state (SIGKILL, OOM killer) is noticed by
+    the first reader (its lock is free): the app is recorded as FAILED and every process of it
+    (by its ``TORCHX_APP_ID``) is killed.
+    """
+    app_id = app_id or os.path.basename(app_dir)
+    status = _load_status(app_dir, app_id)
+    if status is None or status["state"] in TERMINAL:
         return status
     if supervisor_alive(app_dir):
         return status
     # the supervisor may have written its final status and exited since our first read
-    status = read_json(os.path.join(app_dir, STATUS_FILE))
-    if status is None or status.get("state") in TERMINAL:
+    status = _load_status(app_dir, app_id)
+    if status is None or status["state"] in TERMINAL:
         return status
     status["state"] = "FAILED"
     status["msg"] = (
@@ -178,9 +223,10 @@ def read_status(app_dir: str) -> dict[str, Any] | None:
         f" see {os.path.join(app_dir, 'supervisor.log')}"
     )
     status["ended"] = time.time()
-    for role in status.get("roles", []):
-        role["states"] = "".join("U" if c in "PR" else c for c in role.get("states", ""))
-    kill_orphans(status)
+    for role in status["roles"]:
+        role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
+        role["pids"] = [0] * len(role["states"])
+    kill_app_processes(app_id)
     try:
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:
@@ -188,29 +234,90 @@ def read_status(app_dir: str) -> dict[str, Any] | None:
     return status
 
 
-def kill_orphans(status: dict[str, Any]) -> int:
-    """SIGKILLs the process groups of replicas left behind by a dead supervisor.
+def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
+    path = os.path.join(app_dir, STATUS_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STATUS_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        if is_owned(app_dir, app_id):
+            raise CorruptAppStateError(
+                f"app {app_id}: its status file {path} is missing; delete the app"
+                f" (`torchx delete`) or remove {app_dir}"
+            ) from None
+        return None
+    except OSError as e:
+        raise CorruptAppStateError(f"app {app_id}: cannot read its status file {path}: {e}") from e
+    try:
+        if len(data) > MAX_STATUS_BYTES:
+            raise ValueError(f"larger than {MAX_STATUS_BYTES} bytes")
+        status = json.loads(data)
+        check_status(status)
+    except (ValueError, RecursionError, TypeError) as e:
+        if not is_owned(app_dir, app_id):
+            return None  # not an app of ours (checked only here: the common path stays one read)
+        raise CorruptAppStateError(
+            f"app {app_id}: its status file {path} is corrupt ({e}); delete the app"
+            f" (`torchx delete`, which still stops its processes) or remove {app_dir}"
+        ) from None
+    return status
 
-    A recorded pid is only trusted if the process still carries the app's ``TORCHX_APP_ID`` in
-    its environment (pids are reused). Clears the pids; returns how many groups were signalled.
-    """
-    marker = f"TORCHX_APP_ID={status.get('app_id')}".encode()
-    killed = 0
-    for role in status.get("roles", []):
+
+_STATE_NAMES = frozenset(STATE_CHARS.values())
+_STATE_CHAR_SET = "".join(STATE_CHARS)
+
+
+def check_status(status: Any) -> None:
+    """Raises ``ValueError`` naming the first field of a status file that is not as written."""
+    if not isinstance(status, dict):
+        raise _invalid("not a JSON object")
+    if status.get("state") not in _STATE_NAMES:
+        raise _invalid(f"state {_short(status.get('state'))}")
+    roles = status.get("roles")
+    if not isinstance(roles, list):
+        raise _invalid(f"roles {_short(roles)}")
+    for role in roles:
+        if not isinstance(role, dict) or not isinstance(role.get("name"), str):
+            raise _invalid(f"role {_short(role)}")
+        states = role.get("states")
+        if not isinstance(states, str) or states.strip(_STATE_CHAR_SET):
+            raise _invalid(f"states of role {role['name']!r}: {_short(states)}")
         pids = role.get("pids", [])
-        for pid in pids:
-            if not pid:
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if marker not in f.read().split(b"\0"):
-                        continue
-                os.killpg(pid, signal.SIGKILL)
-                killed += 1
-            except (OSError, ProcessLookupError):
-                continue
-        role["pids"] = [0] * len(pids)
-    return killed
+        if not isinstance(pids, list) or len(pids) != len(states) or not all(type(p) is int for p in pids):
+            raise _invalid(f"pids of role {role['name']!r}: {_short(pids)}")
+    for key in ("num_restarts", "sup_pid"):
+        if type(status.get(key, 0)) is not int:
+            raise _invalid(f"{key} {_short(status.get(key))}")
+    for key in ("created", "updated", "ended"):
+        value = status.get(key)
+        if value is not None and type(value) not in (int, float):
+            raise _invalid(f"{key} {_short(value)}")
+    for key in ("msg", "structured_error_msg", "name", "app_id"):
+        if not isinstance(status.get(key, ""), str):
+            raise _invalid(f"{key} {_short(status.get(key))}")
+    failed = status.get("failed")
+    if failed is not None and not (
+        isinstance(failed, list) and len(failed) == 2 and all(type(i) is int for i in failed)
+    ):
+        raise _invalid(f"failed {_short(failed)}")
+
+
+def _invalid(what: str) -> ValueError:
+    return ValueError(f"unexpected {what}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def supervisor_pid(app_dir: str) -> int:
+    """The pid the supervisor wrote into its lock file (0 if none); trust it only while alive."""
+    try:
+        with open(os.path.join(app_dir, LOCK_FILE), "rb") as f:
+            return int(f.read(32).strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
@@ -226,16 +333,34 @@ def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
             yield entry.name, entry.path
 
 
-def remove_app_dir(app_dir: str) -> None:
-    """Removes an app directory (and its symlink target when the app used ``log_dir``)."""
+def remove_app_dir(app_dir: str, app_id: str, keep_target: bool = False) -> list[str]:
+    """Removes the app directory ``app_dir`` of ``app_id``; returns what could not be removed.
+
+    Only what the scheduler created: a real directory holding the app's marker, or the
+    ``log_dir`` symlink whose target holds it (the target too unless ``keep_target``). Never
+    follows any other symlink.
+    """
     import shutil
+
+    if not is_owned(app_dir, app_id):
+        return [f"{app_dir}: not an app directory of the local scheduler (left as is)"]
+    failures: list[str] = []
+
+    def failed(_func: Any, path: str, exc: Any) -> None:
+        err = exc[1] if isinstance(exc, tuple) else exc
+        failures.append(f"{path}: {getattr(err, 'strerror', None) or err}")
 
     if os.path.islink(app_dir):
         target = os.path.realpath(app_dir)
-        os.unlink(app_dir)
-        shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.unlink(app_dir)
+        except OSError as e:
+            failures.append(f"{app_dir}: {e.strerror}")
+        if not keep_target and not failures:
+            shutil.rmtree(target, onerror=failed)
     else:
-        shutil.rmtree(app_dir, ignore_errors=True)
+        shutil.rmtree(app_dir, onerror=failed)
+    return failures
 
 
 def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | None = None) -> list[str]:
@@ -257,32 +382,62 @@ def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | 
 
 
 def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str]:
-    """Removes every finished app whose end is older than ``ttl`` seconds (and stale staging)."""
+    """Removes the scheduler's own leftovers under ``root``; returns the removed app ids.
+
+    * finished apps whose end is older than ``ttl`` seconds, and apps whose status is
+      unreadable, older than ``ttl`` and without a live supervisor;
+    * the symlinks of ``log_dir`` apps in those cases (the directory under ``log_dir`` stays:
+      it is the user's);
+    * app directories whose creation was interrupted (``.new-*``, creator gone), at once;
+    * workspace copies of dry runs never submitted, older than ``ttl``.
+
+    Anything without the scheduler's marker is left alone, and no symlink is followed.
+    """
+    import shutil
+
     now = time.time() if now is None else now
     removed = []
     for app_id, app_dir in iter_app_dirs(root):
-        status = read_json(os.path.join(app_dir, STATUS_FILE))
-        if status is None:
-            # a half-created app dir (crashed launcher) or a dangling log_dir link
-            try:
-                age = now - os.lstat(app_dir).st_mtime
-            except OSError:
-                continue
-            if age > ttl and not supervisor_alive(app_dir):
-                remove_app_dir(app_dir)
-                removed.append(app_id)
+        if not _collectable(app_id, app_dir, ttl, now):
             continue
-        ended = status.get("ended")
-        if status.get("state") in TERMINAL and ended and now - float(ended) > ttl:
-            remove_app_dir(app_dir)
+        if not remove_app_dir(app_dir, app_id, keep_target=True):
             removed.append(app_id)
-    import shutil
-
-    staging = os.path.join(root, STAGING)
-    for _, path in iter_app_dirs(staging):
+    for name, path in _entries(root, hidden=True):
+        if name.startswith(CREATING) and is_owned(path, name[len(CREATING) :]) and not supervisor_alive(path):
+            shutil.rmtree(path, ignore_errors=True)
+    for name, path in _entries(os.path.join(root, STAGING), hidden=False):
         try:
-            if now - os.lstat(path).st_mtime > ttl:
-                shutil.rmtree(path, ignore_errors=True)
+            st = os.lstat(path)
         except OSError:
-            pass
+            continue
+        if name.startswith("ws-") and not os.path.islink(path) and now - st.st_mtime > ttl:
+            shutil.rmtree(path, ignore_errors=True)
     return removed
+
+
+def _collectable(app_id: str, app_dir: str, ttl: float, now: float) -> bool:
+    if not is_owned(app_dir, app_id):
+        return False  # a foreign entry (or a link whose target is gone): never touched
+    try:
+        status = _load_status(app_dir, app_id)
+    except CorruptAppStateError:
+        status = None
+    if status is not None:
+        ended = status.get("ended")
+        return status["state"] in TERMINAL and bool(ended) and now - float(ended) > ttl
+    try:
+        age = now - os.lstat(os.path.join(app_dir, MARKER_FILE)).st_mtime
+    except OSError:
+        return False
+    return age > ttl and not supervisor_alive(app_dir)
+
+
+def _entries(path: str, hidden: bool) -> Iterator[tuple[str, str]]:
+    try:
+        entries = os.scandir(path)
+    except OSError:
+        return
+    with entries:
+        for entry in entries:
+            if entry.name.startswith(".") == hidden:
+                yield entry.name, entry.path

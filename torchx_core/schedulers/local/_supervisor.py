@@ -24,6 +24,7 @@ on-disk layout constants shared with :mod:`._state`.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -38,6 +39,11 @@ APP_FILE = "app.json"
 PLAN_FILE = "plan.json"
 LOCK_FILE = "supervisor.lock"
 SUPERVISOR_LOG = "supervisor.log"
+MARKER_FILE = ".torchx-app"  # written first at creation; holds the app id (proof of ownership)
+RESERVE_FILE = "status.reserve"  # space set aside so the final status fits on a full disk
+RESERVE_BYTES = 64 << 10
+SUCCESS_FILE = "SUCCESS"  # TorchX's "logs are complete" file (``log_dir`` layout)
+TORCHX_LAYOUT = "torchx"  # <role>/<k>/<stream>.log instead of <role>/<k>.<stream>.log
 STREAMS = ("stdout", "stderr", "combined")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 # one character per replica in the status file
@@ -52,29 +58,56 @@ STATE_CHARS = {
 STDERR_TAIL_LINES = 20
 _READ_SIZE = 1 << 16
 _DRAIN_SECONDS = 2.0
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+_FINAL_WRITE_SECONDS = 30.0  # how long the final status write is retried on a full disk
+_ERROR_FILE_MAX = 16 << 10  # bytes of a reply file kept in the structured error (fits the reserve)
 TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # how long to wait for log pipes after the last replica exited
 
 
-def log_path(app_dir: str, role: str, k: int, stream: str) -> str:
-    """Path of replica ``k`` of ``role``'s log for ``stream`` (stdout, stderr or combined)."""
+def log_path(app_dir: str, role: str, k: int, stream: str, layout: str | None = None) -> str:
+    """Path of replica ``k`` of ``role``'s log for ``stream`` (stdout, stderr or combined).
+
+    ``layout="torchx"`` (apps run with ``log_dir``) gives TorchX's ``<role>/<k>/<stream>.log``.
+    """
+    if layout == TORCHX_LAYOUT:
+        return os.path.join(app_dir, role, str(k), f"{stream}.log")
     return os.path.join(app_dir, role, f"{k}.{stream}.log")
 
 
-def error_file_path(app_dir: str, role: str, k: int) -> str:
+def error_file_path(app_dir: str, role: str, k: int, layout: str | None = None) -> str:
     """Path of the reply (error) file a replica may write (``TORCHELASTIC_ERROR_FILE``)."""
+    if layout == TORCHX_LAYOUT:
+        return os.path.join(app_dir, role, str(k), "error.json")
     return os.path.join(app_dir, role, f"{k}.error.json")
 
 
 def write_json_atomic(path: str, obj: Any) -> None:
-    """Writes ``obj`` as JSON to ``path`` atomically (temporary file + rename)."""
+    """Writes ``obj`` as JSON to ``path`` atomically (temporary file + rename).
+
+    On failure (a full disk) nothing is left behind: the temporary file is removed and ``path``
+    keeps its previous content.
+    """
     data = json.dumps(obj, separators=(",", ":")).encode()
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def signal_name(signum: int) -> str:
@@ -142,29 +175,37 @@ class _Role:
 class _Slot:
     """One replica position (role, k); survives restarts of the process behind it."""
 
-    __slots__ = ("files", "k", "nfds", "partial", "pid", "restarts", "role", "state", "stopping")
+    __slots__ = (
+        "exitcode", "files", "k", "last_pid", "nfds", "partial", "pid", "restarts", "role", "state",
+        "stopping", "truncated",
+    )  # fmt: skip
 
     def __init__(self, role: _Role, k: int) -> None:
         self.role = role
         self.k = k
         self.pid = 0
+        self.last_pid = 0
+        self.exitcode: int | None = None
         self.state = "P"
         self.restarts = 0
         self.stopping = False
         self.files: list[int] = [-1, -1, -1]  # stdout, stderr, combined (opened lazily)
         self.partial = [b"", b""]  # incomplete last line per stream, for the combined log
         self.nfds = 0  # open output pipes
+        self.truncated = False  # a log write failed (full disk): output is drained, not kept
 
 
 class Supervisor:
     """Runs one app described by ``plan`` (see ``LocalScheduler.schedule``) in ``app_dir``."""
 
-    def __init__(self, plan: dict[str, Any], app_dir: str) -> None:
+    def __init__(self, plan: dict[str, Any], app_dir: str, lock_fd: int = -1) -> None:
         import select
 
+        self.lock_fd = lock_fd
         self.plan = plan
         self.app_dir = app_dir
         self.grace: float = float(plan.get("grace", 5.0))
+        self.layout: str | None = plan.get("layout")
         base_env = plan["base_env"]
         self.roles = [_Role(i, r, base_env) for i, r in enumerate(plan["roles"])]
         self.procs: dict[int, _Slot] = {}
@@ -183,10 +224,46 @@ class Supervisor:
         self.dirty = True
         self.cwd = ""
         self.wake_r = -1
+        self.retry_at: float | None = None  # when to retry a status write that hit a full disk
 
     # -- status file -------------------------------------------------------------------------
 
-    def write_status(self, ended: float | None = None) -> None:
+    def write_status(self, ended: float | None = None) -> bool:
+        """Writes the status file; False if the disk is full (retried later, see below).
+
+        A write that hits a full disk is retried: the next ones on the next loop turn (at most
+        every second); the final one (``ended``) first frees the space the launcher reserved for
+        it, then retries for up to 30 s, and as a last resort drops the structured error.
+        """
+        status = self._status(ended)
+        path = os.path.join(self.app_dir, STATUS_FILE)
+        deadline = time.monotonic() + (_FINAL_WRITE_SECONDS if ended else 0.0)
+        delay = 0.05
+        while True:
+            try:
+                write_json_atomic(path, status)
+                self.dirty = False
+                self.retry_at = None
+                return True
+            except OSError as e:
+                if e.errno not in _FULL_DISK:
+                    raise
+                err = e
+            if ended and release_reserve(self.app_dir):
+                continue
+            if time.monotonic() >= deadline:
+                if ended and status["structured_error_msg"] != "<NONE>":
+                    status["structured_error_msg"] = "<NONE>"
+                    continue
+                break
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+        _note(f"could not write the status file: {err}")
+        self.dirty = True
+        self.retry_at = time.monotonic() + 1.0
+        return False
+
+    def _status(self, ended: float | None) -> dict[str, Any]:
         plan = self.plan
         status: dict[str, Any] = {
             "v": 1,
@@ -210,8 +287,9 @@ class Supervisor:
                 for r in self.roles
             ],
         }
-        write_json_atomic(os.path.join(self.app_dir, STATUS_FILE), status)
-        self.dirty = False
+        if self.layout:
+            status["layout"] = self.layout
+        return status
 
     def _structured_error(self) -> str:
         assert self.failure is not None
@@ -223,13 +301,13 @@ class Supervisor:
             "replica_id": slot.k,
             "exit_code": code,
             "signal": signal_name(sig) if sig else None,
-            "stderr_tail": _tail(log_path(self.app_dir, role.name, slot.k, "stderr")),
+            "stderr_tail": _tail(log_path(self.app_dir, role.name, slot.k, "stderr", self.layout)),
             "error_file": None,
         }
         err_file = slot.role.replica_env[slot.k].get("TORCHELASTIC_ERROR_FILE") or ""
         try:
             with open(err_file, encoding="utf-8", errors="replace") as f:
-                text = f.read(1 << 16)
+                text = f.read(_ERROR_FILE_MAX)
             try:
                 err["error_file"] = json.loads(text)
             except ValueError:
@@ -281,7 +359,7 @@ class Supervisor:
             self.pipes[fd] = (slot, stream)
             self.ep.register(fd, self._epollin)
         slot.nfds = 2
-        slot.pid = pid
+        slot.pid = slot.last_pid = pid
         slot.state = "R"
         self.procs[pid] = slot
         self.dirty = True
@@ -368,6 +446,7 @@ class Supervisor:
 
     def on_exit(self, slot: _Slot, code: int | None, sig: int | None) -> None:
         slot.pid = 0
+        slot.exitcode = code if sig is None else -sig
         self.dirty = True
         if slot.stopping:
             slot.stopping = False
@@ -430,37 +509,72 @@ class Supervisor:
         if not data:
             self.close_pipe(fd)
             return
+        if slot.truncated:
+            return  # drained so that the replica never blocks on a full pipe
+        try:
+            self._write_logs(slot, stream, data)
+        except OSError as e:
+            self._truncate_logs(slot, e)
+
+    def _write_logs(self, slot: _Slot, stream: int, data: bytes) -> None:
         files = slot.files
         if files[stream] < 0:
             self._open_logs(slot)
-        os.write(files[stream], data)
+        _write_all(files[stream], data)
         buf = slot.partial[stream] + data if slot.partial[stream] else data
         cut = buf.rfind(b"\n") + 1
         if cut:
-            os.write(files[2], buf[:cut] if cut < len(buf) else buf)
+            _write_all(files[2], buf[:cut] if cut < len(buf) else buf)
             slot.partial[stream] = buf[cut:]
         elif len(buf) > _READ_SIZE:
-            os.write(files[2], buf)
+            _write_all(files[2], buf)
             slot.partial[stream] = b""
         else:
             slot.partial[stream] = buf
 
+    def _truncate_logs(self, slot: _Slot, err: OSError) -> None:
+        """A log write failed (full disk): end the replica's logs with a marker, keep it running.
+
+        The marker replaces the logs' last partial page when there is no room left for it.
+        """
+        slot.truncated = True
+        slot.partial = [b"", b""]
+        what = f"{slot.role.name}/{slot.k}"
+        _note(f"replica {what}: logs truncated ({err.strerror}); the replica keeps running")
+        marker = f"\n[torchx: log truncated here: {err.strerror}; the replica kept running]\n".encode()
+        for fd in slot.files:
+            if fd < 0:
+                continue
+            try:
+                os.write(fd, marker)
+            except OSError:
+                try:
+                    size = os.fstat(fd).st_size
+                    os.ftruncate(fd, max(0, (size - len(marker)) // 4096 * 4096))
+                    os.write(fd, marker)
+                except OSError:
+                    pass
+
     def _open_logs(self, slot: _Slot) -> None:
         role = slot.role.name
-        os.makedirs(os.path.join(self.app_dir, role), exist_ok=True)
+        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         for i, stream in enumerate(STREAMS):
             if slot.files[i] < 0:
-                slot.files[i] = os.open(log_path(self.app_dir, role, slot.k, stream), flags, 0o644)
+                path = log_path(self.app_dir, role, slot.k, stream, self.layout)
+                slot.files[i] = os.open(path, flags, 0o644)
 
     def close_pipe(self, fd: int) -> None:
         slot, stream = self.pipes.pop(fd)
         self.ep.unregister(fd)
         os.close(fd)
         rest = slot.partial[stream]
-        if rest:
-            os.write(slot.files[2], rest)
-            slot.partial[stream] = b""
+        if rest and not slot.truncated:
+            try:
+                _write_all(slot.files[2], rest)
+            except OSError as e:
+                self._truncate_logs(slot, e)
+        slot.partial[stream] = b""
         slot.nfds -= 1
 
     def close_files(self) -> None:
@@ -485,6 +599,7 @@ class Supervisor:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _noop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        _record_pid(self.lock_fd)  # from now on a SIGTERM cancels the app
         self.ep.register(wake_r, self._epollin)
         self.write_status()  # now with our pid: cancel can signal us
         _raise_nofile_limit(2 * sum(len(r.slots) for r in self.roles) + 64)
@@ -494,6 +609,7 @@ class Supervisor:
         self.spawn_all([s for r in self.roles for s in r.slots])
         t1 = time.perf_counter()
         self.write_status()
+        set_process_title(f"torchx-supervisor {self.plan['app_id']}")
         drain_deadline: float | None = None
         while True:
             # check before blocking: every replica may already have ended while spawning
@@ -505,14 +621,14 @@ class Supervisor:
                     drain_deadline = time.monotonic() + _DRAIN_SECONDS
                 if not self.pipes or time.monotonic() >= drain_deadline:
                     break
-            elif self.dirty:
+            elif self.dirty and (self.retry_at is None or time.monotonic() >= self.retry_at):
                 self.write_status()
-            deadlines = [d for d in (self.kill_deadline, drain_deadline) if d is not None]
+            deadlines = [d for d in (self.kill_deadline, drain_deadline, self.retry_at) if d is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else -1.0
             self.pump(timeout)
         t2 = time.perf_counter()
         # processes that left their replica's group (setsid, daemons) end with the app too
-        _kill_escaped(self.plan["app_id"])
+        kill_app_processes(self.plan["app_id"])
         self.close_files()
         if TRACE:
             import resource
@@ -533,8 +649,40 @@ class Supervisor:
         else:
             self.state = "SUCCEEDED"
             self.msg = ""
-        self.write_status(ended=time.time())
+        ended = time.time()
+        self.write_status(ended=ended)
+        if self.layout == TORCHX_LAYOUT:
+            self.write_success_file(ended)
+        release_reserve(self.app_dir)
         return 0
+
+    def write_success_file(self, ended: float) -> None:
+        """TorchX's ``SUCCESS`` file: the logs are complete (written whatever the final state)."""
+        roles = {
+            r.name: [
+                {
+                    "replica_id": s.k,
+                    "pid": s.last_pid,
+                    "exitcode": s.exitcode,
+                    "stdout": log_path(self.app_dir, r.name, s.k, "stdout", self.layout),
+                    "stderr": log_path(self.app_dir, r.name, s.k, "stderr", self.layout),
+                    "error_file": error_file_path(self.app_dir, r.name, s.k, self.layout),
+                }
+                for s in r.slots
+            ]
+            for r in self.roles
+        }
+        info = {
+            "app_id": self.plan["app_id"],
+            "log_dir": self.app_dir,
+            "final_state": self.state,
+            "last_updated": ended,
+            "roles": roles,
+        }
+        try:
+            write_json_atomic(os.path.join(self.app_dir, SUCCESS_FILE), info)
+        except OSError as e:
+            _note(f"could not write {SUCCESS_FILE}: {e}")
 
     def pump(self, timeout: float) -> None:
         """Waits up to ``timeout`` seconds (-1: forever) for events, then handles them all."""
@@ -572,16 +720,18 @@ def _noop(signum: int, frame: object) -> None:
     """Python-level handler; the real work happens when the wakeup fd is read."""
 
 
-def _kill_escaped(app_id: str) -> int:
+def kill_app_processes(app_id: str) -> int:
     """SIGKILLs every other process whose environment carries ``TORCHX_APP_ID=<app_id>``.
 
-    Replicas run in their own process groups, which cancel and exit kill whole; a descendant
-    that started a new session (``setsid``, a daemon) escapes the group but keeps the app's
-    environment marker. Returns how many processes were signalled.
+    Every replica gets that variable and leads its own process group, so this finds the
+    replicas of an app whatever its supervisor managed to record (it may have died while
+    spawning them), their children, and descendants that left the group (``setsid``, daemons).
+    A process found that leads its group has its whole group killed. Returns how many
+    processes were found.
     """
     marker = f"TORCHX_APP_ID={app_id}".encode()
     me = os.getpid()
-    killed = 0
+    found = 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
@@ -591,12 +741,48 @@ def _kill_escaped(app_id: str) -> int:
         except OSError:
             continue
         if marker in env.split(b"\0"):
+            pid = int(name)
+            found += 1
             try:
-                os.kill(int(name), signal.SIGKILL)
-                killed += 1
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-    return killed
+    return found
+
+
+def release_reserve(app_dir: str) -> bool:
+    """Removes the app's reserved space (see ``RESERVE_FILE``); True if there was one."""
+    try:
+        os.unlink(os.path.join(app_dir, RESERVE_FILE))
+        return True
+    except OSError:
+        return False
+
+
+def set_process_title(title: str) -> None:
+    """Shows ``title`` in ``ps``/``top`` (as ``setproctitle`` does, without a dependency).
+
+    Sets the thread name (``comm``, 15 bytes) and rewrites the process's original argv area
+    (``/proc/self/cmdline``) in place through ``/proc/self/mem``; a title longer than that area
+    is cut. Best effort: failures are ignored.
+    """
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(title[:15])
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
+        data = title.encode()[: end - start - 1]
+        fd = os.open("/proc/self/mem", os.O_WRONLY)
+        try:
+            os.pwrite(fd, data + b"\0" * (end - start - len(data)), start)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -686,6 +872,8 @@ def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException)
                 old = json.load(f)
             status["roles"] = old.get("roles", [])
             status["created"] = old.get("created", status["created"])
+            if old.get("layout"):
+                status["layout"] = old["layout"]
         except (OSError, ValueError):
             pass
         write_json_atomic(path, status)
@@ -693,10 +881,19 @@ def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException)
         pass
 
 
+def _record_pid(lock_fd: int) -> None:
+    """Writes our pid into the lock file: cancel finds us even if the status file is unreadable."""
+    try:
+        if lock_fd >= 0:
+            os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass
+
+
 def pending_status(plan: dict[str, Any]) -> dict[str, Any]:
     """The status the launcher writes before the supervisor runs (``PENDING``, no pid yet)."""
     now = time.time()
-    return {
+    status = {
         "v": 1,
         "app_id": plan["app_id"],
         "name": plan["name"],
@@ -714,6 +911,9 @@ def pending_status(plan: dict[str, Any]) -> dict[str, Any]:
             for r in plan["roles"]
         ],
     }
+    if plan.get("layout"):
+        status["layout"] = plan["layout"]
+    return status
 
 
 def run_detached(plan: dict[str, Any] | None, app_dir: str, lock_fd: int) -> int:
@@ -735,7 +935,7 @@ def run_detached(plan: dict[str, Any] | None, app_dir: str, lock_fd: int) -> int
         if plan is None:
             with open(os.path.join(app_dir, PLAN_FILE), encoding="utf-8") as f:
                 plan = json.load(f)
-        sup = Supervisor(plan, app_dir)
+        sup = Supervisor(plan, app_dir, lock_fd)
     except BaseException as e:  # noqa: BLE001 - anything here must end up in the status file
         _fail_startup(app_dir, plan, e)
         return 1
