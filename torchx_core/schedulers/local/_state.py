@@ -58,6 +58,7 @@ GC_INTERVAL = 600.0
 GC_STAMP = ".gc"
 STAGING = ".staging"
 CREATING = ".new-"  # prefix of app directories being created
+DELETING = ".del-"  # prefix of app directories being removed
 MAX_STATUS_BYTES = 64 << 20
 
 
@@ -350,6 +351,7 @@ def remove_app_dir(app_dir: str, app_id: str, keep_target: bool = False) -> list
         err = exc[1] if isinstance(exc, tuple) else exc
         failures.append(f"{path}: {getattr(err, 'strerror', None) or err}")
 
+    # first out of sight in one step (readers see the whole app or none), then removed
     if os.path.islink(app_dir):
         target = os.path.realpath(app_dir)
         try:
@@ -357,10 +359,23 @@ def remove_app_dir(app_dir: str, app_id: str, keep_target: bool = False) -> list
         except OSError as e:
             failures.append(f"{app_dir}: {e.strerror}")
         if not keep_target and not failures:
-            shutil.rmtree(target, onerror=failed)
+            shutil.rmtree(_hide(target, app_id, failures), onerror=failed)
     else:
-        shutil.rmtree(app_dir, onerror=failed)
+        hidden = _hide(app_dir, app_id, failures)
+        if not failures:
+            shutil.rmtree(hidden, onerror=failed)
     return failures
+
+
+def _hide(app_dir: str, app_id: str, failures: list[str]) -> str:
+    name = f"{DELETING}{app_id}.{os.getpid()}.{threading.get_ident()}"
+    hidden = os.path.join(os.path.dirname(app_dir), name)
+    try:
+        os.rename(app_dir, hidden)
+        return hidden
+    except OSError as e:
+        failures.append(f"{app_dir}: {e.strerror}")
+        return app_dir
 
 
 def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | None = None) -> list[str]:
@@ -388,7 +403,8 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
       unreadable, older than ``ttl`` and without a live supervisor;
     * the symlinks of ``log_dir`` apps in those cases (the directory under ``log_dir`` stays:
       it is the user's);
-    * app directories whose creation was interrupted (``.new-*``, creator gone), at once;
+    * app directories whose creation or removal was interrupted (``.new-*``, ``.del-*``,
+      creator gone), at once;
     * workspace copies of dry runs never submitted, older than ``ttl``.
 
     Anything without the scheduler's marker is left alone, and no symlink is followed.
@@ -403,7 +419,13 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
         if not remove_app_dir(app_dir, app_id, keep_target=True):
             removed.append(app_id)
     for name, path in _entries(root, hidden=True):
-        if name.startswith(CREATING) and is_owned(path, name[len(CREATING) :]) and not supervisor_alive(path):
+        if name.startswith(CREATING):
+            owned = is_owned(path, name[len(CREATING) :])
+        elif name.startswith(DELETING):  # a removal that was interrupted
+            owned = is_owned(path, name[len(DELETING) :].rsplit(".", 2)[0])
+        else:
+            continue
+        if owned and not supervisor_alive(path):
             shutil.rmtree(path, ignore_errors=True)
     for name, path in _entries(os.path.join(root, STAGING), hidden=False):
         try:
