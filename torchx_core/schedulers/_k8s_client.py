@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from torchx_core.specs.errors import TorchXError, import_optional
+from torchx_core.schedulers.api import SchedulerError
+from torchx_core.specs.errors import import_optional
 
 logger: logging.Logger = logging.getLogger(__name__)
 
 
-class KubernetesApiError(TorchXError, RuntimeError):
+class KubernetesApiError(SchedulerError, RuntimeError):
     """The Kubernetes API server rejected a request (status and reason are in the message)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

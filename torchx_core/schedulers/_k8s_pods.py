@@ -128,7 +128,7 @@ def parse_app_id(app_id: str) -> tuple[str, str]:
     if not namespace or not name:
         raise InvalidAppIdError(
             f"invalid Kubernetes app id {app_id!r}; expected `<namespace>:<name>` (as returned by"
-            " `torchx run`), e.g. `default:my-app-1a2b3c4d5e`"
+            " `torchx run`), e.g. `default:my-app-1a2b3c4d5e`", app_id
         )
     return namespace, name
 

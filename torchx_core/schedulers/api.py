@@ -35,7 +35,7 @@ from torchx_core.specs import (
     RoleStatus,
     runopts,
 )
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.errors import TorchXError, UnknownAppException
 from torchx_core.specs.structured_opts import StructuredOpts
 
 __all__ = [
@@ -79,8 +79,22 @@ class AppValidationError(SchedulerError, ValueError):
     """The AppDef cannot run on this scheduler as written (every problem is listed)."""
 
 
-class InvalidAppIdError(SchedulerError, ValueError):
-    """An app id does not have the form this scheduler gives its app ids."""
+class InvalidAppIdError(SchedulerError, UnknownAppException, ValueError):
+    """An app id does not have the form this scheduler gives its app ids.
+
+    The same rule in every scheduler: no app can have such an id, so looking it up
+    (``describe``, ``describe_many``, ``Runner.status``) answers ``None``, and acting on it
+    (logs, ...) raises this error, which says the expected form. It is an
+    ``UnknownAppException`` too, so code that handles unknown apps handles it.
+
+    Args:
+        message: what was given and the form expected
+        app_id: the id as given
+    """
+
+    def __init__(self, message: str, app_id: str = "") -> None:
+        TorchXError.__init__(self, message)
+        self.app_handle = app_id
 
 
 class InvalidLogQueryError(SchedulerError, ValueError):

@@ -44,6 +44,7 @@ from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
+    InvalidAppIdError,
     InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
@@ -259,7 +260,9 @@ def _container(role: Role, values: macros.Values, opts: AWSBatchOpts,
 def _parse_app_id(app_id: str) -> tuple[str, str]:
     queue, sep, name = app_id.partition(":")
     if not sep or not queue or not name:
-        raise UnknownAppException(app_id)
+        raise InvalidAppIdError(
+            f"invalid aws_batch app id {app_id!r}; expected `<job queue>:<job name>` (as returned"
+            " by `torchx run`), e.g. `my-queue:train-a1b2c3d4`", app_id)
     return queue, name
 
 
@@ -580,6 +583,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
                 f"aws_batch logs hold stdout and stderr together; got streams={streams},"
                 " use Stream.COMBINED (the default)"
             )
+        _parse_app_id(app_id)  # an id no app can have says the expected form
         job = self._get_job(app_id)
         if job is None:
             raise UnknownAppException(app_id)

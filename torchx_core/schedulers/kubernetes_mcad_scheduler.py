@@ -18,6 +18,7 @@ from torchx_core.schedulers import _k8s_pods as pods
 from torchx_core.schedulers._k8s_client import KubeClients, resolve_namespace
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
+    InvalidAppIdError,
     ListAppResponse,
     Scheduler,
     StructuredOpts,
@@ -237,7 +238,10 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
     def _get(self, app_id: str) -> dict[str, Any] | None:
         from torchx_core.schedulers._k8s_client import is_not_found, to_dict
 
-        namespace, name = pods.parse_app_id(app_id)
+        try:
+            namespace, name = pods.parse_app_id(app_id)
+        except InvalidAppIdError:
+            return None  # no app can have this id
         custom = self._clients.custom()
         missing, obj = is_not_found(
             lambda: custom.get_namespaced_custom_object(

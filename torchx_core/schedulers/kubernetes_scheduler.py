@@ -42,6 +42,7 @@ from torchx_core.schedulers._k8s_pods import (  # noqa: F401 - TorchX's public n
 )
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
+    InvalidAppIdError,
     ListAppResponse,
     Scheduler,
     Stream,
@@ -380,7 +381,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         """Finds the app's object: (kind, object) or None."""
         from torchx_core.schedulers._k8s_client import is_not_found, to_dict
 
-        namespace, name = pods.parse_app_id(app_id)
+        try:
+            namespace, name = pods.parse_app_id(app_id)
+        except InvalidAppIdError:
+            return None  # no app can have this id
         custom = self._clients.custom()
         for kind in JOB_KINDS:
             group, version, plural = _gvp(kind)
@@ -412,7 +416,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         out: dict[str, DescribeAppResponse | None] = dict.fromkeys(app_ids)
         by_namespace: dict[str, dict[str, str]] = {}
         for app_id in out:
-            namespace, name = pods.parse_app_id(app_id)
+            try:
+                namespace, name = pods.parse_app_id(app_id)
+            except InvalidAppIdError:
+                continue  # no app can have this id: None
             by_namespace.setdefault(namespace, {})[name] = app_id
         selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
         custom = self._clients.custom()

@@ -34,6 +34,7 @@ from typing import Any
 from torchx_core.schedulers._ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
+    InvalidAppIdError,
     InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
@@ -178,7 +179,9 @@ def _resolve_address(opt: str | None) -> str:
 def _parse_app_id(app_id: str) -> tuple[str, str]:
     match = re.match(r"^(?P<addr>.+:\d+)-(?P<sid>.+)$", app_id)
     if not match:
-        raise UnknownAppException(app_id)
+        raise InvalidAppIdError(
+            f"invalid ray app id {app_id!r}; expected `<dashboard host:port>-<submission id>` (as"
+            " returned by `torchx run`), e.g. `127.0.0.1:8265-train-a1b2c3d4`", app_id)
     return match["addr"], match["sid"]
 
 
@@ -438,6 +441,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             )
         if since is not None or until is not None:
             logger.warning("ray job logs carry no timestamps; since/until are ignored")
+        _parse_app_id(app_id)  # an id no app can have says the expected form
         found = self._job_info(app_id)
         if found is None:
             raise UnknownAppException(app_id)
