@@ -164,22 +164,28 @@ def test_jobset_completion(k8s_emulator: Any, clients: Any) -> None:
     sched.delete(app_id)
 
 
-@pytest.mark.parametrize("kind", ["volcano", "jobset"])
+_OBJECTS = {
+    "volcano": ("batch.volcano.sh", "v1alpha1", "jobs"),
+    "jobset": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    "mcad": ("workload.codeflare.dev", "v1beta1", "appwrappers"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_OBJECTS))
 def test_owner_annotation(k8s_emulator: Any, clients: Any, kind: str) -> None:
     api, custom, _ = clients
-    sched = create_scheduler("it", client=api)
-    app_id = sched.submit(_app(1), {"job_kind": kind})
+    make = create_mcad if kind == "mcad" else create_scheduler
+    cfg = {} if kind == "mcad" else {"job_kind": kind}
+    sched = make("it", client=api)
+    app_id = sched.submit(_app(1), cfg)
     namespace, name = pods.parse_app_id(app_id)
     assert sched.get_owner(app_id) is None
     assert sched.set_owner(app_id, "airflow:dag/task/run/-1#try=1") is True
-    other = create_scheduler("another-process", client=api)
+    other = make("another-process", client=api)
     assert other.get_owner(app_id) == "airflow:dag/task/run/-1#try=1"
     assert other.set_owner(app_id, "airflow:dag/task/run/-1#try=2") is True
     assert sched.get_owner(app_id) == "airflow:dag/task/run/-1#try=2"
-    group, version, plural = (
-        ("batch.volcano.sh", "v1alpha1", "jobs") if kind == "volcano" else ("jobset.x-k8s.io", "v1alpha2", "jobsets")
-    )
-    obj = custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+    obj = custom.get_namespaced_custom_object(*_OBJECTS[kind][:2], namespace, _OBJECTS[kind][2], name)
     assert obj["metadata"]["annotations"]["torchx.pytorch.org/owner"] == "airflow:dag/task/run/-1#try=2"
     sched.delete(app_id)
     assert sched.set_owner(app_id, "me") is False and sched.get_owner(app_id) is None

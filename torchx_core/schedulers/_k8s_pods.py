@@ -37,6 +37,8 @@ LABEL_UNIQUE_NAME = "app.kubernetes.io/instance"
 MANAGED_BY = "torchx.pytorch.org"
 # Istio's sidecar keeps a pod running after its container ended: TorchX disables it on its pods.
 ANNOTATION_ISTIO_SIDECAR = "sidecar.istio.io/inject"
+# the attempt that owns the app (see torchx_core.runner.lifecycle), on the app's job object
+OWNER_ANNOTATION = "torchx.pytorch.org/owner"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
 # Kubernetes keeps some cpu and memory of every node for itself; TorchX sizes jobs as whole
@@ -91,6 +93,17 @@ def label_value(value: str) -> str:
     """Makes ``value`` a valid label value (63 chars of ``[A-Za-z0-9_.-]``, alphanumeric ends)."""
     s = re.sub(r"[^A-Za-z0-9_.-]+", "_", value)[:63]
     return s.strip("_.-")
+
+
+def owner_patch(owner: str) -> dict[str, Any]:
+    """The merge patch that records ``owner`` on a job object (:data:`OWNER_ANNOTATION`)."""
+    return {"metadata": {"annotations": {OWNER_ANNOTATION: owner}}}
+
+
+def owner_of(obj: Mapping[str, Any]) -> str | None:
+    """The owner recorded on a job object by :func:`owner_patch` (None if unset)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(OWNER_ANNOTATION) or None
 
 
 def env_var_name(name: str) -> str:

@@ -314,6 +314,24 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
             )
         return out
 
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        """Records ``owner`` as the AppWrapper's ``torchx.pytorch.org/owner`` annotation."""
+        from torchx_core.schedulers._k8s_client import api_errors
+
+        if self._get(app_id) is None:
+            return False
+        namespace, name = pods.parse_app_id(app_id)
+        with api_errors(f"recording the owner of AppWrapper {namespace}/{name}"):
+            self._clients.custom().patch_namespaced_custom_object(
+                MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name, pods.owner_patch(owner)
+            )
+        return True
+
+    def get_owner(self, app_id: str) -> str | None:
+        """The ``torchx.pytorch.org/owner`` annotation of the AppWrapper (None if unset)."""
+        obj = self._get(app_id)
+        return None if obj is None else pods.owner_of(obj)
+
     def _cancel_existing(self, app_id: str) -> None:
         self._delete_existing(app_id)
 

@@ -73,8 +73,6 @@ VOLCANO_BUS_GROUP, VOLCANO_BUS_PLURAL = "bus.volcano.sh", "commands"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 CANCELLED_ANNOTATION = "torchx.pytorch.org/cancelled"
-# the attempt that owns the app (see torchx_core.runner.lifecycle), on the Volcano job / JobSet
-OWNER_ANNOTATION = "torchx.pytorch.org/owner"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 REPLICA_ID_ENV = "TORCHX_REPLICA_ID"
 
@@ -620,18 +618,16 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             return False
         namespace, name = pods.parse_app_id(app_id)
         group, version, plural = _gvp(found[0])
-        patch = {"metadata": {"annotations": {OWNER_ANNOTATION: owner}}}
         with api_errors(f"recording the owner of {found[0]} {namespace}/{name}"):
-            self._clients.custom().patch_namespaced_custom_object(group, version, namespace, plural, name, patch)
+            self._clients.custom().patch_namespaced_custom_object(
+                group, version, namespace, plural, name, pods.owner_patch(owner)
+            )
         return True
 
     def get_owner(self, app_id: str) -> str | None:
         """The ``torchx.pytorch.org/owner`` annotation of the job object (None if unset)."""
         found = self._get(app_id)
-        if found is None:
-            return None
-        annotations = (found[1].get("metadata") or {}).get("annotations") or {}
-        return annotations.get(OWNER_ANNOTATION) or None
+        return None if found is None else pods.owner_of(found[1])
 
     def _delete_existing(self, app_id: str) -> None:
         from torchx_core.schedulers._k8s_client import api_errors
