@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         input_ref,
     )
     from torchx_kfp.errors import (
+        AppCancelledError,
         AppFailedError,
         AppVanishedError,
         InvalidKfpOptionsError,
@@ -46,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "component_from_app": "torchx_kfp.container",
     "container_from_app": "torchx_kfp.container",
     "input_ref": "torchx_kfp.container",
+    "AppCancelledError": "torchx_kfp.errors",
     "AppFailedError": "torchx_kfp.errors",
     "AppVanishedError": "torchx_kfp.errors",
     "InvalidKfpOptionsError": "torchx_kfp.errors",
@@ -63,6 +65,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AppCancelledError",
     "AppFailedError",
     "AppVanishedError",
     "ContainerFactory",

@@ -3,24 +3,26 @@
 ::
 
     TorchXError
-    └── KfpAdapterError
-        ├── UnknownKfpStateError        (ValueError)
-        ├── UnsupportedAppError         (ValueError)
-        ├── InvalidKfpOptionsError      (ValueError, TypeError)
-        ├── AppFailedError              (RuntimeError)
-        └── AppVanishedError            (RuntimeError)
+    ├── KfpAdapterError
+    │   ├── UnknownKfpStateError        (ValueError)
+    │   ├── UnsupportedAppError         (ValueError)
+    │   └── InvalidKfpOptionsError      (ValueError, TypeError)
+    └── AppLifecycleError               (torchx_core.runner; RuntimeError)
+        └── AppFailedError              the launched app did not succeed
+            ├── AppCancelledError
+            └── AppVanishedError        vanished, or UNKNOWN past the grace period
+
+The app failures are the shared lifecycle's (``torchx_core.runner.lifecycle``), re-exported
+here under the names users import from ``torchx_kfp``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from torchx_core.runner.lifecycle import AppCancelledError, AppFailedError, AppVanishedError
 from torchx_core.specs import TorchXError
 
-if TYPE_CHECKING:
-    from torchx_core.specs import AppStatus
-
 __all__ = [
+    "AppCancelledError",
     "AppFailedError",
     "AppVanishedError",
     "InvalidKfpOptionsError",
@@ -31,11 +33,11 @@ __all__ = [
 
 
 class KfpAdapterError(TorchXError):
-    """Base of every error raised by :mod:`torchx_kfp`."""
+    """Base of every error raised by :mod:`torchx_kfp` about its own inputs."""
 
 
 class UnknownKfpStateError(KfpAdapterError, ValueError):
-    """A state is neither an AppState nor a known KFP run/task state."""
+    """A state is neither a lifecycle phase nor a known KFP run/task state."""
 
 
 class UnsupportedAppError(KfpAdapterError, ValueError):
@@ -44,33 +46,3 @@ class UnsupportedAppError(KfpAdapterError, ValueError):
 
 class InvalidKfpOptionsError(KfpAdapterError, ValueError, TypeError):
     """Options given to a torchx_kfp API are unknown, mistyped or contradict each other."""
-
-
-class AppFailedError(KfpAdapterError, RuntimeError):
-    """The launched app did not succeed (FAILED, CANCELLED, or UNKNOWN for too long).
-
-    Args:
-        message: what happened, with the app handle and its structured error
-        app_handle: the app's handle
-        status: the app's last status (None if it was never read)
-    """
-
-    def __init__(self, message: str, app_handle: str, status: AppStatus | None = None) -> None:
-        super().__init__(message)
-        self.app_handle = app_handle
-        self.status = status
-
-
-class AppVanishedError(KfpAdapterError, RuntimeError):
-    """The scheduler no longer knows the app (its status is ``None``); the step may be retried.
-
-    Args:
-        app_handle: the app's handle
-    """
-
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"The scheduler no longer knows app {app_handle!r} (status is None): it was deleted,"
-            " expired or its scheduler state was lost. Retry the step to submit it again."
-        )
-        self.app_handle = app_handle

@@ -1,57 +1,69 @@
-"""What the launcher step does at run time: run an AppDef through the Runner and watch it.
+"""What the launcher step does at run time: one app through the shared lifecycle.
 
 This module is what the KFP launcher component calls inside its pod (see
-:mod:`torchx_kfp.launcher`). It imports nothing from kfp, only the public
-``torchx_core.specs`` and ``torchx_core.runner`` API, so it can be unit-tested with a fake
-runner and run for real against any scheduler.
+:mod:`torchx_kfp.launcher`). The life of the app (submit or reattach, watch with one grace
+clock, follow logs, cancel, report a failure) is :class:`torchx_core.runner.AppLifecycle`; this
+module only adds the KFP glue:
 
-The step:
+* **identity**: the pipeline job id, the task name, the task id placeholder (one per
+  ``dsl.ParallelFor`` iteration, the same for a retry of it) and a digest of the AppDef;
+  outside a pipeline (no job id) every call is its own step and submits a new app;
+* **owner**: ``kfp:<job>/<task>/<task id>@<host>/<pid>``, one per attempt (a retry is a new pod);
+  the exit handler finds a job's apps by that prefix;
+* **SIGTERM/SIGINT**: KFP terminates a step by signalling its pod; the handler cancels the app
+  only if this attempt still owns it, then exits ``128 + signal``;
+* **outputs**: :class:`LaunchResult` (``app_handle``, ``state``, ``status_json``, ``ui_url``);
+  a failed app raises :class:`~torchx_core.runner.AppFailedError` (the step fails).
 
-1. builds the AppDef (from JSON, or a component name plus arguments),
-2. names it deterministically from the pipeline job id and task name, and reattaches to a
-   running (or already succeeded) app of that name instead of submitting twice,
-3. submits it, streams every replica's log to the step log (stdout),
-4. polls the status and maps it with :data:`torchx_kfp.states.STEP_OUTCOMES`,
-5. cancels the app when the step is terminated (SIGTERM/SIGINT) or gives up.
+It imports nothing from kfp.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
+import os
 import re
 import signal
+import socket
 import sys
 import threading
-import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
-from torchx_core.specs import AppDef, AppState, AppStatus, Resource, is_terminal
-from torchx_kfp.errors import AppFailedError, AppVanishedError, InvalidKfpOptionsError
-from torchx_kfp.states import StepOutcome, step_outcome
+from torchx_core.runner import (
+    AppLifecycle,
+    LogFollower,
+    Observation,
+    Runner,
+    app_name,
+    get_runner,
+)
+from torchx_core.specs import AppDef, AppState, Resource, is_terminal
+from torchx_kfp.errors import InvalidKfpOptionsError
+from torchx_kfp.states import step_outcome
 
 __all__ = [
     "LaunchResult",
-    "Launcher",
-    "app_name_for_step",
-    "belongs_to_job",
     "build_app",
     "cancel_job_apps",
+    "parse_cfg_json",
     "resource_from_task_config",
     "run_launcher",
-    "step_app_name",
+    "step_identity",
+    "step_owner",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
-_MAX_NAME_LEN = 48
-_DIGEST_LEN = 14
-_JOB_DIGEST_LEN = 6
+RunnerFactory = Callable[[], Runner]
+_OWNER_PREFIX = "kfp:"
 
 
 @dataclass(frozen=True)
@@ -73,62 +85,50 @@ class LaunchResult:
     reattached: bool = False
 
 
-def _job_digest(job_id: str) -> str:
-    return hashlib.sha256(f"job/{job_id}".encode()).hexdigest()[:_JOB_DIGEST_LEN]
+# -- identity and owner ------------------------------------------------------------------------
 
 
-def app_name_for_step(
-    base: str, job_id: str, task_name: str, spec: str = "", task_id: str = ""
-) -> str:
-    """Names an app deterministically from the pipeline job, the task and the app itself.
+def step_identity(app: AppDef, job_id: str, task_name: str, task_id: str = "") -> tuple[str, ...]:
+    """The identity the app of a launcher step is named from (``torchx_core.runner.app_name``).
 
-    The same job id, task name and ``spec`` always give the same name, so a retried step finds
-    the app its previous attempt submitted. ``spec`` tells apart the iterations of a
-    ``dsl.ParallelFor`` loop, which share the task name: the launcher passes the AppDef's JSON
-    (after the step's ``env`` and resources are applied), so iterations that launch different
-    apps get different names, while iterations launching the very same app share it. The name
-    ends with ``-<job digest><task digest>``, so every app of one pipeline job can be found (see
-    :func:`cancel_job_apps`). Without a job id (not running in a pipeline) ``base`` is returned
-    unchanged.
-
-    >>> app_name_for_step("Train", "1234-abcd", "torchx-launcher")
-    'train-torchx-launcher-f83698ff3ef51d'
-
-    Args:
-        base: the AppDef's own name (kept as a readable prefix)
-        job_id: ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` at run time
-        task_name: ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER`` at run time
-        spec: what the step launches (see :func:`step_app_name`); "" for the task alone
+    ``(job_id, task_name, task_id, <sha256 of the AppDef's canonical JSON>)``: the same for every
+    attempt of one step, different for two tasks, two ParallelFor iterations (``task_id``) or
+    two AppDefs. Without a job id (not in a pipeline) a random identity: a fresh app.
     """
     if not job_id:
-        return base
-    key = f"{job_id}/{task_name}" + (f"#{task_id}" if task_id else "") + (
-        f"/{spec}" if spec else ""
-    )
-    task_digest = hashlib.sha256(key.encode()).hexdigest()
-    digest = _job_digest(job_id) + task_digest[: _DIGEST_LEN - _JOB_DIGEST_LEN]
-    readable = re.sub(r"[^a-z0-9]+", "-", f"{base}-{task_name}".lower()).strip("-")
-    readable = readable[: _MAX_NAME_LEN - _DIGEST_LEN - 1].strip("-") or "app"
-    if not readable[0].isalpha():
-        readable = "a" + readable[: _MAX_NAME_LEN - _DIGEST_LEN - 2]
-    return f"{readable}-{digest}"
-
-
-def step_app_name(app: AppDef, job_id: str, task_name: str, task_id: str = "") -> str:
-    """The name the launcher step gives ``app`` in pipeline job ``job_id``, task ``task_name``.
-
-    :func:`app_name_for_step` with the AppDef's canonical JSON as ``spec``.
-    """
+        return (f"standalone-{uuid.uuid4().hex}",)
     spec = json.dumps(app.to_dict(), sort_keys=True, separators=(",", ":"))
-    return app_name_for_step(app.name, job_id, task_name, spec, task_id)
+    return (job_id, task_name, task_id, hashlib.sha256(spec.encode()).hexdigest())
 
 
-def belongs_to_job(app_name: str, job_id: str) -> bool:
-    """True if ``app_name`` was given by :func:`app_name_for_step` for pipeline job ``job_id``."""
-    if not job_id:
-        return False
-    suffix = app_name.rsplit("-", 1)[-1]
-    return len(suffix) == _DIGEST_LEN and suffix.startswith(_job_digest(job_id))
+def step_owner(job_id: str, task_name: str, task_id: str = "") -> str:
+    """This attempt's owner token: ``kfp:<job>/<task>/<task id>@<host>/<pid>``."""
+    return f"{_OWNER_PREFIX}{job_id}/{task_name}/{task_id}@{socket.gethostname()}/{os.getpid()}"
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def parse_cfg_json(cfg_json: str) -> dict[str, Any]:
+    """The run config carried as a JSON object string ("" for none).
+
+    JSON keeps the value types the scheduler's runopts declare (an int stays an int; a KFP
+    ``dict`` parameter would have made it a float).
+
+    Raises:
+        InvalidKfpOptionsError: not a JSON object
+    """
+    if not cfg_json:
+        return {}
+    try:
+        cfg = json.loads(cfg_json)
+    except (TypeError, ValueError) as e:
+        raise InvalidKfpOptionsError(
+            f"cfg_json {cfg_json!r} is not JSON ({e}); pass json.dumps(cfg)"
+        ) from e
+    if not isinstance(cfg, dict):
+        raise InvalidKfpOptionsError(f"cfg_json must hold a JSON object, got {cfg_json!r}")
+    return cfg
 
 
 _QUANTITY_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([a-zA-Z]*)$")
@@ -192,28 +192,6 @@ def resource_from_task_config(resources: Mapping[str, Any] | None, base: Resourc
     )
 
 
-def parse_cfg_json(cfg_json: str) -> dict[str, Any]:
-    """The run config carried as a JSON object string ("" for none).
-
-    JSON keeps the value types the scheduler's runopts declare (an int stays an int; a KFP
-    ``dict`` parameter would have made it a float).
-
-    Raises:
-        InvalidKfpOptionsError: not a JSON object
-    """
-    if not cfg_json:
-        return {}
-    try:
-        cfg = json.loads(cfg_json)
-    except (TypeError, ValueError) as e:
-        raise InvalidKfpOptionsError(
-            f"cfg_json {cfg_json!r} is not JSON ({e}); pass json.dumps(cfg)"
-        ) from e
-    if not isinstance(cfg, dict):
-        raise InvalidKfpOptionsError(f"cfg_json must hold a JSON object, got {cfg_json!r}")
-    return cfg
-
-
 def build_app(
     app_json: str = "",
     component: str = "",
@@ -226,8 +204,8 @@ def build_app(
         app_json: ``json.dumps(app.to_dict())``
         component: a component name (``utils.echo``, ``dist.ddp``, ``path/to/file.py:fn``)
         component_args: the component's arguments, as on the command line
-        materialize: builds a component's AppDef (default: a Runner's
-            ``materialize_component``, which applies ``.torchxconfig`` component defaults)
+        materialize: builds a component's AppDef (a Runner's ``materialize_component``, which
+            applies ``.torchxconfig`` component defaults)
 
     Raises:
         InvalidKfpOptionsError: neither or both of app_json and component are given, or the
@@ -250,9 +228,24 @@ def build_app(
             raise InvalidKfpOptionsError(f"app_json must hold a JSON object, got {type(data)}")
         return AppDef.from_dict(data)
     if materialize is None:
-        with _default_runner_factory() as runner:
+        with get_runner() as runner:
             return runner.materialize_component(component, list(component_args or []))
     return materialize(component, list(component_args or []))
+
+
+def _with_env_and_resources(
+    app: AppDef, env: Mapping[str, Any] | None, resources: Mapping[str, Any] | None
+) -> AppDef:
+    if env and not isinstance(env, Mapping):
+        raise InvalidKfpOptionsError(f"env must be a dict, got {env!r}")
+    extra = {str(k): str(v) for k, v in (env or {}).items()}
+    return replace(app, roles=[
+        replace(r, env={**r.env, **extra}, resource=resource_from_task_config(resources, r.resource))
+        for r in app.roles
+    ])
+
+
+# -- stop signals --------------------------------------------------------------------------------
 
 
 class _Terminated(BaseException):
@@ -266,20 +259,29 @@ class _Terminated(BaseException):
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    # Ignore repeats first: a second SIGTERM must not interrupt the cancellation it triggers.
-    for other in _STOP_SIGNALS:
-        signal.signal(other, signal.SIG_IGN)
+    _ignore_stop_signals()  # first: a second SIGTERM must not interrupt the cancel it triggers
     raise _Terminated(signum)
 
 
-RunnerFactory = Callable[[], Any]
-
-
-def _default_runner_factory() -> Any:
-    from torchx_core.runner import get_runner
-
-    return get_runner()
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """SIGTERM/SIGINT raise :class:`_Terminated` inside the block (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_terminated) for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _stdout_sink(line: str) -> None:
@@ -287,243 +289,7 @@ def _stdout_sink(line: str) -> None:
     sys.stdout.flush()
 
 
-@dataclass
-class Launcher:
-    """Runs one AppDef through the Runner, the way the launcher step does.
-
-    Args:
-        scheduler: the scheduler to run on (``local_cwd``, ``slurm``, ``kubernetes``, ...)
-        cfg: the scheduler's run config
-        wait_interval: seconds between status polls
-        unknown_state_timeout: seconds an app may stay UNKNOWN before the step fails
-        cancel_timeout: seconds to wait for a cancelled app to reach a terminal state
-        stream_logs: stream every replica's log to the step log
-        log_sink: where log lines go (default: stdout, the step log)
-        runner_factory: returns a Runner (default: ``torchx_core.runner.get_runner()``)
-
-    Raises:
-        InvalidKfpOptionsError: an option has the wrong type or value
-    """
-
-    scheduler: str = "local_cwd"
-    cfg: Mapping[str, Any] = field(default_factory=dict)
-    wait_interval: float = 1.0
-    unknown_state_timeout: float = 300.0
-    cancel_timeout: float = 60.0
-    stream_logs: bool = True
-    log_sink: Callable[[str], None] = _stdout_sink
-    runner_factory: RunnerFactory = _default_runner_factory
-
-    def __post_init__(self) -> None:
-        problems = []
-        if not isinstance(self.scheduler, str) or not self.scheduler:
-            problems.append(f"scheduler must be a non-empty str, got {self.scheduler!r}")
-        if not isinstance(self.cfg, Mapping):
-            problems.append(f"cfg must be a dict, got {self.cfg!r}")
-        for name in ("wait_interval", "unknown_state_timeout", "cancel_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                problems.append(f"{name} must be a number >= 0, got {value!r}")
-        if problems:
-            raise InvalidKfpOptionsError("Invalid launcher options: " + "; ".join(problems))
-        self._handle: str | None = None
-        self._app_name: str | None = None
-
-    # -- submission --------------------------------------------------------------------------
-
-    def _find_existing(self, runner: Any, name: str) -> tuple[str, AppState] | None:
-        """A reusable app named ``name``: a running one first, else a succeeded one."""
-        try:
-            apps = runner.list(self.scheduler, dict(self.cfg) or None)
-        except Exception:
-            logger.warning("could not list apps on %s; submitting anew", self.scheduler,
-                           exc_info=True)
-            return None
-        candidates = [a for a in apps if getattr(a, "name", None) == name]
-        for wanted in (lambda s: not is_terminal(s), lambda s: s == AppState.SUCCEEDED):
-            for resp in candidates:
-                if wanted(AppState(resp.state)):
-                    return resp.app_handle, AppState(resp.state)
-        return None
-
-    def _submit_or_reattach(self, runner: Any, app: AppDef) -> tuple[str, bool]:
-        existing = self._find_existing(runner, app.name)
-        if existing is not None:
-            handle, state = existing
-            logger.info("reattaching to %s (%s), submitted by an earlier attempt", handle, state)
-            self._handle = handle
-            return handle, True
-        handle = runner.run(app, self.scheduler, cfg=dict(self.cfg))
-        self._handle = handle
-        logger.info("launched %s on %s", handle, self.scheduler)
-        return handle, False
-
-    # -- logs --------------------------------------------------------------------------------
-
-    def _log_threads(self, runner: Any, handle: str, app: AppDef) -> list[threading.Thread]:
-        threads = []
-        for role in app.roles:
-            for k in range(role.num_replicas):
-                t = threading.Thread(
-                    target=self._pump_logs,
-                    args=(runner, handle, role.name, k),
-                    name=f"torchx-kfp-logs-{role.name}-{k}",
-                    daemon=True,
-                )
-                t.start()
-                threads.append(t)
-        return threads
-
-    def _pump_logs(self, runner: Any, handle: str, role: str, k: int) -> None:
-        prefix = f"[{role}/{k}] "
-        try:
-            lines: Iterator[str] = runner.log_lines(handle, role, k=k, should_tail=True)
-            for line in lines:
-                self.log_sink(prefix + line.rstrip("\n"))
-        except Exception as e:  # noqa: BLE001 - logs are best effort; status decides the step
-            logger.warning("log stream for %s %s/%d ended: %s", handle, role, k, e)
-
-    # -- watching ----------------------------------------------------------------------------
-
-    def _watch(self, runner: Any, handle: str) -> AppStatus:
-        unknown_since: float | None = None
-        while True:
-            status = runner.status(handle)
-            if status is None:
-                raise AppVanishedError(handle)
-            outcome = step_outcome(status.state)
-            if outcome in (StepOutcome.SUCCEED, StepOutcome.FAIL):
-                return status
-            if outcome == StepOutcome.POLL_THEN_FAIL:
-                unknown_since = unknown_since or time.monotonic()
-                if time.monotonic() - unknown_since >= self.unknown_state_timeout:
-                    return status
-            else:
-                unknown_since = None
-            time.sleep(self.wait_interval)
-
-    def _cancel(self, runner: Any, handle: str | None, name: str) -> None:
-        """Cancels the app (best effort, bounded by ``cancel_timeout``)."""
-        if handle is None:
-            found = self._find_existing(runner, name)
-            handle = found[0] if found else None
-        if handle is None:
-            logger.warning("no app named %s to cancel", name)
-            return
-        logger.info("cancelling %s", handle)
-        done = threading.Event()
-
-        def cancel_and_wait() -> None:
-            try:
-                runner.cancel(handle)
-                deadline = time.monotonic() + self.cancel_timeout
-                while time.monotonic() < deadline:
-                    status = runner.status(handle)
-                    if status is None or is_terminal(status.state):
-                        break
-                    time.sleep(min(self.wait_interval, 0.5) or 0.1)
-            except Exception:
-                logger.warning("cancelling %s failed", handle, exc_info=True)
-            finally:
-                done.set()
-
-        worker = threading.Thread(target=cancel_and_wait, name="torchx-kfp-cancel", daemon=True)
-        worker.start()
-        if not done.wait(self.cancel_timeout + 5):
-            logger.warning("cancelling %s did not finish within %ss", handle, self.cancel_timeout)
-
-    # -- the step ----------------------------------------------------------------------------
-
-    def run(
-        self, app: AppDef, job_id: str = "", task_name: str = "", task_id: str = ""
-    ) -> LaunchResult:
-        """Runs ``app`` to completion and returns the step outputs.
-
-        Args:
-            app: the app to run (renamed from ``job_id``/``task_name`` when given)
-            job_id: the pipeline job id, for the deterministic app name
-            task_name: the pipeline task name, for the deterministic app name
-            task_id: the pipeline task id, for the deterministic app name
-
-        Raises:
-            AppFailedError: the app ended FAILED or CANCELLED, or stayed UNKNOWN too long
-            AppVanishedError: the scheduler no longer knows the app
-            SystemExit: the step was terminated (SIGTERM/SIGINT); the app was cancelled
-        """
-        app = replace(app, name=step_app_name(app, job_id, task_name, task_id))
-        self._app_name = app.name
-        self._handle = None  # a reused Launcher must not cancel its previous run's app
-        runner = self.runner_factory()
-        previous = self._install_signal_handlers()
-        outcome: StepOutcome | None = None
-        threads: list[threading.Thread] = []
-        try:
-            handle, reattached = self._submit_or_reattach(runner, app)
-            if self.stream_logs:
-                threads = self._log_threads(runner, handle, app)
-            status = self._watch(runner, handle)
-            outcome = step_outcome(status.state)
-            if outcome == StepOutcome.POLL_THEN_FAIL:
-                self._cancel(runner, handle, app.name)
-            self._join_logs(threads)
-            return self._result(handle, status, outcome, reattached)
-        except (_Terminated, KeyboardInterrupt) as e:
-            signum = e.signum if isinstance(e, _Terminated) else signal.SIGINT
-            logger.warning("step terminated by signal %d; cancelling the app", signum)
-            self._ignore_signals(previous)  # after Ctrl-C too (it bypasses _raise_terminated)
-            self._cancel(runner, self._handle, app.name)
-            raise SystemExit(128 + int(signum)) from None
-        finally:
-            self._restore_signal_handlers(previous)
-            close = getattr(runner, "close", None)
-            if callable(close):
-                close()
-
-    def _result(
-        self, handle: str, status: AppStatus, outcome: StepOutcome, reattached: bool
-    ) -> LaunchResult:
-        if outcome == StepOutcome.SUCCEED:
-            return LaunchResult(
-                app_handle=handle,
-                state=AppState(status.state).name,
-                status_json=json.dumps(status.to_json()),
-                ui_url=status.ui_url or "",
-                reattached=reattached,
-            )
-        what = (
-            f"stayed UNKNOWN for {self.unknown_state_timeout}s and was cancelled"
-            if outcome == StepOutcome.POLL_THEN_FAIL
-            else f"ended {AppState(status.state).name}"
-        )
-        raise AppFailedError(
-            f"App {handle} {what}. Structured error: {status.structured_error_msg}\n"
-            f"{status.format()}",
-            app_handle=handle,
-            status=status,
-        )
-
-    def _join_logs(self, threads: list[threading.Thread]) -> None:
-        deadline = time.monotonic() + 10.0
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-        for signum in _STOP_SIGNALS:
-            previous[signum] = signal.signal(signum, _raise_terminated)
-        return previous
-
-    @staticmethod
-    def _ignore_signals(previous: Mapping[int, Any]) -> None:
-        for signum in previous:
-            signal.signal(signum, signal.SIG_IGN)
-
-    @staticmethod
-    def _restore_signal_handlers(previous: Mapping[int, Any]) -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+# -- the step ------------------------------------------------------------------------------------
 
 
 def run_launcher(
@@ -541,9 +307,10 @@ def run_launcher(
     unknown_state_timeout: float = 300.0,
     resources: Mapping[str, Any] | None = None,
     stream_logs: bool = True,
+    log_sink: Callable[[str], None] = _stdout_sink,
     runner_factory: RunnerFactory | None = None,
 ) -> LaunchResult:
-    """The launcher step's body: build the app, run it, return the outputs or raise.
+    """The launcher step's body: build the app, run it to the end, return the outputs or raise.
 
     Args:
         app_json: the AppDef as JSON (``json.dumps(app.to_dict())``)
@@ -552,57 +319,77 @@ def run_launcher(
         scheduler: the scheduler to run on
         cfg_json: the scheduler's run config as a JSON object ("" for none)
         env: environment variables added to (or replacing those of) every role
-        job_id: the pipeline job id (deterministic naming; empty outside a pipeline)
-        task_name: the pipeline task name (deterministic naming)
+        job_id: the pipeline job id (empty outside a pipeline: a fresh app every call)
+        task_name: the pipeline task name
         task_id: the pipeline task id (tells ParallelFor iterations apart)
-        wait_interval: seconds between status polls
-        unknown_state_timeout: seconds an UNKNOWN app is tolerated
+        wait_interval: the longest pause between two status polls (seconds)
+        unknown_state_timeout: seconds an UNKNOWN, unreadable or vanished app is tolerated
         resources: resources asked on the launcher task (``TaskConfig.resources``), applied
             to every role of the app instead of being reserved by the launcher pod
         stream_logs: stream replica logs to the step log
-        runner_factory: returns a Runner (tests inject a fake)
+        log_sink: where streamed log lines go (default: stdout, the step log)
+        runner_factory: returns a Runner (default ``get_runner()``; tests pass a fake's)
 
     Raises:
-        AppFailedError: the app did not succeed
-        AppVanishedError: the app disappeared
+        AppFailedError: the app ended FAILED (AppCancelledError: CANCELLED; AppVanishedError:
+            vanished or UNKNOWN past ``unknown_state_timeout``)
         InvalidKfpOptionsError: the arguments are invalid
+        SystemExit: the step was terminated (SIGTERM/SIGINT); the app was cancelled if owned
     """
-    factory = runner_factory or _default_runner_factory
-    materialize = None
-    if component:
-
-        def materialize(name: str, args: list[str]) -> AppDef:
-            runner = factory()
-            try:
-                return runner.materialize_component(name, args)
-            finally:
-                close = getattr(runner, "close", None)
-                if callable(close):
-                    close()
-
-    app = build_app(app_json, component, component_args, materialize)
-    if env:
-        if not isinstance(env, Mapping):
-            raise InvalidKfpOptionsError(f"env must be a dict, got {env!r}")
-        extra = {str(k): str(v) for k, v in env.items()}
-        app = replace(app, roles=[replace(r, env={**r.env, **extra}) for r in app.roles])
-    if resources:
-        app = replace(
-            app,
-            roles=[
-                replace(r, resource=resource_from_task_config(resources, r.resource))
-                for r in app.roles
-            ],
+    cfg = parse_cfg_json(cfg_json)
+    with (runner_factory or get_runner)() as runner:
+        app = build_app(app_json, component, component_args, runner.materialize_component)
+        app = _with_env_and_resources(app, env, resources)
+        life = AppLifecycle(
+            runner, scheduler, owner=step_owner(job_id, task_name, task_id), cfg=cfg,
+            unknown_timeout=unknown_state_timeout, poll_interval=max(wait_interval, 0.01),
         )
-    launcher = Launcher(
-        scheduler=scheduler,
-        cfg=parse_cfg_json(cfg_json),
-        wait_interval=wait_interval,
-        unknown_state_timeout=unknown_state_timeout,
-        stream_logs=stream_logs,
-        runner_factory=factory,
+        return _run(life, app, step_identity(app, job_id, task_name, task_id), stream_logs,
+                    log_sink)
+
+
+def _run(
+    life: AppLifecycle,
+    app: AppDef,
+    identity: tuple[str, ...],
+    stream_logs: bool,
+    log_sink: Callable[[str], None],
+) -> LaunchResult:
+    handle: str | None = None
+    follower: LogFollower | None = None
+    drain = 15.0  # seconds the log streams get to drain once the app ended
+    with _stop_signals_raise():
+        try:
+            attached = life.attach(app, identity)
+            handle = attached.app_handle
+            if stream_logs:
+                follower = life.follow_logs(
+                    handle, log_sink, skip_existing=attached.how != "submitted")
+            status = life.wait(handle, on_change=lambda obs: _log_phase(attached.app_handle, obs))
+        except (_Terminated, KeyboardInterrupt) as e:
+            _ignore_stop_signals()  # a repeated signal must not interrupt the cancel
+            signum = e.signum if isinstance(e, _Terminated) else int(signal.SIGINT)
+            logger.warning("step terminated by signal %d; cancelling the app", signum)
+            if handle is None:
+                life.cancel_by_name(app_name(app.name, identity))
+            else:
+                life.cancel(handle)  # only if this attempt still owns it
+            drain = 2.0  # a superseded app keeps running: do not wait for its streams
+            raise SystemExit(128 + signum) from None
+        finally:
+            if follower is not None:
+                follower.stop(drain)
+    return LaunchResult(
+        app_handle=attached.app_handle,
+        state=AppState(status.state).name,
+        status_json=json.dumps(status.to_json()),
+        ui_url=status.ui_url or "",
+        reattached=attached.how != "submitted",
     )
-    return launcher.run(app, job_id=job_id, task_name=task_name, task_id=task_id)
+
+
+def _log_phase(handle: str, obs: Observation) -> None:
+    logger.info("app %s is %s: the step will %s", handle, obs.phase, step_outcome(obs.phase))
 
 
 def cancel_job_apps(
@@ -612,17 +399,18 @@ def cancel_job_apps(
     cfg_json: str = "",
     runner_factory: RunnerFactory | None = None,
 ) -> list[str]:
-    """Cancels every unfinished app that the launcher steps of pipeline job ``job_id`` started.
+    """Cancels every unfinished app that the launcher steps of pipeline job ``job_id`` own.
 
     The second line of defence behind the launcher's SIGTERM handler, for a ``dsl.ExitHandler``
     step (KFP may kill a step without a SIGTERM, e.g. when its node is lost). Apps are found by
-    their deterministic names (:func:`app_name_for_step`). Cancelling is idempotent.
+    the owner recorded with them (:func:`step_owner`), so only schedulers that keep owners
+    (``local``, ``local_cwd``, ``slurm``, ``kubernetes``) are covered. Cancelling is idempotent.
 
     Args:
         job_id: the pipeline job id (``dsl.PIPELINE_JOB_ID_PLACEHOLDER``)
         scheduler: the scheduler the launcher steps ran on
         cfg_json: the scheduler's run config as a JSON object (for listing)
-        runner_factory: returns a Runner (tests inject a fake)
+        runner_factory: returns a Runner (default ``get_runner()``)
 
     Returns:
         The handles of the apps that were cancelled.
@@ -635,19 +423,13 @@ def cancel_job_apps(
             "job_id is empty; pass dsl.PIPELINE_JOB_ID_PLACEHOLDER (torchx_kfp.cancel_apps_on_exit"
             " does)"
         )
-    runner = (runner_factory or _default_runner_factory)()
-    try:
-        apps = runner.list(scheduler, parse_cfg_json(cfg_json) or None)
-        handles = [
-            a.app_handle
-            for a in apps
-            if belongs_to_job(a.name, job_id) and not is_terminal(AppState(a.state))
-        ]
+    prefix = f"{_OWNER_PREFIX}{job_id}/"
+    with (runner_factory or get_runner)() as runner:
+        live = [a.app_handle for a in runner.list(scheduler, parse_cfg_json(cfg_json) or None)
+                if not is_terminal(AppState(a.state))]
+        handles = [h for h in live if (runner.owner(h) or "").startswith(prefix)]
         for handle in handles:
             logger.info("cancelling %s, left running by pipeline job %s", handle, job_id)
             runner.cancel(handle)
         return handles
-    finally:
-        close = getattr(runner, "close", None)
-        if callable(close):
-            close()
+

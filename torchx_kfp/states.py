@@ -2,9 +2,9 @@
 
 Two tables live here, and nowhere else in the adapter:
 
-* :data:`STEP_OUTCOMES` maps every :class:`~torchx_core.specs.AppState` of an app launched by
-  the launcher step to what the step does next (keep polling, succeed, fail, or keep polling
-  for a grace period and then fail).
+* :data:`STEP_OUTCOMES` maps every neutral phase of the shared lifecycle
+  (:class:`torchx_core.runner.Phase`) of an app launched by the launcher step to what the step
+  does next (keep polling, succeed, fail, or keep polling for a grace period and then fail).
 * :data:`KFP_RUN_STATES` maps the states KFP reports for runs and tasks (the KFP API's
   ``V2beta1RuntimeState``, ``kfp.local``'s ``SUCCESS``/``FAILURE`` and
   ``dsl.PipelineTaskFinalStatus.state``) to an ``AppState``, for reading runs back.
@@ -22,6 +22,7 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from torchx_core.runner.lifecycle import Phase
 from torchx_core.specs import AppState
 from torchx_kfp.errors import UnknownKfpStateError
 
@@ -35,34 +36,33 @@ __all__ = [
 
 
 class StepOutcome(str, enum.Enum):
-    """What the launcher step does when the app is in a given state."""
+    """What the launcher step does when its app is in a given phase."""
 
     POLL = "poll"
     """The app is not finished: keep polling (and streaming logs)."""
     SUCCEED = "succeed"
     """The app succeeded: the step returns its outputs and succeeds."""
     FAIL = "fail"
-    """The app failed or was cancelled: the step raises and fails."""
+    """The app failed or was cancelled: the step raises and fails (KFP has no task-level
+    "cancelled")."""
     POLL_THEN_FAIL = "poll_then_fail"
-    """The state is unknown: keep polling, fail once ``unknown_state_timeout`` has passed."""
+    """Unknown or vanished: keep polling, fail once ``unknown_state_timeout`` has passed."""
 
     def __str__(self) -> str:
         return self.value
 
 
-STEP_OUTCOMES: Mapping[AppState, StepOutcome] = MappingProxyType(
+STEP_OUTCOMES: Mapping[Phase, StepOutcome] = MappingProxyType(
     {
-        AppState.UNSUBMITTED: StepOutcome.POLL,
-        AppState.SUBMITTED: StepOutcome.POLL,
-        AppState.PENDING: StepOutcome.POLL,
-        AppState.RUNNING: StepOutcome.POLL,
-        AppState.SUCCEEDED: StepOutcome.SUCCEED,
-        AppState.FAILED: StepOutcome.FAIL,
-        AppState.CANCELLED: StepOutcome.FAIL,
-        AppState.UNKNOWN: StepOutcome.POLL_THEN_FAIL,
+        Phase.WAITING: StepOutcome.POLL,
+        Phase.SUCCEEDED: StepOutcome.SUCCEED,
+        Phase.FAILED: StepOutcome.FAIL,
+        Phase.CANCELLED: StepOutcome.FAIL,
+        Phase.UNKNOWN: StepOutcome.POLL_THEN_FAIL,
+        Phase.VANISHED: StepOutcome.POLL_THEN_FAIL,
     }
 )
-"""AppState -> launcher step outcome (one entry per AppState member)."""
+"""The app's neutral phase (``torchx_core.runner.Phase``) -> launcher step outcome."""
 
 
 KFP_RUN_STATES: Mapping[str, AppState] = MappingProxyType(
@@ -87,20 +87,20 @@ KFP_RUN_STATES: Mapping[str, AppState] = MappingProxyType(
 """KFP run/task state name -> AppState."""
 
 
-def step_outcome(state: AppState) -> StepOutcome:
-    """Returns what the launcher step does for an app in ``state``.
+def step_outcome(phase: Phase | str) -> StepOutcome:
+    """Returns what the launcher step does for an app in ``phase``.
 
-    Args:
-        state: the app's current state
+    >>> step_outcome(Phase.VANISHED)
+    <StepOutcome.POLL_THEN_FAIL: 'poll_then_fail'>
 
     Raises:
-        UnknownKfpStateError: ``state`` is not an AppState
+        UnknownKfpStateError: ``phase`` is not a :class:`~torchx_core.runner.Phase`
     """
     try:
-        return STEP_OUTCOMES[AppState(state)]
+        return STEP_OUTCOMES[Phase(phase)]
     except (ValueError, KeyError) as e:
         raise UnknownKfpStateError(
-            f"{state!r} is not an AppState; valid: {', '.join(s.name for s in AppState)}"
+            f"{phase!r} is not a lifecycle phase; valid: {', '.join(p.value for p in Phase)}"
         ) from e
 
 

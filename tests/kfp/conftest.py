@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kfp_helpers import processes_of
+
+# the shared fake scheduler (a real Runner over it) of the unit tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
 
 LOCAL_ROOT_ENV = "TORCHX_LOCAL_ROOT"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,7 @@ def test_example_runs_locally(local_apps: Path, tmp_path: Path) -> None:
     echoed = [line.split("] ", 1)[1] for line in proc.stdout.splitlines()
               if line.strip().startswith("[echo/0] ")]
     assert len(echoed) == 1 and echoed[0].startswith("local_cwd://")
-    assert "/train-torchx-launcher-" in echoed[0]
+    assert re.search(r"/train-[0-9a-f]{10}-", echoed[0])  # named from the step's identity
 
 
 def test_example_compiles_the_cluster_pipeline(tmp_path: Path) -> None:

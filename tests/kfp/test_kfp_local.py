@@ -88,7 +88,7 @@ def test_launcher_step_runs_an_app_to_success(
 
     handle = pipeline().output
     assert handle.startswith("local_cwd://")
-    assert "kfpok-torchx-launcher-" in handle  # named from the job and task
+    assert re.search(r"/kfpok-[0-9a-f]{10}-", handle)  # named from the step's identity
     assert app_state(handle) == AppState.SUCCEEDED
     pids = read_pids(tmp_path / "ok")
     assert len(pids) == 2
@@ -116,7 +116,7 @@ def test_failed_app_fails_the_step(
     (handle,) = states
     # the step failed with the app's structured error, and streamed the replica's log first
     out = capfd.readouterr().out
-    assert f"AppFailedError: App {handle} ended FAILED" in out
+    assert f"AppFailedError: app {handle} ended FAILED" in out
     assert '"exit_code": 3' in out
     assert "[worker/0] replica 0 exiting with 3" in out
     assert not any(pid_alive(p) for p in read_pids(tmp_path / "fail"))
@@ -347,13 +347,13 @@ def test_exit_handler_step_cancels_apps_left_running(local_apps: Path, tmp_path:
     """The exit-handler function cancels a job's running apps (kfp.local does not run
     ``dsl.ExitHandler`` pipelines, so the component's function is called directly)."""
     from torchx_kfp.launcher import torchx_cancel_job_apps
-    from torchx_kfp.runtime import app_name_for_step
+    from torchx_kfp.runtime import step_owner
 
     out_dir = tmp_path / "left"
     app = make_app("kfpleft", out_dir, replicas=2, sleep=600)
-    app.name = app_name_for_step(app.name, "job-exit", "torchx-launcher")
-    with get_runner() as runner:
+    with get_runner() as runner:  # as a launcher step of job-exit left it: owner recorded
         handle = runner.run(app, "local_cwd")
+        assert runner.set_owner(handle, step_owner("job-exit", "torchx-launcher", "7"))
     wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
     assert torchx_cancel_job_apps(job_id="job-other") == []
     assert torchx_cancel_job_apps(job_id="job-exit") == [handle]

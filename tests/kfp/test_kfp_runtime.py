@@ -1,101 +1,40 @@
-"""The launcher step's run-time logic against a small stateful fake Runner."""
+"""The launcher step's KFP glue (identity, owner, signals, outputs, cfg, resources) over the
+shared fake scheduler under a real Runner; the lifecycle's own decisions are tested once in
+tests/runner/test_lifecycle.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fake_scheduler import JobTable, make_runner
+from kfp_helpers import wait_until
 
 from torchx_core import specs
-from torchx_core.schedulers.api import ListAppResponse
-from torchx_core.specs import AppState, AppStatus
-from torchx_kfp.errors import AppFailedError, AppVanishedError, InvalidKfpOptionsError
+from torchx_core.runner import AppCancelledError, AppFailedError, AppVanishedError
+from torchx_core.specs import AppState
+from torchx_kfp.errors import InvalidKfpOptionsError
 from torchx_kfp.runtime import (
-    Launcher,
-    app_name_for_step,
-    belongs_to_job,
     build_app,
     cancel_job_apps,
+    parse_cfg_json,
     resource_from_task_config,
     run_launcher,
-    step_app_name,
+    step_owner,
 )
 
 pytestmark = pytest.mark.kfp
 
 
-class FakeRunner:
-    """Holds a table of apps; each app walks through a scripted list of states."""
-
-    def __init__(self, script: list[AppState | None] | None = None) -> None:
-        self.script = list(script or [AppState.RUNNING, AppState.SUCCEEDED])
-        self.apps: dict[str, dict[str, Any]] = {}
-        self.submitted: list[specs.AppDef] = []
-        self.cancelled: list[str] = []
-        self.closed = 0
-        self.logs: dict[tuple[str, int], list[str]] = {}
-        self.on_status: Any = None
-
-    # -- helpers for tests
-    def add_existing(self, name: str, state: AppState) -> str:
-        handle = f"fake://kfp/{name}-old{len(self.apps)}"
-        self.apps[handle] = {"name": name, "states": [state]}
-        return handle
-
-    # -- Runner API
-    def run(self, app: specs.AppDef, scheduler: str, cfg: Any = None) -> str:
-        handle = f"{scheduler}://kfp/{app.name}-{len(self.apps)}"
-        self.apps[handle] = {"name": app.name, "states": list(self.script)}
-        self.submitted.append(app)
-        return handle
-
-    def status(self, handle: str) -> AppStatus | None:
-        if self.on_status is not None:
-            self.on_status(handle)
-        app = self.apps.get(handle)
-        if app is None:
-            return None
-        states = app["states"]
-        state = states.pop(0) if len(states) > 1 else states[0]
-        if state is None:
-            return None
-        return AppStatus(state=state, structured_error_msg='{"message": "boom"}', ui_url="u://x")
-
-    def list(self, scheduler: str, cfg: Any = None) -> list[ListAppResponse]:
-        return [
-            ListAppResponse(app_id=h.rsplit("/", 1)[1], state=a["states"][0], app_handle=h,
-                            name=a["name"])
-            for h, a in self.apps.items()
-        ]
-
-    def cancel(self, handle: str) -> None:
-        self.cancelled.append(handle)
-        if handle in self.apps:
-            self.apps[handle]["states"] = [AppState.CANCELLED]
-
-    def log_lines(self, handle: str, role: str, k: int = 0, **kwargs: Any) -> Iterator[str]:
-        assert kwargs.get("should_tail") is True
-        yield from self.logs.get((role, k), [])
-
-    def materialize_component(self, name: str, args: list[str]) -> specs.AppDef:
-        return specs.AppDef(
-            name=name.replace(".", "_"),
-            roles=[specs.Role("echo", image="img", entrypoint="echo", args=list(args))],
-        )
-
-    def close(self) -> None:
-        self.closed += 1
-
-
-def _app(num_replicas: int = 1) -> specs.AppDef:
+def _app(num_replicas: int = 1, name: str = "train") -> specs.AppDef:
     return specs.AppDef(
-        name="train",
+        name=name,
         roles=[
             specs.Role("trainer", image="img", entrypoint="python", num_replicas=num_replicas,
                        resource=specs.Resource(cpu=1, gpu=0, memMB=256))
@@ -103,160 +42,178 @@ def _app(num_replicas: int = 1) -> specs.AppDef:
     )
 
 
-def _launcher(fake: FakeRunner, sink: list[str] | None = None, **kwargs: Any) -> Launcher:
-    kwargs.setdefault("wait_interval", 0)
-    return Launcher(
-        runner_factory=lambda: fake,
+def _launch(table: JobTable, app: specs.AppDef | None = None, sink: list[str] | None = None,
+            **kwargs: Any) -> Any:
+    kwargs.setdefault("wait_interval", 0.01)
+    if "component" not in kwargs:
+        kwargs["app_json"] = json.dumps((app or _app()).to_dict())
+    return run_launcher(
+        scheduler="fake",
+        runner_factory=lambda: make_runner(table),
         log_sink=(sink.append if sink is not None else (lambda line: None)),
         **kwargs,
     )
 
 
-def test_success_returns_outputs_and_streams_logs() -> None:
-    fake = FakeRunner([AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED])
-    fake.logs = {("trainer", 0): ["hello\n", "done\n"], ("trainer", 1): ["other\n"]}
+def test_success_returns_the_outputs_and_streams_every_replica() -> None:
+    table = JobTable()
+    table.steps = 3
     sink: list[str] = []
-    result = _launcher(fake, sink).run(_app(num_replicas=2), job_id="job-1", task_name="step-a")
-    assert result.state == "SUCCEEDED"
-    assert result.app_handle.startswith("local_cwd://kfp/train-step-a-")
-    assert result.ui_url == "u://x"
+    result = _launch(table, _app(num_replicas=2), sink, job_id="job-1", task_name="step-a")
+    (app_id,) = table.jobs
+    assert result.app_handle == f"fake://test/{app_id}"
+    assert re.fullmatch(r"train-[0-9a-f]{10}-\d+", app_id)
+    assert (result.state, result.ui_url, result.reattached) == ("SUCCEEDED", "", False)
     assert json.loads(result.status_json)["state"] == "SUCCEEDED"
-    assert result.reattached is False
-    assert sorted(sink) == ["[trainer/0] done", "[trainer/0] hello", "[trainer/1] other"]
-    assert fake.closed == 1
-    assert fake.cancelled == []
+    assert sorted(sink) == [f"[trainer/{k}] trainer {k} line {i}" for k in (0, 1) for i in range(3)]
+    assert table.job(app_id).owner == step_owner("job-1", "step-a")
+    assert table.closed >= 1  # the step's Runner was closed
 
 
-@pytest.mark.parametrize("final", [AppState.FAILED, AppState.CANCELLED])
-def test_failed_or_cancelled_app_fails_the_step(final: AppState) -> None:
-    fake = FakeRunner([AppState.RUNNING, final])
-    with pytest.raises(AppFailedError, match=f"ended {final.name}.*boom") as info:
-        _launcher(fake).run(_app())
-    assert info.value.status is not None and info.value.status.state == final
-    assert info.value.app_handle in fake.apps
+@pytest.mark.parametrize(
+    "final, error", [(AppState.FAILED, AppFailedError), (AppState.CANCELLED, AppCancelledError)]
+)
+def test_failed_or_cancelled_app_fails_the_step(final: AppState, error: type) -> None:
+    table = JobTable()
+    table.final = final
+    with pytest.raises(error) as info:
+        _launch(table)
+    (app_id,) = table.jobs
+    assert type(info.value) is error
+    assert info.value.app_handle == f"fake://test/{app_id}"
+    assert f"ended {final.name}" in str(info.value)
+    # the step's names are the lifecycle's, re-exported where users import them
+    import torchx_kfp
+
+    assert (torchx_kfp.AppFailedError, torchx_kfp.AppVanishedError) == (
+        AppFailedError, AppVanishedError)
 
 
-def test_vanished_app_is_a_retryable_failure() -> None:
-    fake = FakeRunner([AppState.RUNNING, None])
-    with pytest.raises(AppVanishedError, match="no longer knows"):
-        _launcher(fake).run(_app())
+def _running_app(table: JobTable, **ids: str) -> tuple[str, threading.Thread, list[Any]]:
+    """Starts a step in a thread over an app held RUNNING; returns its app id once submitted."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(_launch(table, **ids)))
+    thread.start()
+    wait_until(lambda: len(table.jobs) == 1, 30, "the step to submit its app")
+    (app_id,) = table.jobs
+    return app_id, thread, results
 
 
-def test_unknown_within_grace_keeps_polling() -> None:
-    fake = FakeRunner([AppState.UNKNOWN, AppState.UNKNOWN, AppState.RUNNING, AppState.SUCCEEDED])
-    result = _launcher(fake, unknown_state_timeout=3600).run(_app())
-    assert result.state == "SUCCEEDED"
-
-
-def test_unknown_past_grace_fails_and_cancels() -> None:
-    fake = FakeRunner([AppState.UNKNOWN])
-    with pytest.raises(AppFailedError, match="stayed UNKNOWN"):
-        _launcher(fake, unknown_state_timeout=0, cancel_timeout=1).run(_app())
-    assert len(fake.cancelled) == 1
-
-
-def test_same_job_and_task_give_same_name_and_reattach() -> None:
-    fake = FakeRunner([AppState.RUNNING, AppState.SUCCEEDED])
-    name = step_app_name(_app(), "job-1", "step-a")
-    running = fake.add_existing(name, AppState.RUNNING)
-    fake.apps[running]["states"] = [AppState.RUNNING, AppState.SUCCEEDED]
-    result = _launcher(fake).run(_app(), job_id="job-1", task_name="step-a")
-    assert result.app_handle == running
+def test_a_retried_step_reattaches_and_a_sibling_iteration_does_not() -> None:
+    table = JobTable()
+    table.hold = True
+    ids = {"job_id": "job-1", "task_name": "step-a", "task_id": "iteration-1"}
+    app_id, first, _ = _running_app(table, **ids)
+    retry_results: list[Any] = []
+    retry = threading.Thread(target=lambda: retry_results.append(_launch(table, **ids)))
+    retry.start()
+    # the retry adopted the running app: it recorded its owner (same pid here, so the same
+    # token) and submitted nothing; a sibling iteration (another task id) gets its own app
+    sibling = threading.Thread(target=lambda: _launch(table, **{**ids, "task_id": "iteration-2"}))
+    sibling.start()
+    wait_until(lambda: len(table.jobs) == 2, 30, "the sibling iteration to submit its app")
+    table.hold = False
+    for app in list(table.jobs):
+        table.set_state(app, AppState.SUCCEEDED)
+    for t in (first, retry, sibling):
+        t.join(30)
+    (result,) = retry_results
+    assert result.app_handle == f"fake://test/{app_id}"
     assert result.reattached is True
-    assert fake.submitted == []
+    assert len(table.jobs) == 2
 
 
-def test_succeeded_app_is_reused_but_failed_one_is_resubmitted() -> None:
-    fake = FakeRunner([AppState.SUCCEEDED])
-    name = step_app_name(_app(), "job-1", "step-a")
-    done = fake.add_existing(name, AppState.SUCCEEDED)
-    assert _launcher(fake).run(_app(), job_id="job-1", task_name="step-a").app_handle == done
-
-    fake = FakeRunner([AppState.SUCCEEDED])
-    fake.add_existing(name, AppState.FAILED)
-    result = _launcher(fake).run(_app(), job_id="job-1", task_name="step-a")
-    assert result.reattached is False
-    assert [a.name for a in fake.submitted] == [name]
+def test_a_succeeded_step_is_reused_and_a_standalone_call_always_submits() -> None:
+    table = JobTable()
+    first = _launch(table, job_id="job-1", task_name="step-a")
+    again = _launch(table, job_id="job-1", task_name="step-a")
+    assert (again.app_handle, again.reattached) == (first.app_handle, True)
+    _launch(table)
+    _launch(table)  # no job id: not in a pipeline, nothing to reattach to
+    assert len(table.jobs) == 3
 
 
-def test_other_tasks_apps_are_not_reattached() -> None:
-    fake = FakeRunner([AppState.SUCCEEDED])
-    fake.add_existing(step_app_name(_app(), "job-1", "step-b"), AppState.RUNNING)
-    fake.add_existing(step_app_name(_app(), "job-2", "step-a"), AppState.RUNNING)
-    other_app = _app()
-    other_app.roles[0].args = ["--lr", "0.1"]  # another ParallelFor iteration of the same task
-    fake.add_existing(step_app_name(other_app, "job-1", "step-a"), AppState.RUNNING)
-    result = _launcher(fake).run(_app(), job_id="job-1", task_name="step-a")
-    assert result.reattached is False
-    assert len(fake.submitted) == 1
+def test_int_run_options_reach_the_scheduler_as_ints() -> None:
+    table = JobTable()
+    _launch(table, cfg_json=json.dumps({"priority": 5, "tags": ["a", "b"]}))
+    (job,) = table.jobs.values()
+    assert job.request.cfg["priority"] == 5
+    assert type(job.request.cfg["priority"]) is int
+    assert job.request.cfg["tags"] == ["a", "b"]
 
 
-def test_sigterm_cancels_the_app_and_exits_143() -> None:
-    fake = FakeRunner([AppState.RUNNING])
+def _terminate_on_first_log_line(table: JobTable) -> Callable[[str], None]:
     sent = threading.Event()
 
-    def signal_once(handle: str) -> None:
+    def sink(line: str) -> None:
         if not sent.is_set():
             sent.set()
             os.kill(os.getpid(), signal.SIGTERM)
 
-    fake.on_status = signal_once
+    return sink
+
+
+def test_sigterm_cancels_the_owned_app_and_exits_143() -> None:
+    table = JobTable()
+    table.hold = True
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as info:
-        _launcher(fake, wait_interval=0.01, cancel_timeout=1).run(_app())
-    assert info.value.code == 143
-    assert len(fake.cancelled) == 1
-    assert signal.getsignal(signal.SIGTERM) is before
-    assert fake.closed == 1
-
-
-def test_a_second_sigterm_during_cancel_is_ignored() -> None:
-    fake = FakeRunner([AppState.RUNNING])
-    sent = threading.Event()
-    real_cancel = fake.cancel
-
-    def signal_once(handle: str) -> None:
-        if not sent.is_set():
-            sent.set()
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    def cancel_then_signal_again(handle: str) -> None:
-        os.kill(os.getpid(), signal.SIGTERM)  # the engine insists while we cancel
-        real_cancel(handle)
-
-    fake.on_status = signal_once
-    fake.cancel = cancel_then_signal_again  # type: ignore[method-assign]
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(SystemExit) as info:
-        _launcher(fake, wait_interval=0.01, cancel_timeout=1).run(_app())
-    assert info.value.code == 143
-    assert len(fake.cancelled) == 1
-    (handle,) = fake.apps
-    assert fake.apps[handle]["states"] == [AppState.CANCELLED]
+        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
+                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
+                     log_sink=_terminate_on_first_log_line(table))
+    assert info.value.code == 128 + signal.SIGTERM
+    (job,) = table.jobs.values()
+    assert (job.state, job.cancelled) == (AppState.CANCELLED, 1)
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_app_name_is_deterministic_and_safe() -> None:
-    a = app_name_for_step("My_Train", "5f0c-uuid", "torchx-launcher-2")
-    assert a == app_name_for_step("My_Train", "5f0c-uuid", "torchx-launcher-2")
-    assert a != app_name_for_step("My_Train", "5f0c-uuid", "torchx-launcher-3")
-    assert a != app_name_for_step("My_Train", "other-uuid", "torchx-launcher-2")
-    assert a.startswith("my-train-torchx-launcher-2-")
-    long = app_name_for_step("x" * 200, "j", "t" * 100)
-    assert len(long) <= 48 and long[0].isalpha()
-    assert app_name_for_step("9lives", "j", "t")[0].isalpha()
-    assert app_name_for_step("train", "", "task") == "train"
-    assert app_name_for_step("train", "j", "t", spec="a") != app_name_for_step(
-        "train", "j", "t", spec="b"
-    )
+def test_sigterm_leaves_an_app_another_attempt_adopted() -> None:
+    """The app's recorded owner changed (a newer attempt adopted it): no cancel."""
+    table = JobTable()
+    table.hold = True
+    sink = _terminate_on_first_log_line(table)
+
+    def adopted_then_signalled(line: str) -> None:
+        (job,) = table.jobs.values()
+        job.owner = "kfp:j/t/@other-pod/1"
+        sink(line)
+
+    with pytest.raises(SystemExit):
+        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
+                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
+                     log_sink=adopted_then_signalled)
+    (job,) = table.jobs.values()
+    assert (job.state, job.cancelled) == (AppState.SUBMITTED, 0)  # held, never cancelled
 
 
-def test_step_app_name_depends_on_what_the_step_launches() -> None:
-    first, second = _app(), _app()
-    second.roles[0].env = {"ITEM": "b"}
-    assert step_app_name(first, "j", "t") == step_app_name(_app(), "j", "t")
-    assert step_app_name(first, "j", "t") != step_app_name(second, "j", "t")
-    assert belongs_to_job(step_app_name(second, "j", "t"), "j")
+def test_a_second_sigterm_during_the_cancel_is_ignored() -> None:
+    table = JobTable()
+    table.hold = True
+    table.cancel_gate = threading.Event()
+    seen: list[Any] = []
+
+    def insist_while_cancelling() -> None:
+        # the engine signals again while the cancel hangs; it must not interrupt it
+        wait_until(lambda: bool(table.jobs), 30, "the step to submit its app")
+        while not any(j.cancelled for j in table.jobs.values()) and not table.cancel_gate.is_set():
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+                seen.append(signal.SIG_IGN)
+                os.kill(os.getpid(), signal.SIGTERM)
+                table.cancel_gate.set()
+                return
+            table.cancel_gate.wait(0.01)
+
+    helper = threading.Thread(target=insist_while_cancelling)
+    helper.start()
+    with pytest.raises(SystemExit) as info:
+        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
+                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
+                     log_sink=_terminate_on_first_log_line(table))
+    helper.join(30)
+    assert info.value.code == 143
+    assert seen == [signal.SIG_IGN]
+    (job,) = table.jobs.values()
+    assert (job.state, job.cancelled) == (AppState.CANCELLED, 1)
 
 
 def test_resource_from_task_config() -> None:
@@ -275,36 +232,29 @@ def test_resource_from_task_config() -> None:
         resource_from_task_config({"limits": {"memory": "lots"}}, base)
 
 
-def test_run_launcher_from_json_applies_passed_resources() -> None:
-    fake = FakeRunner([AppState.SUCCEEDED])
-    result = run_launcher(
-        app_json=json.dumps(_app().to_dict()),
-        scheduler="local_cwd",
-        resources={"limits": {"cpu": "4", "memory": "2Gi"}},
-        wait_interval=0,
-        stream_logs=False,
-        runner_factory=lambda: fake,
-    )
-    assert result.state == "SUCCEEDED"
-    (submitted,) = fake.submitted
-    assert (submitted.roles[0].resource.cpu, submitted.roles[0].resource.memMB) == (4, 2048)
+def test_env_and_passed_resources_reach_every_role() -> None:
+    table = JobTable()
+    _launch(table, _app(num_replicas=2), env={"UPSTREAM": "fake://x/y"},
+            resources={"limits": {"cpu": "4", "memory": "2Gi"}})
+    (job,) = table.jobs.values()
+    (role,) = job.app.roles
+    assert (role.resource.cpu, role.resource.memMB) == (4, 2048)
+    assert role.env == {"UPSTREAM": "fake://x/y"}
 
 
-def test_run_launcher_from_component() -> None:
-    fake = FakeRunner([AppState.SUCCEEDED])
-    run_launcher(
-        component="utils.echo",
-        component_args=["--msg", "hi"],
-        wait_interval=0,
-        runner_factory=lambda: fake,
-        job_id="j",
-        task_name="t",
-    )
-    (submitted,) = fake.submitted
-    assert submitted.roles[0].args == ["--msg", "hi"]
-    assert submitted.name == step_app_name(
-        replace(submitted, name="utils_echo"), "j", "t"
-    )
+def test_a_component_step_is_named_from_the_component() -> None:
+    table = JobTable()
+    result = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
+                     job_id="j", task_name="t")
+    (job,) = table.jobs.values()
+    assert job.request.roles[0][3] == ["hi"]
+    assert re.fullmatch(r"echo-[0-9a-f]{10}", job.app.name)
+    again = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
+                    job_id="j", task_name="t")
+    assert again.app_handle == result.app_handle  # the same step: reused, not resubmitted
+    other = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
+                    job_id="j", task_name="t2")
+    assert other.app_handle != result.app_handle
 
 
 @pytest.mark.parametrize(
@@ -321,37 +271,32 @@ def test_build_app_validates(kwargs: dict[str, Any], message: str) -> None:
         build_app(**kwargs)
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"scheduler": ""}, "scheduler must be a non-empty str"),
-        ({"wait_interval": -1}, "wait_interval must be a number >= 0"),
-        ({"unknown_state_timeout": "5"}, "unknown_state_timeout must be a number"),
-        ({"cfg": ["a"]}, "cfg must be a dict"),
-    ],
-)
-def test_launcher_validates_options(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(InvalidKfpOptionsError, match=message):
-        Launcher(**kwargs)
-
-
-def test_belongs_to_job() -> None:
-    name = app_name_for_step("train", "job-1", "torchx-launcher-3")
-    assert belongs_to_job(name, "job-1")
-    assert not belongs_to_job(name, "job-2")
-    assert not belongs_to_job(name, "")
-    assert not belongs_to_job("train", "job-1")
+def test_parse_cfg_json() -> None:
+    assert parse_cfg_json("") == {}
+    assert parse_cfg_json('{"priority": 5}') == {"priority": 5}
+    with pytest.raises(InvalidKfpOptionsError, match="is not JSON"):
+        parse_cfg_json("priority=5")
+    with pytest.raises(InvalidKfpOptionsError, match="must hold a JSON object"):
+        parse_cfg_json("[5]")
 
 
 def test_cancel_job_apps_cancels_only_this_jobs_unfinished_apps() -> None:
-    fake = FakeRunner()
-    mine_running = fake.add_existing(app_name_for_step("a", "job-1", "t1"), AppState.RUNNING)
-    fake.add_existing(app_name_for_step("b", "job-1", "t2"), AppState.SUCCEEDED)
-    fake.add_existing(app_name_for_step("c", "job-2", "t1"), AppState.RUNNING)
-    fake.add_existing("unrelated", AppState.RUNNING)
-    cancelled = cancel_job_apps(job_id="job-1", runner_factory=lambda: fake)
-    assert cancelled == [mine_running]
-    assert fake.cancelled == [mine_running]
-    assert fake.closed == 1
+    table = JobTable()
+    table.hold = True
+    runner = make_runner(table)
+    handles = {}
+    for label, owner in [("mine", step_owner("job-1", "t1")), ("done", step_owner("job-1", "t2")),
+                         ("other-job", step_owner("job-2", "t1")), ("unowned", None),
+                         ("prefix-only", step_owner("job-10", "t1"))]:
+        handle = runner.run(_app(name=label), "fake")
+        if owner:
+            runner.set_owner(handle, owner)
+        handles[label] = handle
+    table.set_state(handles["done"].rsplit("/", 1)[1], AppState.SUCCEEDED)
+    cancelled = cancel_job_apps(job_id="job-1", scheduler="fake",
+                                runner_factory=lambda: make_runner(table))
+    assert cancelled == [handles["mine"]]
+    assert {h: table.job(h.rsplit("/", 1)[1]).cancelled for h in handles.values()} == {
+        h: int(label == "mine") for label, h in handles.items()}
     with pytest.raises(InvalidKfpOptionsError, match="job_id is empty"):
-        cancel_job_apps(job_id="", runner_factory=lambda: fake)
+        cancel_job_apps(job_id="", runner_factory=lambda: make_runner(table))

@@ -6,6 +6,7 @@ import enum
 
 import pytest
 
+from torchx_core.runner import Phase
 from torchx_core.specs import AppState
 from torchx_kfp.errors import UnknownKfpStateError
 from torchx_kfp.states import (
@@ -18,15 +19,14 @@ from torchx_kfp.states import (
 
 pytestmark = pytest.mark.kfp
 
+# literal, written independently of the table: what a launcher step does per lifecycle phase
 EXPECTED_OUTCOMES = {
-    AppState.UNSUBMITTED: StepOutcome.POLL,
-    AppState.SUBMITTED: StepOutcome.POLL,
-    AppState.PENDING: StepOutcome.POLL,
-    AppState.RUNNING: StepOutcome.POLL,
-    AppState.SUCCEEDED: StepOutcome.SUCCEED,
-    AppState.FAILED: StepOutcome.FAIL,
-    AppState.CANCELLED: StepOutcome.FAIL,
-    AppState.UNKNOWN: StepOutcome.POLL_THEN_FAIL,
+    "waiting": "poll",
+    "succeeded": "succeed",
+    "failed": "fail",
+    "cancelled": "fail",
+    "unknown": "poll_then_fail",
+    "vanished": "poll_then_fail",
 }
 
 # kfp_server_api.V2beta1RuntimeState members, kfp.local Status members,
@@ -47,25 +47,20 @@ EXPECTED_RUN_STATES = {
 }
 
 
-@pytest.mark.parametrize("state", list(AppState))
-def test_every_app_state_has_a_step_outcome(state: AppState) -> None:
-    assert step_outcome(state) is EXPECTED_OUTCOMES[state]
-    assert STEP_OUTCOMES[state] is EXPECTED_OUTCOMES[state]
+@pytest.mark.parametrize("phase", list(Phase))
+def test_every_phase_has_its_step_outcome(phase: Phase) -> None:
+    assert step_outcome(phase).value == EXPECTED_OUTCOMES[phase.value]
+    assert step_outcome(phase.value) is STEP_OUTCOMES[phase]  # the str form too
 
 
-def test_step_outcome_table_covers_exactly_app_state() -> None:
-    assert set(STEP_OUTCOMES) == set(AppState)
+def test_step_outcome_table_is_exactly_the_expected_one() -> None:
+    assert {p.value: o.value for p, o in STEP_OUTCOMES.items()} == EXPECTED_OUTCOMES
 
 
-def test_step_outcome_accepts_int_value() -> None:
-    assert step_outcome(int(AppState.SUCCEEDED)) is StepOutcome.SUCCEED  # type: ignore[arg-type]
-
-
-def test_step_outcome_rejects_non_states() -> None:
-    with pytest.raises(UnknownKfpStateError, match="not an AppState"):
-        step_outcome(99)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        step_outcome("RUNNING")  # type: ignore[arg-type]
+def test_step_outcome_rejects_non_phases() -> None:
+    for bad in ("RUNNING", 3, AppState.RUNNING):
+        with pytest.raises(UnknownKfpStateError, match="not a lifecycle phase; valid: waiting"):
+            step_outcome(bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_RUN_STATES))
