@@ -92,9 +92,10 @@ def test_parent_run_id_from_the_launcher_env(
     assert env == {"TORCHX_JOB_ID": "fake://sess/${app_id}", "TORCHX_PARENT_RUN_ID": "local_cwd://s/outer"}
 
 
-def test_nothing_is_injected_without_trackers(project: Path) -> None:
+def test_only_the_job_id_is_injected_without_trackers(project: Path) -> None:
+    """As TorchX 0.7.0: every app gets TORCHX_JOB_ID, trackers configured or not."""
     info = _runner().dryrun(_app(), "fake")
-    assert info._app.roles[0].env == {}  # type: ignore[union-attr]
+    assert info._app.roles[0].env == {"TORCHX_JOB_ID": "fake://sess/${app_id}"}  # type: ignore[union-attr]
 
 
 def test_bad_tracker_name_fails_before_submission(project: Path) -> None:

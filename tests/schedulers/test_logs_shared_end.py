@@ -68,3 +68,35 @@ def test_a_stale_answer_is_read_again() -> None:
 def test_an_app_missing_from_the_answer_counts_as_ended() -> None:
     check = SharedEndCheck(interval=60.0)
     assert check.is_done("gone", lambda ids: {}) is True
+
+
+def test_iter_files_lines_follows_two_files_until_done(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A replica's stdout and stderr files, followed together (slurm keeps them apart)."""
+    import threading
+
+    from torchx_core.schedulers._logs import iter_files_lines
+
+    out, err = tmp_path / "r.out", tmp_path / "r.err"
+    done = threading.Event()
+
+    def writer() -> None:
+        with open(out, "a") as fo:
+            fo.write("o1\n")
+            fo.flush()
+            with open(err, "a") as fe:  # appears later than stdout
+                fe.write("e1\n")
+                fe.flush()
+                fo.write("o2\n")
+                fo.flush()
+                fe.write("e2 no newline")
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    lines = list(iter_files_lines([str(out), str(err)], should_tail=True, is_done=done.is_set,
+                                  poll_interval=0.01, wait_for_file=5.0))
+    t.join()
+    assert sorted(lines) == sorted(["o1\n", "o2\n", "e1\n", "e2 no newline"])
+    assert lines.index("o1\n") < lines.index("o2\n") and lines.index("e1\n") < lines.index("e2 no newline")
+    assert list(iter_files_lines([str(out), str(err)])) == ["o1\n", "o2\n", "e1\n", "e2 no newline"]
+    assert list(iter_files_lines([str(tmp_path / "missing.out")])) == []

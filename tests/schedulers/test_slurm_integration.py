@@ -110,7 +110,7 @@ def test_failing_job(sched: SlurmScheduler, tmp_path: Path) -> None:
     assert d.state == AppState.FAILED
     assert "exit code 3" in d.msg
     assert replica_states(d) == {("ok", 0): AppState.SUCCEEDED, ("bad", 0): AppState.FAILED}
-    assert list(sched.log_iter(app_id, "bad", 0)) == ["boom\n"]  # stderr is in the log
+    assert list(sched.log_iter(app_id, "bad", 0)) == ["boom\n"]  # stderr is in the (combined) log
 
 
 def test_cancelled_job(sched: SlurmScheduler, tmp_path: Path) -> None:
@@ -254,3 +254,32 @@ def test_workspace_copied_into_job_dir(sched: SlurmScheduler, tmp_path: Path) ->
     d = wait(sched, app_id, finished)
     assert d.state == AppState.SUCCEEDED, d
     assert list(sched.log_iter(app_id, "main", 0)) == [f"ran in {job_dir}\n"]
+
+
+def test_stdout_stderr_apart_and_job_id_exported(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    """Migration break 7, as TorchX: stdout (.out) and stderr (.err) kept apart, and the job
+    sees TORCHX_JOB_ID = its app handle (set by the runner, expanded by the batch script)."""
+    from torchx_core.runner import get_runner
+    from torchx_core.schedulers.api import Stream
+
+    code = ("import os, sys, time\nfor i in range(3):\n    print('out', i, flush=True)\n"
+            "    print('err', i, file=sys.stderr, flush=True)\n    time.sleep(0.2)\n"
+            "print('job', os.environ['TORCHX_JOB_ID'], flush=True)")
+    app = specs.AppDef("streams", roles=[role("talker", code)])
+    with get_runner("itest") as runner:
+        handle = runner.run(app, "slurm", cfg={"job_dir": str(tmp_path), "time": "5"})
+        app_id = handle.rsplit("/", 1)[1]
+        try:
+            tailed = list(runner.log_lines(handle, "talker", 0, should_tail=True))
+            status = runner.wait(handle, wait_interval=0.5)
+            assert status is not None and status.state == AppState.SUCCEEDED, status
+            out = list(runner.log_lines(handle, "talker", 0, streams=Stream.STDOUT))
+            err = list(runner.log_lines(handle, "talker", 0, streams=Stream.STDERR))
+        finally:
+            runner.cancel(handle)
+    assert [line.rstrip("\n") for line in out] == [
+        "out 0", "out 1", "out 2", f"job slurm://itest/{app_id}"]
+    assert [line.rstrip("\n") for line in err] == ["err 0", "err 1", "err 2"]
+    assert sorted(line.rstrip("\n") for line in tailed) == sorted(
+        [f"out {i}" for i in range(3)] + [f"err {i}" for i in range(3)] + [f"job slurm://itest/{app_id}"])
+    assert (tmp_path / f"slurm-{app_id}-talker-0.err").read_text() == "err 0\nerr 1\nerr 2\n"

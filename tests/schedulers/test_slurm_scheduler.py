@@ -19,7 +19,6 @@ from torchx_core.schedulers.api import (
     InvalidLogQueryError,
     SchedulerError,
     Stream,
-    UnsupportedFeatureError,
 )
 from torchx_core.schedulers.slurm_scheduler import (
     SLURM_STATES,
@@ -436,12 +435,16 @@ def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
     fake = FakeSlurm()
     sched, app_id = submit(fake, tmp_path)
     (tmp_path / f"slurm-{app_id}-trainer-1.out").write_text("epoch 1\nloss 0.5\nepoch 2\n")
-    assert list(sched.log_iter(app_id, "trainer", 1)) == ["epoch 1\n", "loss 0.5\n", "epoch 2\n"]
+    (tmp_path / f"slurm-{app_id}-trainer-1.err").write_text("warning: slow\n")
+    assert list(sched.log_iter(app_id, "trainer", 1)) == [
+        "epoch 1\n", "loss 0.5\n", "epoch 2\n", "warning: slow\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, regex="^epoch")) == ["epoch 1\n", "epoch 2\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED)) == [
+        "epoch 1\n", "loss 0.5\n", "epoch 2\n", "warning: slow\n"]
+    # migration break 7: as TorchX, stdout (.out) and stderr (.err) are kept apart
+    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)) == ["warning: slow\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDOUT)) == [
         "epoch 1\n", "loss 0.5\n", "epoch 2\n"]
-    with pytest.raises(UnsupportedFeatureError, match="one file"):
-        sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)
     with pytest.raises(InvalidLogQueryError, match="no role 'nope'"):
         sched.log_iter(app_id, "nope", 0)
     with pytest.raises(InvalidLogQueryError, match=r"replicas \[0, 1\]; got k=5"):

@@ -211,9 +211,10 @@ class Runner:
         """Returns what :meth:`run` would submit, without submitting it.
 
         ``print(info)`` shows the scheduler request; ``info.request`` can be changed before
-        :meth:`schedule`. When trackers are configured (:func:`get_configured_trackers`) or a
-        parent run is given, every role gets the tracking variables ``TORCHX_JOB_ID``,
-        ``TORCHX_TRACKERS``, ``TORCHX_TRACKER_<NAME>_CONFIG`` and ``TORCHX_PARENT_RUN_ID``.
+        :meth:`schedule`. Every role gets ``TORCHX_JOB_ID`` (the app handle, as in TorchX);
+        when trackers are configured (:func:`get_configured_trackers`) or a parent run is
+        given, also ``TORCHX_TRACKERS``, ``TORCHX_TRACKER_<NAME>_CONFIG`` and
+        ``TORCHX_PARENT_RUN_ID``.
 
         Raises:
             RunnerError: ``app`` is not an AppDef or a role cannot run (no entrypoint, ...).
@@ -581,16 +582,17 @@ def _check_tracker_names(names: list[str]) -> None:
 
 
 def _tracker_env(scheduler: str, session: str, parent_run_id: str | None) -> dict[str, str]:
-    """The tracking variables injected into every role (none when nothing is tracked)."""
+    """The tracking variables injected into every role (``TORCHX_JOB_ID`` always)."""
     from torchx_core.specs import macros
 
+    # TORCHX_JOB_ID (the app handle) is set on every app, trackers or not, as TorchX does
+    env = {ENV_TORCHX_JOB_ID: make_app_handle(scheduler, session, macros.app_id)}
     trackers = get_configured_trackers()
     parent = parent_run_id or os.environ.get(ENV_TORCHX_PARENT_RUN_ID)
     if not trackers and not parent:
-        return {}
+        return env
     from torchx_core.tracker.api import tracker_config_env_var_name, tracker_factory_env_var_name
 
-    env = {ENV_TORCHX_JOB_ID: make_app_handle(scheduler, session, macros.app_id)}
     if parent:
         env[ENV_TORCHX_PARENT_RUN_ID] = parent
     if trackers:

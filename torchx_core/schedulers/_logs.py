@@ -63,6 +63,59 @@ def iter_file_lines(
             time.sleep(poll_interval)
 
 
+def iter_files_lines(
+    paths: list[str],
+    should_tail: bool = False,
+    is_done: Callable[[], bool] | None = None,
+    poll_interval: float = 0.1,
+    wait_for_file: float = 0.0,
+) -> Iterator[str]:
+    """Yields the lines of several files (e.g. a replica's stdout and stderr files).
+
+    Without following, each file in turn. Following, lines come in the order they are read
+    from either file (their relative order is approximate: the writer keeps them apart), until
+    ``is_done()`` and a last read of every file.
+
+    Args: as :func:`iter_file_lines`.
+    """
+    if len(paths) == 1 or not should_tail:
+        for i, path in enumerate(paths):
+            yield from iter_file_lines(
+                path, should_tail, is_done, poll_interval, wait_for_file if i == 0 else 0.0
+            )
+        return
+    deadline = time.monotonic() + wait_for_file
+    files: dict[str, object] = {}
+    pending = dict.fromkeys(paths, "")
+    try:
+        while True:
+            for path in paths:
+                if path not in files and os.path.exists(path):
+                    files[path] = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
+            done = is_done is None or is_done()
+            got = False
+            for path, f in files.items():
+                chunk = f.read(_CHUNK if not done else -1)  # type: ignore[attr-defined]
+                if chunk:
+                    got = True
+                    pending[path] += chunk
+                    *lines, pending[path] = pending[path].split("\n")
+                    for line in lines:
+                        yield line + "\n"
+            if done:
+                for path in paths:
+                    if pending[path]:
+                        yield pending[path]
+                return
+            if not files and time.monotonic() >= deadline and is_done is None:
+                return
+            if not got:
+                time.sleep(poll_interval)
+    finally:
+        for f in files.values():
+            f.close()  # type: ignore[attr-defined]
+
+
 class SharedEndCheck:
     """Tells the log followers of one process when their apps have ended, with one batched status
     read per ``interval`` for all followed apps, instead of one status call per follower and poll.

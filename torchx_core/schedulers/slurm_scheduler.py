@@ -14,8 +14,8 @@
 * **Retries**: ``max_retries`` (the largest over the roles) requeues the whole job
   (``scontrol requeue``) while ``SLURM_RESTART_COUNT`` is below it. Slurm delays a requeued job's
   start (by about two minutes on 22.05).
-* **Logs**: each replica writes ``slurm-{app_id}-{role}-{replica_id}.out`` (stdout and stderr)
-  into the log dir: ``job_dir`` if given, else the submitting process's cwd. The dir is the job's
+* **Logs**: each replica writes ``slurm-{app_id}-{role}-{replica_id}.out`` (stdout) and
+  ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the submitting process's cwd. The dir is the job's
   ``--chdir``, so ``log_iter`` finds it again through Slurm from any process.
 * **Status**: ``describe`` asks ``squeue --json`` (filtered client side: Slurm 22.05 ignores
   ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten; :meth:`describe_many` and
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from torchx_core.schedulers._logs import SharedEndCheck, iter_file_lines
+from torchx_core.schedulers._logs import SharedEndCheck, iter_files_lines
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -472,16 +472,12 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        """Lines of ``slurm-{app_id}-{role}-{k}.out`` in the job's directory.
+        """Lines of ``slurm-{app_id}-{role}-{k}.out`` (stdout) and ``.err`` (stderr), as TorchX.
 
-        The file holds stdout and stderr together, so only ``streams=None``/``COMBINED`` is
-        supported; ``since``/``until`` are ignored (lines carry no timestamps).
+        ``streams=Stream.STDOUT``/``STDERR`` reads one file; ``None``/``COMBINED`` reads both
+        (following, in the order lines arrive; their relative order is approximate). TorchX
+        reads only stderr for ``None``. ``since``/``until`` are ignored (no timestamps).
         """
-        if streams not in (None, Stream.COMBINED):
-            raise UnsupportedFeatureError(
-                f"slurm writes stdout and stderr of a replica into one file; got streams={streams},"
-                " use streams=None or Stream.COMBINED"
-            )
         if since or until:
             logger.info("slurm logs carry no timestamps; ignoring since/until")
         records = self._records([app_id]).get(app_id)
@@ -501,13 +497,14 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 f" got k={k}"
             )
         work_dir = records[0].work_dir
-        path = os.path.join(work_dir, log_file_name(app_id, role_name, k))
+        exts = {Stream.STDOUT: ["out"], Stream.STDERR: ["err"]}.get(streams, ["out", "err"])  # type: ignore[arg-type]
+        paths = [os.path.join(work_dir, log_file_name(app_id, role_name, k, e)) for e in exts]
 
         def ended_many(ids: list[str]) -> dict[str, bool]:
             return {a: d is None or is_terminal(d.state) for a, d in self.describe_many(ids).items()}
 
-        lines: Iterable[str] = iter_file_lines(
-            path, should_tail=should_tail, is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
+        lines: Iterable[str] = iter_files_lines(
+            paths, should_tail=should_tail, is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
             poll_interval=0.5, wait_for_file=5.0 if should_tail else 0.0,
         )
         if should_tail:

@@ -101,9 +101,10 @@ def sbatch_value(option: str, value: str) -> str:
     return f"--{option}={value}"
 
 
-def log_file_name(app_id: str, role: str, replica_id: int) -> str:
-    """The per-replica log file (stdout and stderr combined), relative to the job's log dir."""
-    return f"slurm-{app_id}-{_FILE_SAFE.sub('_', role)}-{replica_id}.out"
+def log_file_name(app_id: str, role: str, replica_id: int, ext: str = "out") -> str:
+    """A replica's log file, relative to the job's log dir: ``ext`` is ``out`` (stdout) or
+    ``err`` (stderr), kept apart as TorchX does."""
+    return f"slurm-{app_id}-{_FILE_SAFE.sub('_', role)}-{replica_id}.{ext}"
 
 
 def _opt_words(opts: Mapping[str, str | None]) -> list[str]:
@@ -155,8 +156,11 @@ class SlurmReplicaRequest:
         words = []
         if het_group is not None:
             words.append(f"--het-group={het_group}")
-        log = f"{log_dir.rstrip('/')}/{log_file_name(APP_ID_SENTINEL, self.role, self.replica_id)}"
-        words += [f"--output={shell_word(log)}", "--open-mode=append"]
+        base = log_dir.rstrip("/")
+        for option, ext in (("output", "out"), ("error", "err")):
+            log = f"{base}/{log_file_name(APP_ID_SENTINEL, self.role, self.replica_id, ext)}"
+            words.append(f"--{option}={shell_word(log)}")
+        words.append("--open-mode=append")
         words += [
             f"--{k}" if v is None else f"--{k}={shell_word(v)}" for k, v in self.srun_opts.items()
         ]
