@@ -12,7 +12,6 @@ from torchx_kfp.errors import UnknownKfpStateError
 from torchx_kfp.states import (
     KFP_RUN_STATES,
     STEP_OUTCOMES,
-    StepOutcome,
     app_state_from_kfp,
     step_outcome,
 )
