@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast services-install lint bench clean kfp-launcher-image
+.PHONY: venv demo test test-fast services-install lint bench mutation clean kfp-launcher-image
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -51,6 +51,12 @@ KFP_LAUNCHER_EXTRAS ?= kfp,kubernetes,aws
 kfp-launcher-image: $(UV)
 	TARGET=$(KFP_LAUNCHER_TARGET) EXTRAS=$(KFP_LAUNCHER_EXTRAS) UV=$(UV) \
 	  bash docker/kfp-launcher/build.sh $(KFP_LAUNCHER_IMAGE)
+
+# Mutation testing (mutmut) of the core logic with the unit tests; prints the score and the survivors.
+# Slow (minutes per target), so not part of `make test`. MUTATION_TARGETS=specs runs one target.
+MUTATION_TARGETS ?=
+mutation: venv
+	$(PY) scripts/mutation.py $(MUTATION_TARGETS)
 
 bench: venv
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done

@@ -198,3 +198,31 @@ def test_malformed_app_handles(handle: str, needle: str) -> None:
 def test_non_string_handle_is_typed_error() -> None:
     with pytest.raises(MalformedAppHandleException):
         parse_app_handle(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("handle", "reason"), [
+    ("foo", "missing '://' after the scheduler name"),
+    ("k8s://x", "missing '/<app_id>' after the session name"),
+    ("k8s://x/", "the app_id after the session name is empty"),
+    ("k 8s://x/y", "scheduler name 'k 8s' must be non-empty letters, digits, '_', '-', '.'"),
+    ("://x/y", "scheduler name '' must be non-empty letters, digits, '_', '-', '.'"),
+    (3, "an app handle must be a str"),
+])
+def test_malformed_handles_say_why(handle: object, reason: str) -> None:
+    from torchx_core.specs import MalformedAppHandleException, parse_app_handle
+
+    with pytest.raises(MalformedAppHandleException) as e:
+        parse_app_handle(handle)  # type: ignore[arg-type]
+    assert str(e.value) == (
+        f"{handle!r} is not of the form: <scheduler_backend>://<session_name>/<app_id> ({reason})."
+        " Example: 'local_cwd://default/my_app-x1y2z3' (session_name may be empty: 'k8s:///my_app')"
+    )
+    assert e.value.app_handle == handle
+
+
+def test_handle_parts_keep_every_allowed_character() -> None:
+    from torchx_core.specs import make_app_handle, parse_app_handle
+
+    parsed = parse_app_handle("a-b.c_D9://s/x/y/z")
+    assert tuple(parsed) == ("a-b.c_D9", "s", "x/y/z")
+    assert make_app_handle(*parsed) == "a-b.c_D9://s/x/y/z"

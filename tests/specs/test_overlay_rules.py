@@ -1,0 +1,184 @@
+"""Overlay operators, accumulation, file overlays and their errors, value by value."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from torchx_core.specs import Role
+from torchx_core.specs.errors import InvalidOverlayError, OverlayTypeError
+from torchx_core.specs.overlays import (
+    DEL,
+    JOIN,
+    PUT,
+    apply_overlay,
+    get_overlay,
+    set_overlay,
+    validate_overlay,
+)
+
+
+def test_operator_keys_are_stable_strings() -> None:
+    # they are stored in metadata (and files), so their spelling is part of the format
+    assert (PUT("env"), DEL("env"), JOIN("containers", on="name")) == (
+        "__PUT__:env", "__DEL__:env", "__JOIN__(name):containers")
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: PUT(""), "PUT(key) needs a non-empty str field name, got ''"),
+    (lambda: DEL(3), "DEL(key) needs a non-empty str field name, got 3"),
+    (lambda: JOIN("", on="name"), "JOIN(key) needs a non-empty str field name, got ''"),
+    (lambda: JOIN("c", on=""), "JOIN('c', on=...) needs a field name for on=, got ''"),
+    (lambda: JOIN("c", on="a)b"), "JOIN('c', on=...) needs a field name for on=, got 'a)b'"),
+    (lambda: JOIN("c", on=None), "JOIN('c', on=...) needs a field name for on=, got None"),
+])
+def test_operator_misuse_is_refused(make: object, message: str) -> None:
+    with pytest.raises(InvalidOverlayError) as e:
+        make()  # type: ignore[operator]
+    assert str(e.value) == message
+
+
+def test_keys_that_look_like_operators_but_are_not_stay_plain() -> None:
+    base: dict[str, object] = {}
+    apply_overlay(base, {"__x": 1, "__PUT__": 2, "__JOIN__:c": 3})
+    assert base == {"__x": 1, "__PUT__": 2, "__JOIN__:c": 3}
+
+
+def test_apply_overlay_type_errors() -> None:
+    with pytest.raises(OverlayTypeError) as e:
+        apply_overlay([], {})  # type: ignore[arg-type]
+    assert str(e.value) == "apply_overlay merges a dict overlay into a dict base; got base=list, overlay=dict"
+    with pytest.raises(OverlayTypeError, match="needs a list value, got 'x'"):
+        apply_overlay({}, {JOIN("c", on="n"): "x"})
+    with pytest.raises(OverlayTypeError, match=r"JOIN\('c', on='n'\): the base value is str, not a list"):
+        apply_overlay({"c": "s"}, {JOIN("c", on="n"): []})
+
+
+def test_overlay_values_are_copied_not_shared() -> None:
+    overlay = {"spec": {"tags": ["a"]}, "new": {"x": [1]}}
+    base: dict[str, object] = {"spec": {}}
+    apply_overlay(base, overlay)
+    base["spec"]["tags"].append("b")  # type: ignore[index]
+    base["new"]["x"].append(2)  # type: ignore[index]
+    assert overlay == {"spec": {"tags": ["a"]}, "new": {"x": [1]}}
+
+
+def test_nested_operators_in_new_values_are_resolved() -> None:
+    base: dict[str, object] = {}
+    apply_overlay(base, {"spec": {PUT("a"): [1], DEL("b"): None}, "items": [{PUT("k"): 1}]})
+    assert base == {"spec": {"a": [1]}, "items": [{"k": 1}]}
+
+
+def test_accumulation_last_operator_wins_and_plain_merges_into_it() -> None:
+    role = Role(name="r", image="i")
+    set_overlay(role, "k8s", "Pod", {"tags": ["a"]})
+    set_overlay(role, "k8s", "Pod", {PUT("tags"): ["b"]})  # replaces the plain append
+    set_overlay(role, "k8s", "Pod", {"tags": ["c"]})  # appends to the PUT value
+    assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["b", "c"]}
+    set_overlay(role, "k8s", "Pod", {DEL("tags"): None})
+    assert get_overlay(role, "k8s", "Pod") == {DEL("tags"): None}
+    set_overlay(role, "k8s", "Pod", {"tags": ["d"]})  # after a DEL, a value replaces: PUT
+    assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["d"]}
+    set_overlay(role, "k8s", "Pod", {"spec": {"a": 1}})
+    set_overlay(role, "k8s", "Pod", {"spec": {"b": 2}, "n": 1})
+    set_overlay(role, "k8s", "Pod", {"n": 2})
+    assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["d"], "spec": {"a": 1, "b": 2}, "n": 2}
+    request = {"tags": ["x"], "spec": {"c": 3}}
+    apply_overlay(request, get_overlay(role, "k8s", "Pod"))
+    assert request == {"tags": ["d"], "spec": {"c": 3, "a": 1, "b": 2}, "n": 2}
+
+
+def test_set_overlay_errors() -> None:
+    role = Role(name="r", image="i", metadata={"k8s": {"Pod": [1]}, "bad": 3})
+    with pytest.raises(InvalidOverlayError) as e:
+        set_overlay(role, "k8s", "Job", [])  # type: ignore[arg-type]
+    assert str(e.value) == "an overlay must be a dict, got []"
+    with pytest.raises(InvalidOverlayError) as e:
+        set_overlay(role, "k8s", "Pod", {"a": 1})
+    assert str(e.value) == "metadata['k8s']['Pod'] must be a dict overlay, got [1]"
+    with pytest.raises(InvalidOverlayError) as e:
+        get_overlay(role, "k8s", "Pod")
+    assert str(e.value) == "metadata['k8s']['Pod'] must be a dict overlay, got [1]"
+    with pytest.raises(InvalidOverlayError) as e:
+        get_overlay(role, "bad", "Pod")
+    assert str(e.value) == "metadata['bad'] must be a dict of overlays or a file URI, got 3"
+
+
+def test_flat_namespace_warns_with_how_to_store_it() -> None:
+    role = Role(name="r", image="i", metadata={"k8s": {"hostNetwork": True}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert get_overlay(role, "k8s", "V1Pod") == {"hostNetwork": True}
+    (w,) = caught
+    assert w.category is DeprecationWarning
+    assert str(w.message) == (
+        "metadata['k8s'] has no 'V1Pod' key; using the whole namespace as a flat V1Pod overlay."
+        " Store it with set_overlay(target, 'k8s', 'V1Pod', ...)")
+    assert get_overlay(Role(name="r", image="i", metadata={"k8s": {}}), "k8s", "V1Pod") == {}
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("o.json", json.dumps({"V1Pod": {"a": [1]}})),
+    ("o.yaml", "V1Pod:\n  a: [1]\n"),
+    ("o.yml", "V1Pod: {a: [1]}\n"),
+    ("o.txt", "V1Pod: {a: [1]}\n"),  # neither extension: JSON first, then YAML
+])
+def test_overlays_from_files(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    role = Role(name="r", image="i", metadata={"k8s": str(path)})
+    assert get_overlay(role, "k8s", "V1Pod") == {"a": [1]}
+    set_overlay(role, "k8s", "V1Pod", {"a": [2]})  # the file's content is loaded, then extended
+    assert role.metadata["k8s"] == {"V1Pod": {"a": [1, 2]}}
+
+
+def test_empty_overlay_file_is_no_overlay(tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("")
+    assert get_overlay(Role(name="r", image="i", metadata={"k8s": str(tmp_path / "empty.yaml")}),
+                       "k8s", "V1Pod") == {}
+
+
+def test_overlay_file_errors(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{nope")
+    (tmp_path / "bad.txt").write_text("a: [unclosed")
+    missing = tmp_path / "missing.json"
+
+    def load(path: Path) -> object:
+        return get_overlay(Role(name="r", image="i", metadata={"k8s": str(path)}), "k8s", "Pod")
+
+    with pytest.raises(InvalidOverlayError) as e:
+        load(tmp_path / "bad.json")
+    assert str(e.value) == f"overlay file {str(tmp_path / 'bad.json')!r} is not valid JSON"
+    with pytest.raises(InvalidOverlayError) as e:
+        load(tmp_path / "bad.txt")
+    assert str(e.value).startswith(
+        f"overlay file {str(tmp_path / 'bad.txt')!r} is neither valid JSON nor YAML: ")
+    with pytest.raises(InvalidOverlayError) as e:
+        load(missing)
+    assert str(e.value).startswith(f"cannot read overlay file {str(missing)!r}: ")
+
+
+def test_validate_overlay_messages() -> None:
+    with pytest.raises(InvalidOverlayError) as e:
+        validate_overlay({PUT("env"): [], "command": [], "ok": 1}, blocklist=["env", "command"],
+                         overlay_name="PodSpec")
+    assert str(e.value) == (
+        "PodSpec overlay sets 'command', 'env', which must be set via the Role/AppDef attributes"
+        " instead (not allowed in overlays: command, env)")
+    with pytest.raises(InvalidOverlayError) as e:
+        validate_overlay({"containers": [], "env": 1}, blocklist=["env"], forbidden_keys={"containers"},
+                         suggestion="use the V1Container overlay")
+    assert str(e.value) == (
+        "overlay overlay sets 'env', which must be set via the Role/AppDef attributes instead"
+        " (not allowed in overlays: env); overlay overlay contains 'containers', which belong to"
+        " a different overlay type. use the V1Container overlay")
+    with pytest.raises(InvalidOverlayError) as e:
+        validate_overlay({"containers": []}, forbidden_keys={"containers"})
+    assert str(e.value) == "overlay overlay contains 'containers', which belong to a different overlay type"
+    with pytest.raises(InvalidOverlayError) as e:
+        validate_overlay([], overlay_name="V1Pod")  # type: ignore[arg-type]
+    assert str(e.value) == "V1Pod overlay must be a dict, got []"
+    validate_overlay({"env": 1})  # nothing blocked: fine

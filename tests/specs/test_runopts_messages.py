@@ -1,0 +1,146 @@
+"""Run option errors say exactly what was given, what is valid and how to fix it, and name the key.
+
+The messages are part of the user interface (``torchx run -cfg ...`` prints them), so they are
+compared whole, together with the ``cfg_key`` the exception carries.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from typing import Literal, Optional
+
+import pytest
+
+from torchx_core.specs import InvalidRunConfigException, runopt, runopts
+
+
+class Color(Enum):
+    RED = "r"
+    BLUE = "b"
+
+
+@pytest.fixture
+def opts() -> runopts:
+    o = runopts()
+    o.add("n", type_=int, help="an int")
+    o.add("f", type_=float, help="a float")
+    o.add("b", type_=bool, help="a bool")
+    o.add("d", type_=dict[str, str], help="a dict")
+    o.add("lit", type_=Literal["a", "b"], help="a choice")
+    o.add("col", type_=Color, help="an enum")
+    o.add("opt", type_=Optional[int], help="an optional int")  # noqa: UP045  (the typing spelling)
+    o.add("l", type_=list[str], help="a list")
+    return o
+
+
+CAST_ERRORS = [
+    ("n=x", "n", ("run option 'n': cannot cast 'x' to int; expected a valid int literal"
+     " (invalid literal for int() with base 10: 'x')")),
+    ("f=1.x", "f", ("run option 'f': cannot cast '1.x' to float; expected a valid float literal"
+     " (could not convert string to float: '1.x')")),
+    ("b=maybe", "b", ("run option 'b': 'maybe' is not a bool; use one of true/false (also 1/0,"
+     " yes/no, on/off)")),
+    ("d=novalue", "d", ("run option 'd': 'novalue' in 'novalue' is not a 'key:value' pair;"
+     " write dict options as 'k1:v1,k2:v2' (or 'k1:v1;k2:v2')")),
+    ("d=:v", "d", ("run option 'd': ':v' in ':v' is not a 'key:value' pair;"
+     " write dict options as 'k1:v1,k2:v2' (or 'k1:v1;k2:v2')")),
+    ("lit=c", "lit", "run option 'lit': 'c' is not one of the valid choices: 'a', 'b'"),
+    ("col=GREEN", "col", "run option 'col': 'GREEN' is not one of the valid choices: 'RED', 'BLUE'"),
+    ("opt=q", "opt", ("run option 'opt': cannot cast 'q' to int; expected a valid int literal"
+     " (invalid literal for int() with base 10: 'q')")),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), CAST_ERRORS)
+def test_cfg_from_str_cast_errors(opts: runopts, text: str, key: str, message: str) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_str(text)
+    assert str(e.value) == f"run config {text!r}: {message}"
+    assert e.value.cfg_key == key
+
+
+@pytest.mark.parametrize(("text", "key", "message"), [
+    ("n", "", "run config 'n' has no 'key=value' pair; write 'key1=v1,key2=v2'"),
+    ("=x", "", ("run config '=x': '' is not a valid option name (letters, digits, '_', '.', '-');"
+     " write 'key1=v1,key2=v2'")),
+    ("a b=1", "a b", ("run config 'a b=1': 'a b' is not a valid option name (letters, digits, '_',"
+     " '.', '-'); write 'key1=v1,key2=v2'")),
+    ("n=1,n=2", "n", "run config 'n=1,n=2': option 'n' is given twice; use each option once"),
+])
+def test_cfg_from_str_syntax_errors(opts: runopts, text: str, key: str, message: str) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_str(text)
+    assert (str(e.value), e.value.cfg_key) == (message, key)
+
+
+def test_cfg_from_str_casts_every_kind(opts: runopts) -> None:
+    assert opts.cfg_from_str("col=RED,lit=b,opt=3,b=yes") == {
+        "col": Color.RED, "lit": "b", "opt": 3, "b": True}
+    # enum members by value too; bools case-insensitive; numbers tolerate spaces
+    assert opts.cfg_from_str("col=b;b=OFF;n= 4 ;f=2e3") == {
+        "col": Color.BLUE, "b": False, "n": 4, "f": 2000.0}
+    assert opts.cfg_from_str("l=a,,b;;c,n=1") == {"l": ["a", "b", "c"], "n": 1}
+
+
+def test_cfg_from_str_warns_about_unknown_keys_with_the_valid_ones(
+    opts: runopts, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert opts.cfg_from_str("zz=1,n=2") == {"n": 2}
+    assert "unknown run option 'zz'. Valid options: n, f, b, d, lit, col, opt, l; ignoring it" in caplog.text
+
+
+def test_cast_to_type_needs_a_string() -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        runopt(None, int, False, "").cast_to_type(7)  # type: ignore[arg-type]
+    assert (str(e.value), e.value.cfg_key) == ("expected a string to cast to int, got 7", "")
+    assert runopt(None, int, False, "").cast_to_type(" 7 ") == 7
+
+
+@pytest.mark.parametrize(("cfg", "message"), [
+    ({"n": "x"}, "Run option: n, must be of type: int, but was: 'x' (str)"),
+    ({"n": 1.5}, "Run option: n, must be of type: int, but was: 1.5 (float)"),
+    ({"b": 1}, "Run option: b, must be of type: bool, but was: 1 (int)"),
+    ({"d": {"a": 1}}, "Run option: d, must be of type: dict[str, str], but was: {'a': 1} (dict)"),
+    ({"d": "a:1"}, "Run option: d, must be of type: dict[str, str], but was: 'a:1' (str)"),
+    ({"l": "a,b"}, "Run option: l, must be of type: list[str], but was: 'a,b' (str)"),
+    ({"l": ["a", 1]}, "Run option: l, must be of type: list[str], but was: ['a', 1] (list)"),
+])
+def test_resolve_type_errors(opts: runopts, cfg: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.resolve(cfg)  # type: ignore[arg-type]
+    assert str(e.value) == f"{message}. Given: {cfg}"
+    assert e.value.cfg_key == next(iter(cfg))
+
+
+def test_resolve_fills_every_default_and_widens_int_to_float(opts: runopts) -> None:
+    assert opts.resolve({"f": 2, "opt": None}) == {
+        "n": None, "f": 2.0, "b": None, "d": None, "lit": None, "col": None, "opt": None, "l": None}
+    assert isinstance(opts.resolve({"f": 2})["f"], float)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"n": "3"}', {"n": 3}),
+    ('{"d": {"a": "1"}}', {"d": {"a": "1"}}),
+    ('{"b": "true"}', {"b": True}),
+    ('{"f": 2}', {"f": 2.0}),
+    ('{"l": ["a"]}', {"l": ["a"]}),
+    ('{"l": "a,b"}', {"l": ["a", "b"]}),
+    ('{"zz": 1}', {}),
+])
+def test_cfg_from_json_repr_casts(opts: runopts, text: str, expected: dict[str, object]) -> None:
+    assert opts.cfg_from_json_repr(text) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[1]", "run config JSON '[1]' must be an object like {\"key\": \"value\"}, got a list"),
+    ('{"n": 3.0}', ("run config JSON '{\"n\": 3.0}': Run option: n, must be of type: int, but was:"
+     " 3.0 (float)")),
+    ("not json", ("run config 'not json' is not valid JSON (Expecting value: line 1 column 1"
+     " (char 0)); expected an object like {\"key\": \"value\"}")),
+])
+def test_cfg_from_json_repr_errors(opts: runopts, text: str, message: str) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_json_repr(text)
+    assert str(e.value) == message
