@@ -132,7 +132,8 @@ def test_ddp_multinode_uses_c10d_at_rank0_host() -> None:
     )
     role = app.roles[0]
     cmd = _cmd(app)
-    assert cmd[:3] == ["python", "-m", "torch.distributed.run"]
+    # migration break 8: `torchrun` as TorchX (see the dist module docstring for why)
+    assert cmd[0] == "torchrun" and "--rdzv_conf" not in cmd
     assert cmd[cmd.index("--rdzv_endpoint") + 1] == "$${${rank0_env}:=localhost}:1234"
     assert cmd[cmd.index("--nnodes") + 1] == "2"
     assert cmd[cmd.index("--nproc_per_node") + 1] == "2"
@@ -156,6 +157,20 @@ def test_ddp_single_node_module_elastic_and_options() -> None:
     elastic = dist.ddp(script="t.py", j="1:3x1")
     assert elastic.roles[0].min_replicas == 1 and elastic.roles[0].num_replicas == 3
     assert "1:3" in _cmd(elastic)
+
+
+def test_ddp_metadata_and_rdzv_conf_as_torchx() -> None:
+    app = materialize_appdef(
+        dist.ddp,
+        ["--script", "t.py", "-j", "2x1", "--metadata", "team=ml,prio=high",
+         "--rdzv_conf", "join_timeout=600,timeout=900", "--name", "exp/r1"],
+    )
+    assert app.metadata == {"team": "ml", "prio": "high"}
+    cmd = _cmd(app)
+    assert cmd[cmd.index("--rdzv_conf") + 1] == "join_timeout=600,timeout=900"
+    assert cmd.index("--rdzv_conf") < cmd.index("--rdzv_endpoint")
+    env = app.roles[0].env
+    assert (env["TORCHX_TRACKING_EXPERIMENT_NAME"], env["TORCHX_TRACKING_RUN_NAME"]) == ("exp", "r1")
 
 
 def test_ddp_static_rendezvous_passes_node_rank() -> None:

@@ -1,9 +1,14 @@
 """Distributed components: ``dist.ddp`` and ``dist.spmd`` (PyTorch, launched by ``torchrun``).
 
-Each replica (node) runs ``python -m torch.distributed.run`` (``torchrun``), which starts
-``nproc_per_node`` worker processes and forms the process group with the other nodes through the
-``c10d`` rendezvous hosted at the rank-0 node (``$TORCHX_RANK0_HOST``, set by the scheduler).
-On the local scheduler the nodes are processes on this machine.
+Each replica (node) runs ``torchrun``, which starts ``nproc_per_node`` worker processes and
+forms the process group with the other nodes through the ``c10d`` rendezvous hosted at the
+rank-0 node (``$TORCHX_RANK0_HOST``, set by the scheduler). On the local scheduler the nodes are
+processes on this machine.
+
+``torchrun``, as TorchX runs it, not ``python -m torch.distributed.run``: the two are not
+equivalent everywhere TorchX's command works. ``torchrun``'s shebang names the interpreter that
+has torch installed, whereas ``python`` is whatever comes first on ``PATH`` (absent in images
+that only ship ``python3``, or another interpreter than torch's in a conda/venv layout).
 
 >>> from torchx_core.components.dist import ddp
 >>> app = ddp(script="train.py", j="2x2")
@@ -13,6 +18,7 @@ On the local scheduler the nodes are processes on this machine.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -101,9 +107,11 @@ def ddp(
     memMB: int = 1024,
     j: str = "1x2",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,
     rdzv_backend: str = "c10d",
+    rdzv_conf: str | None = None,
     mounts: list[str] | None = None,
     debug: bool = False,
     tee: int = 3,
@@ -126,9 +134,11 @@ def ddp(
         memMB: cpu memory in MB per replica
         j: [{min_nnodes}:]{nnodes}x{nproc_per_node}; on gpu hosts nproc_per_node must not exceed the gpus
         env: environment variables for the job (e.g. ENV1=v1,ENV2=v2)
+        metadata: metadata for the scheduler, set on the AppDef (e.g. KEY1=v1,KEY2=v2)
         max_retries: the number of scheduler retries allowed
         rdzv_port: port on the rank-0 host for the c10d rendezvous store (multi-node only)
         rdzv_backend: the rendezvous backend (multi-node only)
+        rdzv_conf: more rendezvous configuration (e.g. join_timeout=600,close_timeout=600,timeout=600)
         mounts: mounts for the workers (e.g. type=bind,src=/host,dst=/job[,readonly])
         debug: set the torch distributed debug environment variables
         tee: tee these streams to console and file: 0 none, 1 stdout, 2 stderr, 3 both
@@ -144,15 +154,15 @@ def ddp(
     experiment, run_name = _names(name, script, m)
     job_env = dict(env or {})
     job_env["TORCHX_TRACKING_EXPERIMENT_NAME"] = experiment
-    job_env.setdefault("LOGLEVEL", "WARNING")
+    job_env["TORCHX_TRACKING_RUN_NAME"] = run_name
+    job_env.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
     if debug:
         job_env.update(_DEBUG_ENV)
     cmd: list[str] = [
-        "python",
-        "-m",
-        "torch.distributed.run",
+        "torchrun",
         "--rdzv_backend",
         rdzv_backend,
+        *(["--rdzv_conf", rdzv_conf] if rdzv_conf is not None else []),
         "--rdzv_endpoint",
         rdzv_endpoint,
         "--rdzv_id",
@@ -187,6 +197,7 @@ def ddp(
                 mounts=specs.parse_mounts(mounts) if mounts else [],
             )
         ],
+        metadata=dict(metadata or {}),
     )
 
 
