@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from kfp_helpers import processes_of
+from kfp_helpers import AWS_TEST_ENV, processes_of
 
 # the shared fake scheduler (a real Runner over it) of the unit tests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
@@ -85,3 +88,36 @@ def kfp_local(local_apps: Path, tmp_path: Path) -> Iterator[Path]:
         runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root)
     )
     yield pipeline_root
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def moto_batch_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:
+    """A fresh Batch job queue on the moto server (started by our script if it is not up), and
+    the AWS environment the launcher step (a kfp.local subprocess) reads."""
+    import boto3
+
+    subprocess.run(["bash", str(REPO / "scripts/services/moto/start.sh")], check=True,
+                   capture_output=True, timeout=600)
+    for key, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(key, value)
+    clients = {n: boto3.client(n) for n in ("batch", "iam", "ec2")}
+    unique = f"kfp-{uuid.uuid4().hex[:8]}"
+    iam, ec2, batch = clients["iam"], clients["ec2"], clients["batch"]
+    role = iam.create_role(RoleName=unique, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    profile = iam.create_instance_profile(InstanceProfileName=unique)["InstanceProfile"]["Arn"]
+    subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]][:1]
+    groups = [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]][:1]
+    env = batch.create_compute_environment(
+        computeEnvironmentName=unique, type="MANAGED", state="ENABLED", serviceRole=role,
+        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 4, "desiredvCpus": 0,
+                          "instanceTypes": ["optimal"], "subnets": subnets,
+                          "securityGroupIds": groups, "instanceRole": profile},
+    )["computeEnvironmentArn"]
+    batch.create_job_queue(jobQueueName=unique, state="ENABLED", priority=1,
+                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}])
+    yield unique, batch
+    for job in batch.list_jobs(jobQueue=unique, jobStatus="RUNNING")["jobSummaryList"]:
+        batch.terminate_job(jobId=job["jobId"], reason="test cleanup")

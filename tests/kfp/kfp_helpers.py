@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+MOTO_URL = f"http://127.0.0.1:{os.environ.get('MOTO_PORT', '5055')}"
+AWS_TEST_ENV = {"AWS_ENDPOINT_URL": MOTO_URL, "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+"""What a launcher step needs to reach the moto server (boto3 reads AWS_ENDPOINT_URL)."""
+
 
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` is a live (non-zombie) process."""

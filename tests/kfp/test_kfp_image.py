@@ -3,11 +3,14 @@
 Set-up (`scripts/services/kfp-image/install.sh`, run by `make services-install`) prepares a
 Debian bookworm root filesystem made with debootstrap and every locked dependency of
 ``torchx-suite[kfp]`` as a wheel. This module, without any network, imports the rootfs into the
-local Docker engine, builds the image with ``docker/kfp-launcher/build.sh`` (the script behind
-``make kfp-launcher-image``) from our wheel (built from the working tree) and those wheels only
-(``pip --no-index``), then runs pipelines whose launcher step executes inside the image with
-``kfp.local.DockerRunner`` (container network ``none``) and launches a real app on the local
-scheduler inside the container. Image names are unique per session and removed at its end.
+local Docker engine, builds the image with ``make kfp-launcher-image`` (extras ``kfp,aws``) from
+our wheel (built from the working tree) and those wheels only (``pip --no-index``), then runs
+pipelines whose launcher step executes inside the image with ``kfp.local.DockerRunner`` and
+launches a real app: on the local scheduler inside the container (container network ``none``),
+and on ``aws_batch`` against the moto server (host network, loopback only) with an int run
+option. Image names are unique per session and removed at its end.
+Not verified: the ``slurm`` target (it installs Debian's slurm-client with apt at build time,
+which needs a network; its recipe is in the README).
 Cost: ~1-2 min per session on 2 cores (import ~15 s, build ~40-80 s), each step ~5-10 s.
 """
 
@@ -19,9 +22,11 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kfp import dsl
+from kfp_helpers import AWS_TEST_ENV
 
 from torchx_core import specs
 from torchx_kfp import launch
@@ -58,10 +63,13 @@ def launcher_image() -> Iterator[str]:
     base, image = f"torchx-kfp-test-base:{tag}", f"torchx-kfp-test-launcher:{tag}"
     _docker("import", "--change", 'CMD ["/bin/bash"]', str(rootfs), base)
     try:
-        env = {**os.environ, "BASE_IMAGE": base, "EXTRAS": "kfp", "EXTRA_WHEELS": str(wheels),
+        # the README's `make kfp-launcher-image`, with the offline knobs of build.sh
+        env = {**os.environ, "BASE_IMAGE": base, "EXTRA_WHEELS": str(wheels),
                "PIP_OPTIONS": "--no-index", "UV_OFFLINE": "1", "DOCKER": DOCKER}
-        build = subprocess.run(["bash", str(REPO / "docker/kfp-launcher/build.sh"), image],
-                               env=env, capture_output=True, text=True, timeout=1200, check=False)
+        build = subprocess.run(
+            ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
+             "KFP_LAUNCHER_EXTRAS=kfp,aws"],
+            env=env, capture_output=True, text=True, timeout=1200, check=False)
         assert build.returncode == 0, f"image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
         yield image
     finally:
@@ -142,3 +150,33 @@ def test_failed_app_fails_the_step_in_the_image(
     assert "ended FAILED" in out
     assert '"exit_code": 7' in out
 
+
+
+@pytest.mark.aws
+def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
+    launcher_image: str, moto_batch_queue: tuple[str, Any], tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The pod recipe for aws_batch: credentials and endpoint in the step's environment."""
+    import kfp.local
+
+    queue, batch = moto_batch_queue
+    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", environment=AWS_TEST_ENV),
+                   pipeline_root=str(tmp_path / "pipeline-root"))
+    app = specs.AppDef(
+        name="kfpimagebatch",
+        roles=[specs.Role("worker", image="busybox:latest", entrypoint="sh",
+                          args=["-c", "echo batch in image says hi"],
+                          resource=specs.Resource(cpu=1, gpu=0, memMB=64))],
+    )
+
+    @dsl.pipeline(name="kfp-in-image-batch")
+    def pipeline() -> str:
+        step = launch(app, scheduler="aws_batch", cfg={"queue": queue, "priority": 5},
+                      base_image=launcher_image, wait_interval=0.5)
+        return step.outputs["state"]
+
+    assert pipeline().output == "SUCCEEDED"
+    jobs = batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
+    assert [j["jobName"][:14] for j in jobs] == ["kfpimagebatch-"]
+    assert "batch in image says hi" in capfd.readouterr().out

@@ -4,7 +4,7 @@
 #   $KFP_IMAGE_DIR/rootfs.tar   a Debian bookworm root filesystem (debootstrap minbase + python3 +
 #                               python3-venv, ~110 MB) from Debian's mirror, imported by the test
 #                               with `docker import` as the image's base;
-#   $KFP_IMAGE_DIR/wheels/      every locked dependency of `torchx-suite[kfp]` as a wheel
+#   $KFP_IMAGE_DIR/wheels/      every locked dependency of `torchx-suite[kfp,aws]` as a wheel
 #                               (`uv export` of uv.lock, then `pip wheel`: kfp itself is an sdist
 #                               on PyPI, so it is built here, not in the image).
 # Our own wheel is built by the test from the working tree (`uv build --offline`).
@@ -32,7 +32,7 @@ fi
 
 [ -x "$UV" ] && [ -x "$PIP" ] || { echo "no $UV or $PIP: run 'make venv' first" >&2; exit 1; }
 REQ="$KFP_IMAGE_DIR/requirements.txt"
-(cd "$REPO" && "$UV" export --frozen --no-dev --extra kfp --no-emit-project --no-hashes \
+(cd "$REPO" && "$UV" export --frozen --no-dev --extra kfp --extra aws --no-emit-project --no-hashes \
     --format requirements-txt --quiet) > "$REQ.new"
 if ! cmp -s "$REQ.new" "$REQ" || [ ! -f "$KFP_IMAGE_DIR/wheels/.complete" ]; then
   rm -rf "$KFP_IMAGE_DIR/wheels"; mkdir -p "$KFP_IMAGE_DIR/wheels"
