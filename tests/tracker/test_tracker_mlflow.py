@@ -54,6 +54,13 @@ def test_metadata_round_trip_as_run_tags(tracker, mlflow_server: str) -> None:
         tracker.add_metadata(RUN, **{"mlflow.user": "x"})
 
 
+def test_reading_an_unknown_run_creates_nothing(tracker, mlflow_server: str) -> None:
+    never = "local_cwd://torchx/never-ran"
+    assert tracker.metadata(never) == {} and tracker.artifacts(never) == {}
+    assert list(tracker.sources(never)) == [] and tracker.lineage(never).sources == []
+    assert _client(mlflow_server).search_runs([tracker.experiment_id]) == []
+
+
 def test_artifacts_upload_local_files_and_keep_references(
     tracker, mlflow_server: str, tmp_path: Path
 ) -> None:

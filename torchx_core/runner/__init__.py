@@ -23,6 +23,8 @@ from torchx_core.runner.lifecycle import Observation as Observation
 from torchx_core.runner.lifecycle import Phase as Phase
 from torchx_core.runner.lifecycle import app_name as app_name
 from torchx_core.runner.lifecycle import phase_of as phase_of
+from torchx_core.runner.tracking import TrackerResults as TrackerResults
+from torchx_core.runner.tracking import tracker_results as tracker_results
 
 __all__ = [
     "AppCancelledError",
@@ -38,7 +40,9 @@ __all__ = [
     "Phase",
     "Runner",
     "RunnerError",
+    "TrackerResults",
     "app_name",
     "get_runner",
     "phase_of",
+    "tracker_results",
 ]

@@ -189,6 +189,19 @@ class MLflowTracker(TrackerBase):
             key=lambda r: (r.info.start_time, r.info.run_id),
         )
 
+    def _lookup(self, run_name: str) -> str | None:
+        """The MLflow run id of ``run_name`` if the run exists (never creates it)."""
+        with self._lock:
+            cached = self._runs.get(run_name)
+        if cached:
+            return cached
+        found = self._find(run_name)
+        if not found:
+            return None
+        with self._lock:
+            self._runs.setdefault(run_name, found[0].info.run_id)
+            return self._runs[run_name]
+
     def get_run_id(self, run_name: str) -> str:
         """The MLflow run id of torchx run ``run_name`` (an app handle); created on first use.
 
@@ -216,6 +229,10 @@ class MLflowTracker(TrackerBase):
     def get_run(self, run_name: str) -> Run:
         """The MLflow ``Run`` of torchx run ``run_name`` (created on first use)."""
         return self._client.get_run(self.get_run_id(run_name))
+
+    def _existing(self, run_name: str) -> Run | None:
+        mlflow_run_id = self._lookup(run_name)
+        return None if mlflow_run_id is None else self._client.get_run(mlflow_run_id)
 
     def close(self) -> None:
         """Marks the runs this tracker created FINISHED (also done at process exit)."""
@@ -249,7 +266,10 @@ class MLflowTracker(TrackerBase):
         self._set_tags(run_id, {k: _encode(v) for k, v in kwargs.items()})
 
     def metadata(self, run_id: str) -> Mapping[str, object]:
-        tags = self.get_run(run_id).data.tags
+        run = self._existing(run_id)
+        if run is None:
+            return {}
+        tags = run.data.tags
         return {k: _decode(v) for k, v in tags.items() if not k.startswith(_RESERVED_PREFIXES)}
 
     def add_artifact(
@@ -269,9 +289,9 @@ class MLflowTracker(TrackerBase):
         self._set_tags(run_id, {f"{TAG_ARTIFACT_PREFIX}{name}": json.dumps(record, default=str)})
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
-        run = self.get_run(run_id)
+        run = self._existing(run_id)
         out: dict[str, TrackerArtifact] = {}
-        for key, value in run.data.tags.items():
+        for key, value in run.data.tags.items() if run is not None else ():
             if not key.startswith(TAG_ARTIFACT_PREFIX):
                 continue
             name = key[len(TAG_ARTIFACT_PREFIX) :]
@@ -282,7 +302,9 @@ class MLflowTracker(TrackerBase):
             out[name] = TrackerArtifact(name, path, md)
         return out
 
-    def _sources(self, run: Run) -> list[list[str | None]]:
+    def _sources(self, run: Run | None) -> list[list[str | None]]:
+        if run is None:
+            return []
         return json.loads(run.data.tags.get(TAG_SOURCES, "[]"))  # type: ignore[no-any-return]
 
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
@@ -292,15 +314,15 @@ class MLflowTracker(TrackerBase):
             return
         tags = {TAG_SOURCES: json.dumps([*sources, [source_id, artifact_name]])}
         if artifact_name is None and TAG_PARENT not in run.data.tags:
-            parent = self._find(source_id)
+            parent = self._lookup(source_id)
             if parent:
-                tags[TAG_PARENT] = parent[0].info.run_id
+                tags[TAG_PARENT] = parent
         self._set_tags(run_id, tags)
 
     def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[TrackerSource]:
         return [
             TrackerSource(str(src), kind)
-            for src, kind in self._sources(self.get_run(run_id))
+            for src, kind in self._sources(self._existing(run_id))
             if artifact_name is None or kind == artifact_name
         ]
 
