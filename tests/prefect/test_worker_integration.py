@@ -1,0 +1,264 @@
+"""The ``torchx`` Prefect worker on a real Prefect server: flow runs as TorchX apps.
+
+A work pool of type ``torchx`` created with Prefect's CLI (the worker type is found through our
+``prefect.collections`` entry point), deployments of ``worker_flows.py``, and a real
+``prefect worker start --type torchx`` process (stopped by PID). Flow runs are created through
+the API and run as apps on ``local_cwd`` and on the real Slurm cluster of the test services.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect_fixtures import PrefectAPI, ServedProcess
+from prefect_helpers import flow_run_logs, wait_no_app_processes, wait_terminal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))
+from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+
+from torchx_core.runner import app_name, get_runner
+from torchx_core.specs import AppState
+
+pytestmark = [pytest.mark.integration, pytest.mark.prefect]
+
+HERE = Path(__file__).resolve().parent
+PREFECT = Path(sys.executable).parent / "prefect"
+WAIT = 300.0
+
+
+@dataclass
+class Pool:
+    name: str
+    root: Path
+    env: dict[str, str]
+    worker: ServedProcess
+    work: Path
+
+    def deploy(self, flow_name: str, **job_variables: Any) -> Any:
+        """A deployment of ``worker_flows.py:<flow_name>`` in this pool; returns its id."""
+        from prefect import get_client
+
+        with get_client(sync_client=True) as client:
+            flow_id = client.create_flow_from_name(flow_name)
+            return client.create_deployment(
+                flow_id=flow_id, name=f"{flow_name}-{uuid.uuid4().hex[:6]}",
+                work_pool_name=self.name, entrypoint=f"worker_flows.py:{flow_name}",
+                job_variables=job_variables,
+                pull_steps=[{"prefect.deployments.steps.set_working_directory":
+                             {"directory": str(HERE)}}],
+            )
+
+    def run(self, deployment_id: Any, **parameters: Any) -> Any:
+        from prefect import get_client
+
+        with get_client(sync_client=True) as client:
+            return client.create_flow_run_from_deployment(deployment_id, parameters=parameters).id
+
+    def start_worker(self) -> None:
+        self.worker = ServedProcess(
+            PREFECT, self.env, self.work / f"worker-{time.time_ns()}.log",
+            args=["worker", "start", "--pool", self.name, "--type", "torchx",
+                  "--prefetch-seconds", "5"]).start()
+
+
+def flow_run(run_id: Any) -> Any:
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(run_id)
+
+
+def wait_state(pool: Pool, run_id: Any, *names: str, timeout: float = WAIT) -> Any:
+    """Waits (bounded) until the flow run's state is one of ``names``; fails early if the
+    worker died or the run reached another final state."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = flow_run(run_id)
+        state = run.state
+        if state is not None and state.name in names:
+            return run
+        if state is not None and state.is_final() and state.name not in names:
+            raise AssertionError(f"flow run ended {state.name}: {state.message}\n"
+                                 f"{pool.worker.output()}")
+        if not pool.worker.alive():
+            raise AssertionError(f"the worker exited:\n{pool.worker.output()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"flow run still {state and state.name} after {timeout}s:\n"
+                                 f"{pool.worker.output()}")
+        time.sleep(0.5)
+
+
+def wait_file(path: Path, pool: Pool, timeout: float = WAIT) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} not written after {timeout}s:\n{pool.worker.output()}")
+        time.sleep(0.2)
+    return path.read_text()
+
+
+def apps_named(scheduler: str, name: str) -> list[Any]:
+    with get_runner(component_defaults={}) as runner:
+        return [a for a in runner.list(scheduler) if a.name == name]
+
+
+def app_of(run: Any) -> str:
+    """The app name the worker gives a flow run (one scheme: the lifecycle's app_name)."""
+    return app_name(f"prefect-{run.name}", ("prefect-flow-run", str(run.id)))
+
+
+@pytest.fixture(scope="module")
+def pool(prefect_server: PrefectAPI, slurm_cluster: SlurmCluster,  # noqa: F811
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    work = tmp_path_factory.mktemp("torchx-worker")
+    root = work / "torchx-local"
+    root.mkdir()
+    env = {**os.environ, **prefect_server.env, "TORCHX_LOCAL_ROOT": str(root),
+           "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_HEARTBEAT_SECONDS": "5"}
+    name = f"torchx-{uuid.uuid4().hex[:6]}"
+    created = subprocess.run([sys.executable, str(PREFECT), "work-pool", "create", name,
+                              "--type", "torchx"], env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
+    assert created.returncode == 0, created.stdout + created.stderr
+    p = Pool(name, root, env, ServedProcess(PREFECT, env, work / "unused.log"), work)
+    p.start_worker()
+    os.environ["TORCHX_LOCAL_ROOT"] = str(root)
+    try:
+        yield p
+    finally:
+        p.worker.stop()
+        os.environ.pop("TORCHX_LOCAL_ROOT", None)
+
+
+def test_pool_type_is_torchx_with_our_job_template(pool: Pool) -> None:
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        wp = client.read_work_pool(pool.name)
+    assert wp.type == "torchx"
+    props = wp.base_job_template["variables"]["properties"]
+    assert {"scheduler", "cfg", "image", "h", "cpu", "gpu", "memMB", "replicas", "env",
+            "max_retries", "command"} <= set(props)
+    assert props["scheduler"]["default"] == "local_cwd"
+
+
+def test_flow_run_runs_as_a_local_app_and_logs_reach_the_server(pool: Pool) -> None:
+    run_id = pool.run(pool.deploy("hello"))
+    run = wait_state(pool, run_id, "Completed")
+    # the app handle is the flow run's infrastructure id, and the app succeeded
+    handle = run.infrastructure_pid
+    assert handle and handle.startswith("local_cwd://")
+    # (the flow run is Completed a moment before its process exits)
+    assert wait_terminal(handle, WAIT) == AppState.SUCCEEDED
+    assert [a.app_handle for a in apps_named("local_cwd", app_of(run))] == [handle]
+    app_id = handle.rsplit("/", 1)[1]
+    logs = flow_run_logs(run_id, f"hello from app {app_id}")
+    assert any(f"hello from app {app_id} on no slurm" in m for m in logs)
+    # the API key/URL reach the app through its environment, not its printed output
+    assert "PREFECT_API_URL" not in pool.worker.output(20000)
+
+
+def test_cancelling_the_flow_run_cancels_the_app(pool: Pool, tmp_path: Path) -> None:
+    from prefect import get_client
+    from prefect.states import Cancelling
+
+    started = tmp_path / "started"
+    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
+    wait_file(started, pool)
+    handle = flow_run(run_id).infrastructure_pid
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run_id, Cancelling(), force=True)
+    wait_state(pool, run_id, "Cancelled")
+    assert wait_no_app_processes(pool.root) == []
+    assert wait_terminal(handle, WAIT) == AppState.CANCELLED
+
+
+def test_a_failing_flow_fails_with_its_own_error(pool: Pool) -> None:
+    run_id = pool.run(pool.deploy("failing"))
+    run = wait_state(pool, run_id, "Failed")
+    assert "boom from inside the flow" in (run.state.message or "") or any(
+        "boom from inside the flow" in m for m in flow_run_logs(run_id, "boom"))
+    assert run.state.name == "Failed"  # not turned into Crashed by the worker
+
+
+def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
+    wait_file(started, pool)
+    handle = flow_run(run_id).infrastructure_pid
+    cancelled = subprocess.run([sys.executable, "-m", "torchx_core.cli.main", "cancel", handle],
+                               env=pool.env, capture_output=True, text=True, timeout=120,
+                               check=False)
+    assert cancelled.returncode == 0, cancelled.stderr
+    run = wait_state(pool, run_id, "Crashed", "Cancelled")
+    assert handle in (run.state.message or "")
+    assert wait_no_app_processes(pool.root) == []
+
+
+def test_worker_killed_and_restarted_submits_no_second_app(pool: Pool, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    run_id = pool.run(pool.deploy("sleeper"), started=str(started), seconds=3)
+    wait_file(started, pool)
+    run = flow_run(run_id)
+    os.killpg(pool.worker.pid, signal.SIGKILL)  # the worker dies while the app runs
+    pool.worker.proc.wait(30)  # type: ignore[union-attr]
+    pool.start_worker()
+    run = wait_state(pool, run_id, "Completed")
+    assert wait_terminal(run.infrastructure_pid, WAIT) == AppState.SUCCEEDED
+    apps = apps_named("local_cwd", app_of(run))
+    assert len(apps) == 1 and apps[0].state == AppState.SUCCEEDED
+
+
+def test_flow_run_runs_inside_a_slurm_job(pool: Pool, tmp_path: Path) -> None:
+    job_dir = tmp_path / "jobs"
+    job_dir.mkdir()
+    deployment = pool.deploy("hello", scheduler="slurm", memMB=200,
+                             cfg={"job_dir": str(job_dir), "time": "10"})
+    run_id = pool.run(deployment)
+    run = wait_state(pool, run_id, "Completed")
+    handle = run.infrastructure_pid
+    assert handle and handle.startswith("slurm://")
+    assert wait_terminal(handle, WAIT) == AppState.SUCCEEDED
+    job_id = handle.rsplit("/", 1)[1]
+    # the flow-run process ran inside that Slurm job and reached the API on loopback
+    logs = flow_run_logs(run_id, "hello from app")
+    assert any(f"on {job_id}" in m for m in logs), logs
+
+
+def test_cancelling_a_flow_run_on_slurm_scancels_its_job(pool: Pool, tmp_path: Path) -> None:
+    from prefect import get_client
+    from prefect.states import Cancelling
+
+    job_dir = tmp_path / "jobs"
+    job_dir.mkdir()
+    started = tmp_path / "started"
+    deployment = pool.deploy("sleeper", scheduler="slurm", memMB=200,
+                             cfg={"job_dir": str(job_dir), "time": "10"})
+    run_id = pool.run(deployment, started=str(started))
+    wait_file(started, pool)
+    handle = flow_run(run_id).infrastructure_pid
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run_id, Cancelling(), force=True)
+    wait_state(pool, run_id, "Cancelled")
+    job_id = handle.rsplit("/", 1)[1]
+    deadline = time.monotonic() + WAIT
+    while True:  # scancel seen: Slurm itself reports the job CANCELLED
+        out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-o", "State"],
+                             capture_output=True, text=True, check=False).stdout
+        if "CANCELLED" in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "CANCELLED" in out, out
+    pid = int(started.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text(
+        ).rsplit(")", 1)[1].split()[0]

@@ -1,0 +1,273 @@
+"""A Prefect worker that runs each flow run as a TorchX app, on any scheduler.
+
+``prefect work-pool create my-pool --type torchx`` then ``prefect worker start --pool my-pool
+--type torchx`` (found through the ``prefect.collections`` entry point of this package): every flow
+run of a deployment in that pool becomes one app, on ``local_cwd``, ``slurm``, ``lsf``,
+``kubernetes``, ``aws_batch``, ``ray``..., whose replica runs Prefect's own flow-run entry
+(``python -m prefect.engine``) with ``PREFECT__FLOW_RUN_ID`` and the worker's API URL/key in its
+environment (never logged). A deployment overrides the job variables (``scheduler``, ``cfg``,
+``image``, ``h`` or ``cpu``/``gpu``/``memMB``, ``replicas``, ``env``, ``max_retries``,
+``command``).
+
+What the worker does for a flow run, through the shared app lifecycle
+(:mod:`torchx_core.runner.lifecycle`):
+
+* submits the app named after the flow run, or reattaches to it (a worker restarted while the app
+  runs does not submit a second one), and records the app handle as the flow run's
+  infrastructure id (``infrastructure_pid``);
+* streams the replicas' output to the worker's log (``stream_output``);
+* watches the app and the flow run: a flow run cancelled from the UI/API (``Cancelling``) cancels
+  the app and ends ``Cancelled``; an app that ends FAILED, CANCELLED from outside (``torchx
+  cancel``, ``scancel``) or vanishes while the flow run is not final ends the flow run
+  ``Crashed``, with the app's error and log tail (a flow that failed by itself stays ``Failed``);
+* ``kill_infrastructure`` (Prefect's cancel of a run still pending) cancels the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any, Optional
+
+import anyio
+from prefect.client.schemas.objects import StateType
+from prefect.exceptions import InfrastructureNotFound
+from prefect.states import Cancelled, Crashed
+from prefect.workers.base import (
+    BaseJobConfiguration,
+    BaseVariables,
+    BaseWorker,
+    BaseWorkerResult,
+)
+from pydantic import Field
+
+from torchx_core.runner import get_runner
+from torchx_core.runner.lifecycle import AppLifecycle, Phase
+from torchx_core.specs import AppDef, AppState, Resource, RetryPolicy, Role, named_resources
+from torchx_core.specs.errors import TorchXError
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import FlowRun
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "InvalidWorkerConfigError",
+    "TorchXWorker",
+    "TorchXWorkerJobConfiguration",
+    "TorchXWorkerResult",
+    "TorchXWorkerVariables",
+]
+
+#: The flow-run entry every app runs unless a deployment sets ``command``.
+ENGINE_COMMAND = "python -m prefect.engine"
+#: Exit status reported for an app the flow run lost (cancelled from outside, vanished).
+_LOST = 1
+
+
+class InvalidWorkerConfigError(TorchXError, ValueError):
+    """The work pool's or deployment's job variables cannot make an app (says what to fix)."""
+
+
+class TorchXWorkerJobConfiguration(BaseJobConfiguration):
+    """How one flow run becomes an app (filled from the work pool's base job template)."""
+
+    scheduler: str = Field(default="local_cwd")
+    cfg: dict[str, Any] = Field(default_factory=dict)
+    image: Optional[str] = Field(default=None)  # noqa: UP045 - pydantic + Prefect templates
+    h: Optional[str] = Field(default=None)  # noqa: UP045
+    cpu: Optional[int] = Field(default=None)  # noqa: UP045
+    gpu: Optional[int] = Field(default=None)  # noqa: UP045
+    memMB: Optional[int] = Field(default=None)  # noqa: UP045 - TorchX's name
+    replicas: int = Field(default=1)
+    max_retries: int = Field(default=0)
+    stream_output: bool = Field(default=True)
+    poll_interval: float = Field(default=2.0)
+
+    def prepare_for_flow_run(self, flow_run: FlowRun, *args: Any, **kwargs: Any) -> None:
+        super().prepare_for_flow_run(flow_run, *args, **kwargs)
+        if not self.command or self.command == self._base_flow_run_command():
+            self.command = ENGINE_COMMAND
+
+    def app(self, name: str) -> AppDef:
+        """The AppDef of a flow run's app: one role ``flow`` running :attr:`command`."""
+        problems = []
+        if not isinstance(self.replicas, int) or self.replicas < 1:
+            problems.append(f"replicas must be an int >= 1, got {self.replicas!r}")
+        if self.max_retries < 0:
+            problems.append(f"max_retries must be >= 0, got {self.max_retries!r}")
+        if self.h and any(v is not None for v in (self.cpu, self.gpu, self.memMB)):
+            problems.append(f"give either the named resource h={self.h!r} or cpu/gpu/memMB")
+        argv = shlex.split(self.command or ENGINE_COMMAND)
+        if not argv:
+            problems.append("command is empty; leave it unset to run `python -m prefect.engine`")
+        resource = self._resource(problems)
+        if problems:
+            raise InvalidWorkerConfigError(
+                "the torchx work pool's job variables cannot make an app: " + "; ".join(problems))
+        if argv[0] in ("python", "python3"):
+            argv[0] = sys.executable  # the worker's interpreter (same venv on a login node)
+        env = {k: v for k, v in self.env.items() if v is not None}
+        return AppDef(name=name, roles=[Role(
+            name="flow", image=self.image or os.getcwd(), entrypoint=argv[0], args=argv[1:],
+            env=env, num_replicas=self.replicas, max_retries=self.max_retries,
+            retry_policy=RetryPolicy.APPLICATION, resource=resource)])
+
+    def _resource(self, problems: list[str]) -> Resource:
+        if self.h:
+            try:
+                return named_resources[self.h]
+            except KeyError as e:
+                problems.append(str(e))
+                return Resource(cpu=1, gpu=0, memMB=1024)
+        return Resource(cpu=self.cpu or 1, gpu=self.gpu or 0, memMB=self.memMB or 1024)
+
+
+class TorchXWorkerVariables(BaseVariables):
+    """The job variables a deployment may override (shown in the work pool's UI form)."""
+
+    scheduler: str = Field(
+        default="local_cwd", description="The TorchX scheduler the flow run's app runs on"
+        " (`torchx schedulers` lists them): local_cwd, slurm, kubernetes, aws_batch, ray...")
+    cfg: dict[str, Any] = Field(
+        default_factory=dict, title="Run options",
+        description="The scheduler's run options (`torchx runopts <scheduler>`), e.g."
+        ' {"partition": "gpu", "time": "1:00:00"} for slurm.')
+    image: Optional[str] = Field(  # noqa: UP045
+        default=None, description="Container image, or directory the flow runs in, as the"
+        " scheduler reads it (default: the worker's working directory).")
+    h: Optional[str] = Field(  # noqa: UP045
+        default=None, title="Named resource",
+        description="A named resource (e.g. aws_p3.2xlarge); or set cpu/gpu/memMB.")
+    cpu: Optional[int] = Field(default=None, description="CPUs per replica (default 1).")  # noqa: UP045
+    gpu: Optional[int] = Field(default=None, description="GPUs per replica (default 0).")  # noqa: UP045
+    memMB: Optional[int] = Field(  # noqa: UP045
+        default=None, description="Memory per replica in MiB (default 1024).")
+    replicas: int = Field(
+        default=1, description="Replicas of the flow-run process. Keep 1 unless the flow itself"
+        " is written for several ranks (each replica runs the whole flow run).")
+    max_retries: int = Field(
+        default=0, description="Scheduler-level restarts of the app (Prefect retries apply on"
+        " top of these).")
+    stream_output: bool = Field(
+        default=True, description="Stream the replicas' output to the worker's log.")
+    poll_interval: float = Field(
+        default=2.0, description="Seconds between status checks of the app and the flow run.")
+
+
+class TorchXWorkerResult(BaseWorkerResult):
+    """The app's handle (``identifier``) and its exit status (0 when it SUCCEEDED)."""
+
+
+class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariables,
+                              TorchXWorkerResult]):
+    """Runs flow runs as TorchX apps on any TorchX scheduler (see the module docstring)."""
+
+    type = "torchx"
+    job_configuration = TorchXWorkerJobConfiguration
+    job_configuration_variables = TorchXWorkerVariables
+    _description = ("Runs each flow run as a TorchX app on any TorchX scheduler: Slurm, LSF,"
+                    " Kubernetes, AWS Batch, Ray, local processes.")
+    _display_name = "TorchX"
+    _documentation_url = "https://github.com/torchx-suite/torchx-suite#prefect-worker"
+
+    async def run(
+        self,
+        flow_run: FlowRun,
+        configuration: TorchXWorkerJobConfiguration,
+        task_status: anyio.abc.TaskStatus[str] | None = None,
+    ) -> TorchXWorkerResult:
+        run_logger = self.get_flow_run_logger(flow_run)
+        lifecycle = _lifecycle(flow_run, configuration)
+        app = configuration.app(name=f"prefect-{flow_run.name}")
+        attachment = await asyncio.to_thread(
+            lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
+            known_handle=flow_run.infrastructure_pid or None)
+        handle = attachment.app_handle
+        run_logger.info("flow run %s: %s app %s on %s", flow_run.name, attachment.how, handle,
+                        configuration.scheduler)
+        if task_status is not None:
+            task_status.started(handle)
+        follower = None
+        if configuration.stream_output:
+            follower = lifecycle.follow_logs(
+                handle, lambda line: logger.info("%s %s", flow_run.name, line),
+                skip_existing=attachment.how != "submitted")
+        try:
+            code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
+        finally:
+            if follower is not None:
+                await asyncio.to_thread(follower.stop)
+        return TorchXWorkerResult(identifier=handle, status_code=code)
+
+    async def _watch(self, flow_run: FlowRun, lifecycle: AppLifecycle, handle: str,
+                     poll_interval: float) -> int:
+        """Watches the app and the flow run until the app ends; returns the exit status."""
+        run_logger = self.get_flow_run_logger(flow_run)
+        while True:
+            obs = await lifecycle.apoll(handle, max_age=poll_interval)
+            state = await self._flow_run_state(flow_run)
+            if state is StateType.CANCELLING:
+                run_logger.info("flow run %s is cancelling: cancelling app %s", flow_run.name,
+                                handle)
+                await asyncio.to_thread(lifecycle.cancel, handle)
+                await self._end(flow_run, Cancelled(message=f"app {handle} cancelled"))
+                return 0
+            if obs.done:
+                break
+            await anyio.sleep(poll_interval)
+        if obs.phase == Phase.SUCCEEDED:
+            return 0
+        status = obs.status
+        tail = await asyncio.to_thread(lifecycle.failure_tail, handle, status)
+        what = ("vanished from the scheduler" if obs.phase == Phase.VANISHED
+                else f"ended {AppState(status.state).name}" if status is not None
+                else f"stayed {obs.phase}")
+        message = f"app {handle} {what}"
+        if status is not None and status.msg and status.msg != "<NONE>":
+            message += f": {status.msg}"
+        if tail:
+            message += "\nlog tail:\n" + "\n".join(tail[-20:])
+        state = await self._flow_run_state(flow_run)
+        if state in (StateType.CANCELLING, StateType.CANCELLED):
+            await self._end(flow_run, Cancelled(message=message))
+            return 0
+        if state not in (StateType.COMPLETED, StateType.FAILED, StateType.CRASHED):
+            run_logger.error("%s", message)
+            await self._end(flow_run, Crashed(message=message))
+        return _LOST
+
+    async def _flow_run_state(self, flow_run: FlowRun) -> StateType | None:
+        try:
+            current = await self.client.read_flow_run(flow_run.id)
+        except Exception as e:  # noqa: BLE001 - the API may blink; keep watching the app
+            logger.warning("cannot read flow run %s: %s", flow_run.id, e)
+            return None
+        return current.state.type if current.state is not None else None
+
+    async def _end(self, flow_run: FlowRun, state: Any) -> None:
+        try:
+            await self.client.set_flow_run_state(flow_run.id, state, force=True)
+        except Exception as e:  # noqa: BLE001 - reported, the app is handled already
+            logger.warning("cannot set flow run %s %s: %s", flow_run.id, state.type, e)
+
+    async def kill_infrastructure(
+        self, infrastructure_pid: str, configuration: TorchXWorkerJobConfiguration,
+        grace_seconds: int = 30,
+    ) -> None:
+        """Cancels the app whose handle Prefect recorded as the flow run's infrastructure."""
+        with get_runner() as runner:
+            status = await asyncio.to_thread(runner.status, infrastructure_pid)
+            if status is None:
+                raise InfrastructureNotFound(f"app {infrastructure_pid} not found")
+            await asyncio.to_thread(runner.cancel, infrastructure_pid)
+
+
+def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -> AppLifecycle:
+    return AppLifecycle(
+        get_runner(component_defaults={}), configuration.scheduler,
+        owner=f"prefect-worker:{flow_run.id}", cfg=configuration.cfg,
+        poll_interval=max(0.1, configuration.poll_interval))
