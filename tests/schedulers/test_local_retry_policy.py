@@ -164,3 +164,77 @@ def test_status_file_state_characters() -> None:
         "P": AppState.PENDING, "R": AppState.RUNNING, "S": AppState.SUCCEEDED,
         "F": AppState.FAILED, "C": AppState.CANCELLED, "U": AppState.UNKNOWN,
     }
+
+
+def test_exit_bookkeeping_codes_states_and_dirty(tmp_path: Path) -> None:
+    sup = supervisor(tmp_path, _role("trainer", 3, "REPLICA", 0))
+    sup.dirty = False
+    sup.exit("trainer", 0, 0)
+    assert (sup.slot("trainer", 0).state, sup.slot("trainer", 0).exitcode, sup.dirty) == ("S", 0, True)
+    slot = sup.slot("trainer", 1)
+    del sup.procs[slot.pid]
+    sup.on_exit(slot, None, 9)
+    assert (slot.state, slot.exitcode, slot.pid) == ("F", -9, 0)
+    # the app is failing: the last replica is stopped, and its exit marks it CANCELLED
+    assert sup.stopped == [("trainer", 2)]
+    sup.stop_completes()
+    last = sup.slot("trainer", 2)
+    assert (last.state, last.stopping, last.exitcode) == ("C", False, -15)
+
+
+def test_a_replica_stopped_for_a_restart_is_pending_again(tmp_path: Path) -> None:
+    sup = supervisor(tmp_path, _role("trainer", 2, "ROLE", 1))
+    sup.exit("trainer", 0, 1)
+    other = sup.slot("trainer", 1)
+    assert (other.stopping, other.state) == (True, "R")  # asked to stop, not yet down
+    assert sup.slot("trainer", 0).state == "P"  # already down: waits for the restart
+    pid = other.pid
+    del sup.procs[pid]
+    sup.on_exit(other, None, 15)
+    assert (other.state, other.stopping) == ("P", False)
+
+
+def test_exits_after_the_app_failed_or_while_cancelling_restart_nothing(tmp_path: Path) -> None:
+    sup = supervisor(tmp_path, _role("a", 1, "REPLICA", 0), _role("b", 2, "REPLICA", 5))
+    sup.exit("a", 0, 1)  # no retries: the app fails
+    failure = sup.failure
+    sup.exit("b", 0, 1)  # b has retries left, but the app is already going down
+    assert sup.failure is failure and sup.num_restarts == 0 and sup.spawned == []
+    assert sup.slot("b", 0).state == "C"  # it was being stopped with the app
+
+    sup = supervisor(tmp_path, _role("b", 2, "REPLICA", 5))
+    sup.cancelling = True
+    sup.exit("b", 0, 1)  # ended on its own during the cancel: failed, not restarted
+    assert (sup.failure, sup.num_restarts, sup.spawned) == (None, 0, [])
+    assert sup.slot("b", 0).state == "F"
+
+
+def test_replica_restart_count_is_per_slot_and_by_one(tmp_path: Path) -> None:
+    sup = supervisor(tmp_path, _role("w", 1, "REPLICA", 2))
+    sup.exit("w", 0, 1)
+    assert sup.slot("w", 0).restarts == 1
+    sup.exit("w", 0, 1)
+    assert (sup.slot("w", 0).restarts, sup.failure) == (2, None)
+    sup.exit("w", 0, 1)
+    assert sup.failure is not None
+    assert sup.msg == "replica w/0 exited with code 1 (after 2 restart(s))"
+
+
+@pytest.mark.parametrize("policy", ["ROLE", "APPLICATION"])
+def test_restart_message_names_the_failed_replica(tmp_path: Path, policy: str) -> None:
+    sup = supervisor(tmp_path, _role("trainer", 3, policy, 1))
+    sup.exit("trainer", 2, 7)
+    assert sup.msg == "restarting after: replica trainer/2 exited with code 7"
+    assert [s.state for s in sup.roles[0].slots] == ["R", "R", "P"]
+
+
+def test_pending_restarts_are_dropped_when_the_app_fails_or_is_cancelled(tmp_path: Path) -> None:
+    for stop in ("failure", "cancel"):
+        sup = supervisor(tmp_path, _role("t", 2, "ROLE", 1))
+        sup.exit("t", 0, 1)  # restart pending until t/1 is down
+        if stop == "failure":
+            sup.failure = (sup.slot("t", 0), 1, None)
+        else:
+            sup.cancelling = True
+        sup.stop_completes()
+        assert sup.spawned == [], stop
