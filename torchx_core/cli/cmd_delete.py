@@ -18,9 +18,15 @@ class CmdDelete(SubCommand):
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.runner import get_runner
+        from torchx_core.specs.errors import TorchXError
 
         with get_runner(component_defaults={}) as runner:
-            if runner.status(args.app_handle) is None:
+            try:
+                known = runner.status(args.app_handle) is not None
+            except TorchXError as e:  # e.g. an unreadable status: delete still stops and removes it
+                logger.warning("%s", e)
+                known = True
+            if not known:
                 logger.warning(
                     "app %s does not exist (or was already deleted); nothing to delete",
                     args.app_handle,

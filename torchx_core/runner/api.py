@@ -404,12 +404,21 @@ class Runner:
     def cancel(self, app_handle: AppHandle) -> None:
         """Asks the scheduler to cancel the app.
 
-        Idempotent: cancelling an unknown or already finished app does nothing. Returns once
-        the request is made; the app ends as CANCELLED (or FAILED if it could not be stopped).
+        Idempotent: cancelling an unknown or already finished app does nothing (except on
+        schedulers whose ``cancels_finished_apps`` is set, whose cancel of a finished app still
+        stops its leftovers). Returns once the request is made; the app ends as CANCELLED (or
+        FAILED if it could not be stopped).
         """
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        app_status = self.status(app_handle)
-        if app_status is not None and not app_status.is_terminal():
+        try:
+            app_status = self.status(app_handle)
+        except TorchXError as e:  # e.g. an unreadable local status file: cancel still stops it
+            logger.warning("%s; cancelling anyway", e)
+            scheduler.cancel(app_id)
+            return
+        if app_status is None:
+            return
+        if not app_status.is_terminal() or getattr(scheduler, "cancels_finished_apps", False):
             scheduler.cancel(app_id)
 
     def set_owner(self, app_handle: AppHandle, owner: str) -> bool:

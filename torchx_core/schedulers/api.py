@@ -137,6 +137,10 @@ class Scheduler(abc.ABC, Generic[T]):
         session_name: the runner session this scheduler belongs to (part of the app handle).
     """
 
+    #: Whether ``cancel`` of an app that already ended still has work to do (the local
+    #: scheduler kills replicas a dead supervisor left behind); the runner then forwards it.
+    cancels_finished_apps: bool = False
+
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name

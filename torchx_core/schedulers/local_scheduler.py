@@ -309,6 +309,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices`` (default: detected)
     """
 
+    cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
+
     def __init__(
         self,
         session_name: str,

@@ -219,10 +219,16 @@ def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | Non
     if status is None or status["state"] in TERMINAL:
         return status
     status["state"] = "FAILED"
-    status["msg"] = (
-        f"the local supervisor (pid {status.get('sup_pid')}) died before the app finished;"
-        f" see {os.path.join(app_dir, 'supervisor.log')}"
-    )
+    if status.get("sup_pid"):
+        status["msg"] = (
+            f"the local supervisor (pid {status['sup_pid']}) died before the app finished;"
+            f" see {os.path.join(app_dir, 'supervisor.log')}"
+        )
+    else:
+        status["msg"] = (
+            "the app failed to start: its supervisor died (or its launcher was killed) before"
+            f" running it; see {os.path.join(app_dir, 'supervisor.log')}"
+        )
     status["ended"] = time.time()
     for role in status["roles"]:
         role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
@@ -420,7 +426,7 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
             removed.append(app_id)
     for name, path in _entries(root, hidden=True):
         if name.startswith(CREATING):
-            owned = is_owned(path, name[len(CREATING) :])
+            owned = is_owned(path, name[len(CREATING) :]) or _just_begun(path, now)
         elif name.startswith(DELETING):  # a removal that was interrupted
             owned = is_owned(path, name[len(DELETING) :].rsplit(".", 2)[0])
         else:
@@ -452,6 +458,15 @@ def _collectable(app_id: str, app_dir: str, ttl: float, now: float) -> bool:
     except OSError:
         return False
     return age > ttl and not supervisor_alive(app_dir)
+
+
+def _just_begun(path: str, now: float) -> bool:
+    """A creation killed before its marker was written: nothing but the lock (and an empty
+    marker), a minute old."""
+    try:
+        return set(os.listdir(path)) <= {LOCK_FILE, MARKER_FILE} and now - os.lstat(path).st_mtime > 60
+    except OSError:
+        return False
 
 
 def _entries(path: str, hidden: bool) -> Iterator[tuple[str, str]]:
