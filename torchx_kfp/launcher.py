@@ -106,6 +106,8 @@ def torchx_launcher(
     unknown_state_timeout: float = 300.0,
     pass_resources: bool = False,
     task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
+    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment] # KFP fills it
+    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment] # KFP fills it
 ) -> NamedTuple(  # type: ignore[misc,valid-type] # KFP's functional output syntax
     "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
 ):
@@ -126,6 +128,9 @@ def torchx_launcher(
         unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
         pass_resources: apply the resources asked on this task to the app's roles
         task_config: filled by KFP with the task's settings (resources passthrough)
+        tracker_metrics: output: the numeric metadata the app recorded through its tracker
+            (``torchx_core.tracker``), one metric each
+        tracker_artifacts: output: the app's tracker artifacts (name -> path and metadata)
     """
     import collections
 
@@ -148,6 +153,9 @@ def torchx_launcher(
         unknown_state_timeout=unknown_state_timeout,
         resources=resources,
     )
+    from torchx_kfp.runtime import publish_tracker_results
+
+    publish_tracker_results(result.app_handle, tracker_metrics, tracker_artifacts)
     outputs = collections.namedtuple(
         "outputs", ["app_handle", "state", "status_json", "ui_url"]
     )
@@ -337,7 +345,9 @@ def launch(
     """Adds a launcher step running ``app`` (or a component) to the pipeline being defined.
 
     Call inside a ``@dsl.pipeline`` function. The step's outputs are ``app_handle``,
-    ``state``, ``status_json`` and ``ui_url`` (``task.outputs["app_handle"]``).
+    ``state``, ``status_json`` and ``ui_url`` (``task.outputs["app_handle"]``), and the
+    artifacts ``tracker_metrics`` (``dsl.Metrics``: the app's numeric tracker metadata) and
+    ``tracker_artifacts`` (the app's tracker artifacts) when a tracker is configured.
 
     Args:
         app: the AppDef (or its JSON); exclusive with ``component``

@@ -13,7 +13,9 @@ module only adds the KFP glue:
 * **SIGTERM/SIGINT**: KFP terminates a step by signalling its pod; the handler cancels the app
   only if this attempt still owns it, then exits ``128 + signal``;
 * **outputs**: :class:`LaunchResult` (``app_handle``, ``state``, ``status_json``, ``ui_url``);
-  a failed app raises :class:`~torchx_core.runner.AppFailedError` (the step fails).
+  a failed app raises :class:`~torchx_core.runner.AppFailedError` (the step fails);
+  what the app recorded through its tracker goes on the step's ``tracker_metrics`` and
+  ``tracker_artifacts`` artifacts (:func:`publish_tracker_results`).
 
 It imports nothing from kfp.
 """
@@ -44,6 +46,7 @@ from torchx_core.runner import (
     Runner,
     app_name,
     get_runner,
+    tracker_results,
 )
 from torchx_core.specs import AppDef, AppState, Resource, is_terminal
 from torchx_kfp.errors import InvalidKfpOptionsError
@@ -54,6 +57,7 @@ __all__ = [
     "build_app",
     "cancel_job_apps",
     "parse_cfg_json",
+    "publish_tracker_results",
     "resource_from_task_config",
     "run_launcher",
     "step_identity",
@@ -433,3 +437,27 @@ def cancel_job_apps(
             runner.cancel(handle)
         return handles
 
+
+
+def publish_tracker_results(app_handle: str, metrics: Any | None, artifacts: Any | None) -> None:
+    """Puts what ``app_handle`` recorded through its tracker on the step's output artifacts.
+
+    Numeric metadata become metrics of ``metrics`` (a ``dsl.Metrics``); the tracker artifacts
+    (name -> path, metadata) go in the metadata and the file of ``artifacts`` (a
+    ``dsl.Artifact``). Nothing happens without a configured tracker or recorded results.
+    """
+    results = tracker_results(app_handle)
+    if results is None:
+        return
+    logger.info(
+        "tracker results of %s (%s): %s", app_handle, results.tracker,
+        json.dumps(results.to_json()["metadata"]),
+    )
+    if metrics is not None:
+        for name, value in results.metrics().items():
+            metrics.log_metric(name, value)
+    if artifacts is not None:
+        listing = results.to_json()["artifacts"]
+        artifacts.metadata.update({"app_handle": app_handle, "artifacts": listing})
+        with open(artifacts.path, "w", encoding="utf-8") as f:
+            json.dump(listing, f)

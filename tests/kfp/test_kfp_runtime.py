@@ -239,7 +239,8 @@ def test_env_and_passed_resources_reach_every_role() -> None:
     (job,) = table.jobs.values()
     (role,) = job.app.roles
     assert (role.resource.cpu, role.resource.memMB) == (4, 2048)
-    assert role.env == {"UPSTREAM": "fake://x/y"}
+    # TORCHX_JOB_ID: the runner gives every app its handle (the scheduler fills in ${app_id})
+    assert role.env == {"UPSTREAM": "fake://x/y", "TORCHX_JOB_ID": "fake://test/${app_id}"}
 
 
 def test_a_component_step_is_named_from_the_component() -> None:
