@@ -144,3 +144,75 @@ def test_cfg_from_json_repr_errors(opts: runopts, text: str, message: str) -> No
     with pytest.raises(InvalidRunConfigException) as e:
         opts.cfg_from_json_repr(text)
     assert str(e.value) == message
+
+
+def test_resolve_reports_every_problem_at_once(opts: runopts) -> None:
+    strict = runopts()
+    strict.add("cluster", type_=str, help="where to run", required=True)
+    strict.add("n", type_=int, help="an int")
+    with pytest.raises(InvalidRunConfigException) as e:
+        strict.resolve({"n": "x", "nn": 1}, strict=True)
+    cfg = {"n": "x", "nn": 1}
+    assert str(e.value) == (
+        "Required run option: cluster, must be provided and not `None` (str: where to run);"
+        " Run option: n, must be of type: int, but was: 'x' (str);"
+        " unknown run option 'nn'. Did you mean: 'n'? Valid options: cluster, n"
+        f". Given: {cfg}")
+    assert e.value.cfg_key == "cluster"
+    with pytest.raises(InvalidRunConfigException) as e:
+        strict.resolve(["cluster"])  # type: ignore[arg-type]
+    assert (str(e.value), e.value.cfg_key) == (
+        "a run config must be a mapping of option name to value, got ['cluster']", "")
+
+
+def test_resolve_keeps_unknown_keys_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    o = runopts()
+    o.add("cluster_name", type_=str, help="c")
+    with caplog.at_level(logging.WARNING):
+        assert o.resolve({"clusterNam": "x", 3: "y"}) == {"cluster_name": None, "clusterNam": "x", 3: "y"}  # type: ignore[dict-item]
+    assert caplog.messages == [
+        "unknown run option 'clusterNam'. Did you mean: 'cluster_name'? Valid options: cluster_name;"
+        " passing it through unchecked",
+        "unknown run option '3'. Valid options: cluster_name; passing it through unchecked",
+    ]
+
+
+def test_camel_case_keys_resolve_and_the_snake_spelling_wins(opts: runopts) -> None:
+    o = runopts()
+    o.add("cluster_name_long", type_=str, help="c")
+    assert o.get("clusterNameLong") is o.get("cluster_name_long") is not None
+    assert o.get(3) is None  # type: ignore[arg-type]
+    assert o.resolve({"clusterNameLong": "camel"}) == {"cluster_name_long": "camel"}
+    both = {"cluster_name_long": "snake", "clusterNameLong": "camel"}
+    assert o.resolve(both) == {"cluster_name_long": "snake"}
+    assert o.resolve(dict(reversed(both.items()))) == {"cluster_name_long": "snake"}
+
+
+@pytest.mark.parametrize(("obj", "tp", "expected"), [
+    ("a", str, True), (1, str, False), (True, bool, True), (1, bool, False), (1.0, float, True),
+    (None, Optional[int], True), (3, Optional[int], True), ("3", Optional[int], False),  # noqa: UP045
+    (["a"], list[str], True), (["a", 1], list[str], False), ("a", list[str], False), ([], list[str], True),
+    ([1], list, True), ({"a": "1"}, dict[str, str], True), ({1: "1"}, dict[str, str], False),
+    ({"a": 1}, dict[str, str], False), ({1: 2}, dict, True), (["a"], dict[str, str], False),
+    ("a", Literal["a", "b"], True), ("c", Literal["a", "b"], False),
+    (Color.RED, Color, True), ("RED", Color, False),
+])
+def test_is_type(obj: object, tp: object, expected: bool) -> None:
+    assert runopts.is_type(obj, tp) is expected  # type: ignore[arg-type]
+
+
+def test_optional_types_cast_like_their_inner_type() -> None:
+    assert runopt(None, Optional[list[str]], False, "").cast_to_type("a;b") == ["a", "b"]  # noqa: UP045
+    assert runopt(None, Optional[bool], False, "").cast_to_type("no") is False  # noqa: UP045
+    assert runopt(None, int | None, False, "").cast_to_type("5") == 5
+    # a union of two real types is not unwrapped: it is cast as a whole and fails clearly
+    with pytest.raises(InvalidRunConfigException, match="cannot cast 'x' to int | str"):
+        runopt(None, int | str, False, "").cast_to_type("x")  # type: ignore[arg-type]
+
+
+def test_add_refuses_a_default_of_the_wrong_type() -> None:
+    from torchx_core.specs import RunOptDefinitionError
+
+    with pytest.raises(RunOptDefinitionError) as e:
+        runopts().add("n", type_=int, help="n", default="1")
+    assert str(e.value).endswith(" Given: '1' (str)")
