@@ -171,8 +171,8 @@ def test_resolve_keeps_unknown_keys_with_a_warning(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING):
         assert o.resolve({"clusterNam": "x", 3: "y"}) == {"cluster_name": None, "clusterNam": "x", 3: "y"}  # type: ignore[dict-item]
     assert caplog.messages == [
-        "unknown run option 'clusterNam'. Did you mean: 'cluster_name'? Valid options: cluster_name;"
-        " passing it through unchecked",
+        ("unknown run option 'clusterNam'. Did you mean: 'cluster_name'? Valid options: cluster_name;"
+        " passing it through unchecked"),
         "unknown run option '3'. Valid options: cluster_name; passing it through unchecked",
     ]
 
