@@ -127,3 +127,39 @@ def test_run_from_env_records_parent_and_fans_out(monkeypatch: pytest.MonkeyPatc
     ]
     parent = srcs[0].parent
     assert [c.id for c in parent.children()] == ["local_cwd://s/child"]
+
+
+def test_trackers_registered_as_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trackers registered in the one plugin registry (here: in code) are found by name."""
+    from trackers_fixture import create
+
+    from torchx_core import plugins
+    from torchx_core.plugins import PluginRegistry, PluginType
+
+    reg = PluginRegistry(plugin_sources=plugins.PluginSource.ENTRYPOINT)
+    reg.add(PluginType.TRACKER, "recording", create)
+    monkeypatch.setattr(plugins._registry, "_registry", reg)
+    monkeypatch.setenv("TORCHX_TRACKERS", "recording,fsspec")
+    monkeypatch.setenv("TORCHX_TRACKER_RECORDING_CONFIG", "c")
+    monkeypatch.setenv("TORCHX_TRACKER_FSSPEC_CONFIG", "/no/such.conf")
+    with pytest.raises(TrackerError, match="/no/such.conf"):  # fsspec still found (entry point)
+        trackers_from_environ()
+    monkeypatch.setenv("TORCHX_TRACKERS", "recording")
+    (t,) = trackers_from_environ()
+    assert isinstance(t, RecordingTracker) and t.config == "c"
+
+
+def test_a_broken_tracker_plugin_reports_its_load_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    from torchx_core import plugins
+    from torchx_core.plugins import PluginRegistry
+
+    broken = EntryPoint("shiny", "no_such_pkg.tracking:create", "torchx.tracker")
+    reg = PluginRegistry(
+        plugin_sources=plugins.PluginSource.ENTRYPOINT,
+        entry_points=lambda group: [broken] if group == "torchx.tracker" else [],
+    )
+    monkeypatch.setattr(plugins._registry, "_registry", reg)
+    with pytest.raises(TrackerError, match="plugin `shiny` failed to load: ModuleNotFoundError"):
+        build_trackers({"shiny": None})

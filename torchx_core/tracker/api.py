@@ -2,8 +2,9 @@
 
 A job reads its trackers from the environment the runner injected (see :mod:`torchx_core.tracker`):
 
-* ``TORCHX_TRACKERS``: comma-separated tracker names, each a ``torchx.tracker`` entry point name
-  or a factory path (``pkg.module:create`` or ``pkg.module``, whose ``create`` is used)
+* ``TORCHX_TRACKERS``: comma-separated tracker names, each a registered tracker plugin
+  (a ``torchx.tracker`` entry point or a ``@register.tracker`` function, see
+  :mod:`torchx_core.plugins`) or a factory path (``pkg.module:create`` or ``pkg.module``)
 * ``TORCHX_TRACKER_<NAME>_CONFIG``: the config string passed to that factory (optional)
 * ``TORCHX_TRACKER_<NAME>_FACTORY``: the factory of tracker ``<NAME>`` when the
   ``[torchx:tracker]`` entry names one different from the tracker name (torchx-suite extension)
@@ -165,43 +166,48 @@ def tracker_factory_env_var_name(name: str) -> str:
     return f"TORCHX_TRACKER_{name.upper()}_FACTORY"
 
 
-def _entry_points() -> dict[str, object]:
-    from importlib.metadata import entry_points
+def _registered() -> tuple[dict[str, Callable[..., object]], dict[str, str]]:
+    """Tracker plugins (``torchx.tracker`` entry points, ``torchx_plugins.tracker`` modules,
+    ``@register.tracker``) and the load errors of the broken ones, by name."""
+    from torchx_core.plugins import PluginType, registry
 
-    return {ep.name: ep for ep in entry_points(group=ENTRYPOINT_GROUP)}
+    reg = registry()
+    found = reg.get(PluginType.TRACKER)
+    errors = {e.name: e.error for e in reg.load_errors(PluginType.TRACKER) if e.name}
+    return found, errors
 
 
 def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactory:
     """Finds the factory of tracker ``name``.
 
-    ``factory`` (default ``name``) is looked up as a ``torchx.tracker`` entry point name first, then
-    as ``module:attr`` or a module path (its ``create`` function).
+    ``factory`` (default ``name``) is looked up as a registered tracker plugin first (a
+    ``torchx.tracker`` entry point, a ``@register.tracker`` function of a ``torchx_plugins.tracker``
+    module), then as ``module:attr`` or a module path (its ``create`` function).
 
     Raises:
-        TrackerError: nothing of that name exists, or it is not callable.
+        TrackerError: nothing of that name exists, it failed to load, or it is not callable.
     """
     import importlib
 
     target = factory or name
-    eps = _entry_points()
-    if target in eps:
-        try:
-            obj = eps[target].load()  # type: ignore[attr-defined]
-        except Exception as e:
-            raise TrackerError(
-                f"tracker `{name}`: entry point `{target}` of group `{ENTRYPOINT_GROUP}` failed to"
-                f" load: {type(e).__name__}: {e}"
-            ) from e
+    plugins, errors = _registered()
+    if target in errors and target not in plugins:
+        raise TrackerError(
+            f"tracker `{name}`: the `{ENTRYPOINT_GROUP}` plugin `{target}` failed to load:"
+            f" {errors[target]}"
+        )
+    if target in plugins:
+        obj: object = plugins[target]
     else:
         module_name, _, attr = target.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            known = sorted(eps)
+            known = sorted(plugins)
             raise TrackerError(
-                f"tracker `{name}`: `{target}` is neither a `{ENTRYPOINT_GROUP}` entry point"
+                f"tracker `{name}`: `{target}` is neither a registered `{ENTRYPOINT_GROUP}` plugin"
                 f" (known: {', '.join(known) or 'none'}){did_you_mean(target, known)} nor an"
-                f" importable module ({e}). Give an entry point name or `package.module:factory`"
+                f" importable module ({e}). Give a plugin name or `package.module:factory`"
                 " in the [torchx:tracker] section of .torchxconfig, and install it in the job's"
                 " environment."
             ) from e
@@ -214,7 +220,7 @@ def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactor
             )
     if not callable(obj):
         raise TrackerError(f"tracker `{name}`: `{target}` is {obj!r}, not a callable factory")
-    return obj  # type: ignore[no-any-return]
+    return obj  # type: ignore[return-value]
 
 
 def build_trackers(
