@@ -7,6 +7,7 @@
 #                                                                    [python:3.11-slim-bookworm]
 #   EXTRAS        torchx-suite extras to install                    [kfp,kubernetes,aws]
 #   EXTRA_WHEELS  a folder of wheels added to the context (offline builds: every dependency)
+#   EXTRA_DEBS    a folder of .deb files the slurm target installs instead of using apt sources
 #   PIP_OPTIONS   extra pip options in the image (offline builds: --no-index)
 #   DOCKER        the docker CLI                                      [docker]
 # Our wheel is built with uv (UV_OFFLINE=1 builds without a network when hatchling is cached).
@@ -18,10 +19,11 @@ UV="${UV:-$REPO/.tools/bin/uv}"
 [ -x "$UV" ] || UV="$(command -v uv)" || { echo "no uv: run 'make venv' first" >&2; exit 1; }
 DOCKER="${DOCKER:-docker}"
 CTX="$(mktemp -d)"; trap 'rm -rf "$CTX"' EXIT
-mkdir "$CTX/wheels"
+mkdir "$CTX/wheels" "$CTX/debs"
 (cd "$REPO" && "$UV" build --quiet --wheel --out-dir "$CTX/wheels")
 rm -f "$CTX/wheels/.gitignore"
 if [ -n "${EXTRA_WHEELS:-}" ]; then cp "$EXTRA_WHEELS"/*.whl "$CTX/wheels/"; fi
+if [ -n "${EXTRA_DEBS:-}" ]; then cp "$EXTRA_DEBS"/*.deb "$CTX/debs/"; fi
 "$DOCKER" build --network host --target "${TARGET:-launcher}" \
   --build-arg "BASE_IMAGE=${BASE_IMAGE:-python:3.11-slim-bookworm}" \
   --build-arg "EXTRAS=${EXTRAS:-kfp,kubernetes,aws}" \

@@ -9,8 +9,10 @@ pipelines whose launcher step executes inside the image with ``kfp.local.DockerR
 launches a real app: on the local scheduler inside the container (container network ``none``),
 and on ``aws_batch`` against the moto server (host network, loopback only) with an int run
 option. Image names are unique per session and removed at its end.
-Not verified: the ``slurm`` target (it installs Debian's slurm-client with apt at build time,
-which needs a network; its recipe is in the README).
+The ``slurm`` target (built with the slurm-client debs prepared at set-up) runs a step that
+submits a real app to the test Slurm cluster: host network, ``slurm.conf`` and the host
+munged's socket mounted (the README's "munged sidecar" recipe), the job dir inside the pipeline
+root (bind-mounted at the same path by kfp.local), so the launcher reads the job's logs.
 Cost: ~1-2 min per session on 2 cores (import ~15 s, build ~40-80 s), each step ~5-10 s.
 """
 
@@ -75,6 +77,45 @@ def launcher_image() -> Iterator[str]:
     finally:
         subprocess.run([DOCKER, "rmi", "-f", image, base], capture_output=True, check=False,
                        timeout=300)
+
+
+@pytest.fixture(scope="session")
+def slurm_launcher_image(launcher_image: str) -> Iterator[str]:
+    """The ``slurm`` target, built offline on top of the launcher image's layers."""
+    debs = PREPARED / "slurm-debs"
+    if not (debs / ".complete").is_file():
+        pytest.fail(f"{debs}/ is not prepared: run `bash scripts/services/kfp-image/install.sh`")
+    image = launcher_image.replace("torchx-kfp-test-launcher:", "torchx-kfp-test-slurm:")
+    base = launcher_image.replace("torchx-kfp-test-launcher:", "torchx-kfp-test-base:")
+    env = {**os.environ, "BASE_IMAGE": base, "EXTRA_WHEELS": str(PREPARED / "wheels"),
+           "EXTRA_DEBS": str(debs), "PIP_OPTIONS": "--no-index", "UV_OFFLINE": "1",
+           "DOCKER": DOCKER}
+    try:
+        build = subprocess.run(
+            ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
+             "KFP_LAUNCHER_EXTRAS=kfp,aws", "KFP_LAUNCHER_TARGET=slurm"],
+            env=env, capture_output=True, text=True, timeout=1200, check=False)
+        assert build.returncode == 0, f"slurm image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
+        yield image
+    finally:
+        subprocess.run([DOCKER, "rmi", "-f", image], capture_output=True, check=False, timeout=300)
+
+
+@pytest.fixture
+def slurm_conf() -> Iterator[str]:
+    """The test Slurm cluster's slurm.conf (started by our script if it is down, then stopped)."""
+    run_dir = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci")) / "slurm"
+    pidfile = run_dir / "slurmctld.pid"
+    was_running = pidfile.is_file() and Path(f"/proc/{pidfile.read_text().strip()}").exists()
+    proc = subprocess.run(["bash", str(REPO / "scripts/services/slurm/start.sh")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, f"the Slurm test cluster did not start:\n{proc.stdout}\n{proc.stderr}"
+    conf = next(line.split("=", 1)[1] for line in proc.stdout.splitlines()
+                if line.startswith("SLURM_CONF="))
+    yield conf
+    if not was_running:
+        subprocess.run(["bash", str(REPO / "scripts/services/slurm/stop.sh")],
+                       capture_output=True, timeout=300, check=False)
 
 
 @pytest.fixture
@@ -180,3 +221,39 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
     jobs = batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
     assert [j["jobName"][:14] for j in jobs] == ["kfpimagebatch-"]
     assert "batch in image says hi" in capfd.readouterr().out
+
+
+@pytest.mark.slurm
+def test_launcher_step_in_the_slurm_image_runs_an_app_on_the_slurm_cluster(
+    slurm_launcher_image: str, slurm_conf: str, tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import kfp.local
+
+    import docker
+
+    root = tmp_path / "pipeline-root"
+    job_dir = root / "slurm-job"  # kfp.local mounts the pipeline root at the same path
+    job_dir.mkdir(parents=True)
+    mounts = [docker.types.Mount("/etc/slurm/slurm.conf", slurm_conf, type="bind", read_only=True),
+              docker.types.Mount("/run/munge", "/run/munge", type="bind")]
+    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", mounts=mounts),
+                   pipeline_root=str(root))
+    app = specs.AppDef(
+        name="kfpslurm",
+        roles=[specs.Role("worker", image=str(job_dir), entrypoint="sh",
+                          args=["-c", "echo slurm replica $SLURM_PROCID of $SLURM_NTASKS says hi"],
+                          num_replicas=2, resource=specs.Resource(cpu=1, gpu=0, memMB=100))],
+    )
+
+    @dsl.pipeline(name="kfp-in-slurm-image")
+    def pipeline() -> str:
+        step = launch(app, scheduler="slurm", cfg={"job_dir": str(job_dir)},
+                      base_image=slurm_launcher_image, wait_interval=0.5)
+        return step.outputs["app_handle"]
+
+    handle = pipeline().output
+    assert handle.startswith("slurm://")
+    out = capfd.readouterr().out
+    for k in (0, 1):  # the job ran on the cluster; the launcher in the image read its logs
+        assert f"[worker/{k}] slurm replica {k} of 2 says hi" in out, out[-3000:]

@@ -7,6 +7,9 @@
 #   $KFP_IMAGE_DIR/wheels/      every locked dependency of `torchx-suite[kfp,aws]` as a wheel
 #                               (`uv export` of uv.lock, then `pip wheel`: kfp itself is an sdist
 #                               on PyPI, so it is built here, not in the image).
+#   $KFP_IMAGE_DIR/slurm-debs/  Debian's slurm-client and munge with the dependencies the rootfs
+#                               lacks (`apt-get install --download-only` in a chroot of it), for
+#                               the image's `slurm` target;
 # Our own wheel is built by the test from the working tree (`uv build --offline`).
 # Idempotent: a rootfs is kept; wheels are rebuilt only when the exported requirements change.
 # Takes ~2-4 min the first time on 2 cores (debootstrap ~1-2 min, wheels ~1 min).
@@ -28,6 +31,19 @@ if [ ! -s "$KFP_IMAGE_DIR/rootfs.tar" ]; then
   tar -C "$R" -cf "$KFP_IMAGE_DIR/rootfs.tar.tmp" . && mv "$KFP_IMAGE_DIR/rootfs.tar.tmp" "$KFP_IMAGE_DIR/rootfs.tar"
   rm -rf "$R"
   echo "made $KFP_IMAGE_DIR/rootfs.tar"
+fi
+
+if [ ! -f "$KFP_IMAGE_DIR/slurm-debs/.complete" ]; then
+  C="$KFP_IMAGE_DIR/chroot"; rm -rf "$C" "$KFP_IMAGE_DIR/slurm-debs"; mkdir -p "$C" "$KFP_IMAGE_DIR/slurm-debs"
+  tar -C "$C" -xf "$KFP_IMAGE_DIR/rootfs.tar"
+  cp /etc/resolv.conf "$C/etc/resolv.conf"
+  chroot "$C" apt-get update -qq
+  chroot "$C" env DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --download-only \
+      --no-install-recommends slurm-client munge >/dev/null
+  cp "$C"/var/cache/apt/archives/*.deb "$KFP_IMAGE_DIR/slurm-debs/"
+  rm -rf "$C"
+  touch "$KFP_IMAGE_DIR/slurm-debs/.complete"
+  echo "downloaded $(ls "$KFP_IMAGE_DIR/slurm-debs" | wc -l) debs to $KFP_IMAGE_DIR/slurm-debs"
 fi
 
 [ -x "$UV" ] && [ -x "$PIP" ] || { echo "no $UV or $PIP: run 'make venv' first" >&2; exit 1; }
