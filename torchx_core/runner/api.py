@@ -534,20 +534,15 @@ ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
 ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
 
 
-def _tracker_sections() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """``[torchx:tracker]`` (name -> factory) and ``[tracker:<name>]`` sections of .torchxconfig."""
-    from torchx_core.runner.config import load_sections
-
-    return load_sections("torchx").get("tracker", {}), load_sections("tracker")
-
-
 def get_configured_tracker_factories() -> dict[str, str]:
     """Tracker name -> factory (entry point name or ``module:function``) from ``[torchx:tracker]``.
 
     Only entries whose factory differs from the name are returned (``fsspec = fsspec`` names the
     ``fsspec`` entry point by itself).
     """
-    factories, _ = _tracker_sections()
+    from torchx_core.runner.config import load_sections
+
+    factories = load_sections("torchx").get("tracker", {})
     return {n: f.strip() for n, f in factories.items() if f.strip() and f.strip() != n}
 
 
@@ -561,13 +556,18 @@ def get_configured_trackers() -> dict[str, str | None]:
     Raises:
         TrackerError: a tracker name cannot be an environment variable name part.
     """
-    from torchx_core.tracker.api import tracker_config_env_var_name
+    from torchx_core.runner.config import load_sections
 
-    factories, sections = _tracker_sections()
-    names = list(factories)
     if ENV_TORCHX_TRACKERS in os.environ:
         names = [n.strip() for n in os.environ[ENV_TORCHX_TRACKERS].split(",") if n.strip()]
+    else:
+        names = list(load_sections("torchx").get("tracker", {}))
+    if not names:
+        return {}  # the common case: one config read, nothing else imported
     _check_tracker_names(names)
+    from torchx_core.tracker.api import tracker_config_env_var_name
+
+    sections = load_sections("tracker")
     configured: dict[str, str | None] = {}
     for name in names:
         configured[name] = os.environ.get(

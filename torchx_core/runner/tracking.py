@@ -16,13 +16,14 @@ or ``$TORCHX_TRACKERS``), the same configuration the runner injected into the ap
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from torchx_core.tracker.api import TrackerArtifact
+if TYPE_CHECKING:  # imported only when results are read: `import torchx_core.runner` stays lean
+    from torchx_core.tracker.api import TrackerArtifact
 
 __all__ = ["TrackerResults", "tracker_results"]
 
@@ -61,6 +62,8 @@ class TrackerResults:
 
     def to_json(self) -> dict[str, object]:
         """A JSON-serializable dict (for XComs, task results, files)."""
+        import json
+
         return json.loads(
             json.dumps(
                 {
@@ -78,6 +81,8 @@ class TrackerResults:
 
 
 def _text(value: object) -> str:
+    import json
+
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
