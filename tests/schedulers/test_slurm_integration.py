@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.timeout(30
 
 PY = sys.executable
 HOSTILE = [":", "\\:", "it's", '"dq"', "$HOME", "${SLURM_JOB_ID}", "`id`", "$(id)", "a\nb",
-           "ünï©ødé ✓", "\\", "*", "", " lead", "%j", "--het-group=1", ";", "|", "#"]
+           "ünï©ødé ✓", "\\", "*", "", " lead", "%j", "--het-group=1", ";", "|", "#",
+           "a\r\nb", "\r"]  # carriage returns: sbatch refuses a script with "\r\n" in it
 
 
 @pytest.fixture

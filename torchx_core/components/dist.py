@@ -26,6 +26,7 @@ from pathlib import Path
 from torchx_core import specs
 from torchx_core.components import IMAGE
 from torchx_core.specs import macros
+from torchx_core.specs._limits import too_many_replicas
 from torchx_core.specs.errors import ComponentArgumentError
 
 _J_RE = re.compile(r"^(?:(?:(?P<min>\d+):)?(?P<max>\d+)x)?(?P<nproc>\d+)$")
@@ -68,6 +69,9 @@ def parse_nnodes(j: str) -> tuple[int, int, int, str]:
         raise ComponentArgumentError(
             f"invalid -j {j!r}: need NPROC_PER_NODE >= 1, NNODES >= 1 and MIN_NNODES <= NNODES"
         )
+    too_many = too_many_replicas(max_nodes, f"-j {j!r}")
+    if too_many:
+        raise ComponentArgumentError(too_many)
     rep = f"{min_nodes}:{max_nodes}" if m["min"] else str(max_nodes)
     return min_nodes, max_nodes, nproc, rep
 

@@ -35,6 +35,7 @@ from torchx_core.specs import (
     RoleStatus,
     runopts,
 )
+from torchx_core.specs._limits import env_and_arg_problems, too_many_replicas
 from torchx_core.specs.errors import TorchXError, UnknownAppException
 from torchx_core.specs.structured_opts import StructuredOpts
 
@@ -209,7 +210,12 @@ class Scheduler(abc.ABC, Generic[T]):
         """Builds the native request. Must be pure: no cluster access, no side effects."""
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Checks the app before the request is built. Backends may extend it."""
+        """Checks the app before the request is built. Backends may extend it.
+
+        Shared by every scheduler: roles, resources, the replica limit (``$TORCHX_MAX_REPLICAS``,
+        checked before one request per replica is built) and arguments/environment no process
+        can start with (NUL bytes, environment names that are empty or hold ``=``).
+        """
         problems = []
         if not app.roles:
             problems.append("the app has no roles")
@@ -221,6 +227,10 @@ class Scheduler(abc.ABC, Generic[T]):
                 )
             if role.num_replicas < 1:
                 problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
+            problems += env_and_arg_problems(role.name, role.entrypoint, role.args, role.env)
+        too_many = too_many_replicas(sum(max(r.num_replicas, 0) for r in app.roles), f"app `{app.name}`")
+        if too_many:
+            problems.append(too_many)
         if problems:
             raise AppValidationError(
                 f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)

@@ -9,6 +9,7 @@ characters) are written as JSON strings, which are valid YAML double-quoted scal
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -28,6 +29,10 @@ def _scalar(value: Any) -> str:
     if value is False:
         return "false"
     if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"  # YAML's spelling: `inf`/`nan` would read back as strings
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
         text = repr(value)
         if "e" in text and "." not in text:  # YAML 1.1 floats need a dot: 1e-05 -> 1.0e-05
             mantissa, _, exp = text.partition("e")

@@ -246,18 +246,17 @@ class MissingDependencyError(TorchXError, ImportError):
         module: the module that could not be imported (e.g. ``"kubernetes"``)
         extra: the torchx-suite extra that installs it (e.g. ``"kubernetes"``)
         purpose: what needed it (e.g. ``"the kubernetes scheduler"``)
+        pip_hint: how to install it, when no torchx-suite extra does (e.g. ``"pip install s3fs"``)
     """
 
-    def __init__(self, module: str, extra: str, purpose: str = "") -> None:
+    def __init__(self, module: str, extra: str, purpose: str = "", pip_hint: str | None = None) -> None:
         needed = f" (needed by {purpose})" if purpose else ""
-        msg = (
-            f"Optional dependency {module!r} is not installed{needed}."
-            f" Install it with: pip install 'torchx-suite[{extra}]'"
-        )
+        hint = pip_hint or f"pip install 'torchx-suite[{extra}]'"
+        msg = f"Optional dependency {module!r} is not installed{needed}. Install it with: {hint}"
         super().__init__(msg, name=module)
         self.module = module
         self.extra = extra
-        self.pip_hint = f"pip install 'torchx-suite[{extra}]'"
+        self.pip_hint = hint
 
 
 def import_optional(module: str, extra: str, purpose: str = "") -> Any:

@@ -229,6 +229,8 @@ def _load_uri(uri: str) -> Any:
     try:
         with fsspec.open(uri, "r") as f:
             text = f.read()
+    except ImportError as e:  # the URL's protocol needs a filesystem package (s3fs, gcsfs...)
+        raise _missing_protocol(uri) from e
     except (OSError, ValueError) as e:
         raise InvalidOverlayError(f"cannot read overlay file {uri!r}: {e}") from e
     if not uri.endswith((".yaml", ".yml")):
@@ -245,6 +247,19 @@ def _load_uri(uri: str) -> Any:
         raise InvalidOverlayError(
             f"overlay file {uri!r} is neither valid JSON nor YAML: {e}"
         ) from e
+
+
+def _missing_protocol(uri: str) -> Exception:
+    from fsspec.registry import known_implementations
+
+    from torchx_core.specs.errors import MissingDependencyError
+
+    protocol = uri.split("://", 1)[0] if "://" in uri else "file"
+    impl = known_implementations.get(protocol, {})
+    package = str(impl.get("class", protocol)).split(".", 1)[0]
+    return MissingDependencyError(
+        package, "", f"reading the overlay file {uri} ({protocol}://)", pip_hint=f"pip install {package}"
+    )
 
 
 def _namespace(target: AppDef | Role, namespace: str) -> dict[str, Any] | None:

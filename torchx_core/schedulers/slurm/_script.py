@@ -68,7 +68,9 @@ def shell_word(value: str) -> str:
     >>> print(shell_word("it's $HOME"))
     'it'"'"'s $HOME'
     >>> print(shell_word("run-" + APP_ID_SENTINEL))
-    'run-'"${SLURM_JOB_ID}"
+    run-"${SLURM_JOB_ID}"
+    >>> print(shell_word("a\\rb"))
+    a$'\\r'b
     """
     if "\x00" in value.replace(APP_ID_SENTINEL, ""):
         raise AppValidationError(f"value {value!r} holds a NUL byte, which no process argument can")
@@ -77,8 +79,12 @@ def shell_word(value: str) -> str:
     for i, piece in enumerate(pieces):
         if i:
             out.append(_APP_ID_EXPANSION)
-        if piece:
-            out.append(shlex.quote(piece))
+        # a carriage return goes in as bash's $'\r': sbatch refuses scripts that hold "\r\n"
+        for j, part in enumerate(piece.split("\r")):
+            if j:
+                out.append("$'\\r'")
+            if part:
+                out.append(shlex.quote(part))
     return "".join(out) or "''"
 
 
