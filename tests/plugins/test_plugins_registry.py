@@ -60,6 +60,7 @@ def test_namespace_package_plugins_are_found(plugin_site: Write) -> None:
     assert reg.load_errors() == []
     # only torchx-suite's own tracker entry points (TorchX also ships `fsspec`)
     assert sorted(reg.get(PluginType.TRACKER)) == ["fsspec", "mlflow"]
+    assert PluginRegistry(plugin_sources=PluginSource.NAMESPACE_PKG).get(PluginType.TRACKER) == {}
 
 
 def test_implicit_namespace_subpackages_are_scanned(plugin_site: Write) -> None:
@@ -130,7 +131,7 @@ def test_plugin_sources_select_channels(plugin_site: Write, monkeypatch: pytest.
 
 
 def test_add_remove_and_clear_keeps_code_registrations(plugin_site: Write) -> None:
-    reg = PluginRegistry()
+    reg = PluginRegistry(plugin_sources=PluginSource.NONE)
     reg.add(PluginType.TRACKER, "mem", dict)
     with pytest.raises(ValueError, match="already registered"):
         reg.add(PluginType.TRACKER, "mem", list)

@@ -51,3 +51,17 @@ def test_rules_clean_literally() -> None:
     assert IdRules(allowed="a-z0-9-", max_name_len=43, lower=True, fallback="x").clean("✓") == "x"
     assert _k8s_pods.unique_name("Trainer").startswith("trainer-")
     assert len(_k8s_pods.unique_name("t")) == len("t-") + 10
+
+
+def test_public_ids_module_as_torchx() -> None:
+    """torchx_core.schedulers.ids: TorchX's make_unique / random_id / random_uint64."""
+    from torchx_core.schedulers import ids
+
+    dns = re.compile(r"^[a-z][a-z0-9]*$")
+    seen = {ids.random_id() for _ in range(200)}
+    assert len(seen) == 200 and all(dns.match(i) for i in seen)
+    assert all(len(ids.random_id(max_length=5)) <= 5 for _ in range(50))
+    assert all(0 <= ids.random_uint64() < 2**64 for _ in range(50))
+    name = ids.make_unique("train", 6)
+    assert re.fullmatch(r"train-[a-z][a-z0-9]{5}", name), name
+    assert ids.make_unique("train").startswith("train-") and ids.make_unique("t") != ids.make_unique("t")

@@ -146,3 +146,23 @@ def test_h_parameter_takes_dash_h_and_help_stays_on_dash_dash_help(
     with pytest.raises(SystemExit):
         materialize_appdef(with_h, ["--help"])
     assert "named resource" in capsys.readouterr().out
+
+
+def test_component_args_from_str_splits_as_torchx() -> None:
+    from torchx_core.specs import AppDef
+    from torchx_core.specs.builders import ComponentArgs, component_args_from_str
+
+    def comp(foo: str, n: int, *args: str, bar: dict[str, int] | None = None) -> AppDef:
+        """c
+
+        Args:
+            foo: f
+            n: n
+            args: rest
+            bar: b
+        """
+        return AppDef("c")
+
+    got = component_args_from_str(comp, ["--foo=x", "--n", "3", "--bar", "a=1,b=2", "--", "p", "q"])
+    assert got == ComponentArgs({"foo": "x", "n": 3}, ["p", "q"], {"bar": {"a": 1, "b": 2}})
+    assert component_args_from_str(comp, ["--foo", "x", "--n", "1"], {"n": "5"}).var_args == []

@@ -224,3 +224,23 @@ def test_operator_constructors_validate() -> None:
 def test_apply_overlay_rejects_non_dicts() -> None:
     with pytest.raises(OverlayTypeError):
         apply_overlay([], {})  # type: ignore[arg-type]
+
+
+def test_overlay_spec_declares_namespace_kind_and_blocklist() -> None:
+    from torchx_core.specs import InvalidOverlayError, Role
+    from torchx_core.specs.overlays import OverlaySpec
+
+    v1pod = OverlaySpec("kubernetes", "V1Pod", blocklist=("command", "env"))
+    role = Role(name="t", image="img", entrypoint="train.py")
+    assert v1pod.get(role) == {}
+    v1pod.set(role, {"spec": {"nodeSelector": {"gpu": "true"}}})
+    v1pod.set(role, {"spec": {"tolerations": [{"key": "gpu"}]}})
+    assert v1pod.get(role) == {
+        "spec": {"nodeSelector": {"gpu": "true"}, "tolerations": [{"key": "gpu"}]}
+    }
+    with pytest.raises(InvalidOverlayError, match="'env'"):
+        v1pod.set(role, {"env": {"A": "b"}})
+    # a flat namespace dict written for another kind is not read as this kind
+    other = Role(name="o", image="i", entrypoint="e", metadata={"kubernetes": {"spec": {}}})
+    assert v1pod.get(other) == {}
+    assert v1pod == OverlaySpec("kubernetes", "V1Pod", ("command", "env"))

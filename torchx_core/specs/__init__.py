@@ -74,6 +74,10 @@ from torchx_core.specs.api import (
 
 # names resolved lazily (on first attribute access) -> defining module
 _LAZY: dict[str, str] = {
+    "CapabilityKey": "torchx_core.specs.capabilities",
+    "NA": "torchx_core.specs.metadata_keys",
+    "TORCHX_CONTEXT_NAME": "torchx_core.specs.metadata_keys",
+    "app_metadata": "torchx_core.specs.metadata_keys",
     "StructuredOpts": "torchx_core.specs.structured_opts",
     "appdef_from_dict": "torchx_core.specs._serde",
     "appdef_from_json": "torchx_core.specs._serde",
@@ -89,8 +93,10 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "ALL",
     "MISSING",
+    "NA",
     "NONE",
     "NULL_RESOURCE",
+    "TORCHX_CONTEXT_NAME",
     "AppDef",
     "AppDefSerializationError",
     "AppDryRunInfo",
@@ -99,6 +105,7 @@ __all__ = [
     "AppStatus",
     "AppStatusError",
     "BindMount",
+    "CapabilityKey",
     "CfgVal",
     "ComponentArgumentError",
     "ComponentNotFoundException",
@@ -129,6 +136,7 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
+    "app_metadata",
     "appdef_from_dict",
     "appdef_from_json",
     "appdef_to_dict",
@@ -176,5 +184,7 @@ if TYPE_CHECKING:
         appdef_to_json,
     )
     from torchx_core.specs.builders import materialize_appdef, parse_args
+    from torchx_core.specs.capabilities import CapabilityKey
+    from torchx_core.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
     from torchx_core.specs.register import get_named_resources, named_resource, named_resources
     from torchx_core.specs.structured_opts import StructuredOpts

@@ -23,7 +23,7 @@ import argparse
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from torchx_core.specs._app import AppDef, BindMount, DeviceMount, VolumeMount, parse_mounts
 from torchx_core.specs._status import make_app_handle
@@ -33,11 +33,14 @@ from torchx_core.specs.errors import (
     did_you_mean,
 )
 from torchx_core.specs.file_linter import get_fn_docstring
+from torchx_core.util.types import decode_optional, to_dict
 
 __all__ = [
     "BindMount",
+    "ComponentArgs",
     "DeviceMount",
     "VolumeMount",
+    "component_args_from_str",
     "component_help",
     "make_app_handle",
     "materialize_appdef",
@@ -57,15 +60,6 @@ class _ComponentArgParser(argparse.ArgumentParser):
             f"{self.prog}: {message}. {self.format_usage().strip().replace('usage:', 'Usage:', 1)}"
             f" (run with --help for details)"
         )
-
-
-def _unwrap_optional(tp: Any) -> Any:
-    args = typing.get_args(tp)
-    if args and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return tp
 
 
 def _type_name(tp: Any) -> str:
@@ -94,37 +88,9 @@ def _primitive(tp: Any, value: str) -> Any:
     raise ValueError(f"unsupported type {_type_name(tp)}")
 
 
-def _split_dict(value: str) -> dict[str, str]:
-    """``"k1=v1,k2=v2"`` -> dict; the last ``,``/``;`` before each ``key=`` separates pairs."""
-    text = value.strip()
-    if not text:
-        return {}
-    parts = text.split("=")
-    if len(parts) < 2:
-        raise ValueError(f"{value!r} is not of the form 'k1=v1,k2=v2'")
-    out: dict[str, str] = {}
-    key = parts[0].strip()
-    for i, middle in enumerate(parts[1:], start=1):
-        if i == len(parts) - 1:
-            val, nxt = middle, None
-        else:
-            cut = max(middle.rfind(","), middle.rfind(";"))
-            if cut < 0:
-                raise ValueError(
-                    f"{value!r}: cannot tell where the value of {key!r} ends in {middle!r}"
-                )
-            val, nxt = middle[:cut], middle[cut + 1 :].strip()
-        if not key:
-            raise ValueError(f"{value!r} has an empty key; write 'k1=v1,k2=v2'")
-        out[key] = val
-        if nxt is not None:
-            key = nxt
-    return out
-
-
 def _convert(tp: Any, value: Any) -> Any:
     """Converts a CLI string (or an already typed value) to ``tp``; raises ValueError."""
-    tp = _unwrap_optional(tp)
+    tp = decode_optional(tp)
     if value is None:
         return None
     origin = typing.get_origin(tp)
@@ -140,7 +106,7 @@ def _convert(tp: Any, value: Any) -> Any:
     if origin is dict or tp is dict:
         k_tp, v_tp = typing.get_args(tp) or (str, str)
         if isinstance(value, str):
-            raw = _split_dict(value)
+            raw = to_dict(value)
         elif isinstance(value, Mapping):
             raw = dict(value)
         else:
@@ -187,7 +153,7 @@ def _arg_type(tp: Any) -> Callable[[str], Any]:
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
-    parse.__name__ = _type_name(_unwrap_optional(tp))
+    parse.__name__ = _type_name(decode_optional(tp))
     return parse
 
 
@@ -224,7 +190,7 @@ def _create_args_parser(
         if "_" in name:
             flags.append(f"--{name.replace('_', '-')}")
         kwargs: dict[str, Any] = {"dest": name, "type": _arg_type(tp), "help": help_text}
-        if _unwrap_optional(tp) is bool:
+        if decode_optional(tp) is bool:
             kwargs.update(nargs="?", const=True)
         if name in defaults:
             kwargs["default"] = defaults[name]
@@ -288,45 +254,65 @@ def parse_args(
     return parser.parse_args(list(cmpnt_args))
 
 
+class ComponentArgs(NamedTuple):
+    """A component function's arguments, parsed and typed, split as the call takes them."""
+
+    positional_args: dict[str, Any]
+    var_args: list[str]
+    kwargs: dict[str, Any]
+
+
+def _split(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> ComponentArgs:
+    positional: dict[str, Any] = {}
+    var_args: list[str] = []
+    kwargs: dict[str, Any] = {}
+    for name, param in inspect.signature(cmpnt_fn).parameters.items():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            var_args = list(values.get(name) or [])
+            if var_args and var_args[0] == "--":
+                var_args = var_args[1:]
+        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[name] = values[name]
+        elif param.kind is not inspect.Parameter.VAR_KEYWORD:
+            positional[name] = values[name]
+    return ComponentArgs(positional, var_args, kwargs)
+
+
+def component_args_from_str(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_args: list[str],
+    cmpnt_args_defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> ComponentArgs:
+    """Parses a component's CLI arguments into typed values, split as the call takes them.
+
+    >>> from torchx_core.specs import AppDef
+    >>> def comp(foo: str, *args: str, bar: int = 1) -> AppDef:
+    ...     '''c'''
+    ...     return AppDef("c")
+    >>> component_args_from_str(comp, ["--foo=x", "--bar", "2", "a1", "a2"])
+    ComponentArgs(positional_args={'foo': 'x'}, var_args=['a1', 'a2'], kwargs={'bar': 2})
+
+    Args:
+        cmpnt_fn: the component function
+        cmpnt_args: the argv (``--name value`` or ``--name=value``; trailing ``*args`` last)
+        cmpnt_args_defaults: string defaults overriding the function's
+        config: typed defaults overriding the function's
+
+    Raises:
+        ComponentArgumentError: unknown, missing or malformed arguments
+    """
+    return _split(cmpnt_fn, vars(parse_args(cmpnt_fn, cmpnt_args, cmpnt_args_defaults, config)))
+
+
 def _call(cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]) -> AppDef:
-    params = inspect.signature(cmpnt_fn).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        # parameters before *args can only be passed positionally
-        pos, kw = _positional_call(cmpnt_fn, values)
-    else:
-        pos = [values[p.name] for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY]
-        kw = {
-            p.name: values[p.name]
-            for p in params
-            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        }
-    app = cmpnt_fn(*pos, **kw)
+    args = _split(cmpnt_fn, values)
+    app = cmpnt_fn(*args.positional_args.values(), *args.var_args, **args.kwargs)
     if not isinstance(app, AppDef):
         raise ComponentValidationException(
             f"component {cmpnt_fn.__name__} returned {type(app).__name__}, not an AppDef"
         )
     return app
-
-
-def _positional_call(
-    cmpnt_fn: Callable[..., AppDef], values: Mapping[str, Any]
-) -> tuple[list[Any], dict[str, Any]]:
-    pos: list[Any] = []
-    kw: dict[str, Any] = {}
-    for name, param in inspect.signature(cmpnt_fn).parameters.items():
-        if param.kind in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        ):
-            pos.append(values[name])
-        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
-            var = list(values.get(name) or [])
-            if var and var[0] == "--":
-                var = var[1:]
-            pos.extend(var)
-        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
-            kw[name] = values[name]
-    return pos, kw
 
 
 def _values_from_dict(

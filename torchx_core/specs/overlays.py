@@ -36,7 +36,16 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 _Overlay = dict[str, Any]
 
-__all__ = ["DEL", "JOIN", "PUT", "apply_overlay", "get_overlay", "set_overlay", "validate_overlay"]
+__all__ = [
+    "DEL",
+    "JOIN",
+    "PUT",
+    "OverlaySpec",
+    "apply_overlay",
+    "get_overlay",
+    "set_overlay",
+    "validate_overlay",
+]
 
 _OP_RE = re.compile(
     r"^__(?P<op>PUT|DEL)__:(?P<key>.+)$|^__JOIN__\((?P<on>[^)]+)\):(?P<jkey>.+)$", re.DOTALL
@@ -386,3 +395,75 @@ def validate_overlay(
         problems.append(f"{msg}. {suggestion}" if suggestion else msg)
     if problems:
         raise InvalidOverlayError("; ".join(problems))
+
+
+class OverlaySpec:
+    """A scheduler's overlay surface declared once: namespace, kind, and blocked keys.
+
+    >>> from torchx_core.specs import Role
+    >>> V1POD = OverlaySpec("kubernetes", "V1Pod", blocklist=("command", "env"))
+    >>> role = Role(name="trainer", image="img", entrypoint="train.py")
+    >>> V1POD.set(role, {"spec": {"nodeSelector": {"gpu": "true"}}})
+    >>> V1POD.get(role)
+    {'spec': {'nodeSelector': {'gpu': 'true'}}}
+
+    Args:
+        namespace: the scheduler namespace (e.g. ``"kubernetes"``)
+        kind: the scheduler struct type (e.g. ``"V1Pod"``)
+        blocklist: keys that must be set through Role/AppDef attributes instead
+    """
+
+    __slots__ = ("blocklist", "kind", "namespace")
+    namespace: str
+    kind: str
+    blocklist: tuple[str, ...]
+
+    def __init__(self, namespace: str, kind: str, blocklist: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "blocklist", tuple(blocklist))
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"OverlaySpec is frozen: cannot set {key!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OverlaySpec) and (
+            self.namespace, self.kind, self.blocklist
+        ) == (other.namespace, other.kind, other.blocklist)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.kind, self.blocklist))
+
+    def __repr__(self) -> str:
+        return (
+            f"OverlaySpec(namespace={self.namespace!r}, kind={self.kind!r},"
+            f" blocklist={self.blocklist!r})"
+        )
+
+    def set(self, target: AppDef | Role, overlay: _Overlay) -> None:
+        """Stores ``overlay`` with :func:`set_overlay` (accumulating), refusing blocked keys.
+
+        Raises:
+            InvalidOverlayError: ``overlay`` sets a blocked key
+        """
+        validate_overlay(overlay, blocklist=list(self.blocklist), overlay_name=self.kind)
+        set_overlay(target, self.namespace, self.kind, overlay)
+
+    def get(self, target: AppDef | Role) -> _Overlay:
+        """The overlay stored for this kind (``{}`` if none), checked against the blocklist.
+
+        Only the nested ``metadata[namespace][kind]`` form is read: never a flat namespace
+        dict written for another kind.
+
+        Raises:
+            InvalidOverlayError: the stored overlay sets a blocked key
+        """
+        ns = _namespace(target, self.namespace)
+        overlay = ns.get(self.kind, {}) if ns else {}
+        if not isinstance(overlay, dict):
+            raise InvalidOverlayError(
+                f"metadata[{self.namespace!r}][{self.kind!r}] must be a dict overlay, got"
+                f" {overlay!r}"
+            )
+        validate_overlay(overlay, blocklist=list(self.blocklist), overlay_name=self.kind)
+        return overlay

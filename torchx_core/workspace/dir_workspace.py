@@ -1,0 +1,67 @@
+"""Directory workspaces: the job runs from a copy of the workspace (``torchx.workspace.dir_workspace``).
+
+Mix one of these into a scheduler whose replicas read a shared or local filesystem:
+:class:`DirWorkspaceMixin` copies into the ``job_dir`` run option, :class:`TmpDirWorkspaceMixin`
+into a new temporary directory. Either way ``role.image`` becomes that directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+
+from torchx_core.specs import CfgVal, InvalidWorkspaceError, Role, Workspace, runopts
+from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
+
+__all__ = ["DirWorkspaceMixin", "TmpDirWorkspaceMixin"]
+
+
+class TmpDirWorkspaceMixin(WorkspaceMixin[None]):
+    """Copies the workspace into a new temporary directory and runs the role from there."""
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Copies ``workspace`` into a fresh temp dir and sets ``role.image`` to it."""
+        job_dir = tempfile.mkdtemp(prefix="torchx_workspace")
+        copy_workspace(workspace, job_dir)
+        role.image = job_dir
+
+
+class DirWorkspaceMixin(WorkspaceMixin[None]):
+    """Copies the workspace into the ``job_dir`` run option and runs the role from there.
+
+    Without ``job_dir`` the role is left as it is (it runs from its image).
+    """
+
+    def workspace_opts(self) -> runopts:
+        """Adds ``job_dir``: the directory (new) to copy the workspace into."""
+        opts = runopts()
+        opts.add(
+            "job_dir",
+            type_=str,
+            help="a new directory to copy the workspace into; the job runs from it",
+        )
+        return opts
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Copies ``workspace`` into ``cfg["job_dir"]`` (which must not exist yet).
+
+        Raises:
+            InvalidWorkspaceError: ``job_dir`` is not a str or already exists
+        """
+        job_dir = cfg.get("job_dir")
+        if job_dir is None:
+            return
+        if not isinstance(job_dir, str):
+            raise InvalidWorkspaceError(f"job_dir must be a str path, got {job_dir!r}")
+        if os.path.exists(job_dir):
+            raise InvalidWorkspaceError(
+                f"job_dir {job_dir!r} already exists; give a new directory for the job's copy"
+                " of the workspace"
+            )
+        copy_workspace(workspace, job_dir)
+        role.image = job_dir
