@@ -131,7 +131,7 @@ def test_plugin_sources_select_channels(plugin_site: Write, monkeypatch: pytest.
 
 
 def test_add_remove_and_clear_keeps_code_registrations(plugin_site: Write) -> None:
-    reg = PluginRegistry(plugin_sources=PluginSource.NONE)
+    reg = PluginRegistry()
     reg.add(PluginType.TRACKER, "mem", dict)
     with pytest.raises(ValueError, match="already registered"):
         reg.add(PluginType.TRACKER, "mem", list)
