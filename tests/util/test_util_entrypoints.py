@@ -56,3 +56,11 @@ def test_undeclared_group_skips_importlib_metadata() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_declared_names_sees_a_distribution_installed_later(site: Path) -> None:
+    assert "late" not in entrypoints.declared_names("eptest.group")
+    dist = site / "late_dist-0.1.dist-info"
+    dist.mkdir()
+    (dist / "entry_points.txt").write_text("[eptest.group]\nlate = eptest_mod:double\n")
+    assert "late" in entrypoints.declared_names("eptest.group")

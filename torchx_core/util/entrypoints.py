@@ -118,8 +118,34 @@ def _declared(group: str) -> bool:
     return any(header in text for text in _entry_point_files(None))
 
 
+_cache: tuple[tuple[tuple[str, int], ...], list[str]] | None = None
+
+
 def _entry_point_files(paths: Iterable[str] | None) -> Iterable[str]:
-    for entry in sys.path if paths is None else paths:
+    """The ``entry_points.txt`` texts of the distributions on ``paths`` (default ``sys.path``).
+
+    For ``sys.path`` the texts are cached until a path entry or a directory's mtime changes
+    (installing a distribution adds a ``*.dist-info`` directory, which changes it).
+    """
+    global _cache
+    if paths is not None:
+        return _read_entry_point_files(paths)
+    key = tuple((entry, _mtime(entry)) for entry in sys.path)
+    if _cache is None or _cache[0] != key:
+        _cache = (key, _read_entry_point_files(sys.path))
+    return _cache[1]
+
+
+def _mtime(entry: str) -> int:
+    try:
+        return os.stat(entry or ".").st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _read_entry_point_files(paths: Iterable[str]) -> list[str]:
+    texts: list[str] = []
+    for entry in paths:
         try:
             with os.scandir(entry or ".") as it:
                 dists = [e.path for e in it if e.name.endswith((".dist-info", ".egg-info"))]
@@ -128,6 +154,7 @@ def _entry_point_files(paths: Iterable[str] | None) -> Iterable[str]:
         for dist in dists:
             try:
                 with open(os.path.join(dist, "entry_points.txt"), encoding="utf-8") as f:
-                    yield f.read()
+                    texts.append(f.read())
             except OSError:
                 continue
+    return texts
