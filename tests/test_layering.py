@@ -81,9 +81,12 @@ def scheduler_of(name: str) -> str | None:
         return head[: -len("_scheduler")]
     if head.startswith("_") or head in ("api", "registry"):
         return None
-    if len(parts) > 3 or (REPO / "torchx_core" / "schedulers" / head).is_dir():
+    sched_dir = REPO / "torchx_core" / "schedulers"
+    if (sched_dir / head).is_dir():
         return head
-    return None
+    if (sched_dir / f"{head}.py").is_file():
+        return None  # a neutral module (`from ...devices import get_device_mounts`)
+    return head if len(parts) > 3 else None
 
 
 # the layers below specs: what each may import from torchx_core

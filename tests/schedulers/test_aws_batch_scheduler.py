@@ -333,3 +333,14 @@ def test_delete_cancels_and_deregisters_the_job_definition() -> None:
     assert batch.calls[-1] == ("deregister_job_definition", {"jobDefinition": arn})
     assert batch.job_defs[arn]["status"] == "INACTIVE"
     sched.delete("q:nope")  # unknown: a no-op
+
+
+def test_named_devices_are_mounted_from_the_host_as_torchx() -> None:
+    app = _app()
+    app.roles[1].resource.devices = {"aws.amazon.com/neurondevice": 2}
+    req = _sched().submit_dryrun(app, CFG).request
+    ps = req.job_def["nodeProperties"]["nodeRangeProperties"][-1]["container"]
+    assert ps["linuxParameters"]["devices"] == [
+        {"hostPath": f"/dev/neuron{i}", "containerPath": f"/dev/neuron{i}",
+         "permissions": ["READ", "WRITE", "MKNOD"]} for i in range(2)
+    ]

@@ -328,3 +328,17 @@ def test_failed_start_removes_the_replicas_already_started() -> None:
         sched.schedule(info)
     assert client.app_containers(info.request.app_id) == []
     assert sched.describe(info.request.app_id) is None
+
+
+def test_named_devices_are_mounted_from_the_host_as_torchx() -> None:
+    """Resource.devices (EFA, Neuron) become host device mounts (TorchX's devices.py)."""
+    app = _app(replicas=1)
+    app.roles[0].resource.devices = {"vpc.amazonaws.com/efa": 2}
+    req = _sched().submit_dryrun(app, {}).request
+    devices = req.containers[0].kwargs["devices"]
+    assert devices == [
+        "/dev/fuse:/dev/fuse:rwm",
+        "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0:rwm",
+        "/dev/infiniband/uverbs1:/dev/infiniband/uverbs1:rwm",
+    ]
+    assert len(app.roles[0].mounts) == 3  # the role itself is not changed

@@ -53,6 +53,7 @@ from torchx_core.schedulers.api import (
     StructuredOpts,
     filter_regex,
 )
+from torchx_core.schedulers.devices import get_device_mounts
 from torchx_core.specs import (
     AppDef,
     AppDryRunInfo,
@@ -206,7 +207,8 @@ def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
     points: list[dict[str, Any]] = []
     devices: list[dict[str, Any]] = []
     perms = {"r": "READ", "w": "WRITE", "m": "MKNOD"}
-    for i, m in enumerate(role.mounts):
+    # named devices (EFA, Neuron) are mounted from the host, as TorchX does
+    for i, m in enumerate([*role.mounts, *get_device_mounts(role.resource.devices or {})]):
         name = f"mount_{i}"
         if isinstance(m, BindMount):
             volumes.append({"name": name, "host": {"sourcePath": m.src_path}})

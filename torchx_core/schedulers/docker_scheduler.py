@@ -48,6 +48,7 @@ from torchx_core.schedulers.api import (
     split_lines,
     split_lines_iterator,
 )
+from torchx_core.schedulers.devices import get_device_mounts
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -332,7 +333,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             kwargs["device_requests"] = [
                 {"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}
             ]
-        for mount in role.mounts:
+        # named devices (EFA, Neuron) are mounted from the host, as TorchX does
+        for mount in [*role.mounts, *get_device_mounts(res.devices or {})]:
             key, data = _mount_to_data(mount)
             kwargs.setdefault(key, []).append(data)
         if role.max_retries > 0:
