@@ -45,6 +45,29 @@ stop_pidfile() {
   echo "stopped ${comm:-pid} $p ($f)"
 }
 
+# stop_pgroup FILE CMDLINE_PATTERN [TIMEOUT_S=20]: for a daemon started under setsid (its PID is
+# its process group): SIGTERM to the group of the PID in FILE, wait until the whole group is gone,
+# SIGKILL it after TIMEOUT_S, remove FILE. A PID whose command line does not match
+# CMDLINE_PATTERN (a stale file, the PID reused) is left alone.
+stop_pgroup() {
+  local f="$1" pattern="$2" timeout="${3:-20}" p i
+  [ -s "$f" ] || return 0
+  p="$(cat "$f")"
+  if ! alive "$p"; then rm -f "$f"; return 0; fi
+  if ! tr '\0' ' ' < "/proc/$p/cmdline" | grep -q -- "$pattern"; then
+    echo "not stopping pid $p from $f: it is not '$pattern' (stale PID file removed)"
+    rm -f "$f"; return 0
+  fi
+  kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true
+  for i in $(seq 1 $((timeout * 4))); do pgrep -g "$p" >/dev/null 2>&1 || break; sleep 0.25; done
+  if pgrep -g "$p" >/dev/null 2>&1; then
+    echo "process group $p ('$pattern') ignored SIGTERM for ${timeout}s: SIGKILL"
+    kill -KILL -- "-$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+  echo "stopped '$pattern' (process group $p, $f)"
+}
+
 # wait_for DESCRIPTION TIMEOUT_S CMD...: retries CMD until it succeeds; fails loudly on timeout.
 wait_for() {
   local what="$1" timeout="$2" i; shift 2
