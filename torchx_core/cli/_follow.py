@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
-from torchx_core.cli._term import ENDC, GREEN, prefix_line, use_color
+from torchx_core.cli._term import ENDC, GREEN, is_terminal, prefix_line, sanitize, use_color
 from torchx_core.specs import AppState, AppStatus, UnknownAppException
 from torchx_core.specs.errors import TorchXError, did_you_mean
 
@@ -50,10 +50,16 @@ def role_replicas(runner: Runner, app_handle: str, role: str | None = None) -> l
 
 
 class _Printer:
-    def __init__(self, out: TextIO) -> None:
+    """Writes app output; on a terminal (unless ``raw``) its control sequences are neutralised."""
+
+    def __init__(self, out: TextIO, raw: bool = False) -> None:
         self.out = out
         self.color = use_color(out)
+        self.clean = not raw and is_terminal(out)
         self.lock = threading.Lock()
+
+    def line(self, prefix: str, line: str) -> str:
+        return _prefixed(prefix, sanitize(line) if self.clean else line)
 
     def prefix(self, role: str, k: int) -> str:
         tag = f"{role}/{k}"
@@ -63,7 +69,7 @@ class _Printer:
         """Writes a finished log with ``prefix``, in large chunks (it may have millions of lines)."""
         buf: list[str] = []
         for line in lines:
-            buf.append(_prefixed(prefix, line))
+            buf.append(self.line(prefix, line))
             if len(buf) >= _CHUNK_LINES:
                 with self.lock:
                     self.out.write("".join(buf))
@@ -100,7 +106,7 @@ class _Printer:
             replicas=replicas,
             regex=regex,
             streams=streams,
-            format_line=lambda role, k, line: _prefixed(self.prefix(role, k), line),
+            format_line=lambda role, k, line: self.line(self.prefix(role, k), line),
         )
 
 
@@ -126,6 +132,7 @@ def print_logs(
     regex: str | None = None,
     should_tail: bool = False,
     streams: Stream | None = None,
+    raw: bool = False,
 ) -> None:
     """Prints the logs of ``replicas``, each line prefixed ``role/replica``.
 
@@ -133,7 +140,7 @@ def print_logs(
     replica is followed (the lifecycle's :class:`LogFollower`, one thread each) until the app
     ends, and the first error of any replica is raised after all have finished.
     """
-    printer = _Printer(out)
+    printer = _Printer(out, raw)
     if should_tail:
         follower = printer.follower(runner, app_handle, replicas, None, regex, streams)
         follower.start()
@@ -170,6 +177,7 @@ def wait_with_logs(
     log: bool,
     wait_interval: float = 1.0,
     quick_budget: float = 0.3,
+    raw: bool = False,
 ) -> AppStatus | None:
     """Waits for the app to end; with ``log`` streams the replicas' logs meanwhile (at most
     :data:`MAX_STREAMED_REPLICAS`; a line says how to read the others).
@@ -190,9 +198,9 @@ def wait_with_logs(
         return None
     replicas = role_replicas(runner, app_handle)
     if st.is_terminal():
-        print_logs(runner, app_handle, replicas, out)
+        print_logs(runner, app_handle, replicas, out, raw=raw)
         return st
-    follower = _Printer(out).follower(runner, app_handle, replicas, MAX_STREAMED_REPLICAS)
+    follower = _Printer(out, raw).follower(runner, app_handle, replicas, MAX_STREAMED_REPLICAS)
     follower.start()
     final = runner.wait(app_handle, wait_interval=wait_interval)
     follower.stop(timeout=10)  # logs are best effort; the status decides the exit code

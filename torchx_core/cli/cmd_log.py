@@ -47,6 +47,13 @@ class CmdLog(SubCommand):
             default=None,
             help="which output streams (default: scheduler specific)",
         )
+        subparser.add_argument(
+            "--raw",
+            action="store_true",
+            help="write the apps' output as is; by default, on a terminal, control sequences"
+            " other than colours (screen clears, window titles, clipboard writes) are shown"
+            " escaped instead of obeyed",
+        )
         subparser.add_argument("identifier", metavar=ID_FORMAT, help="what to print the logs of")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -73,5 +80,6 @@ class CmdLog(SubCommand):
                 regex=args.regex,
                 should_tail=args.tail,
                 streams=Stream(args.streams) if args.streams else None,
+                raw=args.raw,
             )
         return 0

@@ -119,6 +119,12 @@ class CmdRun(SubCommand):
             "--log", action="store_true", help="stream the app's logs while waiting"
         )
         subparser.add_argument(
+            "--raw",
+            action="store_true",
+            help="stream the app's output as is; by default, on a terminal, control sequences"
+            " other than colours are shown escaped instead of obeyed",
+        )
+        subparser.add_argument(
             "--workspace",
             action=_Once,
             default=defaults.get("workspace"),
@@ -185,7 +191,9 @@ class CmdRun(SubCommand):
                 logger.info("Launched app: %s", app_handle)
                 return 0
             try:
-                return self._wait(runner, app_handle, log=is_local or args.log, local=is_local)
+                return self._wait(
+                    runner, app_handle, log=is_local or args.log, local=is_local, raw=args.raw
+                )
             except KeyboardInterrupt:
                 if is_local:
                     # a local app started in the foreground ends with its launcher's Ctrl-C
@@ -199,7 +207,9 @@ class CmdRun(SubCommand):
                     )
                 return 130
 
-    def _wait(self, runner: Runner, app_handle: str, log: bool, local: bool) -> int:
+    def _wait(
+        self, runner: Runner, app_handle: str, log: bool, local: bool, raw: bool = False
+    ) -> int:
         from torchx_core.cli._follow import exit_code, wait_with_logs
 
         logger.info("Waiting for the app to finish...")
@@ -208,6 +218,7 @@ class CmdRun(SubCommand):
             app_handle,
             sys.stderr,
             log=log,
+            raw=raw,
             quick_budget=0.3 if local else 0.0,
         )
         if status is None:
