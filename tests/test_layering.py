@@ -95,6 +95,16 @@ _BASE: dict[str, tuple[str, ...]] = {
     "torchx_core.plugins": ("torchx_core.plugins", "torchx_core.util"),
 }
 
+# job-side code (imported inside users' apps): light, and never the launcher's layers
+_JOB_SIDE: dict[str, tuple[str, ...]] = {
+    "torchx_core.distributed": ("torchx_core.distributed",),
+    "torchx_core.runtime": ("torchx_core.runtime", "torchx_core.specs"),
+    "torchx_core.tracker": (
+        "torchx_core.tracker", "torchx_core.specs", "torchx_core.plugins", "torchx_core.util",
+        "torchx_core.distributed",
+    ),
+}
+
 
 def violations() -> list[str]:
     found: list[str] = []
@@ -120,6 +130,16 @@ def violations() -> list[str]:
                     and not any(_under(imp, a) for a in allowed)
                 ):
                     found.append(f"{where}: {low} may only import {', '.join(allowed)}")
+            for job_side, allowed in _JOB_SIDE.items():
+                if (
+                    _under(mod, job_side)
+                    and _under(imp, "torchx_core")
+                    and imp != "torchx_core"
+                    and not any(_under(imp, a) for a in allowed)
+                ):
+                    found.append(
+                        f"{where}: job-side {job_side} may only import {', '.join(allowed)}"
+                    )
             if _under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace"):
                 for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
                     if _under(imp, upper):
@@ -218,6 +238,7 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
         "from torchx_core.runner import get_runner\n",
     )
     _write(fake_repo, "torchx_kfp/launcher.py", "from torchx_core.specs._app import Role\n")
+    _write(fake_repo, "torchx_core/tracker/api.py", "from torchx_core.runner import get_runner\n")
     text = "\n".join(violations())
     assert "specs may only import torchx_core.specs" in text
     assert "the slurm scheduler must not import the local scheduler" in text
@@ -230,4 +251,5 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
         "torchx_kfp/launcher.py:1 imports torchx_core.specs._app: adapters use only the public"
         in text
     )
-    assert "get_runner" not in text
+    assert "torchx_core/tracker/api.py:1 imports torchx_core.runner: job-side" in text
+    assert "torchx_airflow/operator.py:3" not in text  # an adapter may use the runner
