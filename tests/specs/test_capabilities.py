@@ -31,7 +31,7 @@ def test_key_is_a_frozen_value() -> None:
     a = CapabilityKey("ns", "x", str)
     assert a == CapabilityKey("ns", "x", str) and a != CapabilityKey("ns", "x", int)
     assert len({a, CapabilityKey("ns", "x", str)}) == 1
-    with pytest.raises(AttributeError, match="frozen"):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         a.name = "y"  # type: ignore[misc]
     assert specs.CapabilityKey is CapabilityKey
 

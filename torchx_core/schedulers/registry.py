@@ -35,6 +35,7 @@ from torchx_core.specs.errors import (
 if TYPE_CHECKING:
     from torchx_core.plugins import PluginRegistry
     from torchx_core.schedulers.api import Scheduler
+    from torchx_core.util.entrypoints import EntryPointLike
 
 __all__ = [
     "DEFAULT_SCHEDULER_MODULES",
@@ -92,16 +93,6 @@ class SchedulerFactory(Protocol):
     """Creates a scheduler: ``factory(session_name, **kwargs) -> Scheduler``."""
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]: ...
-
-
-class _EntryPointLike(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def value(self) -> str: ...
-
-    def load(self) -> Any: ...
 
 
 class DeferredFactory:
@@ -168,7 +159,7 @@ class SchedulerRegistry:
         self,
         builtins: Mapping[str, str] = DEFAULT_SCHEDULER_MODULES,
         group: str = ENTRY_POINT_GROUP,
-        entry_points: Callable[[str], Iterable[_EntryPointLike]] | None = None,
+        entry_points: Callable[[str], Iterable[EntryPointLike]] | None = None,
         plugins: PluginRegistry | None = None,
     ) -> None:
         self._builtins: dict[str, DeferredFactory] = {

@@ -6,6 +6,7 @@ one key once (``"<namespace>.<name>"``) and type-checks what is read back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -17,8 +18,9 @@ V = TypeVar("V")
 _MISSING = object()
 
 
+@dataclass(frozen=True)
 class CapabilityKey(Generic[V]):
-    """A typed, namespaced key into ``Resource.capabilities`` (frozen; compared by value).
+    """A typed, namespaced key into ``Resource.capabilities``.
 
     >>> from torchx_core.specs import Resource
     >>> NETWORK = CapabilityKey("aws", "network_bandwidth_gbps", int)
@@ -39,32 +41,9 @@ class CapabilityKey(Generic[V]):
         type: the value type :meth:`get` checks
     """
 
-    __slots__ = ("name", "namespace", "type")
     namespace: str
     name: str
     type: type[V]
-
-    def __init__(self, namespace: str, name: str, type: type[V]) -> None:
-        object.__setattr__(self, "namespace", namespace)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "type", type)
-
-    def __setattr__(self, key: str, value: object) -> None:
-        raise AttributeError(f"CapabilityKey is frozen: cannot set {key!r}")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CapabilityKey) and (
-            self.namespace, self.name, self.type
-        ) == (other.namespace, other.name, other.type)
-
-    def __hash__(self) -> int:
-        return hash((self.namespace, self.name, self.type))
-
-    def __repr__(self) -> str:
-        return (
-            f"CapabilityKey(namespace={self.namespace!r}, name={self.name!r},"
-            f" type={self.type.__name__})"
-        )
 
     @property
     def key(self) -> str:

@@ -25,6 +25,7 @@ import json
 import logging
 import re
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchx_core.specs.errors import InvalidOverlayError, OverlayTypeError
@@ -397,6 +398,7 @@ def validate_overlay(
         raise InvalidOverlayError("; ".join(problems))
 
 
+@dataclass(frozen=True)
 class OverlaySpec:
     """A scheduler's overlay surface declared once: namespace, kind, and blocked keys.
 
@@ -413,32 +415,9 @@ class OverlaySpec:
         blocklist: keys that must be set through Role/AppDef attributes instead
     """
 
-    __slots__ = ("blocklist", "kind", "namespace")
     namespace: str
     kind: str
-    blocklist: tuple[str, ...]
-
-    def __init__(self, namespace: str, kind: str, blocklist: tuple[str, ...] = ()) -> None:
-        object.__setattr__(self, "namespace", namespace)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "blocklist", tuple(blocklist))
-
-    def __setattr__(self, key: str, value: object) -> None:
-        raise AttributeError(f"OverlaySpec is frozen: cannot set {key!r}")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OverlaySpec) and (
-            self.namespace, self.kind, self.blocklist
-        ) == (other.namespace, other.kind, other.blocklist)
-
-    def __hash__(self) -> int:
-        return hash((self.namespace, self.kind, self.blocklist))
-
-    def __repr__(self) -> str:
-        return (
-            f"OverlaySpec(namespace={self.namespace!r}, kind={self.kind!r},"
-            f" blocklist={self.blocklist!r})"
-        )
+    blocklist: tuple[str, ...] = ()
 
     def set(self, target: AppDef | Role, overlay: _Overlay) -> None:
         """Stores ``overlay`` with :func:`set_overlay` (accumulating), refusing blocked keys.
