@@ -515,3 +515,38 @@ def test_component_without_docstring_runs_and_help_shows_a_tip(
     assert rc == 0, err
     (job,) = fake_plugin.jobs.values()
     assert job.app.roles[0].args == ["0.5"]
+
+
+def test_torchx_style_scheduler_plugins_through_real_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Migration break 2: TorchX users re-register the built-ins next to their plugin (TorchX's
+    plugins replace the defaults); that re-registration is idempotent, a real override of a
+    built-in is allowed and shown, and neither breaks the other plugin schedulers."""
+    from fake_scheduler import write_plugin_dist
+
+    from torchx_core.schedulers.registry import default_registry
+
+    site = tmp_path / "torchx_style"
+    write_plugin_dist(
+        site,
+        "[torchx.schedulers]\n"
+        "local_cwd = torchx_core.schedulers.local_scheduler:create_scheduler\n"
+        "slurm = fake_scheduler:create_scheduler\n"
+        "fake = fake_scheduler:create_scheduler\n",
+        name="torchx_style_plugins",
+    )
+    monkeypatch.syspath_prepend(str(site))
+    default_registry().refresh()
+    try:
+        rc, out, _ = cli(capsys, "schedulers")
+        assert rc == 0
+        rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+        assert "(builtin, default)" in rows["local_cwd"]
+        assert "overrides the builtin" in rows["slurm"]
+        assert "(plugin)" in rows["fake"] and "BROKEN" not in out
+        from torchx_core.schedulers import get_scheduler_factory
+
+        assert get_scheduler_factory("slurm").__module__ == "fake_scheduler"
+    finally:
+        default_registry().refresh()

@@ -124,6 +124,7 @@ def test_builtin_overridden_by_another_factory_is_allowed_and_logged(caplog) -> 
         assert reg.get("b1")("s") == "plugin:s:[]"  # even on the built-in lookup path
     assert "scheduler `b1` is overridden by the plugin" in caplog.text
     assert reg.names() == ["b1", "b2"]  # still listed once, in the built-in order
+    assert reg.overridden() == ["b1"]
     assert reg.plugin_errors() == {}
 
 

@@ -18,8 +18,11 @@ class CmdSchedulers(SubCommand):
 
         registry = default_registry()
         builtins = set(registry.builtin_names())
+        overridden = set(registry.overridden())
         for name in registry.names():
             tags = ["builtin" if name in builtins else "plugin"]
+            if name in overridden:
+                tags = ["plugin, overrides the builtin"]
             if name == DEFAULT_SCHEDULER:
                 tags.append("default")
             print(f"{name:20s} ({', '.join(tags)})")

@@ -175,6 +175,7 @@ class SchedulerRegistry:
         self._plugin_registry = plugins
         self._merged: dict[str, SchedulerFactory] | None = None
         self._plugin_names: list[str] = []
+        self._overridden: list[str] = []
         self._bad: dict[str, str] = {}
         self._no_override: set[str] = set()
         self._lock = threading.Lock()
@@ -194,6 +195,7 @@ class SchedulerRegistry:
                 return self._merged
             merged: dict[str, SchedulerFactory] = dict(self._builtins)
             names: list[str] = []
+            overridden: list[str] = []
             bad: dict[str, str] = {}
             for name, obj in self._plugins().get_group(self._group).items():
                 try:
@@ -213,10 +215,12 @@ class SchedulerRegistry:
                         _describe(factory),
                         builtin.target,
                     )
+                    overridden.append(name)
                 else:
                     names.append(name)
                 merged[name] = factory
             self._plugin_names = names
+            self._overridden = overridden
             self._bad = bad
             self._merged = merged
             return merged
@@ -283,6 +287,11 @@ class SchedulerRegistry:
     def factories(self) -> dict[str, SchedulerFactory]:
         """Every scheduler name -> factory (discovers plugins once)."""
         return dict(self._scan())
+
+    def overridden(self) -> list[str]:
+        """Built-in names a plugin overrides (after a scan)."""
+        self._scan()
+        return list(self._overridden)
 
     def plugin_errors(self) -> Mapping[str, str]:
         """Plugins that failed to load or clash: name (or module) -> error (after a scan)."""
