@@ -1,4 +1,4 @@
-"""torchx_core.specs.capabilities.CapabilityKey and specs.metadata_keys."""
+"""torchx_core.specs.capabilities.CapabilityKey."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pytest
 from torchx_core import specs
 from torchx_core.specs import Resource
 from torchx_core.specs.capabilities import CapabilityKey
-from torchx_core.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
 
 
 def test_set_get_default_and_plain_key() -> None:
@@ -34,12 +33,3 @@ def test_key_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         a.name = "y"  # type: ignore[misc]
     assert specs.CapabilityKey is CapabilityKey
-
-
-def test_metadata_keys_are_torchx_spellings() -> None:
-    assert (app_metadata.CONTEXT, app_metadata.VERSION, app_metadata.SCHEDULER) == (
-        "torchx/context", "torchx/version", "torchx/scheduler"
-    )
-    assert app_metadata.ROLES_PREFIX == "torchx/roles."
-    assert (NA, TORCHX_CONTEXT_NAME) == ("<<NA>>", "TORCHX_CONTEXT_NAME")
-    assert specs.app_metadata is app_metadata and specs.NA == NA
