@@ -381,6 +381,15 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         found = self._job_info(app_id)
         return None if found is None else _describe_info(app_id, found[1])
 
+    def _list_jobs(self, address: str) -> list[Any]:
+        """Every job of the Ray cluster at ``address`` (one Jobs API call)."""
+        try:
+            return list(self._client(address).list_jobs())
+        except TorchXError:
+            raise
+        except Exception as e:  # ConnectionError / RuntimeError from the Jobs API client
+            raise SchedulerError(f"Ray at {address} could not list jobs: {e}") from e
+
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
         """The status of many apps from one ``list_jobs`` call per Ray cluster."""
         by_address: dict[str, dict[str, str]] = {}
@@ -393,13 +402,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                 continue
             by_address.setdefault(address, {})[sid] = app_id
         for address, sids in by_address.items():
-            try:
-                jobs = self._client(address).list_jobs()
-            except TorchXError:
-                raise
-            except Exception as e:  # ConnectionError / RuntimeError from the Jobs API client
-                raise SchedulerError(f"Ray at {address} could not list jobs: {e}") from e
-            for job in jobs:
+            for job in self._list_jobs(address):
                 app_id = sids.get(job.submission_id or "")
                 if app_id is not None:
                     out[app_id] = _describe_info(app_id, job)
@@ -408,13 +411,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         address = _resolve_address(str((cfg or {}).get("dashboard_address") or "") or None)
         out = []
-        try:
-            jobs = self._client(address).list_jobs()
-        except TorchXError:
-            raise
-        except Exception as e:  # ConnectionError / RuntimeError from the Jobs API client
-            raise SchedulerError(f"Ray at {address} could not list jobs: {e}") from e
-        for job in jobs:
+        for job in self._list_jobs(address):
             metadata = job.metadata or {}
             if META_VERSION not in metadata or not job.submission_id:
                 continue
