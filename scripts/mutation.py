@@ -88,8 +88,13 @@ TARGETS: dict[str, Target] = {
     # every scheduler's state mapping (the tables themselves are module-level literals, which
     # mutmut does not mutate: tests compare each with an independently written literal table)
     "slurm": Target(
-        functions={"torchx_core/schedulers/slurm/_status.py": ("*",)},
-        tests=("tests/schedulers/test_slurm_scheduler.py",),
+        functions={
+            "torchx_core/schedulers/slurm/_status.py": (
+                "appstate_from_slurm_state", "_state_of", "_exit", "_sacct_exit", "_number",
+                "role_and_replica", "_replica_state", "describe_from_records",
+            ),
+        },
+        tests=("tests/schedulers/test_slurm_scheduler.py", "tests/schedulers/test_slurm_status.py"),
     ),
     "states": Target(
         functions={
