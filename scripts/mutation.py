@@ -108,6 +108,7 @@ TARGETS: dict[str, Target] = {
         tests=(
             "tests/schedulers/test_docker_scheduler.py", "tests/schedulers/test_aws_batch_scheduler.py",
             "tests/schedulers/test_lsf_scheduler.py", "tests/schedulers/test_kubernetes_scheduler.py",
+            "tests/schedulers/test_kubernetes_status.py",
         ),
     ),
     # Kubernetes resource mapping
@@ -118,7 +119,7 @@ TARGETS: dict[str, Target] = {
                 "replica_status_from_pods",
             ),
         },
-        tests=("tests/schedulers/test_kubernetes_scheduler.py",),
+        tests=("tests/schedulers/test_kubernetes_scheduler.py", "tests/schedulers/test_kubernetes_status.py"),
     ),
     # the adapters' state tables (Airflow, KFP, Prefect)
     "adapters": Target(
