@@ -303,3 +303,17 @@ def test_describe_many_is_one_bjobs_call(unit_lsf: LsfScheduler, fake: InProcess
         AppState.SUCCEEDED, AppState.RUNNING]
     assert many[bad] is not None and many[bad].state == AppState.FAILED
     assert many[ok] == unit_lsf.describe(ok) and many[bad] == unit_lsf.describe(bad)
+
+
+@pytest.mark.parametrize(("stat", "code", "expected"), [
+    ("EXIT", 130, AppState.CANCELLED),  # bkill's SIGINT
+    ("EXIT", 1, AppState.FAILED),
+    ("EXIT", None, AppState.FAILED),
+    ("DONE", 130, AppState.SUCCEEDED),
+    ("RUN", 130, AppState.RUNNING),
+    ("NEW?", None, AppState.UNKNOWN),
+])
+def test_record_state_tells_cancel_from_failure(stat: str, code: int | None, expected: AppState) -> None:
+    from torchx_core.schedulers.lsf_scheduler import LsfJobRecord, _state
+
+    assert _state(LsfJobRecord(job_id="1", stat=stat, exit_code=code, name="a-w-0")) == expected
