@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from torchx_core.cli.cmd_base import SubCommand
@@ -144,7 +144,10 @@ def _text(value: object) -> str:
 
 
 def _print(
-    args: argparse.Namespace, headers: list[str], rows: list[list[str]], objs: list[dict[str, object]]
+    args: argparse.Namespace,
+    headers: list[str],
+    rows: list[list[str]],
+    objs: Sequence[Mapping[str, object]],
 ) -> None:
     if args.json:
         for obj in objs:

@@ -291,7 +291,9 @@ class MLflowTracker(TrackerBase):
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
         run = self._existing(run_id)
         out: dict[str, TrackerArtifact] = {}
-        for key, value in run.data.tags.items() if run is not None else ():
+        if run is None:
+            return out
+        for key, value in run.data.tags.items():
             if not key.startswith(TAG_ARTIFACT_PREFIX):
                 continue
             name = key[len(TAG_ARTIFACT_PREFIX) :]
@@ -432,6 +434,9 @@ def create_tracker(config: str | None) -> MLflowTracker:
             raise TrackerError(
                 f"MLflow tracker config {config}: unknown keys {unknown}; valid: {', '.join(_KEYS)}"
             )
-    experiment = os.environ.get(ENV_EXPERIMENT_NAME) or kwargs.pop("experiment_name", None)
-    kwargs.pop("experiment_name", None)
-    return MLflowTracker(experiment_name=experiment, **kwargs)
+    experiment = os.environ.get(ENV_EXPERIMENT_NAME) or kwargs.get("experiment_name")
+    return MLflowTracker(
+        experiment_name=experiment,
+        tracking_uri=kwargs.get("tracking_uri"),
+        artifact_location=kwargs.get("artifact_location"),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import json
 import math
+from collections.abc import Mapping
 
 from torchx_core.specs.errors import TorchXError
 
@@ -44,7 +45,7 @@ class ResultTracker(abc.ABC):
         """The results recorded under ``key``, or ``{}``."""
 
 
-def _check(key: KeyType, results: dict[str, object]) -> str:
+def _check(key: KeyType, results: Mapping[str, object]) -> str:
     if isinstance(key, bool) or not isinstance(key, (int, str)) or str(key) in ("", ".", ".."):
         raise ResultTrackerError(f"result key {key!r} is not a non-empty int or str")
     for name, value in results.items():
