@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from torchx_core import specs
 
 MOTO_URL = f"http://127.0.0.1:{os.environ.get('MOTO_PORT', '5055')}"
 AWS_TEST_ENV = {"AWS_ENDPOINT_URL": MOTO_URL, "AWS_DEFAULT_REGION": "us-east-1",
@@ -104,3 +107,22 @@ def step_processes(sid: int) -> list[int]:
         if b"kfp.dsl.executor_main" in cmdline:
             found.append(pid)
     return found
+
+
+def python_app(name: str, out_dir: Path, code: str) -> specs.AppDef:
+    """One replica running ``python -c code out_dir`` on the local scheduler."""
+    return specs.AppDef(
+        name=name,
+        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
+                          args=["-c", code, str(out_dir)])],
+    )
+
+
+def batch_app(name: str, message: str) -> specs.AppDef:
+    """One busybox container (moto's Batch runs it on the local dockerd) echoing ``message``."""
+    return specs.AppDef(
+        name=name,
+        roles=[specs.Role("worker", image="busybox:latest", entrypoint="sh",
+                          args=["-c", f"echo {message}"],
+                          resource=specs.Resource(cpu=1, gpu=0, memMB=64))],
+    )

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from kfp import dsl
+from kfp_helpers import batch_app
 
-from torchx_core import specs
 from torchx_kfp import launch
 
 pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.aws]
@@ -23,12 +23,7 @@ def test_int_run_option_reaches_aws_batch_as_an_int(
     kfp_local: Path, moto_batch_queue: tuple[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
     queue, batch = moto_batch_queue
-    app = specs.AppDef(
-        name="kfpbatch",
-        roles=[specs.Role("worker", image="busybox:latest", entrypoint="sh",
-                          args=["-c", "echo batch says hi"],
-                          resource=specs.Resource(cpu=1, gpu=0, memMB=64))],
-    )
+    app = batch_app("kfpbatch", "batch says hi")
 
     @dsl.pipeline(name="kfp-aws-batch")
     def pipeline() -> str:

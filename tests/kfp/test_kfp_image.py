@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from kfp import dsl
-from kfp_helpers import AWS_TEST_ENV
+from kfp_helpers import AWS_TEST_ENV, batch_app
 
 from torchx_core import specs
 from torchx_kfp import launch
@@ -204,12 +204,7 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
     queue, batch = moto_batch_queue
     kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", environment=AWS_TEST_ENV),
                    pipeline_root=str(tmp_path / "pipeline-root"))
-    app = specs.AppDef(
-        name="kfpimagebatch",
-        roles=[specs.Role("worker", image="busybox:latest", entrypoint="sh",
-                          args=["-c", "echo batch in image says hi"],
-                          resource=specs.Resource(cpu=1, gpu=0, memMB=64))],
-    )
+    app = batch_app("kfpimagebatch", "batch in image says hi")
 
     @dsl.pipeline(name="kfp-in-image-batch")
     def pipeline() -> str:

@@ -16,6 +16,7 @@ from kfp import dsl
 from kfp_helpers import (
     pid_alive,
     processes_in_session,
+    python_app,
     read_pids,
     step_processes,
     wait_until,
@@ -148,11 +149,7 @@ def test_parallel_for_iterations_launch_one_app_each(kfp_local: Path, tmp_path: 
     out_dir = tmp_path / "loop"
     out_dir.mkdir()
     write_item = "import os, sys; open(os.path.join(sys.argv[1], os.environ['ITEM']), 'w').close()"
-    app = specs.AppDef(
-        name="kfploop",
-        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
-                          args=["-c", write_item, str(out_dir)])],
-    )
+    app = python_app("kfploop", out_dir, write_item)
 
     @dsl.pipeline(name="kfp-loop")
     def pipeline() -> None:
@@ -171,17 +168,14 @@ def test_parallel_for_over_one_identical_app_launches_distinct_apps(
     """Every iteration launches the very same AppDef (the loop item is not used): they are
     still three apps, told apart by ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` (issue 13, fault 3).
 
-    Under kfp.local that placeholder is a random id drawn for each task execution (seen here:
-    three different ids); a KFP backend resolves it in the driver (see ``torchx_kfp.launcher``).
+    Under kfp.local that placeholder is a random id drawn for each task execution (kfp 2.16
+    ``kfp/local/placeholder_utils.py``); a KFP backend resolves it in the driver (see
+    ``torchx_kfp.launcher``).
     """
     out_dir = tmp_path / "same"
     out_dir.mkdir()
     write_pid = "import os, sys; open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close()"
-    app = specs.AppDef(
-        name="kfpsame",
-        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
-                          args=["-c", write_pid, str(out_dir)])],
-    )
+    app = python_app("kfpsame", out_dir, write_pid)
 
     @dsl.pipeline(name="kfp-same-loop")
     def pipeline() -> None:
