@@ -23,9 +23,10 @@ that placeholder is: under ``kfp.local`` a random id drawn per task execution (s
 tests; kfp.local has no retries); on a KFP backend the driver resolves it once per task, to
 the id of the enclosing DAG execution (the MLMD driver: ``DAGExecutionID``, one per loop
 iteration) or, in the 2025 driver rewrite, the parent task's id (read in kubeflow/pipelines'
-``backend/src/v2/driver``; a pod retry does not re-run the driver). A live KFP backend was not
-available to check this: if iterations of one identical AppDef still share an app there, pass
-the loop item in ``env`` (``env={"ITEM": item}``), which makes each iteration's AppDef differ.
+``backend/src/v2/driver``, not run: no live KFP backend was available, so neither "one id per
+iteration" nor "the same id for a retried pod" is verified there). If iterations of one
+identical AppDef share an app on a backend, pass the loop item in ``env``
+(``env={"ITEM": item}``), which makes each iteration's AppDef differ.
 
 Example::
 
