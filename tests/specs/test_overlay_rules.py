@@ -182,3 +182,38 @@ def test_validate_overlay_messages() -> None:
         validate_overlay([], overlay_name="V1Pod")  # type: ignore[arg-type]
     assert str(e.value) == "V1Pod overlay must be a dict, got []"
     validate_overlay({"env": 1})  # nothing blocked: fine
+
+
+def test_overlay_file_on_a_filesystem_that_is_not_installed_names_the_package() -> None:
+    from torchx_core.specs.errors import MissingDependencyError
+
+    role = Role(name="r", image="i", metadata={"k8s": "s3://bucket/o.yaml"})
+    with pytest.raises(MissingDependencyError) as e:
+        get_overlay(role, "k8s", "Pod")
+    assert str(e.value) == (
+        "Optional dependency 's3fs' is not installed (needed by reading the overlay file"
+        " s3://bucket/o.yaml (s3://)). Install it with: pip install s3fs")
+    with pytest.raises(InvalidOverlayError, match="Protocol not known: nosuchproto"):
+        get_overlay(Role(name="r", image="i", metadata={"k8s": "nosuchproto://b/o.yaml"}), "k8s", "Pod")
+
+
+def test_overlay_spec_refuses_blocked_keys_both_ways() -> None:
+    from torchx_core.specs.overlays import OverlaySpec
+
+    spec = OverlaySpec("kubernetes", "V1Pod", blocklist=("env",))
+    role = Role(name="r", image="i")
+    with pytest.raises(InvalidOverlayError) as e:
+        spec.set(role, {PUT("env"): []})
+    assert str(e.value) == (
+        "V1Pod overlay sets 'env', which must be set via the Role/AppDef attributes instead"
+        " (not allowed in overlays: env)")
+    assert role.metadata == {}
+    set_overlay(role, "kubernetes", "V1Pod", {"env": []})  # stored around the spec
+    with pytest.raises(InvalidOverlayError, match="^V1Pod overlay sets 'env'"):
+        spec.get(role)
+    bad = Role(name="r", image="i", metadata={"kubernetes": {"V1Pod": [1]}})
+    with pytest.raises(InvalidOverlayError) as e:
+        spec.get(bad)
+    assert str(e.value) == "metadata['kubernetes']['V1Pod'] must be a dict overlay, got [1]"
+    # a flat namespace written for another kind is never read as this kind
+    assert spec.get(Role(name="r", image="i", metadata={"kubernetes": {"hostNetwork": True}})) == {}

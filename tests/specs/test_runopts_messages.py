@@ -216,3 +216,30 @@ def test_add_refuses_a_default_of_the_wrong_type() -> None:
     with pytest.raises(RunOptDefinitionError) as e:
         runopts().add("n", type_=int, help="n", default="1")
     assert str(e.value).endswith(" Given: '1' (str)")
+
+
+@pytest.mark.parametrize("bad", [3, None])
+def test_cfg_from_str_needs_a_string(opts: runopts, bad: object) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_str(bad)  # type: ignore[arg-type]
+    assert (str(e.value), e.value.cfg_key) == (
+        f"cfg_str must be a string like 'key1=v1,key2=v2', got {bad!r}", "")
+
+
+def test_cfg_from_json_repr_errors_name_the_key(opts: runopts, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_json_repr("3")
+    assert (str(e.value), e.value.cfg_key) == (
+        'run config JSON \'3\' must be an object like {"key": "value"}, got a int', "")
+    with pytest.raises(InvalidRunConfigException) as e:
+        opts.cfg_from_json_repr('{"n": "x"}')
+    assert e.value.cfg_key == "n"
+    assert str(e.value) == (
+        "run config JSON '{\"n\": \"x\"}': run option 'n': cannot cast 'x' to int; expected a valid"
+        " int literal (invalid literal for int() with base 10: 'x')")
+    with caplog.at_level(logging.WARNING):
+        opts.cfg_from_json_repr('{"nn": 1}')
+        opts.cfg_from_str("nn=1")
+    assert caplog.messages == [
+        ("unknown run option 'nn'. Did you mean: 'n'? Valid options: n, f, b, d, lit, col, opt, l;"
+        " ignoring it")] * 2
