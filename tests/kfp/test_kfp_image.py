@@ -20,6 +20,7 @@ Cost: ~1-2 min per session on 2 cores (import ~15 s, build ~40-80 s), each step 
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -178,19 +179,31 @@ def test_launcher_step_runs_in_the_image_and_launches_a_real_app(
 def test_failed_app_fails_the_step_in_the_image(
     kfp_docker: Path, launcher_image: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """The launcher in the image raises AppFailedError (so its container exits non-zero).
+
+    kfp.local's verdict on that exit races with Docker: ``DockerRunner`` runs the step with
+    ``auto_remove=True`` and reads the exit code after streaming the logs; when the container
+    is already removed it reports SUCCESS (kfp 2.16 ``local/docker_task_handler.py``
+    ``run_docker_container``: ``NotFound`` -> 0; about 1 run in 8 here, for any failing step).
+    The launcher's failure is therefore asserted from the step log, and kfp.local's FAILURE
+    whenever kfp.local saw the exit code.
+    """
     app = _app("kfpimagefail", replicas=1, exit_code=7)
 
     @dsl.pipeline(name="kfp-in-image-fail")
     def pipeline() -> None:
         launch(app, scheduler="local_cwd", base_image=launcher_image, wait_interval=0.2)
 
-    with pytest.raises(RuntimeError, match=r"finished with status \S*FAILURE"):
+    verdict = "SUCCESS (kfp.local lost the exit code)"
+    try:
         pipeline()
+    except RuntimeError as e:
+        assert re.search(r"finished with status \S*FAILURE", str(e)), e
+        verdict = "FAILURE"
     out = capfd.readouterr().out
-    assert "[worker/0] replica 0" in out
-    assert "ended FAILED" in out
+    assert "[worker/0] replica 0" in out, verdict
+    assert re.search(r"AppFailedError: app local_cwd://\S+/kfpimagefail-\S+ ended FAILED", out)
     assert '"exit_code": 7' in out
-
 
 
 @pytest.mark.aws
