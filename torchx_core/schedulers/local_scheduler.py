@@ -724,7 +724,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     def exists(self, app_id: str) -> bool:
         """Whether the app's directory exists (even if its status file is unreadable)."""
         app_dir = self._app_dir(app_id)
-        return app_dir is not None and _state.is_owned(app_dir, app_id)
+        if app_dir is None:
+            return False
+        # apps created before the marker existed have a status file only
+        return _state.is_owned(app_dir, app_id) or os.path.isfile(os.path.join(app_dir, STATUS_FILE))
 
     def _cancel_existing(self, app_id: str) -> None:
         """Stops the app: through its supervisor while it lives, else by killing its processes.
