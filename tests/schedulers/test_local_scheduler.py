@@ -6,6 +6,7 @@ supervisor's lock is free, so they look like apps whose supervisor has finished)
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -337,3 +338,22 @@ def test_unusable_root_is_a_typed_error(tmp_path: Path) -> None:
     app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true")])
     with pytest.raises(SchedulerError, match="state root"):
         sched.schedule(sched.submit_dryrun(app, {}))
+
+
+@pytest.mark.parametrize(
+    ("err", "says"),
+    [
+        (errno.EACCES, "is not writable by this user"),
+        (errno.EROFS, "is on a read-only filesystem"),
+        (errno.ENOSPC, "is full"),
+        (errno.ENAMETOOLONG, "too long"),
+    ],
+)
+def test_os_errors_of_the_root_become_typed_errors(tmp_path: Path, err: int, says: str) -> None:
+    from torchx_core.schedulers.local._create import LocalDiskError, disk_error
+
+    e = disk_error(OSError(err, os.strerror(err), str(tmp_path / "x")), str(tmp_path), "cannot create app a-1")
+    assert isinstance(e, LocalDiskError) and e.errno == err
+    assert str(e).startswith("cannot create app a-1:") and says in str(e) and str(tmp_path) in str(e)
+    if err == errno.ENOSPC:
+        assert "bytes free" in str(e)
