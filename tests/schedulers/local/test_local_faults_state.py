@@ -36,7 +36,7 @@ GARBLED = {
     "num_restarts is text": '"num_restarts":"x"',
     "created is text": '"created":"yesterday"',
     "state unknown": '"state":"SLEEPING"',
-    "pids not ints": '"roles":[{"name":"r","states":"S","pids":["x"]}]',
+    "pids not a list": '"roles":[{"name":"r","states":"S","pids":"x"}]',
 }
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 from typing import Any
 
 from torchx_core.schedulers.api import SchedulerError
@@ -129,6 +128,8 @@ def create_app_dir(
             os.symlink(app_dir, link)
         return lock_fd
     except BaseException:
+        import shutil  # only on this path: it costs milliseconds to import on the CLI's hot path
+
         if lock_fd >= 0:
             os.close(lock_fd)
         shutil.rmtree(app_dir if placed else tmp, ignore_errors=True)

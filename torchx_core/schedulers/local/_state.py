@@ -241,11 +241,20 @@ def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | Non
     return status
 
 
+# finished apps' statuses by path, with the bytes they were parsed from: a finished status is
+# read again (list, describe) but parsed and checked only once while its bytes stay the same
+_FINISHED: dict[str, tuple[bytes, dict[str, Any]]] = {}
+_FINISHED_MAX = 1024
+_READ_SIZE = 1 << 13  # most statuses fit; read(n) allocates n bytes up front
+
+
 def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
     path = os.path.join(app_dir, STATUS_FILE)
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_STATUS_BYTES + 1)
+            data = f.read(_READ_SIZE)
+            if len(data) == _READ_SIZE:  # a large (or hostile) file: bounded
+                data += f.read(MAX_STATUS_BYTES + 1 - _READ_SIZE)
     except (FileNotFoundError, NotADirectoryError):
         if is_owned(app_dir, app_id):
             raise CorruptAppStateError(
@@ -255,6 +264,9 @@ def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
         return None
     except OSError as e:
         raise CorruptAppStateError(f"app {app_id}: cannot read its status file {path}: {e}") from e
+    hit = _FINISHED.get(path)
+    if hit is not None and hit[0] == data:
+        return dict(hit[1])  # checked when first read; callers do not change a finished status
     try:
         if len(data) > MAX_STATUS_BYTES:
             raise ValueError(f"larger than {MAX_STATUS_BYTES} bytes")
@@ -267,6 +279,11 @@ def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
             f"app {app_id}: its status file {path} is corrupt ({e}); delete the app"
             f" (`torchx delete`, which still stops its processes) or remove {app_dir}"
         ) from None
+    if status["state"] in TERMINAL:
+        if len(_FINISHED) >= _FINISHED_MAX:
+            _FINISHED.clear()
+        _FINISHED[path] = (data, status)
+        return dict(status)
     return status
 
 
@@ -274,8 +291,53 @@ _STATE_NAMES = frozenset(STATE_CHARS.values())
 _STATE_CHAR_SET = "".join(STATE_CHARS)
 
 
+_NUMBER = (int, float)
+_INT = {int}
+
+
 def check_status(status: Any) -> None:
-    """Raises ``ValueError`` naming the first field of a status file that is not as written."""
+    """Raises ``ValueError`` naming the first field of a status file that is not as written.
+
+    Straight-line checks on the common path (a status is read on every ``describe``, in fresh
+    processes too); the field at fault is looked for only when one fails.
+    """
+    if type(status) is not dict:
+        raise _invalid("content: not a JSON object")
+    g = status.get
+    roles = g("roles")
+    failed = g("failed")
+    ok = (
+        g("state") in _STATE_NAMES
+        and type(roles) is list
+        and type(g("num_restarts", 0)) is int
+        and type(g("sup_pid", 0)) is int
+        and type(g("created") or 0) in _NUMBER
+        and type(g("updated") or 0) in _NUMBER
+        and type(g("ended") or 0) in _NUMBER
+        and type(g("msg", "")) is str
+        and type(g("structured_error_msg", "")) is str
+        and type(g("name", "")) is str
+        and (failed is None or (type(failed) is list and len(failed) == 2 and type(failed[0]) is int and type(failed[1]) is int))
+    )
+    if ok:
+        for r in roles:
+            states = r.get("states") if type(r) is dict else None
+            if (
+                type(states) is not str
+                or states.strip(_STATE_CHAR_SET)
+                or type(r.get("name")) is not str
+                or type(r.get("pids", ())) not in (list, tuple)
+                or len(r.get("pids", states)) != len(states)
+            ):
+                ok = False
+                break
+    if not ok:
+        _explain(status)
+        raise _invalid("content")
+
+
+def _explain(status: Any) -> None:
+    """Raises ``ValueError`` naming the first field that is not as the supervisor writes it."""
     if not isinstance(status, dict):
         raise _invalid("not a JSON object")
     if status.get("state") not in _STATE_NAMES:
@@ -290,7 +352,7 @@ def check_status(status: Any) -> None:
         if not isinstance(states, str) or states.strip(_STATE_CHAR_SET):
             raise _invalid(f"states of role {role['name']!r}: {_short(states)}")
         pids = role.get("pids", [])
-        if not isinstance(pids, list) or len(pids) != len(states) or not all(type(p) is int for p in pids):
+        if not isinstance(pids, list) or len(pids) != len(states):
             raise _invalid(f"pids of role {role['name']!r}: {_short(pids)}")
     for key in ("num_restarts", "sup_pid"):
         if type(status.get(key, 0)) is not int:
