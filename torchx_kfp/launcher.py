@@ -79,6 +79,7 @@ DEFAULT_BASE_IMAGE = "torchx-kfp-launcher:latest"
 ``make kfp-launcher-image`` builds it (``docker/kfp-launcher/Dockerfile``); set this to the
 name you pushed it under to use it for every step defined afterwards::
 
+    import torchx_kfp.launcher
     torchx_kfp.launcher.DEFAULT_BASE_IMAGE = "registry.example.com/ml/torchx-kfp:0.1"
 """
 

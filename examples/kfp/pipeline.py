@@ -6,9 +6,11 @@ interpreter; the apps run on the TorchX local scheduler)::
     python examples/kfp/pipeline.py run --message hi
 
 Compile the cluster variant to KFP IR YAML (submit it to a KFP backend with
-``kfp.Client().create_run_from_pipeline_package``)::
+``kfp.Client().create_run_from_pipeline_package``); its launcher step runs in the launcher image
+(``make kfp-launcher-image``, pushed where the cluster pulls), the apps in your training image::
 
-    python examples/kfp/pipeline.py compile --output pipeline.yaml
+    python examples/kfp/pipeline.py compile --output pipeline.yaml \
+        --image registry.example.com/ml/train:1 --launcher-image registry.example.com/ml/torchx-kfp:0.1
 
 The local pipeline has two launcher steps: ``train`` runs a two-replica app, then ``report``
 runs the builtin ``utils.echo`` component with the first step's app handle as its message. The
@@ -27,6 +29,7 @@ from typing import Any
 from kfp import compiler, dsl
 
 import torchx_kfp
+import torchx_kfp.launcher
 from torchx_core.specs import AppDef, Resource, Role, macros
 
 TRAIN = """
@@ -71,8 +74,12 @@ def local_pipeline(message: str) -> Any:
     return pipeline
 
 
-def cluster_pipeline(message: str, image: str) -> Any:
-    """The pipeline for a KFP cluster: a container task and a launcher step on kubernetes."""
+def cluster_pipeline(message: str, image: str, launcher_image: str | None = None) -> Any:
+    """The pipeline for a KFP cluster: a container task and a launcher step on kubernetes.
+
+    ``image`` runs the apps; ``launcher_image`` the launcher step (default
+    ``torchx_kfp.launcher.DEFAULT_BASE_IMAGE``).
+    """
     prepare = AppDef(
         name="prepare",
         roles=[
@@ -93,7 +100,8 @@ def cluster_pipeline(message: str, image: str) -> Any:
     def pipeline() -> str:
         first = torchx_kfp.container_from_app(prepare, options=options)
         second = torchx_kfp.launch(
-            train, scheduler="kubernetes", cfg={"namespace": "default"}, base_image=image,
+            train, scheduler="kubernetes", cfg={"namespace": "default"},
+            base_image=launcher_image,
             after=first,
         )
         return second.outputs["app_handle"]
@@ -120,14 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--pipeline-root", default=None)
     comp = sub.add_parser("compile", help="compile the cluster pipeline to IR YAML")
     comp.add_argument("--message", default="hello from kfp")
-    comp.add_argument("--image", default="ghcr.io/example/torchx-suite:latest")
+    comp.add_argument("--image", default="ghcr.io/example/train:latest",
+                      help="the apps' image (your training code)")
+    comp.add_argument("--launcher-image", default=None,
+                      help="the launcher step's image (make kfp-launcher-image; default"
+                           f" {torchx_kfp.launcher.DEFAULT_BASE_IMAGE})")
     comp.add_argument("--output", default="pipeline.yaml")
     args = parser.parse_args(argv)
     if args.command == "run":
         handle = run_locally(args.message, args.pipeline_root)
         sys.stdout.write(f"last app: {handle}\n")
     else:
-        compiler.Compiler().compile(cluster_pipeline(args.message, args.image), args.output)
+        pipeline = cluster_pipeline(args.message, args.image, args.launcher_image)
+        compiler.Compiler().compile(pipeline, args.output)
         sys.stdout.write(f"wrote {args.output}\n")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -47,8 +48,8 @@ def test_example_runs_locally(local_apps: Path, tmp_path: Path) -> None:
 
 def test_example_compiles_the_cluster_pipeline(tmp_path: Path) -> None:
     out = tmp_path / "pipeline.yaml"
-    proc = _run(["compile", "--output", str(out), "--image", "ghcr.io/acme/torchx:2"], tmp_path,
-                dict(os.environ))
+    proc = _run(["compile", "--output", str(out), "--image", "ghcr.io/acme/train:2",
+                 "--launcher-image", "ghcr.io/acme/torchx-kfp:2"], tmp_path, dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     spec, platform = list(yaml.safe_load_all(out.read_text()))
     tasks = spec["root"]["dag"]["tasks"]
@@ -57,6 +58,10 @@ def test_example_compiles_the_cluster_pipeline(tmp_path: Path) -> None:
     assert tasks["torchx-launcher"]["dependentTasks"] == ["prepare"]
     executors = spec["deploymentSpec"]["executors"]
     assert executors["exec-prepare"]["container"]["resources"]["resourceMemoryLimit"] == "4096Mi"
-    assert executors["exec-torchx-launcher"]["container"]["image"] == "ghcr.io/acme/torchx:2"
+    assert executors["exec-torchx-launcher"]["container"]["image"] == "ghcr.io/acme/torchx-kfp:2"
+    assert executors["exec-prepare"]["container"]["image"] == "ghcr.io/acme/train:2"
+    app = json.loads(tasks["torchx-launcher"]["inputs"]["parameters"]["app_json"]["runtimeValue"]
+                     ["constant"])
+    assert app["roles"][0]["image"] == "ghcr.io/acme/train:2"
     shm = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-prepare"]
     assert shm["emptyDirMounts"][0]["mountPath"] == "/dev/shm"
