@@ -108,8 +108,8 @@ def torchx_launcher(
     unknown_state_timeout: float = 300.0,
     pass_resources: bool = False,
     task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
-    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment] # KFP fills it
-    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment] # KFP fills it
+    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment,name-defined] # KFP fills it
+    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment,name-defined] # KFP fills it
 ) -> NamedTuple(  # type: ignore[misc,valid-type] # KFP's functional output syntax
     "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
 ):
