@@ -232,6 +232,8 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     for t in threads:
         t.start()
     _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED])
+    # (a loaded machine may take a while to start the others' replicas)
+    _wait_until(lambda: all(seen[k][-1:] == [AppState.RUNNING] for k in ("fails", "slow")))
     runner.delete(handles["vanishes"])  # gone from the scheduler while watched
     _wait_until(lambda: seen["vanishes"][-1:] == [None])
     assert seen["fails"][-1] == AppState.RUNNING and seen["slow"][-1] == AppState.RUNNING
