@@ -213,6 +213,8 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     seen: dict[str, list[Any]] = {k: [] for k in handles}
     done = threading.Event()
 
+    errors: dict[str, BaseException] = {}
+
     def watch(key: str) -> None:
         h = handles[key]
         status_watch.watch(runner, h)
@@ -225,17 +227,20 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
                 if state is None or is_terminal(state):
                     return
                 done.wait(0.02)
+        except BaseException as e:  # reported by the waits below
+            errors[key] = e
         finally:
             status_watch.unwatch(runner, h)
 
     threads = [threading.Thread(target=watch, args=(k,)) for k in handles]
     for t in threads:
         t.start()
-    _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED])
+    what = lambda: f"seen {seen}, errors {errors}"  # noqa: E731
+    _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED], what)
     # (a loaded machine may take a while to start the others' replicas)
-    _wait_until(lambda: all(seen[k][-1:] == [AppState.RUNNING] for k in ("fails", "slow")))
+    _wait_until(lambda: all(seen[k][-1:] == [AppState.RUNNING] for k in ("fails", "slow")), what)
     runner.delete(handles["vanishes"])  # gone from the scheduler while watched
-    _wait_until(lambda: seen["vanishes"][-1:] == [None])
+    _wait_until(lambda: seen["vanishes"][-1:] == [None], what)
     assert seen["fails"][-1] == AppState.RUNNING and seen["slow"][-1] == AppState.RUNNING
     release.touch()
     for t in threads:
@@ -248,11 +253,11 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     assert AppState.RUNNING in seen["slow"]  # it was seen running, then succeeded
 
 
-def _wait_until(cond: Any, timeout: float = 120.0) -> None:
+def _wait_until(cond: Any, what: Any = lambda: "", timeout: float = 120.0) -> None:
     import time
 
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"condition not met in {timeout:g} s: {what()}")
         time.sleep(0.02)
