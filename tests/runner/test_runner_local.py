@@ -235,7 +235,7 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     threads = [threading.Thread(target=watch, args=(k,)) for k in handles]
     for t in threads:
         t.start()
-    what = lambda: f"seen {seen}, errors {errors}"  # noqa: E731
+    what = lambda: f"seen {seen}, errors {errors}"
     _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED], what)
     # (a loaded machine may take a while to start the others' replicas)
     _wait_until(lambda: all(seen[k][-1:] == [AppState.RUNNING] for k in ("fails", "slow")), what)
