@@ -155,6 +155,38 @@ def test_mark_failed_of_a_deferred_task_cancels_the_app(live: Live) -> None:
     assert len(live.apps_named_like(handle)) == 1
 
 
+def test_clear_of_a_deferred_task_never_cancels_the_adopted_app(live: Live) -> None:
+    """Fault 1: the cleared try's trigger on_kill must not cancel the app the new try adopted."""
+    dag = "live_clear"
+    run = live.trigger(dag)
+    live.wait_ti(dag, run, "train", {"deferred"})
+    first = _handle(live, dag, run)
+    _wait_started(live, run, "cleared")
+    live.clear_ti(dag, run, "train")
+    live.wait_ti(dag, run, "train", {"deferred", "failed", "success"}, min_try=2)
+    # the old trigger was cancelled by the user action and its on_kill ran (its log is try 1's)
+    wait_until(
+        lambda: "invoking on_kill" in live.task_log(dag, run, "train", 1),
+        120,
+        "the old trigger's on_kill",
+    )
+    live.release(run)
+    ti = live.wait_ti(dag, run, "train", {"success", "failed"}, min_try=2)
+    log = live.task_log(dag, run, "train", ti["try_number"])
+    assert ti["state"] == "success", log
+    final = live.xcom(dag, run, "train", "return_value")
+    assert final["state"] == "SUCCEEDED"
+    same_name = live.apps_named_like(first)
+    if final["app_handle"] == first:  # the re-run finished on the app it adopted
+        assert [a.app_handle for a in same_name] == [first]
+        assert live.starts(run, "cleared") == 1
+    else:  # or the clear restarted it: the old app cancelled, one fresh app succeeded
+        assert {a.app_handle: a.state for a in same_name} == {
+            first: AppState.CANCELLED,
+            final["app_handle"]: AppState.SUCCEEDED,
+        }
+
+
 def test_sigkill_of_the_task_process_retries_onto_the_same_app(live: Live) -> None:
     dag = "live_sigkill"
     run = live.trigger(dag)
