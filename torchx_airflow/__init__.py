@@ -6,7 +6,9 @@ Public names (imported lazily, so ``import torchx_airflow`` alone does not impor
 * :py:class:`TorchXTrigger` – the deferrable wait, in the triggerer
 * :py:class:`TorchXSensor` – wait on an existing app handle
 * :py:class:`TorchXAppLink` – the "TorchX app" UI link
-* :py:mod:`torchx_airflow.states` – the AppState -> Airflow outcome table
+* :py:mod:`torchx_airflow.states` – the lifecycle phase -> Airflow outcome table
+* :py:class:`TorchXAirflowError` – the root of this package's errors
+  (:py:mod:`torchx_airflow.errors`)
 
 Without Airflow installed, using them raises
 :py:class:`torchx_core.specs.MissingDependencyError` (``pip install 'torchx-suite[airflow]'``).
@@ -18,18 +20,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torchx_airflow.errors import InvalidTaskArgumentError as InvalidTaskArgumentError
+    from torchx_airflow.errors import TorchXAirflowError as TorchXAirflowError
     from torchx_airflow.links import TorchXAppLink as TorchXAppLink
     from torchx_airflow.operator import TorchXOperator as TorchXOperator
     from torchx_airflow.sensor import TorchXSensor as TorchXSensor
     from torchx_airflow.trigger import TorchXTrigger as TorchXTrigger
 
-__all__ = ["TorchXAppLink", "TorchXOperator", "TorchXSensor", "TorchXTrigger"]
+__all__ = [
+    "InvalidTaskArgumentError",
+    "TorchXAirflowError",
+    "TorchXAppLink",
+    "TorchXOperator",
+    "TorchXSensor",
+    "TorchXTrigger",
+]
 
 _LAZY = {
     "TorchXOperator": "torchx_airflow.operator",
     "TorchXTrigger": "torchx_airflow.trigger",
     "TorchXSensor": "torchx_airflow.sensor",
     "TorchXAppLink": "torchx_airflow.links",
+    "TorchXAirflowError": "torchx_airflow.errors",
+    "InvalidTaskArgumentError": "torchx_airflow.errors",
 }
 
 

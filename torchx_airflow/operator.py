@@ -1,21 +1,22 @@
 """``TorchXOperator``: run a TorchX app (an AppDef or a component) as an Airflow task.
 
-Life of one task try:
+Life of one task try (the decisions are the shared lifecycle's,
+:py:mod:`torchx_core.runner.lifecycle`; this module is Airflow glue):
 
-1. Resume or submit (:py:class:`ResumableJobMixin`): a handle stored by an earlier try of this
-   task is reused while its app runs or after it succeeded; otherwise the app is submitted under
-   a name derived from the task identity and its handle stored in the task's state store
-   **before** waiting. On retries (the worker may have died between submitting and storing) and
-   without a state store (Airflow < 3.3), a running or succeeded app is found again by that name.
+1. Resume or submit (:py:class:`ResumableJobMixin` keeps the handle in the task's state store):
+   ``AppLifecycle.attach`` names the app from the task identity (dag, task, run, map index),
+   reattaches to a running app of an earlier try (the stored handle first, then by name), reuses
+   a succeeded one, or submits anew; either way this try is recorded as the app's *owner*.
 2. ``app_handle`` and ``ui_url`` are pushed to XCom.
 3. Wait: on the worker (streaming replica logs into the task log), or deferred to
    :py:class:`torchx_airflow.TorchXTrigger` (no worker slot held; a bounded log tail is printed
    at the end).
-4. The final state is mapped by :py:mod:`torchx_airflow.states`; the task returns the status as
+4. The final phase is mapped by :py:mod:`torchx_airflow.states`; the task returns the status as
    a JSON-able dict.
 
-Killing the task (SIGTERM, ``execution_timeout``) cancels the app (``cancel_on_kill``); a
-deferred task is cancelled by the trigger's ``on_kill``.
+Killing the task (SIGTERM, ``execution_timeout``) cancels the app (``cancel_on_kill``) if this
+try still owns it; a deferred task is cancelled by the trigger's ``on_kill`` under the same rule,
+so a stale try never cancels the app a newer try adopted.
 """
 
 from __future__ import annotations
@@ -35,28 +36,27 @@ from torchx_airflow._airflow import (
     default_deferrable,
 )
 from torchx_airflow._runtime import (
-    STREAM_DRAIN_TIMEOUT_S,
-    LogStreamer,
     RunnerFactory,
-    cancel_bounded,
-    cancel_by_name_bounded,
     default_runner_factory,
-    deterministic_app_name,
-    find_app_by_name,
+    open_runner,
+    owner_token,
     status_from_payload,
     status_payload,
-    tail_logs,
+    task_identity,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.links import UI_URL_ATTR, TorchXAppLink
-from torchx_airflow.states import (
-    VANISHED_STATUS,
-    Outcome,
-    UnknownStateClock,
-    exception_for,
-    outcome_for,
+from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_core.runner.lifecycle import (
+    AppFailedError,
+    AppLifecycle,
+    Attachment,
+    Observation,
+    Phase,
+    app_name,
+    phase_of,
 )
-from torchx_core.specs import AppDef, AppState, AppStatus
+from torchx_core.specs import AppDef, AppStatus
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -67,6 +67,8 @@ __all__ = ["TorchXOperator"]
 
 #: How long ``on_kill`` waits for the cancel call.
 CANCEL_TIMEOUT_S = 30.0
+#: How long the log streams may take to drain after the app ended.
+STREAM_DRAIN_TIMEOUT_S = 15.0
 #: Extra time Airflow's own deferral timeout allows after the trigger's deadline (backstop).
 _DEFER_BACKSTOP = timedelta(seconds=60)
 
@@ -126,6 +128,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     ui_color = "#fde9e2"
     # Renaming this breaks reattaching of in-flight retries (the stored key is read back).
     external_id_key = "torchx_app_handle"
+    #: The trigger class a deferred task waits in (a :py:class:`TorchXTrigger` subclass, in an
+    #: importable module); None: :py:class:`TorchXTrigger`.
+    trigger_class: ClassVar[type | None] = None
 
     def __init__(
         self,
@@ -195,8 +200,12 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self.unknown_state_timeout = float(unknown_state_timeout)
         self.runner_factory = runner_factory
         self._runner: Runner | None = None
+        self._life: AppLifecycle | None = None
+        self._owner: str | None = None  # this try's owner token (set in execute)
+        self._identity: tuple[str, str, str, int] | None = None
+        self._attachment: Attachment | None = None
         self._handle: str | None = None
-        self._submitting: str | None = None  # the app name while runner.run() is in flight
+        self._submitting: str | None = None  # the app name while attach() is in flight
         self._killed = False
         self._result: dict[str, Any] | None = None
         setattr(self, UI_URL_ATTR, None)
@@ -204,7 +213,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     # -- entry points -------------------------------------------------------------------------
 
     def execute(self, context: Any) -> Any:
-        """Submits (or reattaches to) the app and waits for it; see the class docstring."""
+        """Submits (or reattaches to) the app and waits for it; see the module docstring."""
+        self._start_try(context)
         try:
             return self.execute_resumable(context)
         finally:
@@ -212,6 +222,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Resumes after :py:class:`TorchXTrigger` fired: maps its event to the task outcome."""
+        self._start_try(context)
         handle = str(event.get("app_handle", ""))
         self._handle = handle
         kind = event.get("event")
@@ -219,165 +230,183 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self._remember_ui_url(status)
         try:
             if kind == "timeout":
-                self._log_error(handle, status)
+                self._log_status(handle, status)
                 raise AirflowTaskTimeout(str(event.get("message", "")))
-            if kind in ("unknown_timeout", "error"):
-                self._log_error(handle, status)
+            if kind == "error":
                 raise AirflowException(str(event.get("message", "")))
-            outcome = outcome_for(status.state if status is not None else None)
-            return self._finish(handle, status, outcome, tail=True)
+            if kind == "unknown_timeout":
+                obs = Observation(Phase.UNKNOWN, status, expired=True)
+            else:
+                obs = Observation(phase_of(status), status, expired=kind == "vanished")
+            return self._finish(handle, obs, tail=True)
         finally:
             self._close_runner()
 
     def on_kill(self) -> None:
-        """Cancels the app (``cancel_on_kill``): on SIGTERM and on ``execution_timeout``.
+        """Cancels the app (``cancel_on_kill``) if this try still owns it: on SIGTERM and on
+        ``execution_timeout``.
 
         A kill that arrives while the app is being submitted cancels what was submitted under the
         app's deterministic name (``execution_timeout`` aborts the submission), or the app as soon
         as the submission returns (SIGTERM lets it finish).
         """
         self._killed = True
-        if not self.cancel_on_kill:
+        if not self.cancel_on_kill or self._owner is None:
             return
-        handle = self._handle
-        if handle is not None:
-            self.log.info("Task killed: cancelling TorchX app %s", handle)
-            cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
-        elif self._submitting is not None:
-            self.log.info(
-                "Task killed while submitting: cancelling apps named %s", self._submitting
-            )
-            cancel_by_name_bounded(
-                self.runner_factory, self.scheduler, self._submitting, CANCEL_TIMEOUT_S
-            )
+        handle, name = self._handle, self._submitting
+        if handle is None and name is None:
+            return
+        # a Runner of its own: the task's may be closed (execution_timeout unwound execute)
+        with open_runner(self.runner_factory) as runner:
+            life = self._new_lifecycle(runner)
+            if handle is not None:
+                self.log.info("Task killed: cancelling TorchX app %s", handle)
+                done = life.cancel(handle, timeout=CANCEL_TIMEOUT_S)
+            else:
+                self.log.info("Task killed while submitting: cancelling apps named %s", name)
+                done = life.cancel_by_name(str(name), timeout=CANCEL_TIMEOUT_S)
+        if not done:
+            self.log.warning("TorchX app not cancelled: a newer try owns it, or the cancel failed")
 
     # -- ResumableJobMixin hooks ----------------------------------------------------------------
 
     def submit_job(self, context: Any) -> str:
-        """Submits the app under its deterministic name; returns the app handle."""
+        """Attaches to this task's app (submitting it if needed); returns the app handle."""
         runner = self._get_runner()
         if self.cfg:
             # unknown keys are an error here (the Runner only warns): says which keys are valid
             runner.scheduler_run_opts(self.scheduler).resolve(self.cfg, strict=True)
-        app = self._build_app(runner, context)
-        handle = self._find_earlier_try(runner, app.name, context)
-        if handle is not None:
-            self.log.info("Reattaching to TorchX app %s (found by name %s)", handle, app.name)
-        else:
-            # kept if run() raises: execution_timeout interrupts it, then on_kill finds the name
-            self._submitting = app.name
-            handle = runner.run(app, self.scheduler, cfg=self.cfg, workspace=self.workspace)
-            self._submitting = None
-            self.log.info("Submitted TorchX app %s as %s", app.name, handle)
-        self._handle = handle
-        if self._killed and self.cancel_on_kill:
-            # SIGTERM came before the handle was known (on_kill could not cancel it)
-            cancel_bounded(self.runner_factory, handle, CANCEL_TIMEOUT_S)
-            raise AirflowException(f"the task was killed while submitting {handle}; cancelled it")
-        return handle
+        return self._attach(context, known_handle=None)
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
-        """The app's state name (``"VANISHED"`` when the scheduler does not know it)."""
-        try:
-            status = self._get_runner().status(str(external_id))
-        except Exception as e:  # noqa: BLE001 - unreachable: reattach and wait out the grace
-            self.log.warning("Reading the status of %s failed: %s", external_id, e)
-            return AppState.UNKNOWN.name
-        return status.state.name if status is not None else VANISHED_STATUS
+        """The app's phase name (``"VANISHED"`` when the scheduler does not know it)."""
+        obs = self._lifecycle().poll(str(external_id), max_age=0)
+        return VANISHED_STATUS if obs.phase is Phase.VANISHED else obs.phase.name
 
     def is_job_active(self, status: str) -> bool:
-        """True while the app may still finish (non-terminal or UNKNOWN; not vanished)."""
-        return outcome_for(status).reattachable
+        """True while the app may still finish (waiting or UNKNOWN; not vanished)."""
+        return self._phase(status) in ACTIVE_PHASES
 
     def is_job_succeeded(self, status: str) -> bool:
         """True for SUCCEEDED."""
-        return outcome_for(status) is Outcome.SUCCESS
+        return self._phase(status) is Phase.SUCCEEDED
 
     # The mixin declares ``-> None`` but returns this value on its reconnect path.
     def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
         """Pushes the handle to XCom and waits (blocking or deferred); returns the status dict."""
         handle = str(external_id)
-        self._handle = handle
-        status, outcome = self._announce(handle, context)
+        if self._attachment is None or self._attachment.app_handle != handle:
+            handle = self._reattach(context, handle)  # the mixin reconnected to a stored handle
+        obs = self._announce(handle, context)
         if not self.wait:
-            self._result = status_payload(handle, status)
+            self._result = status_payload(handle, obs.status)
             return self._result
-        if self.deferrable and outcome.keeps_waiting:
+        if self.deferrable and not obs.done:
             self._defer_to_trigger(handle, context)
-        return self._wait_on_worker(handle, status, outcome)
+        return self._wait_on_worker(handle, obs)
 
     def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
         """The final status dict (checked again when a retry finds a finished app)."""
         if self._result is not None:
             return self._result
-        handle = str(external_id)
-        self._handle = handle
-        status, outcome = self._announce(handle, context)
-        if outcome.keeps_waiting:  # the status could not be read: wait out the grace
-            return self._wait_on_worker(handle, status, outcome)
-        return self._finish(handle, status, outcome, tail=False)
+        return self.poll_until_complete(external_id, context)
 
     # -- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _phase(status: str) -> Phase:
+        try:
+            return Phase[status]
+        except KeyError:
+            return phase_for(status)
+
+    def _start_try(self, context: Any) -> None:
+        ti = context["ti"]
+        self._owner = owner_token(ti)
+        self._identity = task_identity(ti)
 
     def _get_runner(self) -> Runner:
         if self._runner is None:
             self._runner = (self.runner_factory or default_runner_factory)()
         return self._runner
 
+    def _new_lifecycle(self, runner: Runner) -> AppLifecycle:
+        return AppLifecycle(
+            runner,
+            self.scheduler,
+            owner=str(self._owner),
+            cfg=self.cfg,
+            workspace=self.workspace,
+            unknown_timeout=self.unknown_state_timeout,
+            poll_interval=self.poll_interval,
+            tail_lines=self.log_tail_lines,
+        )
+
+    def _lifecycle(self) -> AppLifecycle:
+        if self._life is None:
+            self._life = self._new_lifecycle(self._get_runner())
+        return self._life
+
     def _close_runner(self) -> None:
-        runner, self._runner = self._runner, None
-        close = getattr(runner, "close", None)
-        if callable(close):
-            close()
+        runner, self._runner, self._life = self._runner, None, None
+        if runner is not None:
+            runner.close()
 
     def _build_app(self, runner: Runner, context: Any) -> AppDef:
-        """The rendered AppDef (or the materialized component) under its deterministic name."""
+        """The rendered AppDef, or the materialized component (named by the lifecycle)."""
         if self.app is not None:
             app = copy.deepcopy(self.app)
         else:
             args = self.component_args if self.component_args is not None else []
             app = runner.materialize_component(str(self.component), args)
-        ti = context["ti"]
-        app.name = deterministic_app_name(
-            app.name or ti.task_id,
-            dag_id=ti.dag_id,
-            task_id=ti.task_id,
-            run_id=ti.run_id,
-            map_index=ti.map_index if ti.map_index is not None else -1,
-        )
+        app.name = app.name or context["ti"].task_id
         return app
 
-    def _find_earlier_try(self, runner: Runner, name: str, context: Any) -> str | None:
-        """The app of an earlier try that the state store does not know, found by its name.
+    def _attach(self, context: Any, known_handle: str | None) -> str:
+        """Submits, reattaches or reuses (the lifecycle's policy); this try becomes the owner."""
+        life = self._lifecycle()
+        app = self._build_app(life.runner, context)
+        # kept if attach() raises: execution_timeout interrupts it, then on_kill finds the name
+        self._submitting = app_name(app.name, self._identity or ())
+        att = life.attach(app, self._identity or (), known_handle=known_handle)
+        self._submitting = None
+        self._attachment, self._handle = att, att.app_handle
+        if att.how == "submitted":
+            self.log.info("Submitted TorchX app %s as %s", att.app_name, att.app_handle)
+        else:
+            self.log.info("Reattaching to TorchX app %s (%s, %s)", att.app_handle, att.how,
+                          att.app_name)
+        if self._killed and self.cancel_on_kill:
+            # SIGTERM came before the handle was known (on_kill could not cancel it)
+            life.cancel(att.app_handle, timeout=CANCEL_TIMEOUT_S)
+            raise AirflowException(
+                f"the task was killed while submitting {att.app_handle}; cancelled it"
+            )
+        return att.app_handle
 
-        Looked up on retries (the worker may have died between submitting and storing the
-        handle) and on every try without a state store (Airflow < 3.3). Failed and cancelled
-        apps are not reused.
-        """
-        ti = context["ti"]
-        retry = int(getattr(ti, "try_number", 1) or 1) > 1
-        if context.get("task_state_store") is not None and not retry:
-            return None
-        try:
-            found = find_app_by_name(runner, self.scheduler, name)
-        except Exception as e:  # noqa: BLE001 - a scheduler without list(): submit
-            self.log.warning("Cannot look up earlier apps named %s: %s", name, e)
-            return None
-        return found[0] if found is not None else None
+    def _reattach(self, context: Any, handle: str) -> str:
+        """Adopts the stored handle's app (recording this try as owner); a failed or vanished one
+        is replaced by a new app, whose handle is stored."""
+        new = self._attach(context, known_handle=handle)
+        store = context.get("task_state_store")
+        if new != handle and store is not None:
+            store.set(self.external_id_key, new)
+        return new
 
-    def _announce(self, handle: str, context: Any) -> tuple[AppStatus | None, Outcome]:
+    def _announce(self, handle: str, context: Any) -> Observation:
         """Reads the status and pushes ``app_handle`` / ``ui_url`` to XCom (before waiting)."""
-        status, outcome = self._poll(handle, None)
+        obs = self._lifecycle().poll(handle, max_age=0)
         ti = context["ti"]
         ti.xcom_push(key="app_handle", value=handle)
-        self._remember_ui_url(status)
+        self._remember_ui_url(obs.status)
         url = getattr(self, UI_URL_ATTR)
         if url:
             ti.xcom_push(key="ui_url", value=url)
             ti.xcom_push(key=TorchXAppLink().xcom_key, value=url)
             self.log.info("TorchX app %s UI: %s", handle, url)
-        self.log.info("TorchX app %s is %s", handle, status.state.name if status else outcome.name)
-        return status, outcome
+        state = obs.status.state.name if obs.status is not None else obs.phase.name
+        self.log.info("TorchX app %s is %s", handle, state)
+        return obs
 
     def _remember_ui_url(self, status: AppStatus | None) -> None:
         if status is not None and status.ui_url:
@@ -393,99 +422,70 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             started = start.timestamp() if start is not None else time.time()
             timeout_at = started + self.execution_timeout.total_seconds()
             defer_timeout = timedelta(seconds=max(timeout_at - time.time(), 0)) + _DEFER_BACKSTOP
-        trigger = TorchXTrigger(
+        trigger = (self.trigger_class or TorchXTrigger)(
             app_handle=handle,
             poll_interval=self.poll_interval,
             unknown_state_timeout=self.unknown_state_timeout,
             cancel_on_kill=self.cancel_on_kill,
             timeout_at=timeout_at,
+            owner=self._owner,
         )
         self.log.info("Deferring: the triggerer waits for TorchX app %s", handle)
         self._close_runner()
         self.defer(trigger=trigger, method_name="execute_complete", timeout=defer_timeout)
 
-    def _poll(self, handle: str, last: AppStatus | None) -> tuple[AppStatus | None, Outcome]:
-        """One status read; a failing read counts as UNKNOWN (bounded by the grace period)."""
-        try:
-            status = self._get_runner().status(handle)
-        except Exception as e:  # noqa: BLE001 - transient scheduler errors are retried
-            self.log.warning("Reading the status of %s failed: %s", handle, e)
-            return last, Outcome.UNKNOWN
-        return status, outcome_for(status.state if status is not None else None)
-
-    def _wait_on_worker(
-        self, handle: str, status: AppStatus | None, outcome: Outcome
-    ) -> dict[str, Any]:
-        streamer: LogStreamer | None = None
-        if self.stream_logs:
-            streamer = LogStreamer(self.runner_factory, handle, lambda s: self.log.info("%s", s))
-            streamer.start(status)
-        clock = UnknownStateClock(self.unknown_state_timeout)
+    def _wait_on_worker(self, handle: str, obs: Observation) -> dict[str, Any]:
+        life = self._lifecycle()
+        follower = None
+        if self.stream_logs and not obs.done:
+            reattached = self._attachment is not None and self._attachment.how != "submitted"
+            follower = life.follow_logs(
+                handle, lambda line: self.log.info("%s", line), skip_existing=reattached
+            )
         ended = False
         try:
-            while outcome.keeps_waiting and not clock.observe(outcome):
-                time.sleep(self.poll_interval)
-                status, outcome = self._poll(handle, status)
-            ended = not outcome.keeps_waiting
+            if not obs.done:
+                life.wait(handle)
+            ended = True
+        except AppFailedError as e:
+            ended = True
+            raise self._failure(handle, e) from e
         finally:
-            if streamer is not None:
+            if follower is not None:
                 # the streams end with the app: drain them only if it ended (a timeout or kill
                 # must reach on_kill at once, not after the drain timeout)
-                streamer.stop(timeout=STREAM_DRAIN_TIMEOUT_S if ended else 0)
-        # a failure always gets a (folded) tail of its failed replicas first, even if streamed
-        return self._finish(
-            handle, status, outcome, tail=not self.stream_logs or outcome is not Outcome.SUCCESS
-        )
+                follower.stop(timeout=STREAM_DRAIN_TIMEOUT_S if ended else 0)
+        return self._finish(handle, life.poll(handle, max_age=0), tail=not self.stream_logs)
 
-    def _finish(
-        self, handle: str, status: AppStatus | None, outcome: Outcome, *, tail: bool
-    ) -> dict[str, Any]:
+    def _finish(self, handle: str, obs: Observation, *, tail: bool) -> dict[str, Any]:
         """Returns the status dict on success; logs and raises the mapped exception otherwise."""
+        life = self._lifecycle()
+        try:
+            status = life.result(handle, obs)
+        except AppFailedError as e:
+            raise self._failure(handle, e) from e
         payload = status_payload(handle, status)
         self._result = payload
         if tail and self.log_tail_lines > 0:
-            self._log_tail(handle, status)
-        if outcome is Outcome.SUCCESS:
-            self.log.info("TorchX app %s SUCCEEDED", handle)
-            return payload
+            lines = life.failure_tail(handle, status)
+            _log_group(self.log, f"TorchX logs (last {self.log_tail_lines} lines per replica)",
+                       lines)
+        self.log.info("TorchX app %s SUCCEEDED", handle)
+        return payload
+
+    def _failure(self, handle: str, error: AppFailedError) -> BaseException:
+        """The Airflow exception for a failed app: its message says what happened, with the
+        structured errors and the log tail (logged once, by Airflow)."""
         self._result = None
-        self._log_error(handle, status)
-        state = payload["state"] if outcome is not Outcome.UNKNOWN else "UNKNOWN"
-        message = f"TorchX app {handle} ended {state}"
-        if outcome is Outcome.UNKNOWN:
-            message = (
-                f"TorchX app {handle} stayed UNKNOWN (or unreachable) for more than"
-                f" unknown_state_timeout={self.unknown_state_timeout:g} s"
-            )
-        elif outcome is Outcome.VANISHED:
-            message = (
-                f"TorchX app {handle} is gone: its scheduler has not known it for more than"
-                f" unknown_state_timeout={self.unknown_state_timeout:g} s"
-            )
-        if status is not None and status.msg:
-            message += f": {status.msg}"
+        message = f"TorchX {error}"
         exc = exception_for(
-            outcome, message, fail_fast=self.fail_fast, skip_on_cancel=self.skip_on_cancel
+            error.phase, message, fail_fast=self.fail_fast, skip_on_cancel=self.skip_on_cancel
         )
-        raise exc if exc is not None else AirflowException(message)
+        return exc if exc is not None else AirflowException(message)
 
-    def _log_tail(self, handle: str, status: AppStatus | None) -> None:
-        for role, replica, lines in tail_logs(
-            self._get_runner(), handle, status, self.log_tail_lines
-        ):
-            _log_group(self.log, f"TorchX logs {role}/{replica} (last {len(lines)} lines)", lines)
-
-    def _log_error(self, handle: str, status: AppStatus | None) -> None:
-        if status is None:
-            return
-        errors = [status.structured_error_msg] if status.structured_error_msg != "<NONE>" else []
-        for role in status.roles:
-            for rep in role.replicas:
-                if rep.structured_error_msg != "<NONE>":
-                    errors.append(f"{role.role}/{rep.id}: {rep.structured_error_msg}")
-        _log_group(self.log, f"TorchX app {handle}: {status.state.name}", [status.format()])
-        if errors:
-            _log_group(self.log, "TorchX structured error", errors)
+    def _log_status(self, handle: str, status: AppStatus | None) -> None:
+        if status is not None:
+            _log_group(self.log, f"TorchX app {handle}: {status.state.name}", [status.format()])
 
 
 def _validate(

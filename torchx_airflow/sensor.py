@@ -22,12 +22,21 @@ from torchx_airflow._airflow import (
 from torchx_airflow._runtime import (
     RunnerFactory,
     open_runner,
+    scheduler_of,
     status_from_payload,
     status_payload,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
-from torchx_airflow.states import Outcome, UnknownStateClock, exception_for, outcome_for
-from torchx_core.specs import AppStatus, parse_app_handle
+from torchx_airflow.states import exception_for
+from torchx_core.runner.lifecycle import (
+    AppFailedError,
+    AppLifecycle,
+    GraceClock,
+    Observation,
+    Phase,
+    phase_of,
+)
+from torchx_core.specs import parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException
 
 __all__ = ["TorchXSensor"]
@@ -109,27 +118,23 @@ class TorchXSensor(BaseSensorOperator):
                 " Check the app_handle template (the upstream task's XCom key 'app_handle')."
             ) from e
         with open_runner(self.runner_factory) as runner:
-            try:
-                status = runner.status(self.app_handle)
-                outcome = outcome_for(status.state if status is not None else None)
-            except Exception as e:  # noqa: BLE001 - transient errors count as UNKNOWN
-                self.log.warning("reading the status of %s failed: %s", self.app_handle, e)
-                status, outcome = None, Outcome.UNKNOWN
-        if self._unknown_expired(outcome, context):
-            if outcome is Outcome.VANISHED:
-                self._final(None, outcome)  # raises: the app is gone
-            raise AirflowException(
-                f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
-                f" {self.unknown_state_timeout:g} s"
-            )
-        if outcome.keeps_waiting:
-            self.log.info(
-                "TorchX app %s is %s",
-                self.app_handle,
-                status.state.name if status else outcome.name,
-            )
-            return False
-        return PokeReturnValue(is_done=True, xcom_value=self._final(status, outcome))
+            life = self._lifecycle(runner)
+            obs = life.poll(self.app_handle, max_age=0)
+            if self._grace_expired(obs.phase, context):
+                if obs.phase is Phase.VANISHED:
+                    raise AirflowException(
+                        f"TorchX app {self.app_handle} is gone: its scheduler has not known it for"
+                        f" more than {self.unknown_state_timeout:g} s"
+                    )
+                raise AirflowException(
+                    f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
+                    f" {self.unknown_state_timeout:g} s"
+                )
+            if not obs.done:
+                state = obs.status.state.name if obs.status else obs.phase.name
+                self.log.info("TorchX app %s is %s", self.app_handle, state)
+                return False
+            return PokeReturnValue(is_done=True, xcom_value=self._final(life, obs))
 
     def execute(self, context: Any) -> Any:
         """Pokes (or reschedules) as configured; in deferrable mode, defers after one poke."""
@@ -159,34 +164,42 @@ class TorchXSensor(BaseSensorOperator):
         message = str(event.get("message", ""))
         if kind == "timeout":
             raise AirflowSensorTimeout(message)
-        if kind in ("unknown_timeout", "error"):
+        if kind in ("unknown_timeout", "vanished", "error"):
             raise AirflowException(message)
         status = status_from_payload(event["status"]) if event.get("status") else None
-        return self._final(status, outcome_for(status.state if status is not None else None))
+        with open_runner(self.runner_factory) as runner:
+            return self._final(self._lifecycle(runner), Observation(phase_of(status), status, False))
 
-    def _final(self, status: AppStatus | None, outcome: Outcome) -> dict[str, Any]:
-        payload = status_payload(self.app_handle, status)
-        if outcome is Outcome.SUCCESS:
-            return payload
-        message = f"TorchX app {self.app_handle} ended {payload['state']}"
-        if status is not None and status.msg:
-            message += f": {status.msg}"
-        if status is not None and status.structured_error_msg != "<NONE>":
-            message += f" (error: {status.structured_error_msg})"
-        exc = exception_for(
-            outcome, message, fail_fast=self.fail_fast, skip_on_cancel=self.skip_on_cancel
+    def _lifecycle(self, runner: Any) -> AppLifecycle:
+        # the sensor never cancels: it only reads statuses and logs through the lifecycle
+        return AppLifecycle(
+            runner,
+            scheduler_of(self.app_handle),
+            owner=f"airflow-sensor:{self.task_id}",
+            unknown_timeout=self.unknown_state_timeout,
         )
-        raise exc if exc is not None else AirflowException(message)
 
-    def _unknown_expired(self, outcome: Outcome, context: Any) -> bool:
-        """UNKNOWN grace across pokes; in reschedule mode the streak start is kept in the store."""
+    def _final(self, life: AppLifecycle, obs: Observation) -> dict[str, Any]:
+        """The status dict of a SUCCEEDED app; the mapped exception for a failed/cancelled one."""
+        try:
+            status = life.result(self.app_handle, obs)
+        except AppFailedError as e:
+            exc = exception_for(
+                e.phase, f"TorchX {e}", fail_fast=self.fail_fast, skip_on_cancel=self.skip_on_cancel
+            )
+            raise (exc if exc is not None else AirflowException(str(e))) from e
+        return status_payload(self.app_handle, status)
+
+    def _grace_expired(self, phase: Phase, context: Any) -> bool:
+        """UNKNOWN/VANISHED grace across pokes; in reschedule mode (a new sensor object per poke)
+        the streak's start is kept in the task state store."""
         store = context.get("task_state_store") if self.mode == "reschedule" else None
         since = self._unknown_since
         if store is not None:
             stored = store.get(_UNKNOWN_SINCE_KEY)
             since = float(stored) if isinstance(stored, (int, float)) else None
-        clock = UnknownStateClock(self.unknown_state_timeout, clock=time.time, since=since)
-        expired = clock.observe(outcome)
+        clock = GraceClock(self.unknown_state_timeout, clock=time.time, since=since)
+        expired = clock.observe(phase)
         if store is not None and clock.since != since:
             if clock.since is None:
                 store.delete(_UNKNOWN_SINCE_KEY)

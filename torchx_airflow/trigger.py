@@ -1,9 +1,12 @@
 """``TorchXTrigger``: waits for a TorchX app in the Airflow triggerer.
 
-The trigger polls ``Runner.status`` through ``asyncio.to_thread`` (the triggerer's event loop is
-never blocked), and fires exactly one event when the app ends, stays vanished or UNKNOWN past its
-grace period, or passes the task's deadline. ``cleanup()`` never touches the app (it runs on every
-triggerer restart); ``on_kill()`` cancels it when a user kills the deferred task.
+The trigger polls through the shared lifecycle (``AppLifecycle.apoll``: the status read runs in a
+worker thread, the triggerer's event loop is never blocked) and fires exactly one event when the
+app ends, stays vanished or UNKNOWN past its grace period, or passes the task's deadline.
+``cleanup()`` never touches the app (it runs on every triggerer restart). ``on_kill()`` (a user
+marked the deferred task failed/success or cleared it) cancels the app only if the try that
+deferred still owns it: after a clear, the new try records itself as the owner when it adopts the
+app, and the old trigger then leaves it alone.
 
 Event payload (plain JSON)::
 
@@ -14,22 +17,24 @@ Event payload (plain JSON)::
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
-from torchx_airflow._runtime import RunnerFactory, default_runner_factory, status_payload
+from torchx_airflow._runtime import (
+    RunnerFactory,
+    default_runner_factory,
+    scheduler_of,
+    status_payload,
+)
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
-from torchx_airflow.states import Outcome, UnknownStateClock, outcome_for
+from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase
 from torchx_core.specs import AppStatus, parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
-
-logger: logging.Logger = logging.getLogger(__name__)
 
 __all__ = ["TorchXTrigger"]
 
@@ -46,10 +51,13 @@ class TorchXTrigger(BaseTrigger):
         poll_interval: seconds between status checks
         unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
             trigger fires an ``unknown_timeout`` (or ``vanished``) event
-        cancel_on_kill: cancel the app when a user kills the deferred task (``on_kill``); the
-            sensor passes False because it does not own the app
+        cancel_on_kill: cancel the app when a user kills the deferred task (``on_kill``) and at
+            the deadline; the sensor passes False because it does not own the app
         timeout_at: a UNIX time; past it the app is cancelled (if ``cancel_on_kill``) and a
             ``timeout`` event fires (the operator's ``execution_timeout``)
+        owner: the owner token of the task try that deferred; kill paths cancel only an app this
+            owner still owns (None: cancel unconditionally, as triggers serialized before
+            owners existed)
         runner_factory: builds the Runner (tests only; never serialized)
     """
 
@@ -60,6 +68,7 @@ class TorchXTrigger(BaseTrigger):
         unknown_state_timeout: float = 300.0,
         cancel_on_kill: bool = True,
         timeout_at: float | None = None,
+        owner: str | None = None,
         runner_factory: RunnerFactory | None = None,
     ) -> None:
         super().__init__()
@@ -74,6 +83,8 @@ class TorchXTrigger(BaseTrigger):
             problems.append(f"cancel_on_kill must be True or False, got {cancel_on_kill!r}")
         if timeout_at is not None:
             check_number(problems, "timeout_at", timeout_at, minimum=0)
+        if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+            problems.append(f"owner must be a non-empty token or None, got {owner!r}")
         if problems:
             raise InvalidTaskArgumentError("TorchXTrigger", problems)
         self.app_handle = app_handle
@@ -81,6 +92,7 @@ class TorchXTrigger(BaseTrigger):
         self.unknown_state_timeout = float(unknown_state_timeout)
         self.cancel_on_kill = cancel_on_kill
         self.timeout_at = float(timeout_at) if timeout_at is not None else None
+        self.owner = owner
         self._runner_factory = runner_factory
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -93,11 +105,18 @@ class TorchXTrigger(BaseTrigger):
                 "unknown_state_timeout": self.unknown_state_timeout,
                 "cancel_on_kill": self.cancel_on_kill,
                 "timeout_at": self.timeout_at,
+                "owner": self.owner,
             },
         )
 
-    def _new_runner(self) -> Runner:
-        return (self._runner_factory or default_runner_factory)()
+    def _lifecycle(self, runner: Runner) -> AppLifecycle:
+        return AppLifecycle(
+            runner,
+            scheduler_of(self.app_handle),
+            owner=self.owner or f"airflow-trigger:{self.app_handle}",
+            unknown_timeout=self.unknown_state_timeout,
+            poll_interval=self.poll_interval,
+        )
 
     def _event(self, kind: str, status: AppStatus | None, message: str = "") -> TriggerEvent:
         payload = {
@@ -111,89 +130,90 @@ class TorchXTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Polls until the app ends; yields one event, then returns."""
         try:
-            runner = await asyncio.to_thread(self._new_runner)
+            runner = await asyncio.to_thread(self._runner_factory or default_runner_factory)
         except Exception as e:  # noqa: BLE001 - reported to the task as an error event
             yield self._event("error", None, f"cannot create a TorchX Runner: {e!r}")
             return
         try:
-            yield await self._wait(runner)
+            yield await self._wait(self._lifecycle(runner))
         finally:
             # Local resources only: the app keeps running (a triggerer restart re-runs us).
-            close = getattr(runner, "close", None)
-            if callable(close):
-                await asyncio.to_thread(close)
+            await asyncio.to_thread(runner.close)
 
-    async def _wait(self, runner: Runner) -> TriggerEvent:
-        clock = UnknownStateClock(self.unknown_state_timeout)
+    async def _wait(self, life: AppLifecycle) -> TriggerEvent:
         last: AppStatus | None = None
         while True:
             if self.timeout_at is not None and time.time() >= self.timeout_at:
-                if self.cancel_on_kill:
-                    try:
-                        await asyncio.wait_for(
-                            asyncio.to_thread(runner.cancel, self.app_handle), ON_KILL_TIMEOUT_S
-                        )
-                    except Exception as e:  # noqa: BLE001 - the timeout event still fires
-                        self.log.warning("cancelling %s failed: %r", self.app_handle, e)
+                cancelled = self.cancel_on_kill and await self._cancel(life)
                 return self._event(
                     "timeout",
                     last,
                     f"TorchX app {self.app_handle} passed the task's execution_timeout"
-                    + (" and was cancelled" if self.cancel_on_kill else ""),
+                    + (" and was cancelled" if cancelled else ""),
                 )
-            try:
-                status = await asyncio.to_thread(runner.status, self.app_handle)
-                outcome = outcome_for(status.state if status is not None else None)
-                last = status if status is not None else last
-            except Exception as e:  # noqa: BLE001 - transient errors count as UNKNOWN
-                self.log.warning("reading the status of %s failed: %s", self.app_handle, e)
-                status, outcome = last, Outcome.UNKNOWN
-            expired = clock.observe(outcome)
-            if expired and outcome is Outcome.VANISHED:
-                return self._event(
-                    "vanished",
-                    None,
-                    f"TorchX app {self.app_handle} is gone: its scheduler has not known it for"
-                    f" more than {self.unknown_state_timeout:g} s",
-                )
-            if expired:
-                return self._event(
-                    "unknown_timeout",
-                    last,
-                    f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
-                    f" {self.unknown_state_timeout:g} s",
-                )
-            if not outcome.keeps_waiting:
-                state = status.state.name if status is not None else "?"
-                return self._event("terminal", status, f"TorchX app {self.app_handle} {state}")
+            obs = await life.apoll(self.app_handle)
+            last = obs.status or last
+            if obs.done:
+                return self._final_event(obs, last)
             await asyncio.sleep(self._sleep_time())
+
+    def _final_event(self, obs: Observation, last: AppStatus | None) -> TriggerEvent:
+        grace = f"{self.unknown_state_timeout:g} s"
+        if obs.expired and obs.phase is Phase.VANISHED:
+            return self._event(
+                "vanished",
+                None,
+                f"TorchX app {self.app_handle} is gone: its scheduler has not known it for more"
+                f" than {grace}",
+            )
+        if obs.expired:
+            return self._event(
+                "unknown_timeout",
+                last,
+                f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
+                f" {grace}",
+            )
+        state = obs.status.state.name if obs.status is not None else obs.phase.name
+        return self._event("terminal", obs.status, f"TorchX app {self.app_handle} {state}")
 
     def _sleep_time(self) -> float:
         if self.timeout_at is None:
             return self.poll_interval
         return max(0.0, min(self.poll_interval, self.timeout_at - time.time()))
 
+    async def _cancel(self, life: AppLifecycle) -> bool:
+        """Cancels the app if this try still owns it (bounded); True if it was cancelled."""
+        done = await asyncio.to_thread(
+            life.cancel,
+            self.app_handle,
+            timeout=ON_KILL_TIMEOUT_S,
+            only_if_owned=self.owner is not None,
+        )
+        if done:
+            self.log.info("Cancelled TorchX app %s", self.app_handle)
+        else:
+            self.log.warning(
+                "Did not cancel TorchX app %s: a newer try (not %s) owns it, or the cancel"
+                " failed",
+                self.app_handle,
+                self.owner,
+            )
+        return bool(done)
+
     async def cleanup(self) -> None:
         """Runs on every trigger exit (including triggerer restarts): never cancels the app."""
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: cancel the app (``cancel_on_kill``), bounded in time."""
+        """A user killed the deferred task: cancel the app if this try still owns it."""
         if not self.cancel_on_kill:
             return
-        self.log.info("Deferred task killed: cancelling TorchX app %s", self.app_handle)
-
-        def _cancel() -> None:
-            runner = self._new_runner()
-            try:
-                runner.cancel(self.app_handle)
-            finally:
-                close = getattr(runner, "close", None)
-                if callable(close):
-                    close()
-
+        self.log.info(
+            "Deferred task killed: cancelling TorchX app %s if %s still owns it",
+            self.app_handle,
+            self.owner or "this trigger",
+        )
+        runner = await asyncio.to_thread(self._runner_factory or default_runner_factory)
         try:
-            await asyncio.wait_for(asyncio.to_thread(_cancel), timeout=ON_KILL_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            self.log.warning(
-                "cancelling %s did not finish within %.0f s", self.app_handle, ON_KILL_TIMEOUT_S
-            )
+            await self._cancel(self._lifecycle(runner))
+        finally:
+            await asyncio.to_thread(runner.close)

@@ -33,6 +33,8 @@ SCRIPTS = REPO / "scripts" / "services" / "airflow"
 RUN_DIR = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"))
 STATE_DIR = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"))
 LIVE_DAGS = ("live_dags.py",)
+#: modules the DAGs and the triggerer import: the plugins folder is on every Airflow process's path
+LIVE_MODULES = ("live_triggers.py",)
 
 #: Generous bounds: the machine is shared and slow; a wait that runs out fails the test.
 START_TIMEOUT_S = 600
@@ -75,6 +77,7 @@ class AirflowDeployment:
         self.home = home
         self.url = self.settings["AIRFLOW__API__BASE_URL"].rstrip("/")
         self.dags = Path(self.settings["AIRFLOW__CORE__DAGS_FOLDER"])
+        self.plugins = Path(self.settings["AIRFLOW__CORE__PLUGINS_FOLDER"])
         self.work = Path(self.settings["TORCHX_AF_WORK"])
         self.local_root = Path(self.settings["TORCHX_LOCAL_ROOT"])
 
@@ -103,6 +106,10 @@ class AirflowDeployment:
         if check and proc.returncode != 0:
             raise AssertionError(f"airflow {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def service_log(self, name: str) -> str:
+        """The output of one Airflow process (``scheduler``, ``triggerer``...)."""
+        return (self.home / "service-logs" / f"{name}.log").read_text(errors="replace")
 
     # -- REST -------------------------------------------------------------------------------
 
@@ -259,6 +266,8 @@ def airflow_deployment() -> Iterator[AirflowDeployment]:
     """The real deployment, with the live DAGs in its DAGs folder."""
     home, started = _start(DEPLOYMENT_ENV)
     dep = AirflowDeployment(home)
+    for name in LIVE_MODULES:
+        shutil.copy(HERE / "dags" / name, dep.plugins / name)
     for name in LIVE_DAGS:
         shutil.copy(HERE / "dags" / name, dep.dags / name)
     try:

@@ -1,164 +1,110 @@
-"""Unit-test fakes for the Airflow provider: a stateful Runner and a fake task context."""
+"""Unit-test helpers for the Airflow provider: the shared fake scheduler under real Runners, and
+a fake task context (no database, no Airflow run).
+
+:class:`Cluster` wraps ``tests/runner/fake_scheduler.py``'s :class:`JobTable` (scheduler name
+``"fake"``): its :meth:`Cluster.factory` is the operator's ``runner_factory``; hooks run when an
+app is submitted (``on_run``) and on every status read (``on_describe``).
+"""
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from torchx_core.specs import (
-    AppDef,
-    AppState,
-    AppStatus,
-    ReplicaStatus,
-    Role,
-    RoleStatus,
-    runopts,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
 
-# -- unit-test fakes ---------------------------------------------------------------------------
+from fake_scheduler import FakeJob, FakeScheduler, JobTable, make_runner
+
+from torchx_core.runner import Runner
+from torchx_core.specs import AppDef, AppState, Role, parse_app_handle
 
 
-@dataclass
-class FakeListed:
-    app_id: str
-    state: AppState
-    app_handle: str
-    name: str = ""
+class HookedTable(JobTable):
+    """A :class:`JobTable` that calls ``on_describe`` on every status read."""
+
+    def __init__(self) -> None:
+        self.on_describe: Callable[[], None] | None = None
+        self._describe_error: BaseException | None = None
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def describe_error(self) -> BaseException | None:
+        if self.on_describe is not None:
+            self.on_describe()
+        return self._describe_error
+
+    @describe_error.setter
+    def describe_error(self, value: BaseException | None) -> None:
+        self._describe_error = value
 
 
-@dataclass
-class FakeApp:
-    app: AppDef
-    handle: str
-    states: list[AppState | None]
-    cancelled: bool = False
-    ui_url: str | None = None
+class _UiFakeScheduler(FakeScheduler):
+    """The fake scheduler, with a UI URL in every status."""
 
-
-class FakeRunner:
-    """A stateful fake of the Runner's public API.
-
-    Each submitted app walks through a scripted list of states (the last one repeats);
-    ``cancel`` moves it to CANCELLED; ``status`` of an unknown handle is None. Every call is
-    recorded in ``calls`` (name, handle).
-    """
-
-    def __init__(
-        self,
-        script: list[AppState | None] | None = None,
-        ui_url: str | None = None,
-        logs: dict[tuple[str, int], list[str]] | None = None,
-    ) -> None:
-        self.script = list(script or [AppState.RUNNING, AppState.SUCCEEDED])
+    def __init__(self, session_name: str, table: JobTable, ui_url: str, **kwargs: Any) -> None:
+        super().__init__(session_name, table, **kwargs)
         self.ui_url = ui_url
-        self.logs = logs or {("r", 0): [f"line {i}\n" for i in range(10)]}
-        self.apps: dict[str, FakeApp] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.status_error: Exception | None = None
-        self.status_hook: Callable[[str], None] | None = None
-        #: numbers (1-based) of the ``status`` calls that do not find the app (None)
-        self.missing_on: set[int] = set()
-        #: called with the new handle once ``run`` created the app, before it returns
-        self.run_hook: Callable[[str], None] | None = None
-        self.closed = 0
-        self._ids = itertools.count()
-        self._lock = threading.Lock()
 
-    # submission
-    def run(self, app: AppDef, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
-        handle = f"{scheduler}://torchx/{app.name}-{next(self._ids)}"
-        self.apps[handle] = FakeApp(app, handle, list(self.script), ui_url=self.ui_url)
-        self.calls.append(("run", handle))
-        if self.run_hook is not None:
-            self.run_hook(handle)
+    def describe(self, app_id: str) -> Any:
+        resp = super().describe(app_id)
+        if resp is not None:
+            resp.ui_url = self.ui_url
+        return resp
+
+
+class Cluster:
+    """The fake scheduler's apps, and Runners over them (``ui_url``: what statuses report)."""
+
+    def __init__(self) -> None:
+        self.table = HookedTable()
+        self.table.hold = True  # states change only when a test says so (or set steps)
+        self.on_run: Callable[[str], None] | None = None
+        self.runners: list[Runner] = []
+        self.ui_url: str | None = None
+
+    def factory(self) -> Runner:
+        """A new real Runner over the fake scheduler (the operator's ``runner_factory``)."""
+        if self.ui_url is None:
+            runner = make_runner(self.table)
+        else:
+            url = self.ui_url
+            runner = Runner(
+                "test", {"fake": lambda session, **kw: _UiFakeScheduler(session, self.table, url)}
+            )
+        submit = runner.run
+
+        def run(*args: Any, **kwargs: Any) -> str:
+            handle = submit(*args, **kwargs)
+            if self.on_run is not None:
+                self.on_run(handle)
+            return handle
+
+        runner.run = run  # type: ignore[method-assign]
+        self.runners.append(runner)
+        return runner
+
+    def add(self, name: str, state: AppState) -> str:
+        """An app submitted earlier (by another try), now in ``state``; returns its handle."""
+        with make_runner(self.table) as r:
+            handle = r.run(AppDef(name=name, roles=[Role("r", "img", entrypoint="sleep")]), "fake")
+        self.set_state(handle, state)
         return handle
 
-    def add_app(
-        self, name: str, states: list[AppState | None], scheduler: str = "local_cwd"
-    ) -> str:
-        """Registers an app as if an earlier process had submitted it."""
-        handle = f"{scheduler}://torchx/{name}-{next(self._ids)}"
-        self.apps[handle] = FakeApp(AppDef(name=name, roles=[Role("r", "img")]), handle, states)
-        return handle
+    def job(self, handle: str) -> FakeJob:
+        return self.table.jobs[parse_app_handle(handle).app_id]
 
-    def materialize_component(self, component: str, component_args: Any) -> AppDef:
-        self.calls.append(("materialize", component))
-        args = [str(a) for a in component_args] if isinstance(component_args, list) else []
-        return AppDef(
-            name=component.split(".")[-1],
-            roles=[Role("r", "img", entrypoint="/bin/echo", args=args)],
-        )
+    def set_state(self, handle: str, state: AppState) -> None:
+        self.table.set_state(parse_app_handle(handle).app_id, state)
 
-    def scheduler_run_opts(self, scheduler: str) -> runopts:
-        opts = runopts()
-        opts.add("log_dir", type_=str, help="where logs go")
-        return opts
+    def state(self, handle: str) -> AppState:
+        return self.job(handle).state
 
-    # queries
-    def _state(self, handle: str) -> AppState | None:
-        fa = self.apps.get(handle)
-        if fa is None:
-            return None
-        if fa.cancelled:
-            return AppState.CANCELLED
-        with self._lock:
-            return fa.states.pop(0) if len(fa.states) > 1 else fa.states[0]
-
-    def status(self, app_handle: str) -> AppStatus | None:
-        self.calls.append(("status", app_handle))
-        if self.status_hook is not None:
-            self.status_hook(app_handle)
-        if self.status_error is not None:
-            raise self.status_error
-        if self.count("status") in self.missing_on:
-            return None
-        state = self._state(app_handle)
-        if state is None:
-            return None
-        fa = self.apps[app_handle]
-        rep_state = state
-        err = '{"message": "exit 3"}' if state == AppState.FAILED else "<NONE>"
-        return AppStatus(
-            state=state,
-            msg="fake msg",
-            structured_error_msg=err,
-            ui_url=fa.ui_url,
-            roles=[RoleStatus("r", [ReplicaStatus(0, rep_state, "r", "localhost", err)])],
-        )
-
-    def describe(self, app_handle: str) -> AppDef | None:
-        fa = self.apps.get(app_handle)
-        return fa.app if fa else None
-
-    def list(self, scheduler: str) -> list[FakeListed]:
-        self.calls.append(("list", scheduler))
-        out = []
-        for fa in self.apps.values():
-            states = fa.states
-            state = AppState.CANCELLED if fa.cancelled else states[0]
-            out.append(FakeListed(fa.handle.rsplit("/", 1)[1], state, fa.handle, fa.app.name))
-        return out
-
-    def log_lines(
-        self, app_handle: str, role_name: str, k: int = 0, *args: Any, **kwargs: Any
-    ) -> Iterator[str]:
-        self.calls.append(("log_lines", app_handle))
-        return iter(self.logs.get((role_name, k), []))
-
-    def cancel(self, app_handle: str) -> None:
-        self.calls.append(("cancel", app_handle))
-        if app_handle in self.apps:
-            self.apps[app_handle].cancelled = True
-
-    def close(self) -> None:
-        self.closed += 1
-
-    # helpers for assertions
-    def count(self, call: str) -> int:
-        return sum(1 for c, _ in self.calls if c == call)
+    @property
+    def handles(self) -> list[str]:
+        """Every app submitted so far, in order."""
+        return [f"fake://test/{app_id}" for app_id in self.table.jobs]
 
 
 class FakeStore:
@@ -180,12 +126,14 @@ class FakeStore:
 class FakeTI:
     """The bits of a runtime task instance the provider uses."""
 
-    def __init__(self, on_push: Callable[[str, Any], None] | None = None) -> None:
+    def __init__(
+        self, on_push: Callable[[str, Any], None] | None = None, try_number: int = 1
+    ) -> None:
         self.dag_id = "dag"
         self.task_id = "task"
         self.run_id = "manual__1"
         self.map_index = -1
-        self.try_number = 1
+        self.try_number = try_number
         self.start_date = None
         self.stats_tags: dict[str, str] = {}
         self.xcoms: dict[str, Any] = {}

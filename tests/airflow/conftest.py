@@ -1,7 +1,7 @@
 """Fixtures for the Airflow provider tests.
 
-Unit tests use the fakes in ``airflow_fakes.py`` (a stateful Runner, a fake task context): no
-database, no Airflow run.
+Unit tests use ``airflow_fakes.py``: real Runners over the shared fake scheduler
+(``tests/runner/fake_scheduler.py``) and a fake task context; no database, no Airflow run.
 
 Integration tests (``integration`` + ``airflow``) run DAG files with ``dag.test()``, one
 subprocess per run (``dag_runner.py``), against a real Airflow 3 with SQLite in a temporary
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
-from airflow_fakes import FakeRunner
+from airflow_fakes import Cluster
 from airflow_harness import AirflowEnv, DagRunResult
 
 from torchx_core.specs import AppDef, Role
@@ -40,8 +40,9 @@ if "airflow" not in sys.modules and "AIRFLOW_HOME" not in os.environ:
 
 
 @pytest.fixture
-def fake_runner() -> FakeRunner:
-    return FakeRunner()
+def cluster() -> Cluster:
+    """The shared fake scheduler (``tests/runner/fake_scheduler.py``) under real Runners."""
+    return Cluster()
 
 
 @pytest.fixture

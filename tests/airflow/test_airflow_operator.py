@@ -1,4 +1,5 @@
-"""TorchXOperator unit tests with a fake Runner and a fake task context (no Airflow run)."""
+"""TorchXOperator: submit, wait, outcomes, deferral and validation (real Runners over the shared
+fake scheduler, a fake task context; no Airflow run)."""
 
 from __future__ import annotations
 
@@ -13,212 +14,186 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
     TaskDeferred,
 )
-from airflow_fakes import FakeRunner, FakeStore, FakeTI, make_context
+from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 
 from torchx_airflow import TorchXOperator, TorchXTrigger
-from torchx_airflow.errors import InvalidTaskArgumentError
+from torchx_airflow.errors import InvalidTaskArgumentError, TorchXAirflowError
+from torchx_core.runner.lifecycle import AppFailedError, app_name
 from torchx_core.specs import AppDef, AppState
+from torchx_core.specs.errors import TorchXError
 
-FAST = {"poll_interval": 0.001, "stream_logs": False}
+FAST = {"poll_interval": 0.001, "stream_logs": False, "scheduler": "fake"}
+ERROR = '{"message": "exit 3"}'
 
 
-def _op(runner: FakeRunner, app: AppDef | None = None, **kwargs: Any) -> TorchXOperator:
+def _op(cluster: Cluster, app: AppDef | None = None, **kwargs: Any) -> TorchXOperator:
     for k, v in FAST.items():
         kwargs.setdefault(k, v)
-    if app is None and "component" not in kwargs:
-        raise ValueError("test bug: give app or component")
-    return TorchXOperator(task_id="task", app=app, runner_factory=lambda: runner, **kwargs)
+    return TorchXOperator(task_id="task", app=app, runner_factory=cluster.factory, **kwargs)
 
 
-def test_success_returns_status_dict_and_pushes_handle_before_waiting(app: AppDef) -> None:
-    r = FakeRunner([AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED], ui_url="http://ui/x")
-    pushed_while: list[tuple[str, int]] = []
-    ti = FakeTI(on_push=lambda k, v: pushed_while.append((k, r.count("status"))))
+def _ends(cluster: Cluster, final: AppState, after: int = 2, error: str = "") -> None:
+    """Submitted apps run for ``after`` status reads, then end ``final`` (with ``error``)."""
+    cluster.table.hold = False
+    cluster.table.steps = after
+    cluster.table.final = final
+    if error:
+        cluster.on_run = lambda h: setattr(cluster.job(h), "error", error)
+
+
+def test_success_returns_status_dict_and_pushes_handle_before_waiting(
+    cluster: Cluster, app: AppDef
+) -> None:
+    _ends(cluster, AppState.SUCCEEDED, after=3)
+    state_at_push: dict[str, AppState] = {}
+    ti = FakeTI(on_push=lambda k, v: state_at_push.setdefault(k, cluster.state(v)))
     store = FakeStore()
-    result = _op(r, app).execute(make_context(store, ti))
-    assert result["state"] == "SUCCEEDED"
-    handle = result["app_handle"]
+    result = _op(cluster, app).execute(make_context(store, ti))
+    (handle,) = cluster.handles
+    assert result["state"] == "SUCCEEDED" and result["app_handle"] == handle
     assert ti.xcoms["app_handle"] == handle
-    assert ti.xcoms["ui_url"] == "http://ui/x"
     assert store.data["torchx_app_handle"] == handle
-    # the handle went to XCom before the app finished (first status read)
-    assert dict(pushed_while)["app_handle"] <= 1
-    assert r.count("run") == 1
-    assert r.closed >= 1
+    assert state_at_push["app_handle"] == AppState.RUNNING  # pushed before the app ended
+    assert cluster.table.closed >= 1  # the Runner was closed
+    assert cluster.job(handle).owner == "airflow:dag/task/manual__1/-1#try=1"
 
 
-def test_app_is_named_from_the_task_identity(app: AppDef) -> None:
-    r1, r2 = FakeRunner([AppState.SUCCEEDED]), FakeRunner([AppState.SUCCEEDED])
-    _op(r1, app).execute(make_context(FakeStore()))
-    _op(r2, app).execute(make_context(FakeStore()))
-    names = [fa.app.name for fa in [*r1.apps.values(), *r2.apps.values()]]
-    assert names[0] == names[1] and names[0].startswith("train-")
+def test_app_is_named_from_the_task_identity(cluster: Cluster, app: AppDef) -> None:
+    _ends(cluster, AppState.SUCCEEDED, after=1)
+    _op(cluster, app).execute(make_context(FakeStore()))
     other = FakeTI()
     other.run_id = "manual__2"
-    r3 = FakeRunner([AppState.SUCCEEDED])
-    _op(r3, app).execute(make_context(FakeStore(), other))
-    assert next(iter(r3.apps.values())).app.name != names[0]
+    _op(cluster, app).execute(make_context(FakeStore(), other))
+    names = [cluster.job(h).app.name for h in cluster.handles]
+    assert names == [
+        app_name("train", ("dag", "task", "manual__1", -1)),
+        app_name("train", ("dag", "task", "manual__2", -1)),
+    ]
     assert app.name == "train"  # the operator's AppDef is not mutated
 
 
-def test_component_is_materialized_with_its_args() -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
+def test_component_is_materialized_with_its_args(cluster: Cluster) -> None:
+    _ends(cluster, AppState.SUCCEEDED, after=1)
     op = TorchXOperator(
         task_id="task",
         component="utils.echo",
         component_args=["--msg", "hi"],
-        runner_factory=lambda: r,
+        runner_factory=cluster.factory,
         **FAST,
     )
     op.execute(make_context(FakeStore()))
-    (fa,) = r.apps.values()
-    assert fa.app.roles[0].args == ["--msg", "hi"]
-    assert fa.app.name.startswith("echo-")
+    (handle,) = cluster.handles
+    job = cluster.job(handle)
+    assert job.request.roles[0][3] == ["hi"]
+    assert job.app.name.startswith("echo-")
 
 
-def test_failed_app_raises_retryable_exception_with_error(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING, AppState.FAILED])
+def test_failed_app_raises_a_retryable_exception_with_error_and_tail(
+    cluster: Cluster, app: AppDef
+) -> None:
+    _ends(cluster, AppState.FAILED, error=ERROR)
     with pytest.raises(AirflowException) as ei:
-        _op(r, app).execute(make_context(FakeStore()))
+        _op(cluster, app).execute(make_context(FakeStore()))
     assert type(ei.value) is AirflowException
-    assert "FAILED" in str(ei.value) and "fake msg" in str(ei.value)
+    (handle,) = cluster.handles
+    text = str(ei.value)
+    assert text.startswith(f"TorchX app {handle} ended FAILED: fake FAILED\n")
+    assert f"error: {ERROR}" in text and "[r/0] r 0 line 2" in text
+    assert isinstance(ei.value.__cause__, AppFailedError)
 
 
-def test_fail_fast_raises_fail_exception(app: AppDef) -> None:
-    r = FakeRunner([AppState.FAILED])
+def test_fail_fast_raises_fail_exception(cluster: Cluster, app: AppDef) -> None:
+    _ends(cluster, AppState.FAILED)
     with pytest.raises(AirflowFailException):
-        _op(r, app, fail_fast=True).execute(make_context(FakeStore()))
+        _op(cluster, app, fail_fast=True).execute(make_context(FakeStore()))
 
 
-def test_cancelled_fails_or_skips(app: AppDef) -> None:
-    with pytest.raises(AirflowFailException):
-        _op(FakeRunner([AppState.CANCELLED]), app).execute(make_context(FakeStore()))
-    with pytest.raises(AirflowSkipException):
-        _op(FakeRunner([AppState.CANCELLED]), app, skip_on_cancel=True).execute(
-            make_context(FakeStore())
-        )
+@pytest.mark.parametrize(("skip", "raised"), [(False, AirflowFailException), (True, AirflowSkipException)])
+def test_cancelled_fails_or_skips(cluster: Cluster, app: AppDef, skip: bool, raised: type) -> None:
+    _ends(cluster, AppState.CANCELLED)
+    with pytest.raises(raised, match="ended CANCELLED"):
+        _op(cluster, app, skip_on_cancel=skip).execute(make_context(FakeStore()))
 
 
-def test_unknown_past_grace_fails(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING, AppState.UNKNOWN])
-    with pytest.raises(AirflowException, match="UNKNOWN"):
-        _op(r, app, unknown_state_timeout=0).execute(make_context(FakeStore()))
+def test_unknown_past_grace_fails_and_cancels_the_owned_app(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.UNKNOWN)
+    with pytest.raises(AirflowException, match="stayed UNKNOWN") as ei:
+        _op(cluster, app, unknown_state_timeout=0).execute(make_context(FakeStore()))
+    assert type(ei.value) is AirflowException
+    (handle,) = cluster.handles
+    assert cluster.job(handle).cancelled == 1
 
 
-def test_unknown_then_known_keeps_waiting(app: AppDef) -> None:
-    r = FakeRunner([AppState.UNKNOWN, AppState.UNKNOWN, AppState.RUNNING, AppState.SUCCEEDED])
-    assert _op(r, app).execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+def test_unknown_then_known_keeps_waiting(cluster: Cluster, app: AppDef) -> None:
+    reads = {"n": 0}
+
+    def flip() -> None:
+        reads["n"] += 1
+        for h in cluster.handles:
+            cluster.set_state(h, AppState.UNKNOWN if reads["n"] < 4 else AppState.SUCCEEDED)
+
+    cluster.table.on_describe = flip
+    assert _op(cluster, app).execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+    assert reads["n"] >= 4
 
 
-def test_vanished_app_is_a_retryable_failure_after_the_grace(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING])
-    op = _op(r, app, unknown_state_timeout=0)
-    r.status_hook = lambda h: r.apps.pop(h, None) if r.count("status") > 2 else None
-    with pytest.raises(AirflowException, match="gone") as ei:
-        op.execute(make_context(FakeStore()))
+def test_vanished_app_is_a_retryable_failure_after_the_grace(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.table.vanish(h.rsplit("/", 1)[1])
+    with pytest.raises(AirflowException, match="vanished") as ei:
+        _op(cluster, app, unknown_state_timeout=0).execute(make_context(FakeStore()))
     assert type(ei.value) is AirflowException
 
 
-def test_an_app_missing_briefly_is_waited_for(app: AppDef) -> None:
-    """A scheduler may not report an app for a moment: within the grace it is not a failure."""
-    r = FakeRunner([AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
-    r.missing_on = {2, 3}
-    assert _op(r, app).execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
-    assert r.count("run") == 1
+def test_an_unreadable_status_is_waited_for_within_the_grace(cluster: Cluster, app: AppDef) -> None:
+    _ends(cluster, AppState.SUCCEEDED, after=2)
+    errors = [ConnectionError("scheduler unreachable")] * 2
+
+    def flaky() -> None:
+        cluster.table._describe_error = errors.pop() if errors and cluster.handles else None
+
+    cluster.table.on_describe = flaky
+    assert _op(cluster, app).execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+    assert len(cluster.handles) == 1 and errors == []
 
 
-def test_retry_resubmits_a_vanished_app_instead_of_waiting_for_it(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-    store = FakeStore()
-    store.set("torchx_app_handle", "local_cwd://torchx/gone-1")
-    result = _op(r, app).execute(make_context(store))
-    assert r.count("run") == 1 and result["app_handle"] != "local_cwd://torchx/gone-1"
+def test_failure_logs_a_bounded_tail_when_not_streaming(cluster: Cluster, app: AppDef) -> None:
+    _ends(cluster, AppState.FAILED)
+    cluster.on_run = lambda h: cluster.table.append_log(
+        h.rsplit("/", 1)[1], "r", 0, *[f"line {i}" for i in range(100)]
+    )
+    with pytest.raises(AirflowException) as ei:
+        _op(cluster, app, log_tail_lines=3).execute(make_context(FakeStore()))
+    tail = str(ei.value).split("log tail:\n", 1)[1].splitlines()
+    assert tail == ["[r/0] line 97", "[r/0] line 98", "[r/0] line 99"]
 
 
-def test_failure_logs_a_bounded_tail_when_not_streaming(app: AppDef, caplog: Any) -> None:
-    r = FakeRunner([AppState.FAILED], logs={("r", 0): [f"line {i}\n" for i in range(100)]})
-    with pytest.raises(AirflowException):
-        _op(r, app, log_tail_lines=3).execute(make_context(FakeStore()))
-    assert r.count("log_lines") == 1
-
-
-# -- crash safety ------------------------------------------------------------------------------
-
-
-def test_retry_reattaches_to_a_running_app(app: AppDef) -> None:
-    r = FakeRunner()
-    running = r.add_app("train-x", [AppState.RUNNING, AppState.SUCCEEDED])
-    store = FakeStore()
-    store.set("torchx_app_handle", running)
-    result = _op(r, app).execute(make_context(store))
-    assert result["app_handle"] == running and result["state"] == "SUCCEEDED"
-    assert r.count("run") == 0
-
-
-def test_retry_after_success_returns_without_resubmitting(app: AppDef) -> None:
-    r = FakeRunner()
-    done = r.add_app("train-x", [AppState.SUCCEEDED])
-    store = FakeStore()
-    store.set("torchx_app_handle", done)
-    ti = FakeTI()
-    result = _op(r, app).execute(make_context(store, ti))
-    assert result["state"] == "SUCCEEDED" and r.count("run") == 0
-    assert ti.xcoms["app_handle"] == done
-
-
-def test_retry_after_failure_resubmits(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-    failed = r.add_app("train-x", [AppState.FAILED])
-    store = FakeStore()
-    store.set("torchx_app_handle", failed)
-    result = _op(r, app).execute(make_context(store))
-    assert r.count("run") == 1 and result["app_handle"] != failed
-    assert store.data["torchx_app_handle"] == result["app_handle"]
-
-
-def test_without_state_store_the_app_is_found_by_name(app: AppDef) -> None:
-    """Airflow < 3.3 (no task_state_store): a retry finds the first try's app by its name."""
-    r = FakeRunner([AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
-    first = _op(r, app, wait=False).execute(make_context(None))
-    assert r.count("run") == 1
-    second = _op(r, app).execute(make_context(None))
-    assert second["app_handle"] == first["app_handle"]
-    assert r.count("run") == 1
-
-
-def test_without_state_store_a_failed_app_is_resubmitted(app: AppDef) -> None:
-    r = FakeRunner([AppState.FAILED])
-    with pytest.raises(AirflowException):
-        _op(r, app).execute(make_context(None))
-    r.script = [AppState.SUCCEEDED]
-    assert _op(r, app).execute(make_context(None))["state"] == "SUCCEEDED"
-    assert r.count("run") == 2
-
-
-def test_wait_false_returns_after_submission(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING])
-    result = _op(r, app, wait=False).execute(make_context(FakeStore()))
+def test_wait_false_returns_after_submission(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    result = _op(cluster, app, wait=False).execute(make_context(FakeStore()))
     assert result["state"] == "RUNNING"
 
 
 # -- deferrable --------------------------------------------------------------------------------
 
 
-def test_deferrable_defers_to_the_trigger_after_pushing_the_handle(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING])
+def test_deferrable_defers_to_the_trigger_after_pushing_the_handle(
+    cluster: Cluster, app: AppDef
+) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
     ti = FakeTI()
-    op = _op(r, app, deferrable=True, execution_timeout=timedelta(seconds=60))
+    op = _op(cluster, app, deferrable=True, execution_timeout=timedelta(seconds=60))
     with pytest.raises(TaskDeferred) as ei:
         op.execute(make_context(FakeStore(), ti))
     trigger = ei.value.trigger
     assert isinstance(trigger, TorchXTrigger)
-    assert trigger.app_handle == ti.xcoms["app_handle"]
+    assert trigger.app_handle == ti.xcoms["app_handle"] == cluster.handles[0]
     assert trigger.cancel_on_kill is True and trigger.timeout_at is not None
+    assert trigger.owner == "airflow:dag/task/manual__1/-1#try=1"
     assert ei.value.method_name == "execute_complete"
-    assert r.closed >= 1  # no runner held while deferred
+    assert cluster.table.closed >= 1  # no runner held while deferred
 
 
-def _event(kind: str, state: str | None, handle: str = "local_cwd://torchx/a-1") -> dict[str, Any]:
+def _event(kind: str, state: str | None, handle: str) -> dict[str, Any]:
     status = None
     if state is not None:
         status = {
@@ -226,53 +201,49 @@ def _event(kind: str, state: str | None, handle: str = "local_cwd://torchx/a-1")
             "state": state,
             "num_restarts": 0,
             "msg": "m",
-            "structured_error_msg": '{"message": "boom"}' if state == "FAILED" else "<NONE>",
-            "ui_url": None,
+            "structured_error_msg": ERROR if state == "FAILED" else "<NONE>",
+            "ui_url": "http://dashboard/app",
             "roles": [],
         }
     return {"event": kind, "app_handle": handle, "status": status, "message": "msg"}
 
 
-def test_execute_complete_maps_the_event(app: AppDef) -> None:
-    r = FakeRunner()
-    op = _op(r, app, deferrable=True)
+@pytest.mark.parametrize(
+    ("kind", "state", "raised", "match"),
+    [
+        ("terminal", "FAILED", AirflowException, "ended FAILED: m\nerror: "),
+        ("terminal", "CANCELLED", AirflowFailException, "ended CANCELLED"),
+        ("vanished", "VANISHED", AirflowException, "vanished"),
+        ("timeout", "RUNNING", AirflowTaskTimeout, "msg"),
+        ("unknown_timeout", "UNKNOWN", AirflowException, "stayed UNKNOWN"),
+        ("error", None, AirflowException, "msg"),
+    ],
+)
+def test_execute_complete_maps_the_event(
+    cluster: Cluster, app: AppDef, kind: str, state: str | None, raised: type, match: str
+) -> None:
+    handle = cluster.add("a", AppState.RUNNING)
+    with pytest.raises(raised, match=match) as ei:
+        _op(cluster, app, deferrable=True).execute_complete(
+            make_context(FakeStore()), _event(kind, state, handle)
+        )
+    assert type(ei.value) is raised
+
+
+def test_execute_complete_success_returns_the_status_with_a_tail(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+) -> None:
+    handle = cluster.add("a", AppState.SUCCEEDED)
+    op = _op(cluster, app, deferrable=True, log_tail_lines=2)
     ctx = make_context(FakeStore())
-    assert op.execute_complete(ctx, _event("terminal", "SUCCEEDED"))["state"] == "SUCCEEDED"
-    with pytest.raises(AirflowException, match="FAILED"):
-        op.execute_complete(ctx, _event("terminal", "FAILED"))
-    with pytest.raises(AirflowFailException):
-        op.execute_complete(ctx, _event("terminal", "CANCELLED"))
-    with pytest.raises(AirflowException, match="gone"):
-        op.execute_complete(ctx, _event("vanished", "VANISHED"))
-    with pytest.raises(AirflowTaskTimeout):
-        op.execute_complete(ctx, _event("timeout", "RUNNING"))
-    with pytest.raises(AirflowException):
-        op.execute_complete(ctx, _event("unknown_timeout", "UNKNOWN"))
-
-
-# -- kill --------------------------------------------------------------------------------------
-
-
-def test_on_kill_cancels_the_app(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING])
-    op = _op(r, app, wait=False)
-    handle = op.execute(make_context(FakeStore()))["app_handle"]
-    op.on_kill()
-    assert ("cancel", handle) in r.calls
-
-
-def test_on_kill_respects_cancel_on_kill(app: AppDef) -> None:
-    r = FakeRunner([AppState.RUNNING])
-    op = _op(r, app, wait=False, cancel_on_kill=False)
-    op.execute(make_context(FakeStore()))
-    op.on_kill()
-    assert r.count("cancel") == 0
-
-
-def test_on_kill_before_submission_does_nothing(app: AppDef) -> None:
-    r = FakeRunner()
-    _op(r, app).on_kill()
-    assert r.calls == []
+    result = op.execute_complete(ctx, _event("terminal", "SUCCEEDED", handle))
+    assert result["state"] == "SUCCEEDED" and result["ui_url"] == "http://dashboard/app"
+    logged = capfd.readouterr().out
+    assert "[r/0] r 0 line 1" in logged and "[r/0] r 0 line 2" in logged
+    assert "r 0 line 0" not in logged  # a bounded tail, not the whole log
+    assert op.operator_extra_links[0].get_link(op, ti_key=None) == (
+        "http://dashboard/app"
+    )
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -304,7 +275,9 @@ def test_every_bad_argument_is_reported_at_once(app: AppDef) -> None:
         "wait must be True or False",
     ):
         assert needle in msg
-    assert isinstance(ei.value, ValueError) and isinstance(ei.value, TypeError)
+    err = ei.value
+    assert isinstance(err, ValueError) and isinstance(err, TypeError)
+    assert isinstance(err, TorchXAirflowError) and isinstance(err, TorchXError)
 
 
 def test_neither_app_nor_component_is_an_error() -> None:

@@ -1,7 +1,5 @@
-"""TorchXOperator: reattaching across the crash windows, kills during submission, failure logs.
-
-Fake Runner, fake task context (no Airflow run).
-"""
+"""TorchXOperator: reattaching across the crash windows, ownership, kills during submission, and
+logs (real Runners over the shared fake scheduler, a fake task context; no Airflow run)."""
 
 from __future__ import annotations
 
@@ -10,187 +8,328 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
-from airflow_fakes import FakeRunner, FakeStore, FakeTI, make_context
+from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 
 from torchx_airflow import TorchXOperator
-from torchx_airflow._runtime import STREAM_DRAIN_TIMEOUT_S, deterministic_app_name
+from torchx_airflow.operator import STREAM_DRAIN_TIMEOUT_S
+from torchx_core.runner.lifecycle import app_name
 from torchx_core.specs import AppDef, AppState
 from torchx_core.specs.errors import InvalidRunConfigException
 
 # the name the operator gives the ``app`` fixture for FakeTI's task identity
-NAME = deterministic_app_name("train", dag_id="dag", task_id="task", run_id="manual__1")
+NAME = app_name("train", ("dag", "task", "manual__1", -1))
+TRY2 = "airflow:dag/task/manual__1/-1#try=2"
 
 
-def _op(runner: FakeRunner, app: AppDef, **kwargs: Any) -> TorchXOperator:
+def _op(cluster: Cluster, app: AppDef, **kwargs: Any) -> TorchXOperator:
     kwargs.setdefault("poll_interval", 0.001)
     kwargs.setdefault("stream_logs", False)
-    return TorchXOperator(task_id="task", app=app, runner_factory=lambda: runner, **kwargs)
+    return TorchXOperator(
+        task_id="task", app=app, scheduler="fake", runner_factory=cluster.factory, **kwargs
+    )
 
 
-def _retry_ti() -> FakeTI:
-    ti = FakeTI()
-    ti.try_number = 2
-    return ti
+def _finish_after(cluster: Cluster, reads: int) -> None:
+    """Every app of the test SUCCEEDS after ``reads`` more status reads."""
+    left = {"n": reads}
+
+    def count() -> None:
+        left["n"] -= 1
+        if left["n"] <= 0:
+            for h in cluster.handles:
+                if cluster.state(h) == AppState.RUNNING:
+                    cluster.set_state(h, AppState.SUCCEEDED)
+
+    cluster.table.on_describe = count
 
 
-def test_retry_finds_the_app_submitted_just_before_a_crash(app: AppDef) -> None:
-    """The worker died between submitting and storing the handle: the store still holds the
-    failed app of the try before, but the running one is found by its deterministic name."""
-    r = FakeRunner()
-    failed = r.add_app(NAME, [AppState.FAILED])
-    running = r.add_app(NAME, [AppState.RUNNING, AppState.SUCCEEDED])
+def test_retry_reattaches_to_the_stored_running_app_and_owns_it(
+    cluster: Cluster, app: AppDef
+) -> None:
+    running = cluster.add(NAME, AppState.RUNNING)
+    cluster.job(running).owner = "airflow:dag/task/manual__1/-1#try=1"
+    store = FakeStore()
+    store.set("torchx_app_handle", running)
+    _finish_after(cluster, 4)
+    result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
+    assert result["app_handle"] == running and result["state"] == "SUCCEEDED"
+    assert cluster.handles == [running]  # nothing submitted
+    assert cluster.job(running).owner == TRY2  # the new try adopted it
+
+
+def test_retry_after_success_returns_without_resubmitting(cluster: Cluster, app: AppDef) -> None:
+    done = cluster.add(NAME, AppState.SUCCEEDED)
+    store = FakeStore()
+    store.set("torchx_app_handle", done)
+    ti = FakeTI(try_number=2)
+    result = _op(cluster, app).execute(make_context(store, ti))
+    assert result["state"] == "SUCCEEDED" and result["app_handle"] == done
+    assert cluster.handles == [done] and ti.xcoms["app_handle"] == done
+
+
+def test_retry_after_failure_resubmits_and_stores_the_new_handle(
+    cluster: Cluster, app: AppDef
+) -> None:
+    failed = cluster.add(NAME, AppState.FAILED)
     store = FakeStore()
     store.set("torchx_app_handle", failed)
-    result = _op(r, app).execute(make_context(store, _retry_ti()))
+    _finish_after(cluster, 2)
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
+    (_, new) = cluster.handles
+    assert result["app_handle"] == new and store.data["torchx_app_handle"] == new
+    assert cluster.job(new).app.name == NAME
+
+
+def test_retry_resubmits_a_vanished_stored_app(cluster: Cluster, app: AppDef) -> None:
+    store = FakeStore()
+    store.set("torchx_app_handle", "fake://test/gone-1")
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
+    (new,) = cluster.handles
+    assert result["app_handle"] == new and store.data["torchx_app_handle"] == new
+
+
+def test_retry_finds_the_app_submitted_just_before_a_crash(cluster: Cluster, app: AppDef) -> None:
+    """The worker died between submitting and storing the handle: the store still holds the
+    failed app of the try before, but the running one is found by its deterministic name."""
+    failed = cluster.add(NAME, AppState.FAILED)
+    running = cluster.add(NAME, AppState.RUNNING)
+    store = FakeStore()
+    store.set("torchx_app_handle", failed)
+    _finish_after(cluster, 4)
+    result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
     assert result["app_handle"] == running and result["state"] == "SUCCEEDED"
-    assert r.count("run") == 0
+    assert cluster.handles == [failed, running]
     assert store.data["torchx_app_handle"] == running
 
 
-def test_first_try_with_a_store_does_not_list_apps(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-    _op(r, app).execute(make_context(FakeStore()))
-    assert r.count("list") == 0 and r.count("run") == 1
+def test_a_scheduler_without_list_still_submits(cluster: Cluster, app: AppDef) -> None:
+    cluster.table.list_error = NotImplementedError("list is not supported")
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    assert _op(cluster, app).execute(make_context(None))["state"] == "SUCCEEDED"
+    assert len(cluster.handles) == 1
 
 
-def test_a_scheduler_without_list_still_submits(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-
-    def no_list(scheduler: str) -> list[Any]:
-        raise NotImplementedError("list is not supported")
-
-    r.list = no_list  # type: ignore[method-assign]
-    assert _op(r, app).execute(make_context(None))["state"] == "SUCCEEDED"
-    assert r.count("run") == 1
-
-
-def test_unreadable_status_at_reattach_waits_instead_of_resubmitting(app: AppDef) -> None:
-    r = FakeRunner()
-    running = r.add_app(NAME, [AppState.RUNNING, AppState.SUCCEEDED])
+def test_unreadable_status_at_reattach_waits_instead_of_resubmitting(
+    cluster: Cluster, app: AppDef
+) -> None:
+    running = cluster.add(NAME, AppState.RUNNING)
     store = FakeStore()
     store.set("torchx_app_handle", running)
-    fails = [ConnectionError("scheduler unreachable")] * 2
+    errors = [ConnectionError("scheduler unreachable")] * 2
+    reads = {"n": 0}
 
-    def flaky(handle: str) -> None:
-        r.status_error = fails.pop() if fails else None
+    def flaky() -> None:
+        reads["n"] += 1
+        cluster.table._describe_error = errors.pop() if errors else None
+        if reads["n"] > 6:
+            cluster.set_state(running, AppState.SUCCEEDED)
 
-    r.status_hook = flaky
-    result = _op(r, app).execute(make_context(store, _retry_ti()))
+    cluster.table.on_describe = flaky
+    result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
     assert result["app_handle"] == running and result["state"] == "SUCCEEDED"
-    assert r.count("run") == 0
+    assert cluster.handles == [running] and errors == []
 
 
-def test_sigterm_during_submission_cancels_the_app_once_submitted(app: AppDef) -> None:
+def test_without_state_store_a_retry_finds_the_app_by_name(cluster: Cluster, app: AppDef) -> None:
+    """Airflow < 3.3 (no task_state_store): a retry finds the first try's app by its name."""
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    first = _op(cluster, app, wait=False).execute(make_context(None))
+    _finish_after(cluster, 3)
+    second = _op(cluster, app).execute(make_context(None, FakeTI(try_number=2)))
+    assert second["app_handle"] == first["app_handle"] and second["state"] == "SUCCEEDED"
+    assert len(cluster.handles) == 1
+    assert cluster.job(first["app_handle"]).owner == TRY2
+
+
+def test_without_state_store_a_failed_app_is_resubmitted(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.FAILED)
+    with pytest.raises(AirflowException):
+        _op(cluster, app).execute(make_context(None))
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    assert _op(cluster, app).execute(make_context(None))["state"] == "SUCCEEDED"
+    assert len(cluster.handles) == 2
+
+
+# -- kills and ownership -----------------------------------------------------------------------
+
+
+def test_on_kill_cancels_the_owned_app(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    op = _op(cluster, app, wait=False)
+    handle = op.execute(make_context(FakeStore()))["app_handle"]
+    op.on_kill()
+    assert cluster.state(handle) == AppState.CANCELLED
+
+
+def test_on_kill_of_a_superseded_try_leaves_the_app_alone(cluster: Cluster, app: AppDef) -> None:
+    """Fault 1 on a worker: a newer try adopted the app; the old try's kill must not cancel it."""
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    old = _op(cluster, app, wait=False)
+    handle = old.execute(make_context(FakeStore()))["app_handle"]
+    _op(cluster, app, wait=False).execute(make_context(None, FakeTI(try_number=2)))
+    assert cluster.job(handle).owner == TRY2
+    old.on_kill()
+    assert cluster.state(handle) == AppState.RUNNING and cluster.job(handle).cancelled == 0
+
+
+def test_on_kill_respects_cancel_on_kill(cluster: Cluster, app: AppDef) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    op = _op(cluster, app, wait=False, cancel_on_kill=False)
+    handle = op.execute(make_context(FakeStore()))["app_handle"]
+    op.on_kill()
+    assert cluster.job(handle).cancelled == 0
+
+
+def test_on_kill_before_submission_does_nothing(cluster: Cluster, app: AppDef) -> None:
+    _op(cluster, app).on_kill()
+    assert cluster.handles == [] and cluster.runners == []
+
+
+def test_sigterm_during_submission_cancels_the_app_once_submitted(
+    cluster: Cluster, app: AppDef
+) -> None:
     """SIGTERM runs on_kill while runner.run() is in flight (no handle yet); Airflow then lets
     the submission finish, so the operator cancels the new app right away."""
-    r = FakeRunner([AppState.RUNNING])
-    op = _op(r, app)
-    r.run_hook = lambda handle: op.on_kill()
-    store = FakeStore()
+    op = _op(cluster, app)
+
+    def killed(handle: str) -> None:
+        cluster.set_state(handle, AppState.RUNNING)
+        op.on_kill()
+
+    cluster.on_run = killed
     with pytest.raises(AirflowException, match="killed while submitting"):
-        op.execute(make_context(store))
-    (handle,) = r.apps
-    assert ("cancel", handle) in r.calls and r.apps[handle].cancelled
-    assert r.count("run") == 1
+        op.execute(make_context(FakeStore()))
+    (handle,) = cluster.handles
+    assert cluster.state(handle) == AppState.CANCELLED
 
 
-def test_execution_timeout_during_submission_cancels_by_name(app: AppDef) -> None:
+def test_execution_timeout_during_submission_cancels_by_name(cluster: Cluster, app: AppDef) -> None:
     """execution_timeout raises inside runner.run() (the app exists, its handle never came
     back); Airflow then calls on_kill, which finds the app by its name."""
-    r = FakeRunner([AppState.RUNNING])
-    other = r.add_app("someone-else", [AppState.RUNNING])
-    op = _op(r, app)
+    other = cluster.add("someone-else", AppState.RUNNING)
+    op = _op(cluster, app)
 
     def timeout(handle: str) -> None:
+        cluster.set_state(handle, AppState.RUNNING)
         raise AirflowTaskTimeout("execution_timeout")
 
-    r.run_hook = timeout
+    cluster.on_run = timeout
     with pytest.raises(AirflowTaskTimeout):
         op.execute(make_context(FakeStore()))
     op.on_kill()
-    (mine,) = [h for h in r.apps if h != other]
-    assert r.apps[mine].cancelled and not r.apps[other].cancelled
+    (mine,) = [h for h in cluster.handles if h != other]
+    assert cluster.state(mine) == AppState.CANCELLED
+    assert cluster.state(other) == AppState.RUNNING
 
 
-def test_kill_during_submission_respects_cancel_on_kill(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-    op = _op(r, app, cancel_on_kill=False)
-    r.run_hook = lambda handle: op.on_kill()
+def test_kill_during_submission_respects_cancel_on_kill(cluster: Cluster, app: AppDef) -> None:
+    op = _op(cluster, app, cancel_on_kill=False)
+
+    def killed(handle: str) -> None:
+        cluster.set_state(handle, AppState.SUCCEEDED)
+        op.on_kill()
+
+    cluster.on_run = killed
     assert op.execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
-    assert r.count("cancel") == 0
+    assert cluster.job(cluster.handles[0]).cancelled == 0
 
 
-def test_failure_while_streaming_logs_a_tail_and_the_structured_error(
-    app: AppDef, capfd: pytest.CaptureFixture[str]
+# -- logs --------------------------------------------------------------------------------------
+
+
+def test_failure_while_streaming_logs_the_stream_and_raises_with_error_and_tail(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    r = FakeRunner(
-        [AppState.RUNNING, AppState.FAILED],
-        logs={("r", 0): [f"line {i}\n" for i in range(100)]},
-    )
-    with pytest.raises(AirflowException, match="FAILED"):
-        _op(r, app, stream_logs=True, log_tail_lines=3).execute(make_context(FakeStore()))
-    out = capfd.readouterr()
-    text = out.out + out.err
-    assert "[r/0] line 0" in text  # streamed
-    assert "::group::TorchX logs r/0 (last 3 lines)" in text  # plus a bounded tail
-    assert "TorchX structured error" in text and '{"message": "exit 3"}' in text
+    def start(handle: str) -> None:
+        cluster.set_state(handle, AppState.RUNNING)
+        cluster.job(handle).error = '{"message": "exit 3"}'
+
+    cluster.on_run = start
+    reads = {"n": 0}
+
+    def fail_later() -> None:
+        reads["n"] += 1
+        if reads["n"] == 5:
+            (h,) = cluster.handles
+            cluster.table.append_log(h.rsplit("/", 1)[1], "r", 0, "streamed-line")
+        if reads["n"] > 8:
+            cluster.set_state(cluster.handles[0], AppState.FAILED)
+
+    cluster.table.on_describe = fail_later
+    with pytest.raises(AirflowException, match="ended FAILED") as ei:
+        _op(cluster, app, stream_logs=True, log_tail_lines=2).execute(make_context(FakeStore()))
+    out = capfd.readouterr().out
+    assert "[r/0] r 0 line 0" in out and "[r/0] streamed-line" in out  # streamed while waiting
+    message = str(ei.value)
+    assert 'error: {"message": "exit 3"}' in message
+    assert message.endswith("log tail:\n[r/0] r 0 line 2\n[r/0] streamed-line")
 
 
 def test_success_while_streaming_prints_no_extra_tail(
-    app: AppDef, capfd: pytest.CaptureFixture[str]
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    r = FakeRunner([AppState.RUNNING, AppState.SUCCEEDED])
-    _op(r, app, stream_logs=True).execute(make_context(FakeStore()))
-    out = capfd.readouterr()
-    text = out.out + out.err
-    assert "[r/0] line 9" in text and "::group::TorchX logs" not in text
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    _finish_after(cluster, 6)
+    _op(cluster, app, stream_logs=True).execute(make_context(FakeStore()))
+    out = capfd.readouterr().out
+    assert "[r/0] r 0 line 2" in out and "::group::TorchX logs" not in out
 
 
-class _StreamUntilCancelled(FakeRunner):
-    """Followed log streams last until the app is cancelled, like those of a real app; a stream
-    still open after ``give_up`` seconds records it and ends."""
-
-    def __init__(self, give_up: float) -> None:
-        super().__init__([AppState.RUNNING])
-        self.cancelled = threading.Event()
-        self.gave_up = False
-        self._give_up = give_up
-
-    def log_lines(self, app_handle: str, role_name: str, k: int = 0, *a: Any, **kw: Any) -> Any:
-        if kw.get("should_tail"):
-            yield "started\n"
-            self.gave_up = not self.cancelled.wait(self._give_up)
-            return
-        yield from super().log_lines(app_handle, role_name, k)
-
-    def cancel(self, app_handle: str) -> None:
-        super().cancel(app_handle)
-        self.cancelled.set()
+def test_a_reattached_try_does_not_stream_the_lines_again(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+) -> None:
+    running = cluster.add(NAME, AppState.RUNNING)
+    store = FakeStore()
+    store.set("torchx_app_handle", running)
+    _finish_after(cluster, 6)
+    _op(cluster, app, stream_logs=True).execute(make_context(store, FakeTI(try_number=2)))
+    assert "r 0 line 0" not in capfd.readouterr().out
 
 
-def test_execution_timeout_reaches_on_kill_without_draining_the_logs(app: AppDef) -> None:
+def test_execution_timeout_reaches_on_kill_without_draining_the_logs(
+    cluster: Cluster, app: AppDef
+) -> None:
     """A timeout while waiting must not wait for log streams that only end with the app."""
-    r = _StreamUntilCancelled(give_up=min(10, STREAM_DRAIN_TIMEOUT_S / 2))
-    op = _op(r, app, stream_logs=True, poll_interval=0.01)
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    op = _op(cluster, app, stream_logs=True, poll_interval=0.01)
+    reads = {"n": 0}
 
-    def timeout_on_third_poll(handle: str) -> None:
-        if r.count("status") >= 3:
-            raise AirflowTaskTimeout("execution_timeout")
+    def timeout_on_third_poll() -> None:  # raised in the task's thread, like Airflow's alarm
+        if threading.current_thread() is t:
+            reads["n"] += 1
+            if reads["n"] == 3:
+                raise AirflowTaskTimeout("execution_timeout")
 
-    r.status_hook = timeout_on_third_poll
-    with pytest.raises(AirflowTaskTimeout):
-        op.execute(make_context(FakeStore()))
+    cluster.table.on_describe = timeout_on_third_poll
+    returned = threading.Event()
+
+    def run() -> None:
+        with pytest.raises(AirflowTaskTimeout):
+            op.execute(make_context(FakeStore()))
+        returned.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    # execute returns while the app (and so its followed logs) still run: no drain wait
+    assert returned.wait(STREAM_DRAIN_TIMEOUT_S / 2)
+    (handle,) = cluster.handles
+    assert cluster.state(handle) == AppState.RUNNING
+    cluster.table.on_describe = None
     op.on_kill()  # what Airflow does next
-    assert r.cancelled.wait(30)
-    assert r.gave_up is False  # on_kill came while the stream was still open
+    assert cluster.state(handle) == AppState.CANCELLED
 
 
-def test_unknown_cfg_key_fails_before_submitting(app: AppDef) -> None:
-    r = FakeRunner([AppState.SUCCEEDED])
-    with pytest.raises(InvalidRunConfigException, match="log_dri.*Did you mean.*log_dir"):
-        _op(r, app, cfg={"log_dri": "/tmp/x"}).execute(make_context(FakeStore()))
-    assert r.count("run") == 0
-    assert _op(r, app, cfg={"log_dir": "/tmp/x"}).execute(make_context(FakeStore()))["state"]
+def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) -> None:
+    with pytest.raises(InvalidRunConfigException, match="queu.*Did you mean.*queue"):
+        _op(cluster, app, cfg={"queu": "x"}).execute(make_context(FakeStore()))
+    assert cluster.handles == []
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    assert _op(cluster, app, cfg={"queue": "x"}).execute(make_context(FakeStore()))["state"] == (
+        "SUCCEEDED"
+    )
+    assert cluster.job(cluster.handles[0]).request.cfg["queue"] == "x"
 
 
 def _old_airflow_operator(stand_in: str) -> type[TorchXOperator]:
@@ -208,20 +347,25 @@ def _old_airflow_operator(stand_in: str) -> type[TorchXOperator]:
 
 
 @pytest.mark.parametrize("stand_in", ["common.compat", "torchx_airflow"])
-def test_older_airflow_retry_reattaches_by_name(app: AppDef, stand_in: str) -> None:
+def test_older_airflow_retry_reattaches_by_name(
+    cluster: Cluster, app: AppDef, stand_in: str
+) -> None:
     """Before 3.3 every try calls submit_job (no state store): the retry after a worker crash
     finds the running app by its name instead of submitting it again."""
     cls = _old_airflow_operator(stand_in)
-    r = FakeRunner([AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
-    first = cls(task_id="task", app=app, runner_factory=lambda: r, wait=False)
+    kw = {"scheduler": "fake", "runner_factory": cluster.factory, "stream_logs": False}
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    first = cls(task_id="task", app=app, wait=False, **kw)
     handle = first.execute(make_context(None))["app_handle"]  # then the worker dies
-    second = cls(task_id="task", app=app, runner_factory=lambda: r, poll_interval=0.001)
-    result = second.execute(make_context(None, _retry_ti()))
+    _finish_after(cluster, 3)
+    second = cls(task_id="task", app=app, poll_interval=0.001, **kw)
+    result = second.execute(make_context(None, FakeTI(try_number=2)))
     assert result["app_handle"] == handle and result["state"] == "SUCCEEDED"
-    assert r.count("run") == 1
+    assert len(cluster.handles) == 1
     # a failed app is resubmitted
-    r.apps[handle].states = [AppState.FAILED]
-    r.script = [AppState.SUCCEEDED]
-    third = cls(task_id="task", app=app, runner_factory=lambda: r, poll_interval=0.001)
-    assert third.execute(make_context(None, _retry_ti()))["app_handle"] != handle
-    assert r.count("run") == 2
+    cluster.set_state(handle, AppState.FAILED)
+    cluster.table.on_describe = None
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    third = cls(task_id="task", app=app, poll_interval=0.001, **kw)
+    assert third.execute(make_context(None, FakeTI(try_number=3)))["app_handle"] != handle
+    assert len(cluster.handles) == 2

@@ -1,4 +1,4 @@
-"""The AppState -> Airflow outcome table, checked over every AppState member."""
+"""The Phase -> Airflow outcome table, checked against a literal table written independently."""
 
 from __future__ import annotations
 
@@ -9,108 +9,67 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from torchx_airflow.states import (
-    APP_STATE_OUTCOMES,
-    VANISHED_STATUS,
-    Outcome,
-    UnknownStateClock,
-    exception_for,
-    outcome_for,
-)
+from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_core.runner.lifecycle import Phase
 from torchx_core.specs import AppState
 
-EXPECTED = {
-    AppState.UNSUBMITTED: Outcome.WAIT,
-    AppState.SUBMITTED: Outcome.WAIT,
-    AppState.PENDING: Outcome.WAIT,
-    AppState.RUNNING: Outcome.WAIT,
-    AppState.SUCCEEDED: Outcome.SUCCESS,
-    AppState.FAILED: Outcome.FAIL,
-    AppState.CANCELLED: Outcome.CANCELLED,
-    AppState.UNKNOWN: Outcome.UNKNOWN,
+#: AppState (by name) -> phase, written out by hand
+PHASES = {
+    "UNSUBMITTED": Phase.WAITING,
+    "SUBMITTED": Phase.WAITING,
+    "PENDING": Phase.WAITING,
+    "RUNNING": Phase.WAITING,
+    "SUCCEEDED": Phase.SUCCEEDED,
+    "FAILED": Phase.FAILED,
+    "CANCELLED": Phase.CANCELLED,
+    "UNKNOWN": Phase.UNKNOWN,
+    "VANISHED": Phase.VANISHED,
+}
+
+#: (phase, fail_fast, skip_on_cancel) -> the exception class raised (None: no failure)
+EXCEPTIONS = {
+    (Phase.WAITING, False, False): None,
+    (Phase.SUCCEEDED, False, False): None,
+    (Phase.FAILED, False, False): AirflowException,
+    (Phase.FAILED, True, False): AirflowFailException,
+    (Phase.FAILED, False, True): AirflowException,
+    (Phase.CANCELLED, False, False): AirflowFailException,
+    (Phase.CANCELLED, True, False): AirflowFailException,
+    (Phase.CANCELLED, False, True): AirflowSkipException,
+    (Phase.UNKNOWN, False, False): AirflowException,
+    (Phase.UNKNOWN, True, True): AirflowException,
+    (Phase.VANISHED, False, False): AirflowException,
+    (Phase.VANISHED, True, True): AirflowException,
 }
 
 
-def test_table_covers_every_app_state() -> None:
-    assert set(APP_STATE_OUTCOMES) == set(AppState)
+def test_every_app_state_has_a_phase() -> None:
+    assert set(PHASES) == {s.name for s in AppState} | {VANISHED_STATUS}
 
 
-@pytest.mark.parametrize("state", list(AppState), ids=lambda s: s.name)
-def test_outcome_per_state(state: AppState) -> None:
-    assert outcome_for(state) is EXPECTED[state]
-    assert outcome_for(state.name) is EXPECTED[state]
-
-
-def test_vanished_app_is_its_own_outcome() -> None:
-    assert outcome_for(None) is Outcome.VANISHED
-    assert outcome_for(VANISHED_STATUS) is Outcome.VANISHED
+@pytest.mark.parametrize(("name", "phase"), list(PHASES.items()))
+def test_phase_per_state(name: str, phase: Phase) -> None:
+    assert phase_for(name) is phase
+    if name != VANISHED_STATUS:
+        assert phase_for(AppState[name]) is phase
+    else:
+        assert phase_for(None) is phase
 
 
 def test_unknown_state_name_is_a_value_error_listing_valid_names() -> None:
     with pytest.raises(ValueError, match="RUNNING.*VANISHED"):
-        outcome_for("RUNING")
+        phase_for("RUNING")
 
 
-@pytest.mark.parametrize("state", list(AppState), ids=lambda s: s.name)
-@pytest.mark.parametrize("fail_fast", [False, True])
-@pytest.mark.parametrize("skip_on_cancel", [False, True])
-def test_exception_per_state(state: AppState, fail_fast: bool, skip_on_cancel: bool) -> None:
-    exc = exception_for(
-        outcome_for(state), "msg", fail_fast=fail_fast, skip_on_cancel=skip_on_cancel
-    )
-    if state in (AppState.SUCCEEDED, AppState.UNSUBMITTED, AppState.SUBMITTED) or state in (
-        AppState.PENDING,
-        AppState.RUNNING,
-    ):
+@pytest.mark.parametrize(("key", "raised"), list(EXCEPTIONS.items()))
+def test_exception_per_phase(key: tuple[Phase, bool, bool], raised: type | None) -> None:
+    phase, fail_fast, skip_on_cancel = key
+    exc = exception_for(phase, "msg", fail_fast=fail_fast, skip_on_cancel=skip_on_cancel)
+    if raised is None:
         assert exc is None
-    elif state == AppState.FAILED:
-        assert type(exc) is (AirflowFailException if fail_fast else AirflowException)
-    elif state == AppState.CANCELLED:
-        assert type(exc) is (AirflowSkipException if skip_on_cancel else AirflowFailException)
-    else:  # UNKNOWN past the grace period: retryable
-        assert state == AppState.UNKNOWN
-        assert type(exc) is AirflowException
-    if exc is not None:
-        assert "msg" in str(exc)
+    else:
+        assert type(exc) is raised and str(exc) == "msg"
 
 
-def test_vanished_is_retryable_failure() -> None:
-    exc = exception_for(Outcome.VANISHED, "gone", fail_fast=True, skip_on_cancel=True)
-    assert type(exc) is AirflowException
-
-
-def test_keeps_waiting_in_grace_and_reattachable() -> None:
-    assert {o for o in Outcome if o.keeps_waiting} == {
-        Outcome.WAIT,
-        Outcome.UNKNOWN,
-        Outcome.VANISHED,
-    }
-    assert {o for o in Outcome if o.in_grace} == {Outcome.UNKNOWN, Outcome.VANISHED}
-    assert {o for o in Outcome if o.reattachable} == {Outcome.WAIT, Outcome.UNKNOWN}
-
-
-def test_unknown_clock_counts_vanished_like_unknown() -> None:
-    now = [0.0]
-    clock = UnknownStateClock(10, clock=lambda: now[0])
-    assert clock.observe(Outcome.VANISHED) is False
-    now[0] = 6
-    assert clock.observe(Outcome.UNKNOWN) is False  # one streak
-    now[0] = 11
-    assert clock.observe(Outcome.VANISHED) is True
-
-
-def test_unknown_clock_counts_only_uninterrupted_streaks() -> None:
-    now = [100.0]
-    clock = UnknownStateClock(10, clock=lambda: now[0])
-    assert clock.observe(Outcome.UNKNOWN) is False
-    now[0] = 105
-    assert clock.observe(Outcome.UNKNOWN) is False
-    assert clock.observe(Outcome.WAIT) is False  # a known state resets the streak
-    now[0] = 112
-    assert clock.observe(Outcome.UNKNOWN) is False
-    now[0] = 122
-    assert clock.observe(Outcome.UNKNOWN) is True
-
-
-def test_unknown_clock_zero_grace_fails_at_first_unknown() -> None:
-    assert UnknownStateClock(0).observe(Outcome.UNKNOWN) is True
+def test_active_phases_are_the_reattachable_ones() -> None:
+    assert ACTIVE_PHASES == {Phase.WAITING, Phase.UNKNOWN}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_fakes import FakeRunner, FakeStore, make_context
+from airflow_fakes import Cluster, FakeStore, make_context
 
 from torchx_airflow import TorchXAppLink, TorchXOperator
 from torchx_core.specs import AppDef, AppState, Role
@@ -70,10 +70,16 @@ def test_rendering_never_touches_a_shared_appdef() -> None:
     assert shared.roles[0].args == ["{{ task.task_id }}"]
 
 
-def test_the_link_points_at_the_apps_ui() -> None:
-    r = FakeRunner([AppState.SUCCEEDED], ui_url="http://dashboard/app")
+def test_the_link_points_at_the_apps_ui(cluster: Cluster) -> None:
+    cluster.ui_url = "http://dashboard/app"
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
     op = TorchXOperator(
-        task_id="t", app=_app(), runner_factory=lambda: r, poll_interval=0.001, stream_logs=False
+        task_id="t",
+        app=_app(),
+        scheduler="fake",
+        runner_factory=cluster.factory,
+        poll_interval=0.001,
+        stream_logs=False,
     )
     link = TorchXAppLink()
     key: Any = None

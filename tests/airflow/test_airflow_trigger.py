@@ -1,24 +1,28 @@
-"""TorchXTrigger unit tests: serialization, a non-blocking run(), cleanup/on_kill, events."""
+"""TorchXTrigger unit tests: serialization, a non-blocking run(), cleanup/on_kill and ownership,
+events (real Runners over the shared fake scheduler)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
 
 import pytest
 from airflow.sdk.module_loading import import_string
-from airflow_fakes import FakeRunner
+from airflow_fakes import Cluster
 
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.trigger import TorchXTrigger
 from torchx_core.specs import AppState
 
+OWNER = "airflow:dag/task/run/-1#try=1"
 
-def _trigger(runner: FakeRunner, handle: str, **kwargs: Any) -> TorchXTrigger:
+
+def _trigger(cluster: Cluster, handle: str, **kwargs: Any) -> TorchXTrigger:
     kwargs.setdefault("poll_interval", 0.01)
-    return TorchXTrigger(app_handle=handle, runner_factory=lambda: runner, **kwargs)
+    return TorchXTrigger(app_handle=handle, runner_factory=cluster.factory, **kwargs)
 
 
 def _first_event(trigger: TorchXTrigger, timeout: float = 30) -> dict[str, Any]:
@@ -32,6 +36,17 @@ def _first_event(trigger: TorchXTrigger, timeout: float = 30) -> dict[str, Any]:
     return asyncio.run(go())
 
 
+def _after_reads(cluster: Cluster, handle: str, reads: int, state: AppState) -> None:
+    left = {"n": reads}
+
+    def count() -> None:
+        left["n"] -= 1
+        if left["n"] == 0:
+            cluster.set_state(handle, state)
+
+    cluster.table.on_describe = count
+
+
 def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
     t = TorchXTrigger(
         app_handle="local_cwd://torchx/a-1",
@@ -39,11 +54,10 @@ def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
         unknown_state_timeout=7,
         cancel_on_kill=False,
         timeout_at=1234.5,
+        owner=OWNER,
     )
     classpath, kwargs = t.serialize()
     assert classpath == "torchx_airflow.trigger.TorchXTrigger"
-    import json
-
     kwargs = json.loads(json.dumps(kwargs))  # plain JSON
     again = import_string(classpath)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
@@ -53,95 +67,105 @@ def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
         "unknown_state_timeout": 7.0,
         "cancel_on_kill": False,
         "timeout_at": 1234.5,
+        "owner": OWNER,
     }
 
 
 def test_bad_arguments_are_all_reported_at_once() -> None:
     with pytest.raises(InvalidTaskArgumentError) as ei:
-        TorchXTrigger(app_handle="nohandle", poll_interval=0, unknown_state_timeout=-1)
+        TorchXTrigger(app_handle="nohandle", poll_interval=0, unknown_state_timeout=-1, owner="")
     msg = str(ei.value)
-    assert "nohandle" in msg and "poll_interval" in msg and "unknown_state_timeout" in msg
+    for needle in ("nohandle", "poll_interval", "unknown_state_timeout", "owner"):
+        assert needle in msg
     assert isinstance(ei.value, ValueError)
 
 
-def test_success_event_carries_the_status() -> None:
-    r = FakeRunner([AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED])
-    h = r.add_app("a", [AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED])
-    payload = _first_event(_trigger(r, h))
-    assert payload["event"] == "terminal"
+def test_success_event_carries_the_status(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.PENDING)
+    _after_reads(cluster, h, 3, AppState.SUCCEEDED)
+    closed = cluster.table.closed
+    payload = _first_event(_trigger(cluster, h))
+    assert payload["event"] == "terminal" and payload["app_handle"] == h
     assert payload["status"]["state"] == "SUCCEEDED"
-    assert payload["app_handle"] == h
-    assert r.count("cancel") == 0
-    assert r.closed == 1
+    assert cluster.job(h).cancelled == 0
+    assert cluster.table.closed == closed + 1  # the trigger's Runner was closed
 
 
-def test_failed_and_vanished_events() -> None:
-    r = FakeRunner()
-    failed = r.add_app("a", [AppState.RUNNING, AppState.FAILED])
-    assert _first_event(_trigger(r, failed))["status"]["state"] == "FAILED"
-    payload = _first_event(_trigger(r, "local_cwd://torchx/never-existed", unknown_state_timeout=0))
+def test_failed_and_vanished_events(cluster: Cluster) -> None:
+    failed = cluster.add("a", AppState.RUNNING)
+    _after_reads(cluster, failed, 2, AppState.FAILED)
+    assert _first_event(_trigger(cluster, failed))["status"]["state"] == "FAILED"
+    payload = _first_event(_trigger(cluster, "fake://test/never-existed", unknown_state_timeout=0))
     assert payload["event"] == "vanished"
     assert payload["status"]["state"] == "VANISHED"
 
 
-def test_an_app_missing_briefly_is_waited_for() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
-    r.missing_on = {1, 2}
-    payload = _first_event(_trigger(r, h, unknown_state_timeout=3600))
+def test_unreadable_status_is_waited_for_within_the_grace(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    errors = [ConnectionError("scheduler unreachable")] * 2
+
+    def flaky() -> None:
+        cluster.table._describe_error = errors.pop() if errors else None
+        if not errors:
+            cluster.set_state(h, AppState.SUCCEEDED)
+
+    cluster.table.on_describe = flaky
+    payload = _first_event(_trigger(cluster, h, unknown_state_timeout=3600))
     assert payload["event"] == "terminal" and payload["status"]["state"] == "SUCCEEDED"
 
 
-def test_unknown_past_grace_fires_unknown_timeout() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.UNKNOWN])
-    payload = _first_event(_trigger(r, h, unknown_state_timeout=0))
+@pytest.mark.parametrize("cause", ["unknown", "unreadable"])
+def test_unknown_past_grace_fires_unknown_timeout(cluster: Cluster, cause: str) -> None:
+    h = cluster.add("a", AppState.UNKNOWN if cause == "unknown" else AppState.RUNNING)
+    if cause == "unreadable":
+        cluster.table.describe_error = ConnectionError("scheduler unreachable")
+    payload = _first_event(_trigger(cluster, h, unknown_state_timeout=0))
     assert payload["event"] == "unknown_timeout"
+    assert cluster.job(h).cancelled == 0  # the task decides (execute_complete), not the trigger
 
 
-def test_status_errors_count_as_unknown() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    r.status_error = ConnectionError("scheduler unreachable")
-    payload = _first_event(_trigger(r, h, unknown_state_timeout=0))
-    assert payload["event"] == "unknown_timeout"
+def test_deadline_cancels_the_owned_app_and_fires_timeout(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.job(h).owner = OWNER
+    payload = _first_event(_trigger(cluster, h, timeout_at=time.time() - 1, owner=OWNER))
+    assert payload["event"] == "timeout" and "was cancelled" in payload["message"]
+    assert cluster.state(h) == AppState.CANCELLED
 
 
-def test_deadline_cancels_the_app_and_fires_timeout() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    payload = _first_event(_trigger(r, h, timeout_at=time.time() - 1))
+def test_deadline_without_cancel_on_kill_leaves_the_app(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    payload = _first_event(_trigger(cluster, h, timeout_at=time.time() - 1, cancel_on_kill=False))
+    assert payload["event"] == "timeout" and "cancelled" not in payload["message"]
+    assert cluster.job(h).cancelled == 0
+
+
+def test_deadline_event_fires_even_if_cancel_fails(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.table.jobs.pop(h.rsplit("/", 1)[1])  # cancelling it now raises (unknown app id)
+    payload = _first_event(_trigger(cluster, h, timeout_at=time.time() - 1))
     assert payload["event"] == "timeout"
-    assert ("cancel", h) in r.calls
 
 
-def test_deadline_without_cancel_on_kill_leaves_the_app() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    payload = _first_event(_trigger(r, h, timeout_at=time.time() - 1, cancel_on_kill=False))
-    assert payload["event"] == "timeout"
-    assert r.count("cancel") == 0
-
-
-def test_run_never_blocks_the_event_loop() -> None:
-    """Each status call blocks until a coroutine on the loop releases it.
+def test_run_never_blocks_the_event_loop(cluster: Cluster) -> None:
+    """Each status read blocks until a coroutine on the loop releases it.
 
     If ``run()`` called the Runner on the loop thread, the releasing coroutine could not run
-    and every status call would give up (recorded as ``False``).
+    and every status read would give up (recorded as ``False``).
     """
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING, AppState.RUNNING, AppState.SUCCEEDED])
+    h = cluster.add("a", AppState.RUNNING)
     release = threading.Event()
     released: list[bool] = []
     on_loop_thread: list[bool] = []
     loop_thread: list[int] = []
 
-    def blocking_status(handle: str) -> None:
+    def blocking_status() -> None:
         on_loop_thread.append(threading.get_ident() == loop_thread[0])
         released.append(release.wait(10))
         release.clear()
+        if len(released) == 3:
+            cluster.set_state(h, AppState.SUCCEEDED)
 
-    r.status_hook = blocking_status
+    cluster.table.on_describe = blocking_status
 
     async def releaser(stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -152,67 +176,69 @@ def test_run_never_blocks_the_event_loop() -> None:
         loop_thread.append(threading.get_ident())
         stop = asyncio.Event()
         task = asyncio.create_task(releaser(stop))
-        event = await anext(_trigger(r, h).run())
+        event = await anext(_trigger(cluster, h).run())
         stop.set()
         await task
         return event.payload
 
     payload = asyncio.run(go())
     assert payload["status"]["state"] == "SUCCEEDED"
-    assert released and all(released)
-    assert on_loop_thread and not any(on_loop_thread)
+    assert len(released) >= 3 and all(released)
+    assert not any(on_loop_thread)
 
 
-def test_cleanup_never_cancels() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    t = _trigger(r, h)
-    asyncio.run(t.cleanup())
-    assert r.count("cancel") == 0
-    assert r._state(h) == AppState.RUNNING
+def test_cleanup_never_cancels(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    asyncio.run(_trigger(cluster, h).cleanup())
+    assert cluster.job(h).cancelled == 0 and cluster.state(h) == AppState.RUNNING
 
 
-def test_cancelling_a_running_trigger_does_not_cancel_the_app() -> None:
+def test_cancelling_a_running_trigger_does_not_cancel_the_app(cluster: Cluster) -> None:
     """Triggerer shutdown/redistribution cancels the run() coroutine: the app must survive."""
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
+    h = cluster.add("a", AppState.RUNNING)
+    polled = threading.Event()
+    cluster.table.on_describe = polled.set
 
     async def go() -> None:
-        t = _trigger(r, h)
+        t = _trigger(cluster, h)
         task = asyncio.ensure_future(anext(t.run()))
-        await asyncio.sleep(0.1)
+        # polling started: the trigger read the app's status at least once
+        assert await asyncio.to_thread(polled.wait, 30)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await t.cleanup()
 
     asyncio.run(go())
-    assert r.count("cancel") == 0
+    assert cluster.job(h).cancelled == 0 and cluster.state(h) == AppState.RUNNING
 
 
-def test_on_kill_cancels_the_app() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    asyncio.run(_trigger(r, h).on_kill())
-    assert ("cancel", h) in r.calls
-    assert r._state(h) == AppState.CANCELLED
-    assert r.closed == 1
+def test_on_kill_cancels_the_app_its_try_owns(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.job(h).owner = OWNER
+    asyncio.run(_trigger(cluster, h, owner=OWNER).on_kill())
+    assert cluster.state(h) == AppState.CANCELLED
+    assert cluster.table.closed >= 1
 
 
-def test_on_kill_respects_cancel_on_kill_false() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
-    asyncio.run(_trigger(r, h, cancel_on_kill=False).on_kill())
-    assert r.count("cancel") == 0
+def test_on_kill_leaves_an_app_a_newer_try_adopted(cluster: Cluster) -> None:
+    """Fault 1: after a clear, the new try owns the app; the old trigger's on_kill must not
+    cancel it."""
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.job(h).owner = "airflow:dag/task/run/-1#try=2"
+    asyncio.run(_trigger(cluster, h, owner=OWNER).on_kill())
+    assert cluster.state(h) == AppState.RUNNING and cluster.job(h).cancelled == 0
 
 
-def test_deadline_event_fires_even_if_cancel_fails() -> None:
-    r = FakeRunner()
-    h = r.add_app("a", [AppState.RUNNING])
+def test_on_kill_without_an_owner_cancels(cluster: Cluster) -> None:
+    """A trigger serialized before owners existed cancels unconditionally (as it did)."""
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.job(h).owner = "airflow:dag/task/run/-1#try=2"
+    asyncio.run(_trigger(cluster, h).on_kill())
+    assert cluster.state(h) == AppState.CANCELLED
 
-    def broken_cancel(handle: str) -> None:
-        raise ConnectionError("scheduler unreachable")
 
-    r.cancel = broken_cancel  # type: ignore[method-assign]
-    payload = _first_event(_trigger(r, h, timeout_at=time.time() - 1))
-    assert payload["event"] == "timeout"
+def test_on_kill_respects_cancel_on_kill_false(cluster: Cluster) -> None:
+    h = cluster.add("a", AppState.RUNNING)
+    asyncio.run(_trigger(cluster, h, cancel_on_kill=False, owner=OWNER).on_kill())
+    assert cluster.job(h).cancelled == 0

@@ -151,15 +151,23 @@ class GraceClock:
     Args:
         timeout_s: how long (seconds) an app may stay UNKNOWN/VANISHED in a row; 0 fails at once
         clock: a monotonic clock (tests inject one)
+        since: when (on ``clock``) the current UNKNOWN/VANISHED streak began, to continue a
+            streak across processes (e.g. an Airflow sensor in reschedule mode keeps
+            :attr:`since` in its task state store, with ``clock=time.time``)
 
     Raises:
         InvalidTaskArgumentError: ``timeout_s`` is not a finite number >= 0
     """
 
-    def __init__(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        since: float | None = None,
+    ) -> None:
         self.timeout_s = _seconds("unknown_timeout", timeout_s, allow_zero=True)
         self._clock = clock
-        self._since: float | None = None
+        self._since: float | None = since
 
     def observe(self, phase: Phase) -> bool:
         """Records one observation; True once the app stayed UNKNOWN/VANISHED for ``timeout_s``.
@@ -173,6 +181,11 @@ class GraceClock:
         if self._since is None:
             self._since = now
         return now - self._since >= self.timeout_s
+
+    @property
+    def since(self) -> float | None:
+        """When the current UNKNOWN/VANISHED streak began (None outside a streak)."""
+        return self._since
 
     @property
     def waited(self) -> float:

@@ -11,6 +11,8 @@ AIRFLOW_PG_DATA="${AIRFLOW_PG_DATA:-$CI_STATE_DIR/airflow-pg}"
 AIRFLOW_URL="http://127.0.0.1:$AIRFLOW_API_PORT"
 export AIRFLOW_HOME
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$AIRFLOW_HOME/dags}"
+# on sys.path of every Airflow process (triggers that tests define live here)
+export AIRFLOW__CORE__PLUGINS_FOLDER="${AIRFLOW__CORE__PLUGINS_FOLDER:-$AIRFLOW_HOME/plugins}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=True
@@ -27,6 +29,8 @@ export AIRFLOW__API__WORKERS=1
 export AIRFLOW__API__SECRET_KEY="${AIRFLOW__API__SECRET_KEY:-torchx-suite-airflow-test-secret}"
 export AIRFLOW__API_AUTH__JWT_SECRET="${AIRFLOW__API_AUTH__JWT_SECRET:-torchx-suite-airflow-test-jwt}"
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=5
+# a trigger's on_kill may take this long (the fault-1 test's trigger waits for the new try)
+export AIRFLOW__TRIGGERER__ON_KILL_TIMEOUT=120
 export AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT=600
 export AIRFLOW__LOGGING__LOGGING_LEVEL=INFO
 # the apps our DAGs start on the local scheduler, and their scratch folder (shared with tests)

@@ -37,7 +37,7 @@ if all_alive && up 2>/dev/null; then echo "airflow already up on $AIRFLOW_URL"; 
 [ -x "$PG_BIN/postgres" ] || { echo "no PostgreSQL server: run scripts/services/airflow/install.sh" >&2; exit 1; }
 # a half-running deployment (some process died): stop what is left, start afresh
 bash "$HERE/stop.sh" >/dev/null 2>&1 || true
-mkdir -p "$AIRFLOW_HOME" "$AIRFLOW__CORE__DAGS_FOLDER" "$TORCHX_LOCAL_ROOT" "$TORCHX_AF_WORK" "$LOGDIR"
+mkdir -p "$AIRFLOW_HOME" "$AIRFLOW__CORE__DAGS_FOLDER" "$AIRFLOW__CORE__PLUGINS_FOLDER" "$TORCHX_LOCAL_ROOT" "$TORCHX_AF_WORK" "$LOGDIR"
 
 # -- PostgreSQL ------------------------------------------------------------------------------
 as_pg=()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG
+from live_triggers import AdoptionAwaitingTrigger
 
 from torchx_airflow import TorchXOperator
 from torchx_core.specs import AppDef, Role
@@ -50,6 +51,12 @@ class RecordingOperator(TorchXOperator):
         return super().execute(context)
 
 
+class AdoptionAwaitingOperator(RecordingOperator):
+    """Defers to :class:`AdoptionAwaitingTrigger` (the fault-1 order: adopt, then on_kill)."""
+
+    trigger_class = AdoptionAwaitingTrigger
+
+
 def live_dag(dag_id: str) -> DAG:
     return DAG(
         dag_id,
@@ -79,7 +86,7 @@ with live_dag("live_mark_failed"):
     )
 
 with live_dag("live_clear"):
-    RecordingOperator(
+    AdoptionAwaitingOperator(
         task_id="train",
         app=waiting_app("cleared"),
         deferrable=True,
