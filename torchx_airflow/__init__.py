@@ -6,6 +6,7 @@ Public names (imported lazily, so ``import torchx_airflow`` alone does not impor
 * :py:class:`TorchXTrigger` – the deferrable wait, in the triggerer
 * :py:class:`TorchXSensor` – wait on an existing app handle
 * :py:class:`TorchXAppLink` – the "TorchX app" UI link
+* :py:class:`TorchXHook` – a Runner from an Airflow connection of type ``torchx``
 * :py:mod:`torchx_airflow.states` – the lifecycle phase -> Airflow outcome table
 * :py:class:`TorchXAirflowError` – the root of this package's errors
   (:py:mod:`torchx_airflow.errors`)
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torchx_airflow.errors import InvalidTaskArgumentError as InvalidTaskArgumentError
     from torchx_airflow.errors import TorchXAirflowError as TorchXAirflowError
+    from torchx_airflow.hook import TorchXHook as TorchXHook
     from torchx_airflow.links import TorchXAppLink as TorchXAppLink
     from torchx_airflow.operator import TorchXOperator as TorchXOperator
     from torchx_airflow.sensor import TorchXSensor as TorchXSensor
@@ -31,6 +33,7 @@ __all__ = [
     "InvalidTaskArgumentError",
     "TorchXAirflowError",
     "TorchXAppLink",
+    "TorchXHook",
     "TorchXOperator",
     "TorchXSensor",
     "TorchXTrigger",
@@ -41,6 +44,7 @@ _LAZY = {
     "TorchXTrigger": "torchx_airflow.trigger",
     "TorchXSensor": "torchx_airflow.sensor",
     "TorchXAppLink": "torchx_airflow.links",
+    "TorchXHook": "torchx_airflow.hook",
     "TorchXAirflowError": "torchx_airflow.errors",
     "InvalidTaskArgumentError": "torchx_airflow.errors",
 }

@@ -1,7 +1,7 @@
 """Airflow glue around the shared app lifecycle (no Airflow imports).
 
 * the identity of a task instance (names its app) and the owner token of a task try;
-* opening Runners (a factory: ``get_runner()`` by default);
+* opening and closing Runners;
 * the JSON form of an app status carried in XCom and trigger events.
 
 Submitting, reattaching, watching, log following and cancelling are
@@ -23,17 +23,10 @@ if TYPE_CHECKING:
 RunnerFactory = Callable[[], "Runner"]
 
 
-def default_runner_factory() -> Runner:
-    """Returns ``torchx_core.runner.get_runner()`` (imported lazily)."""
-    from torchx_core.runner import get_runner
-
-    return get_runner()
-
-
 @contextmanager
-def open_runner(factory: RunnerFactory | None) -> Iterator[Runner]:
-    """Opens a Runner from ``factory`` (default: ``get_runner()``) and closes it afterwards."""
-    runner = (factory or default_runner_factory)()
+def open_runner(factory: RunnerFactory) -> Iterator[Runner]:
+    """Opens a Runner from ``factory`` and closes it afterwards."""
+    runner = factory()
     try:
         yield runner
     finally:

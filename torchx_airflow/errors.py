@@ -2,8 +2,9 @@
 
     TorchXError
     ├── TorchXAirflowError                      root of this package's own errors
-    │   └── InvalidTaskArgumentError            bad operator/sensor/trigger/hook arguments
-    │       (also a torchx_core.runner.lifecycle.InvalidTaskArgumentError, ValueError, TypeError)
+    │   ├── InvalidTaskArgumentError            bad operator/sensor/trigger/hook arguments
+    │   │   (also a torchx_core.runner.lifecycle.InvalidTaskArgumentError, ValueError, TypeError)
+    │   └── InvalidConnectionError (ValueError)  a ``torchx`` connection that cannot be used
     └── AppLifecycleError (torchx_core.runner.lifecycle; re-exported here)
         └── AppFailedError > AppCancelledError, AppVanishedError
 
@@ -27,6 +28,7 @@ __all__ = [
     "AppFailedError",
     "AppLifecycleError",
     "AppVanishedError",
+    "InvalidConnectionError",
     "InvalidTaskArgumentError",
     "TorchXAirflowError",
 ]
@@ -54,6 +56,11 @@ class InvalidTaskArgumentError(TorchXAirflowError, _LifecycleArgumentError, Type
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.owner, self.problems))
+
+
+class InvalidConnectionError(TorchXAirflowError, ValueError):
+    """A ``torchx`` connection is missing or its fields are wrong (every problem listed; secret
+    values are never part of the message)."""
 
 
 def check_number(

@@ -35,9 +35,9 @@ from torchx_airflow._airflow import (
     ResumableJobMixin,
     default_deferrable,
 )
+from torchx_airflow._connection import DEFAULT_CONN_ID
 from torchx_airflow._runtime import (
     RunnerFactory,
-    default_runner_factory,
     open_runner,
     owner_token,
     status_from_payload,
@@ -45,6 +45,7 @@ from torchx_airflow._runtime import (
     task_identity,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.links import UI_URL_ATTR, TorchXAppLink
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
 from torchx_core.runner.lifecycle import (
@@ -89,8 +90,12 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         component: a component name (``"utils.echo"``, ``"dist.ddp"``, ``"path/file.py:fn"``)
         component_args: the component's arguments, as CLI-style strings
             (``["--msg", "{{ ds }}"]``) or a ``{param: value}`` dict (templated)
-        scheduler: the TorchX scheduler (``"local_cwd"``, ``"kubernetes"``, ``"slurm"``...)
-        cfg: the scheduler run options (templated)
+        scheduler: the TorchX scheduler (``"local_cwd"``, ``"kubernetes"``, ``"slurm"``...);
+            default: the connection's, else ``"local_cwd"``
+        cfg: the scheduler run options (templated); they override the connection's, key by key
+        torchx_conn_id: the ``torchx`` connection holding the scheduler, its run options, the
+            session name and the scheduler client's environment (:py:class:`TorchXHook`); the
+            default ``torchx_default`` may be absent
         workspace: the workspace to build into the app's image, if any (templated)
         wait: wait for the app to end; ``False`` returns right after submission
         deferrable: wait in the triggerer, freeing the worker slot (default: Airflow's
@@ -138,7 +143,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         app: AppDef | None = None,
         component: str | None = None,
         component_args: Sequence[str] | Mapping[str, Any] | None = None,
-        scheduler: str = "local_cwd",
+        scheduler: str | None = None,
         cfg: Mapping[str, Any] | None = None,
         workspace: Any = None,
         wait: bool = True,
@@ -151,6 +156,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         skip_on_cancel: bool = False,
         unknown_state_timeout: float = 300.0,
         runner_factory: RunnerFactory | None = None,
+        torchx_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -175,6 +181,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             log_tail_lines=log_tail_lines,
             unknown_state_timeout=unknown_state_timeout,
             runner_factory=runner_factory,
+            torchx_conn_id=torchx_conn_id,
         )
         # our own copy: Airflow renders template fields in place, and one AppDef may be shared
         self.app = copy.deepcopy(app)
@@ -187,6 +194,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             else None
         )
         self.scheduler = scheduler
+        self.torchx_conn_id = torchx_conn_id
         self.cfg = dict(cfg) if cfg is not None else None
         self.workspace = workspace
         self.wait = wait
@@ -203,6 +211,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self._life: AppLifecycle | None = None
         self._owner: str | None = None  # this try's owner token (set in execute)
         self._identity: tuple[str, str, str, int] | None = None
+        self._scheduler = scheduler or "local_cwd"  # resolved with the connection per try
+        self._cfg: dict[str, Any] = dict(cfg or {})
         self._attachment: Attachment | None = None
         self._handle: str | None = None
         self._submitting: str | None = None  # the app name while attach() is in flight
@@ -257,7 +267,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if handle is None and name is None:
             return
         # a Runner of its own: the task's may be closed (execution_timeout unwound execute)
-        with open_runner(self.runner_factory) as runner:
+        with open_runner(self._new_runner) as runner:
             life = self._new_lifecycle(runner)
             if handle is not None:
                 self.log.info("Task killed: cancelling TorchX app %s", handle)
@@ -273,9 +283,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     def submit_job(self, context: Any) -> str:
         """Attaches to this task's app (submitting it if needed); returns the app handle."""
         runner = self._get_runner()
-        if self.cfg:
+        if self._cfg:
             # unknown keys are an error here (the Runner only warns): says which keys are valid
-            runner.scheduler_run_opts(self.scheduler).resolve(self.cfg, strict=True)
+            runner.scheduler_run_opts(self._scheduler).resolve(self._cfg, strict=True)
         return self._attach(context, known_handle=None)
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
@@ -324,18 +334,27 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         ti = context["ti"]
         self._owner = owner_token(ti)
         self._identity = task_identity(ti)
+        settings = self._hook().settings(missing_ok=self.torchx_conn_id == DEFAULT_CONN_ID)
+        self._scheduler = self.scheduler or settings.scheduler or "local_cwd"
+        self._cfg = {**settings.cfg, **(self.cfg or {})}
+
+    def _hook(self) -> TorchXHook:
+        return TorchXHook(self.torchx_conn_id)
+
+    def _new_runner(self) -> Runner:
+        return runner_for(self.torchx_conn_id, self.runner_factory)
 
     def _get_runner(self) -> Runner:
         if self._runner is None:
-            self._runner = (self.runner_factory or default_runner_factory)()
+            self._runner = self._new_runner()
         return self._runner
 
     def _new_lifecycle(self, runner: Runner) -> AppLifecycle:
         return AppLifecycle(
             runner,
-            self.scheduler,
+            self._scheduler,
             owner=str(self._owner),
-            cfg=self.cfg,
+            cfg=self._cfg,
             workspace=self.workspace,
             unknown_timeout=self.unknown_state_timeout,
             poll_interval=self.poll_interval,
@@ -429,6 +448,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             cancel_on_kill=self.cancel_on_kill,
             timeout_at=timeout_at,
             owner=self._owner,
+            torchx_conn_id=self.torchx_conn_id,
         )
         self.log.info("Deferring: the triggerer waits for TorchX app %s", handle)
         self._close_runner()
@@ -502,6 +522,7 @@ def _validate(
     log_tail_lines: object,
     unknown_state_timeout: object,
     runner_factory: object,
+    torchx_conn_id: object,
 ) -> None:
     """Collects every problem with the operator arguments, then raises once."""
     problems: list[str] = []
@@ -522,9 +543,14 @@ def _validate(
                 "component_args must be a list of CLI-style strings or a {param: value} dict,"
                 f" got {type(component_args).__name__}"
             )
-    if not isinstance(scheduler, str) or not scheduler.strip():
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
         problems.append(
-            f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}"
+            f"scheduler must be a scheduler name such as 'local_cwd' (or None: the"
+            f" connection's), got {scheduler!r}"
+        )
+    if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
+        problems.append(
+            f"torchx_conn_id must name a connection of type torchx, got {torchx_conn_id!r}"
         )
     if cfg is not None and not isinstance(cfg, Mapping):
         problems.append(f"cfg must be a dict of scheduler run options, got {type(cfg).__name__}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchx_airflow._connection import provider_connection_type
+
 __all__ = ["get_provider_info"]
 
 
@@ -32,5 +34,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.sensor"]}],
         "triggers": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.trigger"]}],
+        "hooks": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.hook"]}],
+        "connection-types": [provider_connection_type()],
         "extra-links": ["torchx_airflow.links.TorchXAppLink"],
     }

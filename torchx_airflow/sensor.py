@@ -19,6 +19,7 @@ from torchx_airflow._airflow import (
     PokeReturnValue,
     default_deferrable,
 )
+from torchx_airflow._connection import DEFAULT_CONN_ID
 from torchx_airflow._runtime import (
     RunnerFactory,
     open_runner,
@@ -27,6 +28,7 @@ from torchx_airflow._runtime import (
     status_payload,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.hook import runner_for
 from torchx_airflow.states import exception_for
 from torchx_core.runner.lifecycle import (
     AppFailedError,
@@ -56,8 +58,10 @@ class TorchXSensor(BaseSensorOperator):
         unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
             sensor fails
         deferrable: wait in the triggerer (default: ``[operators] default_deferrable``)
-        runner_factory: builds the Runner (default ``get_runner()``); deferred waits use the
-            default
+        runner_factory: builds the Runner (default: from the connection); deferred waits use the
+            connection
+        torchx_conn_id: the ``torchx`` connection giving the session name and the scheduler
+            client's environment (default ``torchx_default``, which may be absent)
         kwargs: :py:class:`BaseSensorOperator` arguments (``poke_interval``, ``mode``,
             ``timeout``, ``soft_fail``...)
     """
@@ -73,6 +77,7 @@ class TorchXSensor(BaseSensorOperator):
         unknown_state_timeout: float = 300.0,
         deferrable: bool | None = None,
         runner_factory: RunnerFactory | None = None,
+        torchx_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -97,6 +102,8 @@ class TorchXSensor(BaseSensorOperator):
             problems.append("deferrable=True and mode='reschedule' are exclusive; pick one")
         if runner_factory is not None and not callable(runner_factory):
             problems.append(f"runner_factory must be callable, got {runner_factory!r}")
+        if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
+            problems.append(f"torchx_conn_id must name a connection, got {torchx_conn_id!r}")
         if problems:
             raise InvalidTaskArgumentError("TorchXSensor", problems)
         self.app_handle = app_handle
@@ -105,6 +112,7 @@ class TorchXSensor(BaseSensorOperator):
         self.unknown_state_timeout = float(unknown_state_timeout)
         self.deferrable = resolved and self.mode != "reschedule"
         self.runner_factory = runner_factory
+        self.torchx_conn_id = torchx_conn_id
         self._unknown_since: float | None = None
 
     def poke(self, context: Any) -> bool | PokeReturnValue:
@@ -117,7 +125,7 @@ class TorchXSensor(BaseSensorOperator):
                 f"TorchXSensor {self.task_id}: app_handle rendered to {self.app_handle!r}: {e}."
                 " Check the app_handle template (the upstream task's XCom key 'app_handle')."
             ) from e
-        with open_runner(self.runner_factory) as runner:
+        with open_runner(self._new_runner) as runner:
             life = self._lifecycle(runner)
             obs = life.poll(self.app_handle, max_age=0)
             if self._grace_expired(obs.phase, context):
@@ -152,6 +160,7 @@ class TorchXSensor(BaseSensorOperator):
                 poll_interval=float(self.poke_interval),
                 unknown_state_timeout=self.unknown_state_timeout,
                 cancel_on_kill=False,
+                torchx_conn_id=self.torchx_conn_id,
                 timeout_at=time.time() + timeout_s if timeout_s is not None else None,
             ),
             method_name="execute_complete",
@@ -167,8 +176,11 @@ class TorchXSensor(BaseSensorOperator):
         if kind in ("unknown_timeout", "vanished", "error"):
             raise AirflowException(message)
         status = status_from_payload(event["status"]) if event.get("status") else None
-        with open_runner(self.runner_factory) as runner:
+        with open_runner(self._new_runner) as runner:
             return self._final(self._lifecycle(runner), Observation(phase_of(status), status, False))
+
+    def _new_runner(self) -> Any:
+        return runner_for(self.torchx_conn_id, self.runner_factory)
 
     def _lifecycle(self, runner: Any) -> AppLifecycle:
         # the sensor never cancels: it only reads statuses and logs through the lifecycle

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
 from torchx_airflow._runtime import (
     RunnerFactory,
-    default_runner_factory,
     scheduler_of,
     status_payload,
 )
@@ -58,6 +57,9 @@ class TorchXTrigger(BaseTrigger):
         owner: the owner token of the task try that deferred; kill paths cancel only an app this
             owner still owns (None: cancel unconditionally, as triggers serialized before
             owners existed)
+        torchx_conn_id: the ``torchx`` connection the triggerer builds its Runner from (its
+            session name and scheduler client environment); only the id is serialized, never
+            the connection's values or secrets
         runner_factory: builds the Runner (tests only; never serialized)
     """
 
@@ -69,6 +71,7 @@ class TorchXTrigger(BaseTrigger):
         cancel_on_kill: bool = True,
         timeout_at: float | None = None,
         owner: str | None = None,
+        torchx_conn_id: str | None = None,
         runner_factory: RunnerFactory | None = None,
     ) -> None:
         super().__init__()
@@ -85,6 +88,10 @@ class TorchXTrigger(BaseTrigger):
             check_number(problems, "timeout_at", timeout_at, minimum=0)
         if owner is not None and (not isinstance(owner, str) or not owner.strip()):
             problems.append(f"owner must be a non-empty token or None, got {owner!r}")
+        if torchx_conn_id is not None and (
+            not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip()
+        ):
+            problems.append(f"torchx_conn_id must name a connection or be None, got {torchx_conn_id!r}")
         if problems:
             raise InvalidTaskArgumentError("TorchXTrigger", problems)
         self.app_handle = app_handle
@@ -93,6 +100,7 @@ class TorchXTrigger(BaseTrigger):
         self.cancel_on_kill = cancel_on_kill
         self.timeout_at = float(timeout_at) if timeout_at is not None else None
         self.owner = owner
+        self.torchx_conn_id = torchx_conn_id
         self._runner_factory = runner_factory
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -106,8 +114,15 @@ class TorchXTrigger(BaseTrigger):
                 "cancel_on_kill": self.cancel_on_kill,
                 "timeout_at": self.timeout_at,
                 "owner": self.owner,
+                "torchx_conn_id": self.torchx_conn_id,
             },
         )
+
+    def _new_runner(self) -> Runner:
+        """A Runner (in a worker thread): from the connection, the factory, or ``get_runner()``."""
+        from torchx_airflow.hook import runner_for
+
+        return runner_for(self.torchx_conn_id, self._runner_factory)
 
     def _lifecycle(self, runner: Runner) -> AppLifecycle:
         return AppLifecycle(
@@ -130,7 +145,7 @@ class TorchXTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Polls until the app ends; yields one event, then returns."""
         try:
-            runner = await asyncio.to_thread(self._runner_factory or default_runner_factory)
+            runner = await asyncio.to_thread(self._new_runner)
         except Exception as e:  # noqa: BLE001 - reported to the task as an error event
             yield self._event("error", None, f"cannot create a TorchX Runner: {e!r}")
             return
@@ -212,7 +227,7 @@ class TorchXTrigger(BaseTrigger):
             self.app_handle,
             self.owner or "this trigger",
         )
-        runner = await asyncio.to_thread(self._runner_factory or default_runner_factory)
+        runner = await asyncio.to_thread(self._new_runner)
         try:
             await self._cancel(self._lifecycle(runner))
         finally:

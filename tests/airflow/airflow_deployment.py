@@ -32,7 +32,7 @@ REPO = HERE.parents[1]
 SCRIPTS = REPO / "scripts" / "services" / "airflow"
 RUN_DIR = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"))
 STATE_DIR = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"))
-LIVE_DAGS = ("live_dags.py",)
+LIVE_DAGS = ("live_dags.py", "live_conn.py")
 #: modules the DAGs and the triggerer import: the plugins folder is on every Airflow process's path
 LIVE_MODULES = ("live_triggers.py",)
 
@@ -41,8 +41,24 @@ START_TIMEOUT_S = 600
 PARSE_TIMEOUT_S = 180
 TASK_TIMEOUT_S = 300
 
-#: Extra environment of every Airflow process of the test deployment.
-DEPLOYMENT_ENV: dict[str, str] = {}
+#: A secret kept in the test connections (it must never show in logs, XCom or triggers).
+CONN_SECRET = "torchx-conn-secret-7f3a9c"
+#: Extra environment of every Airflow process of the test deployment: a ``torchx`` connection in
+#: JSON form (``torchx_envjson``).
+DEPLOYMENT_ENV: dict[str, str] = {
+    "AIRFLOW_CONN_TORCHX_ENVJSON": json.dumps(
+        {
+            "conn_type": "torchx",
+            "password": json.dumps({"TORCHX_TEST_CONN_SECRET": CONN_SECRET}),
+            "extra": {
+                "scheduler": "local_cwd",
+                "session_name": "envjson",
+                "cfg": {"grace_period": 2.0},
+                "env": {"TORCHX_TEST_CONN_MARK": "from-envjson"},
+            },
+        }
+    ),
+}
 
 
 def wait_until(
@@ -203,6 +219,28 @@ class AirflowDeployment:
             },
         )
 
+    def trigger_kwargs(self, trigger_id: int) -> str:
+        """The stored (serialized) kwargs of a trigger, as the triggerer reads them (the REST
+        API hides them), decrypted if Airflow encrypted them."""
+        import psycopg2  # the dev extra; the deployment's database is PostgreSQL
+
+        url = urllib.parse.urlsplit(self.settings["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        con = psycopg2.connect(
+            host=url.hostname, port=url.port, user=url.username, dbname=url.path.lstrip("/")
+        )
+        try:
+            with con.cursor() as cur:
+                cur.execute("SELECT kwargs FROM trigger WHERE id = %s", (trigger_id,))
+                (stored,) = cur.fetchone()
+        finally:
+            con.close()
+        if not stored.lstrip().startswith("{"):
+            from cryptography.fernet import Fernet
+
+            key = self.settings["AIRFLOW__CORE__FERNET_KEY"].encode()
+            stored = Fernet(key).decrypt(stored.encode()).decode()
+        return stored
+
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
         """An XCom value (None when absent)."""
         got = self.api(
@@ -240,8 +278,13 @@ def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
             return False
 
     before = running()
-    # the unit tests' AIRFLOW_HOME (conftest) must not leak into the deployment
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    # the unit tests' AIRFLOW_HOME (conftest) must not leak into the deployment; its own
+    # settings (AIRFLOW_API_PORT, AIRFLOW_PG_PORT, CI_STATE_DIR...) do
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("AIRFLOW_HOME", "AIRFLOW_CONFIG") and not k.startswith("AIRFLOW__")
+    }
     env.update(extra_env)
     proc = subprocess.run(
         ["bash", str(SCRIPTS / "start.sh")],

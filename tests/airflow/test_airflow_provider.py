@@ -31,10 +31,24 @@ def test_every_listed_module_and_link_imports() -> None:
     import importlib
 
     info = get_provider_info()
-    for group in ("operators", "sensors", "triggers"):
+    for group in ("operators", "sensors", "triggers", "hooks"):
         for entry in info[group]:
             for mod in entry["python-modules"]:
                 importlib.import_module(mod)
     for link in info["extra-links"]:
         mod, _, cls = link.rpartition(".")
         assert isinstance(getattr(importlib.import_module(mod), cls), type)
+
+
+def test_the_torchx_connection_type_names_the_hook_and_its_form() -> None:
+    import importlib
+
+    (conn_type,) = get_provider_info()["connection-types"]
+    assert conn_type["connection-type"] == "torchx"
+    mod, _, cls = conn_type["hook-class-name"].rpartition(".")
+    hook = getattr(importlib.import_module(mod), cls)
+    assert hook.conn_type == "torchx" and hook.default_conn_name == "torchx_default"
+    assert set(conn_type["conn-fields"]) == {"scheduler", "cfg", "session_name", "env"}
+    behaviour = conn_type["ui-field-behaviour"]
+    assert behaviour["hidden-fields"] == hook.get_ui_field_behaviour()["hidden_fields"]
+    assert behaviour["relabeling"] == {"password": "Secret environment (JSON)"}

@@ -55,6 +55,7 @@ def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
         cancel_on_kill=False,
         timeout_at=1234.5,
         owner=OWNER,
+        torchx_conn_id="my_cluster",
     )
     classpath, kwargs = t.serialize()
     assert classpath == "torchx_airflow.trigger.TorchXTrigger"
@@ -68,6 +69,7 @@ def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
         "cancel_on_kill": False,
         "timeout_at": 1234.5,
         "owner": OWNER,
+        "torchx_conn_id": "my_cluster",
     }
 
 

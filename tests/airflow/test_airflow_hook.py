@@ -1,0 +1,251 @@
+"""TorchXHook and the ``torchx`` connection: parsing, the form, test_connection, and how the
+operator, sensor and trigger use a connection (connections from ``AIRFLOW_CONN_*`` variables,
+real Runners; no Airflow run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+from airflow_fakes import Cluster, FakeStore, make_context
+
+from torchx_airflow import TorchXOperator, TorchXSensor
+from torchx_airflow.errors import InvalidConnectionError, TorchXAirflowError
+from torchx_airflow.hook import ConnectionSettings, TorchXHook
+from torchx_core.specs import AppDef, AppState
+
+SECRET = "s3cr3t-token-value"
+
+
+def _define(
+    monkeypatch: pytest.MonkeyPatch,
+    conn_id: str,
+    extra: dict[str, Any],
+    password: dict[str, str] | None = None,
+    conn_type: str = "torchx",
+) -> None:
+    conn: dict[str, Any] = {"conn_type": conn_type, "extra": extra}
+    if password is not None:
+        conn["password"] = json.dumps(password)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+
+
+def test_settings_from_a_json_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    _define(
+        monkeypatch,
+        "tx",
+        {
+            "scheduler": "slurm",
+            "cfg": {"partition": "gpu"},
+            "session_name": "team",
+            "env": {"SLURM_CONF": "/etc/s.conf"},
+        },
+        {"AWS_SECRET_ACCESS_KEY": SECRET},
+    )
+    s = TorchXHook("tx").settings()
+    assert s == ConnectionSettings(
+        "slurm",
+        {"partition": "gpu"},
+        "team",
+        {"SLURM_CONF": "/etc/s.conf"},
+        {"AWS_SECRET_ACCESS_KEY": SECRET},
+    )
+    assert SECRET not in repr(s)
+
+
+def test_ui_prefixed_and_json_string_fields_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    _define(
+        monkeypatch,
+        "tx",
+        {
+            "extra__torchx__scheduler": "kubernetes",
+            "extra__torchx__cfg": '{"queue": "q"}',
+            "env": "",
+        },
+    )
+    s = TorchXHook("tx").settings()
+    assert (s.scheduler, s.cfg, s.env) == ("kubernetes", {"queue": "q"}, {})
+
+
+def test_every_problem_is_listed_and_secrets_are_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BAD",
+        json.dumps(
+            {
+                "conn_type": "torchx",
+                "password": SECRET + "{not json",
+                "extra": {"scheduler": 3, "cfg": "[1, 2]", "env": {"A": 1}, "queue": "x"},
+            }
+        ),
+    )
+    with pytest.raises(InvalidConnectionError) as ei:
+        TorchXHook("bad").settings()
+    msg = str(ei.value)
+    for needle in (
+        "unknown extra key 'queue'",
+        "scheduler must be",
+        "cfg must be a JSON object",
+        "env must map",
+        "password (secret environment) must be a JSON object",
+    ):
+        assert needle in msg
+    assert SECRET not in msg
+    assert isinstance(ei.value, TorchXAirflowError) and isinstance(ei.value, ValueError)
+
+
+def test_a_connection_of_another_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    _define(monkeypatch, "pg", {}, conn_type="postgres")
+    with pytest.raises(InvalidConnectionError, match="type 'postgres'; TorchX needs type 'torchx'"):
+        TorchXHook("pg").settings()
+
+
+def test_missing_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidConnectionError, match="no connection 'absent'.*AIRFLOW_CONN_ABSENT"):
+        TorchXHook("absent").settings()
+    assert TorchXHook("absent").settings(missing_ok=True) == ConnectionSettings()
+
+
+def test_ui_field_behaviour() -> None:
+    ui = TorchXHook.get_ui_field_behaviour()
+    assert ui["hidden_fields"] == ["host", "schema", "port", "login"]
+    assert ui["relabeling"] == {"password": "Secret environment (JSON)"}
+    assert ui["placeholders"]["scheduler"] == "slurm"
+
+
+def test_get_conn_applies_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHX_TEST_CLIENT_VAR", raising=False)
+    monkeypatch.delenv("TORCHX_TEST_SECRET_VAR", raising=False)
+    _define(
+        monkeypatch,
+        "tx",
+        {
+            "scheduler": "local_cwd",
+            "session_name": "team",
+            "env": {"TORCHX_TEST_CLIENT_VAR": "client"},
+        },
+        {"TORCHX_TEST_SECRET_VAR": SECRET},
+    )
+    import os
+
+    with TorchXHook("tx").get_conn() as runner:
+        assert runner.name() == "team"
+    assert os.environ["TORCHX_TEST_CLIENT_VAR"] == "client"
+    assert os.environ["TORCHX_TEST_SECRET_VAR"] == SECRET
+
+
+def test_test_connection_lists_apps_or_says_what_failed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path))
+    _define(monkeypatch, "ok", {"scheduler": "local_cwd"})
+    assert TorchXHook("ok").test_connection() == (
+        True,
+        "scheduler 'local_cwd' is reachable: it lists 0 app(s)",
+    )
+    _define(monkeypatch, "typo", {"scheduler": "slrum"})
+    ok, msg = TorchXHook("typo").test_connection()
+    assert not ok and msg.startswith("cannot list apps on scheduler 'slrum'") and "slurm" in msg
+    _define(monkeypatch, "empty", {})
+    ok, msg = TorchXHook("empty").test_connection()
+    assert not ok and "names no scheduler" in msg
+
+
+# -- the operator, sensor and trigger use the connection ---------------------------------------
+
+
+def test_the_operator_takes_scheduler_and_cfg_from_the_connection(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster, app: AppDef
+) -> None:
+    _define(
+        monkeypatch, "torchx_default", {"scheduler": "fake", "cfg": {"queue": "q1", "priority": 1}}
+    )
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    op = TorchXOperator(
+        task_id="task",
+        app=app,
+        runner_factory=cluster.factory,
+        cfg={"priority": 7},
+        poll_interval=0.001,
+        stream_logs=False,
+    )
+    assert op.execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+    (handle,) = cluster.handles
+    assert handle.startswith("fake://")  # the connection's scheduler
+    assert cluster.job(handle).request.cfg == {"queue": "q1", "priority": 7, "tags": None}
+
+
+def test_an_explicit_scheduler_overrides_the_connection(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster, app: AppDef
+) -> None:
+    _define(monkeypatch, "cluster_a", {"scheduler": "slurm"})
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
+    op = TorchXOperator(
+        task_id="task",
+        app=app,
+        runner_factory=cluster.factory,
+        scheduler="fake",
+        torchx_conn_id="cluster_a",
+        poll_interval=0.001,
+        stream_logs=False,
+    )
+    assert op.execute(make_context(FakeStore()))["app_handle"].startswith("fake://")
+
+
+def test_a_missing_named_connection_fails_before_submitting(cluster: Cluster, app: AppDef) -> None:
+    op = TorchXOperator(
+        task_id="task", app=app, runner_factory=cluster.factory, torchx_conn_id="no_such_conn"
+    )
+    with pytest.raises(InvalidConnectionError, match="no connection 'no_such_conn'"):
+        op.execute(make_context(FakeStore()))
+    assert cluster.handles == []
+
+
+def test_without_a_connection_the_default_scheduler_is_local_cwd(app: AppDef) -> None:
+    op = TorchXOperator(task_id="task", app=app)
+    op._start_try(make_context())
+    assert op._scheduler == "local_cwd" and op._cfg == {}
+
+
+def test_the_trigger_carries_the_connection_id_never_its_secrets(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster, app: AppDef
+) -> None:
+    _define(monkeypatch, "team", {"scheduler": "fake"}, {"TOKEN": SECRET})
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    op = TorchXOperator(
+        task_id="task",
+        app=app,
+        runner_factory=cluster.factory,
+        torchx_conn_id="team",
+        deferrable=True,
+        poll_interval=0.001,
+    )
+    ctx = make_context(FakeStore())
+    with pytest.raises(TaskDeferred) as ei:
+        op.execute(ctx)
+    _, kwargs = ei.value.trigger.serialize()
+    assert kwargs["torchx_conn_id"] == "team"
+    assert SECRET not in json.dumps(kwargs) and SECRET not in json.dumps(ctx["ti"].xcoms)
+    sensor = TorchXSensor(
+        task_id="s",
+        app_handle=cluster.handles[0],
+        torchx_conn_id="team",
+        deferrable=True,
+        runner_factory=cluster.factory,
+    )
+    with pytest.raises(TaskDeferred) as ei:
+        sensor.execute(make_context())
+    assert ei.value.trigger.serialize()[1]["torchx_conn_id"] == "team"
+
+
+def test_bad_conn_id_arguments(app: AppDef) -> None:
+    from torchx_airflow.errors import InvalidTaskArgumentError
+
+    with pytest.raises(InvalidTaskArgumentError, match="torchx_conn_id"):
+        TorchXOperator(task_id="t", app=app, torchx_conn_id="")
+    with pytest.raises(InvalidTaskArgumentError, match="torchx_conn_id"):
+        TorchXSensor(task_id="s", app_handle="x://y/z", torchx_conn_id=3)
