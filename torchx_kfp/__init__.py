@@ -8,7 +8,9 @@ Two routes from an AppDef to a pipeline step:
   secrets, node selectors and tolerations applied on the task.
 * :func:`launch` (component: :func:`launcher_component`): a launcher step that runs any AppDef
   through the TorchX Runner on any scheduler, streams its logs, maps its final state to the step
-  outcome, cancels it on SIGTERM and reattaches on retry.
+  outcome, cancels it on SIGTERM and reattaches on retry (the shared
+  :class:`torchx_core.runner.AppLifecycle`). It runs in the launcher image
+  (``docker/kfp-launcher``, ``make kfp-launcher-image``; ``launch(..., base_image=...)``).
 
 :mod:`torchx_kfp.states` holds the state tables. kfp itself is imported on first use of a name
 that needs it; without it a :class:`~torchx_core.specs.MissingDependencyError` names the extra
