@@ -99,8 +99,11 @@ def moto_batch_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any
     the AWS environment the launcher step (a kfp.local subprocess) reads."""
     import boto3
 
-    subprocess.run(["bash", str(REPO / "scripts/services/moto/start.sh")], check=True,
-                   capture_output=True, timeout=600)
+    proc = subprocess.run(["bash", str(REPO / "scripts/services/moto/start.sh")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"the moto server did not start (scripts/services/moto/start.sh exit"
+                    f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     for key, value in AWS_TEST_ENV.items():
         monkeypatch.setenv(key, value)
     clients = {n: boto3.client(n) for n in ("batch", "iam", "ec2")}
