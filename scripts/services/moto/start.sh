@@ -17,7 +17,9 @@ PIDFILE="$CI_RUN_DIR/moto.pid"
 LOG="$CI_STATE_DIR/moto.log"
 URL="http://127.0.0.1:$MOTO_PORT"
 
-up() { "$PYTHON" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/data.json', timeout=2)" "$URL"; }
+# (the dashboard page: small and constant; /moto-api/data.json dumps the whole state and grows
+# with every job, too slow to answer a health check on a loaded machine)
+up() { "$PYTHON" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1] + '/moto-api/', timeout=5)" "$URL"; }
 
 bash "$HERE/../docker/start.sh"
 if up 2>/dev/null; then
