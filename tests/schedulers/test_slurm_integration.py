@@ -173,7 +173,12 @@ def test_sacct_fallback_on_real_accounting(slurm_cluster: SlurmCluster, tmp_path
 
     real = create_scheduler("itest")
     forgetful = SlurmScheduler("itest", run_cmd=squeue_forgot_everything)
-    app = specs.AppDef("acct", roles=[role("a", "print(1)"), role("b", "import sys; sys.exit(2)")])
+    done = tmp_path / "a-done"  # b fails only once a ended (else Slurm may kill a with it)
+    app = specs.AppDef("acct", roles=[
+        role("a", f"import pathlib; print(1); pathlib.Path({str(done)!r}).touch()"),
+        role("b", f"import os, sys, time\nwhile not os.path.exists({str(done)!r}):"
+                  " time.sleep(0.05)\ntime.sleep(1); sys.exit(2)"),
+    ])
     app_id = real.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     wait(real, app_id, finished)
     deadline = time.monotonic() + 30
