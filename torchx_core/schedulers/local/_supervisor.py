@@ -12,6 +12,11 @@ stdout and stderr going to pipes that the supervisor copies into ``<role>/<k>.st
 leader process exits, whatever is left of its process group is killed, so no grandchild
 survives its replica.
 
+A full disk does not spread: a replica whose log cannot be written gets a truncation marker and
+keeps running (its output is drained and dropped), status writes are retried, and the final one
+first frees the space the launcher reserved for it (``status.reserve``). The supervisor records
+its pid in the lock file and shows as ``torchx-supervisor <app_id>`` in ``ps``.
+
 Retries follow the role's ``retry_policy`` (``REPLICA``: restart just the failed replica with the
 same replica id; ``ROLE``: restart all replicas of the role; ``APPLICATION``: restart every role)
 up to ``max_retries``. Cancel (``SIGTERM``/``SIGINT`` to the supervisor) sends ``SIGTERM`` to every
