@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow_deployment import AirflowDeployment, wait_until
+from processes import app_processes
 
 from torchx_core.specs import AppState, is_terminal
 
@@ -73,27 +73,6 @@ def live(airflow_deployment: AirflowDeployment, monkeypatch: pytest.MonkeyPatch)
             for a in leftovers:
                 r.cancel(a.app_handle)
         pytest.fail(f"apps still running after the test: {[a.app_handle for a in leftovers]}")
-
-
-def _live_processes(match: Any) -> list[int]:
-    """PIDs of live (not zombie) processes for which ``match(proc_dir)`` holds."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z" and match(Path(f"/proc/{entry}")):
-                found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def app_processes(handle: str) -> list[int]:
-    """Every live process of an app (the local scheduler sets ``TORCHX_JOB_ID=<handle>``)."""
-    marker = f"TORCHX_JOB_ID={handle}".encode()
-    return _live_processes(lambda d: marker in (d / "environ").read_bytes().split(b"\0"))
 
 
 def _handle(live: Live, dag_id: str, run_id: str, task_id: str = "train") -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from airflow_harness import AirflowEnv, DagRunResult, parse_runs
+from processes import app_processes, group_alive
 
 from torchx_airflow.trigger import TorchXTrigger
 from torchx_core.specs import AppDef, AppState, Role
@@ -31,33 +32,6 @@ DIGEST = re.compile(r"-[0-9a-f]{10}$")
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _live_processes(match: Any) -> list[int]:
-    """PIDs of the live (not zombie) processes for which ``match(pid_dir, stat_fields)`` holds."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            if fields[0] != "Z" and match(Path(f"/proc/{entry}"), fields):
-                found.append(int(entry))
-        except OSError:  # the process is gone
-            continue
-    return found
-
-
-def _group_alive(pgid: int) -> list[int]:
-    """PIDs (not zombies) whose process group is ``pgid``."""
-    return _live_processes(lambda _, fields: int(fields[2]) == pgid)
-
-
-def _app_processes(handle: str) -> list[int]:
-    """PIDs (not zombies) of every process of an app: the local scheduler gives each replica
-    ``TORCHX_JOB_ID=<handle>``, which its children inherit (race-free, no PID file needed)."""
-    marker = f"TORCHX_JOB_ID={handle}".encode()
-    return _live_processes(lambda d, _: marker in (d / "environ").read_bytes().split(b"\0"))
 
 
 def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
@@ -191,11 +165,11 @@ def test_execution_timeout_cancels_the_app(
     assert ti["state"] == "failed"
     (app,) = _apps_named(af, name)
     assert app.state == AppState.CANCELLED
-    assert _app_processes(app.app_handle) == []
+    assert app_processes(app.app_handle) == []
     # the task waited for the replica's shell to start before the timeout (tx_kill.py)
     pid_file = af.work / f"{name}.pid"
     assert pid_file.exists(), f"the app {name} never started before the timeout"
-    assert _group_alive(int(pid_file.read_text())) == []
+    assert group_alive(int(pid_file.read_text())) == []
 
 
 def test_example_dag_runs(af: AirflowEnv, dag_run: Any) -> None:
@@ -306,9 +280,9 @@ def test_sigterm_runs_on_kill_which_cancels_the_app(af: AirflowEnv) -> None:
     assert "Task killed: cancelling TorchX app" in run.output or "Task killed while" in run.output
     (app,) = _apps_named(af, "sigterm")
     assert app.state == AppState.CANCELLED
-    assert _app_processes(app.app_handle) == []
+    assert app_processes(app.app_handle) == []
     for p in pid_files:
-        assert _group_alive(int(p.read_text())) == []
+        assert group_alive(int(p.read_text())) == []
 
 
 def _run_in_triggerer(handle: str, *, user_action: bool) -> None:
@@ -372,7 +346,7 @@ def test_triggerer_stop_keeps_and_user_kill_cancels_a_real_app(af: AirflowEnv) -
     with af.runner() as r:
         handle = r.run(app, "local_cwd")
         _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the app")
-        assert _app_processes(handle)  # the scan below sees the app's processes
+        assert app_processes(handle)  # the scan below sees the app's processes
 
         _run_in_triggerer(handle, user_action=False)  # run() cancelled, cleanup() ran
         status = r.status(handle)
@@ -381,8 +355,8 @@ def test_triggerer_stop_keeps_and_user_kill_cancels_a_real_app(af: AirflowEnv) -
         _run_in_triggerer(handle, user_action=True)  # a user killed the deferred task
         status = r.status(handle)
         assert status is not None and status.state == AppState.CANCELLED
-    assert _group_alive(int(pid_file.read_text())) == []
-    assert _app_processes(handle) == []
+    assert group_alive(int(pid_file.read_text())) == []
+    assert app_processes(handle) == []
 
 
 def test_airflow_lists_the_provider(af: AirflowEnv) -> None:
