@@ -23,3 +23,14 @@ def read_status(runner: Runner, app_handle: str, max_age: float = 0.0) -> AppSta
     if max_age > 0:
         return runner.watch_status(app_handle, max_age)
     return runner.status(app_handle)
+
+
+async def aread_status(runner: Runner, app_handle: str, max_age: float = 0.0) -> AppStatus | None:
+    """:func:`read_status` for event loops: never blocks the loop (see ``ashared_status``)."""
+    if max_age > 0:
+        from torchx_core.runner.status_watch import ashared_status
+
+        return await ashared_status(runner, app_handle, max_age)
+    import asyncio
+
+    return await asyncio.to_thread(runner.status, app_handle)

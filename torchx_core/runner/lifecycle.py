@@ -42,7 +42,6 @@ The decisions, stated once:
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import dataclasses
 import hashlib
@@ -58,6 +57,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from torchx_core.runner._lifecycle_logs import LogFollower, more_replicas, replicas_of
+from torchx_core.runner._status_read import aread_status as _aread_status
 from torchx_core.runner._status_read import read_status as _read_status
 from torchx_core.specs import (
     NONE,
@@ -563,24 +563,40 @@ class AppLifecycle:
         unknown scheduler raise (they cannot get better).
         """
         try:
-            status = _read_status(
-                self.runner, app_handle, self.poll_interval if max_age is None else max_age)
-            phase = phase_of(status)
+            status = _read_status(self.runner, app_handle, self._max_age(max_age))
         except (MalformedAppHandleException, UnknownSchedulerException):
             raise
         except Exception as e:  # noqa: BLE001 - unreadable is UNKNOWN, under the grace clock
-            logger.warning("cannot read the status of %s: %s", app_handle, e)
+            return self._observe(app_handle, e)
+        return self._observe(app_handle, status)
+
+    async def apoll(self, app_handle: str, *, max_age: float | None = None) -> Observation:
+        """:meth:`poll` for event loops (triggers, async tasks): the loop never blocks, and
+        waiting for a shared read holds no worker thread."""
+        try:
+            status = await _aread_status(self.runner, app_handle, self._max_age(max_age))
+        except (MalformedAppHandleException, UnknownSchedulerException):
+            raise
+        except Exception as e:  # noqa: BLE001 - unreadable is UNKNOWN, under the grace clock
+            return self._observe(app_handle, e)
+        return self._observe(app_handle, status)
+
+    def _max_age(self, max_age: float | None) -> float:
+        return self.poll_interval if max_age is None else max_age
+
+    def _observe(self, app_handle: str, status: AppStatus | Exception | None) -> Observation:
+        """The observation of one read (an exception: UNKNOWN), under the grace clock."""
+        if isinstance(status, Exception):
+            logger.warning("cannot read the status of %s: %s", app_handle, status)
             status, phase = None, Phase.UNKNOWN
+        else:
+            phase = phase_of(status)
         if status is not None:
             self._last[app_handle] = status
         clock = self._clocks.get(app_handle)
         if clock is None:
             clock = self._clocks[app_handle] = GraceClock(self.unknown_timeout)
         return Observation(phase, status, clock.observe(phase))
-
-    async def apoll(self, app_handle: str, *, max_age: float | None = None) -> Observation:
-        """:meth:`poll` in a worker thread (for event loops: triggers, async tasks)."""
-        return await asyncio.to_thread(self.poll, app_handle, max_age=max_age)
 
     def wait(
         self, app_handle: str, *, on_change: Callable[[Observation], None] | None = None

@@ -37,11 +37,17 @@ __all__ = ["ashared_status", "reset", "shared_status", "unwatch", "watch"]
 _Clock = Callable[[], float]
 
 
+#: The reader waits ``max_age / 20`` (at most this long) before reading, so that watchers asking
+#: at about the same time (a triggerer starting hundreds of triggers) join its read instead of
+#: making their own; short for quick polls (``Runner.wait``'s first ones).
+_GATHER_MAX_S = 0.25
+
+
 @dataclass
 class _Read:
     """One batched read in flight: its apps, and the event its waiters block on."""
 
-    handles: frozenset[AppHandle]
+    handles: frozenset[AppHandle] = frozenset()
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     results: dict[AppHandle, AppStatus | None] = field(default_factory=dict)
@@ -125,12 +131,13 @@ def shared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatu
                 return status
             group.asked[handle] = _clock() + _forget_after(max_age)
             read = group.reading
+            lead = read is None
             if read is None:  # nobody reads: this watcher reads for the whole group
-                read = group.reading = _Read(_batch(group, handle))
-                lead = True
-            else:
-                lead = False
+                read = group.reading = _Read()
         if lead:
+            time.sleep(min(_GATHER_MAX_S, max_age / 20))  # let watchers asking now join it
+            with group.lock:
+                read.handles = _batch(group, handle)
             _read(runner, group, read)
         else:
             read.done.wait()
@@ -173,13 +180,32 @@ def _read(runner: Runner, group: _Group, read: _Read) -> None:
 
 
 async def ashared_status(runner: Runner, handle: AppHandle, max_age: float) -> AppStatus | None:
-    """:func:`shared_status` for async callers: a cache hit costs no thread, a read runs in one."""
+    """:func:`shared_status` for async callers (triggers): the event loop never blocks, and
+    waiting for another watcher's read holds no worker thread (hundreds of watchers wait on one
+    read while only the reader uses a thread)."""
     group = _group(runner, handle)
-    with group.lock:  # held only for a dict lookup
-        hit, status = _fresh(group, handle, max_age)
-    if hit:
-        return status
-    return await asyncio.to_thread(shared_status, runner, handle, max_age)
+    while True:
+        with group.lock:  # held only for dict updates
+            group.asked[handle] = _clock() + _forget_after(max_age)
+            hit, status = _fresh(group, handle, max_age)
+            if hit:
+                return status
+            read = group.reading
+            lead = read is None
+            if read is None:
+                read = group.reading = _Read()
+        if lead:
+            await asyncio.sleep(min(_GATHER_MAX_S, max_age / 20))  # let others join this read
+            with group.lock:
+                read.handles = _batch(group, handle)
+            await asyncio.to_thread(_read, runner, group, read)
+        else:
+            while not read.done.is_set():
+                await asyncio.sleep(0.01)
+        if handle in read.handles:
+            if read.error is not None:
+                raise read.error
+            return read.results[handle]
 
 
 def reset() -> None:
