@@ -108,7 +108,7 @@ TARGETS: dict[str, Target] = {
         tests=(
             "tests/schedulers/test_docker_scheduler.py", "tests/schedulers/test_aws_batch_scheduler.py",
             "tests/schedulers/test_lsf_scheduler.py", "tests/schedulers/test_kubernetes_scheduler.py",
-            "tests/schedulers/test_kubernetes_status.py",
+            "tests/schedulers/test_kubernetes_status.py", "tests/schedulers/test_state_functions.py",
         ),
     ),
     # Kubernetes resource mapping

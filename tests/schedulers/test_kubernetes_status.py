@@ -164,3 +164,24 @@ def test_resource_requirements_devices_efa_and_gpus() -> None:
     small = specs.Role(name="r", image="i", resource=specs.Resource(cpu=0.05, gpu=0, memMB=512))  # type: ignore[arg-type]
     assert pods.resource_requirements(small) == {
         "limits": {"cpu": "50m", "memory": "512M"}, "requests": {"cpu": "0m", "memory": "0M"}}
+
+
+def test_jobset_counts_active_and_ready_replicated_jobs() -> None:
+    obj = {"status": {"replicatedJobsStatus": [{"name": "a", "active": 1, "ready": 1}]}}
+    assert _jobset_state(obj) == (S.RUNNING, 0, "")
+    done = {"status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    assert _jobset_state(done) == (S.SUCCEEDED, 0, "")
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True"}], "restarts": "2"}}
+    assert _jobset_state(failed) == (S.FAILED, 2, "")
+
+
+def test_volcano_tasks_without_a_name_or_replica_label_are_not_replicas() -> None:
+    job = {
+        "spec": {"tasks": [
+            {"template": {"metadata": {"labels": {pods.LABEL_ROLE_NAME: "w", pods.LABEL_REPLICA_ID: "0"}}}},
+            {"name": "t1", "template": {"metadata": {"labels": {pods.LABEL_ROLE_NAME: "w"}}}},
+        ]},
+        "status": {"taskStatusCount": {"": {"phase": {"Running": 1}}, "t1": {"phase": {"Running": 1}}}},
+    }
+    # a nameless task is matched by its empty name only
+    assert _volcano_task_states(job) == {("w", 0): S.RUNNING}
