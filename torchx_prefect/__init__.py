@@ -11,8 +11,9 @@ Public names:
 - :func:`run_app` (async task) and :func:`run_app_sync` (sync task): submit or reattach,
   stream logs, publish artifacts, end Completed/Failed/Cancelled, cancel the app when stopped.
 - :func:`cancel_flow_apps`: flow hook cancelling every app a flow run started.
-- :class:`AppResult`, the errors in :mod:`torchx_prefect.errors`, and the state table in
-  :mod:`torchx_prefect.states` (importable without Prefect).
+- :class:`AppResult`, the errors in :mod:`torchx_prefect.errors` (the shared lifecycle's error
+  family under this package's names), and the phase table in :mod:`torchx_prefect.states`
+  (both importable without Prefect).
 
 Importing this package without Prefect installed raises
 :class:`torchx_core.specs.MissingDependencyError` naming the ``prefect`` extra.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchx_prefect._launch import AppResult as AppResult
+    from torchx_prefect.errors import AppCancelledError as AppCancelledError
     from torchx_prefect.errors import AppFailedError as AppFailedError
     from torchx_prefect.errors import AppRunError as AppRunError
     from torchx_prefect.errors import AppUnknownStateError as AppUnknownStateError
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 # `torchx_prefect.errors` import without Prefect (and without Prefect's import cost)
 _LAZY: dict[str, str] = {
     "AppResult": "torchx_prefect._launch",
+    "AppCancelledError": "torchx_prefect.errors",
     "AppFailedError": "torchx_prefect.errors",
     "AppRunError": "torchx_prefect.errors",
     "AppUnknownStateError": "torchx_prefect.errors",
@@ -50,6 +53,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "AppCancelledError",
     "AppFailedError",
     "AppResult",
     "AppRunError",

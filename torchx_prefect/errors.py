@@ -1,27 +1,33 @@
-"""Errors raised by the Prefect adapter (all derive from :class:`torchx_core.specs.TorchXError`).
+"""Errors of the Prefect adapter: the shared lifecycle's error family, under the names users
+import from ``torchx_prefect`` (aliases, not copies), plus the adapter's own root.
 
 ::
 
     TorchXError
-    └── TorchXPrefectError
-        ├── InvalidTaskArgumentError     (ValueError, TypeError)  bad task arguments; not retried
-        └── AppRunError                  (RuntimeError)            the app did not succeed
-            ├── AppFailedError           the app ended FAILED (Prefect task retries apply)
-            ├── AppUnknownStateError     UNKNOWN for longer than ``unknown_state_timeout``
-            └── AppVanishedError         the scheduler no longer knows the app
+    ├── AppLifecycleError (RuntimeError)        torchx_core.runner.lifecycle
+    │   └── AppFailedError = AppRunError        the app did not succeed (task retries apply)
+    │       ├── AppCancelledError               the app ended CANCELLED
+    │       └── AppVanishedError = AppUnknownStateError
+    │                                           VANISHED/UNKNOWN past ``unknown_state_timeout``
+    ├── InvalidTaskArgumentError (ValueError)   bad task arguments; never retried
+    └── TorchXPrefectError                      adapter-specific problems (e.g. a block)
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from torchx_core.runner.lifecycle import (
+    AppCancelledError,
+    AppFailedError,
+    AppLifecycleError,
+    AppVanishedError,
+    InvalidTaskArgumentError,
+)
 from torchx_core.specs import TorchXError
 
-if TYPE_CHECKING:
-    from torchx_core.specs import AppStatus
-
 __all__ = [
+    "AppCancelledError",
     "AppFailedError",
+    "AppLifecycleError",
     "AppRunError",
     "AppUnknownStateError",
     "AppVanishedError",
@@ -29,49 +35,12 @@ __all__ = [
     "TorchXPrefectError",
 ]
 
+AppRunError = AppFailedError
+"""Former root of the run errors; every app that did not succeed raises an ``AppFailedError``."""
+
+AppUnknownStateError = AppVanishedError
+"""An app UNKNOWN (or unreadable) past the grace period raises ``AppVanishedError``."""
+
 
 class TorchXPrefectError(TorchXError):
-    """Root of the Prefect adapter's errors."""
-
-
-class InvalidTaskArgumentError(TorchXPrefectError, ValueError, TypeError):
-    """An argument given to a torchx_prefect task is invalid (wrong type, value or combination)."""
-
-
-class AppRunError(TorchXPrefectError, RuntimeError):
-    """The app launched by the task did not succeed.
-
-    Args:
-        message: the error message
-        app_handle: the app's handle
-        status: the last status read (``None`` if the app vanished)
-        log_tail: the last log lines of the failed replicas (may be empty)
-    """
-
-    def __init__(
-        self,
-        message: str,
-        app_handle: str,
-        status: AppStatus | None = None,
-        log_tail: list[str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.app_handle = app_handle
-        self.status = status
-        self.log_tail = list(log_tail or [])
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Prefect persists task exceptions with (cloud)pickle; keep every field.
-        return (type(self), (str(self), self.app_handle, self.status, self.log_tail))
-
-
-class AppFailedError(AppRunError):
-    """The app ended in state FAILED. The message carries the structured error and a log tail."""
-
-
-class AppUnknownStateError(AppRunError):
-    """The app's state stayed UNKNOWN for longer than ``unknown_state_timeout``."""
-
-
-class AppVanishedError(AppRunError):
-    """The scheduler no longer knows the app (status ``None``) for longer than the grace period."""
+    """Root of the Prefect adapter's own errors (e.g. a scheduler block that cannot be loaded)."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from torchx_core.specs import parse_app_handle
 from torchx_prefect import _prefect_io as pio
-from torchx_prefect._launch import cancel_app
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -29,11 +29,14 @@ HOOK_CANCEL_TIMEOUT = 30.0
 
 
 def cancel_flow_apps(flow: Any, flow_run: Any, state: Any) -> list[str]:
-    """Cancels every TorchX app recorded on ``flow_run``; use as ``on_cancellation``,
-    ``on_crashed`` (or ``on_failure``) hook of a ``@flow``.
+    """Cancels every TorchX app recorded on ``flow_run`` that this flow-run execution still
+    owns; use as ``on_cancellation``, ``on_crashed`` (or ``on_failure``) hook of a ``@flow``.
 
-    Apps that already ended are left as they are (cancel is idempotent). Errors are logged,
-    never raised, so one unreachable scheduler does not stop the others from being cancelled.
+    An app is cancelled when its recorded owner is a task attempt of this execution of the flow
+    run (or when its scheduler records no owner). An app a later execution adopted (a re-run
+    reattached to it) is left alone. Apps that already ended are swept (cancel is
+    idempotent). Errors are logged, never raised, so one unreachable scheduler does not stop
+    the others from being cancelled.
 
     Args:
         flow: the Prefect flow (unused; part of the hook signature)
@@ -44,6 +47,7 @@ def cancel_flow_apps(flow: Any, flow_run: Any, state: Any) -> list[str]:
         The handles that were asked to cancel.
     """
     from torchx_core.runner import get_runner
+    from torchx_core.runner.lifecycle import AppLifecycle
 
     store = pio.FlowRunHandleStore(flow_run.id)
     try:
@@ -54,10 +58,23 @@ def cancel_flow_apps(flow: Any, flow_run: Any, state: Any) -> list[str]:
     if not handles:
         return []
     state_name = getattr(state, "name", state)
+    run_count = max(int(getattr(flow_run, "run_count", 0) or 0), 1)
+    mine = pio.flow_run_owner_prefix(flow_run.id, run_count)
     cancelled: list[str] = []
     with get_runner() as runner:
         for handle in sorted(set(handles.values())):
+            try:
+                scheduler = parse_app_handle(handle).scheduler_backend
+                owner = runner.owner(handle)
+            except Exception as e:  # noqa: BLE001 - unreadable owner: cancel, as unsupported
+                logger.warning("Could not read the owner of %s: %s", handle, e)
+                scheduler, owner = handle.split(":", 1)[0], None
+            if owner is not None and not owner.startswith(mine):
+                logger.warning("Flow run %s is %s: not cancelling TorchX app %s, superseded by %s",
+                               flow_run.id, state_name, handle, owner)
+                continue
             logger.info("Flow run %s is %s: cancelling TorchX app %s", flow_run.id, state_name, handle)
-            cancel_app(runner, handle, HOOK_CANCEL_TIMEOUT)
+            life = AppLifecycle(runner, scheduler, owner=mine + "hook")
+            life.cancel(handle, timeout=HOOK_CANCEL_TIMEOUT, only_if_owned=False)
             cancelled.append(handle)
     return cancelled

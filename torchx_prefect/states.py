@@ -1,24 +1,18 @@
-"""The one table that maps a TorchX :class:`AppState` to what the Prefect task does next.
+"""The one table that maps the lifecycle's neutral :class:`Phase` to what the Prefect task does.
 
 This module imports nothing from Prefect, so the mapping can be read and tested on its own.
 
-========================  ==========================  =========================================
-AppState                  :class:`Outcome`            Prefect task
-========================  ==========================  =========================================
-UNSUBMITTED               ``WAIT``                    keep polling (task RUNNING)
-SUBMITTED                 ``WAIT``                    keep polling
-PENDING                   ``WAIT``                    keep polling
-RUNNING                   ``WAIT``                    keep polling, stream logs
-SUCCEEDED                 ``COMPLETE``                return an ``AppResult`` -> Completed
-FAILED                    ``FAIL``                    raise ``AppFailedError`` -> Failed
-                                                      (task retries apply)
-CANCELLED                 ``CANCEL``                  return ``Cancelled(...)`` -> Cancelled
-                                                      (never retried)
-UNKNOWN                   ``UNKNOWN``                 keep polling; after
-                                                      ``unknown_state_timeout`` raise
-                                                      ``AppUnknownStateError`` -> Failed
-``None`` (app vanished)   ``UNKNOWN``                 same grace, then ``AppVanishedError``
-========================  ==========================  =========================================
+==================  ==================  ==============================================================
+Phase               :class:`Outcome`    Prefect task
+==================  ==================  ==============================================================
+WAITING             ``WAIT``            keep polling (task RUNNING), stream logs
+SUCCEEDED           ``COMPLETE``        return an ``AppResult`` -> Completed
+FAILED              ``FAIL``            raise ``AppFailedError`` -> Failed (task retries apply)
+CANCELLED           ``CANCEL``          return ``Cancelled(...)`` -> Cancelled (never retried)
+UNKNOWN             ``WAIT``            keep polling; past ``unknown_state_timeout``: ``FAIL``
+                                        (``AppVanishedError``; the app is cancelled if still owned)
+VANISHED            ``WAIT``            same grace, then ``FAIL`` (``AppVanishedError``)
+==================  ==================  ==============================================================
 """
 
 from __future__ import annotations
@@ -27,55 +21,46 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from torchx_core.specs import AppState
+from torchx_core.runner.lifecycle import Observation, Phase
 
-__all__ = ["APP_STATE_OUTCOMES", "Outcome", "outcome_for"]
+__all__ = ["PHASE_OUTCOMES", "Outcome", "outcome_for"]
 
 
 class Outcome(str, enum.Enum):
-    """What the launcher task does after reading one app status."""
+    """What the launcher task does after one observation of its app."""
 
     WAIT = "wait"
-    """The app is on its way or running: poll again."""
+    """The app is on its way, running, or unknown within the grace period: poll again."""
     COMPLETE = "complete"
     """The app succeeded: the task completes with an ``AppResult``."""
     FAIL = "fail"
-    """The app failed: the task raises ``AppFailedError`` (retries apply)."""
+    """The app failed or stayed unknown too long: the task raises (retries apply)."""
     CANCEL = "cancel"
-    """The app was cancelled: the task ends Cancelled (no retry)."""
-    UNKNOWN = "unknown"
-    """The state cannot be read right now: poll, fail after the grace period."""
+    """The app was cancelled by someone else: the task ends Cancelled (no retry)."""
 
 
-APP_STATE_OUTCOMES: Mapping[AppState, Outcome] = MappingProxyType(
+PHASE_OUTCOMES: Mapping[Phase, Outcome] = MappingProxyType(
     {
-        AppState.UNSUBMITTED: Outcome.WAIT,
-        AppState.SUBMITTED: Outcome.WAIT,
-        AppState.PENDING: Outcome.WAIT,
-        AppState.RUNNING: Outcome.WAIT,
-        AppState.SUCCEEDED: Outcome.COMPLETE,
-        AppState.FAILED: Outcome.FAIL,
-        AppState.CANCELLED: Outcome.CANCEL,
-        AppState.UNKNOWN: Outcome.UNKNOWN,
+        Phase.WAITING: Outcome.WAIT,
+        Phase.SUCCEEDED: Outcome.COMPLETE,
+        Phase.FAILED: Outcome.FAIL,
+        Phase.CANCELLED: Outcome.CANCEL,
+        Phase.UNKNOWN: Outcome.WAIT,
+        Phase.VANISHED: Outcome.WAIT,
     }
 )
-"""AppState -> :class:`Outcome`; covers every AppState member (checked by a test)."""
+"""Phase -> :class:`Outcome` within the grace period; covers every Phase (checked by a test)."""
 
 
-def outcome_for(state: AppState | None) -> Outcome:
-    """Returns the task outcome for an app state.
+def outcome_for(obs: Observation) -> Outcome:
+    """The task outcome for one observation: the table, except ``FAIL`` once the grace ran out.
 
-    Args:
-        state: the app's state, or ``None`` when the scheduler no longer knows the app
-
-    Returns:
-        The outcome; a vanished app (``None``) is treated like ``UNKNOWN`` (poll, then fail).
-
-    >>> outcome_for(AppState.RUNNING)
-    <Outcome.WAIT: 'wait'>
-    >>> outcome_for(None)
-    <Outcome.UNKNOWN: 'unknown'>
+    >>> from torchx_core.runner.lifecycle import Observation, Phase
+    >>> outcome_for(Observation(Phase.VANISHED, None, expired=False)).value
+    'wait'
+    >>> outcome_for(Observation(Phase.VANISHED, None, expired=True)).value
+    'fail'
     """
-    if state is None:
-        return Outcome.UNKNOWN
-    return APP_STATE_OUTCOMES[AppState(state)]
+    if obs.expired:
+        return Outcome.FAIL
+    return PHASE_OUTCOMES[Phase(obs.phase)]

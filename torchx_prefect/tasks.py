@@ -1,22 +1,33 @@
 """Prefect 3 tasks that run TorchX apps: ``run_app`` (async) and its sync twin ``run_app_sync``.
 
-Each task submits the app through the TorchX :class:`~torchx_core.runner.Runner` (or reattaches
-to the app an earlier attempt of the same task run submitted), streams replica logs to the
-Prefect run logger, publishes artifacts and ends in the Prefect state given by
-:mod:`torchx_prefect.states`. When the task is cancelled, times out or crashes, the app is
-cancelled; flow-level hooks (:func:`torchx_prefect.hooks.cancel_flow_apps`) are a second line.
+Each task call is one app's life in :class:`torchx_core.runner.lifecycle.AppLifecycle`: submit,
+or reattach to the app an earlier attempt or an earlier execution of the same flow run started
+(identity: :class:`torchx_prefect._prefect_io.TaskIdentity`), stream replica logs to the Prefect
+run logger, publish artifacts and end in the Prefect state given by :mod:`torchx_prefect.states`.
+When the task is cancelled, times out or crashes, the app is cancelled if this attempt still owns
+it; flow-level hooks (:func:`torchx_prefect.hooks.cancel_flow_apps`) are a second line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from torchx_core.specs import AppDef, AppState, AppStatus, MissingDependencyError, is_terminal
+from torchx_core.runner.lifecycle import (
+    AppLifecycle,
+    Attachment,
+    LogFollower,
+    Observation,
+    app_name,
+)
+from torchx_core.specs import AppDef, AppStatus, MissingDependencyError
 
 try:
     from prefect import get_run_logger, task
@@ -28,23 +39,14 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from torchx_prefect import _prefect_io as pio
 from torchx_prefect._launch import (
     AppResult,
-    AppWatch,
     LaunchSpec,
-    LogStreamer,
-    RunnerLike,
     artifact_key,
-    cancel_app,
-    deterministic_app_name,
-    failed_error,
-    find_live_app,
-    log_tail,
-    rename_app,
-    replica_keys,
+    call_digest,
     status_markdown,
     validate_args,
 )
 from torchx_prefect.errors import InvalidTaskArgumentError
-from torchx_prefect.states import Outcome
+from torchx_prefect.states import Outcome, outcome_for
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -60,22 +62,15 @@ def _new_runner() -> Any:
     return get_runner()
 
 
-def _build_app(runner: Any, spec: LaunchSpec, name: str) -> AppDef:
-    """The AppDef to submit, renamed to the deterministic name."""
-    if spec.app is not None:
-        return rename_app(spec.app, name)
-    return rename_app(runner.materialize_component(spec.component, spec.component_args), name)
-
-
 class _Session:
-    """One attempt of a launcher task: submit or reattach, watch, report, clean up.
+    """One attempt of a launcher task over the shared lifecycle: attach, poll, finish, abort.
 
     All methods are synchronous; the async task runs them through ``asyncio.to_thread``.
     """
 
     def __init__(
         self,
-        runner: RunnerLike,
+        runner: Any,
         spec: LaunchSpec,
         identity: pio.TaskIdentity,
         run_logger: logging.Logger | logging.LoggerAdapter[Any],
@@ -86,64 +81,76 @@ class _Session:
         self.identity = identity
         self.log = run_logger
         self.store = store
-        self.app_name = deterministic_app_name(spec.base_name, identity.digest)
-        self.app: AppDef | None = None
+        self.life = AppLifecycle(
+            runner, spec.scheduler, owner=identity.owner, cfg=spec.cfg, workspace=spec.workspace,
+            unknown_timeout=spec.unknown_state_timeout, poll_interval=spec.poll_interval,
+            tail_lines=spec.log_tail_lines,
+        )
+        # reattach=False: a fresh identity, so nothing earlier is found
+        self.parts: tuple[object, ...] = (
+            identity.parts if spec.reattach else (*identity.parts, uuid.uuid4().hex)
+        )
+        self.app_name = app_name(spec.base_name, self.parts)
         self.handle: str | None = None
-        self.reattached = False
-        self.watch: AppWatch | None = None
+        self.attachment: Attachment | None = None
+        self.follower: LogFollower | None = None
         self.terminal = False
-        self.streamer: LogStreamer | None = None
         self._link_published = False
-        self._submitting = False  # set once runner.run may have created the app
-        self._aborted = False  # set by abort(); a late start() then submits nothing
+        self._submitting = False  # set once attach() may have created the app
+        self._aborted = False  # set by abort()
         self._abort_cancels = False  # abort() decided the app is to be cancelled
         self._lock = threading.Lock()
         self._start_done = threading.Event()  # set when start() returned or raised
 
     # -- start ---------------------------------------------------------------------------
     def start(self) -> str:
-        """Reattaches to a live app of an earlier attempt, or submits a new one; returns its handle."""
+        """Reattaches to this call's app (running: reattach; SUCCEEDED: reuse) or submits it."""
         try:
             return self._start()
         finally:
             self._start_done.set()
 
+    def _build_app(self) -> AppDef:
+        if self.spec.app is not None:
+            # a copy: submitting fills in the roles (e.g. TORCHX_JOB_ID), and the caller's AppDef
+            # (the task parameter a retry gets again) must keep the call's digest
+            return copy.deepcopy(self.spec.app)
+        return self.runner.materialize_component(self.spec.component, self.spec.component_args)
+
     def _start(self) -> str:
-        spec = self.spec
-        if spec.reattach:
-            persisted = self._safe(lambda: self.store.get(self.identity.label_key), None)
-            handle = find_live_app(self.runner, spec.scheduler, self.app_name, persisted)
-            if handle is not None:
-                self.handle, self.reattached = handle, True
-                self.log.info("Reattached to running TorchX app %s (attempt %d)",
-                              handle, self.identity.run_count)
-        if self.handle is None:
-            self.app = _build_app(self.runner, spec, self.app_name)
-            with self._lock:
-                if self._aborted:  # the task already ended (async: this runs in a thread)
-                    raise RuntimeError(f"task ended before {self.app_name} was submitted")
-                self._submitting = True
-            self.handle = self.runner.run(
-                self.app, spec.scheduler, cfg=spec.cfg, workspace=spec.workspace
+        app = self._build_app()
+        labels, flow_run_count = self._safe(self.store.read, ({}, None))
+        known = labels.get(self.identity.label_key) or None
+        if flow_run_count:  # the execution number the flow hooks will see
+            self.identity = dataclasses.replace(self.identity, flow_run_count=int(flow_run_count))
+            self.life.owner = self.identity.owner
+        with self._lock:
+            if self._aborted:  # the task already ended (async: this runs in a thread)
+                raise RuntimeError(f"task ended before {self.app_name} was submitted")
+            self._submitting = True
+        att = self.life.attach(app, self.parts, known_handle=known if self.spec.reattach else None)
+        self.attachment, self.handle = att, att.app_handle
+        if att.how == "submitted":
+            self.log.info("Submitted TorchX app %s to %s", att.app_handle, self.spec.scheduler)
+        elif att.how == "reattached":
+            self.log.info("Reattached to running TorchX app %s (attempt %d)", att.app_handle,
+                          self.identity.run_count)
+        else:
+            self.log.info("Reusing TorchX app %s: it already SUCCEEDED", att.app_handle)
+        with self._lock:
+            late = self._aborted and self._abort_cancels
+        if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
+            self.log.warning("Cancelling TorchX app %s: the task ended while it was being"
+                             " submitted", att.app_handle)
+            self.life.cancel(att.app_handle, timeout=self.spec.cancel_timeout)
+            return att.app_handle
+        # persist before waiting, so a retry, a re-run or a flow hook elsewhere finds this app
+        self._safe(lambda: self.store.put(self.identity.label_key, att.app_handle), False)
+        if self.spec.stream_logs:
+            self.follower = self.life.follow_logs(
+                att.app_handle, self.log.info, skip_existing=att.how != "submitted"
             )
-            self.log.info("Submitted TorchX app %s to %s", self.handle, spec.scheduler)
-            with self._lock:
-                late = self._aborted and self._abort_cancels
-            if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
-                self.log.warning("Cancelling TorchX app %s: the task ended while it was being"
-                                 " submitted", self.handle)
-                cancel_app(self.runner, self.handle, spec.cancel_timeout)
-                return self.handle
-        elif spec.app is not None:
-            self.app = spec.app
-        # persist before waiting, so a retry (or a flow hook elsewhere) finds this app
-        self._safe(lambda: self.store.put(self.identity.label_key, str(self.handle)), False)
-        self.watch = AppWatch(self.handle, spec.unknown_state_timeout)
-        if spec.stream_logs:
-            self.streamer = LogStreamer(
-                self.runner, self.handle, emit=self.log.info, app_done=lambda: self.terminal
-            )
-        return self.handle
+        return att.app_handle
 
     def _safe(self, fn: Any, default: Any) -> Any:
         try:
@@ -153,38 +160,38 @@ class _Session:
             return default
 
     # -- watch ---------------------------------------------------------------------------
-    def poll_once(self) -> Outcome:
-        """Reads the status once and returns the outcome (raises after the UNKNOWN grace)."""
-        assert self.handle is not None and self.watch is not None  # start() ran
-        status = self.runner.status(self.handle)
-        outcome = self.watch.observe(status)
-        if status is not None and is_terminal(status.state):
+    def poll_once(self) -> Observation:
+        """Reads the status once (the lifecycle applies the grace clock)."""
+        if self.handle is None:
+            raise RuntimeError("start() has not attached an app")
+        obs = self.life.poll(self.handle)
+        if obs.status is not None and obs.status.is_terminal():
             self.terminal = True
-        if status is not None and status.ui_url:
-            self._publish_link(status.ui_url)  # as soon as the scheduler has a UI URL
-        if self.streamer is not None and status is not None and (
-            status.state == AppState.RUNNING or self.terminal
-        ):
-            self.streamer.start(replica_keys(self.app, status))
-        return outcome
+        if obs.status is not None and obs.status.ui_url:
+            self._publish_link(obs.status.ui_url)  # as soon as the scheduler has a UI URL
+        return obs
 
     # -- finish --------------------------------------------------------------------------
-    def finish(self, outcome: Outcome) -> AppResult | State[Any]:
-        """Turns a terminal outcome into the task's result, state or error."""
-        assert self.handle is not None and self.watch is not None
-        status = self.watch.last_status
-        assert status is not None  # a terminal outcome comes from a real status
-        if self.streamer is not None:
-            self.streamer.stop(LOG_DRAIN_TIMEOUT)
-        self._publish(status)
+    def finish(self, obs: Observation) -> AppResult | State[Any]:
+        """Turns a final observation into the task's result, a Cancelled state, or the error."""
+        if self.handle is None:
+            raise RuntimeError("start() has not attached an app")
+        if self.follower is not None:
+            self.follower.stop(LOG_DRAIN_TIMEOUT)
+        self._publish(obs.status)
+        outcome = outcome_for(obs)
         if outcome is Outcome.COMPLETE:
+            status = self.life.result(self.handle, obs)
             self.log.info("TorchX app %s SUCCEEDED", self.handle)
-            return AppResult(self.handle, status, self.app_name, self.reattached)
+            reattached = self.attachment is not None and self.attachment.how != "submitted"
+            return AppResult(self.handle, status, self.app_name, reattached)
         if outcome is Outcome.CANCEL:
+            msg = obs.status.msg if obs.status is not None else ""
             self.log.warning("TorchX app %s was CANCELLED", self.handle)
-            return Cancelled(message=f"TorchX app {self.handle} was cancelled: {status.msg}")
-        tail = log_tail(self.runner, self.handle, self.app, status, self.spec.log_tail_lines)
-        raise failed_error(self.handle, status, tail)
+            return Cancelled(message=f"TorchX app {self.handle} was cancelled: {msg}")
+        self.terminal = True
+        self.life.result(self.handle, obs)  # raises AppFailedError / AppVanishedError
+        raise AssertionError(f"no failure raised for {obs}")  # unreachable: result() raised
 
     def _publish_link(self, ui_url: str) -> None:
         if not self.spec.create_artifacts or self._link_published or self.handle is None:
@@ -195,8 +202,8 @@ class _Session:
         except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
             self.log.warning("Could not publish the UI link of %s: %s", self.handle, e)
 
-    def _publish(self, status: AppStatus) -> None:
-        if not self.spec.create_artifacts or self.handle is None:
+    def _publish(self, status: AppStatus | None) -> None:
+        if not self.spec.create_artifacts or self.handle is None or status is None:
             return
         if status.ui_url:
             self._publish_link(status.ui_url)
@@ -215,21 +222,31 @@ class _Session:
 
         The app is cancelled when the task is cancelled, times out or crashes (any
         ``BaseException`` that is not an ``Exception``, or a ``TimeoutError``), and when an
-        ordinary error ends the last attempt. While retries remain, an app that is still
-        running is left for the next attempt to reattach to.
+        ordinary error ends the last attempt; while retries remain, an app that still runs is
+        left for the next attempt to reattach to. Only an app this attempt still owns is
+        cancelled (a newer attempt that adopted it is not undercut).
         """
         stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
         leave_for_retry = not stopping and self.spec.reattach and self.identity.retries_left
         with self._lock:
             self._aborted = True
             self._abort_cancels = not leave_for_retry
-        if self.streamer is not None:
-            self.streamer.stop(0.0)
+        if self.follower is not None:
+            self.follower.stop(0.0)
         if self.terminal:
             return
         if self.handle is None and self._submitting:
-            self._find_interrupted_submission()
+            # attach() may still run in a worker thread (async task): wait for it, bounded
+            self._start_done.wait(self.spec.cancel_timeout)
         if self.handle is None:
+            if self._submitting and leave_for_retry:
+                self.log.warning("Task attempt %d failed while submitting (%r); leaving any TorchX"
+                                 " app named %s for the retry", self.identity.run_count, exc,
+                                 self.app_name)
+            elif self._submitting:
+                self.log.warning("Cancelling TorchX apps named %s: the task ended while"
+                                 " submitting: %r", self.app_name, exc)
+                self.life.cancel_by_name(self.app_name, timeout=self.spec.cancel_timeout)
             return
         if leave_for_retry:
             self.log.warning(
@@ -238,18 +255,7 @@ class _Session:
             )
             return
         self.log.warning("Cancelling TorchX app %s because the task ended: %r", self.handle, exc)
-        cancel_app(self.runner, self.handle, self.spec.cancel_timeout)
-
-    def _find_interrupted_submission(self) -> None:
-        """The attempt ended while ``runner.run`` was in flight, so the app may exist without a
-        known handle: wait (bounded) for a submission still running in a worker thread (async
-        task), else look the app up by its deterministic name."""
-        self._start_done.wait(self.spec.cancel_timeout)
-        if self.handle is None:
-            try:
-                self.handle = find_live_app(self.runner, self.spec.scheduler, self.app_name, None)
-            except Exception as e:  # noqa: BLE001 - best effort; find_live_app already logs
-                logger.warning("Could not look up app %s after an interruption: %s", self.app_name, e)
+        self.life.cancel(self.handle, timeout=self.spec.cancel_timeout)
 
 
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
@@ -294,10 +300,14 @@ async def run_app(
 ) -> AppResult:
     """Runs a TorchX app to completion as a Prefect task (async).
 
-    The app gets a deterministic name from the flow-run id and the task call, and its handle is
-    stored as a flow-run label (``torchx.app.<id>``) before waiting, so a retried attempt
-    reattaches to a still-running app instead of submitting a second copy. The task defaults to
-    0 retries (engine retries multiply with ``Role.max_retries``); enable them with
+    The app gets a deterministic name from the flow-run id, the task's name, a digest of the
+    call's parameters and its occurrence among identical calls of the flow run (see
+    :class:`torchx_prefect._prefect_io.TaskIdentity`), and its handle is stored as a flow-run
+    label (``torchx.app.<digest>``) before waiting. So a retried attempt, and a re-run of the
+    flow run after a crash, reattach to the still-running app (or reuse a SUCCEEDED one)
+    instead of submitting a second copy, while two calls in one flow get two apps. After a
+    reattach, log lines the app wrote before are not logged again. The task defaults to 0
+    retries (engine retries multiply with ``Role.max_retries``); enable them with
     ``run_app.with_options(retries=2)``.
 
     Replica logs (at most 16 replicas) are streamed to the Prefect run logger as
@@ -305,7 +315,7 @@ async def run_app(
     scheduler reports one) and, at the end, a markdown status table per role/replica.
 
     When the task is cancelled, times out or crashes, the app is cancelled (bounded by
-    ``cancel_timeout``). When an ordinary error ends an attempt while the app still runs (e.g.
+    ``cancel_timeout``) if this attempt still owns it (its owner token is recorded with the app). When an ordinary error ends an attempt while the app still runs (e.g.
     the scheduler API failed), the app is left running for the next attempt to reattach to, or
     cancelled if no attempt is left.
 
@@ -319,9 +329,9 @@ async def run_app(
         unknown_state_timeout: seconds the app may be UNKNOWN or unknown to the scheduler before
             the task fails
         stream_logs: stream replica logs to the Prefect run logger
-        log_tail_lines: lines of the failed replicas' logs to put into the error
+        log_tail_lines: lines per replica (every replica, failed ones first) in the error
         create_artifacts: publish a markdown status table (and a UI link, when there is one)
-        reattach: reattach to the app of an earlier attempt of this task run
+        reattach: reattach to the app of an earlier attempt or execution of this call
         cancel_timeout: seconds to wait for the app's cancellation when the task is stopped
 
     Returns:
@@ -329,24 +339,28 @@ async def run_app(
 
     Raises:
         AppFailedError: the app FAILED (Prefect task retries apply)
-        AppUnknownStateError: the app stayed UNKNOWN for longer than ``unknown_state_timeout``
-        AppVanishedError: the scheduler stopped knowing the app
+        AppVanishedError: the app stayed UNKNOWN, unreadable or unknown to the scheduler for
+            longer than ``unknown_state_timeout``
         InvalidTaskArgumentError: the arguments are invalid (never retried)
     """
     spec = validate_args(
         app, app_args, scheduler, cfg, workspace, poll_interval, unknown_state_timeout,
         stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
     )
-    identity = pio.current_identity()
+    identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
+    return await _run_async(spec, identity, run_logger)  # type: ignore[no-any-return]
+
+
+async def _run_async(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:
     runner = await asyncio.to_thread(_new_runner)
     session = _Session(runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id))
     try:
         await asyncio.to_thread(session.start)
         while True:
-            outcome = await asyncio.to_thread(session.poll_once)
-            if outcome is not Outcome.WAIT:
-                finished: AppResult | State[Any] = await asyncio.to_thread(session.finish, outcome)
+            obs = await asyncio.to_thread(session.poll_once)
+            if outcome_for(obs) is not Outcome.WAIT:
+                finished: AppResult | State[Any] = await asyncio.to_thread(session.finish, obs)
                 return finished  # type: ignore[return-value]  # a Cancelled state is a valid task return
             await asyncio.sleep(spec.poll_interval)
     except BaseException as exc:
@@ -382,16 +396,20 @@ def run_app_sync(
         app, app_args, scheduler, cfg, workspace, poll_interval, unknown_state_timeout,
         stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
     )
-    identity = pio.current_identity()
+    identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
+    return _run_sync(spec, identity, run_logger)  # type: ignore[no-any-return]
+
+
+def _run_sync(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:
     runner = _new_runner()
     session = _Session(runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id))
     try:
         session.start()
         while True:
-            outcome = session.poll_once()
-            if outcome is not Outcome.WAIT:
-                return session.finish(outcome)  # type: ignore[return-value]  # a Cancelled state is a valid task return
+            obs = session.poll_once()
+            if outcome_for(obs) is not Outcome.WAIT:
+                return session.finish(obs)  # type: ignore[return-value]  # a Cancelled state is a valid task return
             _sleep(spec.poll_interval)
     except BaseException as exc:
         session.abort(exc)

@@ -83,7 +83,9 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI
     pidfile = RUN_DIR / f"prefect-{port}.pid"
     running_before = _pidfile_alive(pidfile)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_PORT=port, PREFECT_HOME=str(home))
+    bin_dir = Path(sys.executable).parent  # the server from this interpreter's environment
+    env.update(PREFECT_PORT=port, PREFECT_HOME=str(home), PREFECT_BIN=str(bin_dir / "prefect"),
+               PYTHON=sys.executable)
     proc = subprocess.run(["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True,
                           text=True, timeout=400, check=False)
     if proc.returncode != 0:

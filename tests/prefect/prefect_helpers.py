@@ -100,3 +100,11 @@ def task_runs(flow_run_id: Any) -> list[Any]:
         )
 
 
+def artifacts_of(task_run_id: Any) -> list[Any]:
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterTaskRunId
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(task_run_id=ArtifactFilterTaskRunId(any_=[task_run_id]))
+        )

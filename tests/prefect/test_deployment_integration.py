@@ -2,12 +2,15 @@
 ``prefect.serve`` runner in a background process, each flow run in its own process.
 
 Scenarios (issue 13): cancelling a flow run through the API cancels its app; a task timeout
-cancels its app. Each test checks that no app process is left behind.
+cancels its app; a flow-run process SIGKILLed while its apps run, then re-run, reattaches to
+those apps (two calls with the same AppDef stay two apps, and no third is submitted). Each test
+checks that no app process is left behind.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +21,8 @@ from typing import Any
 import pytest
 from prefect_fixtures import PrefectAPI, ServedProcess, wait_for_deployment
 from prefect_helpers import (
+    artifacts_of,
+    flow_run_logs,
     task_runs,
     wait_no_app_processes,
     wait_terminal,
@@ -186,3 +191,78 @@ def test_task_timeout_cancels_the_app(served: Deployment, tmp_path: Path) -> Non
     assert tr.state.name == "TimedOut", tr.state
     (app,) = apps_named(name)  # submitted before the timeout, then cancelled by the task
     assert wait_terminal(app.app_handle) == AppState.CANCELLED
+
+
+@pytest.mark.parametrize("flow_name", ["torchx-twin-waiters", "torchx-twin-waiters-async"])
+def test_rerun_after_sigkill_reattaches_to_the_running_apps(
+    served: Deployment, tmp_path: Path, flow_name: str
+) -> None:
+    """Fault 2 of issue 13. Two calls of the task with the same AppDef run two apps; the
+    flow-run process is SIGKILLed (no hook, no cleanup runs in it) and Prefect marks the run
+    Crashed, the apps keep running; the flow run is re-run (what the UI's "Retry" does: an
+    AwaitingRetry state); the re-run reattaches to both apps, submits none, does not log again
+    what the apps printed before the reattach, and completes when the apps finish."""
+    from prefect import get_client
+    from prefect.states import AwaitingRetry
+
+    name = f"rerun{uuid.uuid4().hex[:6]}"
+    release, pid_file = tmp_path / "release", tmp_path / "pid"
+    fr_id = served.run(flow_name, name=name, release=str(release), pid_file=str(pid_file))
+    first = wait_running_apps(name, 2)
+    # both apps have printed their first line (each app's log file is on disk)
+    with get_runner() as runner:
+        for app in first:
+            deadline = time.monotonic() + WAIT
+            while "before release" not in "".join(runner.log_lines(app.app_handle, "worker", 0)):
+                assert time.monotonic() < deadline, f"{app.app_handle} printed nothing"
+                time.sleep(0.2)
+
+    pid = wait_pid(pid_file)
+    pid_file.unlink()
+    os.kill(pid, signal.SIGKILL)
+    wait_gone(pid)
+    crashed = wait_flow_state(fr_id, lambda s: s.is_final(), "final after the SIGKILL")
+    assert crashed.state.is_crashed(), crashed.state
+    first_task_runs = {tr.id for tr in task_runs(fr_id)}
+    assert [AppState(a.state) for a in apps_named(name)] == [AppState.RUNNING] * 2
+
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(fr_id, AwaitingRetry(), force=True)
+    wait_pid(pid_file)  # the re-run started in a new flow-run process
+    # each of the re-run's task runs has attached and follows its app's log: it published the
+    # app's UI link (on its first status read, after the log follower started)
+    deadline = time.monotonic() + WAIT
+    while len([tr for tr in task_runs(fr_id) if tr.id not in first_task_runs
+               and any(a.key.endswith("-ui") for a in artifacts_of(tr.id))]) < 2:
+        assert time.monotonic() < deadline, "the re-run's two task runs never followed their apps"
+        time.sleep(0.3)
+    assert len(apps_named(name)) == 2, f"the re-run submitted again: {apps_named(name)}"
+    release.touch()
+
+    run = wait_flow_state(fr_id, lambda s: s.is_final(), "final after the re-run")
+    assert run.state.is_completed(), run.state
+    apps = apps_named(name)
+    assert sorted(AppState(a.state) for a in apps) == [AppState.SUCCEEDED] * 2, apps
+    assert {a.app_handle for a in apps} == {a.app_handle for a in first}
+
+    rerun_task_runs = [tr for tr in task_runs(fr_id) if tr.id not in first_task_runs]
+    assert len(rerun_task_runs) == 2 and all(tr.state.is_completed() for tr in rerun_task_runs)
+    logs = flow_run_logs(fr_id, "[worker/0] after release", "Reattached")
+    rerun_logs = [m for m, tr in logs_by_task_run(fr_id) if tr in {t.id for t in rerun_task_runs}]
+    assert sum("Reattached" in m for m in rerun_logs) == 2, rerun_logs
+    assert sum("[worker/0] after release" in m for m in rerun_logs) == 2, rerun_logs
+    # lines streamed before the reattach are not logged again by the re-run
+    assert not any("[worker/0] before release" in m for m in rerun_logs), rerun_logs
+    assert logs  # the run's logs were read
+
+
+def logs_by_task_run(flow_run_id: Any) -> list[tuple[str, Any]]:
+    """(message, task_run_id) of every log of the flow run."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return [(log.message, log.task_run_id) for log in logs]

@@ -1,33 +1,41 @@
-"""Unit tests of one task attempt (``_Session``): reattach, persist, outcomes and the abort policy.
+"""Unit tests of one task attempt (``_Session``) over the shared lifecycle: attach, persist,
+outcomes, identity, ownership and the abort policy.
 
-A stateful fake Runner and an in-memory handle store stand in for the scheduler and Prefect.
+A real :class:`~torchx_core.runner.Runner` over the shared fake scheduler
+(``tests/runner/fake_scheduler.py``) stands in for the cluster; an in-memory store for the
+flow-run labels.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import uuid
 from typing import Any, Self
 
 import pytest
-from prefect_fakes import FakeRunner, echo_app
+from fake_scheduler import JobTable, make_runner
 
-from torchx_core.specs import AppState
-from torchx_prefect._launch import validate_args
-from torchx_prefect._prefect_io import TaskIdentity
-from torchx_prefect.errors import AppFailedError
-from torchx_prefect.states import Outcome
+from torchx_core.specs import AppDef, AppState, Role
+from torchx_prefect._launch import call_digest, validate_args
+from torchx_prefect._prefect_io import TaskIdentity, flow_run_owner_prefix
+from torchx_prefect.errors import AppFailedError, AppVanishedError, InvalidTaskArgumentError
+from torchx_prefect.states import Outcome, outcome_for
 from torchx_prefect.tasks import _Session
 
 LOG = logging.getLogger("test-session")
 
 
 class MemoryStore:
-    def __init__(self) -> None:
-        self.data: dict[str, str] = {}
+    """The flow run's labels (and its run_count) in memory."""
 
-    def get(self, key: str) -> str | None:
-        return self.data.get(key)
+    def __init__(self, run_count: int | None = 1) -> None:
+        self.data: dict[str, str] = {}
+        self.run_count = run_count
+
+    def read(self) -> tuple[dict[str, str], int | None]:
+        return dict(self.data), self.run_count
 
     def put(self, key: str, handle: str) -> bool:
         self.data[key] = handle
@@ -35,107 +43,217 @@ class MemoryStore:
 
 
 class BrokenStore(MemoryStore):
-    def get(self, key: str) -> str | None:
+    def read(self) -> tuple[dict[str, str], int | None]:
         raise ConnectionError("prefect api down")
 
     def put(self, key: str, handle: str) -> bool:
         raise ConnectionError("prefect api down")
 
 
-def identity(run_count: int = 1, retries: int = 0) -> TaskIdentity:
-    return TaskIdentity(None, None, "run_app-abc", "0", run_count, retries)
+def echo_app(replicas: int = 1) -> AppDef:
+    return AppDef(name="echo", roles=[
+        Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)
+    ])
 
 
-def session(runner: FakeRunner, store: Any = None, run_count: int = 1, retries: int = 0,
+def identity(run_count: int = 1, retries: int = 0, *, occurrence: int = 0,
+             task_run: str = "tr-1", flow_run_count: int = 1) -> TaskIdentity:
+    return TaskIdentity("fr-1", "torchx-run-app", "call", occurrence, task_run, None,
+                        flow_run_count, run_count, retries)
+
+
+@pytest.fixture
+def table() -> JobTable:
+    return JobTable()
+
+
+def session(table: JobTable, store: Any = None, ident: TaskIdentity | None = None,
             **kw: Any) -> _Session:
     args: dict[str, Any] = {
-        "app_args": None, "scheduler": "local_cwd", "cfg": None, "workspace": None,
+        "app_args": None, "scheduler": "fake", "cfg": None, "workspace": None,
         "poll_interval": 0.01, "unknown_state_timeout": 0.0, "stream_logs": False,
         "log_tail_lines": 3, "create_artifacts": False, "reattach": True, "cancel_timeout": 5.0,
     }
     app = kw.pop("app", None) or echo_app()
     args.update(kw)
-    spec = validate_args(app, **args)  # type: ignore[arg-type]
-    return _Session(runner, spec, identity(run_count, retries), LOG,
-                    store if store is not None else MemoryStore())  # type: ignore[arg-type]
+    spec = validate_args(app, **args)
+    return _Session(make_runner(table), spec, ident or identity(),
+                    LOG, store if store is not None else MemoryStore())  # type: ignore[arg-type]
 
 
 def drive(s: _Session) -> Any:
     s.start()
-    while (outcome := s.poll_once()) is Outcome.WAIT:
+    while outcome_for(obs := s.poll_once()) is Outcome.WAIT:
         pass
-    return s.finish(outcome)
+    return s.finish(obs)
 
 
-def test_success_returns_an_app_result_and_persists_the_handle() -> None:
-    runner, store = FakeRunner([AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED]), MemoryStore()
-    s = session(runner, store)
+def running(table: JobTable) -> None:
+    """Jobs stay where the test puts them; new ones start RUNNING."""
+    table.hold = True
+
+
+def start_running(s: _Session, table: JobTable) -> str:
+    handle = s.start()
+    table.set_state(handle.rsplit("/", 1)[1], AppState.RUNNING)
+    return handle
+
+
+def app_id(handle: str) -> str:
+    return handle.rsplit("/", 1)[1]
+
+
+# -- outcomes ------------------------------------------------------------------------------------
+
+
+def test_success_returns_an_app_result_and_persists_the_handle(table: JobTable) -> None:
+    table.steps = 3
+    store = MemoryStore()
+    s = session(table, store)
     result = drive(s)
     assert result.state == AppState.SUCCEEDED and result.app_handle == s.handle
+    assert not result.reattached
     assert store.data == {s.identity.label_key: s.handle}
-    assert s.app is not None and s.app.name == s.app_name != "echo"
+    (job,) = table.jobs.values()
+    assert job.app.name == s.app_name and s.app_name.startswith("echo-")
+    assert job.owner == "prefect:fr-1#run=1/torchx-run-app/tr-1#try=1"
 
 
-def test_failure_raises_with_the_log_tail() -> None:
-    runner = FakeRunner([AppState.RUNNING, AppState.FAILED])
-    runner.logs = {("worker", 0): ["a\n", "b\n", "c\n", "d\n"]}
+def test_failure_raises_with_a_tail_over_every_replica_and_the_error_once(table: JobTable) -> None:
+    running(table)
+    s = session(table, app=echo_app(replicas=2))
+    handle = start_running(s, table)
+    table.append_log(app_id(handle), "worker", 0, "a", "b")
+    table.set_replica(app_id(handle), "worker", 0, AppState.CANCELLED)
+    table.set_replica(app_id(handle), "worker", 1, AppState.FAILED, error="boom: exit 3")
+    table.jobs[app_id(handle)].error = "boom: exit 3"
+    table.set_state(app_id(handle), AppState.FAILED)
     with pytest.raises(AppFailedError) as info:
-        drive(session(runner))
-    assert info.value.log_tail == ["[worker/0] b", "[worker/0] c", "[worker/0] d"]
+        s.finish(s.poll_once())
+    err = info.value
+    # the failed replica first, then the others (cancelled because of it); 3 lines each
+    assert err.log_tail == [
+        "[worker/1] worker 1 line 0", "[worker/1] worker 1 line 1", "[worker/1] worker 1 line 2",
+        "[worker/0] worker 0 line 2", "[worker/0] a", "[worker/0] b",
+    ]
+    assert str(err).count("boom: exit 3") == 1
 
 
-def test_cancelled_app_returns_a_cancelled_state() -> None:
-    state = drive(session(FakeRunner([AppState.RUNNING, AppState.CANCELLED])))
-    assert state.is_cancelled()
+def test_cancelled_app_returns_a_cancelled_state(table: JobTable) -> None:
+    table.final = AppState.CANCELLED
+    assert drive(session(table)).is_cancelled()
 
 
-def test_a_second_attempt_reattaches_through_the_store() -> None:
-    runner, store = FakeRunner([AppState.RUNNING]), MemoryStore()
-    first = session(runner, store, run_count=1, retries=1)
-    handle = first.start()
-    second = session(runner, store, run_count=2, retries=1)
-    assert second.start() == handle and second.reattached
-    assert [c for c in runner.calls if c[0] == "run"] == [("run", handle)]
-
-
-def test_reattach_by_name_when_the_store_is_unreachable() -> None:
-    runner = FakeRunner([AppState.RUNNING])
-    handle = session(runner, BrokenStore()).start()
-    again = session(runner, BrokenStore(), run_count=2, retries=1)
-    assert again.start() == handle and again.reattached
-
-
-def test_an_ended_app_is_not_reattached() -> None:
-    runner, store = FakeRunner([AppState.FAILED]), MemoryStore()
-    first = session(runner, store)
-    h1 = first.start()
-    h2 = session(runner, store, run_count=2, retries=1).start()
-    assert h1 != h2
-
-
-def test_reattach_off_always_submits() -> None:
-    runner, store = FakeRunner([AppState.RUNNING]), MemoryStore()
-    h1 = session(runner, store, reattach=False).start()
-    h2 = session(runner, store, reattach=False).start()
-    assert h1 != h2
-
-
-def test_component_apps_are_materialized_and_renamed() -> None:
-    runner = FakeRunner([AppState.SUCCEEDED])
-    s = session(runner, app="utils.echo", app_args=["--msg", "hi"])
-    s.start()
-    assert s.app is not None and s.app.name.startswith("echo-")
-
-
-def test_vanished_app_fails_after_the_grace() -> None:
-    from torchx_prefect.errors import AppVanishedError
-
-    runner = FakeRunner([AppState.RUNNING])
-    s = session(runner)
-    s.start()
-    runner.apps.clear()
+def test_vanished_app_fails_after_the_grace(table: JobTable) -> None:
+    running(table)
+    s = session(table)
+    handle = start_running(s, table)
+    table.vanish(app_id(handle))
+    obs = s.poll_once()
+    assert outcome_for(obs) is Outcome.FAIL
     with pytest.raises(AppVanishedError):
-        s.poll_once()
+        s.finish(obs)
+
+
+def test_component_apps_are_materialized_and_renamed(table: JobTable) -> None:
+    s = session(table, app="utils.echo", app_args=["--msg", "hi"])
+    s.start()
+    (job,) = table.jobs.values()
+    assert job.app.name == s.app_name and s.app_name.startswith("echo-")
+    assert job.request.roles[0][3][-1] == "hi"
+
+
+# -- reattach and identity -----------------------------------------------------------------------
+
+
+def test_a_second_attempt_reattaches_through_the_store_and_takes_ownership(table: JobTable) -> None:
+    running(table)
+    store = MemoryStore()
+    handle = start_running(session(table, store, identity(1, retries=1)), table)
+    second = session(table, store, identity(2, retries=1))
+    assert second.start() == handle and second.attachment.how == "reattached"
+    assert len(table.jobs) == 1
+    assert table.jobs[app_id(handle)].owner.endswith("#try=2")
+
+
+def test_reattach_by_name_when_the_store_is_unreachable(table: JobTable) -> None:
+    running(table)
+    handle = start_running(session(table, BrokenStore()), table)
+    again = session(table, BrokenStore(), identity(2, retries=1))
+    assert again.start() == handle and again.attachment.how == "reattached"
+
+
+def test_a_rerun_of_the_flow_run_reattaches_and_distinct_calls_get_distinct_apps(
+    table: JobTable,
+) -> None:
+    """Fault 2: a new execution (new task runs, new run_count) with the same calls."""
+    running(table)
+    first = [start_running(session(table, MemoryStore(1), identity(occurrence=i, task_run=f"a{i}")),
+                           table) for i in range(2)]
+    assert len(set(first)) == 2  # two calls with one AppDef: two apps
+    rerun = [session(table, MemoryStore(2), identity(occurrence=i, task_run=f"b{i}"))
+             for i in range(2)]
+    assert [s.start() for s in rerun] == first
+    assert len(table.jobs) == 2
+    assert [table.jobs[app_id(h)].owner for h in first] == [
+        "prefect:fr-1#run=2/torchx-run-app/b0#try=1", "prefect:fr-1#run=2/torchx-run-app/b1#try=1"
+    ]
+
+
+def test_a_succeeded_app_is_reused_and_an_ended_one_resubmitted(table: JobTable) -> None:
+    store = MemoryStore()
+    done = drive(session(table, store))
+    again = session(table, store, identity(2, retries=1))
+    assert again.start() == done.app_handle and again.attachment.how == "reused"
+    table.set_state(app_id(done.app_handle), AppState.FAILED)
+    third = session(table, store, identity(3, retries=2))
+    assert third.start() != done.app_handle and third.attachment.how == "submitted"
+
+
+def test_reattach_off_always_submits(table: JobTable) -> None:
+    running(table)
+    h1 = start_running(session(table, reattach=False), table)
+    h2 = start_running(session(table, reattach=False), table)
+    assert h1 != h2
+
+
+def test_the_call_digest_separates_different_calls() -> None:
+    def spec(app: Any, **kw: Any) -> Any:
+        return validate_args(app, kw.pop("args", None), kw.pop("scheduler", "local_cwd"),
+                             kw.pop("cfg", None), None, 5, 0, True, 50, True, True, 30)
+
+    base = call_digest(spec(echo_app()))
+    assert base == call_digest(spec(echo_app()))  # equal calls, any process
+    assert base != call_digest(spec(echo_app(replicas=2)))
+    assert base != call_digest(spec(echo_app(), scheduler="slurm"))
+    assert base != call_digest(spec(echo_app(), cfg={"queue": "q"}))
+    assert call_digest(spec("utils.echo", args=["--msg", "a"])) != call_digest(
+        spec("utils.echo", args=["--msg", "b"]))
+
+
+def test_identity_label_is_stable_across_attempts_and_distinct_per_occurrence() -> None:
+    first, retry = identity(1, retries=2), identity(2, retries=2)
+    rerun = identity(1, flow_run_count=2, task_run="other")
+    assert first.label_key == retry.label_key == rerun.label_key
+    assert first.label_key != identity(occurrence=1).label_key
+    assert first.label_key.startswith("torchx.app.") and len(first.label_key) == 21
+    assert first.retries_left and retry.retries_left
+    assert not identity(3, retries=2).retries_left
+    assert first.owner.startswith(flow_run_owner_prefix("fr-1", 1))
+    assert not rerun.owner.startswith(flow_run_owner_prefix("fr-1", 1))
+
+
+def test_occurrences_count_identical_calls_per_execution() -> None:
+    from torchx_prefect._prefect_io import _Occurrences
+
+    occ = _Occurrences()
+    run1 = ("fr", 1, "t", "call")
+    assert [occ.index(run1, "a"), occ.index(run1, "b"), occ.index(run1, "a")] == [0, 1, 0]
+    assert occ.index(("fr", 1, "t", "other"), "c") == 0  # another call
+    assert occ.index(("fr", 2, "t", "call"), "d") == 0  # a re-run counts again
+
+
+# -- abort ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -149,40 +267,129 @@ def test_vanished_app_fails_after_the_grace() -> None:
         (ConnectionError("blip"), 1, 0, True),
     ],
 )
-def test_abort_policy(exc: BaseException, run_count: int, retries: int, cancelled: bool) -> None:
-    runner = FakeRunner([AppState.RUNNING])
-    s = session(runner, run_count=run_count, retries=retries)
-    handle = s.start()
+def test_abort_policy(table: JobTable, exc: BaseException, run_count: int, retries: int,
+                      cancelled: bool) -> None:
+    running(table)
+    s = session(table, ident=identity(run_count, retries))
+    handle = start_running(s, table)
     s.abort(exc)
-    assert (runner.peek(handle) == AppState.CANCELLED) is cancelled
+    assert (table.jobs[app_id(handle)].state == AppState.CANCELLED) is cancelled
 
 
-def test_abort_leaves_ended_apps_alone() -> None:
-    runner = FakeRunner([AppState.SUCCEEDED])
-    s = session(runner)
-    s.start()
-    s.poll_once()
+def test_abort_does_not_cancel_an_app_a_newer_attempt_adopted(table: JobTable) -> None:
+    running(table)
+    store = MemoryStore()
+    old = session(table, store, identity(1, retries=1))
+    handle = start_running(old, table)
+    session(table, store, identity(2, retries=1)).start()  # adopts the app
+    old.abort(KeyboardInterrupt())  # the stale attempt is stopped late
+    job = table.jobs[app_id(handle)]
+    assert job.state == AppState.RUNNING and job.cancelled == 0
+
+
+def test_abort_leaves_ended_apps_alone(table: JobTable) -> None:
+    s = session(table)
+    drive(s)
     s.abort(KeyboardInterrupt())
-    assert not [c for c in runner.calls if c[0] == "cancel"]
+    assert [j.cancelled for j in table.jobs.values()] == [0]
 
 
-def test_abort_before_submission_does_nothing() -> None:
-    runner = FakeRunner()
-    session(runner).abort(KeyboardInterrupt())
-    assert runner.calls == []
+def test_abort_before_submission_does_nothing(table: JobTable) -> None:
+    session(table).abort(KeyboardInterrupt())
+    assert table.jobs == {}
 
 
-def test_identity_digest_is_stable_across_attempts_and_distinct_per_call() -> None:
-    import uuid
+class SlowSubmit:
+    """Wraps the fake scheduler's ``schedule``: signals entry, waits for ``release``."""
 
-    flow_run = uuid.uuid4()
-    first = TaskIdentity(flow_run, uuid.uuid4(), "run_app-abc", "0", 1, 2)
-    retry = TaskIdentity(flow_run, first.task_run_id, "run_app-abc", "0", 2, 2)
-    other_call = TaskIdentity(flow_run, uuid.uuid4(), "run_app-abc", "1", 1, 2)
-    assert first.digest == retry.digest != other_call.digest
-    assert first.label_key == "torchx.app." + first.digest
-    assert first.retries_left and retry.retries_left
-    assert not TaskIdentity(flow_run, None, "k", "0", 3, 2).retries_left
+    def __init__(self, table: JobTable, *, before: bool) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.before = before  # True: the app appears only when the submission returns
+        self.table = table
+
+    def install(self, s: _Session) -> None:
+        sched = s.runner._scheduler("fake")
+        real = sched.schedule
+
+        def schedule(info: Any) -> str:
+            if self.before:
+                self.entered.set()
+                self.release.wait(5)
+                return real(info)
+            app = real(info)
+            self.entered.set()
+            self.release.wait(5)
+            return app
+
+        sched.schedule = schedule  # type: ignore[method-assign]
+
+
+def test_abort_during_a_submission_in_a_worker_thread_cancels_the_app(table: JobTable) -> None:
+    """Async task: the attempt is cancelled while the submission still runs in a thread."""
+    running(table)
+    s = session(table)
+    slow = SlowSubmit(table, before=False)
+    slow.install(s)
+    worker = threading.Thread(target=s.start)
+    worker.start()
+    assert slow.entered.wait(5)
+    threading.Timer(0.1, slow.release.set).start()
+    s.abort(asyncio.CancelledError())
+    worker.join(5)
+    assert [j.state for j in table.jobs.values()] == [AppState.CANCELLED]
+
+
+def test_abort_after_an_interrupted_submission_finds_the_app_by_name(table: JobTable) -> None:
+    """Sync task: a timeout/termination exception lands inside the submission after the app
+    exists, so the handle is never known: the app is found by its name and cancelled."""
+    running(table)
+    s = session(table)
+    sched = s.runner._scheduler("fake")
+    real = sched.schedule
+
+    def schedule(info: Any) -> str:
+        real(info)
+        raise KeyboardInterrupt  # stands for TerminationSignal / a sync timeout
+
+    sched.schedule = schedule  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        s.start()
+    s.abort(KeyboardInterrupt())
+    assert s.handle is None
+    assert [j.state for j in table.jobs.values()] == [AppState.CANCELLED]
+
+
+def test_a_start_that_runs_after_abort_submits_nothing(table: JobTable) -> None:
+    s = session(table)
+    s.abort(asyncio.CancelledError())
+    with pytest.raises(RuntimeError, match="before"):
+        s.start()
+    assert table.jobs == {}
+
+
+def test_a_submission_that_outlasts_the_aborts_wait_cancels_its_app(table: JobTable) -> None:
+    """Async task: abort() gives up waiting for a slow submission and cannot find the app by
+    name yet; when the submission finally returns, the app is cancelled."""
+    running(table)
+    s = session(table, cancel_timeout=0.05)
+    slow = SlowSubmit(table, before=True)
+    slow.install(s)
+    worker = threading.Thread(target=s.start)
+    worker.start()
+    assert slow.entered.wait(5)
+    s.abort(asyncio.CancelledError())
+    assert table.jobs == {} and s.handle is None  # abort() returned without finding it
+    slow.release.set()
+    worker.join(5)
+    assert [j.state for j in table.jobs.values()] == [AppState.CANCELLED]
+
+
+def test_invalid_arguments_are_the_lifecycles_error() -> None:
+    with pytest.raises(InvalidTaskArgumentError, match="poll_interval"):
+        validate_args(echo_app(), None, "fake", None, None, -1, 0, True, 50, True, True, 30)
+
+
+# -- the label store -----------------------------------------------------------------------------
 
 
 def test_handles_are_read_from_torchx_labels_only() -> None:
@@ -199,57 +406,7 @@ def test_store_without_a_flow_run_is_a_no_op() -> None:
     store = FlowRunHandleStore(None)
     assert store.put("torchx.app.x", "h") is False
     assert store.get("torchx.app.x") is None and store.handles() == {}
-
-
-def test_abort_during_a_submission_in_a_worker_thread_cancels_the_app() -> None:
-    """Async task: the attempt is cancelled while runner.run is still running in a thread."""
-    import threading
-
-    entered, release = threading.Event(), threading.Event()
-
-    class SlowRun(FakeRunner):
-        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
-            handle = super().run(app, scheduler, cfg, workspace)
-            entered.set()
-            release.wait(5)
-            return handle
-
-    runner = SlowRun([AppState.RUNNING])
-    s = session(runner)
-    worker = threading.Thread(target=s.start)
-    worker.start()
-    assert entered.wait(5)
-    threading.Timer(0.1, release.set).start()
-    s.abort(asyncio.CancelledError())
-    worker.join(5)
-    (handle,) = runner.apps
-    assert runner.peek(handle) == AppState.CANCELLED
-
-
-def test_abort_after_an_interrupted_submission_finds_the_app_by_name() -> None:
-    """Sync task: a timeout/termination exception lands inside runner.run after the app exists."""
-
-    class Interrupted(FakeRunner):
-        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
-            super().run(app, scheduler, cfg, workspace)
-            raise KeyboardInterrupt  # stands for TerminationSignal / a sync timeout
-
-    runner = Interrupted([AppState.RUNNING])
-    s = session(runner)
-    with pytest.raises(KeyboardInterrupt):
-        s.start()
-    s.abort(KeyboardInterrupt())
-    (handle,) = runner.apps
-    assert s.handle == handle and runner.peek(handle) == AppState.CANCELLED
-
-
-def test_a_start_that_runs_after_abort_submits_nothing() -> None:
-    runner = FakeRunner([AppState.RUNNING])
-    s = session(runner)
-    s.abort(asyncio.CancelledError())
-    with pytest.raises(RuntimeError, match="before"):
-        s.start()
-    assert runner.apps == {}
+    assert store.read() == ({}, None)
 
 
 class FakeLabelsClient:
@@ -282,25 +439,22 @@ class FakeLabelsClient:
     def read_flow_run(self, flow_run_id: Any) -> Any:
         from types import SimpleNamespace
 
-        return SimpleNamespace(labels=dict(self.labels))
+        return SimpleNamespace(labels=dict(self.labels), run_count=2)
 
 
 @pytest.mark.parametrize("script", [["busy", "ok"], ["lost", "busy", "ok"], ["ok"]])
 def test_store_put_retries_lost_and_refused_writes(script: list[str]) -> None:
-    import uuid
-
     from torchx_prefect._prefect_io import FlowRunHandleStore
 
     client = FakeLabelsClient(script)
     store = FlowRunHandleStore(uuid.uuid4(), client_factory=lambda: client)
     assert store.put("torchx.app.x", "local_cwd://s/a", backoff=0.0) is True
     assert store.get("torchx.app.x") == "local_cwd://s/a"
+    assert store.read() == ({"torchx.app.x": "local_cwd://s/a"}, 2)
     assert client.updates == len(script)
 
 
 def test_store_put_gives_up_after_its_attempts(caplog: pytest.LogCaptureFixture) -> None:
-    import uuid
-
     from torchx_prefect._prefect_io import FlowRunHandleStore
 
     client = FakeLabelsClient(["busy"] * 3)
@@ -311,28 +465,13 @@ def test_store_put_gives_up_after_its_attempts(caplog: pytest.LogCaptureFixture)
     assert "after 3 attempts: database is locked" in caplog.text
 
 
-def test_a_submission_that_outlasts_the_aborts_wait_cancels_its_app() -> None:
-    """Async task: the attempt is cancelled, abort() gives up waiting for a slow runner.run and
-    cannot find the app by name yet; when the submission finally returns, the app is cancelled."""
-    import threading
-
-    entered, release = threading.Event(), threading.Event()
-
-    class VerySlowRun(FakeRunner):
-        def run(self, app: Any, scheduler: str, cfg: Any = None, workspace: Any = None) -> str:
-            entered.set()
-            release.wait(5)  # the app appears only when the submission returns
-            return super().run(app, scheduler, cfg, workspace)
-
-    runner = VerySlowRun([AppState.RUNNING])
-    s = session(runner, cancel_timeout=0.05)
-    worker = threading.Thread(target=s.start)
-    worker.start()
-    assert entered.wait(5)
-    s.abort(asyncio.CancelledError())
-    assert runner.apps == {} and s.handle is None  # abort() returned without finding it
-    release.set()
-    worker.join(5)
-    (handle,) = runner.apps
-    assert runner.peek(handle) == AppState.CANCELLED
-
+def test_the_callers_appdef_is_not_changed_by_submitting(table: JobTable) -> None:
+    """A retry gets the same AppDef object again: its digest (the identity) must not change."""
+    app = echo_app()
+    before = call_digest(validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30))
+    drive(session(table, app=app))
+    (job,) = table.jobs.values()
+    assert "TORCHX_JOB_ID" in job.app.roles[0].env  # the submitted copy was filled in
+    assert app.roles[0].env == {} and app.name == "echo"
+    after = call_digest(validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30))
+    assert after == before

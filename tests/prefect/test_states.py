@@ -1,4 +1,4 @@
-"""The AppState -> Prefect outcome table, checked over every AppState member."""
+"""The Phase -> Prefect outcome table, checked over every Phase against a literal table."""
 
 from __future__ import annotations
 
@@ -7,47 +7,36 @@ import sys
 
 import pytest
 
-from torchx_core.specs import AppState, is_terminal
-from torchx_prefect.states import APP_STATE_OUTCOMES, Outcome, outcome_for
+from torchx_core.runner.lifecycle import Observation, Phase
+from torchx_prefect.states import PHASE_OUTCOMES, Outcome, outcome_for
 
 EXPECTED = {
-    AppState.UNSUBMITTED: Outcome.WAIT,
-    AppState.SUBMITTED: Outcome.WAIT,
-    AppState.PENDING: Outcome.WAIT,
-    AppState.RUNNING: Outcome.WAIT,
-    AppState.SUCCEEDED: Outcome.COMPLETE,
-    AppState.FAILED: Outcome.FAIL,
-    AppState.CANCELLED: Outcome.CANCEL,
-    AppState.UNKNOWN: Outcome.UNKNOWN,
+    Phase.WAITING: "wait",
+    Phase.SUCCEEDED: "complete",
+    Phase.FAILED: "fail",
+    Phase.CANCELLED: "cancel",
+    Phase.UNKNOWN: "wait",
+    Phase.VANISHED: "wait",
 }
 
 
-def test_table_covers_every_app_state() -> None:
-    assert set(APP_STATE_OUTCOMES) == set(AppState)
+def test_table_covers_every_phase() -> None:
+    assert set(PHASE_OUTCOMES) == set(Phase)
 
 
-@pytest.mark.parametrize("state", list(AppState))
-def test_outcome_of_each_state(state: AppState) -> None:
-    assert outcome_for(state) is EXPECTED[state]
+@pytest.mark.parametrize("phase", list(Phase))
+def test_outcome_of_each_phase_within_the_grace(phase: Phase) -> None:
+    assert outcome_for(Observation(phase, None, expired=False)).value == EXPECTED[phase]
 
 
-@pytest.mark.parametrize("state", list(AppState))
-def test_terminal_states_never_wait_and_live_states_never_end(state: AppState) -> None:
-    ends = outcome_for(state) in (Outcome.COMPLETE, Outcome.FAIL, Outcome.CANCEL)
-    assert ends == is_terminal(state)
-
-
-def test_vanished_app_is_treated_as_unknown() -> None:
-    assert outcome_for(None) is Outcome.UNKNOWN
-
-
-def test_outcome_accepts_the_int_value_of_a_state() -> None:
-    assert outcome_for(AppState.FAILED.value) is Outcome.FAIL  # type: ignore[arg-type]
+@pytest.mark.parametrize("phase", [Phase.UNKNOWN, Phase.VANISHED])
+def test_an_expired_grace_fails(phase: Phase) -> None:
+    assert outcome_for(Observation(phase, None, expired=True)) is Outcome.FAIL
 
 
 def test_table_is_read_only() -> None:
     with pytest.raises(TypeError):
-        APP_STATE_OUTCOMES[AppState.RUNNING] = Outcome.FAIL  # type: ignore[index]
+        PHASE_OUTCOMES[Phase.WAITING] = Outcome.FAIL  # type: ignore[index]
 
 
 def test_states_and_errors_import_without_prefect() -> None:
@@ -59,3 +48,14 @@ def test_states_and_errors_import_without_prefect() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_adapters_error_names_are_the_lifecycles() -> None:
+    from torchx_core.runner import lifecycle
+    from torchx_prefect import errors
+
+    assert errors.AppFailedError is lifecycle.AppFailedError
+    assert errors.AppVanishedError is errors.AppUnknownStateError is lifecycle.AppVanishedError
+    assert errors.AppCancelledError is lifecycle.AppCancelledError
+    assert errors.InvalidTaskArgumentError is lifecycle.InvalidTaskArgumentError
+    assert errors.AppRunError is lifecycle.AppFailedError

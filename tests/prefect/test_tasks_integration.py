@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from prefect_helpers import (
+    artifacts_of,
     flow_run_logs,
     task_runs,
     wait_no_app_processes,
@@ -93,16 +94,6 @@ def sleeper(name: str = "sleeper", seconds: int = 300) -> AppDef:
         f"time.sleep({seconds})\n"
     )
     return py_app(name, code)
-
-
-def artifacts_of(task_run_id: Any) -> list[Any]:
-    from prefect import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterTaskRunId
-
-    with get_client(sync_client=True) as client:
-        return client.read_artifacts(
-            artifact_filter=ArtifactFilter(task_run_id=ArtifactFilterTaskRunId(any_=[task_run_id]))
-        )
 
 
 def apps_named(prefix: str) -> list[Any]:
@@ -333,11 +324,12 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
 
 
 class BlipOnce:
-    """Wraps a real Runner; the first status read after submission raises (a network blip).
+    """Wraps a real Runner; the first submission fails after the app was created (a scheduler
+    API blip: the request reached the scheduler, the answer was lost).
 
-    The app waits for ``release`` to exist, and the file is created only after the next status
-    read (the retry's), so the app is still running when the retry looks for it however slow
-    the machine is.
+    The app waits for ``release`` to exist, and the file is created only when the scheduler's
+    apps are listed after that failure (the retry looking for its app), so the app is still
+    running when the retry looks for it however slow the machine is.
     """
 
     def __init__(self, runner: Any, blips: list[int], release: Path) -> None:
@@ -345,13 +337,18 @@ class BlipOnce:
         self._blips = blips
         self._release = release
 
-    def status(self, handle: str) -> Any:
+    def run(self, *args: Any, **kwargs: Any) -> str:
+        handle = self._runner.run(*args, **kwargs)
         if not self._blips:
             self._blips.append(1)
-            raise ConnectionError("scheduler API blip")
-        status = self._runner.status(handle)
-        self._release.touch()
-        return status
+            raise ConnectionError(f"scheduler API blip after {handle} was created")
+        return handle
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        rows = self._runner.list(*args, **kwargs)
+        if self._blips:
+            self._release.touch()
+        return rows
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
@@ -398,9 +395,9 @@ def test_retry_reattaches_instead_of_submitting_twice(
     (tr,) = task_runs(state.state_details.flow_run_id)
     assert tr.run_count == 2
     logs = flow_run_logs(
-        state.state_details.flow_run_id, "leaving TorchX app", "Reattached to running TorchX app"
+        state.state_details.flow_run_id, "for the retry", "Reattached to running TorchX app"
     )
-    assert any("leaving TorchX app" in m for m in logs), logs
+    assert any("for the retry" in m for m in logs), logs
     assert any("Reattached to running TorchX app" in m for m in logs), logs
 
 

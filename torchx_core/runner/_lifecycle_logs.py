@@ -123,11 +123,13 @@ class LogFollower:
         if self.max_replicas is not None and len(pairs) > self.max_replicas:
             self._emit(more_replicas(self.app_handle, self.max_replicas, len(pairs)))
             pairs = pairs[: self.max_replicas]
+        # the existing lines are counted here, so every line written after start() is given
+        skip = {pair: self._existing(*pair) if self.skip_existing else 0 for pair in pairs}
         ctx = contextvars.copy_context()  # e.g. Prefect's run context, for its logger
         for role, k in pairs:
             thread = threading.Thread(
-                target=ctx.copy().run, args=(self._pump, role, k), name=f"torchx-log-{role}-{k}",
-                daemon=True,
+                target=ctx.copy().run, args=(self._pump, role, k, skip[(role, k)]),
+                name=f"torchx-log-{role}-{k}", daemon=True,
             )
             self._threads.append(thread)
             thread.start()
@@ -166,13 +168,15 @@ class LogFollower:
             return False
         return status is None or status.is_terminal()
 
-    def _pump(self, role: str, k: int) -> None:
-        given = 0
-        if self.skip_existing:
-            try:
-                given = sum(1 for _ in self._lines(role, k, tail=False))
-            except Exception as e:  # noqa: BLE001 - no log yet: nothing to skip
-                logger.debug("no existing log for %s/%s: %s", role, k, e)
+    def _existing(self, role: str, k: int) -> int:
+        """How many lines the replica's log has now (0 if it has none yet)."""
+        try:
+            return sum(1 for _ in self._lines(role, k, tail=False))
+        except Exception as e:  # noqa: BLE001 - no log yet: nothing to skip
+            logger.debug("no existing log for %s/%s: %s", role, k, e)
+            return 0
+
+    def _pump(self, role: str, k: int, given: int) -> None:
         while not self._closed.is_set():
             done_before = self._app_done()
             try:
