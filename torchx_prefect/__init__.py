@@ -11,6 +11,8 @@ Public names:
 - :func:`run_app` (async task) and :func:`run_app_sync` (sync task): submit or reattach,
   stream logs, publish artifacts, end Completed/Failed/Cancelled, cancel the app when stopped.
 - :func:`cancel_flow_apps`: flow hook cancelling every app a flow run started.
+- :class:`TorchXScheduler` and :class:`TorchXJob`: Prefect blocks (``prefect block register -m
+  torchx_prefect``) holding where apps run, and a whole job (``trigger()`` -> ``JobRun``).
 - :class:`AppResult`, the errors in :mod:`torchx_prefect.errors` (the shared lifecycle's error
   family under this package's names), and the phase table in :mod:`torchx_prefect.states`
   (both importable without Prefect).
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torchx_prefect._launch import AppResult as AppResult
+    from torchx_prefect.blocks import TorchXJob as TorchXJob
+    from torchx_prefect.blocks import TorchXScheduler as TorchXScheduler
     from torchx_prefect.errors import AppCancelledError as AppCancelledError
     from torchx_prefect.errors import AppFailedError as AppFailedError
     from torchx_prefect.errors import AppRunError as AppRunError
@@ -46,7 +50,9 @@ _LAZY: dict[str, str] = {
     "AppUnknownStateError": "torchx_prefect.errors",
     "AppVanishedError": "torchx_prefect.errors",
     "InvalidTaskArgumentError": "torchx_prefect.errors",
+    "TorchXJob": "torchx_prefect.blocks",
     "TorchXPrefectError": "torchx_prefect.errors",
+    "TorchXScheduler": "torchx_prefect.blocks",
     "cancel_flow_apps": "torchx_prefect.hooks",
     "run_app": "torchx_prefect.tasks",
     "run_app_sync": "torchx_prefect.tasks",
@@ -60,7 +66,9 @@ __all__ = [
     "AppUnknownStateError",
     "AppVanishedError",
     "InvalidTaskArgumentError",
+    "TorchXJob",
     "TorchXPrefectError",
+    "TorchXScheduler",
     "cancel_flow_apps",
     "run_app",
     "run_app_sync",

@@ -11,6 +11,7 @@ it; flow-level hooks (:func:`torchx_prefect.hooks.cancel_flow_apps`) are a secon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -45,6 +46,7 @@ from torchx_prefect._launch import (
     status_markdown,
     validate_args,
 )
+from torchx_prefect.blocks import TorchXScheduler, resolve_scheduler
 from torchx_prefect.errors import InvalidTaskArgumentError
 from torchx_prefect.states import Outcome, outcome_for
 
@@ -287,7 +289,7 @@ _TASK_OPTIONS: dict[str, Any] = {
 async def run_app(
     app: AppDef | str,
     app_args: list[str] | Mapping[str, Any] | None = None,
-    scheduler: str = "local_cwd",
+    scheduler: str | TorchXScheduler = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
     workspace: str | None = None,
     poll_interval: float = 5.0,
@@ -322,8 +324,11 @@ async def run_app(
     Args:
         app: an AppDef, or a component name such as ``"utils.echo"``
         app_args: the component's arguments (CLI-style list or dict); only with a component name
-        scheduler: the TorchX scheduler, e.g. ``"local_cwd"``, ``"kubernetes"``
-        cfg: the scheduler's run options
+        scheduler: the TorchX scheduler, e.g. ``"local_cwd"``, ``"kubernetes"``; or a
+            :class:`~torchx_prefect.TorchXScheduler` block, or the name of a saved one
+            (``"gpu-cluster"`` or ``"torchx-scheduler/gpu-cluster"``), whose cfg and
+            environment then apply
+        cfg: the scheduler's run options (over the block's, key by key)
         workspace: a workspace to build into the app, if any
         poll_interval: seconds between status reads
         unknown_state_timeout: seconds the app may be UNKNOWN or unknown to the scheduler before
@@ -343,13 +348,16 @@ async def run_app(
             longer than ``unknown_state_timeout``
         InvalidTaskArgumentError: the arguments are invalid (never retried)
     """
+    block = await asyncio.to_thread(resolve_scheduler, scheduler)
     spec = validate_args(
-        app, app_args, scheduler, cfg, workspace, poll_interval, unknown_state_timeout,
+        app, app_args, block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        block.merged_cfg(cfg) if block else cfg, workspace, poll_interval, unknown_state_timeout,
         stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
-    return await _run_async(spec, identity, run_logger)  # type: ignore[no-any-return]
+    with block.applied() if block else contextlib.nullcontext():
+        return await _run_async(spec, identity, run_logger)  # type: ignore[no-any-return]
 
 
 async def _run_async(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:
@@ -375,7 +383,7 @@ async def _run_async(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: A
 def run_app_sync(
     app: AppDef | str,
     app_args: list[str] | Mapping[str, Any] | None = None,
-    scheduler: str = "local_cwd",
+    scheduler: str | TorchXScheduler = "local_cwd",
     cfg: Mapping[str, Any] | None = None,
     workspace: str | None = None,
     poll_interval: float = 5.0,
@@ -392,13 +400,16 @@ def run_app_sync(
     sleeps, so a task timeout or a termination signal interrupts the wait promptly and the app
     is cancelled.
     """
+    block = resolve_scheduler(scheduler)
     spec = validate_args(
-        app, app_args, scheduler, cfg, workspace, poll_interval, unknown_state_timeout,
+        app, app_args, block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        block.merged_cfg(cfg) if block else cfg, workspace, poll_interval, unknown_state_timeout,
         stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
-    return _run_sync(spec, identity, run_logger)  # type: ignore[no-any-return]
+    with block.applied() if block else contextlib.nullcontext():
+        return _run_sync(spec, identity, run_logger)  # type: ignore[no-any-return]
 
 
 def _run_sync(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:

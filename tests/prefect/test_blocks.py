@@ -1,0 +1,76 @@
+"""Unit tests of the blocks' own logic: environment leases, scheduler resolution, job arguments."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from torchx_core.specs import AppDef, Role
+from torchx_prefect.blocks import TorchXJob, TorchXScheduler, _EnvLeases, resolve_scheduler
+from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
+
+
+def test_leases_set_share_and_restore_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TXB_KEPT", "before")
+    monkeypatch.delenv("TXB_NEW", raising=False)
+    leases = _EnvLeases()
+    env = {"TXB_KEPT": "block", "TXB_NEW": "x"}
+    with leases.lease(env, "a"):
+        with leases.lease(env, "b"):  # the same values: shared
+            assert (os.environ["TXB_KEPT"], os.environ["TXB_NEW"]) == ("block", "x")
+        assert (os.environ["TXB_KEPT"], os.environ["TXB_NEW"]) == ("block", "x")  # still held
+    assert os.environ["TXB_KEPT"] == "before" and "TXB_NEW" not in os.environ
+
+
+def test_leases_refuse_a_different_value_while_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TXB_CONF", raising=False)
+    leases = _EnvLeases()
+    with leases.lease({"TXB_CONF": "/a"}, "cluster-a"):
+        clash = r"TXB_CONF \(wanted 'b', held by 'cluster-a'\)"
+        with pytest.raises(TorchXPrefectError, match=clash), leases.lease({"TXB_CONF": "/b"}, "b"):
+            pass
+        assert os.environ["TXB_CONF"] == "/a"
+    assert "TXB_CONF" not in os.environ
+
+
+def test_block_environment_reveals_secrets_and_merges_cfg() -> None:
+    block = TorchXScheduler(scheduler=" slurm ", cfg={"partition": "a", "time": "1:00"},
+                            env={"SLURM_CONF": "/c"}, secret_env={"TOKEN": "t0p"})
+    assert block.scheduler == "slurm"
+    assert block.environment() == {"SLURM_CONF": "/c", "TOKEN": "t0p"}
+    assert "t0p" not in repr(block)
+    assert block.merged_cfg({"partition": "b"}) == {"partition": "b", "time": "1:00"}
+
+
+def test_block_needs_a_scheduler_name() -> None:
+    with pytest.raises(ValueError, match="scheduler must name a TorchX scheduler"):
+        TorchXScheduler(scheduler="  ")
+
+
+def test_resolve_keeps_plain_names_and_blocks() -> None:
+    block = TorchXScheduler(scheduler="local_cwd")
+    assert resolve_scheduler(block) is block
+    assert resolve_scheduler("local_cwd") is None  # a registered scheduler: no API call
+    assert resolve_scheduler(42) is None  # left to validate_args
+
+
+@pytest.mark.parametrize(("fields", "fragment"), [
+    ({}, "exactly one of app"),
+    ({"component": "utils.echo",
+      "app": AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")]).to_dict()},
+     "exactly one of app"),
+    ({"component": "utils.echo", "poll_interval": -1}, "poll_interval"),
+])
+def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment: str) -> None:
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), **fields)
+    with pytest.raises(InvalidTaskArgumentError, match=fragment):
+        job._spec()
+
+
+def test_job_spec_takes_the_blocks_scheduler_and_merged_cfg() -> None:
+    app = AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")])
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "q": 1}),
+                    app=app.to_dict(), cfg={"q": 2})
+    spec = job._spec()
+    assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "q": 2}, app)

@@ -1,0 +1,348 @@
+"""Prefect blocks: where TorchX apps run (:class:`TorchXScheduler`) and a whole job
+(:class:`TorchXJob`, Prefect's ``JobBlock``/``JobRun`` shape).
+
+Register them with the server once (``prefect block register -m torchx_prefect``), save one per
+cluster, and name it in tasks::
+
+    from torchx_prefect import TorchXScheduler, run_app_sync
+
+    TorchXScheduler(
+        scheduler="slurm",
+        cfg={"partition": "gpu", "time": "1:00:00"},
+        env={"SLURM_CONF": "/etc/slurm/slurm.conf"},
+        secret_env={"AWS_SECRET_ACCESS_KEY": "..."},   # stored encrypted, shown masked
+    ).save("gpu-cluster")
+
+    run_app_sync("utils.echo", ["--msg", "hi"], scheduler="gpu-cluster")  # or the block itself
+
+The block's environment is applied to this process while a task or job uses it (its scheduler
+client, e.g. ``sbatch``, reads it); two blocks that need different values for the same variable
+cannot run at the same time in one process (a clear error says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from torchx_core.specs import MissingDependencyError
+
+try:
+    from prefect.blocks.abstract import JobBlock, JobRun
+    from prefect.blocks.core import Block
+    from prefect.types import SecretDict
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
+
+from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+__all__ = ["BLOCK_PREFIX", "TorchXJob", "TorchXJobRun", "TorchXScheduler", "resolve_scheduler"]
+
+BLOCK_PREFIX = "torchx-scheduler/"
+"""``scheduler="torchx-scheduler/<name>"`` names a saved :class:`TorchXScheduler` explicitly."""
+
+
+class TorchXScheduler(Block):
+    """Where TorchX apps run: a TorchX scheduler, its run options, and the environment its
+    client needs (e.g. ``SLURM_CONF``, ``KUBECONFIG``, ``AWS_PROFILE``); secret values in
+    ``secret_env`` (stored encrypted by Prefect, shown masked)."""
+
+    _block_type_name = "TorchX Scheduler"
+    _block_type_slug = "torchx-scheduler"
+    _description = (
+        "A TorchX scheduler (local_cwd, slurm, kubernetes, aws_batch, ...), its run options and"
+        " the environment of its client, for torchx_prefect tasks and jobs."
+    )
+
+    scheduler: str = Field(
+        default="local_cwd", description="The TorchX scheduler name (`torchx runopts` lists them).",
+        examples=["local_cwd", "slurm", "kubernetes", "aws_batch"],
+    )
+    cfg: dict[str, Any] = Field(
+        default_factory=dict, title="Run options",
+        description="The scheduler's run options (`torchx runopts <scheduler>`); a task's own"
+        " `cfg` overrides them key by key.",
+        examples=[{"partition": "gpu", "time": "1:00:00"}],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, title="Environment",
+        description="Environment variables of the scheduler's client, e.g. SLURM_CONF, KUBECONFIG.",
+        examples=[{"SLURM_CONF": "/etc/slurm/slurm.conf"}],
+    )
+    secret_env: SecretDict | None = Field(
+        default=None, title="Secret environment",
+        description="Secret environment variables (e.g. AWS_SECRET_ACCESS_KEY); never shown.",
+    )
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler_named(cls, value: str) -> str:
+        if not value or not value.strip():
+            raise ValueError("scheduler must name a TorchX scheduler such as 'local_cwd'")
+        return value.strip()
+
+    def environment(self) -> dict[str, str]:
+        """The variables applied while the block is used (secret values revealed)."""
+        secret = self.secret_env.get_secret_value() if self.secret_env is not None else {}
+        return {**self.env, **{k: str(v) for k, v in (secret or {}).items()}}
+
+    def merged_cfg(self, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The block's run options overridden by ``cfg`` key by key."""
+        return {**self.cfg, **dict(cfg or {})}
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """Applies :meth:`environment` to this process for the duration (see module doc)."""
+        with _ENV.lease(self.environment(), self._block_document_name or self.scheduler):
+            yield
+
+
+class _EnvLeases:
+    """Process environment shared by concurrent users: a variable is set while any user holds
+    it and restored when the last one leaves; a different value while held is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[str, int, str | None, str]] = {}  # var: value, n, saved, who
+
+    @contextmanager
+    def lease(self, env: Mapping[str, str], who: str) -> Iterator[None]:
+        with self._lock:
+            clashes = [
+                f"{k} (wanted {who!r}, held by {self._held[k][3]!r})"
+                for k, v in env.items() if k in self._held and self._held[k][0] != v
+            ]
+            if clashes:
+                raise TorchXPrefectError(
+                    "Two TorchX scheduler blocks need different values of the same environment"
+                    f" variable at the same time in one process: {', '.join(clashes)}. Run"
+                    " their tasks in separate flow runs (processes), or give the blocks one value."
+                )
+            for k, v in env.items():
+                value, n, saved, holder = self._held.get(k, (v, 0, os.environ.get(k), who))
+                self._held[k] = (value, n + 1, saved, holder)
+                os.environ[k] = v
+        try:
+            yield
+        finally:
+            with self._lock:
+                for k in env:
+                    value, n, saved, holder = self._held[k]
+                    if n > 1:
+                        self._held[k] = (value, n - 1, saved, holder)
+                        continue
+                    del self._held[k]
+                    if saved is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = saved
+
+
+_ENV = _EnvLeases()
+
+
+def resolve_scheduler(scheduler: object) -> TorchXScheduler | None:
+    """The scheduler block meant by a task's ``scheduler`` argument (``None``: a plain name).
+
+    A :class:`TorchXScheduler` is used as is; ``"torchx-scheduler/<name>"`` loads that saved
+    block; a registered TorchX scheduler name is a plain name; any other string is loaded as a
+    saved block's name.
+
+    Raises:
+        InvalidTaskArgumentError: the string is neither a scheduler nor a saved block
+    """
+    if isinstance(scheduler, TorchXScheduler):
+        return scheduler
+    if not isinstance(scheduler, str) or not scheduler:
+        return None  # validate_args reports it
+    if scheduler.startswith(BLOCK_PREFIX):
+        return _load(scheduler[len(BLOCK_PREFIX):], scheduler)
+    known = _scheduler_names()
+    if scheduler in known:
+        return None
+    return _load(scheduler, scheduler, known)
+
+
+def _scheduler_names() -> list[str]:
+    from torchx_core.runner import get_runner
+
+    with get_runner() as runner:
+        return runner.scheduler_backends()
+
+
+def _load(name: str, given: str, known: list[str] | None = None) -> TorchXScheduler:
+    try:
+        block = TorchXScheduler.load(name, _sync=True)  # type: ignore[call-arg]  # async_dispatch accepts _sync
+    except ValueError as e:
+        valid = f" Valid scheduler names: {', '.join(sorted(known))}." if known else ""
+        raise InvalidTaskArgumentError(
+            f"scheduler {given!r} is neither a TorchX scheduler nor a saved TorchXScheduler block"
+            f" ({e}).{valid} Save a block with TorchXScheduler(scheduler='slurm', ...)"
+            f".save({name!r}) after `prefect block register -m torchx_prefect`."
+        ) from e
+    return block  # type: ignore[no-any-return]
+
+
+# -- the job block ----------------------------------------------------------------------------
+
+
+class TorchXJob(JobBlock):
+    """A TorchX app as a Prefect job: an AppDef (``AppDef.to_dict()`` form) or a component
+    name with arguments, and the :class:`TorchXScheduler` it runs on.
+
+    ``await job.trigger()`` submits the app (or reattaches to the one an earlier attempt or
+    execution of the same flow run started, exactly like ``run_app``) and returns a
+    :class:`TorchXJobRun`; ``await run.wait_for_completion()`` streams its logs until it ends
+    (raising ``AppFailedError``/``AppCancelledError``/``AppVanishedError`` if it did not
+    succeed, and cancelling the app if the wait is cancelled or exceeds ``timeout_seconds``);
+    ``await run.fetch_result()`` returns the :class:`~torchx_prefect.AppResult`.
+    """
+
+    _block_type_name = "TorchX Job"
+    _block_type_slug = "torchx-job"
+    _description = "Runs a TorchX app (AppDef or component) on a TorchX Scheduler block."
+
+    scheduler: TorchXScheduler = Field(description="Where the app runs.")
+    app: dict[str, Any] | None = Field(
+        default=None, title="AppDef", description="The AppDef as `AppDef.to_dict()`."
+    )
+    component: str | None = Field(
+        default=None, description="A component name such as `utils.echo` (instead of an AppDef)."
+    )
+    component_args: list[str] = Field(
+        default_factory=list, description="The component's CLI-style arguments."
+    )
+    cfg: dict[str, Any] = Field(
+        default_factory=dict, title="Run options", description="Overrides of the block's cfg."
+    )
+    poll_interval: float = Field(default=5.0, description="Seconds between status reads.")
+    unknown_state_timeout: float = Field(
+        default=300.0, description="Seconds the app may be UNKNOWN or unknown to the scheduler."
+    )
+    timeout_seconds: float | None = Field(
+        default=None, description="Cancel the app and fail when it runs longer than this."
+    )
+    stream_logs: bool = Field(default=True, description="Stream replica logs to the run logger.")
+    log_tail_lines: int = Field(default=50, description="Log lines per replica in a failure.")
+    cancel_timeout: float = Field(default=30.0, description="Bound of the app's cancellation.")
+
+    def _spec(self) -> Any:
+        from torchx_core.specs import AppDef
+        from torchx_prefect._launch import validate_args
+
+        if (self.app is None) == (self.component is None):
+            raise InvalidTaskArgumentError(
+                "TorchXJob needs exactly one of app (an AppDef dict, AppDef.to_dict()) and"
+                f" component (e.g. 'utils.echo'); got app={self.app is not None},"
+                f" component={self.component!r}"
+            )
+        app: AppDef | str = AppDef.from_dict(self.app) if self.app is not None else self.component  # type: ignore[assignment]
+        return validate_args(
+            app, self.component_args or None, self.scheduler.scheduler,
+            self.scheduler.merged_cfg(self.cfg), None, self.poll_interval,
+            self.unknown_state_timeout, self.stream_logs, self.log_tail_lines, True, True,
+            self.cancel_timeout,
+        )
+
+    async def trigger(self) -> TorchXJobRun:
+        """Submits (or reattaches to) the app; returns its run."""
+        from torchx_prefect import _prefect_io as pio
+        from torchx_prefect._launch import call_digest
+        from torchx_prefect.tasks import _new_runner, _Session
+
+        spec = self._spec()
+        identity = pio.current_identity(call_digest(spec))
+        lease = self.scheduler.applied()
+        lease.__enter__()  # left by TorchXJobRun._close
+        try:
+            runner = await asyncio.to_thread(_new_runner)
+        except BaseException:
+            lease.__exit__(None, None, None)
+            raise
+        session = _Session(runner, spec, identity, self.logger,
+                           pio.FlowRunHandleStore(identity.flow_run_id))
+        run = TorchXJobRun(self, session, lease)
+        try:
+            await asyncio.to_thread(session.start)
+        except BaseException as exc:
+            run._close(exc)
+            raise
+        return run
+
+
+class TorchXJobRun(JobRun):  # type: ignore[type-arg]
+    """One run of a :class:`TorchXJob` (see there)."""
+
+    def __init__(self, job: TorchXJob, session: Any, lease: Any) -> None:
+        self.job = job
+        self._session = session
+        self._lease = lease
+        self._result: Any = None
+        self._closed = False
+
+    @property
+    def app_handle(self) -> str:
+        """The app's handle."""
+        return str(self._session.handle)
+
+    async def wait_for_completion(self) -> None:
+        """Waits until the app ends; streams its logs.
+
+        Raises:
+            AppFailedError, AppCancelledError, AppVanishedError: the app did not succeed
+            TimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled)
+        """
+        from torchx_prefect.states import Outcome, outcome_for
+
+        session = self._session
+        try:
+            async with asyncio.timeout(self.job.timeout_seconds):
+                while True:
+                    obs = await asyncio.to_thread(session.poll_once)
+                    outcome = outcome_for(obs)
+                    if outcome is Outcome.CANCEL:
+                        session.terminal = True
+                        await asyncio.to_thread(session.life.result, session.handle, obs)
+                    if outcome is not Outcome.WAIT:
+                        self._result = await asyncio.to_thread(session.finish, obs)
+                        break
+                    await asyncio.sleep(session.spec.poll_interval)
+        except BaseException as exc:
+            self._close(exc)
+            raise
+        self._close(None)
+
+    async def fetch_result(self) -> Any:
+        """The :class:`~torchx_prefect.AppResult` of a SUCCEEDED app.
+
+        Raises:
+            TorchXPrefectError: :meth:`wait_for_completion` has not completed successfully
+        """
+        if self._result is None:
+            raise TorchXPrefectError(
+                f"TorchX app {self.app_handle} has no result yet: await wait_for_completion()"
+                " first (it raises if the app did not succeed)"
+            )
+        return self._result
+
+    def _close(self, exc: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if exc is not None:
+                self._session.abort(exc)
+        finally:
+            close = getattr(self._session.runner, "close", None)
+            if callable(close):
+                close()
+            self._lease.__exit__(None, None, None)
