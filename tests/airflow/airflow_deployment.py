@@ -21,6 +21,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,28 @@ class AirflowDeployment:
         return "\n".join(
             str(c.get("event", "")) if isinstance(c, dict) else str(c) for c in content
         )
+
+
+@contextmanager
+def no_leftover_apps(dep: AirflowDeployment) -> Iterator[None]:
+    """Fails the test (after cancelling them) if apps it started on the deployment's local
+    scheduler root are still running at its end; ``TORCHX_LOCAL_ROOT`` must name that root."""
+    from torchx_core.runner import get_runner
+    from torchx_core.specs import is_terminal
+
+    with get_runner() as r:
+        before = {a.app_handle for a in r.list("local_cwd")}
+    yield
+    with get_runner() as r:
+        leftovers = [
+            a.app_handle
+            for a in r.list("local_cwd")
+            if a.app_handle not in before and not is_terminal(a.state)
+        ]
+        for handle in leftovers:
+            r.cancel(handle)
+    if leftovers:
+        pytest.fail(f"apps still running after the test: {leftovers}")
 
 
 def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:

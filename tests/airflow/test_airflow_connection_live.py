@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
-from airflow_deployment import CONN_SECRET, AirflowDeployment, wait_until
+from airflow_deployment import CONN_SECRET, AirflowDeployment, no_leftover_apps, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
 CLI_SECRET = "torchx-cli-secret-41d2e8"
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_apps(
+    airflow_deployment: AirflowDeployment, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(airflow_deployment.local_root))
+    with no_leftover_apps(airflow_deployment):
+        yield
 
 
 @pytest.fixture(scope="module")

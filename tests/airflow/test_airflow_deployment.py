@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow_deployment import AirflowDeployment, wait_until
+from airflow_deployment import AirflowDeployment, no_leftover_apps, wait_until
 from processes import app_processes
 
-from torchx_core.specs import AppState, is_terminal
+from torchx_core.specs import AppState
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -64,15 +64,8 @@ class Live:
 @pytest.fixture
 def live(airflow_deployment: AirflowDeployment, monkeypatch: pytest.MonkeyPatch) -> Iterator[Live]:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(airflow_deployment.local_root))
-    lv = Live(airflow_deployment)
-    before = {a.app_handle for a in lv.apps()}
-    yield lv
-    leftovers = [a for a in lv.apps() if a.app_handle not in before and not is_terminal(a.state)]
-    if leftovers:
-        with lv.runner() as r:
-            for a in leftovers:
-                r.cancel(a.app_handle)
-        pytest.fail(f"apps still running after the test: {[a.app_handle for a in leftovers]}")
+    with no_leftover_apps(airflow_deployment):
+        yield Live(airflow_deployment)
 
 
 def _handle(live: Live, dag_id: str, run_id: str, task_id: str = "train") -> str:
