@@ -49,6 +49,9 @@ class _Read:
 
     handles: frozenset[AppHandle] = frozenset()
     done: threading.Event = field(default_factory=threading.Event)
+    # set with ``done`` when an async reader read: its loop's waiters await it (no polling)
+    adone: asyncio.Event | None = None
+    loop: asyncio.AbstractEventLoop | None = None
     error: BaseException | None = None
     results: dict[AppHandle, AppStatus | None] = field(default_factory=dict)
 
@@ -193,15 +196,21 @@ async def ashared_status(runner: Runner, handle: AppHandle, max_age: float) -> A
             read = group.reading
             lead = read is None
             if read is None:
-                read = group.reading = _Read()
+                adone = asyncio.Event()
+                read = group.reading = _Read(adone=adone, loop=asyncio.get_running_loop())
         if lead:
             await asyncio.sleep(min(_GATHER_MAX_S, max_age / 20))  # let others join this read
             with group.lock:
                 read.handles = _batch(group, handle)
-            await asyncio.to_thread(_read, runner, group, read)
-        else:
+            try:
+                await asyncio.to_thread(_read, runner, group, read)
+            finally:
+                adone.set()
+        elif read.adone is not None and read.loop is asyncio.get_running_loop():
+            await read.adone.wait()
+        else:  # a thread (or another loop) reads: check now and then, holding no thread
             while not read.done.is_set():
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.05)
         if handle in read.handles:
             if read.error is not None:
                 raise read.error
