@@ -688,3 +688,13 @@ def test_local_owner_of_an_unknown_app(tmp_path: Path, monkeypatch: pytest.Monke
     with get_runner(component_defaults={}) as runner:
         assert runner.set_owner("local_cwd://torchx/no-such-app", "me") is False
         assert runner.owner("local_cwd://torchx/no-such-app") is None
+
+
+def test_attach_leaves_the_callers_appdef_as_given() -> None:
+    """Submitting fills the roles in (TORCHX_JOB_ID, workspace): not the caller's AppDef, whose
+    digest an engine may use as the identity of the next attempt."""
+    app = AppDef("keep", roles=[Role("r", image="i", entrypoint="e", env={"A": "1"})])
+    before = repr(app)
+    life = AppLifecycle(make_runner(JobTable()), "fake", owner="o")
+    life.attach(app, ("id",))
+    assert repr(app) == before and app.roles[0].env == {"A": "1"}

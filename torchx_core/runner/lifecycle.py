@@ -43,6 +43,7 @@ The decisions, stated once:
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -478,8 +479,10 @@ class AppLifecycle:
             logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
             self._record_owner(handle)
             return Attachment(handle, how, status, name)
+        # a deep copy: submitting fills the roles in (env, workspace), and the caller's AppDef
+        # must stay as given (engines digest it into the identity of the next attempt)
         handle = self.runner.run(
-            dataclasses.replace(app, name=name), self.scheduler, cfg=self.cfg,
+            dataclasses.replace(copy.deepcopy(app), name=name), self.scheduler, cfg=self.cfg,
             workspace=self.workspace,
         )
         logger.info("submitted %s named %s", handle, name)
