@@ -227,7 +227,7 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
                 if state is None or is_terminal(state):
                     return
                 done.wait(0.02)
-        except BaseException as e:  # reported by the waits below
+        except Exception as e:  # noqa: BLE001 - reported by the waits below
             errors[key] = e
         finally:
             status_watch.unwatch(runner, h)
