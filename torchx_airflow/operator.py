@@ -22,6 +22,7 @@ so a stale try never cancels the app a newer try adopted.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -226,7 +227,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         """Submits (or reattaches to) the app and waits for it; see the module docstring."""
         self._start_try(context)
         try:
-            return self.execute_resumable(context)
+            result = self.execute_resumable(context)
+            self._show_tracker_results(context, result)
+            return result
         finally:
             self._close_runner()
 
@@ -248,9 +251,28 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
                 obs = Observation(Phase.UNKNOWN, status, expired=True)
             else:
                 obs = Observation(phase_of(status), status, expired=kind == "vanished")
-            return self._finish(handle, obs, tail=True)
+            result = self._finish(handle, obs, tail=True)
+            self._show_tracker_results(context, result)
+            return result
         finally:
             self._close_runner()
+
+    def _show_tracker_results(self, context: Any, result: Any) -> None:
+        """What a SUCCEEDED app recorded through its tracker (``torchx_core.tracker``): the
+        ``tracker_metadata`` XCom and a log line (nothing without a configured tracker)."""
+        if not isinstance(result, Mapping) or not result.get("app_handle"):
+            return
+        from torchx_core.runner import tracker_results
+
+        handle = str(result["app_handle"])
+        results = tracker_results(handle)
+        if results is None:
+            return
+        payload = results.to_json()
+        self.log.info(
+            "tracker results of %s (%s): %s", handle, results.tracker, json.dumps(payload["metadata"])
+        )
+        context["ti"].xcom_push(key="tracker_metadata", value=payload)
 
     def on_kill(self) -> None:
         """Cancels the app (``cancel_on_kill``) if this try still owns it: on SIGTERM and on
