@@ -19,7 +19,11 @@ from torchx_core.specs import MissingDependencyError
 
 try:
     from prefect import get_client
-    from prefect.artifacts import create_link_artifact, create_markdown_artifact
+    from prefect.artifacts import (
+        create_link_artifact,
+        create_markdown_artifact,
+        create_table_artifact,
+    )
     from prefect.context import FlowRunContext, TaskRunContext
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
@@ -227,3 +231,8 @@ def publish_status(key: str, markdown: str, description: str) -> None:
 def publish_link(key: str, link: str, text: str) -> None:
     """Creates a link artifact ``key`` on the current run."""
     create_link_artifact(link=link, link_text=text, key=key, _sync=True)  # type: ignore[call-arg]  # async_dispatch accepts _sync
+
+
+def publish_table(key: str, rows: list[dict[str, str]], description: str) -> None:
+    """Creates (a new version of) the table artifact ``key`` on the current run."""
+    create_table_artifact(table=rows, key=key, description=description, _sync=True)  # type: ignore[call-arg]  # async_dispatch accepts _sync

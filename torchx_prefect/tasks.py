@@ -185,6 +185,7 @@ class _Session:
         if outcome is Outcome.COMPLETE:
             status = self.life.result(self.handle, obs)
             self.log.info("TorchX app %s SUCCEEDED", self.handle)
+            self._publish_tracker_results()
             reattached = self.attachment is not None and self.attachment.how != "submitted"
             return AppResult(self.handle, status, self.app_name, reattached)
         if outcome is Outcome.CANCEL:
@@ -194,6 +195,27 @@ class _Session:
         self.terminal = True
         self.life.result(self.handle, obs)  # raises AppFailedError / AppVanishedError
         raise AssertionError(f"no failure raised for {obs}")  # unreachable: result() raised
+
+    def _publish_tracker_results(self) -> None:
+        """What the app recorded through its tracker (``torchx_core.tracker``): a table artifact
+        on the task run and a log line (nothing without a configured tracker)."""
+        if self.handle is None:
+            return
+        from torchx_core.runner import tracker_results
+
+        results = tracker_results(self.handle)
+        if results is None:
+            return
+        self.log.info("tracker results of %s (%s): %s", self.handle, results.tracker,
+                      dict(results.metadata))
+        if not self.spec.create_artifacts:
+            return
+        rows = [{"kind": kind, "name": name, "value": value} for kind, name, value in results.rows()]
+        try:
+            pio.publish_table(artifact_key(self.app_name, "tracker"), rows,
+                              f"Tracker results of TorchX app {self.handle} ({results.tracker})")
+        except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
+            self.log.warning("Could not publish the tracker results of %s: %s", self.handle, e)
 
     def _publish_link(self, ui_url: str) -> None:
         if not self.spec.create_artifacts or self._link_published or self.handle is None:
