@@ -130,7 +130,9 @@ TARGETS: dict[str, Target] = {
         },
         tests=(
             "tests/airflow/test_airflow_states.py",
+            "tests/airflow/test_airflow_state_messages.py",
             "tests/kfp/test_kfp_states.py",
+            "tests/kfp/test_kfp_state_messages.py",
             "tests/prefect/test_states.py",
         ),
     ),
