@@ -113,6 +113,7 @@ class MLflowTracker(TrackerBase):
         self.tracking_uri = tracking_uri or _default_tracking_uri()
         self._client: MlflowClient = client or tracking.MlflowClient(self.tracking_uri)
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
         self._runs: dict[str, str] = {}  # torchx run id -> mlflow run id
         self._created: set[str] = set()
         name = experiment_name or self.default_experiment_name()
@@ -199,8 +200,7 @@ class MLflowTracker(TrackerBase):
         if not found:
             return None
         with self._lock:
-            self._runs.setdefault(run_name, found[0].info.run_id)
-            return self._runs[run_name]
+            return self._runs.setdefault(run_name, found[0].info.run_id)
 
     def get_run_id(self, run_name: str) -> str:
         """The MLflow run id of torchx run ``run_name`` (an app handle); created on first use.
@@ -208,23 +208,22 @@ class MLflowTracker(TrackerBase):
         Two processes creating the same run at once both keep the oldest run (the newer one is
         deleted), so every writer ends up on one run.
         """
-        with self._lock:
-            cached = self._runs.get(run_name)
-            if cached:
-                return cached
+        with self._create_lock:  # one creation at a time in this process
+            existing = self._lookup(run_name)
+            if existing:
+                return existing
+            mine = self._client.create_run(
+                self.experiment_id, tags={TAG_RUN_ID: run_name}, run_name=run_name
+            )
             found = self._find(run_name)
-            if not found:
-                mine = self._client.create_run(
-                    self.experiment_id, tags={TAG_RUN_ID: run_name}, run_name=run_name
-                )
-                found = self._find(run_name)
-                if found and found[0].info.run_id != mine.info.run_id:
-                    self._client.delete_run(mine.info.run_id)  # lost a creation race
-                else:
+            if found and found[0].info.run_id != mine.info.run_id:
+                self._client.delete_run(mine.info.run_id)  # lost a creation race
+            else:
+                found = found or [mine]
+                with self._lock:
                     self._created.add(mine.info.run_id)
-                    found = found or [mine]
-            self._runs[run_name] = found[0].info.run_id
-            return found[0].info.run_id
+            with self._lock:
+                return self._runs.setdefault(run_name, found[0].info.run_id)
 
     def get_run(self, run_name: str) -> Run:
         """The MLflow ``Run`` of torchx run ``run_name`` (created on first use)."""
