@@ -60,7 +60,7 @@ SUBMIT_POLL = textwrap.dedent(
     """
     import sys, time
     from torchx_core import specs
-    from torchx_core.schedulers.local_scheduler import create_scheduler
+    from torchx_core.schedulers.local.scheduler import create_scheduler
     n = int(sys.argv[1])
     app = specs.AppDef("bench", roles=[specs.Role("r", image=".", entrypoint="/bin/true", num_replicas=n)])
     sched = create_scheduler("bench")
@@ -82,7 +82,7 @@ SMALL = textwrap.dedent(
     """
     import statistics, subprocess, sys, time
     from torchx_core import specs
-    from torchx_core.schedulers.local_scheduler import create_scheduler
+    from torchx_core.schedulers.local.scheduler import create_scheduler
     sched = create_scheduler("bench")
     tiny = specs.AppDef("tiny", roles=[specs.Role("r", image=".", entrypoint="/bin/true")])
     def timed(fn, n):
@@ -100,7 +100,7 @@ SMALL = textwrap.dedent(
     listed = timed(lambda: sched.list(), 20)
     assert len(listed[2]) >= 200
     probe = (
-        "import sys, time; from torchx_core.schedulers.local_scheduler import create_scheduler;"
+        "import sys, time; from torchx_core.schedulers.local.scheduler import create_scheduler;"
         "s = create_scheduler('x'); t = time.perf_counter(); d = s.describe(sys.argv[1]);"
         "print(time.perf_counter() - t)"
     )

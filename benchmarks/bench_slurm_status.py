@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from torchx_core import specs
-from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, run_command
+from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, run_command
 from torchx_core.specs import is_terminal
 
 SCRIPTS = REPO / "scripts" / "services" / "slurm"

@@ -159,7 +159,7 @@ class Local(Backend):
 
     def start(self) -> None:
         os.environ["TORCHX_LOCAL_ROOT"] = tempfile.mkdtemp(prefix="bench-local-")
-        from torchx_core.schedulers import local_scheduler
+        from torchx_core.schedulers.local import scheduler as local_scheduler
 
         self.count = 0
         cls = local_scheduler.LocalScheduler

@@ -98,10 +98,10 @@ TARGETS: dict[str, Target] = {
     ),
     "states": Target(
         functions={
-            "torchx_core/schedulers/docker_scheduler.py": ("_replica_state",),
-            "torchx_core/schedulers/aws_batch_scheduler.py": ("_job_state",),
-            "torchx_core/schedulers/lsf_scheduler.py": ("_state",),
-            "torchx_core/schedulers/kubernetes_scheduler.py": (
+            "torchx_core/schedulers/docker/scheduler.py": ("_replica_state",),
+            "torchx_core/schedulers/aws/batch.py": ("_job_state",),
+            "torchx_core/schedulers/lsf/scheduler.py": ("_state",),
+            "torchx_core/schedulers/kubernetes/scheduler.py": (
                 "_volcano_state", "_jobset_state", "_volcano_task_states",
             ),
         },
@@ -114,7 +114,7 @@ TARGETS: dict[str, Target] = {
     # Kubernetes resource mapping
     "kubernetes": Target(
         functions={
-            "torchx_core/schedulers/_k8s_pods.py": (
+            "torchx_core/schedulers/kubernetes/_pods.py": (
                 "cpu_quantity", "resource_requirements", "node_selector", "tolerations",
                 "replica_status_from_pods",
             ),

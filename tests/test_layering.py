@@ -65,6 +65,10 @@ def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
+# backends that live in a shared family package (``schedulers/<family>/``)
+_FAMILY = {"kubernetes_mcad": "kubernetes", "aws_batch": "aws", "aws_sagemaker": "aws"}
+
+
 def scheduler_of(name: str) -> str | None:
     """The scheduler a ``torchx_core.schedulers`` module belongs to, or None if neutral.
 
@@ -77,8 +81,9 @@ def scheduler_of(name: str) -> str | None:
     if len(parts) < 3:
         return None
     head = parts[2]
-    if head.endswith("_scheduler"):
-        return head[: -len("_scheduler")]
+    if head.endswith("_scheduler"):  # TorchX's import paths: aliases of the family packages
+        backend = head[: -len("_scheduler")]
+        return _FAMILY.get(backend, backend)
     if head.startswith("_") or head in ("api", "registry"):
         return None
     sched_dir = REPO / "torchx_core" / "schedulers"
@@ -219,11 +224,11 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
     _write(fake_repo, "torchx_core/specs/api.py", "from torchx_core.schedulers import api\n")
     _write(
         fake_repo,
-        "torchx_core/schedulers/slurm_scheduler.py",
-        "def f():\n    from torchx_core.schedulers.local_scheduler import LocalScheduler\n",
+        "torchx_core/schedulers/slurm/scheduler.py",
+        "def f():\n    from torchx_core.schedulers.local.scheduler import LocalScheduler\n",
     )
     _write(
-        fake_repo, "torchx_core/schedulers/docker_scheduler.py", "import torchx_core.runner.api\n"
+        fake_repo, "torchx_core/schedulers/docker/scheduler.py", "import torchx_core.runner.api\n"
     )
     _write(
         fake_repo,

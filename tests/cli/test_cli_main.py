@@ -300,7 +300,7 @@ def test_only_the_used_subcommand_is_imported() -> None:
         "from torchx_core.cli.main import run_main\n"
         "try:\n    run_main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
         "mods = sorted(m for m in sys.modules if m.startswith('torchx_core.cli.cmd_'))\n"
-        "heavy = [m for m in ('importlib.metadata', 'torchx_core.runner', 'torchx_core.schedulers.local_scheduler',\n"
+        "heavy = [m for m in ('importlib.metadata', 'torchx_core.runner', 'torchx_core.schedulers.local.scheduler',\n"
         "         'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray') if m in sys.modules]\n"
         "print(mods, heavy, file=sys.stderr)\n"
     )

@@ -273,7 +273,7 @@ def test_importing_the_runner_is_light() -> None:
     code = (
         "import sys, torchx_core.runner\n"
         "heavy = ('importlib.metadata', 'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray',\n"
-        "         'airflow', 'kfp', 'prefect', 'torchx_core.schedulers.local_scheduler', 'torchx_core.specs.finder')\n"
+        "         'airflow', 'kfp', 'prefect', 'torchx_core.schedulers.local.scheduler', 'torchx_core.specs.finder')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@
 file are imported instead; this directory is on ``sys.path`` while its tests run.)
 """
 
-from docker_fixtures import *  # noqa: F401,F403
-from aws_fixtures import *  # noqa: F401,F403
-from kubernetes_fixtures import *  # noqa: F401,F403
-from ray_fixtures import *  # noqa: F401,F403
+from aws_fixtures import *
+from docker_fixtures import *
+from kubernetes_fixtures import *
+from ray_fixtures import *

@@ -17,7 +17,7 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.aws_batch_scheduler import (
+from torchx_core.schedulers.aws.batch import (
     CANCEL_REASON,
     JOB_STATES,
     AWSBatchScheduler,

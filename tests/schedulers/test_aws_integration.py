@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from service_helpers import wait_for_app
 
-from torchx_core.schedulers.aws_batch_scheduler import AWSBatchScheduler
-from torchx_core.schedulers.aws_sagemaker_scheduler import AWSSageMakerScheduler
+from torchx_core.schedulers.aws.batch import AWSBatchScheduler
+from torchx_core.schedulers.aws.sagemaker import AWSSageMakerScheduler
 from torchx_core.specs import AppDef, AppState, Role, is_terminal, macros, resource
 
 pytestmark = [pytest.mark.integration, pytest.mark.aws]

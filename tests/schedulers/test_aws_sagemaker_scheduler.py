@@ -11,7 +11,7 @@ from aws_fixtures import FakeLogs, FakeSageMaker
 from golden_files import check_golden
 
 from torchx_core.schedulers.api import AppValidationError, SchedulerError
-from torchx_core.schedulers.aws_sagemaker_scheduler import (
+from torchx_core.schedulers.aws.sagemaker import (
     JOB_STATES,
     AWSSageMakerScheduler,
     create_scheduler,

@@ -17,13 +17,13 @@ HEAVY = ("docker", "boto3", "botocore", "ray", "requests", "kubernetes", "yaml",
 
 # module -> (create_scheduler cfg for a dryrun of a one-role app, or None: import only)
 MODULES: dict[str, dict[str, str] | None] = {
-    "torchx_core.schedulers.docker_scheduler": {},
-    "torchx_core.schedulers.aws_batch_scheduler": {"queue": "q"},
-    "torchx_core.schedulers.aws_sagemaker_scheduler": {
+    "torchx_core.schedulers.docker.scheduler": {},
+    "torchx_core.schedulers.aws.batch": {"queue": "q"},
+    "torchx_core.schedulers.aws.sagemaker": {
         "role": "arn:aws:iam::1:role/r", "output_path": "s3://b/o", "instance_type": "ml.m5.large"},
-    "torchx_core.schedulers.ray_scheduler": {},
-    "torchx_core.schedulers._aws_logs": None,
-    "torchx_core.schedulers._ray_driver": None,
+    "torchx_core.schedulers.ray.scheduler": {},
+    "torchx_core.schedulers.aws._logs": None,
+    "torchx_core.schedulers.ray._driver": None,
     "torchx_core.workspace.docker_workspace": None,
 }
 

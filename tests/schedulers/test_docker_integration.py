@@ -13,7 +13,7 @@ from docker_fixtures import BUSYBOX
 from service_helpers import wait_for_app
 
 from torchx_core.schedulers.api import Stream
-from torchx_core.schedulers.docker_scheduler import DockerScheduler
+from torchx_core.schedulers.docker.scheduler import DockerScheduler
 from torchx_core.specs import (
     AppDef,
     AppState,

@@ -13,7 +13,7 @@ from docker_fixtures import BUSYBOX, FakeDockerClient
 from golden_files import check_golden
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
-from torchx_core.schedulers.docker_scheduler import (
+from torchx_core.schedulers.docker.scheduler import (
     DockerScheduler,
     create_scheduler,
 )

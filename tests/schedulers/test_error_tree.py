@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from torchx_core.schedulers._k8s_client import KubernetesApiError
 from torchx_core.schedulers.api import InvalidAppIdError, SchedulerError
-from torchx_core.schedulers.aws_batch_scheduler import AWSBatchScheduler
-from torchx_core.schedulers.kubernetes_mcad_scheduler import create_scheduler as create_mcad
-from torchx_core.schedulers.kubernetes_scheduler import create_scheduler as create_k8s
-from torchx_core.schedulers.ray_scheduler import RayScheduler
+from torchx_core.schedulers.aws.batch import AWSBatchScheduler
+from torchx_core.schedulers.kubernetes._client import KubernetesApiError
+from torchx_core.schedulers.kubernetes.mcad import create_scheduler as create_mcad
+from torchx_core.schedulers.kubernetes.scheduler import create_scheduler as create_k8s
+from torchx_core.schedulers.ray.scheduler import RayScheduler
 from torchx_core.specs.errors import TorchXError, UnknownAppException
 
 

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from torchx_core.schedulers import _k8s_pods
 from torchx_core.schedulers._ids import IdRules, unique_id
-from torchx_core.schedulers.aws_batch_scheduler import JOB_NAME_RULES as BATCH
-from torchx_core.schedulers.aws_sagemaker_scheduler import JOB_NAME_RULES as SAGEMAKER
-from torchx_core.schedulers.docker_scheduler import APP_ID_RULES as DOCKER
-from torchx_core.schedulers.local_scheduler import APP_ID_RULES as LOCAL
-from torchx_core.schedulers.lsf_scheduler import APP_ID_RULES as LSF
-from torchx_core.schedulers.ray_scheduler import SUBMISSION_ID_RULES as RAY
+from torchx_core.schedulers.aws.batch import JOB_NAME_RULES as BATCH
+from torchx_core.schedulers.aws.sagemaker import JOB_NAME_RULES as SAGEMAKER
+from torchx_core.schedulers.docker.scheduler import APP_ID_RULES as DOCKER
+from torchx_core.schedulers.kubernetes import _pods as _k8s_pods
+from torchx_core.schedulers.local.scheduler import APP_ID_RULES as LOCAL
+from torchx_core.schedulers.lsf.scheduler import APP_ID_RULES as LSF
+from torchx_core.schedulers.ray.scheduler import SUBMISSION_ID_RULES as RAY
 
 NAMES = ["trainer", "My App/Train v2", "-._weird_.-", "ünï ✓", "", "x" * 300, "a b\nc;$(id)"]
 

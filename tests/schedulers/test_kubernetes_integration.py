@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from torchx_core import specs
-from torchx_core.schedulers import _k8s_pods as pods
-from torchx_core.schedulers.kubernetes_mcad_scheduler import create_scheduler as create_mcad
-from torchx_core.schedulers.kubernetes_scheduler import create_scheduler
+from torchx_core.schedulers.kubernetes import _pods as pods
+from torchx_core.schedulers.kubernetes.mcad import create_scheduler as create_mcad
+from torchx_core.schedulers.kubernetes.scheduler import create_scheduler
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
 

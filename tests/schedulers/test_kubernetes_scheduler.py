@@ -7,11 +7,11 @@ from golden_files import check_golden
 from k8s_schemas import errors
 
 from torchx_core import specs
-from torchx_core.schedulers import _k8s_pods as pods
-from torchx_core.schedulers._k8s_pods import parse_app_id
 from torchx_core.schedulers.api import UnsupportedFeatureError
-from torchx_core.schedulers.kubernetes_mcad_scheduler import create_scheduler as create_mcad
-from torchx_core.schedulers.kubernetes_scheduler import (
+from torchx_core.schedulers.kubernetes import _pods as pods
+from torchx_core.schedulers.kubernetes._pods import parse_app_id
+from torchx_core.schedulers.kubernetes.mcad import create_scheduler as create_mcad
+from torchx_core.schedulers.kubernetes.scheduler import (
     VOLCANO_STATES,
     _jobset_state,
     _volcano_state,
@@ -247,8 +247,8 @@ MCAD_EXPECTED = {
 
 
 def test_state_tables_are_the_documented_ones() -> None:
-    from torchx_core.schedulers.kubernetes_mcad_scheduler import MCAD_STATES
-    from torchx_core.schedulers.kubernetes_scheduler import VOLCANO_TASK_STATES
+    from torchx_core.schedulers.kubernetes.mcad import MCAD_STATES
+    from torchx_core.schedulers.kubernetes.scheduler import VOLCANO_TASK_STATES
 
     assert VOLCANO_STATES == VOLCANO_EXPECTED
     assert VOLCANO_TASK_STATES == POD_EXPECTED
@@ -267,7 +267,7 @@ def test_volcano_state_table(phase: str, expected: specs.AppState) -> None:
 
 @pytest.mark.parametrize(("phase", "expected"), sorted(POD_EXPECTED.items()))
 def test_volcano_task_phases(phase: str, expected: specs.AppState) -> None:
-    from torchx_core.schedulers.kubernetes_scheduler import _volcano_task_states
+    from torchx_core.schedulers.kubernetes.scheduler import _volcano_task_states
 
     job = create_scheduler("s").submit_dryrun(_app(), {}).request.resource
     job["status"] = {"taskStatusCount": {"trainer-main-0": {"phase": {phase: 1}}}}
@@ -348,7 +348,7 @@ def test_dryrun_needs_no_kubernetes_import() -> None:
 
     code = (
         "import sys; from torchx_core import specs;"
-        "from torchx_core.schedulers.kubernetes_scheduler import create_scheduler;"
+        "from torchx_core.schedulers.kubernetes.scheduler import create_scheduler;"
         "app = specs.AppDef('a', [specs.Role('r', image='i', entrypoint='e', resource=specs.resource(cpu=1, memMB=64))]);"
         "create_scheduler('s').submit_dryrun(app, {});"
         "print('kubernetes' in sys.modules)"
@@ -358,7 +358,7 @@ def test_dryrun_needs_no_kubernetes_import() -> None:
 
 
 def test_volcano_task_status_counts() -> None:
-    from torchx_core.schedulers.kubernetes_scheduler import _volcano_task_states
+    from torchx_core.schedulers.kubernetes.scheduler import _volcano_task_states
 
     job = create_scheduler("s").submit_dryrun(_app(), {}).request.resource
     job["status"] = {

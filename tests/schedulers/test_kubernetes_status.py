@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from torchx_core import specs
-from torchx_core.schedulers import _k8s_pods as pods
-from torchx_core.schedulers.kubernetes_scheduler import (
+from torchx_core.schedulers.kubernetes import _pods as pods
+from torchx_core.schedulers.kubernetes.scheduler import (
     CANCELLED_ANNOTATION,
     _jobset_state,
     _volcano_state,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from torchx_core.schedulers.local._supervisor import Supervisor, _Slot
-from torchx_core.schedulers.local_scheduler import LOCAL_STATES
+from torchx_core.schedulers.local.scheduler import LOCAL_STATES
 from torchx_core.specs import AppState
 
 

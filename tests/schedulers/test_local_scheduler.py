@@ -23,7 +23,7 @@ from torchx_core.schedulers.local._supervisor import (
     log_path,
     write_json_atomic,
 )
-from torchx_core.schedulers.local_scheduler import (
+from torchx_core.schedulers.local.scheduler import (
     LocalOpts,
     LocalRequest,
     LocalScheduler,

@@ -27,7 +27,7 @@ from torchx_core.schedulers.api import (
     Stream,
     UnsupportedFeatureError,
 )
-from torchx_core.schedulers.lsf_scheduler import (
+from torchx_core.schedulers.lsf.scheduler import (
     LSF_STATES,
     LsfOpts,
     LsfScheduler,
@@ -314,6 +314,6 @@ def test_describe_many_is_one_bjobs_call(unit_lsf: LsfScheduler, fake: InProcess
     ("NEW?", None, AppState.UNKNOWN),
 ])
 def test_record_state_tells_cancel_from_failure(stat: str, code: int | None, expected: AppState) -> None:
-    from torchx_core.schedulers.lsf_scheduler import LsfJobRecord, _state
+    from torchx_core.schedulers.lsf.scheduler import LsfJobRecord, _state
 
     assert _state(LsfJobRecord(job_id="1", stat=stat, exit_code=code, name="a-w-0")) == expected

@@ -11,7 +11,7 @@ from golden_files import check_golden
 from ray_fixtures import FakeJobClient, FakeStatus
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
-from torchx_core.schedulers.ray_scheduler import (
+from torchx_core.schedulers.ray.scheduler import (
     JOB_STATES,
     RayScheduler,
     create_scheduler,

@@ -17,7 +17,7 @@ from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
 from torchx_core.schedulers.api import DescribeAppResponse
-from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, create_scheduler, run_command
+from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler, run_command
 from torchx_core.specs import AppState, is_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.timeout(300)]

@@ -10,7 +10,7 @@ import pytest
 from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
-from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, create_scheduler
+from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.timeout(300)]
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchx_core import specs
-from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, StaticSlurmProbe
+from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, StaticSlurmProbe
 
 SRUN_STUB = r"""#!/bin/bash
 group=0; part=()

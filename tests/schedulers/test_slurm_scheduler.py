@@ -20,7 +20,7 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.slurm_scheduler import (
+from torchx_core.schedulers.slurm.scheduler import (
     SLURM_STATES,
     SlurmBatchRequest,
     SlurmOpts,
@@ -394,7 +394,7 @@ def test_status_of_many_apps_is_one_batched_call(tmp_path: Path, version: tuple[
 
 def test_list_is_batched_and_only_shows_my_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                 ) -> None:
-    import torchx_core.schedulers.slurm_scheduler as mod
+    import torchx_core.schedulers.slurm.scheduler as mod
 
     monkeypatch.setattr(mod, "_current_user", lambda: {"alice", "1000"})
     fake = FakeSlurm()

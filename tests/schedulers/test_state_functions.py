@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from torchx_core.schedulers.aws_batch_scheduler import CANCEL_REASON, _job_state
-from torchx_core.schedulers.docker_scheduler import CANCELLED_SUFFIX, _replica_state
+from torchx_core.schedulers.aws.batch import CANCEL_REASON, _job_state
+from torchx_core.schedulers.docker.scheduler import CANCELLED_SUFFIX, _replica_state
 from torchx_core.specs import AppState as S
 
 

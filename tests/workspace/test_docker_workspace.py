@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "schedulers"))
 from docker_fixtures import BUSYBOX, FakeDockerClient
 
-from torchx_core.schedulers.docker_scheduler import DockerScheduler
+from torchx_core.schedulers.docker.scheduler import DockerScheduler
 from torchx_core.specs import AppDef, Role, Workspace
 from torchx_core.workspace.docker_workspace import (
     DEFAULT_DOCKERFILE,

@@ -57,17 +57,17 @@ _S = "torchx_core.schedulers."
 # first entry is the default scheduler.
 DEFAULT_SCHEDULER_MODULES: Mapping[str, str] = MappingProxyType(
     {
-        "local_cwd": _S + "local_scheduler:create_scheduler",
-        "local": _S + "local_scheduler:create_dir_scheduler",
-        "local_docker": _S + "docker_scheduler:create_scheduler",
-        "docker": _S + "docker_scheduler:create_scheduler",
-        "slurm": _S + "slurm_scheduler:create_scheduler",
-        "lsf": _S + "lsf_scheduler:create_scheduler",
-        "kubernetes": _S + "kubernetes_scheduler:create_scheduler",
-        "kubernetes_mcad": _S + "kubernetes_mcad_scheduler:create_scheduler",
-        "aws_batch": _S + "aws_batch_scheduler:create_scheduler",
-        "aws_sagemaker": _S + "aws_sagemaker_scheduler:create_scheduler",
-        "ray": _S + "ray_scheduler:create_scheduler",
+        "local_cwd": _S + "local.scheduler:create_scheduler",
+        "local": _S + "local.scheduler:create_dir_scheduler",
+        "local_docker": _S + "docker.scheduler:create_scheduler",
+        "docker": _S + "docker.scheduler:create_scheduler",
+        "slurm": _S + "slurm.scheduler:create_scheduler",
+        "lsf": _S + "lsf.scheduler:create_scheduler",
+        "kubernetes": _S + "kubernetes.scheduler:create_scheduler",
+        "kubernetes_mcad": _S + "kubernetes.mcad:create_scheduler",
+        "aws_batch": _S + "aws.batch:create_scheduler",
+        "aws_sagemaker": _S + "aws.sagemaker:create_scheduler",
+        "ray": _S + "ray.scheduler:create_scheduler",
     }
 )
 

@@ -16,7 +16,7 @@ import pytest
 from local_helpers import live_processes_with_env, wait_until
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local_scheduler import LocalScheduler, create_scheduler
+from torchx_core.schedulers.local.scheduler import LocalScheduler, create_scheduler
 
 
 @pytest.fixture

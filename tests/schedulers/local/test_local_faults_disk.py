@@ -18,7 +18,7 @@ import pytest
 
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._supervisor import MARKER_FILE, STATUS_FILE
-from torchx_core.schedulers.local_scheduler import LocalScheduler, create_scheduler
+from torchx_core.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from torchx_core.specs import AppDef, AppState, Role
 
 pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(300)]

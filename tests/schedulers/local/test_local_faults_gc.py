@@ -16,7 +16,7 @@ import pytest
 
 from torchx_core.schedulers.local import _state
 from torchx_core.schedulers.local._supervisor import LOCK_FILE, MARKER_FILE
-from torchx_core.schedulers.local_scheduler import LocalScheduler
+from torchx_core.schedulers.local.scheduler import LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 
 pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(120)]

@@ -19,7 +19,7 @@ from local_helpers import live_processes_with_env, wait_until
 
 from torchx_core.schedulers.local import _state
 from torchx_core.schedulers.local._supervisor import STATUS_FILE
-from torchx_core.schedulers.local_scheduler import LocalScheduler
+from torchx_core.schedulers.local.scheduler import LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 
 pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(600)]

@@ -23,7 +23,7 @@ from torchx_core.runner import get_runner
 from torchx_core.schedulers.api import AppValidationError
 from torchx_core.schedulers.local import _state
 from torchx_core.schedulers.local._supervisor import STATUS_FILE
-from torchx_core.schedulers.local_scheduler import CorruptAppStateError, LocalScheduler
+from torchx_core.schedulers.local.scheduler import CorruptAppStateError, LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 from torchx_core.specs.errors import TorchXError
 
@@ -115,7 +115,7 @@ def test_corrupt_status_through_the_cli(sched: LocalScheduler, local_root: str) 
 LAUNCHER = textwrap.dedent(
     """
     import sys
-    from torchx_core.schedulers.local_scheduler import create_scheduler
+    from torchx_core.schedulers.local.scheduler import create_scheduler
     from torchx_core.specs import AppDef, Role
     sched = create_scheduler("launcher", root=sys.argv[1])
     app = AppDef("half", roles=[Role("r", image="", entrypoint="true", num_replicas=8)])

@@ -17,14 +17,14 @@ from local_helpers import live_processes_with_env, wait_until
 from torchx_core import specs
 from torchx_core.schedulers.api import AppValidationError, Stream
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local_scheduler import LocalScheduler, create_dir_scheduler
+from torchx_core.schedulers.local.scheduler import LocalScheduler, create_dir_scheduler
 from torchx_core.specs import AppState, RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = (
-    "import sys; from torchx_core.schedulers.local_scheduler import create_scheduler;"
+    "import sys; from torchx_core.schedulers.local.scheduler import create_scheduler;"
     " print(create_scheduler('x').describe(sys.argv[1]).state.name)"
 )
 
@@ -226,7 +226,7 @@ def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root:
             """
             import os, signal, sys
             from torchx_core import specs
-            from torchx_core.schedulers.local_scheduler import create_scheduler
+            from torchx_core.schedulers.local.scheduler import create_scheduler
             app = specs.AppDef("orphan", roles=[specs.Role(
                 "r", image="", entrypoint="sh", args=["-c", "sleep 1; echo finished"])])
             app_id = create_scheduler("s").submit(app, {})
@@ -396,7 +396,7 @@ _START_MODE_SCRIPT = """
 import os, sys
 from torchx_core import specs
 from torchx_core.schedulers.local import _launch
-from torchx_core.schedulers.local_scheduler import create_scheduler
+from torchx_core.schedulers.local.scheduler import create_scheduler
 assert _launch.choose_mode() == sys.argv[1], _launch.choose_mode()
 sched = create_scheduler("t")
 role = specs.Role("r", image="unused", entrypoint="sh", args=["-c", "echo $TORCHX_REPLICA_IDX"], num_replicas=2)
@@ -487,7 +487,7 @@ def test_entrypoint_that_cannot_be_executed_fails_the_app(sched: LocalScheduler,
 
 
 def test_status_reads_only_the_status_file(sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchx_core.schedulers.local_scheduler import create_scheduler
+    from torchx_core.schedulers.local.scheduler import create_scheduler
 
     app_id, _ = run(sched, sh_app("true"))
     fresh = create_scheduler("other")  # no cached AppDef, like another process

@@ -1,2 +1,2 @@
 """Internals of the ``slurm`` scheduler; the public module is
-:mod:`torchx_core.schedulers.slurm_scheduler`."""
+:mod:`torchx_core.schedulers.slurm.scheduler`."""

@@ -1,0 +1,1 @@
+"""The ``docker`` scheduler backend family (see ``schedulers/docker/scheduler.py``)."""

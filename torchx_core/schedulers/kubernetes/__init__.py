@@ -1,0 +1,1 @@
+"""The ``kubernetes`` scheduler backend family (see ``schedulers/kubernetes/scheduler.py``)."""

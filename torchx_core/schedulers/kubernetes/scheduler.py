@@ -1,0 +1,764 @@
+"""The ``kubernetes`` scheduler: one app = one Volcano Job (default) or one JobSet.
+
+* **Volcano** (``job_kind=volcano``, what TorchX users expect): a ``batch.volcano.sh/v1alpha1``
+  Job with one task per replica (``{role}-{replica_id}``), ``minAvailable`` from ``min_replicas``
+  (elastic), ``maxRetry`` and restart policies from ``max_retries``/``RetryPolicy``, the ``svc``
+  plugin for DNS so replicas find rank 0 (see ``rank0_host``).
+* **JobSet** (``job_kind=jobset``, no Volcano needed, Kueue-friendly): a ``jobset.x-k8s.io/v1alpha2``
+  JobSet with one replicated Job per role (an Indexed Job with ``num_replicas`` pods), DNS hostnames
+  on, and the ``kueue.x-k8s.io/queue-name`` label when ``queue`` is set.
+
+Both carry the same env (``TORCHX_RANK0_HOST``, the ``rank0_env`` macro), labels, pods (see
+``_k8s_pods``) and the ``kubernetes``/``V1Pod``, ``kubernetes``/``VolcanoJob`` and
+``kubernetes``/``JobSet`` overlays. App ids are ``{namespace}:{name}``. ``cancel`` aborts a Volcano
+job (a ``bus.volcano.sh`` Command) or suspends a JobSet, keeping the object; ``delete`` removes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from torchx_core.schedulers.api import (
+    DescribeAppResponse,
+    InvalidAppIdError,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    StructuredOpts,
+    UnsupportedFeatureError,
+    filter_regex,
+)
+from torchx_core.schedulers.kubernetes import _pods as pods
+from torchx_core.schedulers.kubernetes._client import KubeClients, resolve_namespace
+from torchx_core.schedulers.kubernetes._pods import (  # noqa: F401 - TorchX's public names
+    ANNOTATION_ISTIO_SIDECAR,
+    LABEL_APP_NAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_KUBE_APP_NAME,
+    LABEL_ORGANIZATION,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
+    LABEL_VERSION,
+    RESERVED_MEMMB,
+    RESERVED_MILLICPU,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    macros,
+    runopts,
+)
+from torchx_core.specs._yaml import dump_yaml
+from torchx_core.specs.errors import InvalidRunConfigException
+from torchx_core.specs.overlays import apply_overlay, get_overlay
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
+VOLCANO_BUS_GROUP, VOLCANO_BUS_PLURAL = "bus.volcano.sh", "commands"
+JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+CANCELLED_ANNOTATION = "torchx.pytorch.org/cancelled"
+RANK0_ENV = "TORCHX_RANK0_HOST"
+REPLICA_ID_ENV = "TORCHX_REPLICA_ID"
+
+# Volcano job phases -> AppState. A cancel aborts the job (Aborting -> Aborted).
+VOLCANO_STATES: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Restarting": AppState.RUNNING,
+    "Completing": AppState.RUNNING,
+    "Completed": AppState.SUCCEEDED,
+    "Aborting": AppState.CANCELLED,
+    "Aborted": AppState.CANCELLED,
+    "Terminating": AppState.RUNNING,
+    "Terminated": AppState.FAILED,
+    "Failed": AppState.FAILED,
+}
+
+# Volcano task (pod) phase names in `status.taskStatusCount[task].phase` -> replica state.
+VOLCANO_TASK_STATES: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+
+JOB_KINDS = ("volcano", "jobset")
+
+
+@dataclass
+class KubernetesOpts(StructuredOpts):
+    """Run options of the ``kubernetes`` scheduler."""
+
+    namespace: str | None = None
+    """Kubernetes namespace (default: the kubeconfig context's namespace, else `default`)."""
+    job_kind: str = "volcano"
+    """`volcano` (a Volcano Job, the default) or `jobset` (a JobSet; no Volcano needed, works with Kueue)."""
+    queue: str | None = None
+    """Volcano queue (volcano) or Kueue LocalQueue name (jobset: sets the kueue.x-k8s.io/queue-name label)."""
+    service_account: str | None = None
+    """Service account the pods run as."""
+    image_pull_secrets: list[str] | None = None
+    """Secrets used to pull the images."""
+    priority_class: str | None = None
+    """Priority class of the pods (and of the Volcano job)."""
+    image_pull_policy: str | None = None
+    """Image pull policy of the containers (Always, IfNotPresent, Never)."""
+    context: str | None = None
+    """kubeconfig context to use (default: the current context)."""
+    reserved_millicpu: int = pods.RESERVED_MILLICPU
+    """CPU (millicores) a node keeps for Kubernetes: each container requests its cpu less this."""
+    reserved_memmb: int = pods.RESERVED_MEMMB
+    """Memory (MB) a node keeps for Kubernetes: each container requests its memory less this."""
+    efa_device_count: int | None = None
+    """EFA devices per pod: unset = as the resource says, 0 = none, N = N."""
+
+
+@dataclass
+class KubernetesJob:
+    """The request: one custom resource (Volcano Job or JobSet) to create in ``namespace``."""
+
+    resource: dict[str, Any]
+    kind: str
+    namespace: str
+    images: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return dump_yaml(self.resource)
+
+    @property
+    def name(self) -> str:
+        return self.resource["metadata"]["name"]
+
+
+def rank0_host(kind: str, app_id: str, role0: Role) -> str:
+    """The DNS name rank 0 gets from the job's headless service.
+
+    Volcano names pods ``{job}-{task}-{index}`` (task ``{role}-0`` holds replica 0); JobSet names
+    them ``{jobset}-{replicatedJob}-{jobIndex}-{podIndex}``; both use the job name as subdomain.
+    """
+    return f"{app_id}-{pods.dns_label(role0.name)}-0-0.{app_id}"
+
+
+def _role_env(kind: str, app_id: str, app: AppDef) -> dict[str, str]:
+    return {RANK0_ENV: rank0_host(kind, app_id, app.roles[0]), "TORCHX_APP_ID": app_id}
+
+
+def _values(app_id: str, replica_id: str) -> macros.Values:
+    return macros.Values(img_root="", app_id=app_id, replica_id=replica_id, rank0_env=RANK0_ENV)
+
+
+def _check_retry_policy(app: AppDef, kind: str) -> None:
+    for role in app.roles:
+        if role.retry_policy == RetryPolicy.ROLE:
+            raise UnsupportedFeatureError(
+                f"role `{role.name}` uses RetryPolicy.ROLE, which the kubernetes scheduler"
+                f" ({kind}) cannot express; use RetryPolicy.APPLICATION (restart the whole job)"
+                " or RetryPolicy.REPLICA (replace failed pods)"
+            )
+
+
+def _volcano_policies(role: Role) -> list[dict[str, str]]:
+    action = "RestartTask" if role.retry_policy == RetryPolicy.REPLICA else "RestartJob"
+    return [{"event": "PodEvicted", "action": action}, {"event": "PodFailed", "action": action}]
+
+
+def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any]:
+    """Builds the Volcano Job for ``app`` (one task per replica)."""
+    pod_opts = _pod_options(opts, scheduler_name="volcano")
+    extra_env = _role_env("volcano", app_id, app)
+    tasks: list[dict[str, Any]] = []
+    min_available = 0
+    for role_idx, role in enumerate(app.roles):
+        min_replicas = role.min_replicas if role.min_replicas is not None else role.num_replicas
+        min_available += min_replicas
+        role_name = pods.dns_label(role.name)
+        role_labels = pods.role_labels(app.name, app_id, role_idx, role)
+        replica_pods = pods.replica_pods(
+            role,
+            values_of=lambda i: _values(app_id, str(i)),
+            name_of=lambda i, r=role_name: f"{app_id}-{r}-{i}",
+            labels_of=lambda i, lb=role_labels: {**lb, pods.LABEL_REPLICA_ID: str(i)},
+            opts=pod_opts,
+            extra_env=extra_env,
+        )
+        policies = _volcano_policies(role)
+        for replica_id, pod in enumerate(replica_pods):
+            tasks.append(
+                {
+                    "name": f"{role_name}-{replica_id}",
+                    "replicas": 1,
+                    "minAvailable": 1 if replica_id < min_replicas else 0,
+                    "maxRetry": role.max_retries,
+                    "policies": policies,
+                    "template": pods.pod_template(pod),
+                }
+            )
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "minAvailable": min_available,
+        "maxRetry": max((r.max_retries for r in app.roles), default=0),
+        "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
+        "tasks": tasks,
+    }
+    if opts.queue:
+        spec["queue"] = opts.queue
+    if opts.priority_class:
+        spec["priorityClassName"] = opts.priority_class
+    job = {
+        "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+        "kind": "Job",
+        "metadata": {
+            "name": app_id,
+            "namespace": opts.namespace,
+            "labels": pods.object_labels(app.name, app_id),
+        },
+        "spec": spec,
+    }
+    _apply_app_overlay(app, job, "VolcanoJob")
+    return job
+
+
+def jobset(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any]:
+    """Builds the JobSet for ``app`` (one Indexed Job per role)."""
+    pod_opts = _pod_options(opts, scheduler_name=None)
+    extra_env = _role_env("jobset", app_id, app)
+    # the replica id is the Job's completion index, read through the downward API
+    replica_env = [
+        {
+            "name": REPLICA_ID_ENV,
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": f"metadata.annotations['{pods.JOB_COMPLETION_INDEX_ANNOTATION}']"
+                }
+            },
+        }
+    ]
+    replicated_jobs = []
+    max_restarts = 0
+    for role_idx, role in enumerate(app.roles):
+        replica_role = _values(app_id, f"$({REPLICA_ID_ENV})").apply(role)
+        labels = pods.role_labels(app.name, app_id, role_idx, role)
+        pod = pods.role_to_pod(
+            replica_role, "", labels, pod_opts, extra_env, env_first=replica_env
+        )
+        template = pods.pod_template(pod)
+        del template["metadata"]["name"]
+        replica_level = role.retry_policy == RetryPolicy.REPLICA
+        if not replica_level:
+            max_restarts = max(max_restarts, role.max_retries)
+        job_spec: dict[str, Any] = {
+            "parallelism": role.num_replicas,
+            "completions": role.num_replicas,
+            "completionMode": "Indexed",
+            "backoffLimit": role.max_retries if replica_level else 0,
+            "template": template,
+        }
+        replicated_jobs.append(
+            {
+                "name": pods.dns_label(role.name),
+                "replicas": 1,
+                "template": {"metadata": {"labels": dict(labels)}, "spec": job_spec},
+            }
+        )
+    metadata: dict[str, Any] = {
+        "name": app_id,
+        "namespace": opts.namespace,
+        "labels": pods.object_labels(app.name, app_id),
+    }
+    if opts.queue:
+        metadata["labels"][KUEUE_QUEUE_LABEL] = opts.queue
+    obj = {
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": {
+            "network": {"enableDNSHostnames": True, "subdomain": app_id},
+            "failurePolicy": {"maxRestarts": max_restarts},
+            "replicatedJobs": replicated_jobs,
+        },
+    }
+    _apply_app_overlay(app, obj, "JobSet")
+    return obj
+
+
+def _pod_options(opts: KubernetesOpts, scheduler_name: str | None) -> pods.PodOptions:
+    return pods.PodOptions(
+        service_account=opts.service_account,
+        image_pull_secrets=list(opts.image_pull_secrets or []),
+        priority_class=opts.priority_class,
+        image_pull_policy=opts.image_pull_policy,
+        scheduler_name=scheduler_name,
+        reserved_millicpu=opts.reserved_millicpu,
+        reserved_memmb=opts.reserved_memmb,
+        efa_device_count=opts.efa_device_count,
+    )
+
+
+def _apply_app_overlay(app: AppDef, obj: dict[str, Any], kind: str) -> None:
+    overlay = get_overlay(app, "kubernetes", kind)
+    if overlay:
+        apply_overlay(obj, overlay)
+
+
+class KubernetesScheduler(Scheduler[KubernetesJob]):
+    """Runs apps on Kubernetes as Volcano Jobs or JobSets (see the module docstring).
+
+    Args:
+        session_name: the runner session name.
+        client: a ``kubernetes.client.ApiClient``; by default one is built from the in-cluster
+            config or the kubeconfig on first use.
+    """
+
+    def __init__(self, session_name: str, client: Any | None = None) -> None:
+        super().__init__("kubernetes", session_name)
+        self._clients = KubeClients(client)
+
+    def close(self) -> None:
+        self._clients.close()
+
+    # -- submission -------------------------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        return KubernetesOpts.as_runopts()
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[KubernetesJob]:
+        opts = KubernetesOpts.from_cfg(cfg)
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        if opts.job_kind not in JOB_KINDS:
+            raise InvalidRunConfigException(
+                f"job_kind={opts.job_kind!r} is not valid; use one of {list(JOB_KINDS)}",
+                "job_kind",
+                None,
+            )
+        _check_retry_policy(app, opts.job_kind)
+        name = pods.unique_name(app.name)
+        build = volcano_job if opts.job_kind == "volcano" else jobset
+        resource = build(app, name, opts)
+        req = KubernetesJob(
+            resource=resource,
+            kind=opts.job_kind,
+            namespace=opts.namespace,
+            images=sorted({r.image for r in app.roles}),
+        )
+        self._clients.context = opts.context
+        return AppDryRunInfo(req, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
+        from torchx_core.schedulers.kubernetes._client import api_errors
+
+        req = dryrun_info.request
+        group, version, plural = _gvp(req.kind)
+        with api_errors(f"creating {req.kind} {req.namespace}/{req.name}"):
+            self._clients.custom().create_namespaced_custom_object(
+                group, version, req.namespace, plural, req.resource
+            )
+        return f"{req.namespace}:{req.name}"
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def _get(self, app_id: str) -> tuple[str, dict[str, Any]] | None:
+        """Finds the app's object: (kind, object) or None."""
+        from torchx_core.schedulers.kubernetes._client import is_not_found, to_dict
+
+        try:
+            namespace, name = pods.parse_app_id(app_id)
+        except InvalidAppIdError:
+            return None  # no app can have this id
+        custom = self._clients.custom()
+        for kind in JOB_KINDS:
+            group, version, plural = _gvp(kind)
+            missing, obj = is_not_found(
+                lambda g=group, v=version, p=plural: custom.get_namespaced_custom_object(
+                    g, v, namespace, p, name
+                )
+            )
+            if not missing and obj is not None:
+                return kind, to_dict(obj)
+        return None
+
+    def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        return self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_UNIQUE_NAME)
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        found = self._get(app_id)
+        if found is None:
+            return None
+        kind, obj = found
+        namespace, name = pods.parse_app_id(app_id)
+        return self._describe_obj(app_id, kind, obj, self._pods(namespace, name))
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps: per namespace, one list by label per job kind and one pod
+        list, whatever the number of apps."""
+        from torchx_core.schedulers.kubernetes._client import api_errors, to_dict
+
+        out: dict[str, DescribeAppResponse | None] = dict.fromkeys(app_ids)
+        by_namespace: dict[str, dict[str, str]] = {}
+        for app_id in out:
+            try:
+                namespace, name = pods.parse_app_id(app_id)
+            except InvalidAppIdError:
+                continue  # no app can have this id: None
+            by_namespace.setdefault(namespace, {})[name] = app_id
+        selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
+        custom = self._clients.custom()
+        for namespace, names in by_namespace.items():
+            found: dict[str, tuple[str, dict[str, Any]]] = {}
+            for kind in JOB_KINDS:
+                group, version, plural = _gvp(kind)
+                with api_errors(f"listing {kind} jobs in {namespace}"):
+                    resp = to_dict(custom.list_namespaced_custom_object(
+                        group, version, namespace, plural, label_selector=selector))
+                for obj in (resp or {}).get("items", []):
+                    name = (obj.get("metadata") or {}).get("name", "")
+                    if name in names:
+                        found.setdefault(name, (kind, obj))
+            if not found:
+                continue
+            app_pods: dict[str, list[dict[str, Any]]] = {}
+            for pod in self._clients.app_pods(namespace, pods.MANAGED_BY, pods.LABEL_ORGANIZATION):
+                label = ((pod.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_UNIQUE_NAME)
+                app_pods.setdefault(label or "", []).append(pod)
+            for name, (kind, obj) in found.items():
+                out[names[name]] = self._describe_obj(
+                    names[name], kind, obj, app_pods.get(pods.label_value(name), []))
+        return out
+
+    def _describe_obj(
+        self, app_id: str, kind: str, obj: dict[str, Any], app_pods: list[dict[str, Any]]
+    ) -> DescribeAppResponse:
+        state, restarts, msg = (
+            _volcano_state(obj) if kind == "volcano" else _jobset_state(obj)
+        )
+        role_shape = _roles_of(kind, obj)
+        replica_states = pods.replica_status_from_pods(app_pods)
+        if kind == "volcano":
+            # replicas whose pods are gone (or not listed yet): Volcano's per-task phase counts
+            for key, task_state in _volcano_task_states(obj).items():
+                replica_states.setdefault(key, (task_state, ""))
+        roles_statuses = []
+        for role_name, n in role_shape:
+            replicas = []
+            for i in range(n):
+                rstate, host = replica_states.get((role_name, i), (_default_replica(state), ""))
+                replicas.append(ReplicaStatus(id=i, state=rstate, role=role_name, hostname=host))
+            roles_statuses.append(RoleStatus(role=role_name, replicas=replicas))
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=state,
+            num_restarts=restarts,
+            msg=msg,
+            roles_statuses=roles_statuses,
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        from torchx_core.schedulers.kubernetes._client import api_errors, to_dict
+
+        opts = KubernetesOpts.from_cfg(dict(cfg or {}))
+        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
+        out: list[ListAppResponse] = []
+        custom = self._clients.custom()
+        for kind in JOB_KINDS:
+            group, version, plural = _gvp(kind)
+            with api_errors(f"listing {kind} jobs in {opts.namespace}"):
+                resp = to_dict(
+                    custom.list_namespaced_custom_object(
+                        group, version, opts.namespace, plural, label_selector=selector
+                    )
+                )
+            for obj in (resp or {}).get("items", []):
+                labels = (obj.get("metadata") or {}).get("labels") or {}
+                if labels.get(pods.LABEL_ORGANIZATION) != pods.MANAGED_BY:
+                    continue
+                state = (_volcano_state(obj) if kind == "volcano" else _jobset_state(obj))[0]
+                meta = obj["metadata"]
+                out.append(
+                    ListAppResponse(
+                        app_id=f"{meta.get('namespace', opts.namespace)}:{meta['name']}",
+                        state=state,
+                        name=labels.get(pods.LABEL_KUBE_APP_NAME, ""),
+                    )
+                )
+        return out
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        from torchx_core.schedulers.kubernetes._client import api_errors
+
+        if streams not in (None, Stream.COMBINED):
+            raise UnsupportedFeatureError(
+                "kubernetes pod logs interleave stdout and stderr; use streams=combined (default)"
+            )
+        namespace, name = pods.parse_app_id(app_id)
+        replicas = pods.replica_status_from_pods(self._pods(namespace, name))
+        pod_name = self._pod_name(namespace, name, role_name, k, replicas)
+        kwargs: dict[str, Any] = {"follow": should_tail, "_preload_content": False}
+        if until is not None:
+            kwargs["timestamps"] = True
+        if since is not None:
+            delta = datetime.now(timezone.utc) - _aware(since)
+            kwargs["since_seconds"] = max(1, int(delta.total_seconds()))
+        with api_errors(f"reading logs of pod {namespace}/{pod_name}"):
+            resp = self._clients.core().read_namespaced_pod_log(pod_name, namespace, **kwargs)
+        lines = _response_lines(resp)
+        if until is not None:
+            lines = _until(lines, _aware(until))
+        return filter_regex(regex, lines) if regex else lines
+
+    def _pod_name(
+        self,
+        namespace: str,
+        name: str,
+        role_name: str,
+        k: int,
+        replicas: Mapping[tuple[str, int], Any],
+    ) -> str:
+        for pod in self._pods(namespace, name):
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            rid = labels.get(
+                pods.LABEL_REPLICA_ID,
+                (meta.get("annotations") or {}).get(pods.JOB_COMPLETION_INDEX_ANNOTATION),
+            )
+            if labels.get(pods.LABEL_ROLE_NAME) == pods.label_value(role_name) and str(rid) == str(k):
+                return meta["name"]
+        known = sorted(f"{r}/{i}" for r, i in replicas)
+        raise UnsupportedFeatureError(
+            f"no pod for replica {role_name}/{k} of {namespace}:{name}; replicas with pods: {known}"
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        from torchx_core.schedulers.kubernetes._client import api_errors
+
+        found = self._get(app_id)
+        if found is None:
+            return
+        kind, obj = found
+        namespace, name = pods.parse_app_id(app_id)
+        custom = self._clients.custom()
+        if kind == "volcano":
+            command = {
+                "apiVersion": f"{VOLCANO_BUS_GROUP}/{VOLCANO_VERSION}",
+                "kind": "Command",
+                "metadata": {
+                    "generateName": f"{name[:50]}-abort-",
+                    "namespace": namespace,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+                            "kind": "Job",
+                            "name": name,
+                            "uid": (obj.get("metadata") or {}).get("uid", ""),
+                            "controller": True,
+                        }
+                    ],
+                },
+                "action": "AbortJob",
+                "target": {
+                    "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": (obj.get("metadata") or {}).get("uid", ""),
+                },
+            }
+            command["metadata"]["name"] = f"{name[:50]}-abort-{secrets.token_hex(3)}"
+            with api_errors(f"aborting Volcano job {namespace}/{name}"):
+                custom.create_namespaced_custom_object(
+                    VOLCANO_BUS_GROUP, VOLCANO_VERSION, namespace, VOLCANO_BUS_PLURAL, command
+                )
+        else:
+            patch = {
+                "metadata": {"annotations": {CANCELLED_ANNOTATION: "true"}},
+                "spec": {"suspend": True},
+            }
+            with api_errors(f"suspending JobSet {namespace}/{name}"):
+                custom.patch_namespaced_custom_object(
+                    JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name, patch
+                )
+
+    # -- ownership (an annotation on the job object) -------------------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        """Records ``owner`` as the job object's ``torchx.pytorch.org/owner`` annotation."""
+        from torchx_core.schedulers.kubernetes._client import api_errors
+
+        found = self._get(app_id)
+        if found is None:
+            return False
+        namespace, name = pods.parse_app_id(app_id)
+        group, version, plural = _gvp(found[0])
+        with api_errors(f"recording the owner of {found[0]} {namespace}/{name}"):
+            self._clients.custom().patch_namespaced_custom_object(
+                group, version, namespace, plural, name, pods.owner_patch(owner)
+            )
+        return True
+
+    def get_owner(self, app_id: str) -> str | None:
+        """The ``torchx.pytorch.org/owner`` annotation of the job object (None if unset)."""
+        found = self._get(app_id)
+        return None if found is None else pods.owner_of(found[1])
+
+    def _delete_existing(self, app_id: str) -> None:
+        from torchx_core.schedulers.kubernetes._client import api_errors
+
+        found = self._get(app_id)
+        if found is None:
+            return
+        kind, _ = found
+        namespace, name = pods.parse_app_id(app_id)
+        group, version, plural = _gvp(kind)
+        with api_errors(f"deleting {kind} {namespace}/{name}"):
+            self._clients.custom().delete_namespaced_custom_object(group, version, namespace, plural, name)
+
+
+def _gvp(kind: str) -> tuple[str, str, str]:
+    if kind == "volcano":
+        return VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL
+    return JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL
+
+
+def _volcano_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
+    status = obj.get("status") or {}
+    state = status.get("state") or {}
+    phase = state.get("phase") or ""
+    app_state = VOLCANO_STATES.get(phase, AppState.PENDING if not phase else AppState.UNKNOWN)
+    msg = state.get("message") or state.get("reason") or ""
+    return app_state, int(status.get("retryCount") or 0), msg
+
+
+def _jobset_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
+    status = obj.get("status") or {}
+    conditions = {
+        c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"
+    }
+    restarts = int(status.get("restarts") or 0)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if "Completed" in conditions:
+        return AppState.SUCCEEDED, restarts, conditions["Completed"].get("message", "")
+    if "Failed" in conditions:
+        return AppState.FAILED, restarts, conditions["Failed"].get("message", "")
+    suspended = "Suspended" in conditions or (obj.get("spec") or {}).get("suspend")
+    if suspended:
+        if annotations.get(CANCELLED_ANNOTATION) == "true":
+            return AppState.CANCELLED, restarts, "cancelled (JobSet suspended)"
+        return AppState.PENDING, restarts, "suspended (waiting for admission)"
+    active = sum(
+        int(r.get("active") or 0) + int(r.get("ready") or 0)
+        for r in status.get("replicatedJobsStatus") or []
+    )
+    return (AppState.RUNNING if active else AppState.PENDING), restarts, ""
+
+
+def _volcano_task_states(obj: Mapping[str, Any]) -> dict[tuple[str, int], AppState]:
+    """``{(role, replica_id): state}`` from ``status.taskStatusCount`` (one task per replica)."""
+    replica_of: dict[str, tuple[str, int]] = {}
+    for task in (obj.get("spec") or {}).get("tasks") or []:
+        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        rid = labels.get(pods.LABEL_REPLICA_ID, "")
+        if labels.get(pods.LABEL_ROLE_NAME) and rid.isdigit():
+            replica_of[task.get("name", "")] = (labels[pods.LABEL_ROLE_NAME], int(rid))
+    out: dict[tuple[str, int], AppState] = {}
+    counts = (obj.get("status") or {}).get("taskStatusCount") or {}
+    for task, info in counts.items():
+        phases = [p for p, n in ((info or {}).get("phase") or {}).items() if n]
+        if task in replica_of and phases:
+            out[replica_of[task]] = VOLCANO_TASK_STATES.get(phases[0], AppState.UNKNOWN)
+    return out
+
+
+def _roles_of(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(role name, replica count) from the stored object, in role order."""
+    spec = obj.get("spec") or {}
+    if kind == "volcano":
+        counts: dict[str, int] = {}
+        for task in spec.get("tasks") or []:
+            labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
+            role = labels.get(pods.LABEL_ROLE_NAME) or re.sub(r"-\d+$", "", task.get("name", ""))
+            counts[role] = counts.get(role, 0) + int(task.get("replicas") or 1)
+        return list(counts.items())
+    out = []
+    for rj in spec.get("replicatedJobs") or []:
+        labels = ((rj.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        role = labels.get(pods.LABEL_ROLE_NAME) or rj.get("name", "")
+        out.append((role, int(((rj.get("template") or {}).get("spec") or {}).get("completions") or 1)))
+    return out
+
+
+def _default_replica(app_state: AppState) -> AppState:
+    """A replica without a pod yet: pending while the app runs, else the app's final state."""
+    return AppState.PENDING if app_state in (AppState.RUNNING, AppState.PENDING) else app_state
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+def _response_lines(resp: Any) -> Iterable[str]:
+    """Lines from a pod log response (a urllib3 response, bytes or str)."""
+    if isinstance(resp, (bytes, str)):
+        text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp
+        return iter(text.splitlines(keepends=True))
+    if hasattr(resp, "stream"):
+
+        def gen() -> Iterable[str]:
+            buf = b""
+            for chunk in resp.stream(64 * 1024):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace") + "\n"
+            if buf:
+                yield buf.decode("utf-8", "replace")
+
+        return gen()
+    return iter(str(resp).splitlines(keepends=True))
+
+
+def _until(lines: Iterable[str], until: datetime) -> Iterable[str]:
+    """Stops at the first line stamped after ``until``; strips the stamps the API added."""
+    for line in lines:
+        stamp, _, rest = line.partition(" ")
+        try:
+            ts = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            yield line
+            continue
+        if ts > until:
+            return
+        yield rest
+
+
+def create_scheduler(session_name: str, client: Any | None = None, **kwargs: Any) -> KubernetesScheduler:
+    """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
+    return KubernetesScheduler(session_name=session_name, client=client)

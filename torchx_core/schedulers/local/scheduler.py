@@ -1,0 +1,874 @@
+"""The local scheduler (``local_cwd`` and ``local``): runs an app's replicas as processes here.
+
+Apps outlive the process that submitted them: each app gets a directory under a per-user root
+(``$TORCHX_LOCAL_ROOT``, see :mod:`torchx_core.schedulers.local._state`) holding the AppDef as
+submitted, the per-replica logs and a status file, and a small detached supervisor process
+(:mod:`torchx_core.schedulers.local._supervisor`) that starts the replicas in their own process
+groups, reaps them, applies ``max_retries`` per ``RetryPolicy`` and handles cancellation. Any
+process that knows the app handle can therefore ``describe``, ``log_iter``, wait on, ``cancel``
+or ``delete`` the app; ``describe`` reads one small file.
+
+* ``local_cwd`` runs every role in the current working directory (``image`` is ignored, as in
+  TorchX), or in a copy of the role's workspace when it has one (``--workspace``);
+* ``local`` runs each role in the directory named by its ``image`` (which must exist).
+
+Replicas inherit the launcher's environment plus the role's ``env`` and get
+``TORCHX_RANK0_HOST=localhost`` (the ``macros.rank0_env`` variable), ``MASTER_ADDR=localhost``,
+``MASTER_PORT`` (a free port chosen per app), ``TORCHX_APP_ID``, ``TORCHX_JOB_ID`` (the app
+handle), ``TORCHX_ROLE_NAME``, ``TORCHX_ROLE_IDX``, ``TORCHX_REPLICA_IDX``,
+``TORCHELASTIC_ERROR_FILE`` (the reply file), ``PET_LOG_DIR`` and ``PYTHONUNBUFFERED``. Ranks and
+world sizes are left to the launcher inside the replica (``torchrun``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
+from typing import Any
+
+from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers.api import (
+    AppValidationError,
+    DescribeAppResponse,
+    InvalidLogQueryError,
+    ListAppResponse,
+    Scheduler,
+    SchedulerError,
+    Stream,
+    StructuredOpts,
+)
+from torchx_core.schedulers.local import _logio, _state
+from torchx_core.schedulers.local._create import LocalDiskError
+from torchx_core.schedulers.local._state import CorruptAppStateError
+from torchx_core.schedulers.local._supervisor import (
+    APP_FILE,
+    PLAN_FILE,
+    STATE_CHARS,
+    STATUS_FILE,
+    TERMINAL,
+    TORCHX_LAYOUT,
+    error_file_path,
+    kill_app_processes,
+    log_path,
+    write_json_atomic,
+)
+from torchx_core.specs import (
+    NONE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    Workspace,
+    macros,
+    runopts,
+)
+from torchx_core.specs.errors import UnknownAppException
+from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
+
+__all__ = [
+    "LOCAL_STATES",
+    "CorruptAppStateError",
+    "LocalDiskError",
+    "LocalOpts",
+    "LocalReplica",
+    "LocalRequest",
+    "LocalRole",
+    "LocalScheduler",
+    "create_dir_scheduler",
+    "create_scheduler",
+    "make_unique",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+RANK0_ENV = "TORCHX_RANK0_HOST"
+
+# one character per replica in the status file -> AppState
+LOCAL_STATES: Mapping[str, AppState] = {c: AppState[name] for c, name in STATE_CHARS.items()}
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: App ids are directory names: letters, digits, ``_``, ``.`` and ``-``.
+APP_ID_RULES = IdRules(allowed="A-Za-z0-9_.-", max_name_len=200, suffix_len=12)
+MAX_NAME_CHARS = 200  # role names become directory names (255 bytes at most)
+
+
+def make_unique(name: str, length: int = 12) -> str:
+    """Returns ``{name}-{random suffix}`` (``length`` random characters, ~60 bits).
+
+    Characters that cannot appear in a directory name are replaced by ``-``.
+
+    >>> make_unique("trainer").startswith("trainer-")
+    True
+    """
+    rules = APP_ID_RULES if length == APP_ID_RULES.suffix_len else replace(
+        APP_ID_RULES, suffix_len=length)
+    return unique_id(name, rules)
+
+
+@dataclass
+class LocalOpts(StructuredOpts):
+    """Run options of the local schedulers."""
+
+    log_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "directory for the app's state and replica logs, in TorchX's layout"
+            " ({log_dir}/{session}/{app_id}/{role}/{k}/stdout.log, stderr.log, a SUCCESS file"
+            " when the logs are complete); default: the per-user root ($TORCHX_LOCAL_ROOT or"
+            " /tmp/torchx-local-<uid>)"
+        },
+    )
+    prepend_cwd: bool = field(
+        default=False,
+        metadata={
+            "help": "if set, prepends CWD to replica's PATH env var making any binaries in CWD"
+            " take precedence over those in PATH"
+        },
+    )
+    auto_set_cuda_visible_devices: bool = field(
+        default=False,
+        metadata={
+            "help": "sets `CUDA_VISIBLE_DEVICES` for roles that request GPUs: each replica gets"
+            " resource.gpu devices, assigned round-robin over the devices of this host"
+        },
+    )
+    grace_period: float = field(
+        default=5.0,
+        metadata={"help": "seconds between SIGTERM and SIGKILL when cancelling or restarting"},
+    )
+
+
+_OPT_TYPES: Mapping[str, type] = {
+    "log_dir": str,
+    "prepend_cwd": bool,
+    "auto_set_cuda_visible_devices": bool,
+    "grace_period": float,
+}
+
+
+def _local_runopts() -> runopts:
+    """``LocalOpts.as_runopts()`` without reading the class source (the help is in metadata).
+
+    Built on every call: callers may mutate the returned runopts.
+    """
+    opts = runopts()
+    for f in fields(LocalOpts):
+        default: Any = f.default
+        opts.add(f.name, type_=_OPT_TYPES[f.name], help=f.metadata["help"], default=default)
+    return opts
+
+
+@dataclass
+class LocalReplica:
+    """One replica: its environment additions and, when it differs from the role's, its argv."""
+
+    env: dict[str, str]
+    argv: list[str] | None = None
+
+
+@dataclass
+class LocalRole:
+    """How the supervisor runs one role."""
+
+    name: str
+    cwd: str
+    entrypoint: str
+    argv: list[str]
+    env: dict[str, str]
+    replicas: list[LocalReplica]
+    max_retries: int
+    retry_policy: str
+
+
+@dataclass
+class LocalRequest:
+    """What ``schedule`` submits: the app id, its directory and the replicas to run.
+
+    Args:
+        app_id: the id of the app (``{name}-{suffix}``)
+        app_dir: the app's state directory
+        root: the per-user root where the app can be found by id
+        roles: the roles to run
+        grace_period: seconds between SIGTERM and SIGKILL
+        staged: workspace copies to move into the app directory on submit (``src -> dst``)
+        layout: ``"torchx"`` for TorchX's log layout (apps run with ``log_dir``), else ``None``
+    """
+
+    app_id: str
+    app_dir: str
+    root: str
+    roles: list[LocalRole]
+    grace_period: float = 5.0
+    staged: dict[str, str] = field(default_factory=dict)
+    layout: str | None = None
+
+    def materialize(self) -> dict[str, Any]:
+        """The JSON plan the supervisor runs (``plan.json``), without the inherited environment."""
+        return {
+            "app_id": self.app_id,
+            "name": self.app_id.rsplit("-", 1)[0],
+            "grace": self.grace_period,
+            "layout": self.layout,
+            "roles": [
+                {
+                    "name": r.name,
+                    "cwd": r.cwd,
+                    "entrypoint": r.entrypoint,
+                    "argv": r.argv,
+                    "env": r.env,
+                    "num_replicas": len(r.replicas),
+                    "replica_env": [rep.env for rep in r.replicas],
+                    "replica_argv": {
+                        str(k): rep.argv for k, rep in enumerate(r.replicas) if rep.argv is not None
+                    },
+                    "max_retries": r.max_retries,
+                    "retry_policy": r.retry_policy,
+                }
+                for r in self.roles
+            ],
+        }
+
+    def __str__(self) -> str:
+        return _format_request(self)
+
+
+def _format_request(req: LocalRequest) -> str:
+    lines = [f"local app {req.app_id}", f"  app dir: {req.app_dir}"]
+    for r in req.roles:
+        lines.append(
+            f"  role {r.name}: {len(r.replicas)} replica(s), cwd={r.cwd},"
+            f" retry_policy={r.retry_policy}, max_retries={r.max_retries}"
+        )
+        lines.append(f"    cmd: {' '.join(r.argv)}")
+        for name in sorted(r.env):
+            if name != "PATH":
+                lines.append(f"    env {name}={r.env[name]}")
+        for k, rep in enumerate(r.replicas[:4]):
+            extra = " ".join(f"{n}={v}" for n, v in sorted(rep.env.items()))
+            argv = f" cmd: {' '.join(rep.argv)}" if rep.argv is not None else ""
+            lines.append(f"    [{k}]{argv} {extra}")
+        if len(r.replicas) > 4:
+            lines.append(f"    ... {len(r.replicas) - 4} more replica(s)")
+    return "\n".join(lines)
+
+
+def _join_path(*paths: str | None) -> str:
+    return os.pathsep.join(p for p in paths if p)
+
+
+def _gpu_count() -> int:
+    try:
+        return sum(1 for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n))
+    except OSError:
+        return 0
+
+
+class _LazyRolesResponse(DescribeAppResponse):
+    """A describe response that reads the AppDef (``roles``) only when asked for it.
+
+    A status needs the status file alone; the submitted AppDef is a second file, read on the
+    first access to ``roles``.
+    """
+
+    def __init__(self, load_roles: Callable[[], list[Role]], **kwargs: Any) -> None:
+        self._load_roles = load_roles
+        self._roles: list[Role] | None = None
+        super().__init__(**kwargs)
+
+    @property  # type: ignore[override]  # a lazily loaded field
+    def roles(self) -> list[Role]:
+        if self._roles is None:
+            self._roles = self._load_roles()
+        return self._roles
+
+    @roles.setter
+    def roles(self, value: list[Role]) -> None:
+        self._roles = value or None  # the dataclass default ([]) means "load on demand"
+
+
+class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
+    """Runs apps as local processes supervised by a detached per-app supervisor.
+
+    Args:
+        session_name: the runner session (part of the app handle)
+        backend: ``"local_cwd"`` (roles run in the current directory) or ``"local"`` (roles run
+            in the directory named by their ``image``)
+        root: the state root (default: ``$TORCHX_LOCAL_ROOT`` or ``/tmp/torchx-local-<uid>``)
+        ttl: seconds after which finished apps are garbage-collected (default
+            ``$TORCHX_LOCAL_TTL`` or 7 days); collection runs on submit, at most every 10 min
+        extra_paths: directories prepended to every replica's ``PATH``
+        gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices`` (default: detected)
+    """
+
+    cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
+
+    def __init__(
+        self,
+        session_name: str,
+        backend: str = "local_cwd",
+        root: str | None = None,
+        ttl: float | None = None,
+        extra_paths: list[str] | None = None,
+        gpu_count: int | None = None,
+    ) -> None:
+        super().__init__(backend, session_name)
+        self._root = os.path.abspath(root) if root else None
+        self._ttl = ttl
+        self._extra_paths = list(extra_paths or [])
+        self._gpu_count = gpu_count
+        self._roles_cache: dict[str, list[Role]] = {}
+
+    # -- paths --------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        """The state root this scheduler reads and writes."""
+        return self._root or _state.default_root()
+
+    def _app_dir(self, app_id: str) -> str | None:
+        if len(app_id) > 255 or not _SAFE_NAME.match(app_id):
+            return None
+        return os.path.join(self.root, app_id)
+
+    # -- options ------------------------------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        return _local_runopts()
+
+    def _requires_resource(self) -> bool:
+        return False
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        super()._validate(app, scheduler, cfg)
+        problems = []
+        seen: set[str] = set()
+        for role in app.roles:
+            if len(role.name or "") > MAX_NAME_CHARS:
+                problems.append(
+                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at most {MAX_NAME_CHARS}"
+                )
+                continue
+            if not _SAFE_NAME.match(role.name or ""):
+                problems.append(
+                    f"role name {role.name!r} is not usable as a directory name; use letters,"
+                    " digits, `_`, `-` and `.` only"
+                )
+            if role.name in seen:
+                problems.append(f"role name {role.name!r} is used twice; role names must be unique")
+            seen.add(role.name)
+            if not role.entrypoint or role.entrypoint == "<MISSING>":
+                problems.append(f"role `{role.name}` has no entrypoint; set `entrypoint=...`")
+            if self.backend == "local" and not role.workspace and not os.path.isdir(role.image or ""):
+                problems.append(
+                    f"role `{role.name}` has image={role.image!r}, which is not an existing"
+                    " directory; the `local` scheduler runs each role in the directory named by"
+                    " its image (use `local_cwd` to run in the current directory)"
+                )
+        if problems:
+            raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
+
+    # -- workspaces ---------------------------------------------------------------------------
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Copies the workspace into a staging directory and points ``role.image`` at it.
+
+        On submit the copy moves into the app directory (``<app_dir>/workspace``) and the role
+        runs there; copies of dry runs that are never submitted are garbage-collected.
+        """
+        staging = os.path.join(_ensure_root(self.root), _state.STAGING)
+        os.makedirs(staging, exist_ok=True)
+        out = os.path.join(staging, make_unique("ws"))
+        copy_workspace(workspace, out)
+        role.image = out
+
+    def _staging_dir(self) -> str:
+        return os.path.join(self.root, _state.STAGING) + os.sep
+
+    # -- dry run ------------------------------------------------------------------------------
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
+        # cfg is already resolved against run_opts() (defaults filled, types checked)
+        given: dict[str, Any] = {f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None}
+        opts = LocalOpts(**given)
+        app_id = make_unique(app.name)
+        root = self.root
+        layout = None
+        app_dir = os.path.join(root, app_id)
+        if opts.log_dir:  # TorchX's layout: {log_dir}/{session}/{app_id}
+            layout = TORCHX_LAYOUT
+            app_dir = os.path.join(os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id)
+        req = LocalRequest(
+            app_id=app_id, app_dir=app_dir, root=root, roles=[], grace_period=opts.grace_period, layout=layout
+        )
+        handle = f"{self.backend}://{self.session_name}/{app_id}"
+        gpu_next = 0
+        for idx, role in enumerate(app.roles):
+            cwd = self._role_cwd(role, idx, app_dir, req)
+            local_role = self._materialize_role(role, idx, cwd, req, handle, opts)
+            if opts.auto_set_cuda_visible_devices and role.resource.gpu > 0:
+                gpu_next = self._assign_gpus(local_role, role.resource.gpu, gpu_next)
+            req.roles.append(local_role)
+        return AppDryRunInfo(req, _format_request)
+
+    def _role_cwd(self, role: Role, idx: int, app_dir: str, req: LocalRequest) -> str:
+        if role.workspace and role.image and role.image.startswith(self._staging_dir()):
+            dst = os.path.join(app_dir, "workspace" if idx == 0 else f"workspace-{role.name}")
+            req.staged[role.image] = dst
+            return dst
+        if self.backend == "local":
+            return os.path.abspath(role.image)
+        return os.getcwd()
+
+    def _materialize_role(
+        self,
+        role: Role,
+        idx: int,
+        cwd: str,
+        req: LocalRequest,
+        handle: str,
+        opts: LocalOpts,
+    ) -> LocalRole:
+        app_id, app_dir = req.app_id, req.app_dir
+        values = macros.Values(img_root=cwd, app_id=app_id, replica_id="0", rank0_env=RANK0_ENV)
+        per_replica = values.to_dict()
+
+        def sub(text: str, k: int | None = None) -> str:
+            if "$" not in text:
+                return text
+            if k is None:
+                return values.substitute(text)
+            per_replica["replica_id"] = str(k)
+            return _substitute(text, per_replica)
+
+        # the working directory goes first with prepend_cwd, else after everything (TorchX)
+        path = _join_path(*self._extra_paths, role.env.get("PATH"), os.environ.get("PATH"))
+        path = _join_path(cwd, path) if opts.prepend_cwd else _join_path(path, cwd)
+        env: dict[str, str] = {}
+        varying_env: list[str] = []
+        for name, value in role.env.items():
+            if "replica_id" in value:
+                varying_env.append(name)
+            else:
+                env[name] = sub(value)
+        env["PATH"] = path
+        env.setdefault("PET_LOG_DIR", os.path.join(app_dir, "torchelastic", role.name))
+        env.setdefault("PYTHONUNBUFFERED", "x")
+        env.setdefault("MASTER_ADDR", "localhost")
+        env.update(
+            {
+                RANK0_ENV: "localhost",
+                "TORCHX_APP_ID": app_id,
+                "TORCHX_JOB_ID": handle,
+                "TORCHX_ROLE_NAME": role.name,
+                "TORCHX_ROLE_IDX": str(idx),
+                "TORCHX_NUM_REPLICAS": str(role.num_replicas),
+            }
+        )
+        argv = [role.entrypoint, *(sub(a) for a in role.args)]
+        varying_args = [i for i, a in enumerate(role.args) if "replica_id" in a]
+        set_error_file = "TORCHELASTIC_ERROR_FILE" not in role.env
+        replicas = []
+        for k in range(role.num_replicas):
+            renv = {"TORCHX_REPLICA_IDX": str(k)}
+            if set_error_file:
+                renv["TORCHELASTIC_ERROR_FILE"] = error_file_path(app_dir, role.name, k, req.layout)
+            for name in varying_env:
+                renv[name] = sub(role.env[name], k)
+            rargv = None
+            if varying_args:
+                rargv = list(argv)
+                for i in varying_args:
+                    rargv[i + 1] = sub(role.args[i], k)
+            replicas.append(LocalReplica(env=renv, argv=rargv))
+        return LocalRole(
+            name=role.name,
+            cwd=cwd,
+            entrypoint=role.entrypoint,
+            argv=argv,
+            env=env,
+            replicas=replicas,
+            max_retries=role.max_retries,
+            retry_policy=getattr(role.retry_policy, "name", str(role.retry_policy)),
+        )
+
+    def _assign_gpus(self, role: LocalRole, per_replica: int, start: int) -> int:
+        total = self._gpu_count if self._gpu_count is not None else _gpu_count()
+        if total <= 0:
+            logger.warning(
+                "auto_set_cuda_visible_devices is set but no GPU was found on this host;"
+                " CUDA_VISIBLE_DEVICES is left unset for role %s",
+                role.name,
+            )
+            return start
+        if per_replica * len(role.replicas) + start > total:
+            logger.warning(
+                "role %s asks for %d GPU(s) x %d replica(s) but this host has %d;"
+                " devices are shared round-robin",
+                role.name,
+                per_replica,
+                len(role.replicas),
+                total,
+            )
+        nxt = start
+        for rep in role.replicas:
+            devices = [str((nxt + i) % total) for i in range(per_replica)]
+            rep.env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+            nxt += per_replica
+        return nxt
+
+    # -- submit -------------------------------------------------------------------------------
+
+    def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
+        """Creates the app directory (all or nothing) and starts the app's supervisor.
+
+        Returns the app id. Raises :class:`LocalDiskError` when the state cannot be written (full
+        disk, read-only or unwritable root), naming the root and the cause.
+        """
+        from torchx_core.schedulers.local import _create, _launch
+
+        req = dryrun_info.request
+        root = _ensure_root(req.root)
+        try:
+            _state.maybe_gc(root, _state.ttl_seconds(self._ttl))
+        except OSError as e:
+            logger.debug("garbage collection of %s failed: %s", root, e)
+        _create.check_free_space(root, req.app_id)
+        app = getattr(dryrun_info, "_app", None)
+        app_json = None
+        if app is not None:
+            try:
+                import json
+
+                app_json = app.to_dict()
+                json.dumps(app_json)
+            except (TypeError, ValueError) as e:  # e.g. metadata that is not JSON-serializable
+                logger.warning("app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e)
+                app_json = None
+        plan = req.materialize()
+        if app is not None:
+            plan["name"] = app.name
+        plan["base_env"] = dict(os.environ)
+        port = _free_port()
+        for r in plan["roles"]:
+            r["env"].setdefault("MASTER_PORT", str(port))
+        link = os.path.join(root, req.app_id)
+        try:
+            lock_fd = _create.create_app_dir(
+                req.app_id, req.app_dir, link if req.app_dir != link else None, plan, app_json, req.staged
+            )
+        except OSError as e:
+            raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
+        try:
+            _launch.start_supervisor(plan, req.app_dir, lock_fd)
+        except OSError as e:
+            status = _state.read_json(os.path.join(req.app_dir, STATUS_FILE)) or {}
+            status.update(state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time())
+            write_json_atomic(os.path.join(req.app_dir, STATUS_FILE), status)
+            raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
+        finally:
+            os.close(lock_fd)  # the supervisor holds its own copy
+        return req.app_id
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Reads the app's status file (and, once, its AppDef); ``None`` for unknown apps.
+
+        Raises:
+            CorruptAppStateError: the app exists but its status file cannot be read.
+        """
+        app_dir = self._app_dir(app_id)
+        if app_dir is None:
+            return None
+        status = _state.read_status(app_dir, app_id)
+        if status is None:
+            return None
+        failed = status.get("failed")
+        error = status.get("structured_error_msg") or NONE
+        roles_statuses = []
+        for ridx, r in enumerate(status["roles"]):
+            name = r["name"]
+            replicas = [
+                ReplicaStatus(k, LOCAL_STATES.get(c, AppState.UNKNOWN), name, "localhost")
+                for k, c in enumerate(r["states"])
+            ]
+            if failed and failed[0] == ridx and failed[1] < len(replicas):
+                replicas[failed[1]].structured_error_msg = error
+            roles_statuses.append(RoleStatus(name, replicas))
+        return _LazyRolesResponse(
+            lambda: self._roles(app_id, app_dir),
+            app_id=app_id,
+            state=AppState[status["state"]],
+            num_restarts=int(status.get("num_restarts", 0)),
+            msg=status.get("msg") or "",
+            structured_error_msg=error,
+            ui_url=f"file://{os.path.realpath(app_dir)}",
+            roles_statuses=roles_statuses,
+        )
+
+    def _roles(self, app_id: str, app_dir: str) -> list[Role]:
+        roles = self._roles_cache.get(app_id)
+        if roles is None:
+            data = _state.read_json(os.path.join(app_dir, APP_FILE))
+            if data is None:
+                return []
+            try:
+                roles = AppDef.from_dict(data).roles
+            except Exception as e:  # noqa: BLE001 - a foreign/old app.json must not break describe
+                logger.warning("cannot read the AppDef of %s: %s", app_id, e)
+                roles = []
+            self._roles_cache[app_id] = roles
+        return roles
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """Every app under the root with its state, oldest first (one scan; one small read per app).
+
+        An app whose state cannot be read is listed as ``UNKNOWN`` (with a warning); entries
+        that are not apps of this scheduler are skipped.
+        """
+        rows = []
+        for app_id, app_dir in _state.iter_app_dirs(self.root):
+            try:
+                status = _state.read_status(app_dir, app_id)
+            except CorruptAppStateError as e:
+                logger.warning("%s", e)
+                status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
+            if status is None:
+                continue
+            app = ListAppResponse(
+                app_id=app_id,
+                state=AppState[status["state"]],
+                app_handle=f"{self.backend}://{self.session_name}/{app_id}",
+                name=status.get("name", ""),
+            )
+            rows.append((float(status.get("created") or 0.0), app_id, app))
+        rows.sort(key=lambda row: row[:2])
+        return [app for _, _, app in rows]
+
+    def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Blocks until the app is finished (no status polling: waits on the supervisor's lock).
+
+        Returns the final description, or the current one if ``timeout`` seconds passed first.
+        """
+        app_dir = self._app_dir(app_id)
+        if app_dir is None:
+            return None
+        _state.wait_supervisor(app_dir, timeout)
+        return self.describe(app_id)
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name`` (with their ``\\n``).
+
+        ``streams``: ``stdout``, ``stderr`` or ``combined`` (default; both streams interleaved
+        line by line in arrival order). With ``should_tail`` the iterator follows the log until
+        the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
+        """
+        app_dir = self._app_dir(app_id)
+        status = _state.read_status(app_dir, app_id) if app_dir else None
+        if app_dir is None or status is None:
+            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        roles = {r["name"]: len(r["states"]) for r in status["roles"]}
+        if role_name not in roles:
+            raise InvalidLogQueryError(
+                f"app {app_id} has no role {role_name!r}; its roles are: {', '.join(roles) or '(none)'}"
+            )
+        if not 0 <= k < roles[role_name]:
+            raise InvalidLogQueryError(
+                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1}; got k={k}"
+            )
+        try:
+            stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
+        except ValueError as e:
+            valid = ", ".join(s.value for s in Stream)
+            raise InvalidLogQueryError(f"unknown log stream {streams!r}; valid streams: {valid}") from e
+        if since or until:
+            logger.warning("since/until are ignored by the local scheduler: its logs carry no timestamps")
+        pattern = None
+        if regex:
+            try:
+                pattern = re.compile(regex)
+            except re.error as e:
+                raise InvalidLogQueryError(f"invalid log regex {regex!r}: {e}; pass a Python regular expression") from e
+        path = log_path(app_dir, role_name, k, stream, status.get("layout"))
+        if should_tail and status["state"] not in TERMINAL:
+            lines: Iterator[str] = _logio.follow(path, app_dir)
+        else:
+            lines = _logio.read_lines(path)
+        return filter(pattern.search, lines) if pattern is not None else lines
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def exists(self, app_id: str) -> bool:
+        """Whether the app's directory exists (even if its status file is unreadable)."""
+        app_dir = self._app_dir(app_id)
+        if app_dir is None:
+            return False
+        # apps created before the marker existed have a status file only
+        return _state.is_owned(app_dir, app_id) or os.path.isfile(os.path.join(app_dir, STATUS_FILE))
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """Stops the app: through its supervisor while it lives, else by killing its processes.
+
+        Also for an app that already ended (its supervisor may have died and left replicas) or
+        whose status file is unreadable: every process carrying the app's id is killed.
+        """
+        app_dir = self._app_dir(app_id)
+        if app_dir is None:
+            return
+        try:
+            status = _state.read_status(app_dir, app_id)  # kills leftovers of a dead supervisor
+        except CorruptAppStateError as e:
+            logger.warning("%s; stopping its processes anyway", e)
+            status = None
+        if status is not None and status["state"] in TERMINAL:
+            kill_app_processes(app_id)  # survivors of a supervisor that died (or was killed)
+            return
+        self._stop_supervisor(app_id, app_dir, status)
+        try:
+            status = _state.read_status(app_dir, app_id)
+        except CorruptAppStateError:
+            status = None
+        if status is None or status["state"] not in TERMINAL:
+            self._record_cancelled(app_id, app_dir, status)
+            kill_app_processes(app_id)
+
+    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
+        """SIGTERMs a live supervisor (which cancels its replicas) and waits for it to exit."""
+        pid = int((status or {}).get("sup_pid") or 0) or _state.supervisor_pid(app_dir)
+        deadline = time.monotonic() + 10.0
+        while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
+            time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
+            pid = _state.supervisor_pid(app_dir)
+        if not pid or not _state.supervisor_alive(app_dir):
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        # the supervisor escalates to SIGKILL after the grace period, then exits
+        plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
+        grace = plan.get("grace")
+        grace = float(grace) if isinstance(grace, (int, float)) else 5.0
+        if not _state.wait_supervisor(app_dir, grace + 10.0):
+            logger.warning("supervisor of %s did not stop in time; killing its replicas", app_id)
+
+    def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
+        """Writes a CANCELLED status for an app stopped without its supervisor's help."""
+        if status is None:
+            status = {"v": 1, "app_id": app_id, "name": "", "created": time.time(), "roles": []}
+        for r in status.get("roles", []):
+            r["states"] = "".join("C" if c in "PRU" else c for c in r["states"])
+            r["pids"] = [0] * len(r["states"])
+        status.update(state="CANCELLED", msg="cancelled", ended=time.time(), updated=time.time())
+        try:
+            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+        except OSError as e:
+            logger.warning("app %s: could not record the cancellation: %s", app_id, e)
+
+    def _delete_existing(self, app_id: str) -> None:
+        """Cancels the app, then removes its directory.
+
+        Raises:
+            SchedulerError: something could not be removed (each path is named).
+        """
+        self._cancel_existing(app_id)
+        app_dir = self._app_dir(app_id)
+        self._roles_cache.pop(app_id, None)
+        if app_dir is None:
+            return
+        failures = _state.remove_app_dir(app_dir, app_id)
+        if failures:
+            shown = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+            raise SchedulerError(f"app {app_id} was stopped but not (fully) deleted: {shown}")
+
+    def close(self) -> None:
+        """Nothing to release: apps keep running after the scheduler (and its process) is gone."""
+
+    # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        from torchx_core.schedulers.local import _owner
+
+        app_dir = self._app_dir(app_id)
+        return app_dir is not None and _owner.write_owner(app_dir, owner)
+
+    def get_owner(self, app_id: str) -> str | None:
+        from torchx_core.schedulers.local import _owner
+
+        app_dir = self._app_dir(app_id)
+        return None if app_dir is None else _owner.read_owner(app_dir)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _ensure_root(root: str) -> str:
+    try:
+        return _state.ensure_root(root)
+    except OSError as e:
+        raise SchedulerError(
+            f"cannot use {root} as the local scheduler's state root: {e}. Point"
+            f" ${_state.ROOT_ENV} (or the `log_dir` run option) at a directory you own."
+        ) from e
+
+
+def _substitute(text: str, values: Mapping[str, str]) -> str:
+    from string import Template
+
+    return Template(text).safe_substitute(values)
+
+
+def _free_port() -> int:
+    # the C module directly: `socket` builds its enums on import (~ms on the CLI's hot path)
+    import _socket
+
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+    finally:
+        s.close()
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """The ``local_cwd`` scheduler: roles run in the current working directory.
+
+    Accepts (and ignores) TorchX's other local kwargs such as ``cache_size``.
+    """
+    return _create(session_name, "local_cwd", kwargs)
+
+
+def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """The ``local`` scheduler: each role runs in the directory named by its ``image``."""
+    return _create(session_name, "local", kwargs)
+
+
+def _create(session_name: str, backend: str, kwargs: dict[str, Any]) -> LocalScheduler:
+    accepted = {"root", "ttl", "extra_paths", "gpu_count"}
+    ignored = sorted(set(kwargs) - accepted)
+    if ignored:
+        logger.debug("local scheduler ignores kwargs: %s", ", ".join(ignored))
+    return LocalScheduler(session_name, backend=backend, **{k: v for k, v in kwargs.items() if k in accepted})

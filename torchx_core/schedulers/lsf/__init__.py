@@ -1,0 +1,1 @@
+"""The ``lsf`` scheduler backend family (see ``schedulers/lsf/scheduler.py``)."""

@@ -1,0 +1,1 @@
+"""The ``ray`` scheduler backend family (see ``schedulers/ray/scheduler.py``)."""

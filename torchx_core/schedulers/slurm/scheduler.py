@@ -1,0 +1,588 @@
+"""``slurm``: runs apps as Slurm batch jobs (``sbatch``), one heterogeneous job per app.
+
+* **Submission**: ``submit_dryrun`` builds a :class:`SlurmBatchRequest` whose ``str()`` is the
+  exact batch script; ``schedule`` pipes it to ``sbatch --parsable``. With more than one replica
+  the job is heterogeneous: one het component per replica (named ``{role}-{replica_id}``, one
+  node each) and one ``srun`` with a ``--het-group`` per replica.
+* **Resources**: ``cpu`` -> ``--cpus-per-task``, ``memMB`` -> ``--mem`` (left out with
+  ``nomem=True``, for clusters that forbid it), ``gpu`` -> ``--gpus-per-node`` (Slurm >= 24.11 or
+  unknown), ``--gpus-per-task`` (19.05 - 24.05) or ``--gres=gpu:N`` (older). The version comes from
+  the injected ``probe``, asked only when a role wants GPUs.
+* **Macros**: ``app_id`` is ``$SLURM_JOB_ID`` (expanded by the batch script), ``replica_id`` the
+  replica index, ``rank0_env`` is ``TORCHX_RANK0_HOST``: the address of the node running replica 0
+  of the first role (its Slurm ``NodeAddr``), exported by the batch script.
+* **Retries**: ``max_retries`` (the largest over the roles) requeues the whole job
+  (``scontrol requeue``) while ``SLURM_RESTART_COUNT`` is below it. Slurm delays a requeued job's
+  start (by about two minutes on 22.05).
+* **Logs**: each replica writes ``slurm-{app_id}-{role}-{replica_id}.out`` (stdout) and
+  ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the submitting process's cwd. The dir is the job's
+  ``--chdir``, so ``log_iter`` finds it again through Slurm from any process.
+* **Status**: ``describe`` asks ``squeue --json`` (filtered client side: Slurm 22.05 ignores
+  ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten; :meth:`describe_many` and
+  ``list`` use one call for many apps. ``cancel`` runs ``scancel``.
+* **Workspace**: with ``job_dir`` set, the workspace is copied into it at submit time and the
+  replicas run there; without it, a single-directory workspace is used in place.
+
+Every command goes through the injected ``run_cmd`` so unit tests use a fake cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Protocol
+
+from torchx_core.schedulers._logs import SharedEndCheck, iter_files_lines
+from torchx_core.schedulers.api import (
+    AppValidationError,
+    DescribeAppResponse,
+    InvalidLogQueryError,
+    ListAppResponse,
+    Scheduler,
+    SchedulerError,
+    Stream,
+    StructuredOpts,
+    UnsupportedFeatureError,
+    filter_regex,
+)
+from torchx_core.schedulers.slurm._comment import TAG, parse_comment, submit_comment
+from torchx_core.schedulers.slurm._script import (
+    APP_ID_SENTINEL,
+    RANK0_ENV,
+    SlurmBatchRequest,
+    SlurmReplicaRequest,
+    log_file_name,
+)
+from torchx_core.schedulers.slurm._status import (
+    SACCT_FIELDS,
+    SLURM_STATES,
+    SlurmJobRecord,
+    appstate_from_slurm_state,
+    describe_from_records,
+    group_by_app,
+    parse_sacct,
+    parse_squeue_json,
+    role_and_replica,
+)
+from torchx_core.specs import (
+    AppDef,
+    AppDryRunInfo,
+    CfgVal,
+    RetryPolicy,
+    Role,
+    Workspace,
+    is_terminal,
+    macros,
+    runopts,
+)
+from torchx_core.specs.errors import UnknownAppException
+from torchx_core.workspace.api import WorkspaceMixin, as_workspace, copy_workspace
+
+__all__ = [
+    "RANK0_ENV",
+    "SLURM_STATES",
+    "CommandRunner",
+    "CommandSlurmProbe",
+    "SlurmBatchRequest",
+    "SlurmOpts",
+    "SlurmProbe",
+    "SlurmReplicaRequest",
+    "SlurmScheduler",
+    "StaticSlurmProbe",
+    "appstate_from_slurm_state",
+    "create_scheduler",
+    "run_command",
+]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: Followed logs (``should_tail``) of this process learn that their apps ended from one batched
+#: ``squeue`` per interval for all of them, not one per replica and poll.
+_FOLLOWED = SharedEndCheck(interval=2.0)
+
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]*$")
+
+
+@dataclass
+class SlurmOpts(StructuredOpts):
+    """Run options of the ``slurm`` scheduler (sbatch options of the same name)."""
+
+    partition: str | None = field(
+        default=None, metadata={"help": "the partition to run in (--partition); cluster default if unset"}
+    )
+    time: str | None = field(
+        default=None,
+        metadata={"help": "wall time limit per job (--time), e.g. '30', '1:00:00', '2-00:00:00'"},
+    )
+    account: str | None = field(default=None, metadata={"help": "the account to charge (--account)"})
+    qos: str | None = field(default=None, metadata={"help": "the quality of service (--qos)"})
+    constraint: str | None = field(
+        default=None, metadata={"help": "node features the job needs (--constraint)"}
+    )
+    comment: str | None = field(default=None, metadata={
+        "help": "a comment on the job (--comment); torchx appends `torchx:app=<name>` (and the"
+                " owner of the app, see ARCHITECTURE.md)"})
+    mail_user: str | None = field(
+        default=None, metadata={"help": "who gets mail about the job (--mail-user)"}
+    )
+    mail_type: str | None = field(
+        default=None,
+        metadata={"help": "which events send mail (--mail-type), e.g. 'END,FAIL' or 'ALL'"},
+    )
+    exclusive: bool = field(
+        default=False, metadata={"help": "do not share the nodes with other jobs (--exclusive)"}
+    )
+    nomem: bool = field(
+        default=False,
+        metadata={"help": "leave out --mem (for clusters that forbid or manage memory requests)"},
+    )
+    job_dir: str | None = field(
+        default=None,
+        metadata={"help": "the directory the job runs in and writes its logs to; the workspace is"
+                  " copied there. Default: the current directory"},
+    )
+
+
+# -- command runner and cluster probe ---------------------------------------------------------
+
+CommandRunner = Callable[..., "subprocess.CompletedProcess[str]"]
+"""``run_cmd(args, input=None) -> CompletedProcess[str]`` (stdout/stderr captured as text)."""
+
+
+def run_command(args: Sequence[str], input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs a Slurm command, capturing its output. The default ``run_cmd``.
+
+    Raises:
+        SchedulerError: the command is not installed.
+    """
+    try:
+        return subprocess.run(
+            list(args), input=input, capture_output=True, text=True, check=False, timeout=120
+        )
+    except FileNotFoundError as e:
+        raise SchedulerError(
+            f"`{args[0]}` is not installed or not on PATH; install the Slurm client tools"
+            " (Debian: apt-get install slurm-client) on the machine that submits jobs"
+        ) from e
+    except subprocess.TimeoutExpired as e:
+        raise SchedulerError(f"`{' '.join(args)}` did not answer within 120 s") from e
+
+
+class SlurmProbe(Protocol):
+    """Facts about the cluster that shape the request (asked only when needed)."""
+
+    def version(self) -> tuple[int, int] | None:
+        """The Slurm (major, minor) version, or None when unknown."""
+        ...
+
+
+@dataclass
+class StaticSlurmProbe:
+    """A probe with fixed answers (tests, or clusters whose facts are known in advance)."""
+
+    slurm_version: tuple[int, int] | None = None
+
+    def version(self) -> tuple[int, int] | None:
+        """Returns the fixed version."""
+        return self.slurm_version
+
+
+class CommandSlurmProbe:
+    """Asks ``sbatch --version`` once (cached); unknown when sbatch is missing or unreadable."""
+
+    def __init__(self, run_cmd: CommandRunner) -> None:
+        self._run_cmd = run_cmd
+        self._version: tuple[int, int] | None = None
+        self._asked = False
+
+    def version(self) -> tuple[int, int] | None:
+        """The version reported by ``sbatch --version`` (e.g. ``slurm 22.05.8`` -> (22, 5))."""
+        if not self._asked:
+            self._asked = True
+            try:
+                out = self._run_cmd(["sbatch", "--version"]).stdout
+            except SchedulerError as e:
+                logger.info("cannot read the Slurm version (%s); assuming a recent Slurm", e)
+                return None
+            m = re.search(r"(\d+)\.(\d+)", out or "")
+            self._version = (int(m.group(1)), int(m.group(2))) if m else None
+        return self._version
+
+
+# -- the scheduler ----------------------------------------------------------------------------
+
+
+class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
+    """Runs apps on Slurm through its command-line tools (``sbatch``, ``squeue``, ``sacct``,
+    ``scancel``).
+
+    Args:
+        session_name: the runner session name.
+        run_cmd: runs a command and returns a ``CompletedProcess[str]`` (default: subprocess).
+        probe: cluster facts for dry-run (default: asks ``sbatch --version`` when needed).
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        run_cmd: CommandRunner | None = None,
+        probe: SlurmProbe | None = None,
+    ) -> None:
+        super().__init__("slurm", session_name)
+        self._run_cmd: CommandRunner = run_cmd or run_command
+        self._probe: SlurmProbe = probe or CommandSlurmProbe(self._run_cmd)
+
+    # -- options & workspace ----------------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        # SlurmOpts' fields, listed under TorchX's option names (``mail-user``, ``mail-type``)
+        opts = runopts()
+        for name, opt in SlurmOpts.as_runopts():
+            opts.add(_TORCHX_OPT_NAMES.get(name, name), opt.opt_type, opt.help,
+                     default=opt.default, required=opt.is_required)
+        return opts
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Points ``role.image`` at where the workspace will be (copied at submit time)."""
+        job_dir = cfg.get("job_dir")
+        ws = as_workspace(workspace)
+        if job_dir:
+            role.image = os.path.abspath(str(job_dir))
+            return
+        if ws.is_unmapped_single_project():
+            role.image = os.path.abspath(os.path.expanduser(next(iter(ws.projects))))
+            return
+        raise UnsupportedFeatureError(
+            f"workspace {str(ws)!r} maps several projects; the slurm scheduler can only merge them"
+            " into a job_dir: pass -cfg job_dir=<shared directory>"
+        )
+
+    # -- dry run ----------------------------------------------------------------------------
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[SlurmBatchRequest]:
+        opts = SlurmOpts.from_cfg(_dash_aliases(cfg))
+        log_dir = os.path.abspath(os.path.expanduser(opts.job_dir or os.getcwd()))
+        problems = []
+        if "%" in log_dir:
+            problems.append(f"job_dir {log_dir!r} holds '%', which Slurm reads as a file name"
+                            " pattern; choose a directory without '%'")
+        replicas: list[SlurmReplicaRequest] = []
+        for role in app.roles:
+            if not _ROLE_NAME.match(role.name):
+                problems.append(
+                    f"role name {role.name!r} is not usable as a Slurm job name; use letters,"
+                    " digits and '_', '.', '-', '+', '@'"
+                )
+            if role.retry_policy != RetryPolicy.APPLICATION and role.max_retries:
+                logger.warning(
+                    "role %s: slurm requeues the whole job; retry_policy %s acts as APPLICATION",
+                    role.name, role.retry_policy,
+                )
+            if role.mounts:
+                logger.warning("role %s: slurm ignores mounts (jobs see the node's filesystem)",
+                               role.name)
+            for k in range(role.num_replicas):
+                replica = self._replica_request(role, k, opts)
+                problems += [p for p in replica.validate() if p not in problems]
+                replicas.append(replica)
+        job_opts: dict[str, str | None] = {"chdir": log_dir, "output": "slurm-%j.out"}
+        for key, value in (("comment", submit_comment(opts.comment, app.name)),
+                           ("mail-user", opts.mail_user), ("mail-type", opts.mail_type)):
+            if value:
+                job_opts[key] = value
+        max_retries = max((r.max_retries for r in app.roles), default=0)
+        job_opts["requeue" if max_retries > 0 else "no-requeue"] = None
+        workspace = app.roles[0].workspace if app.roles else None
+        request = SlurmBatchRequest(
+            cmd=["sbatch", "--parsable"],
+            replicas=replicas,
+            job_opts=job_opts,
+            log_dir=log_dir,
+            max_retries=max_retries,
+            app_name=app.name,
+            workspace_src=str(workspace) if workspace and opts.job_dir else None,
+        )
+        try:
+            request.materialize()  # checks every #SBATCH value
+        except AppValidationError as e:
+            problems.append(str(e))
+        if problems:
+            raise AppValidationError(f"app `{app.name}` cannot run on slurm: " + "; ".join(problems))
+        return AppDryRunInfo(request, _format_request)
+
+    def _replica_request(self, role: Role, k: int, opts: SlurmOpts) -> SlurmReplicaRequest:
+        values = macros.Values(
+            img_root=role.image, app_id=APP_ID_SENTINEL, replica_id=str(k), rank0_env=RANK0_ENV
+        )
+        resolved = values.apply(role)
+        sbatch: dict[str, str | None] = {"nodes": "1", "ntasks": "1"}
+        res = role.resource
+        if res.cpu > 0:
+            sbatch["cpus-per-task"] = str(res.cpu)
+        if res.memMB > 0 and not opts.nomem:
+            sbatch["mem"] = f"{res.memMB}M"
+        if res.gpu > 0:
+            sbatch.update(self._gpu_opts(res.gpu))
+        for key in ("partition", "time", "account", "qos", "constraint"):
+            value = getattr(opts, key)
+            if value:
+                sbatch[key] = str(value)
+        if opts.exclusive:
+            sbatch["exclusive"] = None
+        srun: dict[str, str | None] = {}
+        if role.image.startswith("/"):
+            srun["chdir"] = role.image
+        return SlurmReplicaRequest(
+            name=f"{role.name}-{k}",
+            role=role.name,
+            replica_id=k,
+            entrypoint=role.entrypoint,
+            args=list(resolved.args),
+            env=dict(resolved.env),
+            sbatch_opts=sbatch,
+            srun_opts=srun,
+        )
+
+    def _gpu_opts(self, gpus: int) -> dict[str, str | None]:
+        version = self._probe.version()
+        if version is None or version >= (24, 11):
+            return {"gpus-per-node": str(gpus)}
+        if version >= (19, 5):
+            return {"gpus-per-task": str(gpus)}
+        return {"gres": f"gpu:{gpus}"}
+
+    # -- submit -----------------------------------------------------------------------------
+
+    def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
+        """Creates the log dir (copying the workspace there), runs ``sbatch --parsable``."""
+        req = dryrun_info.request
+        os.makedirs(req.log_dir, exist_ok=True)
+        if req.workspace_src:
+            copy_workspace(req.workspace_src, req.log_dir)
+        script = req.materialize()
+        result = self._run(req.cmd, input=script)
+        job_id = result.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SchedulerError(f"sbatch answered {result.stdout!r}; expected a job id")
+        try:
+            with open(os.path.join(req.log_dir, f"slurm-{job_id}-torchx.sbatch"), "w") as f:
+                f.write(script)
+        except OSError as e:  # a copy for humans only
+            logger.debug("could not keep a copy of the batch script: %s", e)
+        logger.info("submitted slurm job %s (logs in %s)", job_id, req.log_dir)
+        return job_id
+
+    def _run(self, args: Sequence[str], input: str | None = None,
+             ok: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
+             ) -> subprocess.CompletedProcess[str]:
+        result = self._run_cmd(list(args), input=input) if input is not None else self._run_cmd(
+            list(args))
+        if result.returncode != 0 and not (ok and ok(result)):
+            raise SchedulerError(
+                f"`{' '.join(args)}` failed with exit code {result.returncode}:"
+                f" {(result.stderr or result.stdout).strip()}"
+            )
+        return result
+
+    # -- status -----------------------------------------------------------------------------
+
+    def _squeue(self, app_ids: Sequence[str] | None) -> list[SlurmJobRecord]:
+        args = ["squeue", "--json"]
+        if app_ids:
+            args.append("--jobs=" + ",".join(app_ids))
+        result = self._run_cmd(args)
+        if result.returncode != 0 and app_ids:
+            # newer Slurm fails on ids it forgot: ask for everything and filter here
+            result = self._run_cmd(["squeue", "--json"])
+        if result.returncode != 0:
+            raise SchedulerError(
+                f"`squeue --json` failed with exit code {result.returncode}:"
+                f" {(result.stderr or result.stdout).strip()}"
+            )
+        return parse_squeue_json(result.stdout)
+
+    def _sacct(self, app_ids: Sequence[str] | None) -> list[SlurmJobRecord]:
+        args = ["sacct", "-X", "--parsable2", "--noheader", "--format=" + ",".join(SACCT_FIELDS)]
+        if app_ids:
+            args.append("--jobs=" + ",".join(app_ids))
+        result = self._run_cmd(args)
+        if result.returncode != 0:
+            # e.g. "Slurm accounting storage is disabled": squeue is all we have
+            logger.debug("sacct unavailable: %s", (result.stderr or result.stdout).strip())
+            return []
+        return parse_sacct(result.stdout)
+
+    def _records(self, app_ids: Sequence[str]) -> dict[str, list[SlurmJobRecord]]:
+        ids = [a for a in dict.fromkeys(app_ids) if _valid_app_id(a)]
+        if not ids:
+            return {}
+        wanted = set(ids)
+        found = {k: v for k, v in group_by_app(self._squeue(ids)).items() if k in wanted}
+        missing = [a for a in ids if a not in found]
+        if missing:
+            found.update(
+                {k: v for k, v in group_by_app(self._sacct(missing)).items() if k in wanted}
+            )
+        return found
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """The app's status from ``squeue --json``, else ``sacct``; None when Slurm forgot it."""
+        return self.describe_many([app_id]).get(app_id)
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """The status of many apps with one ``squeue`` (and at most one ``sacct``) call."""
+        ids = list(app_ids)
+        records = self._records(ids)
+        return {a: describe_from_records(a, records[a]) if a in records else None for a in ids}
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """The current user's jobs: ``squeue`` (live and recently finished) plus today's
+        ``sacct`` rows when accounting is on. Two calls, whatever the number of jobs."""
+        me = _current_user()
+        groups = group_by_app(self._sacct(None))
+        groups.update(group_by_app(self._squeue(None)))
+        out = []
+        for app_id, records in groups.items():
+            leader = records[0]
+            if me and leader.user not in me:
+                continue
+            out.append(ListAppResponse(app_id=app_id, state=appstate_from_slurm_state(
+                leader.state), name=parse_comment(leader.comment).app or leader.name))
+        return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Lines of ``slurm-{app_id}-{role}-{k}.out`` (stdout) and ``.err`` (stderr), as TorchX.
+
+        ``streams=Stream.STDOUT``/``STDERR`` reads one file; ``None``/``COMBINED`` reads both
+        (following, in the order lines arrive; their relative order is approximate). TorchX
+        reads only stderr for ``None``. ``since``/``until`` are ignored (no timestamps).
+        """
+        if since or until:
+            logger.info("slurm logs carry no timestamps; ignoring since/until")
+        records = self._records([app_id]).get(app_id)
+        if not records:
+            raise UnknownAppException(app_id)
+        replicas: dict[str, set[int]] = {}
+        for r in records:
+            role, idx = role_and_replica(r.name)
+            replicas.setdefault(role, set()).add(idx)
+        if role_name not in replicas:
+            raise InvalidLogQueryError(
+                f"app {app_id} has no role {role_name!r}; its roles are {sorted(replicas)}"
+            )
+        if k not in replicas[role_name]:
+            raise InvalidLogQueryError(
+                f"role {role_name!r} of app {app_id} has replicas {sorted(replicas[role_name])};"
+                f" got k={k}"
+            )
+        work_dir = records[0].work_dir
+        exts = {Stream.STDOUT: ["out"], Stream.STDERR: ["err"]}.get(streams, ["out", "err"])  # type: ignore[arg-type]
+        paths = [os.path.join(work_dir, log_file_name(app_id, role_name, k, e)) for e in exts]
+
+        def ended_many(ids: list[str]) -> dict[str, bool]:
+            return {a: d is None or is_terminal(d.state) for a, d in self.describe_many(ids).items()}
+
+        lines: Iterable[str] = iter_files_lines(
+            paths, should_tail=should_tail, is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
+            poll_interval=0.5, wait_for_file=5.0 if should_tail else 0.0,
+        )
+        if should_tail:
+            lines = _FOLLOWED.follow(app_id, lines)
+        if regex:
+            lines = filter_regex(regex, lines)
+        return lines
+
+    # -- cancel -----------------------------------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        self._run(["scancel", app_id], ok=lambda r: "already completing or completed" in r.stderr)
+
+    # -- ownership (in the job's comment, see slurm/_comment.py) ------------------------------
+
+    def set_owner(self, app_id: str, owner: str) -> bool:
+        """Records ``owner`` in the job's comment (``scontrol update JobId=<id> Comment=...``),
+        keeping the user's comment and the app name. False for an unknown or finished job."""
+        records = self._records([app_id]).get(app_id) if _valid_app_id(app_id) else None
+        if not records or TAG in owner:
+            return False
+        comment = replace(parse_comment(records[0].comment), owner=owner)
+        result = self._run_cmd(["scontrol", "update", f"JobId={app_id}", f"Comment={comment}"])
+        if result.returncode != 0:
+            logger.warning("cannot record the owner of slurm job %s: %s", app_id,
+                           (result.stderr or result.stdout).strip())
+            return False
+        return True
+
+    def get_owner(self, app_id: str) -> str | None:
+        """The owner recorded by :meth:`set_owner`, while ``squeue`` still lists the job."""
+        records = self._records([app_id]).get(app_id) if _valid_app_id(app_id) else None
+        return parse_comment(records[0].comment).owner or None if records else None
+
+
+# SlurmOpts field -> the run option name TorchX uses for it (sbatch's own spelling)
+_TORCHX_OPT_NAMES = {"mail_user": "mail-user", "mail_type": "mail-type"}
+
+
+def _dash_aliases(cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    """Maps TorchX's sbatch-style option names (``mail-user``) to SlurmOpts fields."""
+    out = dict(cfg)
+    for key in [k for k in cfg if "-" in k]:
+        value = out.pop(key)
+        if value is not None:
+            out[key.replace("-", "_")] = value
+    return out
+
+
+def _valid_app_id(app_id: str) -> bool:
+    return bool(re.fullmatch(r"\d+(_\d+)?", app_id))
+
+
+def _current_user() -> set[str]:
+    try:
+        import pwd
+
+        uid = os.getuid()
+        return {str(uid), pwd.getpwuid(uid).pw_name}
+    except (ImportError, KeyError, AttributeError):
+        return set()
+
+
+def _format_request(req: SlurmBatchRequest) -> str:
+    return req.materialize()
+
+
+def create_scheduler(session_name: str, **kwargs: object) -> SlurmScheduler:
+    """Creates the ``slurm`` scheduler (``run_cmd=`` and ``probe=`` may be injected)."""
+    run_cmd = kwargs.get("run_cmd")
+    probe = kwargs.get("probe")
+    if probe is not None and not callable(getattr(probe, "version", None)):
+        raise SchedulerError(
+            f"slurm probe={probe!r} has no version() method; pass a SlurmProbe such as"
+            " StaticSlurmProbe((24, 11)), or leave it out to ask `sbatch --version`"
+        )
+    return SlurmScheduler(
+        session_name,
+        run_cmd=run_cmd if callable(run_cmd) else None,
+        probe=probe,  # type: ignore[arg-type]  # checked above
+    )
