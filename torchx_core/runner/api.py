@@ -8,6 +8,11 @@
 
 Apps are named by handles ``{scheduler}://{session_name}/{app_id}``; every method that takes a
 handle works on apps launched by any runner or process (the session name is informational).
+
+As in TorchX, each public call (``run``, ``dryrun``, ``schedule``, ``status``, ``wait``,
+``cancel``, ``delete``, ``describe``, ``log_lines``, ``list``, ``run_component``) records a
+:class:`~torchx_core.runner.events.TorchxEvent` to the ``torchx-events-null`` logger; see
+:mod:`torchx_core.runner.events`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from torchx_core.runner.events import log_event
 from torchx_core.specs import (
     MISSING,
     AppDef,
@@ -149,10 +155,15 @@ class Runner:
         Returns:
             The app handle.
         """
-        dryrun_info = self.dryrun_component(
-            component, component_args, scheduler, cfg, workspace, parent_run_id
-        )
-        return self.schedule(dryrun_info)
+        with log_event("run_component", scheduler) as ev:
+            dryrun_info = self.dryrun_component(
+                component, component_args, scheduler, cfg, workspace, parent_run_id
+            )
+            handle = self.schedule(dryrun_info)
+            if ev.recording:
+                ev.fill(workspace=str(workspace))
+                _fill_app(ev, dryrun_info._app, parse_app_handle(handle)[2])
+            return handle
 
     def dryrun_component(
         self,
@@ -198,7 +209,12 @@ class Runner:
             parent_run_id: the run this app derives from (experiment tracking; default
                 ``$TORCHX_PARENT_RUN_ID``), injected as ``TORCHX_PARENT_RUN_ID``
         """
-        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+        with log_event("run", scheduler) as ev:
+            handle = self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+            if ev.recording:
+                ev.fill(runcfg=_runcfg(cfg), workspace=str(workspace))
+                _fill_app(ev, app, parse_app_handle(handle)[2])
+            return handle
 
     def dryrun(
         self,
@@ -222,6 +238,22 @@ class Runner:
             UnknownSchedulerException: no scheduler is named ``scheduler``.
             InvalidRunConfigException: ``cfg`` misses a required option or has a wrong type.
         """
+        with log_event("dryrun", scheduler) as ev:
+            if ev.recording:
+                ev.fill(runcfg=_runcfg(cfg), workspace=str(workspace))
+            dryrun_info = self._dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            if ev.recording:
+                _fill_app(ev, app, app.name)  # TorchX records the app's name as its id here
+            return dryrun_info
+
+    def _dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None,
+        workspace: str | Workspace | None,
+        parent_run_id: str | None,
+    ) -> AppDryRunInfo[Any]:
         _check_app(app)
         if workspace:
             if isinstance(workspace, str) and workspace.startswith("file://"):
@@ -255,12 +287,17 @@ class Runner:
                 "dryrun_info has no scheduler/app attached; create it with `runner.dryrun(...)`"
                 " or `runner.dryrun_component(...)`"
             )
-        sched = self._scheduler(scheduler)
-        app_id = sched.schedule(dryrun_info)
-        app_handle = make_app_handle(scheduler, self._name, app_id)
-        self._apps[app_handle] = dryrun_info._app
-        logger.debug("launched %s", app_handle)
-        return app_handle
+        with log_event("schedule", scheduler) as ev:
+            if ev.recording:
+                ev.fill(runcfg=_runcfg(dryrun_info._cfg))
+            sched = self._scheduler(scheduler)
+            app_id = sched.schedule(dryrun_info)
+            app_handle = make_app_handle(scheduler, self._name, app_id)
+            self._apps[app_handle] = dryrun_info._app
+            logger.debug("launched %s", app_handle)
+            if ev.recording:
+                _fill_app(ev, dryrun_info._app, app_id)
+            return app_handle
 
     # -- schedulers --------------------------------------------------------------------------
 
@@ -310,8 +347,9 @@ class Runner:
             MalformedAppHandleException: the handle is malformed.
             UnknownSchedulerException: the handle names an unknown scheduler.
         """
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        return self._to_status(app_handle, scheduler.describe(app_id))
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("status", backend, app_id):
+            return self._to_status(app_handle, scheduler.describe(app_id))
 
     def status_many(self, app_handles: Iterable[AppHandle]) -> dict[AppHandle, AppStatus | None]:
         """The status of many apps with one batched scheduler call per scheduler.
@@ -384,7 +422,18 @@ class Runner:
             raise RunnerError(
                 f"wait_interval must be a number of seconds > 0, got {wait_interval!r}"
             )
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("wait", backend, app_id):
+            return self._wait(scheduler, app_handle, app_id, wait_interval, timeout)
+
+    def _wait(
+        self,
+        scheduler: Scheduler[Any],
+        app_handle: AppHandle,
+        app_id: str,
+        wait_interval: float,
+        timeout: float | None,
+    ) -> AppStatus | None:
         blocking_wait = _blocking_wait(scheduler)
         if blocking_wait is not None:
             # the scheduler can block until the app ends (e.g. the local scheduler)
@@ -409,17 +458,18 @@ class Runner:
         stops its leftovers). Returns once the request is made; the app ends as CANCELLED (or
         FAILED if it could not be stopped).
         """
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        try:
-            app_status = self.status(app_handle)
-        except TorchXError as e:  # e.g. an unreadable local status file: cancel still stops it
-            logger.warning("%s; cancelling anyway", e)
-            scheduler.cancel(app_id)
-            return
-        if app_status is None:
-            return
-        if not app_status.is_terminal() or getattr(scheduler, "cancels_finished_apps", False):
-            scheduler.cancel(app_id)
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("cancel", backend, app_id):
+            try:
+                app_status = self.status(app_handle)
+            except TorchXError as e:  # e.g. an unreadable local status file: cancel still stops it
+                logger.warning("%s; cancelling anyway", e)
+                scheduler.cancel(app_id)
+                return
+            if app_status is None:
+                return
+            if not app_status.is_terminal() or getattr(scheduler, "cancels_finished_apps", False):
+                scheduler.cancel(app_id)
 
     def set_owner(self, app_handle: AppHandle, owner: str) -> bool:
         """Records ``owner`` with the app, where the scheduler keeps it for every process.
@@ -463,20 +513,22 @@ class Runner:
 
         Deleting an unknown app does nothing.
         """
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        scheduler.delete(app_id)
-        self._apps.pop(app_handle, None)
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("delete", backend, app_id):
+            scheduler.delete(app_id)
+            self._apps.pop(app_handle, None)
 
     def describe(self, app_handle: AppHandle) -> AppDef | None:
         """The app as submitted (as far as the scheduler can reconstruct it), or ``None``."""
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        app = self._apps.get(app_handle)
-        if app is not None:
-            return app
-        desc = scheduler.describe(app_id)
-        if desc is None:
-            return None
-        return AppDef(name=app_id, roles=desc.roles)
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("describe", backend, app_id):
+            app = self._apps.get(app_handle)
+            if app is not None:
+                return app
+            desc = scheduler.describe(app_id)
+            if desc is None:
+                return None
+            return AppDef(name=app_id, roles=desc.roles)
 
     def log_lines(
         self,
@@ -504,23 +556,25 @@ class Runner:
         Raises:
             UnknownAppException: the scheduler does not know the app.
         """
-        scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        stream = _as_stream(streams)
-        if self.status(app_handle) is None:
-            raise UnknownAppException(app_handle)
-        return scheduler.log_iter(
-            app_id, role_name, k, regex, since, until, should_tail, streams=stream
-        )
+        scheduler, backend, app_id = self._scheduler_app_id(app_handle)
+        with log_event("log_lines", backend, app_id):
+            stream = _as_stream(streams)
+            if self.status(app_handle) is None:
+                raise UnknownAppException(app_handle)
+            return scheduler.log_iter(
+                app_id, role_name, k, regex, since, until, should_tail, streams=stream
+            )
 
     def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
     ) -> list[ListAppResponse]:
         """The apps scheduler ``scheduler`` knows, with their states and handles."""
-        sched = self._scheduler(scheduler)
-        apps = sched.list(cfg) if cfg is not None else sched.list()
-        for app in apps:
-            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
-        return apps
+        with log_event("list", scheduler):
+            sched = self._scheduler(scheduler)
+            apps = sched.list(cfg) if cfg is not None else sched.list()
+            for app in apps:
+                app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            return apps
 
     def __repr__(self) -> str:
         return (
@@ -613,6 +667,24 @@ def _tracker_env(scheduler: str, session: str, parent_run_id: str | None) -> dic
             if name in factories:
                 env[tracker_factory_env_var_name(name)] = factories[name]
     return env
+
+
+def _runcfg(cfg: Mapping[str, CfgVal] | None) -> str | None:
+    """``cfg`` as the JSON an event records (None when empty, as TorchX)."""
+    if not cfg:
+        return None
+    import json
+
+    return json.dumps(dict(cfg), default=str)
+
+
+def _fill_app(ev: log_event, app: AppDef | None, app_id: str) -> None:
+    """Records what TorchX records of a submitted app: its id, first role's image, metadata."""
+    ev.fill(
+        app_id=app_id,
+        app_image=app.roles[0].image if app is not None and app.roles else None,
+        app_metadata=dict(app.metadata) if app is not None else None,
+    )
 
 
 def _check_app(app: AppDef) -> None:

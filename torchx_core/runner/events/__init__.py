@@ -1,13 +1,18 @@
 """Runner events through standard logging (``torchx.runner.events``).
 
-``record(event, destination)`` sends a :class:`TorchxEvent` (as JSON) to the logger of that
-destination (``"null"`` by default, ``"console"`` for stderr); ``with log_event("run", ...):``
-times a call and records it when the block ends, with the exception if one was raised::
+Every :class:`~torchx_core.runner.Runner` call that TorchX records (``run``, ``dryrun``,
+``schedule``, ``status``, ``wait``, ``cancel``, ``delete``, ``describe``, ``log_lines``,
+``list``, ``run_component``) records one :class:`TorchxEvent` (as JSON) to the logger
+``torchx-events-null``. That logger has only a ``NullHandler`` and does not propagate, so nothing
+is recorded (and almost nothing is spent: no event is built) until a handler is attached::
 
-    from torchx_core.runner.events import log_event
+    import logging
 
-    with log_event("run", scheduler="local_cwd", app_id=app_id) as ev:
-        ...
+    logging.getLogger("torchx-events-null").addHandler(my_handler)  # receives each event's JSON
+
+``record(event, destination)`` sends an event to the logger of ``destination`` (``"null"`` by
+default, ``"console"`` for stderr); ``with log_event("run", ...):`` times a block and records it
+when the block ends, with the exception if one was raised.
 """
 
 from __future__ import annotations
@@ -16,39 +21,85 @@ import logging
 import time
 import traceback
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from torchx_core.runner.events.api import SourceType, TorchxEvent
 from torchx_core.runner.events.handlers import get_logging_handler
 
-__all__ = ["SourceType", "TorchxEvent", "log_event", "record"]
+if TYPE_CHECKING:
+    from torchx_core.runner.events.api import SourceType, TorchxEvent
+
+__all__ = ["SourceType", "TorchxEvent", "events_logger", "is_recording", "log_event", "record"]
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 _loggers: dict[str, logging.Logger] = {}
 
 
-def _logger(destination: str) -> logging.Logger:
+def __getattr__(name: str) -> Any:
+    # the event classes load on first use: their dataclass/json imports cost ~7 ms, which
+    # `import torchx_core.runner` (and the CLI) must not pay when no event is recorded
+    if name in ("SourceType", "TorchxEvent"):
+        from torchx_core.runner.events import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def events_logger(destination: str = "null") -> logging.Logger:
+    """The logger events for ``destination`` go to (``torchx-events-<destination>``).
+
+    It has the destination's handler, does not propagate (each event is handled once), and
+    takes more handlers like any logger.
+
+    Raises:
+        ValueError: an unknown destination
+    """
     logger = _loggers.get(destination)
     if logger is None:
         handler = get_logging_handler(destination)
         handler.setLevel(logging.DEBUG)
         logger = logging.getLogger(f"torchx-events-{destination}")
-        logger.propagate = False  # each event is handled once, by its destination
+        logger.propagate = False
         logger.setLevel(logging.INFO)
-        logger.addHandler(handler)
+        if handler not in logger.handlers:
+            logger.addHandler(handler)
         _loggers[destination] = logger
     return logger
 
 
+def is_recording(destination: str = "null") -> bool:
+    """Whether an event sent to ``destination`` now would reach a handler that keeps it.
+
+    ``NullHandler``s do not count; a filter on the logger does (it sees every event).
+    """
+    logger: logging.Logger | None = events_logger(destination)
+    if not logger.isEnabledFor(logging.INFO):  # type: ignore[union-attr]
+        return False
+    while logger is not None:
+        if logger.filters:
+            return True
+        for handler in logger.handlers:
+            if not isinstance(handler, logging.NullHandler) and handler.level <= logging.INFO:
+                return True
+        logger = logger.parent if logger.propagate else None
+    return False
+
+
 def record(event: TorchxEvent, destination: str = "null") -> None:
-    """Sends ``event`` (serialized) to ``destination``.
+    """Sends ``event`` (serialized) to ``destination``; skipped when nothing would receive it.
 
     Raises:
         ValueError: an unknown destination
     """
-    _logger(destination).info(event.serialize())
+    if is_recording(destination):
+        _send(event, destination)
 
 
 class log_event:
     """Times the block it wraps and records a :class:`TorchxEvent` when it ends.
+
+    The event (``session`` = this process's session id) is only built when a handler would
+    receive it (:func:`is_recording`); fill more fields inside the block with :meth:`fill`.
 
     Args:
         api: the API name
@@ -72,24 +123,43 @@ class log_event:
         workspace: str | None = None,
         destination: str = "null",
     ) -> None:
-        self._torchx_event = TorchxEvent(
-            session=app_id or "",
-            scheduler=scheduler or "",
-            api=api,
-            app_id=app_id,
-            app_image=app_image,
-            app_metadata=app_metadata,
-            runcfg=runcfg,
-            workspace=workspace,
-        )
         self._destination = destination
+        self.recording: bool = is_recording(destination)
+        self._event: TorchxEvent | None = None
+        if self.recording:
+            self.fill(
+                api=api,
+                scheduler=scheduler or "",
+                app_id=app_id,
+                app_image=app_image,
+                app_metadata=app_metadata,
+                runcfg=runcfg,
+                workspace=workspace,
+            )
         self._cpu = 0
         self._wall = 0
 
+    @property
+    def _torchx_event(self) -> TorchxEvent:
+        """The event being built (TorchX's name for it), created on first access."""
+        if self._event is None:
+            from torchx_core.runner.events.api import TorchxEvent
+            from torchx_core.util.session import get_session_id_or_create_new
+
+            self._event = TorchxEvent(session=get_session_id_or_create_new(), scheduler="", api="")
+        return self._event
+
+    def fill(self, **fields: Any) -> None:
+        """Sets fields of the event (e.g. ``app_id=...`` once the app is submitted)."""
+        event = self._torchx_event
+        for name, value in fields.items():
+            setattr(event, name, value)
+
     def __enter__(self) -> log_event:  # noqa: PYI034 - a plain class, not subclassed
-        self._cpu = time.process_time_ns()
-        self._wall = time.perf_counter_ns()
-        self._torchx_event.start_epoch_time_usec = int(time.time() * 1_000_000)
+        if self.recording:
+            self._cpu = time.process_time_ns()
+            self._wall = time.perf_counter_ns()
+            self._torchx_event.start_epoch_time_usec = time.time_ns() // 1000
         return self
 
     def __exit__(
@@ -98,6 +168,8 @@ class log_event:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if not self.recording:
+            return
         ev = self._torchx_event
         ev.cpu_time_usec = (time.process_time_ns() - self._cpu) // 1000
         ev.wall_time_usec = (time.perf_counter_ns() - self._wall) // 1000
@@ -106,6 +178,19 @@ class log_event:
             ev.exception_type = type(exc).__name__
             ev.exception_message = str(exc)
             last = traceback.extract_tb(tb)[-1] if tb is not None else None
-            if last is not None:
-                ev.exception_source_location = f"{last.filename}:{last.lineno}"
-        record(ev, self._destination)
+            if last is not None:  # as TorchX: where it was raised, as a JSON object
+                import json
+
+                ev.exception_source_location = json.dumps(
+                    {"filename": last.filename, "lineno": last.lineno, "name": last.name}
+                )
+        _send(ev, self._destination)
+
+
+def _send(event: TorchxEvent, destination: str) -> None:
+    try:
+        serialized = event.serialize()
+    except Exception:  # recording must never break the call it records
+        logger.warning("cannot serialize the %s event; not recorded", event.api, exc_info=True)
+        return
+    events_logger(destination).info(serialized)
