@@ -24,17 +24,10 @@ A plugin that fails to load is recorded, not raised: ``registry().load_errors()`
 (:mod:`torchx_core.schedulers`, :mod:`torchx_core.specs`) read their plugins from here.
 """
 
-from torchx_core.plugins._registration import (
-    EIGHTH,
-    HALF,
-    QUARTER,
-    SIXTEENTH,
-    WHOLE,
-    halve_mem_down_to,
-    powers_of_two_gpus,
-    register,
-    resource_tags,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from torchx_core.plugins._registry import (
     PluginRegistry,
     PluginSource,
@@ -42,6 +35,44 @@ from torchx_core.plugins._registry import (
     RegistrationError,
     registry,
 )
+
+if TYPE_CHECKING:
+    from torchx_core.plugins._registration import (
+        EIGHTH,
+        HALF,
+        QUARTER,
+        SIXTEENTH,
+        WHOLE,
+        halve_mem_down_to,
+        powers_of_two_gpus,
+        register,
+        resource_tags,
+    )
+
+# what plugin authors write with (`register`, the fractions) is imported on first use: a
+# scheduler lookup on the launch path only needs the registry
+_REGISTRATION_NAMES = frozenset(
+    {
+        "EIGHTH",
+        "HALF",
+        "QUARTER",
+        "SIXTEENTH",
+        "WHOLE",
+        "halve_mem_down_to",
+        "powers_of_two_gpus",
+        "register",
+        "resource_tags",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REGISTRATION_NAMES:
+        from torchx_core.plugins import _registration
+
+        return getattr(_registration, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EIGHTH",

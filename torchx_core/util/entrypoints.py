@@ -152,9 +152,30 @@ def _read_entry_point_files(paths: Iterable[str]) -> list[str]:
         except OSError:  # not a directory (zip file, missing path)
             continue
         for dist in dists:
-            try:
-                with open(os.path.join(dist, "entry_points.txt"), encoding="utf-8") as f:
-                    texts.append(f.read())
-            except OSError:
-                continue
+            text = _read_text(os.path.join(dist, "entry_points.txt"))
+            if text is not None:
+                texts.append(text)
     return texts
+
+
+def _read_text(path: str) -> str | None:
+    """The UTF-8 text of ``path``, None if it cannot be read.
+
+    Raw ``os.open``/``os.read``: ``open()`` builds three file objects per call, which was half
+    the cost of scanning a few hundred distributions on every CLI start.
+    """
+    if not os.access(path, os.R_OK):  # most distributions have none: no exception to build
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
