@@ -28,14 +28,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torchx_core.plugins._registry import (
-    PluginRegistry,
-    PluginSource,
-    PluginType,
-    RegistrationError,
-    registry,
-)
-
 if TYPE_CHECKING:
     from torchx_core.plugins._registration import (
         EIGHTH,
@@ -48,30 +40,45 @@ if TYPE_CHECKING:
         register,
         resource_tags,
     )
+    from torchx_core.plugins._registry import (
+        PluginRegistry,
+        PluginSource,
+        PluginType,
+        RegistrationError,
+        registry,
+    )
 
-# what plugin authors write with (`register`, the fractions) is imported on first use: a
-# scheduler lookup on the launch path only needs the registry
-_REGISTRATION_NAMES = frozenset(
-    {
-        "EIGHTH",
-        "HALF",
-        "QUARTER",
-        "SIXTEENTH",
-        "WHOLE",
-        "halve_mem_down_to",
-        "powers_of_two_gpus",
-        "register",
-        "resource_tags",
-    }
-)
+# every name is imported on first use: looking up a built-in scheduler on the launch path asks
+# only `_probe` (no registry, no enum classes) when no plugin can carry its name
+_SUBMODULE_OF = {
+    **dict.fromkeys(
+        ("PluginRegistry", "PluginSource", "PluginType", "RegistrationError", "registry"),
+        "_registry",
+    ),
+    **dict.fromkeys(
+        (
+            "EIGHTH",
+            "HALF",
+            "QUARTER",
+            "SIXTEENTH",
+            "WHOLE",
+            "halve_mem_down_to",
+            "powers_of_two_gpus",
+            "register",
+            "resource_tags",
+        ),
+        "_registration",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _REGISTRATION_NAMES:
-        from torchx_core.plugins import _registration
+    submodule = _SUBMODULE_OF.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(_registration, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
 
 
 __all__ = [

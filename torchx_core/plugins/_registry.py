@@ -5,21 +5,19 @@ from __future__ import annotations
 import enum
 import importlib
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable
 from enum import auto
 from types import ModuleType
 from typing import Any, overload
 
+from torchx_core.plugins._probe import NAMESPACE_ROOT, namespace_installed, sources_from_env
 from torchx_core.util import entrypoints
 
 logger: logging.Logger = logging.getLogger(__name__)
 
 #: module attribute where ``register.named_resource`` also records what it registered
 NAMED_RESOURCES_ATTR: str = "NAMED_RESOURCES"
-#: the namespace package plugins live under (``torchx_plugins.schedulers.my_sched``)
-NAMESPACE_ROOT: str = "torchx_plugins"
 
 
 class PluginType(str, enum.Enum):
@@ -143,7 +141,7 @@ class PluginRegistry:
                     return True
             elif name in entrypoints.declared_names(plugin_type.value):
                 return True
-        return PluginSource.NAMESPACE_PKG in self._sources and _namespace_installed()
+        return PluginSource.NAMESPACE_PKG in self._sources and namespace_installed()
 
     def add(
         self, plugin_type: PluginType, name: str, factory: Any, *, replace: bool = False
@@ -312,7 +310,7 @@ class PluginRegistry:
 
     def _scan_namespace(self, kind: PluginType) -> dict[str, Any]:
         ns = kind.namespace
-        if not _namespace_installed():
+        if not namespace_installed():
             return {}
         try:
             pkg = importlib.import_module(ns)
@@ -447,15 +445,6 @@ def _quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def _namespace_installed() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(NAMESPACE_ROOT) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 _registry: PluginRegistry | None = None
 _registry_lock = threading.Lock()
 
@@ -478,15 +467,4 @@ def registry() -> PluginRegistry:
 
 
 def _sources_from_env() -> PluginSource:
-    every = PluginSource.NAMESPACE_PKG | PluginSource.ENTRYPOINT
-    raw = os.environ.get("TORCHX_PLUGINS_SOURCE", str(int(every)))
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= int(every):
-        raise ValueError(
-            f"TORCHX_PLUGINS_SOURCE={raw!r} is invalid; use 0 (no plugins), 1 (namespace"
-            " packages only), 2 (entry points only) or 3 (both, the default)"
-        )
-    return PluginSource(value)
+    return PluginSource(sources_from_env())

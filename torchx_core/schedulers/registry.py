@@ -276,6 +276,12 @@ class SchedulerRegistry:
     def _may_override(self, name: str) -> bool:
         if name in self._no_override:
             return False
+        if self._plugin_registry is None and self._group == ENTRY_POINT_GROUP:
+            from torchx_core.plugins._probe import cannot_provide
+
+            if cannot_provide(self._group, name):  # the registry is not even imported
+                self._no_override.add(name)
+                return False
         from torchx_core.plugins import PluginType
 
         kind = next((pt for pt in PluginType if pt.value == self._group), None)

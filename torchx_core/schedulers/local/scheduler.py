@@ -28,7 +28,7 @@ import re
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -109,8 +109,8 @@ def make_unique(name: str, length: int = 12) -> str:
     >>> make_unique("trainer").startswith("trainer-")
     True
     """
-    rules = APP_ID_RULES if length == APP_ID_RULES.suffix_len else replace(
-        APP_ID_RULES, suffix_len=length)
+    rules = APP_ID_RULES if length == APP_ID_RULES.suffix_len else APP_ID_RULES._replace(
+        suffix_len=length)
     return unique_id(name, rules)
 
 
