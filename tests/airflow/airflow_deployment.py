@@ -198,6 +198,35 @@ class AirflowDeployment:
             ) from None
         return dict(last)
 
+    def wait_deferred(
+        self, dag_id: str, run_id: str, task_id: str = "train", try_number: int = 1
+    ) -> None:
+        """Waits until the task is deferred, a triggerer runs its trigger and the scheduler has
+        processed the end of the worker run that deferred.
+
+        A user action before the triggerer picked the trigger up finds no trigger to run ``on_kill``
+        on (Airflow only kills triggers a triggerer runs). And the deferring worker run's exit may
+        reach the scheduler seconds late (LocalExecutor): if the resumed task is running by then, the
+        scheduler marks it failed ("finished with state success, but the task instance's state
+        attribute is running", an Airflow race independent of our code), so the tests let the apps
+        end only after it.
+        """
+        self.wait_ti(dag_id, run_id, task_id, {"deferred"}, min_try=try_number)
+        wait_until(
+            lambda: self.ti(dag_id, run_id, task_id).get("triggerer_job"),
+            180,
+            f"a triggerer to pick up the trigger of {dag_id}.{task_id}",
+        )
+        event = (
+            f"Received executor event with state success for task instance TaskInstanceKey("
+            f"dag_id='{dag_id}', task_id='{task_id}', run_id='{run_id}', try_number={try_number}"
+        )
+        wait_until(
+            lambda: event in self.service_log("scheduler"),
+            180,
+            f"the scheduler to see the deferring run of {dag_id}.{task_id} end",
+        )
+
     def set_ti_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
         """Marks a task instance (``failed``/``success``), as a user does in the UI."""
         self.api(

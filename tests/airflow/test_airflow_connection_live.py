@@ -70,6 +70,7 @@ def test_a_dag_runs_on_the_connection_deferred_and_on_a_worker(
     kwargs = dep.trigger_kwargs(trigger["id"])
     assert json.loads(kwargs)["torchx_conn_id"] == conn_id, kwargs
     assert secret not in kwargs and "from-" not in kwargs  # the id, never the values
+    dep.wait_deferred(dag, run, "deferred")  # (see wait_deferred: an Airflow LocalExecutor race)
     (dep.work / f"{run}.release").touch()
     for task in ("deferred", "worker"):
         ti = dep.wait_ti(dag, run, task, {"success", "failed"})

@@ -82,36 +82,6 @@ def _wait_started(live: Live, run_id: str, name: str) -> None:
     )
 
 
-def _wait_deferred(
-    live: Live, dag_id: str, run_id: str, task_id: str = "train", try_number: int = 1
-) -> None:
-    """Waits until the task is deferred, a triggerer runs its trigger and the scheduler has
-    processed the end of the worker run that deferred.
-
-    A user action before the triggerer picked the trigger up finds no trigger to run ``on_kill``
-    on (Airflow only kills triggers a triggerer runs). And the deferring worker run's exit may
-    reach the scheduler seconds late (LocalExecutor): if the resumed task is running by then, the
-    scheduler marks it failed ("finished with state success, but the task instance's state
-    attribute is running", an Airflow race independent of our code), so the tests let the apps
-    end only after it.
-    """
-    live.wait_ti(dag_id, run_id, task_id, {"deferred"}, min_try=try_number)
-    wait_until(
-        lambda: live.ti(dag_id, run_id, task_id).get("triggerer_job"),
-        180,
-        f"a triggerer to pick up the trigger of {dag_id}.{task_id}",
-    )
-    event = (
-        f"Received executor event with state success for task instance TaskInstanceKey("
-        f"dag_id='{dag_id}', task_id='{task_id}', run_id='{run_id}', try_number={try_number}"
-    )
-    wait_until(
-        lambda: event in live.service_log("scheduler"),
-        180,
-        f"the scheduler to see the deferring run of {dag_id}.{task_id} end",
-    )
-
-
 def _wait_cancelled(live: Live, handle: str) -> None:
     wait_until(
         lambda: getattr(live.status(handle), "state", None) == AppState.CANCELLED,
@@ -129,7 +99,7 @@ def _wait_cancelled(live: Live, handle: str) -> None:
 def test_deferrable_success(live: Live) -> None:
     dag = "live_defer_ok"
     run = live.trigger(dag)
-    _wait_deferred(live, dag, run)
+    live.wait_deferred(dag, run)
     handle = _handle(live, dag, run)
     live.release(run)
     ti = live.wait_ti(dag, run, "train", {"success", "failed"})
@@ -147,7 +117,7 @@ def test_deferrable_success(live: Live) -> None:
 def test_mark_failed_of_a_deferred_task_cancels_the_app(live: Live) -> None:
     dag = "live_mark_failed"
     run = live.trigger(dag)
-    _wait_deferred(live, dag, run)
+    live.wait_deferred(dag, run)
     handle = _handle(live, dag, run)
     _wait_started(live, run, "markfailed-forever")
     assert app_processes(handle)
@@ -163,7 +133,7 @@ def test_clear_of_a_deferred_task_never_cancels_the_adopted_app(live: Live) -> N
     the re-run finish on it (one app)."""
     dag = "live_clear"
     run = live.trigger(dag)
-    _wait_deferred(live, dag, run)
+    live.wait_deferred(dag, run)
     first = _handle(live, dag, run)
     _wait_started(live, run, "cleared")
     live.clear_ti(dag, run, "train")
@@ -181,7 +151,7 @@ def test_clear_of_a_deferred_task_never_cancels_the_adopted_app(live: Live) -> N
     assert "Cancelled TorchX app" not in decided
     second = live.wait_ti(dag, run, "train", {"deferred", "failed", "success"}, min_try=2)
     if second["state"] == "deferred":
-        _wait_deferred(live, dag, run, try_number=2)
+        live.wait_deferred(dag, run, try_number=2)
     live.release(run)
     ti = live.wait_ti(dag, run, "train", {"success", "failed"}, min_try=2)
     log = live.task_log(dag, run, "train", ti["try_number"])
