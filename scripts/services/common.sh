@@ -6,6 +6,17 @@ CI_RUN_DIR="${CI_RUN_DIR:-/run/torchx-ci}"
 CI_STATE_DIR="${CI_STATE_DIR:-/var/lib/torchx-ci}"
 mkdir -p "$CI_RUN_DIR" "$CI_STATE_DIR"
 
+# shared_daemon_env: drops the caller's TORCHX_* variables before a shared daemon starts. A backend
+# daemon (dockerd, slurmd, a Ray head, moto, MLflow) outlives whoever started it and serves every
+# later caller, so it must not carry one caller's local-scheduler root or settings: a test that
+# started it would otherwise own a process that looks like one of its replicas.
+shared_daemon_env() {
+  local v
+  for v in $(compgen -e); do
+    case "$v" in TORCHX_*) unset "$v" ;; esac
+  done
+}
+
 # alive PID: true while PID exists and is not a zombie.
 alive() {
   local s

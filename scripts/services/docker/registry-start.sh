@@ -6,6 +6,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 PORT="${REGISTRY_PORT:-5000}"
 listening() { (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 # up: the port answers GET /v2/ like a registry (Docker-Distribution-Api-Version header)

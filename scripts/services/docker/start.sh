@@ -7,6 +7,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 DOCKER_SOCK="${DOCKER_SOCK:-/var/run/docker.sock}"
 DOCKER="${DOCKER:-/usr/bin/docker}"
 PIDFILE="$CI_RUN_DIR/dockerd.pid"

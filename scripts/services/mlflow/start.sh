@@ -9,6 +9,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 MLFLOW_PORT="${MLFLOW_PORT:-15000}"
 VENV="${MLFLOW_VENV:-$CI_STATE_DIR/mlflow/venv}"
 DATA="${MLFLOW_DATA:-$CI_STATE_DIR/mlflow/data-$MLFLOW_PORT}"

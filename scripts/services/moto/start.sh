@@ -9,6 +9,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 REPO="$(cd "$HERE/../../.." && pwd)"
 MOTO_PORT="${MOTO_PORT:-5055}"
 MOTO_SERVER="${MOTO_SERVER:-$REPO/.venv/bin/moto_server}"

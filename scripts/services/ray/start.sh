@@ -15,6 +15,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 REPO="$(cd "$HERE/../../.." && pwd)"
 RAY="${RAY:-$REPO/.venv/bin/ray}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"

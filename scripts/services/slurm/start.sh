@@ -13,6 +13,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+shared_daemon_env
 
 NODES="${SLURM_NODES:-4}"
 CPUS="${SLURM_CPUS:-2}"
