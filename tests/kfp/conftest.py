@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -15,8 +14,12 @@ from typing import Any
 import pytest
 from kfp_helpers import AWS_TEST_ENV, processes_of
 
-# the shared fake scheduler (a real Runner over it) of the unit tests
+# the shared fake scheduler (a real Runner over it) of the unit tests, and the session fixtures
+# of the real dockerd and moto server (started by our scripts, stopped at session end if started)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))
+from aws_fixtures import moto_server  # noqa: F401
+from docker_fixtures import docker_engine  # noqa: F401
 
 LOCAL_ROOT_ENV = "TORCHX_LOCAL_ROOT"
 
@@ -94,16 +97,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def moto_batch_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:
-    """A fresh Batch job queue on the moto server (started by our script if it is not up), and
-    the AWS environment the launcher step (a kfp.local subprocess) reads."""
+def moto_batch_queue(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:  # noqa: F811
+    """A fresh Batch job queue on the moto server (the session's), and the AWS environment the
+    launcher step (a kfp.local subprocess) reads."""
     import boto3
 
-    proc = subprocess.run(["bash", str(REPO / "scripts/services/moto/start.sh")],
-                          capture_output=True, text=True, timeout=600, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"the moto server did not start (scripts/services/moto/start.sh exit"
-                    f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     for key, value in AWS_TEST_ENV.items():
         monkeypatch.setenv(key, value)
     clients = {n: boto3.client(n) for n in ("batch", "iam", "ec2")}

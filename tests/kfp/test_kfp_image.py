@@ -51,7 +51,7 @@ def _docker(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.Co
 
 
 @pytest.fixture(scope="session")
-def launcher_image() -> Iterator[str]:
+def launcher_image(docker_engine: Any) -> Iterator[str]:
     """The launcher image, built offline from the prepared rootfs and wheels (removed after)."""
     rootfs, wheels = PREPARED / "rootfs.tar", PREPARED / "wheels"
     if not rootfs.is_file() or not (wheels / ".complete").is_file():
@@ -60,8 +60,6 @@ def launcher_image() -> Iterator[str]:
             " `bash scripts/services/kfp-image/install.sh` (it downloads from Debian's mirror"
             " and PyPI; the test itself never does)"
         )
-    subprocess.run(["bash", str(REPO / "scripts/services/docker/start.sh")], check=True,
-                   capture_output=True, timeout=600)
     tag = uuid.uuid4().hex[:10]
     base, image = f"torchx-kfp-test-base:{tag}", f"torchx-kfp-test-launcher:{tag}"
     _docker("import", "--change", 'CMD ["/bin/bash"]', str(rootfs), base)
