@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_scheduler import JobTable, make_runner
@@ -698,3 +699,30 @@ def test_attach_leaves_the_callers_appdef_as_given() -> None:
     life = AppLifecycle(make_runner(JobTable()), "fake", owner="o")
     life.attach(app, ("id",))
     assert repr(app) == before and app.roles[0].env == {"A": "1"}
+
+
+def test_the_follower_reads_status_through_the_shared_read(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # many followers in one process (a flow's tasks, each following its replicas) must not each
+    # ask the scheduler: their "has it ended?" reads are shared, at most one retry interval old
+    from torchx_core.runner import _lifecycle_logs
+
+    asked: list[float] = []
+    real = _lifecycle_logs.read_status
+
+    def recording(runner_: Runner, handle: str, max_age: float = 0.0) -> Any:
+        asked.append(max_age)
+        return real(runner_, handle, max_age)
+
+    monkeypatch.setattr(_lifecycle_logs, "read_status", recording)
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink, retry_interval=0.05)
+    sink.wait_for(6)
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert follower.join(timeout=60)
+    assert asked and set(asked) == {0.05}
+    assert len(sink.lines) == 6

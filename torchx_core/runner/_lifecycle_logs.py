@@ -116,7 +116,7 @@ class LogFollower:
         try:
             pairs = self.replicas
             if pairs is None:
-                pairs = replicas_of(self.runner, self.app_handle, read_status(self.runner, self.app_handle))
+                pairs = replicas_of(self.runner, self.app_handle, self._status())
         except Exception as e:  # noqa: BLE001 - logs are best effort; the status decides
             logger.warning("cannot stream the logs of %s: %s", self.app_handle, e)
             return
@@ -161,9 +161,14 @@ class LogFollower:
             self.app_handle, role, k, regex=self.regex, should_tail=tail, streams=self.streams
         )
 
+    def _status(self) -> AppStatus | None:
+        # shared with the other followers and watchers of this scheduler in the process (a flow
+        # of many tasks, each following several replicas): one batched read per retry interval
+        return read_status(self.runner, self.app_handle, max_age=self.retry_interval)
+
     def _app_done(self) -> bool:
         try:
-            status = read_status(self.runner, self.app_handle)
+            status = self._status()
         except Exception:  # noqa: BLE001 - unreadable: keep trying
             return False
         return status is None or status.is_terminal()

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from torchx_core.runner._lifecycle_logs import LogFollower, more_replicas, replicas_of
 from torchx_core.runner._status_read import aread_status as _aread_status
 from torchx_core.runner._status_read import read_status as _read_status
+from torchx_core.runner.status_watch import shared_list
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -537,8 +538,9 @@ class AppLifecycle:
         return None
 
     def _named(self, name: str) -> list[ListAppResponse]:
-        """The apps on the scheduler named ``name`` (see :func:`_is_named`)."""
-        rows = self.runner.list(self.scheduler, self.cfg or None)
+        """The apps on the scheduler named ``name`` (see :func:`_is_named`); the list is shared
+        with the other steps of this process that look for theirs at the same time."""
+        rows = shared_list(self.runner, self.scheduler, self.cfg or None)
         return [r for r in rows if _is_named(r, name)]
 
     def _record_owner(self, handle: str) -> bool:

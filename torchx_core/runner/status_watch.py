@@ -16,6 +16,10 @@ So N watchers polling every ``T`` seconds cost one batched call per ``T``, whate
 error reaches every watcher of that read (each decides, e.g. the lifecycle's grace clock).
 Async callers use :func:`ashared_status`, which answers from the cache without a thread and runs
 the reads in a worker thread, so an event loop never blocks.
+
+Finding an app by name (the lifecycle's reattach check as every task starts) lists the
+scheduler's apps; :func:`shared_list` lets callers that ask while a list is being read share the
+next one, so a flow starting a hundred tasks lists a couple of times, not a hundred.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,8 +35,10 @@ from torchx_core.specs import AppHandle, AppStatus, parse_app_handle
 
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
+    from torchx_core.schedulers.api import ListAppResponse
+    from torchx_core.specs import CfgVal
 
-__all__ = ["ashared_status", "reset", "shared_status", "unwatch", "watch"]
+__all__ = ["ashared_status", "reset", "shared_list", "shared_status", "unwatch", "watch"]
 
 _Clock = Callable[[], float]
 
@@ -74,7 +80,10 @@ _clock: _Clock = time.monotonic
 
 
 def _key(runner: Runner, handle: AppHandle) -> Hashable:
-    backend = parse_app_handle(handle).scheduler_backend
+    return _backend_key(runner, parse_app_handle(handle).scheduler_backend)
+
+
+def _backend_key(runner: Runner, backend: str) -> Hashable:
     factory = runner._scheduler_factories.get(backend)
     params = repr(sorted(runner._scheduler_params.items()))
     return (backend, factory, params)
@@ -217,7 +226,81 @@ async def ashared_status(runner: Runner, handle: AppHandle, max_age: float) -> A
             return read.results[handle]
 
 
+@dataclass
+class _List:
+    """One list read: its callers wait on ``done``."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    rows: list[ListAppResponse] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+@dataclass
+class _Lists:
+    """The list reads of one scheduler configuration and run options."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    current: _List | None = None  # being read
+    pending: _List | None = None  # to read once ``current`` ends; callers join it
+    reads: int = 0
+
+
+_lists: dict[Hashable, _Lists] = {}
+
+
+def shared_list(
+    runner: Runner, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
+) -> list[ListAppResponse]:
+    """``runner.list(scheduler, cfg)``, shared by the callers that ask while a list is read.
+
+    The result is never older than the call: a read already in flight may have begun before
+    this caller's app was submitted, so the caller waits for it to end and then shares the next
+    read with everyone else who asked meanwhile (one of them reads). With no read in flight the
+    caller reads at once. Raises what the read raised, to every caller that shared it.
+    """
+    key = (_backend_key(runner, scheduler), repr(sorted((cfg or {}).items())))
+    with _groups_lock:
+        state = _lists.setdefault(key, _Lists())
+    with state.lock:
+        before = state.current
+        if before is None:
+            read = state.current = _List()
+            lead = True
+        else:
+            lead = state.pending is None
+            if lead:
+                state.pending = _List()
+            read = state.pending
+    if before is not None:
+        before.done.wait()  # the list in flight was asked for before this call
+    if lead:
+        try:
+            read.rows = runner.list(scheduler, cfg)
+        except BaseException as e:  # noqa: BLE001 - handed to every caller of this read
+            read.error = e
+        finally:
+            with state.lock:
+                state.reads += 1
+                if state.current is read:  # the callers who asked meanwhile read next
+                    state.current, state.pending = state.pending, None
+            read.done.set()
+    else:
+        read.done.wait()
+    if read.error is not None:
+        raise read.error
+    return list(read.rows)
+
+
+def lists_made(runner: Runner, scheduler: str, cfg: Mapping[str, CfgVal] | None = None) -> int:
+    """How many shared list reads were made for ``scheduler`` and ``cfg`` so far."""
+    key = (_backend_key(runner, scheduler), repr(sorted((cfg or {}).items())))
+    with _groups_lock:
+        state = _lists.get(key)
+    return state.reads if state is not None else 0
+
+
 def reset() -> None:
-    """Forgets every group and cached status (for tests that reuse app ids across fakes)."""
+    """Forgets every group, cached status and list read (for tests that reuse app ids)."""
     with _groups_lock:
         _groups.clear()
+        _lists.clear()
