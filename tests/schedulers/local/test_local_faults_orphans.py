@@ -116,6 +116,44 @@ def test_list_and_wait_also_notice_a_dead_supervisor(sched: LocalScheduler) -> N
         assert wait_until(partial(_no_replicas, app_id), timeout=30)
 
 
+def test_describe_many_sweeps_the_apps_of_dead_supervisors_in_one_scan(
+    sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watcher of many apps (a triggerer, ``torchx status a b c``) that finds several dead
+    supervisors reads each status once and kills all their replicas in one scan of /proc."""
+    from torchx_core.schedulers.local import _supervisor
+
+    dead = [sched.submit(sleepers(2), {}) for _ in range(3)]
+    alive = sched.submit(sleepers(1), {})
+    for app_id in dead:
+        assert wait_until(partial(_has_replicas, app_id, 2), timeout=60)
+    assert wait_until(partial(_has_replicas, alive, 1), timeout=60)
+    for app_id in dead:
+        pid = _supervisor_pid(sched, app_id)
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(partial(_gone, pid), timeout=30)
+    scans: list[str] = []
+    real = os.listdir
+
+    def counting(path: str = ".") -> list[str]:
+        if path == "/proc":
+            scans.append(path)
+        return real(path)
+
+    monkeypatch.setattr(_supervisor.os, "listdir", counting)
+    out = sched.describe_many([*dead, alive, "never-submitted"])
+    monkeypatch.undo()
+    assert [out[a].state for a in dead] == [AppState.FAILED] * 3  # type: ignore[union-attr]
+    assert "supervisor" in out[dead[0]].msg  # type: ignore[union-attr]
+    assert out[alive].state == AppState.RUNNING  # type: ignore[union-attr]
+    assert out["never-submitted"] is None
+    assert len(scans) == 1  # one /proc scan for the three dead apps, none for the live one
+    for app_id in dead:
+        assert wait_until(partial(_no_replicas, app_id), timeout=30)
+    assert _has_replicas(alive, 1)  # the live app is untouched
+    sched.cancel(alive)
+
+
 def test_cancel_of_a_failed_app_still_kills_its_survivors(sched: LocalScheduler) -> None:
     """The app already says FAILED (its supervisor died and a replica escaped the first sweep,
     e.g. it was still starting): ``cancel`` sweeps again instead of "already ended"."""

@@ -198,7 +198,9 @@ def is_owned(app_dir: str, app_id: str) -> bool:
         return False
 
 
-def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | None:
+def read_status(
+    app_dir: str, app_id: str | None = None, dead: list[str] | None = None
+) -> dict[str, Any] | None:
     """The app's status, corrected (and its leftovers killed) when its supervisor died.
 
     Returns ``None`` when there is no app here. Raises :class:`CorruptAppStateError` when the
@@ -206,7 +208,9 @@ def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | Non
 
     A supervisor that died before writing a final state (SIGKILL, OOM killer) is noticed by
     the first reader (its lock is free): the app is recorded as FAILED and every process of it
-    (by its ``TORCHX_APP_ID``) is killed.
+    (by its ``TORCHX_APP_ID``) is killed. A reader of many apps passes ``dead``: the ids of
+    such apps are appended to it instead, and the reader kills their processes together
+    (``kill_apps_processes``, one scan of ``/proc``) before it answers.
     """
     app_id = app_id or os.path.basename(app_dir)
     status = _load_status(app_dir, app_id)
@@ -233,7 +237,10 @@ def read_status(app_dir: str, app_id: str | None = None) -> dict[str, Any] | Non
     for role in status["roles"]:
         role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
         role["pids"] = [0] * len(role["states"])
-    kill_app_processes(app_id)
+    if dead is None:
+        kill_app_processes(app_id)
+    else:
+        dead.append(app_id)
     try:
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:

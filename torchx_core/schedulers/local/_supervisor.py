@@ -35,7 +35,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
+
+#: set in every replica's environment to its app id: how the processes of an app are found
+_APP_ID_ENV = "TORCHX_APP_ID"
 
 # -- on-disk layout (shared with _state) -----------------------------------------------------
 
@@ -751,7 +755,15 @@ def kill_app_processes(app_id: str) -> int:
     A process found that leads its group has its whole group killed. Returns how many
     processes were found.
     """
-    marker = f"TORCHX_APP_ID={app_id}".encode()
+    return kill_apps_processes([app_id])
+
+
+def kill_apps_processes(app_ids: Iterable[str]) -> int:
+    """:func:`kill_app_processes` for several apps in one scan of ``/proc``."""
+    markers = [f"{_APP_ID_ENV}={a}".encode() for a in dict.fromkeys(app_ids)]
+    if not markers:
+        return 0
+    prefix = markers[0] if len(markers) == 1 else f"{_APP_ID_ENV}=".encode()
     me = os.getpid()
     found = 0
     for name in os.listdir("/proc"):
@@ -760,9 +772,10 @@ def kill_app_processes(app_id: str) -> int:
         env = _read_proc_file(f"/proc/{name}/environ")
         # the substring test rejects almost every process without splitting its environment
         # (5x faster on a full machine: this scan runs before an app's final status)
-        if env is None or marker not in env:
+        if env is None or prefix not in env:
             continue
-        if marker in env.split(b"\0"):
+        items = set(env.split(b"\0"))
+        if any(marker in items for marker in markers):
             pid = int(name)
             found += 1
             try:

@@ -55,6 +55,7 @@ from torchx_core.schedulers.local._supervisor import (
     TORCHX_LAYOUT,
     error_file_path,
     kill_app_processes,
+    kill_apps_processes,
     log_path,
     write_json_atomic,
 )
@@ -591,7 +592,30 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        status = _state.read_status(app_dir, app_id)
+        return self._response(app_id, app_dir, _state.read_status(app_dir, app_id))
+
+    def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
+        """One pass over the requested apps: each app's status file is read once, and the
+        leftover processes of every app whose supervisor died are killed together, in one scan
+        of ``/proc`` (not one scan per app).
+
+        Raises:
+            CorruptAppStateError: an app exists but its status file cannot be read.
+        """
+        dead: list[str] = []
+        found: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        try:
+            for app_id in dict.fromkeys(app_ids):
+                app_dir = self._app_dir(app_id)
+                found[app_id] = ("", None) if app_dir is None else (
+                    app_dir, _state.read_status(app_dir, app_id, dead=dead))
+        finally:
+            kill_apps_processes(dead)
+        return {a: self._response(a, d, s) if d else None for a, (d, s) in found.items()}
+
+    def _response(
+        self, app_id: str, app_dir: str, status: dict[str, Any] | None
+    ) -> DescribeAppResponse | None:
         if status is None:
             return None
         failed = status.get("failed")
@@ -638,21 +662,25 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         that are not apps of this scheduler are skipped.
         """
         rows = []
-        for app_id, app_dir in _state.iter_app_dirs(self.root):
-            try:
-                status = _state.read_status(app_dir, app_id)
-            except CorruptAppStateError as e:
-                logger.warning("%s", e)
-                status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
-            if status is None:
-                continue
-            app = ListAppResponse(
-                app_id=app_id,
-                state=AppState[status["state"]],
-                app_handle=f"{self.backend}://{self.session_name}/{app_id}",
-                name=status.get("name", ""),
-            )
-            rows.append((float(status.get("created") or 0.0), app_id, app))
+        dead: list[str] = []  # apps whose supervisor died: their leftovers are killed together
+        try:
+            for app_id, app_dir in _state.iter_app_dirs(self.root):
+                try:
+                    status = _state.read_status(app_dir, app_id, dead=dead)
+                except CorruptAppStateError as e:
+                    logger.warning("%s", e)
+                    status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
+                if status is None:
+                    continue
+                app = ListAppResponse(
+                    app_id=app_id,
+                    state=AppState[status["state"]],
+                    app_handle=f"{self.backend}://{self.session_name}/{app_id}",
+                    name=status.get("name", ""),
+                )
+                rows.append((float(status.get("created") or 0.0), app_id, app))
+        finally:
+            kill_apps_processes(dead)
         rows.sort(key=lambda row: row[:2])
         return [app for _, _, app in rows]
 
