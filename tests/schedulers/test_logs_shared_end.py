@@ -100,3 +100,35 @@ def test_iter_files_lines_follows_two_files_until_done(tmp_path) -> None:  # typ
     assert lines.index("o1\n") < lines.index("o2\n") and lines.index("e1\n") < lines.index("e2 no newline")
     assert list(iter_files_lines([str(out), str(err)])) == ["o1\n", "o2\n", "e1\n", "e2 no newline"]
     assert list(iter_files_lines([str(tmp_path / "missing.out")])) == []
+
+
+def test_iter_files_lines_reads_a_file_that_appears_as_the_app_ends(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The stderr file is written just before the app ends (the moment ``is_done`` turns true):
+    the last read still gets it (seen lost under load before "done" was asked first)."""
+    from torchx_core.schedulers._logs import iter_files_lines
+
+    out, err = tmp_path / "r.out", tmp_path / "r.err"
+    out.write_text("o1\n")
+
+    def ends_writing_stderr() -> bool:
+        err.write_text("e1\nlast")  # the replica's final words, then it ends
+        return True
+
+    lines = list(iter_files_lines([str(out), str(err)], should_tail=True,
+                                  is_done=ends_writing_stderr, poll_interval=0.01))
+    assert sorted(lines) == ["e1\n", "last", "o1\n"]
+
+
+def test_iter_file_lines_reads_a_file_that_appears_as_the_app_ends(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchx_core.schedulers._logs import iter_file_lines
+
+    log = tmp_path / "r.out"
+
+    def ends_writing() -> bool:
+        log.write_text("only line\n")
+        return True
+
+    assert list(iter_file_lines(str(log), should_tail=True, is_done=ends_writing,
+                                poll_interval=0.01)) == ["only line\n"]
+    assert list(iter_file_lines(str(tmp_path / "never"), should_tail=True,
+                                is_done=lambda: True, poll_interval=0.01)) == []

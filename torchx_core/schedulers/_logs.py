@@ -33,7 +33,10 @@ def iter_file_lines(
     """
     deadline = time.monotonic() + wait_for_file
     while not os.path.exists(path):
-        if time.monotonic() >= deadline and not (should_tail and is_done and not is_done()):
+        running = should_tail and is_done is not None and not is_done()
+        if time.monotonic() >= deadline and not running:
+            if os.path.exists(path):  # written as the app ended: read it
+                break
             return
         time.sleep(min(poll_interval, 0.05))
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
@@ -89,10 +92,12 @@ def iter_files_lines(
     pending = dict.fromkeys(paths, "")
     try:
         while True:
+            # "done" first: a file written before the app ended exists by the time it is looked
+            # for below, so the last read gets it (a stderr file that appears as the app ends)
+            done = is_done is None or is_done()
             for path in paths:
                 if path not in files and os.path.exists(path):
                     files[path] = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
-            done = is_done is None or is_done()
             got = False
             for path, f in files.items():
                 chunk = f.read(_CHUNK if not done else -1)  # type: ignore[attr-defined]
