@@ -41,6 +41,7 @@ from torchx_core.specs.structured_opts import StructuredOpts
 
 __all__ = [
     "AppValidationError",
+    "CombinedLogsOnlyError",
     "DescribeAppResponse",
     "InvalidAppIdError",
     "InvalidLogQueryError",
@@ -51,6 +52,7 @@ __all__ = [
     "StructuredOpts",
     "UnsupportedFeatureError",
     "filter_regex",
+    "require_combined_streams",
     "split_lines",
     "split_lines_iterator",
 ]
@@ -100,6 +102,22 @@ class InvalidAppIdError(SchedulerError, UnknownAppException, ValueError):
 
 class InvalidLogQueryError(SchedulerError, ValueError):
     """A log query (regex, time range, replica) is malformed."""
+
+
+class CombinedLogsOnlyError(UnsupportedFeatureError, InvalidLogQueryError):
+    """stdout or stderr alone was asked of a backend whose logs hold both together."""
+
+
+def require_combined_streams(streams: Stream | None, logs: str) -> None:
+    """Raises :class:`CombinedLogsOnlyError` unless ``streams`` is None or COMBINED.
+
+    ``logs`` names the backend's logs in the message, e.g. ``"Ray job logs"``.
+    """
+    if streams not in (None, Stream.COMBINED):
+        raise CombinedLogsOnlyError(
+            f"{logs} hold stdout and stderr together; got streams={streams},"
+            " use Stream.COMBINED (the default)"
+        )
 
 
 @dataclass

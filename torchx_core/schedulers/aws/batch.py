@@ -51,6 +51,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
     filter_regex,
+    require_combined_streams,
 )
 from torchx_core.schedulers.aws._logs import iter_log_events, make_client
 from torchx_core.schedulers.devices import get_device_mounts
@@ -580,11 +581,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        if streams not in (None, Stream.COMBINED):
-            raise InvalidLogQueryError(
-                f"aws_batch logs hold stdout and stderr together; got streams={streams},"
-                " use Stream.COMBINED (the default)"
-            )
+        require_combined_streams(streams, "aws_batch logs")
         _parse_app_id(app_id)  # an id no app can have says the expected form
         job = self._get_job(app_id)
         if job is None:

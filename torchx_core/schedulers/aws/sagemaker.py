@@ -40,6 +40,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
     filter_regex,
+    require_combined_streams,
 )
 from torchx_core.schedulers.aws._logs import iter_log_events, make_client
 from torchx_core.specs import (
@@ -339,11 +340,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        if streams not in (None, Stream.COMBINED):
-            raise InvalidLogQueryError(
-                f"SageMaker logs hold stdout and stderr together; got streams={streams},"
-                " use Stream.COMBINED (the default)"
-            )
+        require_combined_streams(streams, "SageMaker logs")
         job = self._describe_job(app_id)
         if job is None:
             raise UnknownAppException(app_id)

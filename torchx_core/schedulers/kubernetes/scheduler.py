@@ -33,6 +33,7 @@ from torchx_core.schedulers.api import (
     StructuredOpts,
     UnsupportedFeatureError,
     filter_regex,
+    require_combined_streams,
 )
 from torchx_core.schedulers.kubernetes import _pods as pods
 from torchx_core.schedulers.kubernetes._client import KubeClients, resolve_namespace
@@ -514,10 +515,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> Iterable[str]:
         from torchx_core.schedulers.kubernetes._client import api_errors
 
-        if streams not in (None, Stream.COMBINED):
-            raise UnsupportedFeatureError(
-                "kubernetes pod logs interleave stdout and stderr; use streams=combined (default)"
-            )
+        require_combined_streams(streams, "kubernetes pod logs")
         namespace, name = pods.parse_app_id(app_id)
         replicas = pods.replica_status_from_pods(self._pods(namespace, name))
         pod_name = self._pod_name(namespace, name, role_name, k, replicas)

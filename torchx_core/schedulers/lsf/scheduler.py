@@ -45,8 +45,8 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
     StructuredOpts,
-    UnsupportedFeatureError,
     filter_regex,
+    require_combined_streams,
 )
 from torchx_core.specs import (
     AppDef,
@@ -450,10 +450,7 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         streams: Stream | None = None,
     ) -> Iterable[str]:
         """Lines of the replica's job output file (stdout and stderr together)."""
-        if streams not in (None, Stream.COMBINED):
-            raise UnsupportedFeatureError(
-                f"lsf writes stdout and stderr of a replica into one file; got streams={streams},"
-                " use streams=None or Stream.COMBINED")
+        require_combined_streams(streams, "lsf job output files")
         found = self._records(app_id).get(app_id)
         if not found:
             raise UnknownAppException(app_id)

@@ -42,6 +42,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
     filter_regex,
+    require_combined_streams,
 )
 from torchx_core.specs import (
     AppDef,
@@ -431,11 +432,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        if streams not in (None, Stream.COMBINED):
-            raise InvalidLogQueryError(
-                f"Ray job logs hold stdout and stderr together; got streams={streams},"
-                " use Stream.COMBINED (the default)"
-            )
+        require_combined_streams(streams, "Ray job logs")
         if since is not None or until is not None:
             logger.warning("ray job logs carry no timestamps; since/until are ignored")
         _parse_app_id(app_id)  # an id no app can have says the expected form
