@@ -248,6 +248,10 @@ class _Lists:
 _lists: dict[Hashable, _Lists] = {}
 
 
+def _list_key(runner: Runner, scheduler: str, cfg: Mapping[str, CfgVal] | None) -> Hashable:
+    return (_backend_key(runner, scheduler), repr(sorted((cfg or {}).items())))
+
+
 def shared_list(
     runner: Runner, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
 ) -> list[ListAppResponse]:
@@ -258,9 +262,8 @@ def shared_list(
     read with everyone else who asked meanwhile (one of them reads). With no read in flight the
     caller reads at once. Raises what the read raised, to every caller that shared it.
     """
-    key = (_backend_key(runner, scheduler), repr(sorted((cfg or {}).items())))
     with _groups_lock:
-        state = _lists.setdefault(key, _Lists())
+        state = _lists.setdefault(_list_key(runner, scheduler, cfg), _Lists())
     with state.lock:
         before = state.current
         if before is None:
@@ -293,9 +296,8 @@ def shared_list(
 
 def lists_made(runner: Runner, scheduler: str, cfg: Mapping[str, CfgVal] | None = None) -> int:
     """How many shared list reads were made for ``scheduler`` and ``cfg`` so far."""
-    key = (_backend_key(runner, scheduler), repr(sorted((cfg or {}).items())))
     with _groups_lock:
-        state = _lists.get(key)
+        state = _lists.get(_list_key(runner, scheduler, cfg))
     return state.reads if state is not None else 0
 
 
