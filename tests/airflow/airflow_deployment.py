@@ -33,6 +33,8 @@ REPO = HERE.parents[1]
 SCRIPTS = REPO / "scripts" / "services" / "airflow"
 RUN_DIR = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"))
 STATE_DIR = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"))
+#: the deployment's name (``scripts/services/airflow/env.sh``): its home and PID files follow it
+DEPLOYMENT = os.environ.get("AIRFLOW_DEPLOYMENT", "airflow")
 LIVE_DAGS = ("live_dags.py", "live_conn.py")
 #: modules the DAGs and the triggerer import: the plugins folder is on every Airflow process's path
 LIVE_MODULES = ("live_triggers.py",)
@@ -320,7 +322,7 @@ def no_leftover_apps(dep: AirflowDeployment) -> Iterator[None]:
 
 def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
     """Runs ``start.sh``; returns the deployment home and whether this call started it."""
-    pidfile = RUN_DIR / "airflow-api-server.pid"
+    pidfile = RUN_DIR / f"{DEPLOYMENT}-api-server.pid"
 
     def running() -> bool:
         try:
@@ -352,7 +354,7 @@ def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
             f" {proc.returncode}; install with scripts/services/airflow/install.sh):\n"
             f"{proc.stdout}\n{proc.stderr}"
         )
-    home = Path(extra_env.get("AIRFLOW_HOME") or STATE_DIR / "airflow")
+    home = Path(extra_env.get("AIRFLOW_HOME") or STATE_DIR / DEPLOYMENT)
     return home, not before and running()
 
 

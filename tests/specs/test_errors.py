@@ -99,3 +99,34 @@ def test_missing_dependency_names_the_extra() -> None:
 def test_did_you_mean() -> None:
     assert did_you_mean("slurn", ["slurm", "local"]) == " Did you mean: 'slurm'?"
     assert did_you_mean("zzz", ["slurm"]) == ""
+
+
+def test_permanent_errors_are_those_a_retry_cannot_fix() -> None:
+    from torchx_core.runner.lifecycle import AppFailedError, InvalidTaskArgumentError
+    from torchx_core.schedulers.api import AppValidationError, SchedulerError
+    from torchx_core.specs.errors import is_permanent_error
+
+    permanent = [
+        InvalidRunConfigException("bad", "k", {"k": 1}),
+        UnknownSchedulerException("slurn"),
+        ComponentNotFoundException("x"),
+        AppValidationError("no roles"),
+        InvalidTaskArgumentError("poll_interval must be > 0"),
+    ]
+    transient = [SchedulerError("squeue timed out"), TimeoutError(), RuntimeError("boom")]
+    assert [is_permanent_error(e) for e in permanent] == [True] * len(permanent)
+    assert [is_permanent_error(e) for e in transient] == [False] * len(transient)
+    # an engine's own wrapper of a permanent error is permanent; of a transient one, not
+    for cause, expected in ((permanent[0], True), (transient[0], False)):
+        try:
+            try:
+                raise cause
+            except Exception as e:
+                raise RuntimeError("task failed") from e
+        except RuntimeError as wrapped:
+            assert is_permanent_error(wrapped) is expected
+    # a cause cycle ends
+    a, b = RuntimeError("a"), RuntimeError("b")
+    a.__cause__, b.__cause__ = b, a
+    assert is_permanent_error(a) is False
+    assert AppFailedError.permanent is False

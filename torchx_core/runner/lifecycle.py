@@ -237,6 +237,8 @@ def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) 
 class InvalidTaskArgumentError(TorchXError, ValueError):
     """An argument of a lifecycle (or of an engine task built on it) is wrong."""
 
+    permanent = True
+
 
 class AppLifecycleError(TorchXError, RuntimeError):
     """Root of the errors an app's lifecycle raises."""

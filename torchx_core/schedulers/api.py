@@ -77,9 +77,13 @@ class SchedulerError(TorchXError):
 class UnsupportedFeatureError(SchedulerError, ValueError):
     """The app asks for something this scheduler cannot do (the message says what instead)."""
 
+    permanent = True
+
 
 class AppValidationError(SchedulerError, ValueError):
     """The AppDef cannot run on this scheduler as written (every problem is listed)."""
+
+    permanent = True
 
 
 class InvalidAppIdError(SchedulerError, UnknownAppException, ValueError):

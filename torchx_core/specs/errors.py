@@ -24,6 +24,11 @@ TorchX users (or Python conventions) catch, so ``except ValueError`` keeps worki
     └── MissingDependencyError               (ImportError)
 
 Messages say what was given, what is valid and how to fix it.
+
+Errors of bad configuration or input (a wrong run option, an unknown scheduler or component, an
+invalid AppDef) are *permanent*: running the same thing again fails the same way. Their classes set
+``permanent = True``, and :func:`is_permanent_error` is the one test the engines use to fail a task
+at once instead of retrying it (a scheduler briefly unreachable, an app that failed: retried).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ __all__ = [
     "UnknownNamedResourceError",
     "UnknownSchedulerException",
     "did_you_mean",
+    "is_permanent_error",
     "import_optional",
 ]
 
@@ -83,6 +89,30 @@ def _short(value: object, limit: int = 200) -> str:
 class TorchXError(Exception):
     """Root of every error raised by torchx-suite."""
 
+    #: True for errors of configuration or input that a retry of the same call cannot fix
+    permanent: bool = False
+
+
+def is_permanent_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is one a retry cannot fix.
+
+    Follows the explicit ``raise ... from`` chain (``__cause__``), so an engine's own wrapper of a
+    permanent error is permanent too.
+
+    >>> is_permanent_error(UnknownSchedulerException("nope"))
+    True
+    >>> is_permanent_error(TimeoutError())
+    False
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if getattr(type(cur), "permanent", False) is True:
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return False
+
 
 class AppStatusError(TorchXError):
     """Raised by :py:meth:`AppStatus.raise_for_status` when the app did not succeed.
@@ -105,6 +135,8 @@ class InvalidRunConfigException(TorchXError, ValueError):
         cfg: the config as given (None: not shown in the message)
     """
 
+    permanent = True
+
     def __init__(self, invalid_reason: str, cfg_key: str, cfg: Mapping[str, Any] | None) -> None:
         if cfg is None:  # no config to show (e.g. casting a single value)
             super().__init__(invalid_reason)
@@ -117,6 +149,8 @@ class InvalidRunConfigException(TorchXError, ValueError):
 class RunOptDefinitionError(TorchXError, ValueError, TypeError):
     """A run option was declared wrongly (scheduler-author error, e.g. a required opt with a default)."""
 
+    permanent = True
+
 
 class MalformedAppHandleException(TorchXError, ValueError):
     """An app handle is not of the form ``{scheduler}://{session_name}/{app_id}``.
@@ -125,6 +159,8 @@ class MalformedAppHandleException(TorchXError, ValueError):
         app_handle: the handle as given
         reason: optional detail on which part is wrong
     """
+
+    permanent = True
 
     def __init__(self, app_handle: object, reason: str = "") -> None:
         detail = f" ({reason})" if reason else ""
@@ -143,6 +179,8 @@ class UnknownSchedulerException(TorchXError, ValueError):
         scheduler_backend: the name as given
         known: the registered scheduler names (listed in the message with a suggestion)
     """
+
+    permanent = True
 
     def __init__(self, scheduler_backend: str, known: Iterable[str] | None = None) -> None:
         known_list = sorted(known) if known is not None else []
@@ -180,6 +218,8 @@ class UnknownNamedResourceError(TorchXError, KeyError):
         broken: entry points that failed to load, ``{name: error}``
     """
 
+    permanent = True
+
     def __init__(
         self, name: str, known: Iterable[str], broken: Mapping[str, str] | None = None
     ) -> None:
@@ -206,37 +246,55 @@ class UnknownNamedResourceError(TorchXError, KeyError):
 class InvalidResourceError(TorchXError, ValueError):
     """A resource specification is invalid (e.g. negative memory, bad fractional)."""
 
+    permanent = True
+
 
 class InvalidMountError(TorchXError, ValueError):
     """A mount option string (``type=bind,src=...,dst=...``) is invalid."""
+
+    permanent = True
 
 
 class InvalidWorkspaceError(TorchXError, ValueError):
     """A workspace string or mapping is invalid."""
 
+    permanent = True
+
 
 class InvalidOverlayError(TorchXError, ValueError):
     """An overlay holds keys that are not allowed (see ``validate_overlay``)."""
+
+    permanent = True
 
 
 class OverlayTypeError(TorchXError, TypeError):
     """An overlay operator cannot be applied to the base value (e.g. JOIN on non-dict items)."""
 
+    permanent = True
+
 
 class ComponentValidationException(TorchXError, ValueError):
     """A component function does not follow the component standard (see ``file_linter``)."""
+
+    permanent = True
 
 
 class ComponentArgumentError(TorchXError, ValueError):
     """The arguments given to a component (CLI argv or defaults) are invalid."""
 
+    permanent = True
+
 
 class ComponentNotFoundException(TorchXError, LookupError):
     """No component is known under the given name."""
 
+    permanent = True
+
 
 class AppDefSerializationError(TorchXError, ValueError):
     """A serialized AppDef (dict/JSON form) is malformed."""
+
+    permanent = True
 
 
 class MissingDependencyError(TorchXError, ImportError):
@@ -248,6 +306,8 @@ class MissingDependencyError(TorchXError, ImportError):
         purpose: what needed it (e.g. ``"the kubernetes scheduler"``)
         pip_hint: how to install it, when no torchx-suite extra does (e.g. ``"pip install s3fs"``)
     """
+
+    permanent = True
 
     def __init__(self, module: str, extra: str, purpose: str = "", pip_hint: str | None = None) -> None:
         needed = f" (needed by {purpose})" if purpose else ""

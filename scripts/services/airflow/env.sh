@@ -4,10 +4,14 @@
 #   AIRFLOW_HOME          the deployment's home: config, logs, dags/, work/, torchx-local/
 #   AIRFLOW_API_PORT      api-server (REST API + execution API) on 127.0.0.1 (default 18080)
 #   AIRFLOW_PG_PORT       its PostgreSQL cluster on 127.0.0.1 (default 15432)
-AIRFLOW_HOME="${AIRFLOW_HOME:-$CI_STATE_DIR/airflow}"
+#   AIRFLOW_DEPLOYMENT    the deployment's name (default `airflow`): its home, database folder and
+#                         PID files are named after it, so two deployments (on other ports) can
+#                         run side by side on one machine
+AIRFLOW_DEPLOYMENT="${AIRFLOW_DEPLOYMENT:-airflow}"
+AIRFLOW_HOME="${AIRFLOW_HOME:-$CI_STATE_DIR/$AIRFLOW_DEPLOYMENT}"
 AIRFLOW_API_PORT="${AIRFLOW_API_PORT:-18080}"
 AIRFLOW_PG_PORT="${AIRFLOW_PG_PORT:-15432}"
-AIRFLOW_PG_DATA="${AIRFLOW_PG_DATA:-$CI_STATE_DIR/airflow-pg}"
+AIRFLOW_PG_DATA="${AIRFLOW_PG_DATA:-$CI_STATE_DIR/$AIRFLOW_DEPLOYMENT-pg}"
 AIRFLOW_URL="http://127.0.0.1:$AIRFLOW_API_PORT"
 export AIRFLOW_HOME
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$AIRFLOW_HOME/dags}"

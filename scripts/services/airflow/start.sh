@@ -3,7 +3,7 @@
 #   PostgreSQL (own cluster in $AIRFLOW_PG_DATA, 127.0.0.1:$AIRFLOW_PG_PORT, database `airflow`,
 #   recreated empty at every start), `airflow db migrate`, then api-server (127.0.0.1:
 #   $AIRFLOW_API_PORT), scheduler (LocalExecutor), dag-processor and triggerer, each in its own
-#   process group with its PID in $CI_RUN_DIR/airflow-<name>.pid. The scheduler and the triggerer
+#   process group with its PID in $CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-<name>.pid. The scheduler and the triggerer
 #   run with --skip-serve-logs (their log servers would listen on every interface; all processes
 #   share one log folder anyway).
 # Settings: env.sh (every one overridable from the environment); the resulting client settings are
@@ -28,7 +28,7 @@ up() { "$PYTHON" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[
 all_alive() {
   local p
   for p in postgres "${PROCS[@]}"; do
-    [ -s "$CI_RUN_DIR/airflow-$p.pid" ] && alive "$(cat "$CI_RUN_DIR/airflow-$p.pid")" || return 1
+    [ -s "$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-$p.pid" ] && alive "$(cat "$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-$p.pid")" || return 1
   done
 }
 
@@ -53,7 +53,7 @@ rm -f "$AIRFLOW_PG_DATA/postmaster.pid"  # stale after a hard stop (stop.sh stop
 setsid "${as_pg[@]}" "$PG_BIN/postgres" -D "$AIRFLOW_PG_DATA" -h 127.0.0.1 -p "$AIRFLOW_PG_PORT" \
   -k "$AIRFLOW_PG_DATA" -c fsync=off -c full_page_writes=off -c max_connections=200 \
   >"$LOGDIR/postgres.log" 2>&1 < /dev/null &
-echo $! > "$CI_RUN_DIR/airflow-postgres.pid"
+echo $! > "$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-postgres.pid"
 psql() { "$PG_BIN/psql" -h 127.0.0.1 -p "$AIRFLOW_PG_PORT" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 pg_up() { psql -c 'select 1' postgres; }
 if ! wait_for "PostgreSQL on 127.0.0.1:$AIRFLOW_PG_PORT" 60 pg_up; then tail -20 "$LOGDIR/postgres.log" >&2; exit 1; fi
@@ -67,7 +67,7 @@ export PATH="$VENV_BIN:$PATH"
 start_proc() {
   local name="$1"; shift
   setsid "$AIRFLOW" "$@" >"$LOGDIR/$name.log" 2>&1 < /dev/null &
-  echo $! > "$CI_RUN_DIR/airflow-$name.pid"
+  echo $! > "$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-$name.pid"
 }
 start_proc api-server api-server --host 127.0.0.1 --port "$AIRFLOW_API_PORT"
 start_proc scheduler scheduler --skip-serve-logs
@@ -79,4 +79,4 @@ if ! wait_for "the Airflow API on $AIRFLOW_URL" 300 up_or_dead || ! all_alive; t
   bash "$HERE/stop.sh" >&2 || true
   exit 1
 fi
-echo "airflow up on $AIRFLOW_URL (home $AIRFLOW_HOME; PIDs in $CI_RUN_DIR/airflow-*.pid)"
+echo "airflow up on $AIRFLOW_URL (home $AIRFLOW_HOME; PIDs in $CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-*.pid)"

@@ -5,10 +5,11 @@
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../common.sh"
+. "$HERE/env.sh"
 
 # stop_group NAME: SIGTERM to the process group led by the recorded PID, SIGKILL after 30 s.
 stop_group() {
-  local f="$CI_RUN_DIR/airflow-$1.pid" p i
+  local f="$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-$1.pid" p i
   [ -s "$f" ] || return 0
   p="$(cat "$f")"
   if ! alive "$p" || ! tr '\0' ' ' < "/proc/$p/cmdline" | grep -q airflow; then rm -f "$f"; return 0; fi
@@ -19,4 +20,4 @@ stop_group() {
   echo "stopped airflow $1 ($p)"
 }
 for name in scheduler triggerer dag-processor api-server; do stop_group "$name"; done
-stop_pidfile "$CI_RUN_DIR/airflow-postgres.pid" postgres 30
+stop_pidfile "$CI_RUN_DIR/$AIRFLOW_DEPLOYMENT-postgres.pid" postgres 30
