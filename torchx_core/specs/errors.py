@@ -60,8 +60,8 @@ __all__ = [
     "UnknownNamedResourceError",
     "UnknownSchedulerException",
     "did_you_mean",
-    "is_permanent_error",
     "import_optional",
+    "is_permanent_error",
 ]
 
 
