@@ -550,3 +550,18 @@ def test_torchx_style_scheduler_plugins_through_real_entry_points(
         assert get_scheduler_factory("slurm").__module__ == "fake_scheduler"
     finally:
         default_registry().refresh()
+
+
+def test_torchxconfig_varargs_fill_utils_sh(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    """Silent incompatibility 2 (issue 25): ``[component:utils.sh] args = ...`` fills ``*args``
+    when the command line gives none, as in TorchX; the command line wins otherwise."""
+    (isolated_config / ".torchxconfig").write_text("[component:utils.sh]\nargs = echo from-config\n")
+    rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh")
+    assert rc == 0, err
+    rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh", "echo", "from-cli")
+    assert rc == 0, err
+    first, second = fake_plugin.jobs.values()
+    assert first.request.roles[0][3] == ["-c", "echo from-config"]
+    assert second.request.roles[0][3] == ["-c", "echo from-cli"]
