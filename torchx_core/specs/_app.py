@@ -6,6 +6,7 @@ Pure data: nothing here does I/O at import time.
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 
 from torchx_core.specs._dc import data, field, field_names
@@ -13,6 +14,7 @@ from torchx_core.specs.errors import (
     InvalidMountError,
     InvalidResourceError,
     InvalidWorkspaceError,
+    did_you_mean,
 )
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
@@ -257,13 +259,23 @@ _MOUNT_KEYS: dict[str, set[str]] = {
     "volume": {"type", "src", "dst", "readonly"},
     "device": {"type", "src", "dst", "perm"},
 }
+# Docker's spellings, accepted as in TorchX
+_MOUNT_ALIASES: dict[str, str] = {
+    "source": "src",
+    "target": "dst",
+    "destination": "dst",
+    "read_only": "readonly",
+}
+_MOUNT_OPTIONS = sorted({*_MOUNT_ALIASES, *(k for keys in _MOUNT_KEYS.values() for k in keys)})
 
 
 def parse_mounts(opts: list[str]) -> list[BindMount | VolumeMount | DeviceMount]:
     """Parses a list of options into typed mounts, in a format similar to Docker's bind mounts.
 
     Multiple mounts can be given in the same list; ``type`` must come first in each. Elements
-    may also hold several comma separated options.
+    may also hold several comma separated options. Docker's spellings ``source``, ``target``,
+    ``destination`` and ``read_only`` are aliases of ``src``, ``dst`` and ``readonly``; a bind
+    mount's ``~`` is expanded to the home directory.
 
     Supported types::
 
@@ -293,7 +305,12 @@ def parse_mounts(opts: list[str]) -> list[BindMount | VolumeMount | DeviceMount]
             if not part:
                 continue
             key, _, val = part.partition("=")
-            key = key.strip()
+            key = _MOUNT_ALIASES.get(key.strip(), key.strip())
+            if key not in _MOUNT_OPTIONS:
+                raise InvalidMountError(
+                    f"unknown mount option {key}, must be one of {_MOUNT_OPTIONS} (given:"
+                    f" {part!r}).{did_you_mean(key, _MOUNT_OPTIONS)} Valid: {_MOUNT_FORMAT}"
+                )
             if key == "type":
                 groups.append({})
             elif not groups:
@@ -311,7 +328,7 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
     typ = opts.get("type", "")
     if typ not in _MOUNT_KEYS:
         raise InvalidMountError(
-            f"invalid mount type {typ!r}; valid types: bind, volume, device. Valid: {_MOUNT_FORMAT}"
+            f"invalid mount type {typ!r}, must be one of bind, volume, device. Valid: {_MOUNT_FORMAT}"
         )
     unknown = set(opts) - _MOUNT_KEYS[typ]
     if unknown:
@@ -343,7 +360,7 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
         )
     read_only = "readonly" in opts
     if typ == "bind":
-        return BindMount(src_path=src, dst_path=dst, read_only=read_only)
+        return BindMount(src_path=os.path.expanduser(src), dst_path=dst, read_only=read_only)
     return VolumeMount(src=src, dst_path=dst, read_only=read_only)
 
 
