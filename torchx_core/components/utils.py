@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from torchx_core import specs
@@ -70,6 +71,9 @@ def sh(
 ) -> specs.AppDef:
     """Runs a command with ``sh -c`` (the arguments are joined and shell-quoted).
 
+    ``LOGLEVEL`` is set to the launcher's ``$LOGLEVEL`` (``WARNING`` if unset) unless ``env``
+    sets it.
+
     Args:
         args: the command and its arguments
         image: image to use
@@ -85,6 +89,8 @@ def sh(
     if not args:
         raise ComponentArgumentError("utils.sh needs a command, e.g. `utils.sh echo hi`")
     env = dict(env or {})
+    # as in TorchX: the launcher's $LOGLEVEL, else WARNING, unless env sets it
+    env.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
     return specs.AppDef(
         name="sh",
         roles=[
