@@ -174,9 +174,12 @@ def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixtu
     rc, out, _ = cli(capsys, "status", handle)
     assert rc == 0 and "State: SUCCEEDED" in out and "echo[1]" in out
     rc, out, _ = cli(capsys, "status", handle, "--json")
+    # TorchX's output: AppStatus.to_json() on one line
+    assert out.count("\n") == 1
     data = json.loads(out)
-    assert data["app_handle"] == handle and data["state"] == "SUCCEEDED"
-    assert [r["id"] for r in data["roles"][0]["replicas"]] == [0, 1]
+    assert list(data) == ["state", "num_restarts", "roles", "msg", "structured_error_msg", "url"]
+    assert data["state"] == "SUCCEEDED"
+    assert [(r["id"], r["state"]) for r in data["roles"][0]["replicas"]] == [(0, 4), (1, 4)]
     rc, out, _ = cli(capsys, "status", handle, "--json", "--roles", "echo")
     assert [r["role"] for r in json.loads(out)["roles"]] == ["echo"]
     rc, out, err = cli(capsys, "status", handle, "--roles", "echo,ecko")

@@ -39,7 +39,8 @@ from torchx_core.specs._app import (
     resource,
 )
 from torchx_core.specs._runopts import CfgVal, get_type_name, runopt, runopts
-from torchx_core.specs._status import (
+from torchx_core.specs._status import (  # _TERMINAL_STATES: TorchX's tests import it from here
+    _TERMINAL_STATES,  # noqa: F401
     AppDryRunInfo,
     AppHandle,
     AppState,
