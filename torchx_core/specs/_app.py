@@ -506,10 +506,24 @@ class macros:
         base_img_root: str = "DEPRECATED"
 
         def apply(self, role: Role) -> Role:
-            """Returns a deep copy of ``role`` with macros substituted in args, env and metadata."""
+            """Returns a deep copy of ``role`` with macros substituted in args, env and metadata.
+
+            The copy shares ``role.overrides`` (as in TorchX): producers may not be copyable, and
+            an override resolved through either role is then resolved for both.
+            """
             import copy
 
-            role = copy.deepcopy(role)
+            overrides = role.overrides
+            if all(k == OVERRIDES_LOCK_KEY for k in overrides):  # nothing to share
+                role = copy.deepcopy(role)
+            else:
+                role.overrides = {}
+                try:
+                    copied = copy.deepcopy(role)
+                finally:
+                    role.overrides = overrides
+                copied.overrides = overrides
+                role = copied
             role.args = [self.substitute(a) for a in role.args]
             role.env = {k: self.substitute(v) for k, v in role.env.items()}
             role.metadata = _substitute_nested(role.metadata, self)
@@ -529,20 +543,15 @@ class macros:
 
 
 _OVERRIDABLE: frozenset[str] = frozenset()
+#: the reserved key under which an overrides dict keeps its resolution lock (see _overrides)
+OVERRIDES_LOCK_KEY = "<overrides resolution lock>"
 _object_getattribute = object.__getattribute__
 
 
 def _resolve_override(overrides: dict[str, Any], name: str) -> Any:
-    value = overrides[name]
-    if hasattr(value, "__await__"):
-        import asyncio
+    from torchx_core.specs._overrides import resolve
 
-        async def _await() -> Any:
-            return await value
-
-        value = asyncio.run(_await())
-        overrides[name] = value
-    return value
+    return resolve(overrides, name)
 
 
 @data
@@ -573,8 +582,9 @@ class Role:
         metadata: scheduler-specific data. Keys should follow ``$scheduler.$key``.
         mounts: bind, volume, or device mounts
         workspace: local project directories to mirror on the remote job
-        overrides: ``{attribute: value}`` read instead of the attribute (an awaitable value is
-            awaited once, on first read)
+        overrides: ``{attribute: producer}`` read instead of the attribute: a callable or an
+            awaitable, run once on the first read, the value written back into the dict (see
+            ``torchx_core.specs._overrides``); a plain value is returned as it is
         base_image: deprecated (older TorchX releases); keyword only
     """
 

@@ -84,7 +84,12 @@ def _mount_to_dict(m: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
 
 def role_to_dict(role: Role) -> dict[str, Any]:
     """Returns the dict form of a Role (fields read through its overrides)."""
-    overrides = {k: v for k, v in role.overrides.items() if _jsonable(v)}
+    from torchx_core.specs._overrides import ResolvedOverride
+
+    overrides = {
+        k: v.value if isinstance(v, ResolvedOverride) else v for k, v in role.overrides.items()
+    }
+    overrides = {k: v for k, v in overrides.items() if _jsonable(v)}
     return {
         "name": role.name,
         "image": role.image,
