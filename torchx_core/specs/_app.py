@@ -35,6 +35,29 @@ GiB: int = 1024
 MISSING: str = "<MISSING>"
 # sentinel value used to represent "unset" optional string attributes
 NONE: str = "<NONE>"
+# sentinel value for an attribute a scheduler cannot read back (the literal is the contract:
+# schedulers may write it without importing torchx)
+UNKNOWN: str = "<UNKNOWN>"
+
+
+def TORCHX_HOME(*subdir_paths: str) -> Path:
+    """The torchx dot-directory (``$TORCHX_HOME``, else ``~/.torchx``), or a sub-directory of it.
+
+    The directory is created if it does not exist.
+
+    >>> import os, pathlib
+    >>> prev = os.environ.pop("TORCHX_HOME", None)
+    >>> TORCHX_HOME("conda-pack-out") == pathlib.Path.home() / ".torchx" / "conda-pack-out"
+    True
+    >>> if prev is not None:
+    ...     os.environ["TORCHX_HOME"] = prev
+    """
+    from pathlib import Path
+
+    home = Path(os.environ.get("TORCHX_HOME") or Path.home() / ".torchx")
+    path = home.joinpath(*subdir_paths)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @data
@@ -423,8 +446,9 @@ class Workspace:
     def from_str(workspace: str | None) -> Workspace | None:
         """Parses a CLI workspace string.
 
-        ``"path"`` maps one project to the root; ``"a:b,c:d"`` maps ``a`` to ``b`` and ``c`` to
-        ``d``. ``None`` or ``""`` return None.
+        ``"path"`` maps one project to the root; ``"a:b,c:d"`` (or ``;`` or one ``a: b`` per
+        line, as in TorchX's YAML form; ``#`` lines are comments) maps ``a`` to ``b`` and ``c``
+        to ``d``. ``None`` or ``""`` return None. ``str(workspace)`` writes ``a:b;c:d``.
 
         >>> Workspace.from_str("~/proj")
         Workspace(projects={'~/proj': ''})
@@ -438,7 +462,11 @@ class Workspace:
             return None
         if not isinstance(workspace, str):
             raise InvalidWorkspaceError(f"workspace must be a string, got {workspace!r}")
-        entries = [e.strip() for e in workspace.replace("\n", ",").split(",") if e.strip()]
+        # entries separated by ",", ";" or new lines ("path: remote" lines, as TorchX's YAML
+        # form); a line starting with "#" is a comment
+        lines = [ln for ln in workspace.splitlines() if not ln.lstrip().startswith("#")]
+        text = ",".join(lines).replace(";", ",")
+        entries = [e.strip() for e in text.split(",") if e.strip()]
         if not entries:
             return None
         projects: dict[str, str] = {}
@@ -460,7 +488,7 @@ class Workspace:
     def __str__(self) -> str:
         if self.is_unmapped_single_project():
             return next(iter(self.projects))
-        return ",".join(f"{k}:{v}" if v else k for k, v in self.projects.items())
+        return ";".join(f"{k}:{v}" if v else k for k, v in self.projects.items())
 
 
 def _substitute_nested(obj: Any, values: macros.Values) -> Any:

@@ -368,6 +368,16 @@ class AppDryRunInfo(_GenericBase[T]):
         self._cfg: Mapping[str, Any] = {}
         self._scheduler: str | None = None
 
+    @property
+    def app(self) -> AppDef | None:
+        """The AppDef this dry run was made of (None until the scheduler/runner sets it)."""
+        return self._app
+
+    @property
+    def cfg(self) -> Mapping[str, Any]:
+        """A read-only view of the resolved run configuration."""
+        return types.MappingProxyType(self._cfg)
+
     def __str__(self) -> str:
         return self._fmt(self.request)
 
