@@ -245,3 +245,14 @@ def test_component_help_comes_from_the_docstring() -> None:
     text = component_help(dist.ddp)
     assert "Distributed data parallel" in text
     assert "[{min_nnodes}:]{nnodes}x{nproc_per_node}" in text
+
+
+def test_python_and_copy_take_mounts() -> None:
+    """TorchX HEAD: utils.python(mounts=) and utils.copy(mounts=) mount into the role."""
+    from torchx_core.specs import BindMount
+
+    app = utils.python(m="foo.main", mounts=["type=bind", "src=/host", "dst=/job", "readonly"])
+    assert app.roles[0].mounts == [BindMount("/host", "/job", read_only=True)]
+    app = materialize_appdef(utils.copy, ["--src", "a", "--dst", "b", "--mounts", "type=bind,src=/h,dst=/j"])
+    assert app.roles[0].mounts == [BindMount("/h", "/j")]
+    assert utils.copy(src="a", dst="b").roles[0].mounts == []

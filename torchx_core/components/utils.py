@@ -121,6 +121,7 @@ def python(
     memMB: int = 1024,
     h: str | None = None,
     num_replicas: int = 1,
+    mounts: list[str] | None = None,
 ) -> specs.AppDef:
     """Runs ``python`` with a module (``-m``), a command (``-c``) or a script (``--script``).
 
@@ -139,6 +140,7 @@ def python(
         memMB: cpu memory in MB per replica
         h: a registered named resource (if given, takes precedence over cpu, gpu, memMB)
         num_replicas: number of copies to run
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     given = [flag for flag, v in (("-m", m), ("-c", c), ("--script", script)) if v is not None]
     if len(given) != 1:
@@ -163,6 +165,7 @@ def python(
                 num_replicas=num_replicas,
                 resource=specs.resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
                 env={"HYDRA_MAIN_MODULE": m} if m else {},
+                mounts=specs.parse_mounts(mounts) if mounts else [],
             )
         ],
     )
@@ -205,7 +208,7 @@ def binary(
     )
 
 
-def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
+def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None) -> specs.AppDef:
     """Copies a file from ``src`` to ``dst``; both may be any fsspec URL (``s3://``, ``file://``...).
 
     Directories and recursive copies are not supported.
@@ -214,6 +217,7 @@ def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
         src: the source fsspec file location
         dst: the destination fsspec file location
         image: the image that contains torchx-suite and fsspec
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     return specs.AppDef(
         name="torchx-utils-copy",
@@ -224,6 +228,7 @@ def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
                 entrypoint="python",
                 args=["-m", f"{_APPS}.copy_main", "--src", src, "--dst", dst],
                 resource=specs.Resource(cpu=1, gpu=0, memMB=1024),
+                mounts=specs.parse_mounts(mounts) if mounts else [],
             )
         ],
     )
@@ -246,6 +251,7 @@ def booth(
         trial_idx: the trial index (when running a hyper-parameter search)
         tracker_base: URL of the base output directory (e.g. s3://foo/bar)
         image: the image that contains torchx-suite and fsspec
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     return specs.AppDef(
         name="torchx-utils-booth",
