@@ -343,7 +343,7 @@ def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixtur
     assert (name, replicas, entrypoint) == ("t", 2, "bash")
     assert "--nnodes 2 --nproc_per_node 2" in args[1]
     rc, out, _ = cli(capsys, "run", "-s", "fake", "dist.ddp", "--help")
-    assert rc == 0 and "[-h H]" in out and "nproc_per_node" in out
+    assert rc == 0 and "[-h str]" in out and "nproc_per_node" in out
 
 
 def test_plugin_subcommand_from_entry_point(

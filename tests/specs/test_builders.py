@@ -159,7 +159,8 @@ def test_help_text_from_docstring() -> None:
     text = component_help(echo)
     assert "Echoes a message." in text
     assert "the message to echo (continued line) (default: hello)" in text
-    assert "-n N, --n N" in text and "-j J, --j J" in text
+    # TorchX's help formatter: type names as metavars, "(default: ...)" / "(required)"
+    assert "-n int, --n int" in text and "-j str, --j str" in text
 
 
 def test_help_flag_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:

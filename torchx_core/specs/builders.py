@@ -38,7 +38,7 @@ from torchx_core.specs.errors import (
     ComponentValidationException,
     did_you_mean,
 )
-from torchx_core.specs.file_linter import get_fn_docstring
+from torchx_core.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_docstring
 from torchx_core.util.types import decode_optional, to_dict
 
 logger = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def _create_args_parser(
     parser = _ComponentArgParser(
         prog=f"torchx run <run args...> {cmpnt_fn.__name__}",
         description=f"App spec: {description}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=TorchXArgumentHelpFormatter,
         allow_abbrev=False,
         add_help=False,
     )
