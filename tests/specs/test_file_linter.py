@@ -122,3 +122,18 @@ def test_torchx_argument_help_formatter() -> None:
         "show this help message and exit", "foo (required)", "bar (default: 1)"]
     parser.formatter_class = TorchXArgumentHelpFormatter
     assert "--foo int   foo (required)\n  --bar int   bar (default: 1)" in parser.format_help()
+
+
+def test_components_under_module_level_blocks_are_found(tmp_path: Path) -> None:
+    """As TorchX: a component defined under a module-level ``if`` (version guards) is linted."""
+    path = tmp_path / "comps.py"
+    path.write_text(
+        "import sys\nfrom torchx_core.specs import AppDef\n"
+        "if sys.version_info >= (3, 10):\n"
+        "    def comp(x: int | None = None) -> AppDef:\n"
+        '        """C.\n\n        Args:\n            x: x\n        """\n'
+        "        return AppDef('c')\n"
+        "else:\n    pass\n"
+    )
+    assert validate(str(path), "comp") == []
+    assert "not found" in validate(str(path), "other")[0].description

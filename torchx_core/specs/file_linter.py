@@ -19,7 +19,7 @@ import argparse
 import ast
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
@@ -232,6 +232,19 @@ class TorchxFunctionValidator(ComponentFunctionValidator):
         return msgs
 
 
+def _module_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a module defines, also under module-level ``if``/``try``/``with`` blocks
+    (``if sys.version_info >= (3, 10): def comp(...)``), as TorchX finds them."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _module_functions(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _module_functions(handler.body)
+
+
 def validate_source(
     source: str, component_function: str, validators: list[ComponentFunctionValidator] | None = None
 ) -> list[LinterMessage]:
@@ -247,17 +260,10 @@ def validate_source(
                 e.offset or 0,
             )
         ]
-    fn_def = next(
-        (
-            n
-            for n in module.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.name == component_function
-        ),
-        None,
-    )
+    functions = list(_module_functions(module.body))
+    fn_def = next((n for n in functions if n.name == component_function), None)
     if fn_def is None:
-        names = [n.name for n in module.body if isinstance(n, ast.FunctionDef)]
+        names = [n.name for n in functions]
         return [
             LinterMessage(
                 "TorchxFunctionValidator",
