@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from torchx_core.specs import AppStatus, parse_app_handle
+from torchx_core.specs import AppState, AppStatus, parse_app_handle
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -67,7 +67,12 @@ def status_payload(app_handle: str, status: AppStatus | None) -> dict[str, Any]:
             "ui_url": None,
             "roles": [],
         }
-    return {"app_handle": app_handle, **status.to_json()}
+    data = status.to_json()  # TorchX's form: replica states by number, the UI URL as "url"
+    for role in data["roles"]:
+        for replica in role["replicas"]:
+            replica["state"] = str(AppState(replica["state"]))
+    data["ui_url"] = data.pop("url")
+    return {"app_handle": app_handle, **data}
 
 
 def status_from_payload(payload: dict[str, Any]) -> AppStatus | None:

@@ -117,9 +117,9 @@ def app_state_from_kfp(state: object) -> AppState:
         UnknownKfpStateError: the state is not a known KFP state
 
     >>> app_state_from_kfp("CANCELED")
-    <AppState.CANCELLED: 6>
+    CANCELLED (6)
     >>> app_state_from_kfp("success")
-    <AppState.SUCCEEDED: 4>
+    SUCCEEDED (4)
     """
     candidates: list[str] = []
     if isinstance(state, enum.Enum):

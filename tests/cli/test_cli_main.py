@@ -174,9 +174,12 @@ def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixtu
     rc, out, _ = cli(capsys, "status", handle)
     assert rc == 0 and "State: SUCCEEDED" in out and "echo[1]" in out
     rc, out, _ = cli(capsys, "status", handle, "--json")
+    # TorchX's output: AppStatus.to_json() on one line
+    assert out.count("\n") == 1
     data = json.loads(out)
-    assert data["app_handle"] == handle and data["state"] == "SUCCEEDED"
-    assert [r["id"] for r in data["roles"][0]["replicas"]] == [0, 1]
+    assert list(data) == ["state", "num_restarts", "roles", "msg", "structured_error_msg", "url"]
+    assert data["state"] == "SUCCEEDED"
+    assert [(r["id"], r["state"]) for r in data["roles"][0]["replicas"]] == [(0, 4), (1, 4)]
     rc, out, _ = cli(capsys, "status", handle, "--json", "--roles", "echo")
     assert [r["role"] for r in json.loads(out)["roles"]] == ["echo"]
     rc, out, err = cli(capsys, "status", handle, "--roles", "echo,ecko")
@@ -340,7 +343,7 @@ def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixtur
     assert (name, replicas, entrypoint) == ("t", 2, "bash")
     assert "--nnodes 2 --nproc_per_node 2" in args[1]
     rc, out, _ = cli(capsys, "run", "-s", "fake", "dist.ddp", "--help")
-    assert rc == 0 and "[-h H]" in out and "nproc_per_node" in out
+    assert rc == 0 and "[-h str]" in out and "nproc_per_node" in out
 
 
 def test_plugin_subcommand_from_entry_point(
@@ -550,3 +553,18 @@ def test_torchx_style_scheduler_plugins_through_real_entry_points(
         assert get_scheduler_factory("slurm").__module__ == "fake_scheduler"
     finally:
         default_registry().refresh()
+
+
+def test_torchxconfig_varargs_fill_utils_sh(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
+) -> None:
+    """Silent incompatibility 2 (issue 25): ``[component:utils.sh] args = ...`` fills ``*args``
+    when the command line gives none, as in TorchX; the command line wins otherwise."""
+    (isolated_config / ".torchxconfig").write_text("[component:utils.sh]\nargs = echo from-config\n")
+    rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh")
+    assert rc == 0, err
+    rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh", "echo", "from-cli")
+    assert rc == 0, err
+    first, second = fake_plugin.jobs.values()
+    assert first.request.roles[0][3] == ["-c", "echo from-config"]
+    assert second.request.roles[0][3] == ["-c", "echo from-cli"]

@@ -52,9 +52,46 @@ def test_sh_quotes_arguments_and_requires_a_command() -> None:
     role = app.roles[0]
     assert role.entrypoint == "sh"
     assert shlex.split(role.args[1]) == ["echo", "a b", "$HOME"]
-    assert role.env == {"A": "1"}
+    assert role.env == {"A": "1", "LOGLEVEL": "WARNING"}
     with pytest.raises(ComponentArgumentError, match="needs a command"):
         utils.sh()
+
+
+def test_sh_sets_loglevel_as_torchx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Silent incompatibility 4 (issue 25): TorchX's utils.sh sets LOGLEVEL to the launcher's
+    $LOGLEVEL, WARNING if unset, unless the component's env gives one; the caller's dict is
+    not changed."""
+    monkeypatch.delenv("LOGLEVEL", raising=False)
+    env = {"FOO": "bar"}
+    assert utils.sh("true", env=env).roles[0].env == {"FOO": "bar", "LOGLEVEL": "WARNING"}
+    assert env == {"FOO": "bar"}
+    monkeypatch.setenv("LOGLEVEL", "DEBUG")
+    assert utils.sh("true").roles[0].env == {"LOGLEVEL": "DEBUG"}
+    assert utils.sh("true", env={"LOGLEVEL": "INFO"}).roles[0].env == {"LOGLEVEL": "INFO"}
+
+
+@pytest.mark.parametrize("component", [dist.ddp, dist.spmd])
+def test_dist_without_name_uses_default_experiment(component: object) -> None:
+    """Silent incompatibility 4 (issue 25): without --name, TorchX's dist.ddp/dist.spmd set
+    TORCHX_TRACKING_EXPERIMENT_NAME to ``default-experiment`` (not the script name), so tracker
+    runs of a migrated job land in the same experiment."""
+    for kwargs, expected in [
+        ({"script": "foo/bar.py"}, ("default-experiment", "bar")),
+        ({"m": "foo.bar"}, ("default-experiment", "bar")),
+        ({"script": "foo/bar.py", "name": "/run1"}, ("default-experiment", "run1")),
+        ({"script": "foo/bar.py", "name": "run1"}, ("default-experiment", "run1")),
+        ({"script": "foo/bar.py", "name": "exp/"}, ("exp", "bar")),
+        ({"script": "foo/bar.py", "name": "exp/run1"}, ("exp", "run1")),
+    ]:
+        app = component(**kwargs)  # type: ignore[operator]
+        env = app.roles[0].env
+        assert (env["TORCHX_TRACKING_EXPERIMENT_NAME"], env["TORCHX_TRACKING_RUN_NAME"]) == expected
+        assert app.name == expected[1]
+
+
+def test_spmd_passes_metadata() -> None:
+    app = dist.spmd(script="t.py", metadata={"team": "ml"})
+    assert app.metadata == {"team": "ml"}
 
 
 def test_python_needs_exactly_one_program() -> None:
@@ -208,3 +245,14 @@ def test_component_help_comes_from_the_docstring() -> None:
     text = component_help(dist.ddp)
     assert "Distributed data parallel" in text
     assert "[{min_nnodes}:]{nnodes}x{nproc_per_node}" in text
+
+
+def test_python_and_copy_take_mounts() -> None:
+    """TorchX HEAD: utils.python(mounts=) and utils.copy(mounts=) mount into the role."""
+    from torchx_core.specs import BindMount
+
+    app = utils.python(m="foo.main", mounts=["type=bind", "src=/host", "dst=/job", "readonly"])
+    assert app.roles[0].mounts == [BindMount("/host", "/job", read_only=True)]
+    app = materialize_appdef(utils.copy, ["--src", "a", "--dst", "b", "--mounts", "type=bind,src=/h,dst=/j"])
+    assert app.roles[0].mounts == [BindMount("/h", "/j")]
+    assert utils.copy(src="a", dst="b").roles[0].mounts == []

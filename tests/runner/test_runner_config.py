@@ -146,3 +146,42 @@ def test_dump_and_reload_roundtrip(dirs: tuple[Path, Path]) -> None:
     cfg: dict = {}
     config.apply("fake", cfg, run_opts=_opts())
     assert cfg["queue"] == "default" and cfg["priority"] == 0 and cfg["debug"] is False
+
+
+def test_torchx_head_config_behaviour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As TorchX HEAD: ``DEFAULT_CONFIG_DIRS`` is the searched list (patchable),
+    ``TORCHXCONFIG=""`` reads no file, a missing one is a FileNotFoundError, and ``dump`` of a
+    scheduler that does not exist raises instead of writing a comment."""
+    import io
+
+    from torchx_core import settings
+    from torchx_core.runner import config
+    from torchx_core.specs import UnknownSchedulerException
+
+    home, cwd = tmp_path / "h", tmp_path / "c"
+    for d in (home, cwd):
+        d.mkdir()
+        (d / ".torchxconfig").write_text("[local_cwd]\n")
+    monkeypatch.delenv(settings.ENV_TORCHXCONFIG, raising=False)
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_DIRS", [str(home), str(cwd)])
+    assert config.find_configs() == [str(home / ".torchxconfig"), str(cwd / ".torchxconfig")]
+    monkeypatch.setenv(settings.ENV_TORCHXCONFIG, "")
+    assert config.find_configs() == []
+    monkeypatch.setenv(settings.ENV_TORCHXCONFIG, str(tmp_path / "nope"))
+    with pytest.raises(FileNotFoundError):
+        config.find_configs()
+    with pytest.raises(UnknownSchedulerException, match="does-not-exist"):
+        config.dump(io.StringIO(), schedulers=["does-not-exist"])
+
+
+def test_settings_names_match_their_users() -> None:
+    from torchx_core import settings
+    from torchx_core.runner import api as runner_api
+    from torchx_core.runner import config
+    from torchx_core.tracker import api as tracker_api
+    from torchx_core.util import session
+
+    assert config.ENV_TORCHXCONFIG == settings.ENV_TORCHXCONFIG == "TORCHXCONFIG"
+    for name in ("ENV_TORCHX_JOB_ID", "ENV_TORCHX_PARENT_RUN_ID", "ENV_TORCHX_TRACKERS"):
+        assert getattr(runner_api, name) == getattr(tracker_api, name) == getattr(settings, name)
+    assert session.TORCHX_INTERNAL_SESSION_ID == settings.ENV_TORCHX_INTERNAL_SESSION_ID

@@ -357,3 +357,16 @@ def test_os_errors_of_the_root_become_typed_errors(tmp_path: Path, err: int, say
     assert str(e).startswith("cannot create app a-1:") and says in str(e) and str(tmp_path) in str(e)
     if err == errno.ENOSPC:
         assert "bytes free" in str(e)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "3", True])
+def test_bad_cache_size_is_refused_as_torchx(bad: object) -> None:
+    """TorchX's local scheduler factory raises ValueError for cache_size < 1; ours keeps no cache
+    (the kwarg is otherwise ignored) but refuses a bad value the same way."""
+    from torchx_core.schedulers.api import SchedulerArgumentError
+    from torchx_core.schedulers.local.scheduler import create_scheduler
+
+    with pytest.raises(SchedulerArgumentError, match="cache_size") as e:
+        create_scheduler("s", cache_size=bad)
+    assert isinstance(e.value, ValueError)
+    create_scheduler("s", cache_size=5).close()

@@ -541,3 +541,15 @@ def test_het_job_is_not_succeeded_while_a_component_still_runs() -> None:
     assert d.state == AppState.RUNNING
     d = describe_from_records("10", [rec(0, "COMPLETED"), rec(1, "COMPLETED"), rec(2, "COMPLETED")])
     assert d.state == AppState.SUCCEEDED
+
+
+def test_srun_kills_the_job_as_torchx_does() -> None:
+    """TorchX's srun options: ``--wait=60`` (end the other tasks 60 s after the first exits) and
+    ``--kill-on-bad-exit=1`` (end all when one fails), for every replica."""
+    golden = Path(__file__).parent / "slurm"
+    for name in ("single.sbatch", "hetjob.sbatch"):
+        srun_parts = [
+            line for line in (golden / name).read_text().splitlines()
+            if line.startswith(("srun ", "    : "))
+        ]
+        assert srun_parts and all("--wait=60 --kill-on-bad-exit=1" in p for p in srun_parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from components_fixture import echo, not_an_app, required, with_h  # type: ignore[import-not-found]
 
-from torchx_core.specs import AppDef, ComponentArgumentError, ComponentValidationException
+from torchx_core.specs import AppDef, ComponentArgumentError, ComponentValidationException, Role
 from torchx_core.specs.builders import component_help, materialize_appdef, parse_args
 
 
@@ -107,11 +107,42 @@ def test_bad_dict_args(args: dict[str, object], needle: str) -> None:
         materialize_appdef(echo, args)
 
 
-def test_bad_defaults_name_the_source() -> None:
-    with pytest.raises(ComponentArgumentError, match="defaults set unknown argument 'nn'"):
+def test_bad_defaults_name_the_source(caplog: pytest.LogCaptureFixture) -> None:
+    # an unknown key is ignored as in TorchX (a .torchxconfig section may outlive a
+    # parameter), but never silently
+    with caplog.at_level("WARNING", logger="torchx_core.specs.builders"):
         materialize_appdef(echo, [], cmpnt_defaults={"nn": "1"})
+    assert "defaults set unknown argument 'nn'; ignored" in caplog.text
+    assert "Did you mean: 'n'" in caplog.text
     with pytest.raises(ComponentArgumentError, match="defaults value for 'n'"):
         materialize_appdef(echo, [], cmpnt_defaults={"n": "one"})
+
+
+def _varargs_fn(foo: str, *args: str) -> AppDef:
+    """V
+
+    Args:
+        foo: foo
+        args: the command
+    """
+    return AppDef("v", roles=[Role("r", "img", "ep", args=[foo, *args])])
+
+
+@pytest.mark.parametrize("source", ["cmpnt_defaults", "config"])
+def test_configured_varargs_fill_an_empty_command_line(source: str) -> None:
+    """Silent incompatibility 2 (issue 25): TorchX fills ``*args`` from configuration (a
+    ``.torchxconfig`` string is split on whitespace, ``config=`` may give a list) when the command
+    line gives none; the command line wins otherwise."""
+    configured = {"args": "echo from-config"} if source == "cmpnt_defaults" else {"args": ["echo", "from-config"]}
+    kw = {source: configured}
+    assert parse_args(_varargs_fn, ["--foo", "f"], **kw).args == ["echo", "from-config"]  # type: ignore[arg-type]
+    assert parse_args(_varargs_fn, ["--foo", "f", "a1", "a2"], **kw).args == ["a1", "a2"]  # type: ignore[arg-type]
+    app = materialize_appdef(_varargs_fn, ["--foo", "f"], **kw)  # type: ignore[arg-type]
+    assert app.roles[0].args == ["f", "echo", "from-config"]
+    app = materialize_appdef(_varargs_fn, {"foo": "f"}, **kw)  # type: ignore[arg-type]
+    assert app.roles[0].args == ["f", "echo", "from-config"]
+    app = materialize_appdef(_varargs_fn, {"foo": "f", "args": ["x"]}, **kw)  # type: ignore[arg-type]
+    assert app.roles[0].args == ["f", "x"]
 
 
 def test_argv_must_be_strings() -> None:
@@ -128,7 +159,8 @@ def test_help_text_from_docstring() -> None:
     text = component_help(echo)
     assert "Echoes a message." in text
     assert "the message to echo (continued line) (default: hello)" in text
-    assert "-n N, --n N" in text and "-j J, --j J" in text
+    # TorchX's help formatter: type names as metavars, "(default: ...)" / "(required)"
+    assert "-n int, --n int" in text and "-j str, --j str" in text
 
 
 def test_help_flag_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:

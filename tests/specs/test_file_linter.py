@@ -84,23 +84,56 @@ def test_custom_validators() -> None:
 def test_get_fn_docstring() -> None:
     description, args = get_fn_docstring(echo)
     assert description.startswith("Echoes a message.")
-    assert args["msg"] == "the message to echo (continued line) (default: hello)"
-    assert args["n"] == "number of times (default: 1)"
-    assert args["ratio"] == "ratio (default: 0.5)"  # not in the docstring
+    # as TorchX: the docstring's text; " " for an argument it does not describe (the help
+    # formatter adds "(required)" / "(default: ...)")
+    assert args["msg"] == "the message to echo (continued line)"
+    assert args["n"] == "number of times"
+    assert args["ratio"] == " "  # not in the docstring
     _, req_args = get_fn_docstring(required)
-    assert req_args["script"] == "the script (required)"
-    assert "trailing arguments" in req_args["script_args"]
+    assert req_args["script"] == "the script"
 
 
 def test_get_fn_docstring_without_docstring() -> None:
     description, args = get_fn_docstring(no_docs)
     assert description.startswith("no_docs") and "TIP" in description
-    assert args["a"] == "a (required)"
+    assert args["a"] == " "
 
 
 def test_parse_google_docstring_sections() -> None:
     desc, args = parse_google_docstring(
         "Summary.\n\nMore.\n\nArgs:\n    x (int): the x\n    y: the y\n        more y\n\nRaises:\n    ValueError: bad\n"
     )
-    assert desc == "Summary.\n\nMore."
+    assert desc == "Summary.\nMore."  # short then long description, as TorchX joins them
     assert args == {"x": "the x", "y": "the y more y"}
+
+
+def test_torchx_argument_help_formatter() -> None:
+    """TorchX HEAD's file_linter.TorchXArgumentHelpFormatter: help ends with "(required)" or
+    "(default: X)"; --help (default SUPPRESS) is left alone."""
+    import argparse
+
+    from torchx_core.specs.file_linter import TorchXArgumentHelpFormatter
+
+    parser = argparse.ArgumentParser(prog="p")
+    parser.add_argument("--foo", type=int, required=True, help="foo")
+    parser.add_argument("--bar", type=int, default=1, help="bar")
+    fmt = TorchXArgumentHelpFormatter(prog="p")
+    assert [fmt._get_help_string(a) for a in parser._actions] == [
+        "show this help message and exit", "foo (required)", "bar (default: 1)"]
+    parser.formatter_class = TorchXArgumentHelpFormatter
+    assert "--foo int   foo (required)\n  --bar int   bar (default: 1)" in parser.format_help()
+
+
+def test_components_under_module_level_blocks_are_found(tmp_path: Path) -> None:
+    """As TorchX: a component defined under a module-level ``if`` (version guards) is linted."""
+    path = tmp_path / "comps.py"
+    path.write_text(
+        "import sys\nfrom torchx_core.specs import AppDef\n"
+        "if sys.version_info >= (3, 10):\n"
+        "    def comp(x: int | None = None) -> AppDef:\n"
+        '        """C.\n\n        Args:\n            x: x\n        """\n'
+        "        return AppDef('c')\n"
+        "else:\n    pass\n"
+    )
+    assert validate(str(path), "comp") == []
+    assert "not found" in validate(str(path), "other")[0].description

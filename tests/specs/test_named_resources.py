@@ -223,3 +223,18 @@ def test_instance_type_from_resource() -> None:
     assert instance_type_from_resource(named_resources["aws_g5.xlarge"]) == "g5.xlarge"
     with pytest.warns(UserWarning, match="Cannot determine the instance type"):
         assert instance_type_from_resource(Resource(1, 0, 1)) is None
+
+
+def test_aws_gib_is_1024_as_in_torchx() -> None:
+    """Silent incompatibility 1 (issue 25): TorchX's ``named_resources_aws.GiB`` is 1024, and a
+    user defines an instance type as ``n * int(GiB * MEM_TAX)``; with GiB = 983 that formula
+    gave 4% less memory. Built-in values stay as TorchX computes them."""
+    from torchx_core.specs import named_resources_aws as aws
+
+    assert aws.GiB == 1024
+    assert aws.MEM_TAX == 0.96
+    # a user's own instance type, written TorchX's way
+    mine = Resource(cpu=16, gpu=0, memMB=64 * int(aws.GiB * aws.MEM_TAX))
+    assert mine.memMB == 64 * 983
+    assert aws.aws_m5_4xlarge().memMB == mine.memMB
+    assert aws.aws_p4d_24xlarge().memMB == 1_132_416

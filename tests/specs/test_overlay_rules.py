@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -23,17 +22,18 @@ from torchx_core.specs.overlays import (
 
 def test_operator_keys_are_stable_strings() -> None:
     # they are stored in metadata (and files), so their spelling is part of the format
+    # (TorchX HEAD's spelling: overlays stored by one are read by the other)
     assert (PUT("env"), DEL("env"), JOIN("containers", on="name")) == (
-        "__PUT__:env", "__DEL__:env", "__JOIN__(name):containers")
+        "__put__:env", "__del__:env", "__join__:containers:name")
 
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: PUT(""), "PUT(key) needs a non-empty str field name, got ''"),
     (lambda: DEL(3), "DEL(key) needs a non-empty str field name, got 3"),
     (lambda: JOIN("", on="name"), "JOIN(key) needs a non-empty str field name, got ''"),
-    (lambda: JOIN("c", on=""), "JOIN('c', on=...) needs a field name for on=, got ''"),
-    (lambda: JOIN("c", on="a)b"), "JOIN('c', on=...) needs a field name for on=, got 'a)b'"),
-    (lambda: JOIN("c", on=None), "JOIN('c', on=...) needs a field name for on=, got None"),
+    (lambda: JOIN("c", on=""), "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got ''"),
+    (lambda: JOIN("a:b", on="n"), "JOIN('a:b', on=...) needs a field name for on= (and a key without ':'), got 'n'"),
+    (lambda: JOIN("c", on=None), "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got None"),
 ])
 def test_operator_misuse_is_refused(make: object, message: str) -> None:
     with pytest.raises(InvalidOverlayError) as e:
@@ -43,8 +43,8 @@ def test_operator_misuse_is_refused(make: object, message: str) -> None:
 
 def test_keys_that_look_like_operators_but_are_not_stay_plain() -> None:
     base: dict[str, object] = {}
-    apply_overlay(base, {"__x": 1, "__PUT__": 2, "__JOIN__:c": 3})
-    assert base == {"__x": 1, "__PUT__": 2, "__JOIN__:c": 3}
+    apply_overlay(base, {"__x": 1, "__put__": 2, "__PUT__:c": 3})
+    assert base == {"__x": 1, "__put__": 2, "__PUT__:c": 3}
 
 
 def test_apply_overlay_type_errors() -> None:
@@ -72,26 +72,46 @@ def test_nested_operators_in_new_values_are_resolved() -> None:
     assert base == {"spec": {"a": [1]}, "items": [{"k": 1}]}
 
 
-def test_accumulation_last_operator_wins_and_plain_merges_into_it() -> None:
+def test_accumulation_last_call_wins_per_field() -> None:
+    """TorchX HEAD's rule: a key replaces every other key about the same field (plain or
+    operator); the same key again accumulates."""
     role = Role(name="r", image="i")
     set_overlay(role, "k8s", "Pod", {"tags": ["a"]})
     set_overlay(role, "k8s", "Pod", {PUT("tags"): ["b"]})  # replaces the plain append
-    set_overlay(role, "k8s", "Pod", {"tags": ["c"]})  # appends to the PUT value
+    set_overlay(role, "k8s", "Pod", {PUT("tags"): ["c"]})  # the same PUT again: accumulates
     assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["b", "c"]}
     set_overlay(role, "k8s", "Pod", {DEL("tags"): None})
     assert get_overlay(role, "k8s", "Pod") == {DEL("tags"): None}
-    set_overlay(role, "k8s", "Pod", {"tags": ["d"]})  # after a DEL, a value replaces: PUT
-    assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["d"]}
+    set_overlay(role, "k8s", "Pod", {"tags": ["d"]})  # a plain key after DEL: plain wins
+    assert get_overlay(role, "k8s", "Pod") == {"tags": ["d"]}
+    set_overlay(role, "k8s", "Pod", {JOIN("c", on="n"): [{"n": 1}]})
+    set_overlay(role, "k8s", "Pod", {JOIN("c", on="n"): [{"n": 2}]})
     set_overlay(role, "k8s", "Pod", {"spec": {"a": 1}})
     set_overlay(role, "k8s", "Pod", {"spec": {"b": 2}, "n": 1})
     set_overlay(role, "k8s", "Pod", {"n": 2})
-    assert get_overlay(role, "k8s", "Pod") == {PUT("tags"): ["d"], "spec": {"a": 1, "b": 2}, "n": 2}
-    request = {"tags": ["x"], "spec": {"c": 3}}
+    assert get_overlay(role, "k8s", "Pod") == {
+        "tags": ["d"], JOIN("c", on="n"): [{"n": 1}, {"n": 2}], "spec": {"a": 1, "b": 2}, "n": 2}
+    request = {"tags": ["x"], "spec": {"c": 3}, "c": [{"n": 1, "v": 0}]}
     apply_overlay(request, get_overlay(role, "k8s", "Pod"))
-    assert request == {"tags": ["d"], "spec": {"c": 3, "a": 1, "b": 2}, "n": 2}
+    assert request == {
+        "tags": ["x", "d"], "spec": {"c": 3, "a": 1, "b": 2}, "c": [{"n": 1, "v": 0}, {"n": 2}],
+        "n": 2}
 
 
-def test_set_overlay_errors() -> None:
+def test_tuples_replace_and_structural_mismatch_is_a_type_error() -> None:
+    base = {"containers": [{"name": "old"}], "spec": {"a": 1}}
+    apply_overlay(base, {"containers": ({"name": "new"},), "items": (1, 2)})
+    assert base == {"containers": [{"name": "new"}], "spec": {"a": 1}, "items": [1, 2]}
+    with pytest.raises(OverlayTypeError, match="type mismatch for attr: `spec`. dict != str"):
+        apply_overlay(base, {"spec": "x"})
+    with pytest.raises(OverlayTypeError, match="list != str"):
+        apply_overlay({"a": [1]}, {"a": "b"})
+    base2 = {"priority": 1}
+    apply_overlay(base2, {"priority": "HIGH"})  # primitives of other types overwrite
+    assert base2 == {"priority": "HIGH"}
+
+
+def test_set_overlay_errors(caplog: pytest.LogCaptureFixture) -> None:
     role = Role(name="r", image="i", metadata={"k8s": {"Pod": [1]}, "bad": 3})
     with pytest.raises(InvalidOverlayError) as e:
         set_overlay(role, "k8s", "Job", [])  # type: ignore[arg-type]
@@ -102,22 +122,34 @@ def test_set_overlay_errors() -> None:
     with pytest.raises(InvalidOverlayError) as e:
         get_overlay(role, "k8s", "Pod")
     assert str(e.value) == "metadata['k8s']['Pod'] must be a dict overlay, got [1]"
-    with pytest.raises(InvalidOverlayError) as e:
-        get_overlay(role, "bad", "Pod")
-    assert str(e.value) == "metadata['bad'] must be a dict of overlays or a file URI, got 3"
+    # a namespace that is neither a dict nor a file: no overlay (TorchX), but said
+    with caplog.at_level("WARNING", logger="torchx_core.specs.overlays"):
+        assert get_overlay(role, "bad", "Pod") == {}
+    assert "metadata['bad'] is a int, not a dict of overlays or a file URI" in caplog.text
+    with pytest.raises(InvalidOverlayError, match="reserved"):
+        set_overlay(role, "k8s", "__torchx_overlays__", {})
+    with pytest.raises(InvalidOverlayError, match="reserved"):
+        get_overlay(role, "k8s", "__torchx_overlays__")
+    set_overlay(role, "bad", "Pod", {"a": 1})  # replaced, with a warning
+    assert role.metadata["bad"] == {"__torchx_overlays__": True, "Pod": {"a": 1}}
+    assert "replacing the int in metadata['bad']" in caplog.text
 
 
-def test_flat_namespace_warns_with_how_to_store_it() -> None:
+def test_flat_namespace_warns_with_how_to_store_it(caplog: pytest.LogCaptureFixture) -> None:
     role = Role(name="r", image="i", metadata={"k8s": {"hostNetwork": True}})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with caplog.at_level("WARNING", logger="torchx_core.specs.overlays"):
         assert get_overlay(role, "k8s", "V1Pod") == {"hostNetwork": True}
-    (w,) = caught
-    assert w.category is DeprecationWarning
-    assert str(w.message) == (
-        "metadata['k8s'] has no 'V1Pod' key; using the whole namespace as a flat V1Pod overlay."
-        " Store it with set_overlay(target, 'k8s', 'V1Pod', ...)")
+    assert "treating metadata['k8s'] as a flat overlay" in caplog.text
+    assert "set_overlay(target, 'k8s', 'V1Pod', overlay)" in caplog.text
+    assert get_overlay(role, "k8s", "V1Pod", flat_fallback=False) == {}
     assert get_overlay(Role(name="r", image="i", metadata={"k8s": {}}), "k8s", "V1Pod") == {}
+    # several dict values look nested: no fallback (TorchX)
+    nested = Role(name="r", image="i", metadata={"k8s": {"A": {"x": 1}, "B": {"y": 2}}})
+    assert get_overlay(nested, "k8s", "V1Pod") == {}
+    # a namespace written by set_overlay is nested-only
+    marked = Role(name="r", image="i")
+    set_overlay(marked, "k8s", "A", {"x": 1})
+    assert get_overlay(marked, "k8s", "V1Pod") == {}
 
 
 @pytest.mark.parametrize(("name", "text"), [
@@ -132,7 +164,7 @@ def test_overlays_from_files(tmp_path: Path, name: str, text: str) -> None:
     role = Role(name="r", image="i", metadata={"k8s": str(path)})
     assert get_overlay(role, "k8s", "V1Pod") == {"a": [1]}
     set_overlay(role, "k8s", "V1Pod", {"a": [2]})  # the file's content is loaded, then extended
-    assert role.metadata["k8s"] == {"V1Pod": {"a": [1, 2]}}
+    assert role.metadata["k8s"] == {"V1Pod": {"a": [1, 2]}, "__torchx_overlays__": True}
 
 
 def test_empty_overlay_file_is_no_overlay(tmp_path: Path) -> None:
@@ -166,13 +198,13 @@ def test_validate_overlay_messages() -> None:
         validate_overlay({PUT("env"): [], "command": [], "ok": 1}, blocklist=["env", "command"],
                          overlay_name="PodSpec")
     assert str(e.value) == (
-        "PodSpec overlay sets 'command', 'env', which must be set via the Role/AppDef attributes"
-        " instead (not allowed in overlays: command, env)")
+        "PodSpec overlay sets `PodSpec.command`, `PodSpec.env`, which must be set via the"
+        " Role/AppDef attributes instead (not allowed in overlays: command, env)")
     with pytest.raises(InvalidOverlayError) as e:
         validate_overlay({"containers": [], "env": 1}, blocklist=["env"], forbidden_keys={"containers"},
                          suggestion="use the V1Container overlay")
     assert str(e.value) == (
-        "overlay overlay sets 'env', which must be set via the Role/AppDef attributes instead"
+        "overlay overlay sets `overlay.env`, which must be set via the Role/AppDef attributes instead"
         " (not allowed in overlays: env); overlay overlay contains 'containers', which belong to"
         " a different overlay type. use the V1Container overlay")
     with pytest.raises(InvalidOverlayError) as e:
@@ -205,11 +237,11 @@ def test_overlay_spec_refuses_blocked_keys_both_ways() -> None:
     with pytest.raises(InvalidOverlayError) as e:
         spec.set(role, {PUT("env"): []})
     assert str(e.value) == (
-        "V1Pod overlay sets 'env', which must be set via the Role/AppDef attributes instead"
+        "V1Pod overlay sets `V1Pod.env`, which must be set via the Role/AppDef attributes instead"
         " (not allowed in overlays: env)")
     assert role.metadata == {}
     set_overlay(role, "kubernetes", "V1Pod", {"env": []})  # stored around the spec
-    with pytest.raises(InvalidOverlayError, match="^V1Pod overlay sets 'env'"):
+    with pytest.raises(InvalidOverlayError, match="^V1Pod overlay sets `V1Pod.env`"):
         spec.get(role)
     bad = Role(name="r", image="i", metadata={"kubernetes": {"V1Pod": [1]}})
     with pytest.raises(InvalidOverlayError) as e:

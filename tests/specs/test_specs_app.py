@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -223,6 +224,24 @@ def test_parse_mounts_errors(opts: list[str], needle: str) -> None:
         parse_mounts(opts)
     assert needle in str(e.value)
     assert isinstance(e.value, ValueError)
+    assert isinstance(e.value, KeyError)  # TorchX raises KeyError for bad mount options
+
+
+def test_parse_mounts_docker_spellings() -> None:
+    """Silent incompatibility 3 (issue 25): TorchX accepts Docker's ``source``, ``target``,
+    ``destination`` and ``read_only`` as aliases of ``src``/``dst``/``readonly``, and expands
+    ``~`` in a bind mount's source."""
+    assert parse_mounts(["type=bind,source=/a,target=/b"]) == [BindMount("/a", "/b")]
+    assert parse_mounts(["type=volume", "source=v", "destination=/d", "read_only"]) == [
+        VolumeMount(src="v", dst_path="/d", read_only=True)
+    ]
+    assert parse_mounts(["type=device,source=/dev/x,target=/dev/y"]) == [
+        DeviceMount("/dev/x", "/dev/y")
+    ]
+    home = os.path.expanduser("~")
+    assert parse_mounts(["type=bind,src=~/data,dst=/data"]) == [BindMount(f"{home}/data", "/data")]
+    with pytest.raises(InvalidMountError, match="unknown mount option blah, must be one of"):
+        parse_mounts(["type=bind", "blah=x"])
 
 
 def test_workspace_helpers(tmp_path: Path) -> None:

@@ -96,64 +96,169 @@ def test_raise_for_status() -> None:
 def test_format_and_filter_roles() -> None:
     st = _status()
     lines = st.format().splitlines()
-    assert lines[:4] == ["AppStatus:", "    State: FAILED", "    Num Restarts: 1", "    Roles:"]
-    assert lines[-3:] == [
+    assert lines[:4] == ["AppStatus:", "    State: FAILED", "    Num Restarts: 1", "    Roles: "]
+    assert lines[-4:] == [
         f"    Msg: {st.msg}",
         f"    Structured Error Msg: {st.structured_error_msg}",
         "    UI URL: http://ui",
+        "    ",
     ]
-    replicas = [line for line in lines[4:-3] if "[" in line]
+    replicas = [line for line in lines[4:-4] if "[" in line]
     assert [line.strip().lstrip("*").split(" ")[0] for line in replicas] == [
         "trainer[0]:FAILED", "trainer[1]:SUCCEEDED", "ps[0]:RUNNING"
     ]
-    # the first replica of each role is starred
-    assert [line.strip().startswith("*") for line in replicas] == [True, False, True]
+    # the replica 0 of each role is starred
+    assert [line[:2] for line in replicas] == [" *", "  ", " *"]
     filtered = st.format(filter_roles=["ps"]).splitlines()
     assert [line for line in filtered if "[" in line] == [replicas[2]]
-    assert filtered[-3:] == lines[-3:]
+    assert filtered[-4:] == lines[-4:]
+    assert st.format(filter_roles=[]) == st.format()  # empty: all roles, as in TorchX
 
 
 def test_format_message_lines_carry_the_values() -> None:
     st = AppStatus(AppState.FAILED, msg="replica trainer/0 exited 3", structured_error_msg="OOM")
-    assert st.format().splitlines()[-3:] == [
+    assert st.format().splitlines()[-4:-1] == [
         "    Msg: replica trainer/0 exited 3",
         "    Structured Error Msg: OOM",
         "    UI URL: None",
     ]
 
 
-def test_json_form_round_trips() -> None:
-    st = _status()
+# TorchX's exact texts (meta-pytorch/torchx @ cafea3f3, torchx/specs/api.py AppStatus)
+TORCHX_FORMAT = (
+    "AppStatus:\n"
+    "    State: RUNNING\n"
+    "    Num Restarts: 0\n"
+    "    Roles: \n"
+    " *worker[0]:FAILED (exitcode: -1)\n"
+    "        timestamp: <N/A>\n"
+    "        hostname: localhost\n"
+    "        error_msg: error\n"
+    "  worker[1]:RUNNING\n"
+    " *ps[0]:CANCELLED (no reply file)\n"
+    "    Msg: \n"
+    "    Structured Error Msg: <NONE>\n"
+    "    UI URL: None\n"
+    "    "
+)
+
+
+def _torchx_example() -> AppStatus:
+    nested = '{"message":{"message":"error","errorCode":-1,"extraInfo":{}}}'
+    return AppStatus(
+        AppState.RUNNING,
+        roles=[
+            RoleStatus(
+                "worker",
+                [  # listed out of order: replicas are shown by id
+                    ReplicaStatus(1, AppState.RUNNING, "worker", "localhost"),
+                    ReplicaStatus(0, AppState.FAILED, "worker", "localhost", nested),
+                ],
+            ),
+            RoleStatus("ps", [ReplicaStatus(0, AppState.CANCELLED, "ps", "h")]),
+        ],
+    )
+
+
+def test_format_is_torchx_text() -> None:
+    """Silent incompatibility 5 (issue 25): ``torchx status`` text is TorchX's, byte for byte
+    (layout, the ``(exitcode/timestamp/hostname/error_msg)`` block of a replica with a JSON error,
+    ``(no reply file)``, the trailing template whitespace), so scripts parsing it keep working."""
+    assert _torchx_example().format() == TORCHX_FORMAT
+
+
+@pytest.mark.parametrize(
+    "error, block",
+    [
+        # torchelastic's nested error file
+        (
+            '{"message": {"message": "boom", "errorCode": 3, "extraInfo": {"timestamp": 0}}}',
+            ["FAILED (exitcode: 3)", "timestamp: {ts}", "hostname: h", "error_msg: boom"],
+        ),
+        # a scheduler's flat reply file
+        (
+            '{"message": "boom", "errorCode": 2, "timestamp": 0}',
+            ["FAILED (exitcode: 2)", "timestamp: {ts}", "hostname: h", "error_msg: boom"],
+        ),
+        # our local scheduler's flat error: exit_code fills TorchX's exitcode slot
+        (
+            '{"message": "boom", "exit_code": 7, "stderr_tail": "x"}',
+            ["FAILED (exitcode: 7)", "timestamp: <N/A>", "hostname: h", "error_msg: boom"],
+        ),
+        # exit code 0 or missing: <N/A>, as in TorchX
+        ('{"message": {"message": "m", "errorCode": 0}}', ["FAILED (exitcode: <N/A>)"]),
+        # not JSON / an unknown layout: verbatim, in the message's place
+        ("worker killed by SIGKILL", ["FAILED (exitcode: <N/A>)", "error_msg: worker killed by SIGKILL"]),
+        ('{"error": "x"}', ['error_msg: {"error": "x"}']),
+    ],
+)
+def test_format_error_layouts(error: str, block: list[str]) -> None:
+    from datetime import datetime
+
+    st = AppStatus(AppState.FAILED, roles=[RoleStatus("r", [ReplicaStatus(0, AppState.FAILED, "r", "h", error)])])
+    text = st.format()
+    ts = str(datetime.fromtimestamp(0))
+    for part in block:
+        assert part.replace("{ts}", ts) in text
+
+
+def test_format_error_message_wraps_as_torchx() -> None:
+    st = AppStatus(AppState.FAILED)
+    words = " ".join(["word"] * 40)  # 199 chars
+    lines = st._format_error_message(words, header="  e: ", width=20).splitlines()
+    # TorchX's rule: break at the first space once a line holds >= width chars; continuation
+    # lines are indented by len(header) and start with that space
+    assert lines[0] == "  e: " + "word " * 4 + "word"
+    assert all(line.startswith("      word") for line in lines[1:])
+    assert "".join(line[5:] for line in lines) == words
+    nested = "c10::Error: CUDA error\nException raised from x at y.cpp:1"
+    assert st._format_error_message(nested, header="") == "c10::Error: CUDA error"
+    with pytest.raises(ValueError, match="shorter than width"):
+        st._format_error_message("m", header="x" * 80)
+
+
+def test_json_is_torchx_form_and_round_trips() -> None:
+    """Silent incompatibility 5 (issue 25): ``to_json()`` (``torchx status --json``) is TorchX's
+    dict: key order state, num_restarts, roles, msg, structured_error_msg, url; replica states
+    by number with ``hostaddr``."""
+    st = _torchx_example()
     data = st.to_json()
-    assert data["state"] == "FAILED"
+    assert list(data) == ["state", "num_restarts", "roles", "msg", "structured_error_msg", "url"]
+    assert data["state"] == "RUNNING" and data["url"] is None
     assert data["roles"][0]["replicas"][0] == {
-        "id": 0,
-        "state": "FAILED",
-        "role": "trainer",
-        "hostname": "host0",
-        "structured_error_msg": '{"e": 1}',
+        "id": 1, "state": 3, "role": "worker", "hostname": "localhost",
+        "structured_error_msg": "<NONE>", "hostaddr": "localhost",
     }
+    assert [r["role"] for r in st.to_json(filter_roles=["ps"])["roles"]] == ["ps"]
     assert AppStatus.from_json(json.loads(json.dumps(data))) == st
+    full = _status()
+    assert AppStatus.from_json(json.loads(json.dumps(full.to_json()))) == full
+    # the form earlier releases of ours wrote (state names, ui_url) still reads
+    old = {"state": "FAILED", "ui_url": "http://ui", "roles": [
+        {"role": "r", "replicas": [{"id": 0, "state": "FAILED", "role": "r", "hostname": "h"}]}]}
+    back = AppStatus.from_json(old)
+    assert back.ui_url == "http://ui" and back.roles[0].replicas[0].state == AppState.FAILED
 
 
-def test_repr_is_yaml_like_and_complete() -> None:
+def test_repr_is_torchx_yaml() -> None:
+    """Silent incompatibility 5 (issue 25): ``str()``/``repr()`` is TorchX's YAML: keys sorted,
+    PyYAML quoting, a JSON error message embedded as data."""
+    assert repr(AppStatus(AppState.FAILED)) == (
+        "AppStatus:\n  msg: ''\n  num_restarts: 0\n  roles: []\n  state: FAILED (5)\n"
+        "  structured_error_msg: <NONE>\n  ui_url: null\n"
+    )
+    embedded = AppStatus(AppState.FAILED, structured_error_msg='{"message": "test error"}')
+    assert str(embedded) == (
+        "AppStatus:\n  msg: ''\n  num_restarts: 0\n  roles: []\n  state: FAILED (5)\n"
+        "  structured_error_msg:\n    message: test error\n  ui_url: null\n"
+    )
+    assert "worker terminated by SIGKILL" in repr(
+        AppStatus(AppState.FAILED, structured_error_msg="worker terminated by SIGKILL")
+    )
+    assert repr(AppState.FAILED) == "FAILED (5)"
     text = repr(_status())
-    assert text.startswith("AppStatus:\n")
-    lines = text.splitlines()
-    assert lines[1:7] == [
-        "  state: FAILED (5)",
-        "  num_restarts: 1",
-        "  msg: boom",
-        "  structured_error_msg: <NONE>",
-        '  ui_url: "http://ui"',
-        "  roles:",
-    ]
-    # every replica of every role, with every field
-    assert [line.strip() for line in lines if line.strip().startswith(("- role:", "hostname:"))] == [
-        "- role: trainer", "hostname: host0", "hostname: host1", "- role: ps", 'hostname: ""'
-    ]
-    assert text.count("structured_error_msg:") == 4
-    assert repr(AppStatus(AppState.SUCCEEDED)).count("\n") == 6
+    assert "    - hostaddr: host0\n      hostname: host0\n      id: 0\n" in text
+    assert "state: SUCCEEDED (4)" in text and "ui_url: http://ui" in text
 
 
 def test_dryrun_info_uses_fmt() -> None:

@@ -108,6 +108,7 @@ def test_mapping_interface() -> None:
     assert opts.get("clusterName") == "c"
     assert opts["k8s.context"] == "x"
     assert opts.get("missing", 7) == 7
+    # nested options are flattened, as TorchX HEAD iterates them
     assert list(opts) == [
         "cluster_name",
         "num_retries",
@@ -115,14 +116,55 @@ def test_mapping_interface() -> None:
         "tags",
         "labels",
         "debug",
-        "k8s",
+        "k8s.context",
+        "k8s.namespace",
     ]
-    assert len(opts) == 7 and "debug" in opts
+    assert len(opts) == 8 and "debug" in opts and "k8s.namespace" in opts
+    assert "k8s.missing" not in opts
 
 
 def test_docstrings_via_get_docstrings() -> None:
-    assert MyOpts.get_docstrings()["num_retries"] == "Number of retry attempts."
-    assert MyOpts.get_docstrings()["priority"] == "priority"  # no docstring: the name
+    docs = MyOpts.get_docstrings()
+    assert docs["num_retries"] == "Number of retry attempts."
+    assert docs["priority"] == "priority"  # no docstring: the name
+    assert docs["k8s.context"] == "kube context to use"  # nested, flattened (TorchX HEAD)
+
+
+def test_unset_optional_group_has_no_options() -> None:
+    @dataclass
+    class WithOptional(StructuredOpts):
+        name: str = "n"
+        k8s: K8sOpts | None = None
+
+    opts = WithOptional()
+    assert list(opts) == ["name"] and len(opts) == 1
+    assert opts.get("k8s.context") is None
+
+
+def test_cfg_key_names_an_option_that_cannot_be_a_field_name() -> None:
+    @dataclass
+    class Kebab(StructuredOpts):
+        mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+        """User to mail on job end."""
+
+    opts = Kebab.from_cfg({"mail-user": "me@x"})
+    assert opts.mail_user == "me@x" and opts["mail-user"] == "me@x" and list(opts) == ["mail-user"]
+    opt = Kebab.as_runopts().get("mail-user")
+    assert opt is not None and opt.help == "User to mail on job end."
+    with pytest.raises(InvalidRunConfigException, match="mail-user"):
+        Kebab.from_cfg({"mail-usr": "x"})
+
+
+def test_or_merges_two_opts_into_a_cfg_dict() -> None:
+    @dataclass
+    class Other(StructuredOpts):
+        num_retries: int = 9
+        extra: str | None = None
+
+    merged = MyOpts(cluster_name="c", k8s=K8sOpts(context="x")) | Other()
+    assert isinstance(merged, dict)
+    assert merged["cluster_name"] == "c" and merged["k8s.context"] == "x"
+    assert merged["num_retries"] == 9 and "extra" in merged and merged["extra"] is None
 
 
 def test_not_a_dataclass_is_definition_error() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import TorchXError
@@ -33,7 +33,8 @@ class CmdStatus(SubCommand):
         )
         subparser.add_argument(
             "--json", action="store_true",
-            help="print the status as JSON (a list when several handles are given)",
+            help="print the status as JSON, one line as TorchX prints it (several handles: a"
+            " list of them, each with its app_handle)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -54,9 +55,11 @@ class CmdStatus(SubCommand):
         for handle, status in found.items():
             _check_roles(handle, status, roles)
         if args.json:
-            docs = [_json(h, s, roles) for h, s in found.items()]
-            if docs:
-                print(json.dumps(docs[0] if len(handles) == 1 else docs, indent=2))
+            if len(handles) == 1:  # TorchX's output: one line, AppStatus.to_json()
+                for status in found.values():
+                    print(json.dumps(status.to_json(roles)))
+            elif found:
+                print(json.dumps([{"app_handle": h, **s.to_json(roles)} for h, s in found.items()]))
         else:
             for i, (handle, status) in enumerate(found.items()):
                 if len(handles) > 1:
@@ -77,10 +80,3 @@ def _check_roles(handle: str, status: AppStatus, roles: list[str] | None) -> Non
             f"app {handle} has no role(s) {', '.join(map(repr, unknown))}."
             f"{did_you_mean(unknown[0], known)} Its roles: {', '.join(known) or '(none)'}"
         )
-
-
-def _json(handle: str, status: AppStatus, roles: list[str] | None) -> dict[str, Any]:
-    data = {"app_handle": handle, **status.to_json()}
-    if roles is not None:
-        data["roles"] = [r for r in data["roles"] if r["role"] in roles]
-    return data

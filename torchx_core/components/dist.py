@@ -25,6 +25,7 @@ from pathlib import Path
 
 from torchx_core import specs
 from torchx_core.components import IMAGE
+from torchx_core.components.structured_arg import StructuredNameArgument
 from torchx_core.specs import macros
 from torchx_core.specs._limits import too_many_replicas
 from torchx_core.specs.errors import ComponentArgumentError
@@ -32,7 +33,7 @@ from torchx_core.specs.errors import ComponentArgumentError
 _J_RE = re.compile(r"^(?:(?:(?P<min>\d+):)?(?P<max>\d+)x)?(?P<nproc>\d+)$")
 
 # env presets for ``debug=True``
-_DEBUG_ENV = {
+_TORCH_DEBUG_FLAGS = {
     "CUDA_LAUNCH_BLOCKING": "1",
     "NCCL_DESYNC_DEBUG": "1",
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
@@ -86,13 +87,14 @@ def get_role_name(script: str | None, m: str | None) -> str:
 
 
 def _names(name: str, script: str | None, m: str | None) -> tuple[str, str]:
-    """(experiment name, run name) from ``{experiment}/{run}``, ``{experiment}/``, ``/{run}``, ``{run}``."""
-    default_run = get_role_name(script, m)
-    if "/" in name:
-        experiment, _, run = name.partition("/")
-    else:
-        experiment, run = "", name
-    return experiment or default_run, run or default_run
+    """(experiment name, run name) from ``{experiment}/{run}``, ``{experiment}/``, ``/{run}``, ``{run}``.
+
+    As in TorchX, the run name defaults to the script or module name and the experiment name to
+    ``default-experiment``.
+    """
+    get_role_name(script, m)  # exactly one of script and m, or a ComponentArgumentError
+    parsed = StructuredNameArgument.parse_from(name=name, m=m, script=script)
+    return parsed.experiment_name, parsed.run_name
 
 
 def _join(words: list[str]) -> str:
@@ -161,7 +163,7 @@ def ddp(
     job_env["TORCHX_TRACKING_RUN_NAME"] = run_name
     job_env.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
     if debug:
-        job_env.update(_DEBUG_ENV)
+        job_env.update(_TORCH_DEBUG_FLAGS)
     cmd: list[str] = [
         "torchrun",
         "--rdzv_backend",
@@ -214,6 +216,7 @@ def spmd(
     h: str = "gpu.small",
     j: str = "1x1",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     mounts: list[str] | None = None,
     debug: bool = False,
@@ -232,6 +235,7 @@ def spmd(
         h: the named resource of each node
         j: {nnodes}x{nproc_per_node} or {nnodes}
         env: environment variables for the job (e.g. ENV1=v1,ENV2=v2)
+        metadata: metadata for the scheduler, set on the AppDef (e.g. KEY1=v1,KEY2=v2)
         max_retries: the number of scheduler retries allowed
         mounts: mounts for the workers (e.g. type=bind,src=/host,dst=/job[,readonly])
         debug: set the torch distributed debug environment variables
@@ -250,6 +254,7 @@ def spmd(
         h=h,
         j=j,
         env=env,
+        metadata=metadata,
         max_retries=max_retries,
         mounts=mounts,
         debug=debug,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from torchx_core import specs
@@ -70,6 +71,9 @@ def sh(
 ) -> specs.AppDef:
     """Runs a command with ``sh -c`` (the arguments are joined and shell-quoted).
 
+    ``LOGLEVEL`` is set to the launcher's ``$LOGLEVEL`` (``WARNING`` if unset) unless ``env``
+    sets it.
+
     Args:
         args: the command and its arguments
         image: image to use
@@ -85,6 +89,8 @@ def sh(
     if not args:
         raise ComponentArgumentError("utils.sh needs a command, e.g. `utils.sh echo hi`")
     env = dict(env or {})
+    # as in TorchX: the launcher's $LOGLEVEL, else WARNING, unless env sets it
+    env.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
     return specs.AppDef(
         name="sh",
         roles=[
@@ -115,6 +121,7 @@ def python(
     memMB: int = 1024,
     h: str | None = None,
     num_replicas: int = 1,
+    mounts: list[str] | None = None,
 ) -> specs.AppDef:
     """Runs ``python`` with a module (``-m``), a command (``-c``) or a script (``--script``).
 
@@ -133,6 +140,7 @@ def python(
         memMB: cpu memory in MB per replica
         h: a registered named resource (if given, takes precedence over cpu, gpu, memMB)
         num_replicas: number of copies to run
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     given = [flag for flag, v in (("-m", m), ("-c", c), ("--script", script)) if v is not None]
     if len(given) != 1:
@@ -157,6 +165,7 @@ def python(
                 num_replicas=num_replicas,
                 resource=specs.resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
                 env={"HYDRA_MAIN_MODULE": m} if m else {},
+                mounts=specs.parse_mounts(mounts) if mounts else [],
             )
         ],
     )
@@ -199,7 +208,7 @@ def binary(
     )
 
 
-def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
+def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None) -> specs.AppDef:
     """Copies a file from ``src`` to ``dst``; both may be any fsspec URL (``s3://``, ``file://``...).
 
     Directories and recursive copies are not supported.
@@ -208,6 +217,7 @@ def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
         src: the source fsspec file location
         dst: the destination fsspec file location
         image: the image that contains torchx-suite and fsspec
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     return specs.AppDef(
         name="torchx-utils-copy",
@@ -218,6 +228,7 @@ def copy(src: str, dst: str, image: str = IMAGE) -> specs.AppDef:
                 entrypoint="python",
                 args=["-m", f"{_APPS}.copy_main", "--src", src, "--dst", dst],
                 resource=specs.Resource(cpu=1, gpu=0, memMB=1024),
+                mounts=specs.parse_mounts(mounts) if mounts else [],
             )
         ],
     )
@@ -240,6 +251,7 @@ def booth(
         trial_idx: the trial index (when running a hyper-parameter search)
         tracker_base: URL of the base output directory (e.g. s3://foo/bar)
         image: the image that contains torchx-suite and fsspec
+        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     return specs.AppDef(
         name="torchx-utils-booth",

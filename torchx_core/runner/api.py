@@ -583,9 +583,11 @@ class Runner:
         )
 
 
-ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
-ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
-ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
+from torchx_core.settings import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+)
 
 
 def get_configured_tracker_factories() -> dict[str, str]:

@@ -34,6 +34,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from torchx_core.settings import ENV_TORCHXCONFIG
 from torchx_core.specs.errors import TorchXError, did_you_mean
 
 if TYPE_CHECKING:
@@ -58,32 +59,48 @@ __all__ = [
 logger: logging.Logger = logging.getLogger(__name__)
 
 CONFIG_FILE = ".torchxconfig"
-ENV_TORCHXCONFIG = "TORCHXCONFIG"
 CONFIG_PREFIX_DELIM = ":"
 _NONE = "None"
+#: the directories searched for ``.torchxconfig``, unless ``$TORCHXCONFIG`` names one file;
+#: ``~`` and ``.`` are resolved when searched (the home and working directory of that moment)
+DEFAULT_CONFIG_DIRS: list[str] = ["~", "."]
 
 
 class ConfigError(TorchXError, ValueError):
     """A ``.torchxconfig`` file is missing (``$TORCHXCONFIG``), unreadable or malformed."""
 
 
+class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
+    """``$TORCHXCONFIG`` names a file that does not exist (a ``FileNotFoundError``, as in TorchX)."""
+
+
 def _default_dirs() -> list[str]:
-    return [os.path.expanduser("~"), os.getcwd()]
+    return [os.getcwd() if d == "." else os.path.expanduser(d) for d in DEFAULT_CONFIG_DIRS]
+
+
+def get_scheduler_factories() -> dict[str, Any]:
+    """Scheduler name -> factory of every available scheduler (what ``dump`` and ``load`` use)."""
+    from torchx_core.schedulers import get_scheduler_factories as factories
+
+    return factories()
 
 
 def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
     """Returns the ``.torchxconfig`` files to read, highest precedence first.
 
-    If ``$TORCHXCONFIG`` is set, only that file (which must exist). Otherwise the readable
-    ``.torchxconfig`` files in ``dirs`` (default ``[$HOME, cwd]``).
+    If ``$TORCHXCONFIG`` is set, only that file (which must exist; set but empty: no file at
+    all). Otherwise the readable ``.torchxconfig`` files in ``dirs`` (default
+    :data:`DEFAULT_CONFIG_DIRS`: ``[$HOME, cwd]``).
 
     Raises:
-        ConfigError: ``$TORCHXCONFIG`` names a file that does not exist.
+        ConfigFileNotFoundError: ``$TORCHXCONFIG`` names a file that does not exist.
     """
     env = os.environ.get(ENV_TORCHXCONFIG)
     if env is not None:
+        if not env:
+            return []
         if not os.path.isfile(env):
-            raise ConfigError(
+            raise ConfigFileNotFoundError(
                 f"`{ENV_TORCHXCONFIG}={env}` does not exist or is not a file; point it at a"
                 f" `{CONFIG_FILE}` file or unset it"
             )
@@ -215,9 +232,13 @@ def parse_value(value: str, opt_type: Any, name: str = "") -> CfgVal:
 
 
 def _scheduler_run_opts(scheduler: str) -> runopts:
-    from torchx_core.schedulers import get_scheduler_factory
+    """Raises UnknownSchedulerException for a scheduler that does not exist."""
+    factory = get_scheduler_factories().get(scheduler)
+    if factory is None:
+        from torchx_core.schedulers import get_scheduler_factory
 
-    return get_scheduler_factory(scheduler)("_").run_opts()
+        factory = get_scheduler_factory(scheduler)  # raises, listing the valid names
+    return factory("_").run_opts()
 
 
 def load(
@@ -323,20 +344,27 @@ def dump(
     Optional options are written with their defaults, required ones with a ``#FIXME`` placeholder.
     Schedulers whose optional dependencies are missing are skipped with a comment.
 
+    Raises:
+        UnknownSchedulerException: a scheduler in ``schedulers`` does not exist (as in TorchX)
+
     Args:
         f: where to write
         schedulers: scheduler names (default: every registered scheduler)
         required_only: write only the required options
         run_opts: scheduler -> run options (looked up from the registry when missing)
     """
-    from torchx_core.schedulers.registry import default_registry
+    from torchx_core.specs.errors import UnknownSchedulerException
 
-    names = schedulers or default_registry().names()
+    factories = get_scheduler_factories()
+    names = schedulers or list(factories)
+    unknown = [n for n in names if n not in factories and n not in (run_opts or {})]
+    if unknown:
+        raise UnknownSchedulerException(unknown[0], list(factories))
     parser = _parser()
     skipped: list[str] = []
     for name in names:
         try:
-            opts = (run_opts or {}).get(name) or _scheduler_run_opts(name)
+            opts = (run_opts or {}).get(name) or factories[name]("_").run_opts()
         except (TorchXError, ImportError) as e:
             skipped.append(f"{name} ({e})")
             continue

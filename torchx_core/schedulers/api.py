@@ -47,6 +47,7 @@ __all__ = [
     "InvalidLogQueryError",
     "ListAppResponse",
     "Scheduler",
+    "SchedulerArgumentError",
     "SchedulerError",
     "Stream",
     "StructuredOpts",
@@ -82,6 +83,12 @@ class UnsupportedFeatureError(SchedulerError, ValueError):
 
 class AppValidationError(SchedulerError, ValueError):
     """The AppDef cannot run on this scheduler as written (every problem is listed)."""
+
+    permanent = True
+
+
+class SchedulerArgumentError(SchedulerError, ValueError):
+    """A scheduler factory was given an invalid keyword argument (e.g. ``cache_size=0``)."""
 
     permanent = True
 

@@ -6,6 +6,7 @@ Pure data: nothing here does I/O at import time.
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 
 from torchx_core.specs._dc import data, field, field_names
@@ -13,6 +14,7 @@ from torchx_core.specs.errors import (
     InvalidMountError,
     InvalidResourceError,
     InvalidWorkspaceError,
+    did_you_mean,
 )
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
@@ -33,6 +35,29 @@ GiB: int = 1024
 MISSING: str = "<MISSING>"
 # sentinel value used to represent "unset" optional string attributes
 NONE: str = "<NONE>"
+# sentinel value for an attribute a scheduler cannot read back (the literal is the contract:
+# schedulers may write it without importing torchx)
+UNKNOWN: str = "<UNKNOWN>"
+
+
+def TORCHX_HOME(*subdir_paths: str) -> Path:
+    """The torchx dot-directory (``$TORCHX_HOME``, else ``~/.torchx``), or a sub-directory of it.
+
+    The directory is created if it does not exist.
+
+    >>> import os, pathlib
+    >>> prev = os.environ.pop("TORCHX_HOME", None)
+    >>> TORCHX_HOME("conda-pack-out") == pathlib.Path.home() / ".torchx" / "conda-pack-out"
+    True
+    >>> if prev is not None:
+    ...     os.environ["TORCHX_HOME"] = prev
+    """
+    from pathlib import Path
+
+    home = Path(os.environ.get("TORCHX_HOME") or Path.home() / ".torchx")
+    path = home.joinpath(*subdir_paths)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @data
@@ -257,13 +282,23 @@ _MOUNT_KEYS: dict[str, set[str]] = {
     "volume": {"type", "src", "dst", "readonly"},
     "device": {"type", "src", "dst", "perm"},
 }
+# Docker's spellings, accepted as in TorchX
+_MOUNT_ALIASES: dict[str, str] = {
+    "source": "src",
+    "target": "dst",
+    "destination": "dst",
+    "read_only": "readonly",
+}
+_MOUNT_OPTIONS = sorted({*_MOUNT_ALIASES, *(k for keys in _MOUNT_KEYS.values() for k in keys)})
 
 
 def parse_mounts(opts: list[str]) -> list[BindMount | VolumeMount | DeviceMount]:
     """Parses a list of options into typed mounts, in a format similar to Docker's bind mounts.
 
     Multiple mounts can be given in the same list; ``type`` must come first in each. Elements
-    may also hold several comma separated options.
+    may also hold several comma separated options. Docker's spellings ``source``, ``target``,
+    ``destination`` and ``read_only`` are aliases of ``src``, ``dst`` and ``readonly``; a bind
+    mount's ``~`` is expanded to the home directory.
 
     Supported types::
 
@@ -293,7 +328,12 @@ def parse_mounts(opts: list[str]) -> list[BindMount | VolumeMount | DeviceMount]
             if not part:
                 continue
             key, _, val = part.partition("=")
-            key = key.strip()
+            key = _MOUNT_ALIASES.get(key.strip(), key.strip())
+            if key not in _MOUNT_OPTIONS:
+                raise InvalidMountError(
+                    f"unknown mount option {key}, must be one of {_MOUNT_OPTIONS} (given:"
+                    f" {part!r}).{did_you_mean(key, _MOUNT_OPTIONS)} Valid: {_MOUNT_FORMAT}"
+                )
             if key == "type":
                 groups.append({})
             elif not groups:
@@ -311,7 +351,7 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
     typ = opts.get("type", "")
     if typ not in _MOUNT_KEYS:
         raise InvalidMountError(
-            f"invalid mount type {typ!r}; valid types: bind, volume, device. Valid: {_MOUNT_FORMAT}"
+            f"invalid mount type {typ!r}, must be one of bind, volume, device. Valid: {_MOUNT_FORMAT}"
         )
     unknown = set(opts) - _MOUNT_KEYS[typ]
     if unknown:
@@ -343,7 +383,7 @@ def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
         )
     read_only = "readonly" in opts
     if typ == "bind":
-        return BindMount(src_path=src, dst_path=dst, read_only=read_only)
+        return BindMount(src_path=os.path.expanduser(src), dst_path=dst, read_only=read_only)
     return VolumeMount(src=src, dst_path=dst, read_only=read_only)
 
 
@@ -406,8 +446,9 @@ class Workspace:
     def from_str(workspace: str | None) -> Workspace | None:
         """Parses a CLI workspace string.
 
-        ``"path"`` maps one project to the root; ``"a:b,c:d"`` maps ``a`` to ``b`` and ``c`` to
-        ``d``. ``None`` or ``""`` return None.
+        ``"path"`` maps one project to the root; ``"a:b,c:d"`` (or ``;`` or one ``a: b`` per
+        line, as in TorchX's YAML form; ``#`` lines are comments) maps ``a`` to ``b`` and ``c``
+        to ``d``. ``None`` or ``""`` return None. ``str(workspace)`` writes ``a:b;c:d``.
 
         >>> Workspace.from_str("~/proj")
         Workspace(projects={'~/proj': ''})
@@ -421,7 +462,11 @@ class Workspace:
             return None
         if not isinstance(workspace, str):
             raise InvalidWorkspaceError(f"workspace must be a string, got {workspace!r}")
-        entries = [e.strip() for e in workspace.replace("\n", ",").split(",") if e.strip()]
+        # entries separated by ",", ";" or new lines ("path: remote" lines, as TorchX's YAML
+        # form); a line starting with "#" is a comment
+        lines = [ln for ln in workspace.splitlines() if not ln.lstrip().startswith("#")]
+        text = ",".join(lines).replace(";", ",")
+        entries = [e.strip() for e in text.split(",") if e.strip()]
         if not entries:
             return None
         projects: dict[str, str] = {}
@@ -443,7 +488,7 @@ class Workspace:
     def __str__(self) -> str:
         if self.is_unmapped_single_project():
             return next(iter(self.projects))
-        return ",".join(f"{k}:{v}" if v else k for k, v in self.projects.items())
+        return ";".join(f"{k}:{v}" if v else k for k, v in self.projects.items())
 
 
 def _substitute_nested(obj: Any, values: macros.Values) -> Any:
@@ -489,10 +534,24 @@ class macros:
         base_img_root: str = "DEPRECATED"
 
         def apply(self, role: Role) -> Role:
-            """Returns a deep copy of ``role`` with macros substituted in args, env and metadata."""
+            """Returns a deep copy of ``role`` with macros substituted in args, env and metadata.
+
+            The copy shares ``role.overrides`` (as in TorchX): producers may not be copyable, and
+            an override resolved through either role is then resolved for both.
+            """
             import copy
 
-            role = copy.deepcopy(role)
+            overrides = role.overrides
+            if all(k == OVERRIDES_LOCK_KEY for k in overrides):  # nothing to share
+                role = copy.deepcopy(role)
+            else:
+                role.overrides = {}
+                try:
+                    copied = copy.deepcopy(role)
+                finally:
+                    role.overrides = overrides
+                copied.overrides = overrides
+                role = copied
             role.args = [self.substitute(a) for a in role.args]
             role.env = {k: self.substitute(v) for k, v in role.env.items()}
             role.metadata = _substitute_nested(role.metadata, self)
@@ -512,20 +571,15 @@ class macros:
 
 
 _OVERRIDABLE: frozenset[str] = frozenset()
+#: the reserved key under which an overrides dict keeps its resolution lock (see _overrides)
+OVERRIDES_LOCK_KEY = "<overrides resolution lock>"
 _object_getattribute = object.__getattribute__
 
 
 def _resolve_override(overrides: dict[str, Any], name: str) -> Any:
-    value = overrides[name]
-    if hasattr(value, "__await__"):
-        import asyncio
+    from torchx_core.specs._overrides import resolve
 
-        async def _await() -> Any:
-            return await value
-
-        value = asyncio.run(_await())
-        overrides[name] = value
-    return value
+    return resolve(overrides, name)
 
 
 @data
@@ -556,8 +610,9 @@ class Role:
         metadata: scheduler-specific data. Keys should follow ``$scheduler.$key``.
         mounts: bind, volume, or device mounts
         workspace: local project directories to mirror on the remote job
-        overrides: ``{attribute: value}`` read instead of the attribute (an awaitable value is
-            awaited once, on first read)
+        overrides: ``{attribute: producer}`` read instead of the attribute: a callable or an
+            awaitable, run once on the first read, the value written back into the dict (see
+            ``torchx_core.specs._overrides``); a plain value is returned as it is
         base_image: deprecated (older TorchX releases); keyword only
     """
 

@@ -72,6 +72,24 @@ def _to_camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+class cases:
+    """Case conversion of option names (``cluster_name`` <-> ``clusterName``).
+
+    >>> cases.snake_to_camel("hpc_cluster_uuid"), cases.camel_to_snake("hpcClusterUuid")
+    ('hpcClusterUuid', 'hpc_cluster_uuid')
+    """
+
+    @staticmethod
+    def snake_to_camel(name: str) -> str:
+        """``snake_case`` -> ``camelCase``."""
+        return _to_camel(name)
+
+    @staticmethod
+    def camel_to_snake(name: str) -> str:
+        """``camelCase`` -> ``snake_case``."""
+        return _to_snake(name)
+
+
 def get_type_name(tp: Any) -> str:
     """Returns a readable name for a run option type (``int``, ``list[str]``, ...)."""
     if _origin(tp) is None and hasattr(tp, "__name__"):
@@ -330,6 +348,22 @@ class runopts:
     def update(self, other: runopts) -> None:
         """Adds (or replaces) the options of ``other``."""
         self._opts.update(other._opts)
+
+    def __or__(self, other: runopts) -> runopts:
+        """A new runopts with the options of both (``other``'s win on a shared name).
+
+        >>> a, b = runopts(), runopts()
+        >>> a.add("foo", type_=str, default="a", help="foo option")
+        >>> b.add("bar", type_=int, default=1, help="bar option")
+        >>> sorted(name for name, _ in a | b)
+        ['bar', 'foo']
+        """
+        if not isinstance(other, runopts):
+            return NotImplemented
+        merged = runopts()
+        merged.update(self)
+        merged.update(other)
+        return merged
 
     def _unknown_msg(self, key: str) -> str:
         return (

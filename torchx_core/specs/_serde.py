@@ -84,7 +84,12 @@ def _mount_to_dict(m: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
 
 def role_to_dict(role: Role) -> dict[str, Any]:
     """Returns the dict form of a Role (fields read through its overrides)."""
-    overrides = {k: v for k, v in role.overrides.items() if _jsonable(v)}
+    from torchx_core.specs._overrides import ResolvedOverride
+
+    overrides = {
+        k: v.value if isinstance(v, ResolvedOverride) else v for k, v in role.overrides.items()
+    }
+    overrides = {k: v for k, v in overrides.items() if _jsonable(v)}
     return {
         "name": role.name,
         "image": role.image,
@@ -283,7 +288,7 @@ def _state(value: Any, where: str) -> AppState:
 
 
 def app_status_from_json(data: Mapping[str, Any]) -> AppStatus:
-    """Builds an AppStatus from ``AppStatus.to_json()`` output."""
+    """Builds an AppStatus from ``AppStatus.to_json()`` output (states by name or number)."""
     where = "status"
     roles = []
     for i, r in enumerate(_opt(data, "roles", list, where, [])):
@@ -300,6 +305,7 @@ def app_status_from_json(data: Mapping[str, Any]) -> AppStatus:
                 structured_error_msg=_opt(
                     rep, "structured_error_msg", str, f"{rw}.replicas[{j}]", "<NONE>"
                 ),
+                hostaddr=_opt(rep, "hostaddr", str, f"{rw}.replicas[{j}]", None),
             )
             for j, rep in enumerate(_opt(r, "replicas", list, rw, []))
         ]
@@ -309,6 +315,7 @@ def app_status_from_json(data: Mapping[str, Any]) -> AppStatus:
         num_restarts=_opt(data, "num_restarts", int, where, 0),
         msg=_opt(data, "msg", str, where, ""),
         structured_error_msg=_opt(data, "structured_error_msg", str, where, "<NONE>"),
-        ui_url=_opt(data, "ui_url", str, where, None),
+        # TorchX writes "url"; earlier releases of ours wrote "ui_url"
+        ui_url=_opt(data, "url" if "url" in data else "ui_url", str, where, None),
         roles=roles,
     )

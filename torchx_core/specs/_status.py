@@ -64,6 +64,9 @@ class AppState(int, Enum):
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
+
 
 _TERMINAL_STATES: frozenset[AppState] = frozenset(
     {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
@@ -91,11 +94,12 @@ class ReplicaStatus:
     """Status of one replica at runtime.
 
     Args:
-        id: replica index within its role
+        id: replica index within its role (node rank, not worker rank)
         state: replica state
         role: role name
         hostname: host the replica runs on ("" if unknown)
         structured_error_msg: error message in JSON form, if any
+        hostaddr: DNS name or IP of the container; defaults to ``hostname``
     """
 
     id: int
@@ -103,15 +107,21 @@ class ReplicaStatus:
     role: str
     hostname: str
     structured_error_msg: str = NONE
+    hostaddr: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.hostaddr is None:
+            self.hostaddr = self.hostname
 
     def to_json(self) -> dict[str, Any]:
-        """Returns a JSON-compatible dict (``state`` as its name)."""
+        """Returns a JSON-compatible dict, as TorchX writes a replica (``state`` as its number)."""
         return {
             "id": self.id,
-            "state": str(AppState(self.state)),
+            "state": int(self.state),
             "role": self.role,
             "hostname": self.hostname,
             "structured_error_msg": self.structured_error_msg,
+            "hostaddr": self.hostaddr,
         }
 
 
@@ -132,41 +142,85 @@ class RoleStatus:
         return {"role": self.role, "replicas": [r.to_json() for r in self.replicas]}
 
 
-def _yaml_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    text = str(value)
-    if text == "" or text.strip() != text or any(c in text for c in ":#\n'\"{}[]"):
-        import json
-
-        return json.dumps(text)
-    return text
+# An RPC error: ``XError('On WorkerInfo(id=1, name=trainer:0:0):\n`` ... ``\n')`` (greedy)
+_RPC_ERROR = r"\w*\('On WorkerInfo\(.+\):\n(?:.*\n)*'\)"
+# an exception nested in the message of another: the line before a line starting "Exception"
+_NESTED_ERROR = r"(?P<msg>.+)\nException"
 
 
-def _yaml_lines(obj: Any, indent: int) -> list[str]:
-    pad = "  " * indent
+def _format_error_message(msg: str, header: str, width: int = 80) -> str:
+    """``header`` + ``msg``, wrapped at the first space after ``width`` characters of a line
+    (TorchX's layout: continuation lines are indented by ``len(header)`` spaces)."""
+    import re
+
+    if len(header) >= width:
+        raise ValueError(f"header {header!r} (len {len(header)}) must be shorter than width {width}")
+    rpc = re.search(_RPC_ERROR, msg)
+    if rpc:
+        msg = rpc.group(0)
+    nested = re.search(_NESTED_ERROR, msg)
+    if nested:
+        msg = nested.group("msg")
     lines: list[str] = []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if isinstance(v, (dict, list)) and v:
-                lines.append(f"{pad}{k}:")
-                lines.extend(_yaml_lines(v, indent + 1))
-            else:
-                empty = "{}" if isinstance(v, dict) else "[]" if isinstance(v, list) else None
-                lines.append(f"{pad}{k}: {empty if empty else _yaml_scalar(v)}")
-    elif isinstance(obj, list):
-        for item in obj:
-            sub = _yaml_lines(item, indent + 1)
-            if sub and isinstance(item, (dict, list)):
-                lines.append(f"{pad}- {sub[0].strip()}")
-                lines.extend(sub[1:])
-            else:
-                lines.append(f"{pad}- {_yaml_scalar(item)}")
-    return lines
+    start = 0
+    for i in range(len(msg) + 1):
+        if i == len(msg) or (msg[i] == " " and i - start >= width):
+            lines.append(header + msg[start:i])
+            header = " " * len(header)
+            start = i
+    return "\n".join(lines)
+
+
+def _error_fields(text: str) -> tuple[str, Any, Any] | None:
+    """(message, timestamp, exit code) of a JSON error message, None for any other text.
+
+    Two layouts are known, as in TorchX: torchelastic's error file nests the error
+    (``{"message": {"message", "errorCode", "extraInfo": {"timestamp"}}}``); scheduler reply
+    files are flat (``{"message", "errorCode", "timestamp"}``; our local scheduler writes
+    ``exit_code``).
+    """
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    error = data.get("message") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        extra = error.get("extraInfo")
+        timestamp = extra.get("timestamp") if isinstance(extra, dict) else None
+        return error["message"], timestamp, error.get("errorCode")
+    if isinstance(error, str):
+        return error, data.get("timestamp"), data.get("errorCode", data.get("exit_code"))
+    return None
+
+
+def _format_replica(rep: ReplicaStatus) -> str:
+    state = AppState(rep.state)
+    if rep.structured_error_msg == NONE:
+        data = str(state)
+        if state in (AppState.CANCELLED, AppState.FAILED):
+            data += " (no reply file)"
+    else:
+        # an unknown layout is shown verbatim in the message's place
+        msg, timestamp, code = _error_fields(rep.structured_error_msg) or (
+            rep.structured_error_msg, None, None
+        )
+        when = "<N/A>"
+        if timestamp is not None:
+            from datetime import datetime
+
+            try:
+                when = str(datetime.fromtimestamp(int(timestamp)))
+            except (TypeError, ValueError, OverflowError, OSError):
+                pass
+        data = (
+            f"{state} (exitcode: {code or '<N/A>'})\n"
+            f"        timestamp: {when}\n"
+            f"        hostname: {rep.hostname}\n"
+            f"    {_format_error_message(msg, '    error_msg: ')}"
+        )
+    return f"\n {'*' if rep.id == 0 else ' '}{rep.role}[{rep.id}]:{data}"
 
 
 @data
@@ -195,18 +249,22 @@ class AppStatus:
         """True if the app reached a terminal state."""
         return is_terminal(self.state)
 
-    def to_json(self) -> dict[str, Any]:
-        """Returns the status as a JSON-compatible dict (``state`` as its name).
+    def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
+        """Returns the status as a JSON-compatible dict, as TorchX writes it (``torchx status
+        --json``): ``state`` by name, replica states by number, the UI URL as ``url``.
 
         :py:meth:`from_json` reverses it.
+
+        Args:
+            filter_roles: only these roles (all roles if None or empty)
         """
         return {
             "state": str(AppState(self.state)),
             "num_restarts": self.num_restarts,
+            "roles": [r.to_json() for r in self._roles(filter_roles)],
             "msg": self.msg,
             "structured_error_msg": self.structured_error_msg,
-            "ui_url": self.ui_url,
-            "roles": [r.to_json() for r in self.roles],
+            "url": self.ui_url,
         }
 
     @staticmethod
@@ -221,46 +279,74 @@ class AppStatus:
         return app_status_from_json(data)
 
     def __repr__(self) -> str:
-        data = self.to_json()
-        data["state"] = f"{self.state} ({int(self.state)})"
-        return "\n".join(["AppStatus:", *_yaml_lines(data, 1)])
+        """YAML, as TorchX prints it (keys sorted; a JSON error message embedded as data)."""
+        import json
+
+        import yaml
+
+        data: dict[str, Any] = {
+            "msg": self.msg,
+            "num_restarts": self.num_restarts,
+            "roles": [
+                {
+                    "replicas": [
+                        {**rep.to_json(), "state": repr(AppState(rep.state))}
+                        for rep in role.replicas
+                    ],
+                    "role": role.role,
+                }
+                for role in self.roles
+            ],
+            "state": repr(AppState(self.state)),
+            "structured_error_msg": self.structured_error_msg,
+            "ui_url": self.ui_url,
+        }
+        if self.structured_error_msg != NONE:
+            try:
+                data["structured_error_msg"] = json.loads(self.structured_error_msg)
+            except ValueError:
+                pass  # not JSON (job- or scheduler-written): shown verbatim
+        return str(yaml.dump({"AppStatus": data}))
 
     def raise_for_status(self) -> None:
         """Raises :py:class:`AppStatusError` if state is not SUCCEEDED."""
         if self.state != AppState.SUCCEEDED:
             raise AppStatusError(self, f"job did not succeed: {self}")
 
-    def _format_replica(self, replica: ReplicaStatus) -> str:
-        line = f"{replica.role}[{replica.id}]:{AppState(replica.state)}"
-        if replica.hostname:
-            line += f" (host: {replica.hostname})"
-        if replica.structured_error_msg != NONE:
-            line += f"\n        error: {replica.structured_error_msg}"
-        return line
+    def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
+        if not filter_roles:
+            return list(self.roles)
+        return [r for r in self.roles if r.role in filter_roles]
+
+    def _format_error_message(self, msg: str, header: str, width: int = 80) -> str:
+        """The error message under ``header``, wrapped at the first space after ``width`` chars.
+
+        Of an RPC error (``XError('On WorkerInfo(...):`` ... ``')``) only that part is kept; of
+        an exception nested in a message (a line followed by ``Exception ...``) only that line.
+        """
+        return _format_error_message(msg, header, width)
 
     def format(self, filter_roles: list[str] | None = None) -> str:
-        """Human-readable status string.
+        """Human-readable status string, as TorchX prints it (``torchx status``).
 
         Args:
-            filter_roles: only show these roles (all roles if None)
+            filter_roles: only show these roles (all roles if None or empty)
         """
-        roles = [r for r in self.roles if filter_roles is None or r.role in filter_roles]
-        replica_lines = [
-            f"     {'*' if i == 0 else ' '}{self._format_replica(rep)}"
-            for role in roles
-            for i, rep in enumerate(role.replicas)
-        ]
-        lines = [
-            "AppStatus:",
-            f"    State: {self.state}",
-            f"    Num Restarts: {self.num_restarts}",
-            "    Roles:",
-            *replica_lines,
-            f"    Msg: {self.msg}",
-            f"    Structured Error Msg: {self.structured_error_msg}",
-            f"    UI URL: {self.ui_url}",
-        ]
-        return "\n".join(lines)
+        replicas = "".join(
+            _format_replica(rep)
+            for role in self._roles(filter_roles)
+            for rep in sorted(role.replicas, key=lambda r: r.id)
+        )
+        return (
+            "AppStatus:\n"
+            f"    State: {self.state}\n"
+            f"    Num Restarts: {self.num_restarts}\n"
+            f"    Roles: {replicas}\n"
+            f"    Msg: {self.msg}\n"
+            f"    Structured Error Msg: {self.structured_error_msg}\n"
+            f"    UI URL: {self.ui_url}\n"
+            "    "
+        )
 
 
 class AppDryRunInfo(_GenericBase[T]):
@@ -281,6 +367,16 @@ class AppDryRunInfo(_GenericBase[T]):
         self._app: AppDef | None = None
         self._cfg: Mapping[str, Any] = {}
         self._scheduler: str | None = None
+
+    @property
+    def app(self) -> AppDef | None:
+        """The AppDef this dry run was made of (None until the scheduler/runner sets it)."""
+        return self._app
+
+    @property
+    def cfg(self) -> Mapping[str, Any]:
+        """A read-only view of the resolved run configuration."""
+        return types.MappingProxyType(self._cfg)
 
     def __str__(self) -> str:
         return self._fmt(self.request)

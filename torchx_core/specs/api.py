@@ -24,6 +24,8 @@ from torchx_core.specs._app import (
     MISSING,
     NONE,
     NULL_RESOURCE,
+    TORCHX_HOME,
+    UNKNOWN,
     AppDef,
     BindMount,
     DeviceMount,
@@ -38,8 +40,9 @@ from torchx_core.specs._app import (
     parse_mounts,
     resource,
 )
-from torchx_core.specs._runopts import CfgVal, get_type_name, runopt, runopts
-from torchx_core.specs._status import (
+from torchx_core.specs._runopts import CfgVal, cases, get_type_name, runopt, runopts
+from torchx_core.specs._status import (  # _TERMINAL_STATES: TorchX's tests import it from here
+    _TERMINAL_STATES,  # noqa: F401
     AppDryRunInfo,
     AppHandle,
     AppState,
@@ -90,6 +93,8 @@ __all__ = [
     "MISSING",
     "NONE",
     "NULL_RESOURCE",
+    "TORCHX_HOME",
+    "UNKNOWN",
     "AppDef",
     "AppDefSerializationError",
     "AppDryRunInfo",
@@ -132,6 +137,7 @@ __all__ = [
     "appdef_from_json",
     "appdef_to_dict",
     "appdef_to_json",
+    "cases",
     "get_type_name",
     "import_optional",
     "is_started",

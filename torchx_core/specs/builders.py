@@ -10,7 +10,12 @@ parameter's annotation:
 * ``dict[K, V]``: ``"k1=v1,k2=v2"`` (the last ``,`` before a ``key=`` separates pairs, so
   values may hold commas),
 * ``Optional[X]`` / ``X | None``: like ``X``,
-* ``*args: str``: everything after the named options (a leading ``--`` is dropped).
+* ``*args: str``: everything after the named options (a leading ``--`` is dropped); when the
+  command line gives none, configured ones fill them (``cmpnt_defaults``/``.torchxconfig``: a
+  string split on whitespace; ``config``: a list), as in TorchX.
+
+Configured values (``cmpnt_defaults``, then ``config``) override the function's defaults and
+lose to the command line; a configured name the function does not take is ignored with a warning.
 
 Bad arguments raise :py:class:`~torchx_core.specs.errors.ComponentArgumentError` (never
 ``SystemExit``), except ``--help`` which prints the help (built from the docstring) and exits
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import logging
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, NoReturn
@@ -32,8 +38,10 @@ from torchx_core.specs.errors import (
     ComponentValidationException,
     did_you_mean,
 )
-from torchx_core.specs.file_linter import get_fn_docstring
+from torchx_core.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_docstring
 from torchx_core.util.types import decode_optional, to_dict
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "BindMount",
@@ -167,7 +175,7 @@ def _create_args_parser(
     parser = _ComponentArgParser(
         prog=f"torchx run <run args...> {cmpnt_fn.__name__}",
         description=f"App spec: {description}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=TorchXArgumentHelpFormatter,
         allow_abbrev=False,
         add_help=False,
     )
@@ -180,7 +188,9 @@ def _create_args_parser(
         tp = hints.get(name, str)
         help_text = args_desc.get(name, name)
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            parser.add_argument(name, nargs=argparse.REMAINDER, type=str, help=help_text)
+            parser.add_argument(
+                name, nargs=argparse.REMAINDER, type=str, help=help_text, default=defaults.get(name)
+            )
             continue
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             continue
@@ -210,18 +220,32 @@ def _defaults(
     out = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
     for source, values in (("defaults", cmpnt_defaults), ("config", config)):
         for name, value in (values or {}).items():
-            if name not in params:
-                raise ComponentArgumentError(
-                    f"component {cmpnt_fn.__name__}: {source} set unknown argument {name!r}."
-                    f"{did_you_mean(name, params)} Valid arguments: {', '.join(params)}"
+            if name not in params or params[name].kind is inspect.Parameter.VAR_KEYWORD:
+                # TorchX ignores it (a .torchxconfig section may outlive a parameter): say so
+                logger.warning(
+                    "component %s: %s set unknown argument %r; ignored.%s Valid arguments: %s",
+                    cmpnt_fn.__name__, source, name, did_you_mean(name, params), ", ".join(params),
                 )
+                continue
             try:
-                out[name] = _convert(hints.get(name, str), value)
+                if params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+                    out[name] = _varargs(value)
+                else:
+                    out[name] = _convert(hints.get(name, str), value)
             except ValueError as e:
                 raise ComponentArgumentError(
                     f"component {cmpnt_fn.__name__}: {source} value for {name!r} is invalid: {e}"
                 ) from None
     return out
+
+
+def _varargs(value: Any) -> list[str]:
+    """A configured ``*args`` value: a string split on whitespace (as TorchX does) or a list."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise ValueError(f"{value!r} is neither a string nor a list of strings")
 
 
 def component_help(cmpnt_fn: Callable[..., AppDef]) -> str:
@@ -251,7 +275,14 @@ def parse_args(
             f"component {cmpnt_fn.__name__}: arguments must be a list of strings, got {cmpnt_args!r}"
         )
     parser = _create_args_parser(cmpnt_fn, cmpnt_defaults, config)
-    return parser.parse_args(list(cmpnt_args))
+    parsed = parser.parse_args(list(cmpnt_args))
+    # *args from the command line win; configured ones fill in when the command line has none
+    for name, param in inspect.signature(cmpnt_fn).parameters.items():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL and not getattr(parsed, name, None):
+            configured = parser.get_default(name)
+            if configured is not None:
+                setattr(parsed, name, list(configured))
+    return parsed
 
 
 class ComponentArgs(NamedTuple):

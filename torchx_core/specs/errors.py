@@ -13,7 +13,7 @@ TorchX users (or Python conventions) catch, so ``except ValueError`` keeps worki
     ├── UnknownAppException                  (LookupError)
     ├── UnknownNamedResourceError            (KeyError)
     ├── InvalidResourceError                 (ValueError)
-    ├── InvalidMountError                    (ValueError)
+    ├── InvalidMountError                    (ValueError, KeyError)
     ├── InvalidWorkspaceError                (ValueError)
     ├── InvalidOverlayError                  (ValueError)
     ├── OverlayTypeError                     (TypeError)
@@ -249,10 +249,17 @@ class InvalidResourceError(TorchXError, ValueError):
     permanent = True
 
 
-class InvalidMountError(TorchXError, ValueError):
-    """A mount option string (``type=bind,src=...,dst=...``) is invalid."""
+class InvalidMountError(TorchXError, ValueError, KeyError):
+    """A mount option string (``type=bind,src=...,dst=...``) is invalid.
+
+    Also a ``KeyError``: TorchX raises one for an unknown or missing mount option.
+    """
 
     permanent = True
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message (adding quotes); keep it readable.
+        return str(self.args[0]) if self.args else ""
 
 
 class InvalidWorkspaceError(TorchXError, ValueError):

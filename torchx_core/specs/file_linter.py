@@ -15,15 +15,17 @@ The check reads the source with :mod:`ast`; the file is never imported.
 from __future__ import annotations
 
 import abc
+import argparse
 import ast
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
     "ComponentFunctionValidator",
     "LinterMessage",
+    "TorchXArgumentHelpFormatter",
     "TorchxFunctionArgsValidator",
     "TorchxFunctionValidator",
     "TorchxReturnValidator",
@@ -230,6 +232,19 @@ class TorchxFunctionValidator(ComponentFunctionValidator):
         return msgs
 
 
+def _module_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a module defines, also under module-level ``if``/``try``/``with`` blocks
+    (``if sys.version_info >= (3, 10): def comp(...)``), as TorchX finds them."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _module_functions(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _module_functions(handler.body)
+
+
 def validate_source(
     source: str, component_function: str, validators: list[ComponentFunctionValidator] | None = None
 ) -> list[LinterMessage]:
@@ -245,17 +260,10 @@ def validate_source(
                 e.offset or 0,
             )
         ]
-    fn_def = next(
-        (
-            n
-            for n in module.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.name == component_function
-        ),
-        None,
-    )
+    functions = list(_module_functions(module.body))
+    fn_def = next((n for n in functions if n.name == component_function), None)
     if fn_def is None:
-        names = [n.name for n in module.body if isinstance(n, ast.FunctionDef)]
+        names = [n.name for n in functions]
         return [
             LinterMessage(
                 "TorchxFunctionValidator",
@@ -330,15 +338,34 @@ def parse_google_docstring(doc: str) -> tuple[str, dict[str, str]]:
             args[current] = am.group("desc").strip()
         elif current is not None:
             args[current] = (args[current] + " " + line.strip()).strip()
-    return "\n".join(description).strip(), args
+    text = "\n".join(description).strip().splitlines()
+    if len(text) > 2 and not text[1].strip():
+        del text[1]  # short description, then the long one on the next line (as TorchX)
+    return "\n".join(text), args
+
+
+class TorchXArgumentHelpFormatter(
+    argparse.RawDescriptionHelpFormatter,
+    argparse.ArgumentDefaultsHelpFormatter,
+    argparse.MetavarTypeHelpFormatter,
+):
+    """The help formatter of component arguments (TorchX's): each argument's help ends with
+    ``(required)`` or ``(default: VALUE)``; the description keeps its line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is argparse.SUPPRESS:  # --help
+            return text
+        return f"{text} (required)" if action.required else f"{text} (default: {action.default})"
 
 
 def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     """Parses the function and arguments description from ``fn``'s google-style docstring.
 
     Without a docstring, the description is the function name plus a TIP on how to improve
-    the help message. Arguments missing from the docstring are described by their
-    default/required information.
+    the help message. Arguments missing from the docstring are described by ``" "``; the
+    component's ``--help`` (:class:`TorchXArgumentHelpFormatter`) adds whether each argument is
+    required or its default.
 
     Args:
         fn: Function with or without docstring
@@ -355,14 +382,7 @@ def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
-    out: dict[str, str] = {}
-    for name, param in params.items():
-        text = args_desc.get(name, "")
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            extra = "(trailing arguments)"
-        elif param.default is inspect.Parameter.empty:
-            extra = "(required)"
-        else:
-            extra = f"(default: {param.default})"
-        out[name] = f"{text} {extra}".strip() if text else f"{name} {extra}"
+    # an argument the docstring does not describe gets " " (argparse drops an empty help); the
+    # help formatter adds "(required)" / "(default: ...)", as in TorchX
+    out = {name: args_desc.get(name) or " " for name in params}
     return description or getattr(fn, "__name__", ""), out

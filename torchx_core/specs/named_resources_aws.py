@@ -2,8 +2,9 @@
 
 Values follow https://aws.amazon.com/ec2/instance-types/: vCPUs, GPUs and memory, with memory
 reduced by :data:`MEM_TAX` (the share the OS, kubelet and agents keep for themselves) so a
-replica asking for the whole host still fits. As in TorchX, ``memMB = GiB_of_the_host * GiB``
-where :data:`GiB` is ``int(1024 * MEM_TAX)`` = 983 (e.g. p4d.24xlarge: 1152 * 983 = 1,132,416). Each resource carries the instance type as the
+replica asking for the whole host still fits. As in TorchX, :data:`GiB` is 1024 (MB per GiB)
+and ``memMB = GiB_of_the_host * int(GiB * MEM_TAX)`` (e.g. p4d.24xlarge: 1152 * 983 =
+1,132,416); define your own instance types the same way. Each resource carries the instance type as the
 ``node.kubernetes.io/instance-type`` capability, and EFA network interfaces
 (``vpc.amazonaws.com/efa``) or Neuron devices (``aws.amazon.com/neurondevice``) as ``devices``.
 
@@ -25,8 +26,8 @@ from functools import partial
 from torchx_core.specs._app import Resource
 
 MEM_TAX: float = 0.96
-#: MB per GiB of host memory after the memory tax (TorchX's definition: ``int(1024 * MEM_TAX)``)
-GiB: int = int(1024 * MEM_TAX)
+#: MB per GiB (as in TorchX); a host's usable memory is ``n * int(GiB * MEM_TAX)``
+GiB: int = 1024
 K8S_ITYPE: str = "node.kubernetes.io/instance-type"
 EFA_DEVICE: str = "vpc.amazonaws.com/efa"
 NEURON_DEVICE: str = "aws.amazon.com/neurondevice"
@@ -132,7 +133,7 @@ def instance_type_resource(itype: str) -> Resource:
     return Resource(
         cpu=cpu,
         gpu=gpu,
-        memMB=mem_gib * GiB,
+        memMB=mem_gib * int(GiB * MEM_TAX),
         capabilities={K8S_ITYPE: itype},
         devices=devices,
     )

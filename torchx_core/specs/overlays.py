@@ -6,9 +6,10 @@ request with :py:func:`apply_overlay`.
 
 Default merge rules: dicts merge recursively (upsert keys), lists append, primitives overwrite.
 The operators :py:func:`PUT`, :py:func:`JOIN` and :py:func:`DEL`, used as dict keys, override
-this per field. Operator keys are plain strings (``"__PUT__:containers"``,
-``"__JOIN__(name):initContainers"``, ``"__DEL__:hostNetwork"``), so overlays stay JSON/YAML
-serializable in ``metadata``.
+this per field. Operator keys are plain strings, spelled as TorchX does (``"__put__:containers"``,
+``"__join__:initContainers:name"``, ``"__del__:hostNetwork"``), so overlays stay JSON/YAML
+serializable in ``metadata`` and interchangeable with TorchX's. Unlike TorchX, operator keys
+inside a value that is new to the base are resolved too: a request never carries them.
 
 >>> from torchx_core.specs import Role
 >>> role = Role(name="trainer", image="my-image", entrypoint="train.py")
@@ -23,8 +24,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +47,12 @@ __all__ = [
     "validate_overlay",
 ]
 
-_OP_RE = re.compile(
-    r"^__(?P<op>PUT|DEL)__:(?P<key>.+)$|^__JOIN__\((?P<on>[^)]+)\):(?P<jkey>.+)$", re.DOTALL
-)
+#: the key :py:func:`set_overlay` puts in a namespace dict: its kinds are nested-only
+_FORMAT_KEY = "__torchx_overlays__"
+
+_PUT_PREFIX = "__put__:"
+_DEL_PREFIX = "__del__:"
+_JOIN_PREFIX = "__join__:"
 
 
 def _check_key(key: object, op: str) -> str:
@@ -70,14 +72,15 @@ def PUT(key: str) -> str:
     >>> base
     {'containers': [{'name': 'only'}]}
     """
-    return f"__PUT__:{_check_key(key, 'PUT')}"
+    return f"{_PUT_PREFIX}{_check_key(key, 'PUT')}"
 
 
 def JOIN(key: str, *, on: str) -> str:
     """Strategic merge list items by key field.
 
-    Matched items (same value for the ``on`` field) have their fields merged. Unmatched items
-    are appended. Use as a dict key in overlays.
+    Matched items (same value for the ``on`` field) are merged with the overlay item like a dict
+    overlay (nested dicts merge, lists append, operators act; TorchX replaces their top-level
+    fields instead). Unmatched items are appended. Use as a dict key in overlays.
 
     >>> base = {"containers": [{"name": "main", "image": "v1"}]}
     >>> apply_overlay(base, {JOIN("containers", on="name"): [{"name": "main", "cpu": "1"}]})
@@ -89,9 +92,12 @@ def JOIN(key: str, *, on: str) -> str:
             items
     """
     _check_key(key, "JOIN")
-    if not isinstance(on, str) or not on or ")" in on:
-        raise InvalidOverlayError(f"JOIN({key!r}, on=...) needs a field name for on=, got {on!r}")
-    return f"__JOIN__({on}):{key}"
+    if not isinstance(on, str) or not on or ":" in key:
+        raise InvalidOverlayError(
+            f"JOIN({key!r}, on=...) needs a field name for on= (and a key without ':'), got"
+            f" {on!r}"
+        )
+    return f"{_JOIN_PREFIX}{key}:{on}"
 
 
 def DEL(key: str) -> str:
@@ -105,34 +111,46 @@ def DEL(key: str) -> str:
     >>> base
     {'keep': 1}
     """
-    return f"__DEL__:{_check_key(key, 'DEL')}"
+    return f"{_DEL_PREFIX}{_check_key(key, 'DEL')}"
 
 
-def _parse_key(key: str) -> tuple[str | None, str, str | None]:
-    """Returns ``(operator or None, field name, join-on or None)``."""
-    if isinstance(key, str) and key.startswith("__"):
-        m = _OP_RE.match(key)
-        if m:
-            if m.group("op"):
-                return m.group("op"), m.group("key"), None
-            return "JOIN", m.group("jkey"), m.group("on")
-    return None, key, None
+def _field_of(key: str) -> str:
+    """The field an (operator) key is about: ``"__join__:containers:name"`` -> ``"containers"``."""
+    if not isinstance(key, str):
+        return key
+    if key.startswith(_PUT_PREFIX):
+        return key[len(_PUT_PREFIX):]
+    if key.startswith(_DEL_PREFIX):
+        return key[len(_DEL_PREFIX):]
+    if key.startswith(_JOIN_PREFIX):
+        return key[len(_JOIN_PREFIX):].split(":", 1)[0]
+    return key
 
 
-def _resolved(value: Any) -> Any:
-    """A deep copy of ``value`` with operator keys resolved against nothing."""
+def _drop_field(base: dict[str, Any], field: str, *, keep: str | None = None) -> None:
+    """Removes every key of ``base`` about ``field`` (plain or operator) but ``keep``."""
+    for k in [k for k in base if k != keep and _field_of(k) == field]:
+        del base[k]
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` for a new key: operator keys inside resolved, tuples as lists."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         apply_overlay(out, value)
         return out
-    if isinstance(value, list):
-        return [_resolved(v) for v in value]
+    if isinstance(value, (list, tuple)):
+        return [_fresh(v) for v in value]
     return copy.deepcopy(value)
 
 
-def _join(base: dict[str, Any], field: str, on: str, items: Any) -> None:
+def _join(base: dict[str, Any], key: str, items: Any) -> None:
+    field, _, on = key[len(_JOIN_PREFIX):].partition(":")
+    if not on:
+        raise InvalidOverlayError(f"malformed JOIN key {key!r}; write JOIN(field, on=key)")
     if not isinstance(items, list):
         raise OverlayTypeError(f"JOIN({field!r}, on={on!r}) needs a list value, got {items!r}")
+    _drop_field(base, field, keep=field)
     current = base.get(field)
     if current is None:
         current = base[field] = []
@@ -146,48 +164,47 @@ def _join(base: dict[str, Any], field: str, on: str, items: Any) -> None:
                 f"JOIN({field!r}, on={on!r}) merges lists of dicts; found the non-dict item {item!r}"
             )
     for item in items:
-        key_val = item.get(on)
-        match = next((b for b in current if on in item and b.get(on) == key_val), None)
+        match = None
+        if on in item:
+            match = next((b for b in current if on in b and b[on] == item[on]), None)
         if match is None:
-            current.append(_resolved(item))
-        else:
+            current.append(_fresh(item))
+        else:  # merged like a dict overlay (TorchX replaces the top-level fields)
             apply_overlay(match, item)
 
 
-def _accumulate(base: dict[str, Any], key: str, value: Any) -> None:
-    op, field, _ = _parse_key(key)
-    same_field = [k for k in base if k != key and _parse_key(k)[1] == field]
-    if op is not None:
-        for k in same_field:
-            del base[k]
-        base[key] = copy.deepcopy(value)
+def _merge(base: dict[str, Any], key: str, value: Any, resolve: bool) -> None:
+    if key not in base:
+        base[key] = _fresh(value) if resolve else (
+            list(value) if isinstance(value, tuple) else copy.deepcopy(value)
+        )
         return
-    op_keys = [k for k in same_field if _parse_key(k)[0] is not None]
-    if op_keys:
-        existing_op = op_keys[-1]
-        ex_op = _parse_key(existing_op)[0]
-        if ex_op == "DEL":
-            del base[existing_op]
-            base[PUT(field)] = copy.deepcopy(value)
-            return
-        key = existing_op  # merge into the PUT/JOIN value
-    current = base.get(key)
+    current = base[key]
     if isinstance(current, dict) and isinstance(value, dict):
-        apply_overlay(current, value, _resolve=False)
+        apply_overlay(current, value, _resolve=resolve)
+    elif isinstance(current, list) and isinstance(value, tuple):
+        base[key] = _fresh(value) if resolve else list(value)  # a tuple replaces (TorchX)
     elif isinstance(current, list) and isinstance(value, list):
-        current.extend(copy.deepcopy(value))
+        current.extend(_fresh(value) if resolve else copy.deepcopy(value))
+    elif isinstance(current, (dict, list)) or isinstance(value, (dict, list)):
+        raise OverlayTypeError(
+            f"type mismatch for attr: `{key}`. {type(current).__qualname__} !="
+            f" {type(value).__qualname__} (use PUT({key!r}) to replace the value)"
+        )
     else:
-        base[key] = copy.deepcopy(value)
+        base[key] = value
 
 
 def apply_overlay(base: dict[str, Any], overlay: dict[str, Any], *, _resolve: bool = True) -> None:
     """Merge ``overlay`` into ``base`` in-place.
 
-    Default rules: dict -> recursive merge (upsert keys); list -> append overlay items;
-    primitive -> overwrite value. Operators (as dict keys): :py:func:`PUT` replaces the value
-    entirely, :py:func:`JOIN` strategically merges list items by a key field, :py:func:`DEL`
-    removes the key. During accumulation (multiple :py:func:`set_overlay` calls), operators for
-    the same field replace earlier operations: last call wins.
+    Default rules: dict -> recursive merge (upsert keys); list -> append overlay items (a tuple
+    replaces the list); primitive -> overwrite value; a dict or list against a value of another
+    type is an error. Operators (as dict keys): :py:func:`PUT` replaces the value entirely,
+    :py:func:`JOIN` strategically merges list items by a key field, :py:func:`DEL` removes the
+    key. A key replaces every other key of ``base`` about the same field (last call wins), so
+    during accumulation (multiple :py:func:`set_overlay` calls) operators for the same field
+    replace earlier operations while repeated ones accumulate.
 
     >>> base = {"spec": {"cpu": "500m"}, "tags": ["prod"], "replicas": 1}
     >>> apply_overlay(base, {"spec": {"memory": "1Gi"}, "tags": ["gpu"], "replicas": 3})
@@ -201,7 +218,8 @@ def apply_overlay(base: dict[str, Any], overlay: dict[str, Any], *, _resolve: bo
             (used by :py:func:`set_overlay` for accumulation).
 
     Raises:
-        OverlayTypeError: ``base``/``overlay`` are not dicts, or a JOIN meets non-dict items
+        OverlayTypeError: ``base``/``overlay`` are not dicts, structural types differ, or a JOIN
+            meets non-dict items
     """
     if not isinstance(base, dict) or not isinstance(overlay, dict):
         raise OverlayTypeError(
@@ -209,27 +227,52 @@ def apply_overlay(base: dict[str, Any], overlay: dict[str, Any], *, _resolve: bo
             f" overlay={type(overlay).__name__}"
         )
     for key, value in overlay.items():
-        if not _resolve:
-            _accumulate(base, key, value)
-            continue
-        op, field, on = _parse_key(key)
-        if op == "DEL":
-            base.pop(field, None)
-        elif op == "PUT":
-            base[field] = _resolved(value)
-        elif op == "JOIN":
-            _join(base, field, on or "", value)
-        else:
-            current = base.get(field)
-            if isinstance(current, dict) and isinstance(value, dict):
-                apply_overlay(current, value)
-            elif isinstance(current, list) and isinstance(value, list):
-                current.extend(_resolved(value))
-            else:
-                base[field] = _resolved(value)
+        field = _field_of(key)
+        if _resolve and isinstance(key, str):
+            if key.startswith(_DEL_PREFIX):
+                _drop_field(base, field)
+                continue
+            if key.startswith(_PUT_PREFIX):
+                _drop_field(base, field)
+                base[field] = _fresh(value)
+                continue
+            if key.startswith(_JOIN_PREFIX):
+                _join(base, key, value)
+                continue
+        _drop_field(base, field, keep=key)
+        _merge(base, key, value, _resolve)
 
 
-def _load_uri(uri: str) -> Any:
+def _load_overlay_file(uri: str) -> _Overlay:
+    """The overlay dict in a JSON or YAML file (a path or an fsspec URI).
+
+    YAML may use ``!!python/tuple`` (a list that replaces instead of appending).
+
+    Raises:
+        InvalidOverlayError: unreadable, not JSON/YAML, or not a dict
+        MissingDependencyError: the URI's filesystem package is not installed
+    """
+    text = _read(uri)
+    data: Any = None
+    if not uri.endswith((".yaml", ".yml")):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            if uri.endswith(".json"):
+                raise InvalidOverlayError(f"overlay file {uri!r} is not valid JSON") from None
+            data = _yaml(uri, text)
+    else:
+        data = _yaml(uri, text)
+    if data is None:  # an empty file: no overlay
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidOverlayError(
+            f"overlay file {uri!r} must contain a dict, got {type(data).__name__}"
+        )
+    return data
+
+
+def _read(uri: str) -> str:
     try:
         import fsspec
     except ImportError as e:  # fsspec is a core dependency; keep the error typed anyway
@@ -238,21 +281,24 @@ def _load_uri(uri: str) -> Any:
         raise MissingDependencyError("fsspec", "all", f"loading overlay file {uri}") from e
     try:
         with fsspec.open(uri, "r") as f:
-            text = f.read()
+            return str(f.read())
     except ImportError as e:  # the URL's protocol needs a filesystem package (s3fs, gcsfs...)
         raise _missing_protocol(uri) from e
     except (OSError, ValueError) as e:
         raise InvalidOverlayError(f"cannot read overlay file {uri!r}: {e}") from e
-    if not uri.endswith((".yaml", ".yml")):
-        try:
-            return json.loads(text)
-        except ValueError:
-            if uri.endswith(".json"):
-                raise InvalidOverlayError(f"overlay file {uri!r} is not valid JSON") from None
+
+
+def _yaml(uri: str, text: str) -> Any:
     import yaml
 
+    class _Loader(yaml.SafeLoader):
+        """SafeLoader that also reads ``!!python/tuple`` (as TorchX's overlay files may)."""
+
+    _Loader.add_constructor(
+        "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node))
+    )
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except yaml.YAMLError as e:
         raise InvalidOverlayError(
             f"overlay file {uri!r} is neither valid JSON nor YAML: {e}"
@@ -272,34 +318,38 @@ def _missing_protocol(uri: str) -> Exception:
     )
 
 
-def _namespace(target: AppDef | Role, namespace: str) -> dict[str, Any] | None:
-    ns = target.metadata.get(namespace)
-    if ns is None:
-        return None
-    if isinstance(ns, str):
-        ns = _load_uri(ns)
-        if ns is None:
-            return {}
-    if not isinstance(ns, dict):
-        raise InvalidOverlayError(
-            f"metadata[{namespace!r}] must be a dict of overlays or a file URI, got {ns!r}"
-        )
-    return ns
+def _check_kind(kind: str) -> None:
+    if kind == _FORMAT_KEY:
+        raise InvalidOverlayError(f"overlay kind {kind!r} is reserved for the nested-format marker")
 
 
-def get_overlay(target: AppDef | Role, namespace: str, kind: str) -> _Overlay:
+def get_overlay(
+    target: AppDef | Role, namespace: str, kind: str, *, flat_fallback: bool = True
+) -> _Overlay:
     """Retrieve the overlay stored in ``target.metadata[namespace][kind]``.
 
-    Returns ``{}`` if not found. If ``metadata[namespace]`` is a string, it is loaded as a file
-    URI via fsspec (JSON or YAML). For backwards compatibility, if ``kind`` is not a key in
-    ``metadata[namespace]``, the entire namespace dict is returned as a flat overlay (with a
-    deprecation warning).
+    Returns ``{}`` if not found (or if ``metadata[namespace]`` is neither a dict nor a string).
+    If ``metadata[namespace]`` is a string, it is loaded as a file URI via fsspec (JSON or YAML).
+
+    A namespace written by :py:func:`set_overlay` carries a format marker and is nested-only: a
+    missing ``kind`` returns ``{}``. For backwards compatibility, an unmarked namespace dict
+    (written directly into metadata) without ``kind`` is returned whole as a flat overlay, with
+    a warning, unless it looks nested (several dict values) or ``flat_fallback`` is False.
 
     Raises:
-        InvalidOverlayError: the namespace is neither a dict nor a readable JSON/YAML file
+        InvalidOverlayError: ``kind`` is reserved, the stored overlay is not a dict, or the file
+            cannot be read as a JSON/YAML dict
     """
-    ns = _namespace(target, namespace)
-    if not ns:
+    _check_kind(kind)
+    ns = target.metadata.get(namespace)
+    if isinstance(ns, str):
+        ns = _load_overlay_file(ns)
+    if not isinstance(ns, dict):
+        if ns is not None:
+            logger.warning(
+                "metadata[%r] is a %s, not a dict of overlays or a file URI; no %s overlay read",
+                namespace, type(ns).__name__, kind,
+            )
         return {}
     if kind in ns:
         overlay = ns[kind]
@@ -308,11 +358,21 @@ def get_overlay(target: AppDef | Role, namespace: str, kind: str) -> _Overlay:
                 f"metadata[{namespace!r}][{kind!r}] must be a dict overlay, got {overlay!r}"
             )
         return overlay
-    warnings.warn(
-        f"metadata[{namespace!r}] has no {kind!r} key; using the whole namespace as a flat"
-        f" {kind} overlay. Store it with set_overlay(target, {namespace!r}, {kind!r}, ...)",
-        DeprecationWarning,
-        stacklevel=2,
+    kinds = [k for k in ns if k != _FORMAT_KEY]
+    if ns.get(_FORMAT_KEY):
+        if kinds:
+            logger.debug(
+                "overlay kind %r not found in namespace %r (available kinds: %s)",
+                kind, namespace, kinds,
+            )
+        return {}
+    if not flat_fallback or not ns or (len(ns) > 1 and all(isinstance(v, dict) for v in ns.values())):
+        return {}
+    logger.warning(
+        "overlay kind %r not found in namespace %r (available keys: %s); treating"
+        " metadata[%r] as a flat overlay. Store it with set_overlay(target, %r, %r, overlay)"
+        " for the nested format",
+        kind, namespace, kinds, namespace, namespace, kind,
     )
     return ns
 
@@ -321,7 +381,9 @@ def set_overlay(target: AppDef | Role, namespace: str, kind: str, overlay: _Over
     """Store an overlay in ``target.metadata[namespace][kind]``.
 
     Multiple calls for the same (namespace, kind) accumulate (dicts merge, lists append). Use
-    :py:func:`PUT`, :py:func:`JOIN` and :py:func:`DEL` keys to control per-field behavior.
+    :py:func:`PUT`, :py:func:`JOIN` and :py:func:`DEL` keys to control per-field behavior. The
+    namespace gets the nested-format marker. A namespace holding a file URI is loaded and kept;
+    any other non-dict value (or an unreadable file) is replaced, with a warning.
 
     Args:
         target: the Role or AppDef to attach the overlay to
@@ -330,14 +392,29 @@ def set_overlay(target: AppDef | Role, namespace: str, kind: str, overlay: _Over
         overlay: the overlay dict
 
     Raises:
-        InvalidOverlayError: ``overlay`` is not a dict or the namespace holds a non-dict
+        InvalidOverlayError: ``overlay`` is not a dict, ``kind`` is reserved, or the stored
+            ``kind`` holds a non-dict
     """
     if not isinstance(overlay, dict):
         raise InvalidOverlayError(f"an overlay must be a dict, got {overlay!r}")
-    ns = _namespace(target, namespace)
+    _check_kind(kind)
+    ns = target.metadata.get(namespace)
+    if isinstance(ns, str):
+        try:
+            ns = _load_overlay_file(ns)
+        except InvalidOverlayError as e:
+            logger.warning("replacing metadata[%r] (%s) with set_overlay's overlays", namespace, e)
+            ns = {}
+    elif ns is not None and not isinstance(ns, dict):
+        logger.warning(
+            "replacing the %s in metadata[%r] with set_overlay's overlays", type(ns).__name__,
+            namespace,
+        )
+        ns = None
     if ns is None:
         ns = {}
     target.metadata[namespace] = ns  # type: ignore[assignment]  # AppDef.metadata values are str in TorchX's annotation
+    ns[_FORMAT_KEY] = True
     existing = ns.get(kind)
     if existing is None:
         existing = ns[kind] = {}
@@ -378,13 +455,13 @@ def validate_overlay(
     """
     if not isinstance(overlay, dict):
         raise InvalidOverlayError(f"{overlay_name} overlay must be a dict, got {overlay!r}")
-    fields = {_parse_key(k)[1]: k for k in overlay}
+    fields = {_field_of(k): k for k in overlay}
     problems: list[str] = []
     blocked = sorted(f for f in fields if blocklist and f in blocklist)
     if blocked:
         problems.append(
-            f"{overlay_name} overlay sets {', '.join(repr(b) for b in blocked)}, which must be set"
-            f" via the Role/AppDef attributes instead (not allowed in overlays:"
+            f"{overlay_name} overlay sets {', '.join(f'`{overlay_name}.{b}`' for b in blocked)},"
+            " which must be set via the Role/AppDef attributes instead (not allowed in overlays:"
             f" {', '.join(sorted(blocklist or []))})"
         )
     forbidden = sorted(f for f in fields if forbidden_keys and f in forbidden_keys)
@@ -437,12 +514,6 @@ class OverlaySpec:
         Raises:
             InvalidOverlayError: the stored overlay sets a blocked key
         """
-        ns = _namespace(target, self.namespace)
-        overlay = ns.get(self.kind, {}) if ns else {}
-        if not isinstance(overlay, dict):
-            raise InvalidOverlayError(
-                f"metadata[{self.namespace!r}][{self.kind!r}] must be a dict overlay, got"
-                f" {overlay!r}"
-            )
+        overlay = get_overlay(target, self.namespace, self.kind, flat_fallback=False)
         validate_overlay(overlay, blocklist=list(self.blocklist), overlay_name=self.kind)
         return overlay

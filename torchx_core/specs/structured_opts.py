@@ -52,6 +52,7 @@ class _OptField:
     default_factory: Any  # dataclasses.MISSING if none
     help: str
     nested: type[StructuredOpts] | None
+    key: str  # the option's name in a cfg: the field's name, or its metadata["cfg_key"]
 
     def make_default(self) -> Any:
         if self.default_factory is not dataclasses.MISSING:
@@ -115,13 +116,16 @@ class StructuredOpts(Mapping[str, CfgVal]):
 
     * ``as_runopts()`` builds :py:class:`runopts` from the fields,
     * ``from_cfg(cfg)`` parses a raw config dict into a typed instance,
-    * snake_case field names also accept camelCase aliases (``hpcIdentity``),
+    * snake_case field names also accept camelCase aliases (``hpcIdentity``); a field's
+      ``metadata={"cfg_key": "mail-user"}`` names its option instead (for keys that cannot be
+      field names),
     * help text comes from ``field(metadata={"help": ...})`` or from the string literal right
       below the field (read lazily from the source),
     * nested ``StructuredOpts`` fields are flattened with dot-prefixed keys (``k8s.context``).
 
-    An instance is a read-only mapping of its field values (``opts["cluster_name"]``,
-    ``opts.get("clusterName")``, ``opts["k8s.context"]``).
+    An instance is a read-only mapping of its option values, nested ones flattened
+    (``opts["cluster_name"]``, ``opts.get("clusterName")``, ``list(opts)`` ->
+    ``[..., "k8s.context"]``); ``opts_a | opts_b`` merges two into a cfg dict.
 
     >>> from dataclasses import dataclass
     >>> @dataclass
@@ -162,15 +166,31 @@ class StructuredOpts(Mapping[str, CfgVal]):
                     default_factory=f.default_factory,
                     help=help_text,
                     nested=tp if _is_nested(tp) else None,
+                    key=str(f.metadata.get("cfg_key") or f.name),
                 )
             )
         setattr(cls, _CACHE_ATTR, out)
         return out
 
     @classmethod
+    def _field(cls, key: str) -> _OptField | None:
+        """The field a cfg key names: its ``cfg_key``, its name, or its name in camelCase."""
+        fields = cls._opt_fields()
+        for f in fields:
+            if key in (f.key, f.name):
+                return f
+        snake = _to_snake(key)
+        return next((f for f in fields if snake in (f.key, f.name)), None)
+
+    @classmethod
     def get_docstrings(cls) -> dict[str, str]:
-        """Returns ``{field name: help text}`` for the fields of this class."""
-        return {f.name: f.help for f in cls._opt_fields()}
+        """Returns ``{option key: help text}``; nested options are flattened (``k8s.context``)."""
+        docs: dict[str, str] = {}
+        for f in cls._opt_fields():
+            docs[f.key] = f.help
+            if f.nested is not None:
+                docs.update({f"{f.key}.{k}": v for k, v in f.nested.get_docstrings().items()})
+        return docs
 
     @classmethod
     def as_runopts(cls) -> runopts:
@@ -184,13 +204,13 @@ class StructuredOpts(Mapping[str, CfgVal]):
             if f.nested is not None:
                 for key, sub in f.nested.as_runopts():
                     opts.add(
-                        f"{f.name}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required
+                        f"{f.key}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required
                     )
                 continue
             default = None if f.required else f.make_default()
             if f.tp is float and isinstance(default, int) and not isinstance(default, bool):
                 default = float(default)
-            opts.add(f.name, f.tp, f.help, default=default, required=f.required)
+            opts.add(f.key, f.tp, f.help, default=default, required=f.required)
         return opts
 
     @classmethod
@@ -238,17 +258,16 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 unknown.append(repr(key))
                 continue
             head, dot, rest = key.partition(".")
+            f = cls._field(head if dot else key)
             if dot:
-                name = head if head in nested_cfg else _to_snake(head)
-                if name in nested_cfg and rest:
-                    nested_cfg[name][rest] = val
+                if f is not None and f.nested is not None and rest:
+                    nested_cfg[f.name][rest] = val
                 else:
                     unknown.append(key)
                 continue
-            name = key if key in fields else _to_snake(key)
-            if name in fields and fields[name].nested is None:
-                if name not in flat or key == name:
-                    flat[name] = val
+            if f is not None and f.nested is None:
+                if f.name not in flat or key in (f.key, f.name):  # the exact key wins
+                    flat[f.name] = val
             else:
                 unknown.append(key)
         problems: list[str] = []
@@ -261,7 +280,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 )
         kwargs: dict[str, Any] = {}
         for name, f in fields.items():
-            key = f"{prefix}{name}"
+            key = f"{prefix}{f.key}"
             try:
                 if f.nested is not None:
                     kwargs[name] = f.nested._from_cfg(nested_cfg[name], f"{key}.", full_cfg)
@@ -284,16 +303,15 @@ class StructuredOpts(Mapping[str, CfgVal]):
             raise InvalidRunConfigException("; ".join(problems), prefix.rstrip("."), full_cfg)
         return cls(**kwargs)
 
-    # --- read-only Mapping over the field values ---------------------------------------------
+    # --- read-only Mapping over the option values (nested options flattened) -----------------
     def __getitem__(self, key: str) -> CfgVal:
         if not isinstance(key, str):
             raise KeyError(key)
         head, dot, rest = key.partition(".")
-        names = {f.name: f for f in type(self)._opt_fields()}
-        name = head if head in names else _to_snake(head)
-        if name not in names:
+        f = type(self)._field(head if dot else key)
+        if f is None:
             raise KeyError(key)
-        value = getattr(self, name)
+        value = getattr(self, f.name)
         if dot:
             if not isinstance(value, StructuredOpts):
                 raise KeyError(key)
@@ -301,7 +319,32 @@ class StructuredOpts(Mapping[str, CfgVal]):
         return value
 
     def __iter__(self) -> Iterator[str]:
-        return iter([f.name for f in type(self)._opt_fields()])
+        keys: list[str] = []
+        for f in type(self)._opt_fields():
+            value = getattr(self, f.name)
+            if f.nested is None:
+                keys.append(f.key)
+            elif isinstance(value, StructuredOpts):  # an unset (None) group has no options
+                keys.extend(f"{f.key}.{k}" for k in value)
+        return iter(keys)
 
     def __len__(self) -> int:
-        return len(type(self)._opt_fields())
+        return sum(1 for _ in self)
+
+    def __or__(self, other: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+        """A cfg dict of both options' values (``other``'s win), as TorchX merges them.
+
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class A(StructuredOpts):
+        ...     foo: str = "a"
+        ...     bar: int = 1
+        >>> @dataclass
+        ... class B(StructuredOpts):
+        ...     foo: str = "b"
+        >>> A() | B()
+        {'foo': 'b', 'bar': 1}
+        """
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**dict(self), **dict(other)}

@@ -39,6 +39,7 @@ from torchx_core.schedulers.api import (
     InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
+    SchedulerArgumentError,
     SchedulerError,
     Stream,
     StructuredOpts,
@@ -895,6 +896,15 @@ def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
 
 
 def _create(session_name: str, backend: str, kwargs: dict[str, Any]) -> LocalScheduler:
+    cache_size = kwargs.get("cache_size")
+    if cache_size is not None and (
+        isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1
+    ):
+        # TorchX's local scheduler refuses it; ours keeps no cache, but a bad value is an error
+        raise SchedulerArgumentError(
+            f"cache_size must be an int >= 1, got {cache_size!r} (the local scheduler keeps no"
+            " app cache: leave it out)"
+        )
     accepted = {"root", "ttl", "extra_paths", "gpu_count"}
     ignored = sorted(set(kwargs) - accepted)
     if ignored:

@@ -338,7 +338,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 sbatch[key] = str(value)
         if opts.exclusive:
             sbatch["exclusive"] = None
-        srun: dict[str, str | None] = {}
+        # as TorchX writes them: end the job's tasks 60 s after the first one exits, and all of
+        # them at once when one exits with an error
+        srun: dict[str, str | None] = {"wait": "60", "kill-on-bad-exit": "1"}
         if role.image.startswith("/"):
             srun["chdir"] = role.image
         return SlurmReplicaRequest(
