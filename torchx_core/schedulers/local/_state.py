@@ -4,7 +4,8 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
 
     <root>/<app_id>/.torchx-app      written first: the app id (GC removes only what holds it)
                     app.json         the AppDef as submitted (``AppDef.to_dict``)
-                    plan.json        what the supervisor runs (argv, env, cwd per replica)
+                    plan.json        what the supervisor runs (argv, role env, cwd per replica;
+                                     nothing of the launcher's environment)
                     status.json      written atomically by the supervisor
                     supervisor.lock  flock()ed by the launcher before the status exists, then
                                      held by the supervisor (inherited) for its whole life
@@ -18,7 +19,8 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
 With the ``log_dir`` run option the app directory is ``<log_dir>/<session>/<app_id>`` with
 TorchX's log layout (``<role>/<k>/stdout.log``, ``stderr.log``, ``combined.log``,
 ``error.json``, and a ``SUCCESS`` file once the logs are complete), and ``<root>/<app_id>`` is a
-symlink to it, so every process still finds the app by its id alone.
+symlink to it, so every process still finds the app by its id alone. App directories are 0700
+and their files 0600, whatever the umask.
 
 Garbage collection removes only what it can prove the scheduler created: app directories that
 hold the marker naming them, and the symlinks of ``log_dir`` apps whose target holds it (the
@@ -94,6 +96,8 @@ def ensure_root(root: str) -> str:
             f"local scheduler root {root} belongs to uid {st.st_uid}, not to you"
             f" (uid {os.getuid()}); set {ROOT_ENV} to a directory of your own"
         )
+    if st.st_mode & 0o077:  # made by an older version, or by hand: the apps' state is private
+        os.chmod(root, 0o700)
     return root
 
 
@@ -465,8 +469,7 @@ def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | 
             return []
     except FileNotFoundError:
         pass
-    with open(stamp, "a"):
-        pass
+    os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
     os.utime(stamp, (now, now))
     return collect_garbage(root, ttl, now)
 

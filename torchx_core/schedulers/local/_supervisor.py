@@ -98,7 +98,7 @@ def write_json_atomic(path: str, obj: Any) -> None:
     """
     data = json.dumps(obj, separators=(",", ":")).encode()
     tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
             _write_all(fd, data)
@@ -117,6 +117,16 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def inherited_env(environ: Any, drop: Iterable[str]) -> dict[str, str]:
+    """What replicas inherit: ``environ`` (the supervisor's own, i.e. the launcher's) less
+    ``drop``, names or prefixes ending in ``*``."""
+    names = {d for d in drop if not d.endswith("*")}
+    prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
+    if not names and not prefixes:
+        return dict(environ)
+    return {k: v for k, v in environ.items() if k not in names and not k.startswith(prefixes)}
 
 
 def signal_name(signum: int) -> str:
@@ -156,6 +166,10 @@ class _Role:
         self.replica_argv: dict[str, list[str]] = spec.get("replica_argv") or {}
         env = dict(base_env)
         env.update(spec["env"])
+        before, after = spec.get("path") or ("", "")
+        path = os.pathsep.join(p for p in (before, base_env.get("PATH"), after) if p)
+        if path or "PATH" in base_env:
+            env["PATH"] = path
         self.env = env
         self.replica_env: list[dict[str, str]] = spec["replica_env"]
         self.max_retries: int = spec["max_retries"]
@@ -215,7 +229,7 @@ class Supervisor:
         self.app_dir = app_dir
         self.grace: float = float(plan.get("grace", 5.0))
         self.layout: str | None = plan.get("layout")
-        base_env = plan["base_env"]
+        base_env = inherited_env(os.environ, plan.get("env_drop") or ())
         self.roles = [_Role(i, r, base_env) for i, r in enumerate(plan["roles"])]
         self.procs: dict[int, _Slot] = {}
         self.pipes: dict[int, tuple[_Slot, int]] = {}
@@ -566,12 +580,12 @@ class Supervisor:
 
     def _open_logs(self, slot: _Slot) -> None:
         role = slot.role.name
-        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), exist_ok=True)
+        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), 0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         for i, stream in enumerate(STREAMS):
             if slot.files[i] < 0:
                 path = log_path(self.app_dir, role, slot.k, stream, self.layout)
-                slot.files[i] = os.open(path, flags, 0o644)
+                slot.files[i] = os.open(path, flags, 0o600)
 
     def close_pipe(self, fd: int) -> None:
         slot, stream = self.pipes.pop(fd)
@@ -872,7 +886,7 @@ def _redirect_stdio(app_dir: str) -> None:
     os.dup2(null, 0)
     os.close(null)
     out = os.open(
-        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
     )
     os.dup2(out, 1)
     os.dup2(out, 2)

@@ -12,7 +12,8 @@ or ``delete`` the app; ``describe`` reads one small file.
   TorchX), or in a copy of the role's workspace when it has one (``--workspace``);
 * ``local`` runs each role in the directory named by its ``image`` (which must exist).
 
-Replicas inherit the launcher's environment plus the role's ``env`` and get
+Replicas inherit the launcher's environment (less the ``env_drop`` run option's names and
+prefixes; handed to the supervisor in memory, never written to disk) plus the role's ``env`` and get
 ``TORCHX_RANK0_HOST=localhost`` (the ``macros.rank0_env`` variable), ``MASTER_ADDR=localhost``,
 ``MASTER_PORT`` (a free port chosen per app), ``TORCHX_APP_ID``, ``TORCHX_JOB_ID`` (the app
 handle), ``TORCHX_ROLE_NAME``, ``TORCHX_ROLE_IDX``, ``TORCHX_REPLICA_IDX``,
@@ -146,6 +147,14 @@ class LocalOpts(StructuredOpts):
         default=5.0,
         metadata={"help": "seconds between SIGTERM and SIGKILL when cancelling or restarting"},
     )
+    env_drop: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "variables of the launcher's environment that replicas do not inherit: names"
+            " (`AWS_SECRET_ACCESS_KEY`) or prefixes ending in `*` (`AIRFLOW_CONN_*`); a role's"
+            " own `env` is always set"
+        },
+    )
 
 
 _OPT_TYPES: Mapping[str, type] = {
@@ -153,6 +162,7 @@ _OPT_TYPES: Mapping[str, type] = {
     "prepend_cwd": bool,
     "auto_set_cuda_visible_devices": bool,
     "grace_period": float,
+    "env_drop": list[str],
 }
 
 
@@ -188,6 +198,7 @@ class LocalRole:
     replicas: list[LocalReplica]
     max_retries: int
     retry_policy: str
+    path: tuple[str, str] = ("", "")
 
 
 @dataclass
@@ -202,6 +213,7 @@ class LocalRequest:
         grace_period: seconds between SIGTERM and SIGKILL
         staged: workspace copies to move into the app directory on submit (``src -> dst``)
         layout: ``"torchx"`` for TorchX's log layout (apps run with ``log_dir``), else ``None``
+        env_drop: names (or ``PREFIX*``) of launcher variables the replicas do not inherit
     """
 
     app_id: str
@@ -211,21 +223,29 @@ class LocalRequest:
     grace_period: float = 5.0
     staged: dict[str, str] = field(default_factory=dict)
     layout: str | None = None
+    env_drop: list[str] = field(default_factory=list)
 
     def materialize(self) -> dict[str, Any]:
-        """The JSON plan the supervisor runs (``plan.json``), without the inherited environment."""
+        """The JSON plan the supervisor runs (``plan.json``).
+
+        Nothing of the launcher's environment is in it: the supervisor passes its own
+        environment on (minus ``env_drop``), and a role's ``PATH`` is kept as what goes before
+        and after the inherited one (``"path"``).
+        """
         return {
             "app_id": self.app_id,
             "name": self.app_id.rsplit("-", 1)[0],
             "grace": self.grace_period,
             "layout": self.layout,
+            "env_drop": self.env_drop,
             "roles": [
                 {
                     "name": r.name,
                     "cwd": r.cwd,
                     "entrypoint": r.entrypoint,
                     "argv": r.argv,
-                    "env": r.env,
+                    "env": {k: v for k, v in r.env.items() if k != "PATH"},
+                    "path": list(r.path),
                     "num_replicas": len(r.replicas),
                     "replica_env": [rep.env for rep in r.replicas],
                     "replica_argv": {
@@ -260,6 +280,19 @@ def _format_request(req: LocalRequest) -> str:
         if len(r.replicas) > 4:
             lines.append(f"    ... {len(r.replicas) - 4} more replica(s)")
     return "\n".join(lines)
+
+
+def _env_drop_problems(patterns: Any) -> list[str]:
+    """What is wrong with the ``env_drop`` run option (names, or prefixes ending in ``*``)."""
+    problems = []
+    for p in patterns or []:
+        name = p[:-1] if isinstance(p, str) and p.endswith("*") else p
+        if not isinstance(name, str) or "*" in name or "=" in name or "\0" in name or not (name or p == "*"):
+            problems.append(
+                f"env_drop entry {p!r} is not a variable name or a prefix ending in `*`"
+                " (e.g. `AWS_SECRET_ACCESS_KEY` or `AIRFLOW_CONN_*`)"
+            )
+    return problems
 
 
 def _join_path(*paths: str | None) -> str:
@@ -374,6 +407,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     " directory; the `local` scheduler runs each role in the directory named by"
                     " its image (use `local_cwd` to run in the current directory)"
                 )
+        problems.extend(_env_drop_problems(cfg.get("env_drop")))
         if problems:
             raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
 
@@ -388,7 +422,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         runs there; copies of dry runs that are never submitted are garbage-collected.
         """
         staging = os.path.join(_ensure_root(self.root), _state.STAGING)
-        os.makedirs(staging, exist_ok=True)
+        os.makedirs(staging, 0o700, exist_ok=True)
         out = os.path.join(staging, make_unique("ws"))
         copy_workspace(workspace, out)
         role.image = out
@@ -410,7 +444,13 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             layout = TORCHX_LAYOUT
             app_dir = os.path.join(os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id)
         req = LocalRequest(
-            app_id=app_id, app_dir=app_dir, root=root, roles=[], grace_period=opts.grace_period, layout=layout
+            app_id=app_id,
+            app_dir=app_dir,
+            root=root,
+            roles=[],
+            grace_period=opts.grace_period,
+            layout=layout,
+            env_drop=list(opts.env_drop or []),
         )
         handle = f"{self.backend}://{self.session_name}/{app_id}"
         gpu_next = 0
@@ -453,8 +493,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             return _substitute(text, per_replica)
 
         # the working directory goes first with prepend_cwd, else after everything (TorchX)
-        path = _join_path(*self._extra_paths, role.env.get("PATH"), os.environ.get("PATH"))
-        path = _join_path(cwd, path) if opts.prepend_cwd else _join_path(path, cwd)
+        # kept as (before, after) the launcher's PATH: the plan on disk holds none of it
+        before = _join_path(*self._extra_paths, role.env.get("PATH"))
+        before, after = (_join_path(cwd, before), "") if opts.prepend_cwd else (before, cwd)
+        path = _join_path(before, os.environ.get("PATH"), after)
         env: dict[str, str] = {}
         varying_env: list[str] = []
         for name, value in role.env.items():
@@ -501,6 +543,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             replicas=replicas,
             max_retries=role.max_retries,
             retry_policy=getattr(role.retry_policy, "name", str(role.retry_policy)),
+            path=(before, after),
         )
 
     def _assign_gpus(self, role: LocalRole, per_replica: int, start: int) -> int:
@@ -559,7 +602,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
-        plan["base_env"] = dict(os.environ)
         port = _free_port()
         for r in plan["roles"]:
             r["env"].setdefault("MASTER_PORT", str(port))
