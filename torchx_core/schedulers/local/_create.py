@@ -31,6 +31,7 @@ from torchx_core.schedulers.local._supervisor import (
     RESERVE_FILE,
     STATUS_FILE,
     TORCHX_LAYOUT,
+    new_instance,
     pending_status,
     write_json_atomic,
 )
@@ -96,6 +97,8 @@ def create_app_dir(
 ) -> int:
     """Builds ``app_dir`` (plus the root's ``link`` to it); returns the app's locked lock fd.
 
+    Sets ``plan["instance"]`` (kept in the marker and given to every replica) before writing it.
+
     The lock is taken first (before the marker and the status file exist), so whoever sees
     the status also sees a live supervisor (the caller hands the descriptor to it). Raises ``OSError`` after removing
     whatever it created.
@@ -116,7 +119,9 @@ def create_app_dir(
         # it holds the marker and its lock is free (its creator is gone)
         lock_fd = os.open(os.path.join(tmp, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        _write_new(os.path.join(tmp, MARKER_FILE), app_id.encode())
+        # the instance binds the marker (and the replicas) to this very directory: see new_instance
+        plan["instance"] = new_instance(tmp)
+        _write_new(os.path.join(tmp, MARKER_FILE), f"{app_id}\n{plan['instance']}\n".encode())
         _make_role_dirs(tmp, plan)
         for src, dst in staged.items():
             os.rename(src, os.path.join(tmp, os.path.relpath(dst, app_dir)))

@@ -49,6 +49,7 @@ from torchx_core.schedulers.local._supervisor import (
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
+    instance_is_here,
     kill_app_processes,
     write_json_atomic,
 )
@@ -189,21 +190,61 @@ def _block_on_lock(app_dir: str) -> None:
         os.close(fd)
 
 
+def read_marker(app_dir: str) -> tuple[str, str | None] | None:
+    """``(app_id, instance)`` from the marker in ``app_dir`` (instance None: an app made before
+    instances existed); None without a marker."""
+    try:
+        with open(os.path.join(app_dir, MARKER_FILE), "rb") as f:
+            lines = f.read(512).decode("utf-8", "replace").split("\n")
+    except OSError:
+        return None
+    instance = lines[1].strip() if len(lines) > 1 else ""
+    return lines[0].strip(), instance or None
+
+
 def is_owned(app_dir: str, app_id: str) -> bool:
     """Whether ``app_dir`` is an app directory this scheduler created for ``app_id``.
 
     It holds the marker written first at creation, naming the app. For a ``log_dir`` app,
     ``app_dir`` is our symlink and the marker is read in its target.
     """
-    try:
-        with open(os.path.join(app_dir, MARKER_FILE), "rb") as f:
-            return f.read(512).strip() == app_id.encode()
-    except OSError:
+    marker = read_marker(app_dir)
+    return marker is not None and marker[0] == app_id
+
+
+#: an app directory that is a copy (of another root, a restored backup): its processes, if any,
+#: belong to the original and are never touched from here
+COPY = "copy"
+
+
+def sweep_target(app_dir: str, app_id: str) -> tuple[str, str | None] | str:
+    """What a sweep of the app in ``app_dir`` may kill: ``(app_id, instance)``, or ``COPY``.
+
+    ``COPY`` when the marker's instance was made for another directory (this one is a copy)
+    or the marker names another app; instance None for an app made before instances existed.
+    """
+    marker = read_marker(app_dir)
+    if marker is None:
+        return (app_id, None)  # an app made before markers existed: its status file only
+    if marker[0] != app_id:
+        return COPY
+    if marker[1] is not None and not instance_is_here(marker[1], app_dir):
+        return COPY
+    return (app_id, marker[1])
+
+
+def kill_leftovers(app_dir: str, app_id: str) -> bool:
+    """Kills the processes of the app in ``app_dir`` (see :func:`sweep_target`); False if the
+    directory is a copy (nothing killed)."""
+    target = sweep_target(app_dir, app_id)
+    if target == COPY:
         return False
+    kill_app_processes(*target)
+    return True
 
 
 def read_status(
-    app_dir: str, app_id: str | None = None, dead: list[str] | None = None
+    app_dir: str, app_id: str | None = None, dead: list[tuple[str, str | None]] | None = None
 ) -> dict[str, Any] | None:
     """The app's status, corrected (and its leftovers killed) when its supervisor died.
 
@@ -212,9 +253,11 @@ def read_status(
 
     A supervisor that died before writing a final state (SIGKILL, OOM killer) is noticed by
     the first reader (its lock is free): the app is recorded as FAILED and every process of it
-    (by its ``TORCHX_APP_ID``) is killed. A reader of many apps passes ``dead``: the ids of
-    such apps are appended to it instead, and the reader kills their processes together
-    (``kill_apps_processes``, one scan of ``/proc``) before it answers.
+    (by its ``TORCHX_APP_ID`` and ``TORCHX_APP_INSTANCE``) is killed. A reader of many apps
+    passes ``dead``: the ``(app_id, instance)`` of such apps are appended to it instead, and the
+    reader kills their processes together (``kill_apps_processes``, one scan of ``/proc``)
+    before it answers. A directory that is a copy of an app (another root, a restored backup)
+    is reported as such and kills nothing: its processes are the original's.
     """
     app_id = app_id or os.path.basename(app_dir)
     status = _load_status(app_dir, app_id)
@@ -227,7 +270,13 @@ def read_status(
     if status is None or status["state"] in TERMINAL:
         return status
     status["state"] = "FAILED"
-    if status.get("sup_pid"):
+    target = sweep_target(app_dir, app_id)
+    if target == COPY:
+        status["msg"] = (
+            f"{app_dir} is a copy of an app directory made elsewhere (another root, a restored"
+            " backup); it has no supervisor here, and the original's processes are left alone"
+        )
+    elif status.get("sup_pid"):
         status["msg"] = (
             f"the local supervisor (pid {status['sup_pid']}) died before the app finished;"
             f" see {os.path.join(app_dir, 'supervisor.log')}"
@@ -241,10 +290,12 @@ def read_status(
     for role in status["roles"]:
         role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
         role["pids"] = [0] * len(role["states"])
-    if dead is None:
-        kill_app_processes(app_id)
+    if target == COPY:
+        pass
+    elif dead is None:
+        kill_app_processes(*target)
     else:
-        dead.append(app_id)
+        dead.append(target)
     try:
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:

@@ -40,6 +40,9 @@ from typing import Any
 
 #: set in every replica's environment to its app id: how the processes of an app are found
 _APP_ID_ENV = "TORCHX_APP_ID"
+#: set in every replica's environment to the app's instance (see :func:`new_instance`): a sweep
+#: kills only the processes that carry both the app id and the instance of the app directory
+_INSTANCE_ENV = "TORCHX_APP_INSTANCE"
 
 # -- on-disk layout (shared with _state) -----------------------------------------------------
 
@@ -48,7 +51,7 @@ APP_FILE = "app.json"
 PLAN_FILE = "plan.json"
 LOCK_FILE = "supervisor.lock"
 SUPERVISOR_LOG = "supervisor.log"
-MARKER_FILE = ".torchx-app"  # written first at creation; holds the app id (proof of ownership)
+MARKER_FILE = ".torchx-app"  # written first at creation: app id, instance (proof of ownership)
 RESERVE_FILE = "status.reserve"  # space set aside so the final status fits on a full disk
 RESERVE_BYTES = 64 << 10
 SUCCESS_FILE = "SUCCESS"  # TorchX's "logs are complete" file (``log_dir`` layout)
@@ -119,6 +122,30 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def dir_identity(path: str) -> str:
+    """``<st_dev>-<st_ino>`` of the directory ``path`` (symlinks followed): a copy differs."""
+    st = os.stat(path)
+    return f"{st.st_dev:x}-{st.st_ino:x}"
+
+
+def new_instance(app_dir: str) -> str:
+    """The instance of a new app directory: its identity plus a random nonce.
+
+    Kept in the marker and in every replica's environment. A copy of the directory (``cp -a``,
+    a restored backup, an rsync of the root) carries the same marker but has another identity,
+    so a sweep started from the copy knows that the processes are not its own.
+    """
+    return f"{dir_identity(app_dir)}-{os.urandom(6).hex()}"
+
+
+def instance_is_here(instance: str, app_dir: str) -> bool:
+    """Whether ``instance`` (read from the marker in ``app_dir``) was made for ``app_dir``."""
+    try:
+        return instance.rsplit("-", 1)[0] == dir_identity(app_dir)
+    except OSError:
+        return False
+
+
 def inherited_env(environ: Any, drop: Iterable[str]) -> dict[str, str]:
     """What replicas inherit: ``environ`` (the supervisor's own, i.e. the launcher's) less
     ``drop``, names or prefixes ending in ``*``."""
@@ -157,7 +184,7 @@ class _Role:
         "slots",
     )  # fmt: skip
 
-    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str]) -> None:
+    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str], instance: str = "") -> None:
         self.idx = idx
         self.name: str = spec["name"]
         self.cwd: str = spec["cwd"]
@@ -170,6 +197,8 @@ class _Role:
         path = os.pathsep.join(p for p in (before, base_env.get("PATH"), after) if p)
         if path or "PATH" in base_env:
             env["PATH"] = path
+        if instance:
+            env[_INSTANCE_ENV] = instance
         self.env = env
         self.replica_env: list[dict[str, str]] = spec["replica_env"]
         self.max_retries: int = spec["max_retries"]
@@ -230,7 +259,8 @@ class Supervisor:
         self.grace: float = float(plan.get("grace", 5.0))
         self.layout: str | None = plan.get("layout")
         base_env = inherited_env(os.environ, plan.get("env_drop") or ())
-        self.roles = [_Role(i, r, base_env) for i, r in enumerate(plan["roles"])]
+        instance = plan.get("instance") or ""
+        self.roles = [_Role(i, r, base_env, instance) for i, r in enumerate(plan["roles"])]
         self.procs: dict[int, _Slot] = {}
         self.pipes: dict[int, tuple[_Slot, int]] = {}
         self.ep = select.epoll()
@@ -651,7 +681,7 @@ class Supervisor:
             self.pump(timeout)
         t2 = time.perf_counter()
         # processes that left their replica's group (setsid, daemons) end with the app too
-        kill_app_processes(self.plan["app_id"])
+        kill_app_processes(self.plan["app_id"], self.plan.get("instance"))
         self.close_files()
         if TRACE:
             import resource
@@ -760,24 +790,28 @@ def _read_proc_file(path: str) -> bytes | None:
     return b"".join(chunks)
 
 
-def kill_app_processes(app_id: str) -> int:
-    """SIGKILLs every other process whose environment carries ``TORCHX_APP_ID=<app_id>``.
+def kill_app_processes(app_id: str, instance: str | None) -> int:
+    """SIGKILLs every other process whose environment carries the app's id and instance.
 
-    Every replica gets that variable and leads its own process group, so this finds the
-    replicas of an app whatever its supervisor managed to record (it may have died while
-    spawning them), their children, and descendants that left the group (``setsid``, daemons).
-    A process found that leads its group has its whole group killed. Returns how many
-    processes were found.
+    Every replica gets ``TORCHX_APP_ID=<app_id>`` and ``TORCHX_APP_INSTANCE=<instance>`` and
+    leads its own process group, so this finds the replicas of an app whatever its supervisor
+    managed to record (it may have died while spawning them), their children, and descendants
+    that left the group (``setsid``, daemons). A process found that leads its group has its
+    whole group killed. ``instance`` None: an app made before instances existed, matched by id
+    alone. Returns how many processes were found.
     """
-    return kill_apps_processes([app_id])
+    return kill_apps_processes([(app_id, instance)])
 
 
-def kill_apps_processes(app_ids: Iterable[str]) -> int:
-    """:func:`kill_app_processes` for several apps in one scan of ``/proc``."""
-    markers = [f"{_APP_ID_ENV}={a}".encode() for a in dict.fromkeys(app_ids)]
-    if not markers:
+def kill_apps_processes(apps: Iterable[tuple[str, str | None]]) -> int:
+    """:func:`kill_app_processes` for several ``(app_id, instance)`` in one scan of ``/proc``."""
+    wanted: dict[bytes, bytes | None] = {
+        f"{_APP_ID_ENV}={a}".encode(): None if i is None else f"{_INSTANCE_ENV}={i}".encode()
+        for a, i in apps
+    }
+    if not wanted:
         return 0
-    prefix = markers[0] if len(markers) == 1 else f"{_APP_ID_ENV}=".encode()
+    prefix = next(iter(wanted)) if len(wanted) == 1 else f"{_APP_ID_ENV}=".encode()
     me = os.getpid()
     found = 0
     for name in os.listdir("/proc"):
@@ -789,7 +823,7 @@ def kill_apps_processes(app_ids: Iterable[str]) -> int:
         if env is None or prefix not in env:
             continue
         items = set(env.split(b"\0"))
-        if any(marker in items for marker in markers):
+        if any(m in items and (i is None or i in items) for m, i in wanted.items()):
             pid = int(name)
             found += 1
             try:

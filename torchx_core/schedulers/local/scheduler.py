@@ -55,7 +55,6 @@ from torchx_core.schedulers.local._supervisor import (
     TERMINAL,
     TORCHX_LAYOUT,
     error_file_path,
-    kill_app_processes,
     kill_apps_processes,
     log_path,
     write_json_atomic,
@@ -644,7 +643,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         Raises:
             CorruptAppStateError: an app exists but its status file cannot be read.
         """
-        dead: list[str] = []
+        dead: list[tuple[str, str | None]] = []
         found: dict[str, tuple[str, dict[str, Any] | None]] = {}
         try:
             for app_id in dict.fromkeys(app_ids):
@@ -704,7 +703,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         that are not apps of this scheduler are skipped.
         """
         rows = []
-        dead: list[str] = []  # apps whose supervisor died: their leftovers are killed together
+        dead: list[tuple[str, str | None]] = []  # apps whose supervisor died: their leftovers are killed together
         try:
             for app_id, app_dir in _state.iter_app_dirs(self.root):
                 try:
@@ -814,7 +813,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             logger.warning("%s; stopping its processes anyway", e)
             status = None
         if status is not None and status["state"] in TERMINAL:
-            kill_app_processes(app_id)  # survivors of a supervisor that died (or was killed)
+            _state.kill_leftovers(app_dir, app_id)  # survivors of a supervisor that died (or was killed)
             return
         self._stop_supervisor(app_id, app_dir, status)
         try:
@@ -823,7 +822,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             status = None
         if status is None or status["state"] not in TERMINAL:
             self._record_cancelled(app_id, app_dir, status)
-            kill_app_processes(app_id)
+            _state.kill_leftovers(app_dir, app_id)
 
     def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
         """SIGTERMs a live supervisor (which cancels its replicas) and waits for it to exit."""
