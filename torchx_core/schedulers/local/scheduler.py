@@ -23,6 +23,7 @@ world sizes are left to the launcher inside the replica (``torchrun``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -875,6 +876,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def close(self) -> None:
         """Nothing to release: apps keep running after the scheduler (and its process) is gone."""
+
+    # -- one app per name (``AppLifecycle.attach``) ---------------------------------------------
+
+    def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """An exclusive lock per app name in the root (see ``_state.name_lock``)."""
+        return _state.name_lock(_ensure_root(self.root), name)
 
     # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
 
