@@ -292,7 +292,7 @@ def read_status(
     if status is None or status["state"] in TERMINAL:
         return status
     if supervisor_alive(app_dir):
-        return status
+        return _unless_stopped(status)
     # the supervisor may have written its final status and exited since our first read
     status = _load_status(app_dir, app_id)
     if status is None or status["state"] in TERMINAL:
@@ -328,6 +328,46 @@ def read_status(
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:
         pass
+    return status
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` in ``/proc`` (``R``, ``S``, ``T``, ``Z``...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, a debugger): it cannot make progress."""
+    return process_state(pid) in ("T", "t")
+
+
+def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` as written by a live supervisor, or, if that supervisor is stopped, marked
+    stale: replicas it shows running whose process has exited are UNKNOWN (and the app too
+    once none runs), and the message says why. Nothing is written."""
+    sup_pid = status.get("sup_pid") or 0
+    if not sup_pid or not is_stopped(sup_pid):
+        return status
+    exited = 0
+    for role in status["roles"]:
+        states = list(role["states"])
+        pids = role.get("pids") or [0] * len(states)
+        for k, c in enumerate(states):
+            if c == "R" and process_state(pids[k]) in (None, "Z", "X"):
+                states[k] = "U"
+                exited += 1
+        role["states"] = "".join(states)
+    if not any(c in "PR" for role in status["roles"] for c in role["states"]):
+        status["state"] = "UNKNOWN"
+    status["msg"] = (
+        f"the local supervisor (pid {sup_pid}) is stopped (SIGSTOP or a debugger), so this status is"
+        f" stale{f': {exited} replica(s) it shows running have exited' if exited else ''};"
+        f" `kill -CONT {sup_pid}` resumes it, `torchx cancel` stops the app"
+    )
     return status
 
 

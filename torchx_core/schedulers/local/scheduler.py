@@ -727,15 +727,27 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return [app for _, _, app in rows]
 
     def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Blocks until the app is finished (no status polling: waits on the supervisor's lock).
+        """Blocks until the app is finished: on the supervisor's lock, and until its status is
+        terminal (read once a second, so a supervisor that is stopped or hung while its app was
+        cancelled does not block the wait).
 
         Returns the final description, or the current one if ``timeout`` seconds passed first.
         """
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        _state.wait_supervisor(app_dir, timeout)
-        return self.describe(app_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # mostly blocked on the lock; a status read per second catches a final status
+            # written while the supervisor still holds it (a cancel of a hung supervisor)
+            step = _WAIT_CHECK if deadline is None else min(_WAIT_CHECK, max(0.0, deadline - time.monotonic()))
+            if _state.wait_supervisor(app_dir, step):
+                return self.describe(app_id)
+            desc = self.describe(app_id)
+            if desc is None or desc.state in _TERMINAL_STATES:
+                return desc
+            if deadline is not None and time.monotonic() >= deadline:
+                return desc
 
     # -- logs ---------------------------------------------------------------------------------
 
@@ -825,25 +837,38 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             self._record_cancelled(app_id, app_dir, status)
             _state.kill_leftovers(app_dir, app_id)
 
-    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
-        """SIGTERMs a live supervisor (which cancels its replicas) and waits for it to exit."""
+    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> bool:
+        """Stops a live supervisor; True if it had to be killed.
+
+        SIGTERM first: the supervisor cancels its replicas (SIGTERM, its grace period, SIGKILL)
+        and exits. One that is stopped (SIGSTOP), or still alive a few seconds after the grace
+        period (hung), is SIGKILLed with its process group, and the app's processes with it.
+        """
         pid = int((status or {}).get("sup_pid") or 0) or _state.supervisor_pid(app_dir)
         deadline = time.monotonic() + 10.0
         while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
             time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
             pid = _state.supervisor_pid(app_dir)
         if not pid or not _state.supervisor_alive(app_dir):
-            return
+            return False
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        # the supervisor escalates to SIGKILL after the grace period, then exits
         plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
         grace = plan.get("grace")
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
-        if not _state.wait_supervisor(app_dir, grace + 10.0):
-            logger.warning("supervisor of %s did not stop in time; killing its replicas", app_id)
+        if not _state.is_stopped(pid) and _state.wait_supervisor(app_dir, grace + _CANCEL_MARGIN):
+            return False
+        logger.warning("the supervisor (pid %d) of %s is stopped or hung; killing it and the app's processes", pid, app_id)
+        # recorded first: a reader that sees the lock go free must find CANCELLED, not "died"
+        raw = _state.read_json(os.path.join(app_dir, STATUS_FILE))
+        if raw is None or raw.get("state") not in TERMINAL:
+            self._record_cancelled(app_id, app_dir, _checked(raw))
+        _killpg_or_kill(pid)
+        _state.kill_leftovers(app_dir, app_id)
+        _state.wait_supervisor(app_dir, _CANCEL_MARGIN)
+        return True
 
     def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
         """Writes a CANCELLED status for an app stopped without its supervisor's help."""
@@ -899,6 +924,31 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+_WAIT_CHECK = 1.0  # seconds between two status reads of a blocking wait
+_TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
+_CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
+
+
+def _killpg_or_kill(pid: int) -> None:
+    """SIGKILLs ``pid`` and, if it leads one (a supervisor does), its process group."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``status`` if it is a well-formed status document, else None."""
+    try:
+        _state.check_status(status)
+    except ValueError:
+        return None
+    return status
 
 
 def _ensure_root(root: str) -> str:
