@@ -358,6 +358,11 @@ class Scheduler(abc.ABC, Generic[T]):
         """The owner last recorded with :meth:`set_owner`, or None (none, or unsupported)."""
         return None
 
+    def lookup_scope(self) -> str:
+        """Where this scheduler looks for apps, for "does not exist" messages ("" by default;
+        the local scheduler names its root)."""
+        return ""
+
     # -- one app per name (``AppLifecycle.attach``) -------------------------------------------
 
     def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:

@@ -297,12 +297,24 @@ def read_status(
     status = _load_status(app_dir, app_id)
     if status is None or status["state"] in TERMINAL:
         return status
+    recorded = final_from_lock(app_dir)
+    if recorded is not None:
+        recorded["msg"] = (recorded.get("msg") or recorded["state"].lower()) + (
+            f" (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {app_dir})")
+        return recorded
     status["state"] = "FAILED"
     target = sweep_target(app_dir, app_id)
     if target == COPY:
         status["msg"] = (
             f"{app_dir} is a copy of an app directory made elsewhere (another root, a restored"
             " backup); it has no supervisor here, and the original's processes are left alone"
+        )
+    elif not os.access(app_dir, os.W_OK):
+        status["state"] = "UNKNOWN"
+        status["msg"] = (
+            f"the app's outcome is unknown: its supervisor (pid {status.get('sup_pid')}) ended"
+            f" without recording it, and {app_dir} is not writable (read-only filesystem or"
+            " permissions); its replicas' logs may tell"
         )
     elif status.get("sup_pid"):
         status["msg"] = (
@@ -514,9 +526,28 @@ def supervisor_pid(app_dir: str) -> int:
     """The pid the supervisor wrote into its lock file (0 if none); trust it only while alive."""
     try:
         with open(os.path.join(app_dir, LOCK_FILE), "rb") as f:
-            return int(f.read(32).strip() or 0)
+            return int(f.read(32).split(b"\n", 1)[0].strip() or 0)
     except (OSError, ValueError):
         return 0
+
+
+def final_from_lock(app_dir: str) -> dict[str, Any] | None:
+    """The final status a supervisor recorded in its lock file when the status file could not
+    be written (a root made read-only under the app), or None."""
+    try:
+        with open(os.path.join(app_dir, LOCK_FILE), "rb") as f:
+            data = f.read(MAX_STATUS_BYTES + 64)
+    except OSError:
+        return None
+    _, _, rest = data.partition(b"\n")
+    if not rest.strip():
+        return None
+    try:
+        status = json.loads(rest)
+        check_status(status)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return status if status["state"] in TERMINAL else None
 
 
 def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
@@ -602,7 +633,8 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
       it is the user's);
     * app directories whose creation or removal was interrupted (``.new-*``, ``.del-*``,
       creator gone), at once;
-    * workspace copies of dry runs never submitted, older than ``ttl``.
+    * workspace copies of dry runs never submitted, older than ``ttl`` (only in a real
+      ``.staging`` directory: a symlinked one is not followed).
 
     Anything without the scheduler's marker is left alone, and no symlink is followed.
     """
@@ -624,13 +656,15 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
             continue
         if owned and not supervisor_alive(path):
             shutil.rmtree(path, ignore_errors=True)
-    for name, path in _entries(os.path.join(root, NAMES), hidden=False):
+    names = os.path.join(root, NAMES)
+    for name, path in [] if os.path.islink(names) else _entries(names, hidden=False):
         try:
             if now - os.lstat(path).st_mtime > ttl and not os.path.islink(path):
                 os.unlink(path)
         except OSError:
             pass
-    for name, path in _entries(os.path.join(root, STAGING), hidden=False):
+    staging = os.path.join(root, STAGING)
+    for name, path in [] if os.path.islink(staging) else _entries(staging, hidden=False):
         try:
             st = os.lstat(path)
         except OSError:

@@ -72,6 +72,7 @@ _READ_SIZE = 1 << 16
 _DRAIN_SECONDS = 2.0
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 _FINAL_WRITE_SECONDS = 30.0  # how long the final status write is retried on a full disk
+_OTHER_ERROR_SECONDS = 2.0  # ... and on another error (a root made read-only or unwritable)
 _ERROR_FILE_MAX = 16 << 10  # bytes of a reply file kept in the structured error (fits the reserve)
 TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # how long to wait for log pipes after the last replica exited
 
@@ -282,7 +283,8 @@ class Supervisor:
     # -- status file -------------------------------------------------------------------------
 
     def write_status(self, ended: float | None = None) -> bool:
-        """Writes the status file; False if the disk is full (retried later, see below).
+        """Writes the status file; False if it cannot (full disk, read-only or unwritable
+        directory: retried later, see below).
 
         A write that hits a full disk is retried: the next ones on the next loop turn (at most
         every second); the final one (``ended``) first frees the space the launcher reserved for
@@ -299,8 +301,8 @@ class Supervisor:
                 self.retry_at = None
                 return True
             except OSError as e:
-                if e.errno not in _FULL_DISK:
-                    raise
+                if e.errno not in _FULL_DISK:  # read-only or unwritable: retrying helps little
+                    deadline = min(deadline, time.monotonic() + _OTHER_ERROR_SECONDS) if ended else deadline
                 err = e
             if ended and release_reserve(self.app_dir):
                 continue
@@ -703,7 +705,10 @@ class Supervisor:
             self.state = "SUCCEEDED"
             self.msg = ""
         ended = time.time()
-        self.write_status(ended=ended)
+        if not self.write_status(ended=ended):
+            # the app directory cannot take a new file (made read-only or unwritable under the
+            # app): the outcome goes into the lock file, open since the start, for the readers
+            _record_final(self.lock_fd, self._status(ended))
         if self.layout == TORCHX_LAYOUT:
             self.write_success_file(ended)
         release_reserve(self.app_dir)
@@ -971,6 +976,17 @@ def _record_pid(lock_fd: int) -> None:
             os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
         pass
+
+
+def _record_final(lock_fd: int, status: dict[str, Any]) -> None:
+    """Writes the final ``status`` after the pid line of the lock file (see :func:`_record_pid`)."""
+    try:
+        if lock_fd >= 0:
+            data = f"{os.getpid()}\n{json.dumps(status, separators=(',', ':'))}\n".encode()
+            os.pwrite(lock_fd, data, 0)
+            _note("the status file could not be written: the final status is in the lock file")
+    except OSError as e:
+        _note(f"could not record the final status anywhere: {e}")
 
 
 def pending_status(plan: dict[str, Any]) -> dict[str, Any]:

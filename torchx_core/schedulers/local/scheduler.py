@@ -368,6 +368,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         """The state root this scheduler reads and writes."""
         return self._root or _state.default_root()
 
+    def lookup_scope(self) -> str:
+        return (
+            f"the local root {self.root} (an app submitted under another root is not seen: set"
+            f" ${_state.ROOT_ENV} to that root)"
+        )
+
     def _app_dir(self, app_id: str) -> str | None:
         if len(app_id) > 255 or not _SAFE_NAME.match(app_id):
             return None
@@ -686,7 +692,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     def _roles(self, app_id: str, app_dir: str) -> list[Role]:
         roles = self._roles_cache.get(app_id)
         if roles is None:
-            data = _state.read_json(os.path.join(app_dir, APP_FILE))
+            path = os.path.join(app_dir, APP_FILE)
+            try:
+                data = _state.read_json(path)
+            except RecursionError:
+                raise CorruptAppStateError(
+                    f"app {app_id}: its AppDef file {path} is nested too deeply to read (not as"
+                    f" the scheduler wrote it); delete the app (`torchx delete`) or remove {path}"
+                ) from None
             if data is None:
                 return []
             try:
