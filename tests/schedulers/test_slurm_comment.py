@@ -41,3 +41,8 @@ def test_the_last_tag_wins_over_one_in_the_users_comment() -> None:
     text = str(JobComment(user, "train-1a2b", "airflow:d/t/r#try=2"))
     assert parse_comment(text) == JobComment(user, "train-1a2b", "airflow:d/t/r#try=2")
     assert parse_comment(submit_comment(user, "train-1a2b")).app == "train-1a2b"
+
+
+@pytest.mark.parametrize("user", ["nightly\t", "run X", "keep trailing XX"])
+def test_only_the_separating_space_is_cut_from_the_users_comment(user: str) -> None:
+    assert parse_comment(str(JobComment(user, "train-1a2b"))).user == user
