@@ -27,6 +27,13 @@ venv: $(UV)
 	  ls $(TORCH_WHEELS)/torch-$(TORCH_VERSION)+cpu-*.whl >/dev/null 2>&1 || \
 	    { echo "no CPU torch $(TORCH_VERSION) wheel in $(TORCH_WHEELS) (PyPI's torch is the multi-GB CUDA build); set TORCH_WHEELS" >&2; exit 1; }; \
 	  $(UV) pip install --python $(PY) --find-links $(TORCH_WHEELS) "torch==$(TORCH_VERSION)+cpu"; }
+	@touch $(VENV_STAMP)
+
+# The venv as last synced by `make venv`: test-fast, lint and mutation re-sync (and recompile)
+# only when it is missing or the lock, the project metadata or this file changed since.
+VENV_STAMP := $(VENV)/.synced
+$(VENV_STAMP): uv.lock pyproject.toml Makefile
+	@$(MAKE) --no-print-directory venv
 
 demo: venv
 	$(PY) -m examples.main_job
@@ -37,10 +44,10 @@ services-install:
 test: venv services-install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: venv
+test-fast: $(VENV_STAMP)
 	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
 
-lint: venv
+lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check torchx_core torchx_airflow torchx_kfp torchx_prefect tests
 
 # The image KFP launcher steps run in (docker/kfp-launcher/); see the README's KFP section.
@@ -55,7 +62,7 @@ kfp-launcher-image: $(UV)
 # Mutation testing (mutmut) of the core logic with the unit tests; prints the score and the survivors.
 # Slow (minutes per target), so not part of `make test`. MUTATION_TARGETS=specs runs one target.
 MUTATION_TARGETS ?=
-mutation: venv
+mutation: $(VENV_STAMP)
 	$(PY) scripts/mutation.py $(MUTATION_TARGETS)
 
 bench: venv

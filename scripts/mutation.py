@@ -136,6 +136,60 @@ TARGETS: dict[str, Target] = {
             "tests/prefect/test_states.py",
         ),
     ),
+    # the app lifecycle's decisions: phases, grace, names, reattach/reconcile, ownership
+    "lifecycle": Target(
+        functions={
+            "torchx_core/runner/lifecycle.py": (
+                "phase_of", "GraceClock.observe", "app_name", "AppLifecycle._find",
+                "AppLifecycle._adoptable", "AppLifecycle._reconcile", "AppLifecycle._owns",
+                "AppLifecycle._observe", "AppLifecycle.result", "_is_named", "_seconds",
+            ),
+        },
+        tests=("tests/runner/test_lifecycle.py",),
+    ),
+    # the shared status and list reads
+    "status_watch": Target(
+        functions={"torchx_core/runner/status_watch.py": ("*",)},
+        tests=("tests/runner/test_status_watch.py", "tests/runner/test_shared_list.py"),
+    ),
+    # the Runner: handles, status_many, wait, cancel
+    "runner": Target(
+        functions={
+            "torchx_core/runner/api.py": (
+                "Runner.status", "Runner.status_many", "Runner._wait", "Runner.cancel",
+                "Runner.set_owner", "Runner.owner", "Runner.list",
+            ),
+        },
+        tests=("tests/runner/test_runner_api.py",),
+    ),
+    # the local scheduler's state: markers, instances, dead-supervisor sweep, GC
+    "local_state": Target(
+        functions={
+            "torchx_core/schedulers/local/_state.py": (
+                "read_marker", "is_owned", "sweep_target", "read_status", "_unless_stopped",
+                "final_from_lock", "supervisor_pid", "collect_garbage", "_collectable",
+            ),
+        },
+        tests=("tests/schedulers/local/test_local_state_unit.py", "tests/schedulers/test_local_scheduler.py"),
+    ),
+    # the Slurm job comment (app name and owner)
+    "slurm_comment": Target(
+        functions={"torchx_core/schedulers/slurm/_comment.py": ("*",)},
+        tests=("tests/schedulers/test_slurm_comment.py",),
+    ),
+    # the Prefect launch arguments, digests and results
+    "prefect_launch": Target(
+        functions={"torchx_prefect/_launch.py": ("*",)},
+        tests=("tests/prefect/test_launch.py",),
+    ),
+    # the CLI's own decisions (exit codes, messages)
+    "cli": Target(
+        functions={
+            "torchx_core/cli/cmd_status.py": ("*",),
+            "torchx_core/cli/cmd_cancel.py": ("*",),
+        },
+        tests=("tests/cli/test_cli_main.py",),
+    ),
 }
 
 _COPY = ("torchx_core", "torchx_airflow", "torchx_kfp", "torchx_prefect", "tests", "examples", "docs",

@@ -15,7 +15,7 @@ from pathlib import Path
 from torchx_core.runner import get_runner
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-SCHEDULERS = ("slurm", "lsf")
+SCHEDULERS = ("local_cwd", "slurm", "lsf")
 
 
 def table(scheduler: str) -> str:
@@ -24,7 +24,8 @@ def table(scheduler: str) -> str:
         opts = runner.scheduler_run_opts(scheduler)
     rows = ["| option | type | default | help |", "| --- | --- | --- | --- |"]
     for name, opt in opts:
-        type_name = getattr(opt.opt_type, "__name__", str(opt.opt_type))
+        generic = getattr(opt.opt_type, "__args__", None)  # list[str] -> "list[str]", not "list"
+        type_name = str(opt.opt_type) if generic else getattr(opt.opt_type, "__name__", str(opt.opt_type))
         default = "required" if opt.is_required else f"`{opt.default}`"
         help_text = " ".join(opt.help.split()).replace("|", "\\|")
         rows.append(f"| `{name}` | {type_name} | {default} | {help_text} |")

@@ -420,7 +420,7 @@ def test_broken_plugin_for_a_builtin_name_falls_back_to_the_builtin(
 
 def test_cancel_and_delete_say_what_they_did(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = cli(capsys, "cancel", "fake://torchx/missing")
-    assert rc == 0 and "does not exist" in err and "nothing to cancel" in err
+    assert rc == 1 and "does not exist" in err and "nothing to cancel" in err
     rc, _, err = cli(capsys, "delete", "fake://torchx/missing")
     assert rc == 0 and "nothing to delete" in err
     handle = launch(capsys)  # steps=1: SUCCEEDED at the first status

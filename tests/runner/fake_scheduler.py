@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -90,6 +90,12 @@ class JobTable:
         # what list() gives as a name: the AppDef's ("exact"), none ("none", like lsf), or the
         # app id in upper case ("id": a name the backend derived, like aws_batch job names)
         self.list_names = "exact"
+        # a backend without a name lock that tells submission order (slurm, kubernetes):
+        # submit_order sorts by the counter in the app id; None: unsupported (the default)
+        self.ordered = False
+        # runs inside schedule() before the job is added: another attempt submitting "at the
+        # same moment" (e.g. ``lambda: table.add_twin(name)``)
+        self.before_schedule: Any = None
         self.cond = threading.Condition()
 
     # -- test controls (thread-safe: log followers read concurrently) -------------------------
@@ -155,8 +161,16 @@ class FakeScheduler(Scheduler[FakeRequest]):
         )
         return AppDryRunInfo(req, lambda r: f"FakeRequest({r.app_name}, roles={r.roles}, cfg={r.cfg})")
 
+    def submit_order(self, app_ids: Sequence[str]) -> list[str] | None:
+        if not self.table.ordered:
+            return None
+        return sorted(app_ids, key=lambda a: int(a.rsplit("-", 1)[1]))
+
     def schedule(self, dryrun_info: AppDryRunInfo[FakeRequest]) -> str:
         req = dryrun_info.request
+        if self.table.before_schedule is not None:
+            hook, self.table.before_schedule = self.table.before_schedule, None
+            hook(dryrun_info)
         app_id = f"{req.app_name}-{next(self.table.counter)}"
         app = dryrun_info._app
         assert app is not None

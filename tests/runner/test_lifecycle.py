@@ -182,6 +182,49 @@ def test_a_succeeded_app_is_reused_not_resubmitted(runner: Runner, table: JobTab
     assert len(table.jobs) == 1
 
 
+def _twin(runner: Runner, table: JobTable, owner: str) -> list[str]:
+    """Makes the next submit race a twin: another attempt submits the same app just before."""
+    handles: list[str] = []
+
+    def submit_twin(info: Any) -> None:
+        handles.append(runner.schedule(info))  # same name, an earlier id
+        runner.set_owner(handles[0], owner)
+
+    table.before_schedule = submit_twin
+    return handles
+
+
+def test_a_race_lost_cancels_its_own_app_and_reattaches_to_the_earlier(runner: Runner, table: JobTable) -> None:
+    table.ordered = True
+    twin = _twin(runner, table, "try=1")
+    att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert (att.how, att.app_handle) == ("reattached", twin[0])
+    assert [(j.state, j.cancelled) for j in table.named(att.app_name)] == [
+        (AppState.SUBMITTED, 0),  # the twin, submitted first, runs on
+        (AppState.CANCELLED, 1),  # mine, cancelled by my own attempt
+    ]
+    assert runner.owner(twin[0]) == "try=2"  # the surviving app is adopted, as on a reattach
+
+
+def test_a_race_won_keeps_its_app(runner: Runner, table: JobTable) -> None:
+    table.ordered = True
+    att = life(runner, owner="try=1").attach(make_app(), IDENTITY)
+    # a later twin appears after my submit: it is the later one, it must cancel itself, not me
+    later = runner.schedule(runner.dryrun(make_app(att.app_name), "fake"))
+    again = life(runner, owner="try=1")._reconcile(att.app_name, att.app_handle)
+    assert again is None and table.job(app_id(att.app_handle)).cancelled == 0
+    other = life(runner, owner="try=2")._reconcile(att.app_name, later)
+    assert other is not None and other.app_handle == att.app_handle
+    assert table.job(app_id(later)).state == AppState.CANCELLED
+
+
+def test_without_submit_order_no_reconcile_cancels_anything(runner: Runner, table: JobTable) -> None:
+    _twin(runner, table, "try=1")
+    att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert att.how == "submitted"
+    assert [j.cancelled for j in table.named(att.app_name)] == [0, 0]
+
+
 @pytest.mark.parametrize("state", [AppState.FAILED, AppState.CANCELLED])
 @pytest.mark.parametrize("known", [True, False])
 def test_a_failed_or_cancelled_app_is_submitted_anew(

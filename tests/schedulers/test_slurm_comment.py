@@ -32,3 +32,17 @@ def test_only_plain_app_names_are_recorded() -> None:
     assert submit_comment("mine", "train-1a") == "mine torchx:app=train-1a"
     assert submit_comment("mine", "my app;owner=x") == "mine"
     assert submit_comment(None, "my app") == ""
+
+
+def test_the_last_tag_wins_over_one_in_the_users_comment() -> None:
+    """A user comment that itself holds ``torchx:app=`` (e.g. pasted from another job): the tag
+    torchx appended last names the app, so a reattach by name finds this job."""
+    user = "rerun of torchx:app=old-run;owner=someone"
+    text = str(JobComment(user, "train-1a2b", "airflow:d/t/r#try=2"))
+    assert parse_comment(text) == JobComment(user, "train-1a2b", "airflow:d/t/r#try=2")
+    assert parse_comment(submit_comment(user, "train-1a2b")).app == "train-1a2b"
+
+
+@pytest.mark.parametrize("user", ["nightly\t", "run X", "keep trailing XX"])
+def test_only_the_separating_space_is_cut_from_the_users_comment(user: str) -> None:
+    assert parse_comment(str(JobComment(user, "train-1a2b"))).user == user

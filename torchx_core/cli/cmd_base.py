@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import abc
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchx_core.runner import Runner
 
 
 class SubCommand(abc.ABC):
@@ -21,3 +25,14 @@ class SubCommand(abc.ABC):
     @abc.abstractmethod
     def run(self, args: argparse.Namespace) -> int | None:
         """Runs the subcommand."""
+
+
+def searched(runner: Runner, handle: str) -> str:
+    """``" in <where the scheduler looked>"`` for a "does not exist" message ("" if it does not say)."""
+    from torchx_core.specs import parse_app_handle
+
+    try:
+        scope = runner._scheduler(parse_app_handle(handle).scheduler_backend).lookup_scope()
+    except Exception:  # noqa: BLE001 - only a hint
+        return ""
+    return f" in {scope}" if scope else ""

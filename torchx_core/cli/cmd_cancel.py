@@ -1,11 +1,11 @@
-"""``torchx cancel HANDLE``: cancel an app (no-op if it already ended or is unknown)."""
+"""``torchx cancel HANDLE``: cancel an app (no-op if it already ended; exit 1 if it is unknown)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from torchx_core.cli.cmd_base import SubCommand
+from torchx_core.cli.cmd_base import SubCommand, searched
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -22,12 +22,12 @@ class CmdCancel(SubCommand):
         with get_runner(component_defaults={}) as runner:
             status = runner.status(args.app_handle)
             if status is None:
-                logger.warning(
-                    "app %s does not exist (or was deleted); nothing to cancel."
+                logger.error(
+                    "app %s does not exist%s (or was deleted); nothing to cancel."
                     " `torchx list -s SCHEDULER` shows the known apps",
-                    args.app_handle,
+                    args.app_handle, searched(runner, args.app_handle),
                 )
-                return 0
+                return 1
             if status.is_terminal():
                 logger.info("app %s already ended (%s); nothing to cancel", args.app_handle, status.state)
                 return 0

@@ -7,7 +7,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from torchx_core.cli.cmd_base import SubCommand
+from torchx_core.cli.cmd_base import SubCommand, searched
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
@@ -47,10 +47,11 @@ class CmdStatus(SubCommand):
         roles = [r for r in args.roles.split(",") if r] or None
         with get_runner(component_defaults={}) as runner:
             statuses = runner.status_many(handles)
-        missing = [h for h, s in statuses.items() if s is None]
-        for handle in missing:
-            scheduler, _, app_id = parse_app_handle(handle)
-            logger.error("app %s does not exist or has been removed from %s", app_id, scheduler)
+            missing = [h for h, s in statuses.items() if s is None]
+            for handle in missing:
+                scheduler, _, app_id = parse_app_handle(handle)
+                logger.error("app %s does not exist or has been removed from %s%s", app_id, scheduler,
+                             searched(runner, handle))
         found = {h: s for h, s in statuses.items() if s is not None}
         for handle, status in found.items():
             _check_roles(handle, status, roles)

@@ -28,6 +28,9 @@ The decisions, stated once:
   :class:`AppVanishedError` (an app stuck ``UNKNOWN`` is cancelled first, if still owned).
 * **Reattach policy** (:meth:`AppLifecycle.attach`): a running (or ``UNKNOWN``) app of the name is
   reattached, a ``SUCCEEDED`` one reused, a failed, cancelled or vanished one is submitted anew.
+  Two attempts at once: the scheduler's ``name_lock`` serializes look-up and submit (local);
+  without one, the later submit is cancelled by its own attempt, which reattaches to the
+  earliest (``Scheduler.submit_order``: slurm, kubernetes).
 * **Ownership.** The attempt that submitted or adopted an app records its *owner* token with the
   app (``Runner.set_owner``, kept by the scheduler, so every process on every host sees it). A
   kill path cancels only an app it still owns: recorded owner == mine -> cancel; someone else ->
@@ -42,6 +45,7 @@ The decisions, stated once:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import dataclasses
@@ -476,21 +480,60 @@ class AppLifecycle:
         failed, cancelled or vanished one is ignored and the app submitted anew.
         """
         name = app_name(app.name, identity)
-        found = self._find(name, known_handle)
-        if found is not None:
-            handle, status, how = found
-            logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
-            self._record_owner(handle)
-            return Attachment(handle, how, status, name)
-        # a deep copy: submitting fills the roles in (env, workspace), and the caller's AppDef
-        # must stay as given (engines digest it into the identity of the next attempt)
-        handle = self.runner.run(
-            dataclasses.replace(copy.deepcopy(app), name=name), self.scheduler, cfg=self.cfg,
-            workspace=self.workspace,
-        )
+        with self._name_lock(name) as serialized:
+            found = self._find(name, known_handle)
+            if found is not None:
+                handle, status, how = found
+                logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
+                self._record_owner(handle)
+                return Attachment(handle, how, status, name)
+            # a deep copy: submitting fills the roles in (env, workspace), and the caller's AppDef
+            # must stay as given (engines digest it into the identity of the next attempt)
+            handle = self.runner.run(
+                dataclasses.replace(copy.deepcopy(app), name=name), self.scheduler, cfg=self.cfg,
+                workspace=self.workspace,
+            )
         logger.info("submitted %s named %s", handle, name)
         self._record_owner(handle)
+        if not serialized:
+            winner = self._reconcile(name, handle)
+            if winner is not None:
+                return winner
         return Attachment(handle, "submitted", None, name)
+
+    def _name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """The scheduler's lock on ``name`` (yields False where the backend has none)."""
+        try:
+            return self.runner._scheduler(self.scheduler).name_lock(name)
+        except Exception as e:  # noqa: BLE001 - without the lock, the reconcile still holds
+            logger.warning("cannot lock the name %s on %s (%s); reconciling after the submit", name, self.scheduler, e)
+            return contextlib.nullcontext(False)
+
+    def _reconcile(self, name: str, handle: str) -> Attachment | None:
+        """After a submit on a backend without a name lock: if another live app has the name,
+        the earliest submitted keeps running, and this attempt cancels its own app (if it is
+        the later one) and reattaches to the earliest. None: keep this attempt's app."""
+        try:
+            scheduler = self.runner._scheduler(self.scheduler)
+            if scheduler.submit_order([]) is None:
+                return None  # the backend cannot tell which came first
+            rows = [r for r in self._named(name) if not is_terminal(r.state)]
+            ids = {parse_app_handle(r.app_handle).app_id: r.app_handle for r in rows}
+            ids.setdefault(parse_app_handle(handle).app_id, handle)
+            if len(ids) < 2:
+                return None
+            order = scheduler.submit_order(list(ids)) or []
+            winner = ids[order[0]] if order else handle
+        except Exception as e:  # noqa: BLE001 - reconciling only removes duplicates
+            logger.warning("cannot check for another app named %s (%s); keeping %s", name, e, handle)
+            return None
+        found = self._adoptable(winner) if winner != handle else None
+        if found is None:
+            return None  # mine came first, or the earlier one already ended
+        logger.warning("%s and an earlier %s were both submitted as %s; cancelling mine", handle, winner, name)
+        self._scheduler_cancel(handle)
+        self._record_owner(winner)
+        return Attachment(winner, "reattached", found[1], name)
 
     def _find(
         self, name: str, known_handle: str | None

@@ -16,9 +16,10 @@ A backend missing an abstract hook fails when instantiated, not when the hook is
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -362,6 +363,30 @@ class Scheduler(abc.ABC, Generic[T]):
 
     def get_owner(self, app_id: str) -> str | None:
         """The owner last recorded with :meth:`set_owner`, or None (none, or unsupported)."""
+        return None
+
+    def lookup_scope(self) -> str:
+        """Where this scheduler looks for apps, for "does not exist" messages ("" by default;
+        the local scheduler names its root)."""
+        return ""
+
+    # -- one app per name (``AppLifecycle.attach``) -------------------------------------------
+
+    def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """Held while a process looks up and submits the app named ``name``.
+
+        Yields True when the backend serializes that across processes (a second attempt then
+        finds the first one's app instead of submitting another), False (the default) when it
+        cannot: the lifecycle then reconciles right after its submit (:meth:`submit_order`).
+        """
+        return contextlib.nullcontext(False)
+
+    def submit_order(self, app_ids: Sequence[str]) -> list[str] | None:
+        """``app_ids`` earliest submitted first, or None when the backend cannot tell (default).
+
+        When two attempts submitted an app of the same name, the earliest keeps running and the
+        later attempts cancel their own. Called with ``[]`` to ask whether it is supported.
+        """
         return None
 
     def __enter__(self) -> Scheduler[T]:

@@ -34,20 +34,42 @@ def too_many_replicas(n: int, what: str) -> str | None:
     )
 
 
+def _surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (U+D800..U+DFFF): not encodable as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def env_and_arg_problems(role_name: str, entrypoint: str, args: list[str], env: dict[str, str]) -> list[str]:
-    """What no process can be started with: NUL bytes in arguments or environment values, and
-    environment names that are empty or hold ``=`` or NUL. Every scheduler checks this at dry run."""
+    """What no process can be started with: NUL bytes or lone surrogates (not UTF-8 encodable)
+    in arguments or environment values, and environment names that are empty or hold ``=``,
+    NUL or a lone surrogate. Every scheduler checks this at dry run."""
     problems = []
     for i, word in enumerate([entrypoint, *args]):
-        if isinstance(word, str) and "\x00" in word:
-            where = "the entrypoint" if i == 0 else f"argument {i - 1}"
+        if not isinstance(word, str):
+            continue
+        where = "the entrypoint" if i == 0 else f"argument {i - 1}"
+        if "\x00" in word:
             problems.append(f"role `{role_name}`: {where} ({word!r}) holds a NUL byte, which no process argument can")
+        elif _surrogate(word):
+            problems.append(
+                f"role `{role_name}`: {where} ({word!r}) holds a lone surrogate, which is not valid"
+                " UTF-8; pass text that encodes as UTF-8 (decode bytes with errors='replace')"
+            )
     for name, value in env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+        if not isinstance(name, str) or not name or "=" in name or "\x00" in name or _surrogate(name):
             problems.append(
                 f"role `{role_name}`: environment variable name {name!r} is not valid (it must be"
-                " non-empty, without `=` or NUL)"
+                " non-empty, valid UTF-8, without `=` or NUL)"
             )
         if isinstance(value, str) and "\x00" in value:
             problems.append(f"role `{role_name}`: environment variable {name}={value!r} holds a NUL byte")
+        elif isinstance(value, str) and _surrogate(value):
+            problems.append(
+                f"role `{role_name}`: environment variable {name}={value!r} holds a lone surrogate,"
+                " which is not valid UTF-8; pass text that encodes as UTF-8"
+            )
     return problems

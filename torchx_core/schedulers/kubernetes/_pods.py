@@ -8,7 +8,7 @@ validated against the Kubernetes OpenAPI schemas as they are.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,18 @@ def label_value(value: str) -> str:
 def owner_patch(owner: str) -> dict[str, Any]:
     """The merge patch that records ``owner`` on a job object (:data:`OWNER_ANNOTATION`)."""
     return {"metadata": {"annotations": {OWNER_ANNOTATION: owner}}}
+
+
+def by_creation(app_ids: Sequence[str], get: Callable[[str], dict[str, Any] | None]) -> list[str]:
+    """``app_ids`` oldest first by their object's ``creationTimestamp`` (``get`` reads the
+    object; one second resolution, ties in id order; objects that are gone sort last)."""
+
+    def key(app_id: str) -> tuple[int, str, str]:
+        obj = get(app_id)
+        created = str(((obj or {}).get("metadata") or {}).get("creationTimestamp") or "")
+        return (0 if created else 1, created, app_id)
+
+    return sorted(app_ids, key=key)
 
 
 def owner_of(obj: Mapping[str, Any]) -> str | None:

@@ -10,7 +10,7 @@ cluster can fit it (``priority``, requeuing options) and then creates the items.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,6 +326,10 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
                 MCAD_GROUP, MCAD_VERSION, namespace, MCAD_PLURAL, name, pods.owner_patch(owner)
             )
         return True
+
+    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+        """Oldest AppWrapper first (``creationTimestamp``, ties in id order)."""
+        return pods.by_creation(app_ids, self._get)
 
     def get_owner(self, app_id: str) -> str | None:
         """The ``torchx.pytorch.org/owner`` annotation of the AppWrapper (None if unset)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -621,6 +621,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 group, version, namespace, plural, name, pods.owner_patch(owner)
             )
         return True
+
+    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+        """Oldest job object first (``creationTimestamp``, ties in id order)."""
+        return pods.by_creation(app_ids, lambda a: (self._get(a) or (None, None))[1])
 
     def get_owner(self, app_id: str) -> str | None:
         """The ``torchx.pytorch.org/owner`` annotation of the job object (None if unset)."""

@@ -7,6 +7,10 @@ dies half way leaves a hidden directory that garbage collection removes once its
 never an app that ``status`` and ``list`` cannot see. On any error (full disk, read-only or
 unwritable root, a name too long) the partial directory is removed and a typed error names the
 root, the cause and, for a full disk, the free space.
+
+Everything created here is private to the user (directories 0700, files 0600; a umask can only
+narrow that), under the root and under a ``log_dir`` alike: an app directory holds the role
+environments and the replicas' output.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from torchx_core.schedulers.local._supervisor import (
     RESERVE_FILE,
     STATUS_FILE,
     TORCHX_LAYOUT,
+    new_instance,
     pending_status,
     write_json_atomic,
 )
@@ -92,28 +97,31 @@ def create_app_dir(
 ) -> int:
     """Builds ``app_dir`` (plus the root's ``link`` to it); returns the app's locked lock fd.
 
+    Sets ``plan["instance"]`` (kept in the marker and given to every replica) before writing it.
+
     The lock is taken first (before the marker and the status file exist), so whoever sees
     the status also sees a live supervisor (the caller hands the descriptor to it). Raises ``OSError`` after removing
     whatever it created.
     """
     parent = os.path.dirname(app_dir)
-    os.makedirs(parent, exist_ok=True)
+    os.makedirs(parent, 0o700, exist_ok=True)
     if os.path.lexists(app_dir) or (link and os.path.lexists(link)):
         raise SchedulerError(
             f"app directory {app_dir} already exists; app ids are random, so this dry run was"
             " probably submitted twice. Build a new dry run (or call submit) instead."
         )
     tmp = os.path.join(parent, CREATING + app_id)
-    os.mkdir(tmp)
+    os.mkdir(tmp, 0o700)  # private whatever the umask or log_dir (see the module docstring)
     lock_fd = -1
     placed = False
     try:
         # locked before the marker: garbage collection removes a `.new-*` directory only when
         # it holds the marker and its lock is free (its creator is gone)
-        lock_fd = os.open(os.path.join(tmp, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lock_fd = os.open(os.path.join(tmp, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        with open(os.path.join(tmp, MARKER_FILE), "w") as f:
-            f.write(app_id)
+        # the instance binds the marker (and the replicas) to this very directory: see new_instance
+        plan["instance"] = new_instance(tmp)
+        _write_new(os.path.join(tmp, MARKER_FILE), f"{app_id}\n{plan['instance']}\n".encode())
         _make_role_dirs(tmp, plan)
         for src, dst in staged.items():
             os.rename(src, os.path.join(tmp, os.path.relpath(dst, app_dir)))
@@ -140,14 +148,22 @@ def _make_role_dirs(app_dir: str, plan: dict[str, Any]) -> None:
     nested = plan.get("layout") == TORCHX_LAYOUT
     for r in plan["roles"]:
         role_dir = os.path.join(app_dir, r["name"])
-        os.mkdir(role_dir)
+        os.mkdir(role_dir, 0o700)
         if nested:  # TorchX's layout: the reply file goes to <role>/<k>/error.json
             for k in range(r["num_replicas"]):
-                os.mkdir(os.path.join(role_dir, str(k)))
+                os.mkdir(os.path.join(role_dir, str(k)), 0o700)
+
+
+def _write_new(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _reserve(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             os.posix_fallocate(fd, 0, RESERVE_BYTES)

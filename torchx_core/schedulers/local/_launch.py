@@ -12,8 +12,12 @@ launcher):
 * ``fork``: double fork + ``setsid`` of the launcher itself – about a millisecond. Only safe when
   the launcher has a single thread (a forked child of a multithreaded process may inherit locks
   held by threads that do not exist in it), so it is used only then;
-* ``spawn``: ``posix_spawn`` of a fresh ``python -S`` running the supervisor module by path
+* ``spawn``: ``posix_spawn`` of a fresh ``python -S -E`` running the supervisor module by path
   (stdlib only), which forks once more.
+
+The replicas inherit the launcher's environment through the supervisor's own environment (the
+forked launcher's, or the one the fresh interpreter is spawned with), never through a file: the
+plan on disk holds none of it.
 
 Either way the launcher's direct child exits at once; it is reaped without blocking, on later
 calls (or by the host's own SIGCHLD handling).
@@ -94,7 +98,7 @@ def _spawn_supervisor(app_dir: str, lock_fd: int) -> int:
     return os.posix_spawn(
         python,
         argv,
-        {"PATH": os.environ.get("PATH", os.defpath)},
+        os.environ,  # what the replicas inherit, in memory (``-E``: not read by the interpreter)
         file_actions=[(os.POSIX_SPAWN_DUP2, lock_fd, target)],
         setsid=True,
     )

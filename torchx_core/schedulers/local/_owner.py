@@ -18,8 +18,11 @@ def write_owner(app_dir: str, owner: str) -> bool:
         return False
     path = os.path.join(app_dir, OWNER_FILE)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(owner)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, owner.encode())
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
     return True
 

@@ -4,7 +4,8 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
 
     <root>/<app_id>/.torchx-app      written first: the app id (GC removes only what holds it)
                     app.json         the AppDef as submitted (``AppDef.to_dict``)
-                    plan.json        what the supervisor runs (argv, env, cwd per replica)
+                    plan.json        what the supervisor runs (argv, role env, cwd per replica;
+                                     nothing of the launcher's environment)
                     status.json      written atomically by the supervisor
                     supervisor.lock  flock()ed by the launcher before the status exists, then
                                      held by the supervisor (inherited) for its whole life
@@ -13,12 +14,14 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
                     <role>/<k>.stdout.log, <k>.stderr.log, <k>.combined.log, <k>.error.json
     <root>/.gc                       mtime = last garbage collection
     <root>/.staging/                 workspaces copied before their app directory exists
+    <root>/.names/                   name locks of ``AppLifecycle.attach`` (empty files)
     <root>/.new-<app_id>/            an app directory being created (renamed into place whole)
 
 With the ``log_dir`` run option the app directory is ``<log_dir>/<session>/<app_id>`` with
 TorchX's log layout (``<role>/<k>/stdout.log``, ``stderr.log``, ``combined.log``,
 ``error.json``, and a ``SUCCESS`` file once the logs are complete), and ``<root>/<app_id>`` is a
-symlink to it, so every process still finds the app by its id alone.
+symlink to it, so every process still finds the app by its id alone. App directories are 0700
+and their files 0600, whatever the umask.
 
 Garbage collection removes only what it can prove the scheduler created: app directories that
 hold the marker naming them, and the symlinks of ``log_dir`` apps whose target holds it (the
@@ -32,6 +35,7 @@ an app is a blocking shared ``flock``: no polling.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -47,6 +51,7 @@ from torchx_core.schedulers.local._supervisor import (
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
+    instance_is_here,
     kill_app_processes,
     write_json_atomic,
 )
@@ -94,6 +99,8 @@ def ensure_root(root: str) -> str:
             f"local scheduler root {root} belongs to uid {st.st_uid}, not to you"
             f" (uid {os.getuid()}); set {ROOT_ENV} to a directory of your own"
         )
+    if st.st_mode & 0o077:  # made by an older version, or by hand: the apps' state is private
+        os.chmod(root, 0o700)
     return root
 
 
@@ -185,21 +192,87 @@ def _block_on_lock(app_dir: str) -> None:
         os.close(fd)
 
 
+def read_marker(app_dir: str) -> tuple[str, str | None] | None:
+    """``(app_id, instance)`` from the marker in ``app_dir`` (instance None: an app made before
+    instances existed); None without a marker."""
+    try:
+        with open(os.path.join(app_dir, MARKER_FILE), "rb") as f:
+            lines = f.read(512).decode("utf-8", "replace").split("\n")
+    except OSError:
+        return None
+    instance = lines[1].strip() if len(lines) > 1 else ""
+    return lines[0].strip(), instance or None
+
+
+NAMES = ".names"  # one lock file per app name being attached (AppLifecycle.attach)
+
+
+@contextlib.contextmanager
+def name_lock(root: str, name: str) -> Iterator[bool]:
+    """Holds an exclusive ``flock`` on ``<root>/.names/<digest of name>`` (yields True).
+
+    Taken by ``AppLifecycle.attach`` around its look-up by name and its submit, so two attempts
+    of one identity (a retried task racing its predecessor) never both submit: the second one
+    waits, then finds the first one's app. The lock goes with its holder (even on SIGKILL); the
+    files are empty and garbage-collected after the ttl.
+    """
+    import hashlib
+
+    names = os.path.join(root, NAMES)
+    os.makedirs(names, 0o700, exist_ok=True)
+    path = os.path.join(names, hashlib.sha256(name.encode()).hexdigest()[:32])
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.utime(fd)  # last use, for the garbage collection
+        yield True
+    finally:
+        os.close(fd)
+
+
 def is_owned(app_dir: str, app_id: str) -> bool:
     """Whether ``app_dir`` is an app directory this scheduler created for ``app_id``.
 
     It holds the marker written first at creation, naming the app. For a ``log_dir`` app,
     ``app_dir`` is our symlink and the marker is read in its target.
     """
-    try:
-        with open(os.path.join(app_dir, MARKER_FILE), "rb") as f:
-            return f.read(512).strip() == app_id.encode()
-    except OSError:
+    marker = read_marker(app_dir)
+    return marker is not None and marker[0] == app_id
+
+
+#: an app directory that is a copy (of another root, a restored backup): its processes, if any,
+#: belong to the original and are never touched from here
+COPY = "copy"
+
+
+def sweep_target(app_dir: str, app_id: str) -> tuple[str, str | None] | str:
+    """What a sweep of the app in ``app_dir`` may kill: ``(app_id, instance)``, or ``COPY``.
+
+    ``COPY`` when the marker's instance was made for another directory (this one is a copy)
+    or the marker names another app; instance None for an app made before instances existed.
+    """
+    marker = read_marker(app_dir)
+    if marker is None:
+        return (app_id, None)  # an app made before markers existed: its status file only
+    if marker[0] != app_id:
+        return COPY
+    if marker[1] is not None and not instance_is_here(marker[1], app_dir):
+        return COPY
+    return (app_id, marker[1])
+
+
+def kill_leftovers(app_dir: str, app_id: str) -> bool:
+    """Kills the processes of the app in ``app_dir`` (see :func:`sweep_target`); False if the
+    directory is a copy (nothing killed)."""
+    target = sweep_target(app_dir, app_id)
+    if target == COPY:
         return False
+    kill_app_processes(*target)
+    return True
 
 
 def read_status(
-    app_dir: str, app_id: str | None = None, dead: list[str] | None = None
+    app_dir: str, app_id: str | None = None, dead: list[tuple[str, str | None]] | None = None
 ) -> dict[str, Any] | None:
     """The app's status, corrected (and its leftovers killed) when its supervisor died.
 
@@ -208,22 +281,42 @@ def read_status(
 
     A supervisor that died before writing a final state (SIGKILL, OOM killer) is noticed by
     the first reader (its lock is free): the app is recorded as FAILED and every process of it
-    (by its ``TORCHX_APP_ID``) is killed. A reader of many apps passes ``dead``: the ids of
-    such apps are appended to it instead, and the reader kills their processes together
-    (``kill_apps_processes``, one scan of ``/proc``) before it answers.
+    (by its ``TORCHX_APP_ID`` and ``TORCHX_APP_INSTANCE``) is killed. A reader of many apps
+    passes ``dead``: the ``(app_id, instance)`` of such apps are appended to it instead, and the
+    reader kills their processes together (``kill_apps_processes``, one scan of ``/proc``)
+    before it answers. A directory that is a copy of an app (another root, a restored backup)
+    is reported as such and kills nothing: its processes are the original's.
     """
     app_id = app_id or os.path.basename(app_dir)
     status = _load_status(app_dir, app_id)
     if status is None or status["state"] in TERMINAL:
         return status
     if supervisor_alive(app_dir):
-        return status
+        return _unless_stopped(status)
     # the supervisor may have written its final status and exited since our first read
     status = _load_status(app_dir, app_id)
     if status is None or status["state"] in TERMINAL:
         return status
+    recorded = final_from_lock(app_dir)
+    if recorded is not None:
+        recorded["msg"] = (recorded.get("msg") or recorded["state"].lower()) + (
+            f" (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {app_dir})")
+        return recorded
     status["state"] = "FAILED"
-    if status.get("sup_pid"):
+    target = sweep_target(app_dir, app_id)
+    if target == COPY:
+        status["msg"] = (
+            f"{app_dir} is a copy of an app directory made elsewhere (another root, a restored"
+            " backup); it has no supervisor here, and the original's processes are left alone"
+        )
+    elif not os.access(app_dir, os.W_OK):
+        status["state"] = "UNKNOWN"
+        status["msg"] = (
+            f"the app's outcome is unknown: its supervisor (pid {status.get('sup_pid')}) ended"
+            f" without recording it, and {app_dir} is not writable (read-only filesystem or"
+            " permissions); its replicas' logs may tell"
+        )
+    elif status.get("sup_pid"):
         status["msg"] = (
             f"the local supervisor (pid {status['sup_pid']}) died before the app finished;"
             f" see {os.path.join(app_dir, 'supervisor.log')}"
@@ -237,14 +330,56 @@ def read_status(
     for role in status["roles"]:
         role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
         role["pids"] = [0] * len(role["states"])
-    if dead is None:
-        kill_app_processes(app_id)
+    if target == COPY:
+        pass
+    elif dead is None:
+        kill_app_processes(*target)
     else:
-        dead.append(app_id)
+        dead.append(target)
     try:
         write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
     except OSError:
         pass
+    return status
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` in ``/proc`` (``R``, ``S``, ``T``, ``Z``...), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, a debugger): it cannot make progress."""
+    return process_state(pid) in ("T", "t")
+
+
+def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` as written by a live supervisor, or, if that supervisor is stopped, marked
+    stale: replicas it shows running whose process has exited are UNKNOWN (and the app too
+    once none runs), and the message says why. Nothing is written."""
+    sup_pid = status.get("sup_pid") or 0
+    if not sup_pid or not is_stopped(sup_pid):
+        return status
+    exited = 0
+    for role in status["roles"]:
+        states = list(role["states"])
+        pids = role.get("pids") or [0] * len(states)
+        for k, c in enumerate(states):
+            if c == "R" and process_state(pids[k]) in (None, "Z", "X"):
+                states[k] = "U"
+                exited += 1
+        role["states"] = "".join(states)
+    if not any(c in "PR" for role in status["roles"] for c in role["states"]):
+        status["state"] = "UNKNOWN"
+    status["msg"] = (
+        f"the local supervisor (pid {sup_pid}) is stopped (SIGSTOP or a debugger), so this status is"
+        f" stale{f': {exited} replica(s) it shows running have exited' if exited else ''};"
+        f" `kill -CONT {sup_pid}` resumes it, `torchx cancel` stops the app"
+    )
     return status
 
 
@@ -391,9 +526,28 @@ def supervisor_pid(app_dir: str) -> int:
     """The pid the supervisor wrote into its lock file (0 if none); trust it only while alive."""
     try:
         with open(os.path.join(app_dir, LOCK_FILE), "rb") as f:
-            return int(f.read(32).strip() or 0)
+            return int(f.read(32).split(b"\n", 1)[0].strip() or 0)
     except (OSError, ValueError):
         return 0
+
+
+def final_from_lock(app_dir: str) -> dict[str, Any] | None:
+    """The final status a supervisor recorded in its lock file when the status file could not
+    be written (a root made read-only under the app), or None."""
+    try:
+        with open(os.path.join(app_dir, LOCK_FILE), "rb") as f:
+            data = f.read(MAX_STATUS_BYTES + 64)
+    except OSError:
+        return None
+    _, _, rest = data.partition(b"\n")
+    if not rest.strip():
+        return None
+    try:
+        status = json.loads(rest)
+        check_status(status)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return status if status["state"] in TERMINAL else None
 
 
 def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
@@ -465,8 +619,7 @@ def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | 
             return []
     except FileNotFoundError:
         pass
-    with open(stamp, "a"):
-        pass
+    os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
     os.utime(stamp, (now, now))
     return collect_garbage(root, ttl, now)
 
@@ -480,7 +633,8 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
       it is the user's);
     * app directories whose creation or removal was interrupted (``.new-*``, ``.del-*``,
       creator gone), at once;
-    * workspace copies of dry runs never submitted, older than ``ttl``.
+    * workspace copies of dry runs never submitted, older than ``ttl`` (only in a real
+      ``.staging`` directory: a symlinked one is not followed).
 
     Anything without the scheduler's marker is left alone, and no symlink is followed.
     """
@@ -502,7 +656,15 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
             continue
         if owned and not supervisor_alive(path):
             shutil.rmtree(path, ignore_errors=True)
-    for name, path in _entries(os.path.join(root, STAGING), hidden=False):
+    names = os.path.join(root, NAMES)
+    for name, path in [] if os.path.islink(names) else _entries(names, hidden=False):
+        try:
+            if now - os.lstat(path).st_mtime > ttl and not os.path.islink(path):
+                os.unlink(path)
+        except OSError:
+            pass
+    staging = os.path.join(root, STAGING)
+    for name, path in [] if os.path.islink(staging) else _entries(staging, hidden=False):
         try:
             st = os.lstat(path)
         except OSError:

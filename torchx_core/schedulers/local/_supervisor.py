@@ -40,6 +40,9 @@ from typing import Any
 
 #: set in every replica's environment to its app id: how the processes of an app are found
 _APP_ID_ENV = "TORCHX_APP_ID"
+#: set in every replica's environment to the app's instance (see :func:`new_instance`): a sweep
+#: kills only the processes that carry both the app id and the instance of the app directory
+_INSTANCE_ENV = "TORCHX_APP_INSTANCE"
 
 # -- on-disk layout (shared with _state) -----------------------------------------------------
 
@@ -48,7 +51,7 @@ APP_FILE = "app.json"
 PLAN_FILE = "plan.json"
 LOCK_FILE = "supervisor.lock"
 SUPERVISOR_LOG = "supervisor.log"
-MARKER_FILE = ".torchx-app"  # written first at creation; holds the app id (proof of ownership)
+MARKER_FILE = ".torchx-app"  # written first at creation: app id, instance (proof of ownership)
 RESERVE_FILE = "status.reserve"  # space set aside so the final status fits on a full disk
 RESERVE_BYTES = 64 << 10
 SUCCESS_FILE = "SUCCESS"  # TorchX's "logs are complete" file (``log_dir`` layout)
@@ -69,6 +72,7 @@ _READ_SIZE = 1 << 16
 _DRAIN_SECONDS = 2.0
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 _FINAL_WRITE_SECONDS = 30.0  # how long the final status write is retried on a full disk
+_OTHER_ERROR_SECONDS = 2.0  # ... and on another error (a root made read-only or unwritable)
 _ERROR_FILE_MAX = 16 << 10  # bytes of a reply file kept in the structured error (fits the reserve)
 TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # how long to wait for log pipes after the last replica exited
 
@@ -98,7 +102,7 @@ def write_json_atomic(path: str, obj: Any) -> None:
     """
     data = json.dumps(obj, separators=(",", ":")).encode()
     tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         try:
             _write_all(fd, data)
@@ -117,6 +121,40 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def dir_identity(path: str) -> str:
+    """``<st_dev>-<st_ino>`` of the directory ``path`` (symlinks followed): a copy differs."""
+    st = os.stat(path)
+    return f"{st.st_dev:x}-{st.st_ino:x}"
+
+
+def new_instance(app_dir: str) -> str:
+    """The instance of a new app directory: its identity plus a random nonce.
+
+    Kept in the marker and in every replica's environment. A copy of the directory (``cp -a``,
+    a restored backup, an rsync of the root) carries the same marker but has another identity,
+    so a sweep started from the copy knows that the processes are not its own.
+    """
+    return f"{dir_identity(app_dir)}-{os.urandom(6).hex()}"
+
+
+def instance_is_here(instance: str, app_dir: str) -> bool:
+    """Whether ``instance`` (read from the marker in ``app_dir``) was made for ``app_dir``."""
+    try:
+        return instance.rsplit("-", 1)[0] == dir_identity(app_dir)
+    except OSError:
+        return False
+
+
+def inherited_env(environ: Any, drop: Iterable[str]) -> dict[str, str]:
+    """What replicas inherit: ``environ`` (the supervisor's own, i.e. the launcher's) less
+    ``drop``, names or prefixes ending in ``*``."""
+    names = {d for d in drop if not d.endswith("*")}
+    prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
+    if not names and not prefixes:
+        return dict(environ)
+    return {k: v for k, v in environ.items() if k not in names and not k.startswith(prefixes)}
 
 
 def signal_name(signum: int) -> str:
@@ -147,7 +185,7 @@ class _Role:
         "slots",
     )  # fmt: skip
 
-    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str]) -> None:
+    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str], instance: str = "") -> None:
         self.idx = idx
         self.name: str = spec["name"]
         self.cwd: str = spec["cwd"]
@@ -156,6 +194,12 @@ class _Role:
         self.replica_argv: dict[str, list[str]] = spec.get("replica_argv") or {}
         env = dict(base_env)
         env.update(spec["env"])
+        before, after = spec.get("path") or ("", "")
+        path = os.pathsep.join(p for p in (before, base_env.get("PATH"), after) if p)
+        if path or "PATH" in base_env:
+            env["PATH"] = path
+        if instance:
+            env[_INSTANCE_ENV] = instance
         self.env = env
         self.replica_env: list[dict[str, str]] = spec["replica_env"]
         self.max_retries: int = spec["max_retries"]
@@ -215,8 +259,9 @@ class Supervisor:
         self.app_dir = app_dir
         self.grace: float = float(plan.get("grace", 5.0))
         self.layout: str | None = plan.get("layout")
-        base_env = plan["base_env"]
-        self.roles = [_Role(i, r, base_env) for i, r in enumerate(plan["roles"])]
+        base_env = inherited_env(os.environ, plan.get("env_drop") or ())
+        instance = plan.get("instance") or ""
+        self.roles = [_Role(i, r, base_env, instance) for i, r in enumerate(plan["roles"])]
         self.procs: dict[int, _Slot] = {}
         self.pipes: dict[int, tuple[_Slot, int]] = {}
         self.ep = select.epoll()
@@ -238,7 +283,8 @@ class Supervisor:
     # -- status file -------------------------------------------------------------------------
 
     def write_status(self, ended: float | None = None) -> bool:
-        """Writes the status file; False if the disk is full (retried later, see below).
+        """Writes the status file; False if it cannot (full disk, read-only or unwritable
+        directory: retried later, see below).
 
         A write that hits a full disk is retried: the next ones on the next loop turn (at most
         every second); the final one (``ended``) first frees the space the launcher reserved for
@@ -255,8 +301,8 @@ class Supervisor:
                 self.retry_at = None
                 return True
             except OSError as e:
-                if e.errno not in _FULL_DISK:
-                    raise
+                if e.errno not in _FULL_DISK:  # read-only or unwritable: retrying helps little
+                    deadline = min(deadline, time.monotonic() + _OTHER_ERROR_SECONDS) if ended else deadline
                 err = e
             if ended and release_reserve(self.app_dir):
                 continue
@@ -566,12 +612,12 @@ class Supervisor:
 
     def _open_logs(self, slot: _Slot) -> None:
         role = slot.role.name
-        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), exist_ok=True)
+        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), 0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         for i, stream in enumerate(STREAMS):
             if slot.files[i] < 0:
                 path = log_path(self.app_dir, role, slot.k, stream, self.layout)
-                slot.files[i] = os.open(path, flags, 0o644)
+                slot.files[i] = os.open(path, flags, 0o600)
 
     def close_pipe(self, fd: int) -> None:
         slot, stream = self.pipes.pop(fd)
@@ -637,7 +683,7 @@ class Supervisor:
             self.pump(timeout)
         t2 = time.perf_counter()
         # processes that left their replica's group (setsid, daemons) end with the app too
-        kill_app_processes(self.plan["app_id"])
+        kill_app_processes(self.plan["app_id"], self.plan.get("instance"))
         self.close_files()
         if TRACE:
             import resource
@@ -659,7 +705,10 @@ class Supervisor:
             self.state = "SUCCEEDED"
             self.msg = ""
         ended = time.time()
-        self.write_status(ended=ended)
+        if not self.write_status(ended=ended):
+            # the app directory cannot take a new file (made read-only or unwritable under the
+            # app): the outcome goes into the lock file, open since the start, for the readers
+            _record_final(self.lock_fd, self._status(ended))
         if self.layout == TORCHX_LAYOUT:
             self.write_success_file(ended)
         release_reserve(self.app_dir)
@@ -746,24 +795,28 @@ def _read_proc_file(path: str) -> bytes | None:
     return b"".join(chunks)
 
 
-def kill_app_processes(app_id: str) -> int:
-    """SIGKILLs every other process whose environment carries ``TORCHX_APP_ID=<app_id>``.
+def kill_app_processes(app_id: str, instance: str | None) -> int:
+    """SIGKILLs every other process whose environment carries the app's id and instance.
 
-    Every replica gets that variable and leads its own process group, so this finds the
-    replicas of an app whatever its supervisor managed to record (it may have died while
-    spawning them), their children, and descendants that left the group (``setsid``, daemons).
-    A process found that leads its group has its whole group killed. Returns how many
-    processes were found.
+    Every replica gets ``TORCHX_APP_ID=<app_id>`` and ``TORCHX_APP_INSTANCE=<instance>`` and
+    leads its own process group, so this finds the replicas of an app whatever its supervisor
+    managed to record (it may have died while spawning them), their children, and descendants
+    that left the group (``setsid``, daemons). A process found that leads its group has its
+    whole group killed. ``instance`` None: an app made before instances existed, matched by id
+    alone. Returns how many processes were found.
     """
-    return kill_apps_processes([app_id])
+    return kill_apps_processes([(app_id, instance)])
 
 
-def kill_apps_processes(app_ids: Iterable[str]) -> int:
-    """:func:`kill_app_processes` for several apps in one scan of ``/proc``."""
-    markers = [f"{_APP_ID_ENV}={a}".encode() for a in dict.fromkeys(app_ids)]
-    if not markers:
+def kill_apps_processes(apps: Iterable[tuple[str, str | None]]) -> int:
+    """:func:`kill_app_processes` for several ``(app_id, instance)`` in one scan of ``/proc``."""
+    wanted: dict[bytes, bytes | None] = {
+        f"{_APP_ID_ENV}={a}".encode(): None if i is None else f"{_INSTANCE_ENV}={i}".encode()
+        for a, i in apps
+    }
+    if not wanted:
         return 0
-    prefix = markers[0] if len(markers) == 1 else f"{_APP_ID_ENV}=".encode()
+    prefix = next(iter(wanted)) if len(wanted) == 1 else f"{_APP_ID_ENV}=".encode()
     me = os.getpid()
     found = 0
     for name in os.listdir("/proc"):
@@ -775,7 +828,7 @@ def kill_apps_processes(app_ids: Iterable[str]) -> int:
         if env is None or prefix not in env:
             continue
         items = set(env.split(b"\0"))
-        if any(marker in items for marker in markers):
+        if any(m in items and (i is None or i in items) for m, i in wanted.items()):
             pid = int(name)
             found += 1
             try:
@@ -872,7 +925,7 @@ def _redirect_stdio(app_dir: str) -> None:
     os.dup2(null, 0)
     os.close(null)
     out = os.open(
-        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
     )
     os.dup2(out, 1)
     os.dup2(out, 2)
@@ -923,6 +976,17 @@ def _record_pid(lock_fd: int) -> None:
             os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
         pass
+
+
+def _record_final(lock_fd: int, status: dict[str, Any]) -> None:
+    """Writes the final ``status`` after the pid line of the lock file (see :func:`_record_pid`)."""
+    try:
+        if lock_fd >= 0:
+            data = f"{os.getpid()}\n{json.dumps(status, separators=(',', ':'))}\n".encode()
+            os.pwrite(lock_fd, data, 0)
+            _note("the status file could not be written: the final status is in the lock file")
+    except OSError as e:
+        _note(f"could not record the final status anywhere: {e}")
 
 
 def pending_status(plan: dict[str, Any]) -> dict[str, Any]:

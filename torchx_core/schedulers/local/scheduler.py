@@ -12,7 +12,8 @@ or ``delete`` the app; ``describe`` reads one small file.
   TorchX), or in a copy of the role's workspace when it has one (``--workspace``);
 * ``local`` runs each role in the directory named by its ``image`` (which must exist).
 
-Replicas inherit the launcher's environment plus the role's ``env`` and get
+Replicas inherit the launcher's environment (less the ``env_drop`` run option's names and
+prefixes; handed to the supervisor in memory, never written to disk) plus the role's ``env`` and get
 ``TORCHX_RANK0_HOST=localhost`` (the ``macros.rank0_env`` variable), ``MASTER_ADDR=localhost``,
 ``MASTER_PORT`` (a free port chosen per app), ``TORCHX_APP_ID``, ``TORCHX_JOB_ID`` (the app
 handle), ``TORCHX_ROLE_NAME``, ``TORCHX_ROLE_IDX``, ``TORCHX_REPLICA_IDX``,
@@ -22,6 +23,7 @@ world sizes are left to the launcher inside the replica (``torchrun``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -55,7 +57,6 @@ from torchx_core.schedulers.local._supervisor import (
     TERMINAL,
     TORCHX_LAYOUT,
     error_file_path,
-    kill_app_processes,
     kill_apps_processes,
     log_path,
     write_json_atomic,
@@ -147,6 +148,14 @@ class LocalOpts(StructuredOpts):
         default=5.0,
         metadata={"help": "seconds between SIGTERM and SIGKILL when cancelling or restarting"},
     )
+    env_drop: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "variables of the launcher's environment that replicas do not inherit: names"
+            " (`AWS_SECRET_ACCESS_KEY`) or prefixes ending in `*` (`AIRFLOW_CONN_*`); a role's"
+            " own `env` is always set"
+        },
+    )
 
 
 _OPT_TYPES: Mapping[str, type] = {
@@ -154,6 +163,7 @@ _OPT_TYPES: Mapping[str, type] = {
     "prepend_cwd": bool,
     "auto_set_cuda_visible_devices": bool,
     "grace_period": float,
+    "env_drop": list[str],
 }
 
 
@@ -189,6 +199,7 @@ class LocalRole:
     replicas: list[LocalReplica]
     max_retries: int
     retry_policy: str
+    path: tuple[str, str] = ("", "")
 
 
 @dataclass
@@ -203,6 +214,7 @@ class LocalRequest:
         grace_period: seconds between SIGTERM and SIGKILL
         staged: workspace copies to move into the app directory on submit (``src -> dst``)
         layout: ``"torchx"`` for TorchX's log layout (apps run with ``log_dir``), else ``None``
+        env_drop: names (or ``PREFIX*``) of launcher variables the replicas do not inherit
     """
 
     app_id: str
@@ -212,21 +224,29 @@ class LocalRequest:
     grace_period: float = 5.0
     staged: dict[str, str] = field(default_factory=dict)
     layout: str | None = None
+    env_drop: list[str] = field(default_factory=list)
 
     def materialize(self) -> dict[str, Any]:
-        """The JSON plan the supervisor runs (``plan.json``), without the inherited environment."""
+        """The JSON plan the supervisor runs (``plan.json``).
+
+        Nothing of the launcher's environment is in it: the supervisor passes its own
+        environment on (minus ``env_drop``), and a role's ``PATH`` is kept as what goes before
+        and after the inherited one (``"path"``).
+        """
         return {
             "app_id": self.app_id,
             "name": self.app_id.rsplit("-", 1)[0],
             "grace": self.grace_period,
             "layout": self.layout,
+            "env_drop": self.env_drop,
             "roles": [
                 {
                     "name": r.name,
                     "cwd": r.cwd,
                     "entrypoint": r.entrypoint,
                     "argv": r.argv,
-                    "env": r.env,
+                    "env": {k: v for k, v in r.env.items() if k != "PATH"},
+                    "path": list(r.path),
                     "num_replicas": len(r.replicas),
                     "replica_env": [rep.env for rep in r.replicas],
                     "replica_argv": {
@@ -261,6 +281,19 @@ def _format_request(req: LocalRequest) -> str:
         if len(r.replicas) > 4:
             lines.append(f"    ... {len(r.replicas) - 4} more replica(s)")
     return "\n".join(lines)
+
+
+def _env_drop_problems(patterns: Any) -> list[str]:
+    """What is wrong with the ``env_drop`` run option (names, or prefixes ending in ``*``)."""
+    problems = []
+    for p in patterns or []:
+        name = p[:-1] if isinstance(p, str) and p.endswith("*") else p
+        if not isinstance(name, str) or "*" in name or "=" in name or "\0" in name or not (name or p == "*"):
+            problems.append(
+                f"env_drop entry {p!r} is not a variable name or a prefix ending in `*`"
+                " (e.g. `AWS_SECRET_ACCESS_KEY` or `AIRFLOW_CONN_*`)"
+            )
+    return problems
 
 
 def _join_path(*paths: str | None) -> str:
@@ -336,6 +369,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         """The state root this scheduler reads and writes."""
         return self._root or _state.default_root()
 
+    def lookup_scope(self) -> str:
+        return (
+            f"the local root {self.root} (an app submitted under another root is not seen: set"
+            f" ${_state.ROOT_ENV} to that root)"
+        )
+
     def _app_dir(self, app_id: str) -> str | None:
         if len(app_id) > 255 or not _SAFE_NAME.match(app_id):
             return None
@@ -375,6 +414,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     " directory; the `local` scheduler runs each role in the directory named by"
                     " its image (use `local_cwd` to run in the current directory)"
                 )
+        problems.extend(_env_drop_problems(cfg.get("env_drop")))
         if problems:
             raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
 
@@ -389,7 +429,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         runs there; copies of dry runs that are never submitted are garbage-collected.
         """
         staging = os.path.join(_ensure_root(self.root), _state.STAGING)
-        os.makedirs(staging, exist_ok=True)
+        os.makedirs(staging, 0o700, exist_ok=True)
         out = os.path.join(staging, make_unique("ws"))
         copy_workspace(workspace, out)
         role.image = out
@@ -411,7 +451,13 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             layout = TORCHX_LAYOUT
             app_dir = os.path.join(os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id)
         req = LocalRequest(
-            app_id=app_id, app_dir=app_dir, root=root, roles=[], grace_period=opts.grace_period, layout=layout
+            app_id=app_id,
+            app_dir=app_dir,
+            root=root,
+            roles=[],
+            grace_period=opts.grace_period,
+            layout=layout,
+            env_drop=list(opts.env_drop or []),
         )
         handle = f"{self.backend}://{self.session_name}/{app_id}"
         gpu_next = 0
@@ -454,8 +500,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             return _substitute(text, per_replica)
 
         # the working directory goes first with prepend_cwd, else after everything (TorchX)
-        path = _join_path(*self._extra_paths, role.env.get("PATH"), os.environ.get("PATH"))
-        path = _join_path(cwd, path) if opts.prepend_cwd else _join_path(path, cwd)
+        # kept as (before, after) the launcher's PATH: the plan on disk holds none of it
+        before = _join_path(*self._extra_paths, role.env.get("PATH"))
+        before, after = (_join_path(cwd, before), "") if opts.prepend_cwd else (before, cwd)
+        path = _join_path(before, os.environ.get("PATH"), after)
         env: dict[str, str] = {}
         varying_env: list[str] = []
         for name, value in role.env.items():
@@ -502,6 +550,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             replicas=replicas,
             max_retries=role.max_retries,
             retry_policy=getattr(role.retry_policy, "name", str(role.retry_policy)),
+            path=(before, after),
         )
 
     def _assign_gpus(self, role: LocalRole, per_replica: int, start: int) -> int:
@@ -560,7 +609,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
-        plan["base_env"] = dict(os.environ)
         port = _free_port()
         for r in plan["roles"]:
             r["env"].setdefault("MASTER_PORT", str(port))
@@ -603,7 +651,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         Raises:
             CorruptAppStateError: an app exists but its status file cannot be read.
         """
-        dead: list[str] = []
+        dead: list[tuple[str, str | None]] = []
         found: dict[str, tuple[str, dict[str, Any] | None]] = {}
         try:
             for app_id in dict.fromkeys(app_ids):
@@ -645,7 +693,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     def _roles(self, app_id: str, app_dir: str) -> list[Role]:
         roles = self._roles_cache.get(app_id)
         if roles is None:
-            data = _state.read_json(os.path.join(app_dir, APP_FILE))
+            path = os.path.join(app_dir, APP_FILE)
+            try:
+                data = _state.read_json(path)
+            except RecursionError:
+                raise CorruptAppStateError(
+                    f"app {app_id}: its AppDef file {path} is nested too deeply to read (not as"
+                    f" the scheduler wrote it); delete the app (`torchx delete`) or remove {path}"
+                ) from None
             if data is None:
                 return []
             try:
@@ -663,7 +718,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         that are not apps of this scheduler are skipped.
         """
         rows = []
-        dead: list[str] = []  # apps whose supervisor died: their leftovers are killed together
+        dead: list[tuple[str, str | None]] = []  # apps whose supervisor died: their leftovers are killed together
         try:
             for app_id, app_dir in _state.iter_app_dirs(self.root):
                 try:
@@ -686,15 +741,27 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return [app for _, _, app in rows]
 
     def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Blocks until the app is finished (no status polling: waits on the supervisor's lock).
+        """Blocks until the app is finished: on the supervisor's lock, and until its status is
+        terminal (read once a second, so a supervisor that is stopped or hung while its app was
+        cancelled does not block the wait).
 
         Returns the final description, or the current one if ``timeout`` seconds passed first.
         """
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        _state.wait_supervisor(app_dir, timeout)
-        return self.describe(app_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # mostly blocked on the lock; a status read per second catches a final status
+            # written while the supervisor still holds it (a cancel of a hung supervisor)
+            step = _WAIT_CHECK if deadline is None else min(_WAIT_CHECK, max(0.0, deadline - time.monotonic()))
+            if _state.wait_supervisor(app_dir, step):
+                return self.describe(app_id)
+            desc = self.describe(app_id)
+            if desc is None or desc.state in _TERMINAL_STATES:
+                return desc
+            if deadline is not None and time.monotonic() >= deadline:
+                return desc
 
     # -- logs ---------------------------------------------------------------------------------
 
@@ -773,7 +840,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             logger.warning("%s; stopping its processes anyway", e)
             status = None
         if status is not None and status["state"] in TERMINAL:
-            kill_app_processes(app_id)  # survivors of a supervisor that died (or was killed)
+            _state.kill_leftovers(app_dir, app_id)  # survivors of a supervisor that died (or was killed)
             return
         self._stop_supervisor(app_id, app_dir, status)
         try:
@@ -782,27 +849,40 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             status = None
         if status is None or status["state"] not in TERMINAL:
             self._record_cancelled(app_id, app_dir, status)
-            kill_app_processes(app_id)
+            _state.kill_leftovers(app_dir, app_id)
 
-    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
-        """SIGTERMs a live supervisor (which cancels its replicas) and waits for it to exit."""
+    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> bool:
+        """Stops a live supervisor; True if it had to be killed.
+
+        SIGTERM first: the supervisor cancels its replicas (SIGTERM, its grace period, SIGKILL)
+        and exits. One that is stopped (SIGSTOP), or still alive a few seconds after the grace
+        period (hung), is SIGKILLed with its process group, and the app's processes with it.
+        """
         pid = int((status or {}).get("sup_pid") or 0) or _state.supervisor_pid(app_dir)
         deadline = time.monotonic() + 10.0
         while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
             time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
             pid = _state.supervisor_pid(app_dir)
         if not pid or not _state.supervisor_alive(app_dir):
-            return
+            return False
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        # the supervisor escalates to SIGKILL after the grace period, then exits
         plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
         grace = plan.get("grace")
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
-        if not _state.wait_supervisor(app_dir, grace + 10.0):
-            logger.warning("supervisor of %s did not stop in time; killing its replicas", app_id)
+        if not _state.is_stopped(pid) and _state.wait_supervisor(app_dir, grace + _CANCEL_MARGIN):
+            return False
+        logger.warning("the supervisor (pid %d) of %s is stopped or hung; killing it and the app's processes", pid, app_id)
+        # recorded first: a reader that sees the lock go free must find CANCELLED, not "died"
+        raw = _state.read_json(os.path.join(app_dir, STATUS_FILE))
+        if raw is None or raw.get("state") not in TERMINAL:
+            self._record_cancelled(app_id, app_dir, _checked(raw))
+        _killpg_or_kill(pid)
+        _state.kill_leftovers(app_dir, app_id)
+        _state.wait_supervisor(app_dir, _CANCEL_MARGIN)
+        return True
 
     def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
         """Writes a CANCELLED status for an app stopped without its supervisor's help."""
@@ -836,6 +916,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     def close(self) -> None:
         """Nothing to release: apps keep running after the scheduler (and its process) is gone."""
 
+    # -- one app per name (``AppLifecycle.attach``) ---------------------------------------------
+
+    def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """An exclusive lock per app name in the root (see ``_state.name_lock``)."""
+        return _state.name_lock(_ensure_root(self.root), name)
+
     # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
 
     def set_owner(self, app_id: str, owner: str) -> bool:
@@ -852,6 +938,31 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+_WAIT_CHECK = 1.0  # seconds between two status reads of a blocking wait
+_TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
+_CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
+
+
+def _killpg_or_kill(pid: int) -> None:
+    """SIGKILLs ``pid`` and, if it leads one (a supervisor does), its process group."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``status`` if it is a well-formed status document, else None."""
+    try:
+        _state.check_status(status)
+    except ValueError:
+        return None
+    return status
 
 
 def _ensure_root(root: str) -> str:

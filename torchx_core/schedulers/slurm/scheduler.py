@@ -536,6 +536,10 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             return False
         return True
 
+    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+        """Job ids earliest first: slurmctld hands them out in submission order."""
+        return sorted(app_ids, key=lambda a: (0, int(a), "") if a.isdigit() else (1, 0, a))
+
     def get_owner(self, app_id: str) -> str | None:
         """The owner recorded by :meth:`set_owner`, while ``squeue`` still lists the job."""
         records = self._records([app_id]).get(app_id) if _valid_app_id(app_id) else None

@@ -1,0 +1,126 @@
+"""Fault injection, group "secrets": nothing of the launcher's environment reaches the disk.
+
+An Airflow or Prefect worker launches with its secrets in its environment (the Fernet key, the
+connections, an API key). The replicas inherit them, as in TorchX, but no file of the app holds
+them, and the app's folders and files are private to the user whatever the umask and the
+``log_dir``. The ``env_drop`` run option keeps chosen variables away from the replicas.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from torchx_core.schedulers.api import AppValidationError
+from torchx_core.schedulers.local.scheduler import LocalScheduler
+from torchx_core.specs import AppDef, AppState, Role
+
+pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(120)]
+
+SECRET = "fernet-7Hq2vZ9xK4mW1pR8sT3uY6"  # never written anywhere by the scheduler
+CONN = "postgres://user:pa55-Wq8rT2@db/airflow"
+
+
+@pytest.fixture
+def permissive_umask() -> Iterator[None]:
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _checker(expect_fernet: bool, expect_conn: bool) -> AppDef:
+    """An app whose replicas exit 0 iff they inherited (or not) the two secrets as expected."""
+    role = Role(
+        "check",
+        image="",
+        entrypoint="sh",
+        args=["-c", _compare_script(expect_fernet, expect_conn)],
+        num_replicas=2,
+    )
+    return AppDef("secrets", roles=[role])
+
+
+def _compare_script(expect_fernet: bool, expect_conn: bool) -> str:
+    # compares the inherited values against reversed copies so that the literal secrets are in
+    # no argument either (arguments are persisted, in app.json and plan.json, on purpose)
+    def check(var: str, value: str, present: bool) -> str:
+        rev = value[::-1]
+        got = f'"$(printf %s "${{{var}-}}" | rev)"'
+        return f'[ {got} {"=" if present else "!="} "{rev}" ]'
+
+    return (
+        f"{check('AIRFLOW__CORE__FERNET_KEY', SECRET, expect_fernet)} && "
+        f"{check('AIRFLOW_CONN_DB', CONN, expect_conn)} && echo inherited-as-expected"
+    )
+
+
+def _files(path: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
+        yield Path(dirpath)
+        for name in filenames:
+            yield Path(dirpath, name)
+
+
+def _assert_private_and_clean(where: Path) -> int:
+    seen = 0
+    for p in _files(where):
+        st = os.stat(p)
+        assert not st.st_mode & 0o077, f"{p} is mode {stat.filemode(st.st_mode)}: readable by others"
+        if p.is_file():
+            data = p.read_bytes()
+            for secret in (SECRET, CONN):
+                assert secret.encode() not in data, f"a launcher secret is written in {p}"
+            seen += 1
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("with_log_dir", [False, True])
+def test_launcher_secrets_reach_replicas_but_no_file_and_every_file_is_private(
+    sched: LocalScheduler,
+    local_root: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    permissive_umask: None,
+    mode: str,
+    with_log_dir: bool,
+) -> None:
+    monkeypatch.setenv("TORCHX_LOCAL_SUPERVISOR", mode)
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", SECRET)
+    monkeypatch.setenv("AIRFLOW_CONN_DB", CONN)
+    cfg = {"log_dir": str(tmp_path / "logs")} if with_log_dir else {}
+    app_id = sched.submit(_checker(True, True), cfg)
+    final = sched.wait(app_id, timeout=60)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    assert list(sched.log_iter(app_id, "check", 1)) == ["inherited-as-expected\n"]
+    sched.set_owner(app_id, "airflow:dag/task/run/-1#try=1")
+    seen = _assert_private_and_clean(Path(local_root))
+    if with_log_dir:
+        seen += _assert_private_and_clean(tmp_path / "logs" / "test")
+    assert seen >= 10  # status, plan, app, marker, lock, owner, logs... were all read
+
+
+def test_env_drop_keeps_names_and_prefixes_from_the_replicas(
+    sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", SECRET)
+    monkeypatch.setenv("AIRFLOW_CONN_DB", CONN)
+    cfg = {"env_drop": ["AIRFLOW__CORE__FERNET_KEY", "AIRFLOW_CONN_*"]}
+    app_id = sched.submit(_checker(False, False), cfg)
+    final = sched.wait(app_id, timeout=60)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    cfg = {"env_drop": ["AIRFLOW_CONN_*"]}
+    app_id = sched.submit(_checker(True, False), cfg)
+    final = sched.wait(app_id, timeout=60)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+
+
+def test_env_drop_with_a_bad_pattern_is_refused_at_dry_run(sched: LocalScheduler) -> None:
+    with pytest.raises(AppValidationError, match=r"env_drop entry 'AIRFLOW_\*_KEY'.*prefix ending in `\*`"):
+        sched.submit_dryrun(_checker(True, True), {"env_drop": ["AIRFLOW_*_KEY"]})
