@@ -1,14 +1,18 @@
 """Every Airflow import of ``torchx_airflow``, in one place (public Airflow 3 paths only).
 
-Importing this module imports Airflow; a missing Airflow raises
-:py:class:`torchx_core.specs.MissingDependencyError` naming the ``airflow`` extra.
+Importing this module imports Airflow; a missing Airflow, or one outside the supported range,
+raises :py:class:`torchx_core.specs.MissingDependencyError` naming the installed version, the
+range and the pip command.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from torchx_core.specs.errors import MissingDependencyError
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+_PURPOSE = "torchx_airflow"
+check_dependency_version("apache-airflow", "airflow", _PURPOSE, module="airflow")
 
 try:
     from airflow.sdk import (
@@ -26,7 +30,9 @@ try:
     )
     from airflow.triggers.base import BaseTrigger, TriggerEvent
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("airflow", "airflow", "torchx_airflow") from e
+    raise missing_dependency(
+        "airflow", "airflow", _PURPOSE, distribution="apache-airflow", cause=e
+    ) from e
 
 try:
     # Airflow >= 3.3: the handle survives worker crashes in the task's own state store.

@@ -466,7 +466,8 @@ def pod_overlay_settings(role: Role) -> tuple[dict[str, str], list[dict[str, Any
 
 def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) -> None:
     kubernetes = import_optional(
-        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings"
+        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings",
+        distribution="kfp-kubernetes",
     )
     overlay_selector, overlay_tolerations = pod_overlay_settings(role)
     for mount in role.mounts:

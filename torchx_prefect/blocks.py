@@ -32,14 +32,18 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from torchx_core.specs import MissingDependencyError
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect.blocks.abstract import JobBlock, JobRun
     from prefect.blocks.core import Block
     from prefect.types import SecretDict
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
+    raise missing_dependency(
+        "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
+    ) from e
 
 from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
 

@@ -387,16 +387,29 @@ def test_kubernetes_pod_overlay_reaches_the_task(
     assert "['hostNetwork']" in caplog.text
 
 
-def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("installed", [False, True])
+def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch,
+                                                installed: bool) -> None:
     import sys
 
-    from torchx_core.specs import MissingDependencyError
+    from torchx_core.specs import MissingDependencyError, _dependencies
 
-    monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # as if the wheel were absent
+    monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # the module does not import
+    if not installed:  # ... and no kfp-kubernetes distribution is installed
+        real = _dependencies.installed_version
+        monkeypatch.setattr(_dependencies, "installed_version",
+                            lambda d: None if d == "kfp-kubernetes" else real(d))
     options = ContainerOptions(shm_size="1Gi")
-    hint = r"pip install 'torchx-suite\[kfp-kubernetes\]'"
-    with pytest.raises(MissingDependencyError, match=hint):
+    with pytest.raises(MissingDependencyError) as info:
 
         @dsl.pipeline(name="p")
         def pipeline() -> None:
             container_from_app(_app(), options=options)
+    message = str(info.value)
+    assert info.value.distribution == "kfp-kubernetes"
+    if installed:  # installed but unusable: its version, never "not installed"
+        assert "kfp-kubernetes 2." in message and "not installed" not in message
+        assert "pip install --force-reinstall 'kfp-kubernetes>=" in message
+    else:
+        assert "is not installed" in message
+        assert "pip install 'torchx-suite[kfp-kubernetes]'" in message
