@@ -21,6 +21,14 @@ try:
         BaseSensorOperator,
         PokeReturnValue,
     )
+    from airflow.triggers.base import BaseTrigger, TriggerEvent
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise missing_dependency(
+        "airflow", "airflow", _PURPOSE, distribution="apache-airflow", cause=e
+    ) from e
+
+try:
+    # Airflow >= 3.2 (the task SDK owns the task-outcome exceptions)
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
@@ -28,11 +36,28 @@ try:
         AirflowSkipException,
         AirflowTaskTimeout,
     )
-    from airflow.triggers.base import BaseTrigger, TriggerEvent
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise missing_dependency(
-        "airflow", "airflow", _PURPOSE, distribution="apache-airflow", cause=e
-    ) from e
+except ImportError:  # Airflow 3.0-3.1: the same classes the task runner catches live here
+    from airflow.exceptions import (  # type: ignore[assignment,no-redef]
+        AirflowException,
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
+
+try:
+    # Airflow >= 3.1
+    from airflow.sdk import BaseHook
+except ImportError:  # Airflow 3.0
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
+
+try:
+    # Airflow >= 3.1
+    from airflow.sdk.log import mask_secret
+except ImportError:  # Airflow 3.0
+    from airflow.sdk.execution_time.secrets_masker import (  # type: ignore[no-redef]
+        mask_secret,
+    )
 
 try:
     # Airflow >= 3.3: the handle survives worker crashes in the task's own state store.
@@ -51,6 +76,7 @@ __all__ = [
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "AirflowTaskTimeout",
+    "BaseHook",
     "BaseOperator",
     "BaseOperatorLink",
     "BaseSensorOperator",
@@ -59,6 +85,7 @@ __all__ = [
     "ResumableJobMixin",
     "TriggerEvent",
     "default_deferrable",
+    "mask_secret",
 ]
 
 
