@@ -308,18 +308,29 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
         from torchx_prefect.states import Outcome, outcome_for
 
         session = self._session
+
+        async def watch() -> None:
+            while True:
+                obs = await asyncio.to_thread(session.poll_once)
+                outcome = outcome_for(obs)
+                if outcome is Outcome.CANCEL:
+                    session.terminal = True
+                    await asyncio.to_thread(session.life.result, session.handle, obs)
+                if outcome is not Outcome.WAIT:
+                    self._result = await asyncio.to_thread(session.finish, obs)
+                    return
+                await asyncio.sleep(session.spec.poll_interval)
+
         try:
-            async with asyncio.timeout(self.job.timeout_seconds):
-                while True:
-                    obs = await asyncio.to_thread(session.poll_once)
-                    outcome = outcome_for(obs)
-                    if outcome is Outcome.CANCEL:
-                        session.terminal = True
-                        await asyncio.to_thread(session.life.result, session.handle, obs)
-                    if outcome is not Outcome.WAIT:
-                        self._result = await asyncio.to_thread(session.finish, obs)
-                        break
-                    await asyncio.sleep(session.spec.poll_interval)
+            try:
+                # wait_for, not asyncio.timeout (3.11+)
+                await asyncio.wait_for(watch(), self.job.timeout_seconds)
+            except asyncio.TimeoutError as e:
+                if isinstance(e, TimeoutError):  # 3.11+: already the builtin
+                    raise
+                raise TimeoutError(  # 3.10: asyncio's own class
+                    f"{session.handle} ran longer than timeout_seconds={self.job.timeout_seconds}"
+                ) from e
         except BaseException as exc:
             self._close(exc)
             raise

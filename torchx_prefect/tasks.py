@@ -35,7 +35,10 @@ check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect import get_run_logger, task
-    from prefect.cache_policies import NO_CACHE
+    try:
+        from prefect.cache_policies import NO_CACHE
+    except ImportError:  # Prefect 3.0 names the never-cache policy NONE
+        from prefect.cache_policies import NONE as NO_CACHE  # type: ignore[attr-defined]
     from prefect.states import Cancelled, State
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise missing_dependency(
