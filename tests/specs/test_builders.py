@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from components_fixture import echo, not_an_app, required, with_h  # type: ignore[import-not-found]
 
@@ -128,7 +130,8 @@ def test_help_text_from_docstring() -> None:
     text = component_help(echo)
     assert "Echoes a message." in text
     assert "the message to echo (continued line) (default: hello)" in text
-    assert "-n N, --n N" in text and "-j J, --j J" in text
+    # argparse writes "-n N, --n N" before Python 3.13 and "-n, --n N" from 3.13 on
+    assert re.search(r"-n( N)?, --n N", text) and re.search(r"-j( J)?, --j J", text), text
 
 
 def test_help_flag_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:

@@ -63,9 +63,9 @@ def declared(
     """torchx-suite's requirement on the distribution that provides ``module``.
 
     Args:
-        distribution: the distribution's name; None to find it among the extra's requirements
-            (the installed one that provides ``module``, one named like ``module``, or the
-            extra's only requirement when it is not installed)
+        distribution: the distribution's name; None to find it: the extra's requirement named
+            like ``module``, else (unless ``imported``) the installed requirement that provides
+            ``module``, else the extra's only requirement when it is not installed
         extra: the torchx-suite extra that installs it
         module: the top-level module
         imported: ``module`` did import, so the extra's only requirement is taken as its
@@ -87,7 +87,7 @@ def declared(
     from importlib import metadata
 
     providers = {canonical(d) for d in metadata.packages_distributions().get(module, [])}
-    provider = next((r for r in by_extra if r.name in providers), None)
+    provider = next((r for r in [*by_extra, *reqs] if r.name in providers), None)
     if provider is not None:
         return provider
     if len(by_extra) == 1 and installed_version(by_extra[0].name) is None:
