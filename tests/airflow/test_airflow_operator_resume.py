@@ -343,7 +343,9 @@ def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) 
 def _old_airflow_operator(stand_in: str) -> type[TorchXOperator]:
     """TorchXOperator as built on Airflow 3.0-3.2 (the stand-in mixin first in the MRO)."""
     if stand_in == "common.compat":
-        from airflow.providers.common.compat._resumable_job_mixin import ResumableJobMixin
+        # the provider ships it from common-compat 1.23 (older Airflow 3.0 installs lack it)
+        mixin = pytest.importorskip("airflow.providers.common.compat._resumable_job_mixin")
+        ResumableJobMixin = mixin.ResumableJobMixin
     else:
         from torchx_airflow._resumable_fallback import ResumableJobMixin  # type: ignore[assignment]
     if issubclass(TorchXOperator, ResumableJobMixin):  # this Airflow is < 3.3: it is built so
