@@ -473,11 +473,12 @@ def check_kfp_kubernetes_matches_kfp() -> None:
     Installing the ``kfp-kubernetes`` extra next to an older kfp can pick the newest
     kfp-kubernetes; ``pip install 'kfp-kubernetes==<kfp minor>.*'`` puts the matching one back.
     """
-    from torchx_core.specs._dependencies import installed_version
+    from importlib import metadata
 
-    kfp_version = installed_version("kfp")
-    kk_version = installed_version("kfp-kubernetes")
-    if kfp_version is None or kk_version is None:
+    try:
+        kfp_version = metadata.version("kfp")
+        kk_version = metadata.version("kfp-kubernetes")
+    except metadata.PackageNotFoundError:  # the import already said what is missing
         return
     minor = ".".join(kfp_version.split(".")[:2])
     if ".".join(kk_version.split(".")[:2]) != minor:
