@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast services-install lint bench mutation clean kfp-launcher-image
+.PHONY: venv demo test test-fast matrix services-install lint bench mutation clean kfp-launcher-image
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -41,8 +41,16 @@ demo: venv
 services-install:
 	bash scripts/services/install-all.sh
 
+# the suite in the locked venv, then the version matrix (both run; either failing fails `make test`)
 test: venv services-install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=1; \
+	  UV=$(UV) $(PY) scripts/matrix/run.py || rc=1; exit $$rc
+
+# The version matrix (scripts/matrix/cells.py): every supported engine release and Python, each in
+# a venv built from the wheel the way a user installs (not our lock). MATRIX_CELLS=kfp picks cells.
+MATRIX_CELLS ?=
+matrix: $(UV)
+	UV=$(UV) $(PYTHON) scripts/matrix/run.py $(MATRIX_CELLS)
 
 test-fast: $(VENV_STAMP)
 	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)

@@ -1,14 +1,18 @@
 """Every Airflow import of ``torchx_airflow``, in one place (public Airflow 3 paths only).
 
-Importing this module imports Airflow; a missing Airflow raises
-:py:class:`torchx_core.specs.MissingDependencyError` naming the ``airflow`` extra.
+Importing this module imports Airflow; a missing Airflow, or one outside the supported range,
+raises :py:class:`torchx_core.specs.MissingDependencyError` naming the installed version, the
+range and the pip command.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from torchx_core.specs.errors import MissingDependencyError
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+_PURPOSE = "torchx_airflow"
+check_dependency_version("apache-airflow", "airflow", _PURPOSE, module="airflow")
 
 try:
     from airflow.sdk import (
@@ -17,6 +21,14 @@ try:
         BaseSensorOperator,
         PokeReturnValue,
     )
+    from airflow.triggers.base import BaseTrigger, TriggerEvent
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise missing_dependency(
+        "airflow", "airflow", _PURPOSE, distribution="apache-airflow", cause=e
+    ) from e
+
+try:
+    # Airflow >= 3.2 (the task SDK owns the task-outcome exceptions)
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
@@ -24,9 +36,28 @@ try:
         AirflowSkipException,
         AirflowTaskTimeout,
     )
-    from airflow.triggers.base import BaseTrigger, TriggerEvent
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("airflow", "airflow", "torchx_airflow") from e
+except ImportError:  # Airflow 3.0-3.1: the same classes the task runner catches live here
+    from airflow.exceptions import (  # type: ignore[assignment,no-redef]
+        AirflowException,
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
+
+try:
+    # Airflow >= 3.1
+    from airflow.sdk import BaseHook
+except ImportError:  # Airflow 3.0
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
+
+try:
+    # Airflow >= 3.1
+    from airflow.sdk.log import mask_secret
+except ImportError:  # Airflow 3.0
+    from airflow.sdk.execution_time.secrets_masker import (  # type: ignore[no-redef]
+        mask_secret,
+    )
 
 try:
     # Airflow >= 3.3: the handle survives worker crashes in the task's own state store.
@@ -45,6 +76,7 @@ __all__ = [
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "AirflowTaskTimeout",
+    "BaseHook",
     "BaseOperator",
     "BaseOperatorLink",
     "BaseSensorOperator",
@@ -53,6 +85,7 @@ __all__ = [
     "ResumableJobMixin",
     "TriggerEvent",
     "default_deferrable",
+    "mask_secret",
 ]
 
 

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-
+from torchx_airflow._airflow import BaseHook
 from torchx_airflow._connection import (
     CONN_TYPE,
     DEFAULT_CONN_ID,
@@ -170,10 +169,8 @@ class TorchXHook(BaseHook):
 
     @staticmethod
     def _mask(settings: ConnectionSettings) -> None:
-        try:
-            from airflow.sdk.log import mask_secret
-        except ImportError:  # pragma: no cover - older task SDKs
-            return
+        from torchx_airflow._airflow import mask_secret
+
         for value in settings.secret_env.values():
             mask_secret(value)
 

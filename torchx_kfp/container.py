@@ -32,6 +32,7 @@ from torchx_core.specs import (
     AppDef,
     BindMount,
     DeviceMount,
+    MissingDependencyError,
     Resource,
     Role,
     VolumeMount,
@@ -49,6 +50,7 @@ __all__ = [
     "INSTANCE_TYPE_LABEL",
     "ContainerFactory",
     "ContainerOptions",
+    "check_kfp_kubernetes_matches_kfp",
     "component_from_app",
     "container_from_app",
     "input_ref",
@@ -464,10 +466,34 @@ def pod_overlay_settings(role: Role) -> tuple[dict[str, str], list[dict[str, Any
     )
 
 
+def check_kfp_kubernetes_matches_kfp() -> None:
+    """Raises :class:`~torchx_core.specs.MissingDependencyError` unless kfp-kubernetes has the
+    installed kfp's minor version (each kfp-kubernetes minor is built for one kfp minor).
+
+    Installing the ``kfp-kubernetes`` extra next to an older kfp can pick the newest
+    kfp-kubernetes; ``pip install 'kfp-kubernetes==<kfp minor>.*'`` puts the matching one back.
+    """
+    from importlib import metadata
+
+    try:
+        kfp_version = metadata.version("kfp")
+        kk_version = metadata.version("kfp-kubernetes")
+    except metadata.PackageNotFoundError:  # the import already said what is missing
+        return
+    minor = ".".join(kfp_version.split(".")[:2])
+    if ".".join(kk_version.split(".")[:2]) != minor:
+        raise MissingDependencyError(
+            "kfp", "kfp-kubernetes", f"torchx_kfp with kfp {kfp_version}",
+            distribution="kfp-kubernetes", found=kk_version, required=f"=={minor}.*",
+        )
+
+
 def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) -> None:
     kubernetes = import_optional(
-        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings"
+        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings",
+        distribution="kfp-kubernetes",
     )
+    check_kfp_kubernetes_matches_kfp()
     overlay_selector, overlay_tolerations = pod_overlay_settings(role)
     for mount in role.mounts:
         if isinstance(mount, VolumeMount):

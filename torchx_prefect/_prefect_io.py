@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
-from torchx_core.specs import MissingDependencyError
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect import get_client
@@ -26,7 +28,9 @@ try:
     )
     from prefect.context import FlowRunContext, TaskRunContext
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
+    raise missing_dependency(
+        "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
+    ) from e
 
 logger: logging.Logger = logging.getLogger(__name__)
 

@@ -32,14 +32,18 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from torchx_core.specs import MissingDependencyError
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect.blocks.abstract import JobBlock, JobRun
     from prefect.blocks.core import Block
     from prefect.types import SecretDict
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
+    raise missing_dependency(
+        "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
+    ) from e
 
 from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
 
@@ -304,18 +308,29 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
         from torchx_prefect.states import Outcome, outcome_for
 
         session = self._session
+
+        async def watch() -> None:
+            while True:
+                obs = await asyncio.to_thread(session.poll_once)
+                outcome = outcome_for(obs)
+                if outcome is Outcome.CANCEL:
+                    session.terminal = True
+                    await asyncio.to_thread(session.life.result, session.handle, obs)
+                if outcome is not Outcome.WAIT:
+                    self._result = await asyncio.to_thread(session.finish, obs)
+                    return
+                await asyncio.sleep(session.spec.poll_interval)
+
         try:
-            async with asyncio.timeout(self.job.timeout_seconds):
-                while True:
-                    obs = await asyncio.to_thread(session.poll_once)
-                    outcome = outcome_for(obs)
-                    if outcome is Outcome.CANCEL:
-                        session.terminal = True
-                        await asyncio.to_thread(session.life.result, session.handle, obs)
-                    if outcome is not Outcome.WAIT:
-                        self._result = await asyncio.to_thread(session.finish, obs)
-                        break
-                    await asyncio.sleep(session.spec.poll_interval)
+            try:
+                # wait_for, not asyncio.timeout (3.11+)
+                await asyncio.wait_for(watch(), self.job.timeout_seconds)
+            except asyncio.TimeoutError as e:
+                if isinstance(e, TimeoutError):  # 3.11+: already the builtin
+                    raise
+                raise TimeoutError(  # 3.10: asyncio's own class
+                    f"{session.handle} ran longer than timeout_seconds={self.job.timeout_seconds}"
+                ) from e
         except BaseException as exc:
             self._close(exc)
             raise

@@ -28,14 +28,22 @@ from torchx_core.runner.lifecycle import (
     Observation,
     app_name,
 )
-from torchx_core.specs import AppDef, AppStatus, MissingDependencyError
+from torchx_core.specs import AppDef, AppStatus
+from torchx_core.specs.errors import check_dependency_version, missing_dependency
+
+check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect import get_run_logger, task
-    from prefect.cache_policies import NO_CACHE
+    try:
+        from prefect.cache_policies import NO_CACHE
+    except ImportError:  # Prefect 3.0 names the never-cache policy NONE
+        from prefect.cache_policies import NONE as NO_CACHE  # type: ignore[attr-defined]
     from prefect.states import Cancelled, State
 except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
+    raise missing_dependency(
+        "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
+    ) from e
 
 from torchx_prefect import _prefect_io as pio
 from torchx_prefect._launch import (

@@ -162,8 +162,15 @@ class TorchXWorkerResult(BaseWorkerResult):
     """The app's handle (``identifier``) and its exit status (0 when it SUCCEEDED)."""
 
 
-class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariables,
-                              TorchXWorkerResult]):
+try:
+    _Worker: Any = BaseWorker[  # type: ignore[type-arg,misc]
+        TorchXWorkerJobConfiguration, TorchXWorkerVariables, TorchXWorkerResult
+    ]
+except TypeError:  # Prefect < 3.1: BaseWorker is not generic
+    _Worker = BaseWorker
+
+
+class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
     """Runs flow runs as TorchX apps on any TorchX scheduler (see the module docstring)."""
 
     type = "torchx"

@@ -7,10 +7,11 @@ import threading
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
+from airflow_versions import HAS_TASK_STATE_STORE
 
 from torchx_airflow import TorchXOperator
+from torchx_airflow._airflow import AirflowException, AirflowTaskTimeout
 from torchx_airflow.operator import STREAM_DRAIN_TIMEOUT_S
 from torchx_core.runner.lifecycle import app_name
 from torchx_core.specs import AppDef, AppState
@@ -19,6 +20,9 @@ from torchx_core.specs.errors import InvalidRunConfigException
 # the name the operator gives the ``app`` fixture for FakeTI's task identity
 NAME = app_name("train", ("dag", "task", "manual__1", -1))
 TRY2 = "airflow:dag/task/manual__1/-1#try=2"
+
+#: Below Airflow 3.3 there is no task state store: the fake store is never read or written, and
+#: a retry finds its app by the deterministic name instead (the same outcome is asserted).
 
 
 def _op(cluster: Cluster, app: AppDef, **kwargs: Any) -> TorchXOperator:
@@ -77,8 +81,9 @@ def test_retry_after_failure_resubmits_and_stores_the_new_handle(
     cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
     result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
     (_, new) = cluster.handles
-    assert result["app_handle"] == new and store.data["torchx_app_handle"] == new
-    assert cluster.job(new).app.name == NAME
+    assert result["app_handle"] == new and cluster.job(new).app.name == NAME
+    if HAS_TASK_STATE_STORE:
+        assert store.data["torchx_app_handle"] == new
 
 
 def test_retry_resubmits_a_vanished_stored_app(cluster: Cluster, app: AppDef) -> None:
@@ -87,7 +92,9 @@ def test_retry_resubmits_a_vanished_stored_app(cluster: Cluster, app: AppDef) ->
     cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
     result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
     (new,) = cluster.handles
-    assert result["app_handle"] == new and store.data["torchx_app_handle"] == new
+    assert result["app_handle"] == new
+    if HAS_TASK_STATE_STORE:
+        assert store.data["torchx_app_handle"] == new
 
 
 def test_retry_finds_the_app_submitted_just_before_a_crash(cluster: Cluster, app: AppDef) -> None:
@@ -101,7 +108,8 @@ def test_retry_finds_the_app_submitted_just_before_a_crash(cluster: Cluster, app
     result = _op(cluster, app).execute(make_context(store, FakeTI(try_number=2)))
     assert result["app_handle"] == running and result["state"] == "SUCCEEDED"
     assert cluster.handles == [failed, running]
-    assert store.data["torchx_app_handle"] == running
+    if HAS_TASK_STATE_STORE:
+        assert store.data["torchx_app_handle"] == running
 
 
 def test_a_scheduler_without_list_still_submits(cluster: Cluster, app: AppDef) -> None:
@@ -335,9 +343,13 @@ def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) 
 def _old_airflow_operator(stand_in: str) -> type[TorchXOperator]:
     """TorchXOperator as built on Airflow 3.0-3.2 (the stand-in mixin first in the MRO)."""
     if stand_in == "common.compat":
-        from airflow.providers.common.compat._resumable_job_mixin import ResumableJobMixin
+        # the provider ships it from common-compat 1.23 (older Airflow 3.0 installs lack it)
+        mixin = pytest.importorskip("airflow.providers.common.compat._resumable_job_mixin")
+        ResumableJobMixin = mixin.ResumableJobMixin
     else:
         from torchx_airflow._resumable_fallback import ResumableJobMixin  # type: ignore[assignment]
+    if issubclass(TorchXOperator, ResumableJobMixin):  # this Airflow is < 3.3: it is built so
+        return TorchXOperator
 
     class OldTorchXOperator(ResumableJobMixin, TorchXOperator):  # type: ignore[misc,valid-type]
         def __init__(self, **kwargs: Any) -> None:  # wrapped by Airflow's operator metaclass

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow.sdk.exceptions import (
+from airflow_fakes import Cluster, FakeStore, make_context
+from airflow_versions import TaskDeferred
+
+from torchx_airflow import TorchXSensor, TorchXTrigger
+from torchx_airflow._airflow import (
     AirflowException,
     AirflowFailException,
     AirflowSensorTimeout,
     AirflowSkipException,
-    TaskDeferred,
 )
-from airflow_fakes import Cluster, FakeStore, make_context
-
-from torchx_airflow import TorchXSensor, TorchXTrigger
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_core.specs import AppState
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import (
+
+from torchx_airflow._airflow import (
     AirflowException,
     AirflowFailException,
     AirflowSkipException,
 )
-
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
 from torchx_core.runner.lifecycle import Phase
 from torchx_core.specs import AppState

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from airflow.sdk.module_loading import import_string
 from airflow_fakes import Cluster
+from airflow_versions import import_string
 
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.trigger import TorchXTrigger

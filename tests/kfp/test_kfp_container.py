@@ -387,16 +387,56 @@ def test_kubernetes_pod_overlay_reaches_the_task(
     assert "['hostNetwork']" in caplog.text
 
 
-def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("installed", [False, True])
+def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch,
+                                                installed: bool) -> None:
     import sys
 
-    from torchx_core.specs import MissingDependencyError
+    from torchx_core.specs import MissingDependencyError, _dependencies
 
-    monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # as if the wheel were absent
+    monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # the module does not import
+    if not installed:  # ... and no kfp-kubernetes distribution is installed
+        real = _dependencies.installed_version
+        monkeypatch.setattr(_dependencies, "installed_version",
+                            lambda d: None if d == "kfp-kubernetes" else real(d))
     options = ContainerOptions(shm_size="1Gi")
-    hint = r"pip install 'torchx-suite\[kfp-kubernetes\]'"
-    with pytest.raises(MissingDependencyError, match=hint):
+    with pytest.raises(MissingDependencyError) as info:
 
         @dsl.pipeline(name="p")
         def pipeline() -> None:
             container_from_app(_app(), options=options)
+    message = str(info.value)
+    assert info.value.distribution == "kfp-kubernetes"
+    if installed:  # installed but unusable: its version, never "not installed"
+        assert "kfp-kubernetes 2." in message and "not installed" not in message
+        assert "pip install --force-reinstall 'kfp-kubernetes>=" in message
+    else:
+        assert "is not installed" in message
+        assert "pip install 'torchx-suite[kfp-kubernetes]'" in message
+
+
+def _fake_dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_kfp_kubernetes_of_another_minor_than_kfp_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The extra next to an older kfp can pull the newest kfp-kubernetes: the error says which
+    kfp-kubernetes matches the kfp the user has (a .dist-info shadows the installed one)."""
+    import kfp
+
+    from torchx_core.specs import MissingDependencyError
+    from torchx_kfp.container import check_kfp_kubernetes_matches_kfp
+
+    check_kfp_kubernetes_matches_kfp()  # the locked pair matches
+    minor = ".".join(kfp.__version__.split(".")[:2])
+    _fake_dist(tmp_path, "kfp-kubernetes", "2.99.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(MissingDependencyError) as info:
+        check_kfp_kubernetes_matches_kfp()
+    message = str(info.value)
+    assert "kfp-kubernetes 2.99.0 is installed" in message
+    assert f"pip install 'kfp-kubernetes=={minor}.*'" in message

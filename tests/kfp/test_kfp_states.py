@@ -110,13 +110,17 @@ def test_states_module_does_not_import_kfp() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_missing_kfp_names_the_extra() -> None:
+@pytest.mark.parametrize("installed", [False, True])
+def test_missing_kfp_names_the_extra(installed: bool) -> None:
     import subprocess
     import sys
 
     code = (
-        "import sys; sys.modules['kfp'] = None\n"
-        "import torchx_kfp\n"
+        "import sys; sys.modules['kfp'] = None\n"  # the module does not import
+        + ("" if installed else  # ... and no kfp distribution is installed either
+           "from torchx_core.specs import _dependencies as d\n"
+           "d.installed_version = lambda dist: None\n")
+        + "import torchx_kfp\n"
         "try:\n"
         "    torchx_kfp.launch\n"
         "except ImportError as e:\n"
@@ -124,4 +128,9 @@ def test_missing_kfp_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("MissingDependencyError")
-    assert "pip install 'torchx-suite[kfp]'" in out.stdout
+    if installed:  # never "not installed" for an installed kfp
+        assert "kfp 2." in out.stdout and "not installed" not in out.stdout
+        assert "pip install --force-reinstall 'kfp>=" in out.stdout
+    else:
+        assert "is not installed" in out.stdout
+        assert "pip install 'torchx-suite[kfp]'" in out.stdout

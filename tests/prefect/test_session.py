@@ -12,7 +12,10 @@ import asyncio
 import logging
 import threading
 import uuid
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+
 
 import pytest
 from fake_scheduler import JobTable, make_runner

@@ -308,6 +308,19 @@ def test_an_unreadable_known_handle_does_not_block_a_submission(runner: Runner, 
     assert att.how == "submitted"
 
 
+def test_a_listed_running_app_with_an_unreadable_status_is_reattached_not_duplicated(
+    runner: Runner, table: JobTable
+) -> None:
+    """No stored handle (Airflow < 3.3, a re-run): the by-name lookup lists the running app but
+    its status read fails; submitting again would run the app twice."""
+    first = life(runner).attach(make_app(), IDENTITY)
+    table.set_state(app_id(first.app_handle), AppState.RUNNING)
+    table.describe_error = ConnectionError("scheduler unreachable")
+    att = life(runner).attach(make_app(), IDENTITY)
+    assert (att.how, att.app_handle, att.status) == ("reattached", first.app_handle, None)
+    assert len(table.jobs) == 1
+
+
 def test_a_backend_without_owner_hooks_still_attaches(runner: Runner, table: JobTable) -> None:
     table.supports_owner = False
     att = life(runner).attach(make_app(), IDENTITY)

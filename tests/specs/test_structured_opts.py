@@ -206,3 +206,10 @@ def test_literal_and_enum_options() -> None:
     assert "'slow' is not one of the valid choices: 'fast', 'safe'" in msg
     assert "'green' is not one of the valid choices: 'RED', 'BLUE'" in msg
     assert opts.cfg_from_str("mode=fast,level=1") == {"mode": "fast", "level": 1}
+
+
+def test_parameterized_builtins_are_not_nested_opts() -> None:
+    """Python 3.10: ``isinstance(list[str], type)`` is True and ``issubclass`` then raised."""
+    from torchx_core.specs.structured_opts import _is_nested
+
+    assert not _is_nested(list[str]) and not _is_nested(dict[str, int]) and not _is_nested(str)

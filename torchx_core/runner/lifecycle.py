@@ -550,7 +550,7 @@ class AppLifecycle:
         live = [r for r in rows if not is_terminal(r.state)]
         done = [r for r in rows if r.state == AppState.SUCCEEDED]
         for row in live + done:
-            found = self._adoptable(row.app_handle)
+            found = self._adoptable(row.app_handle, listed_live=row in live)
             if found is not None:
                 return found
         return None
@@ -567,11 +567,15 @@ class AppLifecycle:
         return True
 
     def _adoptable(
-        self, handle: str
+        self, handle: str, *, listed_live: bool = False
     ) -> tuple[str, AppStatus | None, Literal["reattached", "reused"]] | None:
         try:
             status = _read_status(self.runner, handle)
         except Exception as e:  # noqa: BLE001 - an unreadable old app must not block a new one
+            if listed_live:  # the scheduler's list says it runs: a second copy would be a duplicate
+                logger.warning("cannot read the status of %s (%s); reattaching to it, as the"
+                               " scheduler lists it running", handle, e)
+                return handle, None, "reattached"
             logger.warning("cannot read the status of %s (%s); not reattaching to it", handle, e)
             return None
         phase = phase_of(status)

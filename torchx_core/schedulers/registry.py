@@ -30,6 +30,7 @@ from torchx_core.specs.errors import (
     MissingDependencyError,
     TorchXError,
     UnknownSchedulerException,
+    missing_dependency,
 )
 
 if TYPE_CHECKING:
@@ -124,8 +125,8 @@ class DeferredFactory:
                     ) from e
                 extra = _EXTRAS.get(self.name)
                 if extra and e.name:
-                    raise MissingDependencyError(
-                        e.name.split(".")[0], extra, f"the `{self.name}` scheduler"
+                    raise missing_dependency(
+                        e.name, extra, f"the `{self.name}` scheduler", cause=e
                     ) from e
                 raise
             fn = getattr(module, attr or "create_scheduler", None)

@@ -59,9 +59,11 @@ __all__ = [
     "UnknownAppException",
     "UnknownNamedResourceError",
     "UnknownSchedulerException",
+    "check_dependency_version",
     "did_you_mean",
     "import_optional",
     "is_permanent_error",
+    "missing_dependency",
 ]
 
 
@@ -305,34 +307,154 @@ class AppDefSerializationError(TorchXError, ValueError):
 
 
 class MissingDependencyError(TorchXError, ImportError):
-    """An optional dependency is not installed.
+    """An optional dependency is not installed, or the installed version cannot be used.
+
+    Build it with :func:`missing_dependency` (from a failed import) or let
+    :func:`import_optional` / :func:`check_dependency_version` raise it: they look up the
+    installed version and the range torchx-suite declares, so the message tells a missing
+    package from a version outside the supported range.
 
     Args:
         module: the module that could not be imported (e.g. ``"kubernetes"``)
         extra: the torchx-suite extra that installs it (e.g. ``"kubernetes"``)
         purpose: what needed it (e.g. ``"the kubernetes scheduler"``)
         pip_hint: how to install it, when no torchx-suite extra does (e.g. ``"pip install s3fs"``)
+        distribution: the distribution that provides the module (default: ``module``)
+        found: the installed version of ``distribution`` (None: not installed)
+        required: the version range torchx-suite supports (e.g. ``">=3.0,<4"``)
+        reason: why the import failed although the distribution is installed
     """
 
     permanent = True
 
-    def __init__(self, module: str, extra: str, purpose: str = "", pip_hint: str | None = None) -> None:
-        needed = f" (needed by {purpose})" if purpose else ""
-        hint = pip_hint or f"pip install 'torchx-suite[{extra}]'"
-        msg = f"Optional dependency {module!r} is not installed{needed}. Install it with: {hint}"
+    def __init__(
+        self,
+        module: str,
+        extra: str,
+        purpose: str = "",
+        pip_hint: str | None = None,
+        *,
+        distribution: str | None = None,
+        found: str | None = None,
+        required: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        dist = distribution or module
+        needs = purpose or "torchx-suite"
+        wanted = f"{dist}{required}" if required else dist
+        if found is None:
+            hint = pip_hint or f"pip install 'torchx-suite[{extra}]'"
+            mod = f", module {module!r}" if dist != module else ""
+            supported = f"; supported: {wanted}" if required else ""
+            msg = (
+                f"Optional dependency {dist!r} is not installed (needed by {needs}{mod}"
+                f"{supported}). Install it with: {hint}"
+            )
+        elif reason is None:
+            hint = pip_hint or f"pip install '{wanted}'"
+            msg = (
+                f"{dist} {found} is installed, but {needs} needs {wanted}."
+                f" Install a supported version with: {hint}"
+            )
+        else:
+            hint = pip_hint or f"pip install --force-reinstall '{wanted}'"
+            supported = f" (torchx-suite supports {wanted})" if required else ""
+            msg = (
+                f"{dist} {found} is installed{supported}, but {needs} could not import"
+                f" {module!r}: {reason}. This is a bug in torchx-suite (please report it) or a"
+                f" broken install; reinstall with: {hint}"
+            )
         super().__init__(msg, name=module)
         self.module = module
         self.extra = extra
+        self.distribution = dist
+        self.found = found
+        self.required = required
         self.pip_hint = hint
 
 
-def import_optional(module: str, extra: str, purpose: str = "") -> Any:
-    """Imports an optional dependency, raising :class:`MissingDependencyError` if it is absent.
+def missing_dependency(
+    module: str,
+    extra: str,
+    purpose: str = "",
+    *,
+    distribution: str | None = None,
+    cause: BaseException | None = None,
+) -> MissingDependencyError:
+    """The error for a failed import of ``module``, with the installed version and the range.
+
+    Args:
+        module: the module whose import failed (dotted is fine)
+        extra: the torchx-suite extra that installs it
+        purpose: what needed it (shown in the error)
+        distribution: the distribution providing it, when its name is not the extra's only
+            requirement or the module's top-level name (``"kfp-kubernetes"``)
+        cause: the ImportError, quoted when the distribution is installed
+    """
+    from torchx_core.specs import _dependencies as deps
+
+    top = module.split(".")[0]
+    req = deps.declared(distribution, extra, top)
+    dist = distribution or (req.name if req is not None else top)
+    found = deps.installed_version(dist)
+    required = req.specifier if req is not None and req.specifier else None
+    if found is not None and required and deps.satisfies(found, required) is False:
+        return MissingDependencyError(
+            top, extra, purpose, distribution=dist, found=found, required=required
+        )
+    reason = (str(cause) or type(cause).__name__) if cause is not None else "import failed"
+    return MissingDependencyError(
+        top, extra, purpose, distribution=dist, found=found, required=required,
+        reason=reason if found is not None else None,
+    )
+
+
+def check_dependency_version(
+    distribution: str, extra: str, purpose: str = "", *, module: str | None = None
+) -> None:
+    """Raises :class:`MissingDependencyError` if ``distribution`` is installed outside the
+    range torchx-suite declares for it (checked once per distribution and extra).
+
+    A distribution that is not installed passes (its import reports that); so does any
+    version when the range or ``packaging`` is unavailable.
+
+    Args:
+        distribution: e.g. ``"apache-airflow"``
+        extra: the torchx-suite extra that installs it
+        purpose: what needs it (shown in the error)
+        module: its top-level module (shown in the error; default: ``distribution``)
+    """
+    key = (distribution, extra)
+    if key in _VERSIONS_OK:
+        return
+    from torchx_core.specs import _dependencies as deps
+
+    req = deps.declared(distribution, extra)
+    found = deps.installed_version(distribution)
+    required = req.specifier if req is not None else ""
+    if found is not None and required and deps.satisfies(found, required) is False:
+        raise MissingDependencyError(
+            module or distribution, extra, purpose, distribution=distribution,
+            found=found, required=required,
+        )
+    _VERSIONS_OK.add(key)
+
+
+_VERSIONS_OK: set[tuple[str, str]] = set()
+
+
+def import_optional(
+    module: str, extra: str, purpose: str = "", *, distribution: str | None = None
+) -> Any:
+    """Imports an optional dependency, raising :class:`MissingDependencyError` if it is absent,
+    installed in a version outside the supported range, or fails to import.
 
     Args:
         module: dotted module name, e.g. ``"kubernetes.client"``
         extra: torchx-suite extra that provides it, e.g. ``"kubernetes"``
         purpose: what needs it (shown in the error)
+        distribution: the distribution providing it, when the extra has several and the
+            module's top-level name is not one (``"kfp-kubernetes"`` for ``kfp.kubernetes``)
 
     Returns:
         The imported module.
@@ -340,6 +462,21 @@ def import_optional(module: str, extra: str, purpose: str = "") -> Any:
     import importlib
 
     try:
-        return importlib.import_module(module)
+        mod = importlib.import_module(module)
     except ImportError as e:
-        raise MissingDependencyError(module.split(".")[0], extra, purpose) from e
+        raise missing_dependency(
+            module, extra, purpose, distribution=distribution, cause=e
+        ) from e
+    top = module.split(".")[0]
+    key = (top, extra, distribution or "")
+    if key not in _IMPORTS_CHECKED:
+        from torchx_core.specs import _dependencies as deps
+
+        req = deps.declared(distribution, extra, top, imported=True)
+        if req is not None:
+            check_dependency_version(req.name, extra, purpose, module=top)
+        _IMPORTS_CHECKED.add(key)
+    return mod
+
+
+_IMPORTS_CHECKED: set[tuple[str, str, str]] = set()

@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import GenericAlias
 
 from torchx_core.specs._runopts import (
     CfgVal,
@@ -106,7 +107,11 @@ def _resolve_hints(cls: type) -> dict[str, Any]:
 
 
 def _is_nested(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, StructuredOpts)
+    # on Python 3.10 a parameterized builtin (``list[str]``) passes isinstance(tp, type), then
+    # makes issubclass raise TypeError
+    return isinstance(tp, type) and not isinstance(tp, GenericAlias) and issubclass(
+        tp, StructuredOpts
+    )
 
 
 class StructuredOpts(Mapping[str, CfgVal]):
