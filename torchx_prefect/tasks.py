@@ -29,6 +29,7 @@ from torchx_core.runner.lifecycle import (
     app_name,
 )
 from torchx_core.specs import AppDef, AppStatus, MissingDependencyError
+from torchx_core.specs.errors import is_permanent_error
 
 try:
     from prefect import get_run_logger, task
@@ -47,7 +48,6 @@ from torchx_prefect._launch import (
     validate_args,
 )
 from torchx_prefect.blocks import TorchXScheduler, resolve_scheduler
-from torchx_prefect.errors import InvalidTaskArgumentError
 from torchx_prefect.states import Outcome, outcome_for
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -251,7 +251,8 @@ class _Session:
         cancelled (a newer attempt that adopted it is not undercut).
         """
         stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
-        leave_for_retry = not stopping and self.spec.reattach and self.identity.retries_left
+        leave_for_retry = (not stopping and self.spec.reattach and self.identity.retries_left
+                           and not is_permanent_error(exc))  # no retry follows a permanent error
         with self._lock:
             self._aborted = True
             self._abort_cancels = not leave_for_retry
@@ -283,13 +284,17 @@ class _Session:
 
 
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
-    """Prefect ``retry_condition_fn``: never retry a task whose arguments are invalid."""
+    """Prefect ``retry_condition_fn``: never retry an error a retry cannot fix.
+
+    Permanent errors (:func:`torchx_core.specs.errors.is_permanent_error`: invalid task
+    arguments, an unknown component or scheduler, wrong component arguments or run options, an
+    invalid AppDef) fail the task on its first attempt; anything else (a failed app, a scheduler
+    briefly unreachable) is retried while retries remain.
+    """
     try:
         state.result(raise_on_failure=True, _sync=True)  # type: ignore[call-overload]  # async_dispatch accepts _sync
-    except InvalidTaskArgumentError:
-        return False
-    except BaseException:  # noqa: BLE001 - any other failure is retryable
-        return True
+    except BaseException as exc:  # noqa: BLE001 - classified below
+        return not is_permanent_error(exc)
     return True
 
 
@@ -369,6 +374,9 @@ async def run_app(
         AppVanishedError: the app stayed UNKNOWN, unreadable or unknown to the scheduler for
             longer than ``unknown_state_timeout``
         InvalidTaskArgumentError: the arguments are invalid (never retried)
+        TorchXError: a permanent error (unknown component or scheduler, wrong component
+            arguments or run options, invalid AppDef): never retried, see
+            :func:`torchx_core.specs.errors.is_permanent_error`
     """
     block = await asyncio.to_thread(resolve_scheduler, scheduler)
     spec = validate_args(

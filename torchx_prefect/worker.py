@@ -20,6 +20,10 @@ What the worker does for a flow run, through the shared app lifecycle
   the app and ends ``Cancelled``; an app that ends FAILED, CANCELLED from outside (``torchx
   cancel``, ``scancel``) or vanishes while the flow run is not final ends the flow run
   ``Crashed``, with the app's error and log tail (a flow that failed by itself stays ``Failed``);
+* job variables that can never make an app (a permanent error,
+  :func:`torchx_core.specs.errors.is_permanent_error`: a wrong run option, an unknown scheduler)
+  end the flow run ``Failed`` with the error; a transient submission error leaves it to Prefect
+  (``Crashed``);
 * ``kill_infrastructure`` (Prefect's cancel of a run still pending) cancels the app.
 """
 
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import anyio
 from prefect.client.schemas.objects import StateType
 from prefect.exceptions import InfrastructureNotFound
-from prefect.states import Cancelled, Crashed
+from prefect.states import Cancelled, Crashed, Failed
 from prefect.workers.base import (
     BaseJobConfiguration,
     BaseVariables,
@@ -47,7 +51,7 @@ from pydantic import Field
 from torchx_core.runner import get_runner
 from torchx_core.runner.lifecycle import AppLifecycle, Phase
 from torchx_core.specs import AppDef, AppState, Resource, RetryPolicy, Role, named_resources
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.errors import TorchXError, is_permanent_error
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
@@ -181,11 +185,16 @@ class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariable
         task_status: anyio.abc.TaskStatus[str] | None = None,
     ) -> TorchXWorkerResult:
         run_logger = self.get_flow_run_logger(flow_run)
-        lifecycle = _lifecycle(flow_run, configuration)
-        app = configuration.app(name=f"prefect-{flow_run.name}")
-        attachment = await asyncio.to_thread(
-            lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
-            known_handle=flow_run.infrastructure_pid or None)
+        try:
+            lifecycle = _lifecycle(flow_run, configuration)
+            app = configuration.app(name=f"prefect-{flow_run.name}")
+            attachment = await asyncio.to_thread(
+                lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
+                known_handle=flow_run.infrastructure_pid or None)
+        except Exception as e:
+            if is_permanent_error(e):  # a configuration error: no submission can ever succeed
+                await self._fail_permanently(flow_run, e)
+            raise  # Prefect marks the flow run Crashed (a transient error), or keeps it Failed
         handle = attachment.app_handle
         run_logger.info("flow run %s: %s app %s on %s", flow_run.name, attachment.how, handle,
                         configuration.scheduler)
@@ -239,6 +248,15 @@ class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariable
             run_logger.error("%s", message)
             await self._end(flow_run, Crashed(message=message))
         return _LOST
+
+    async def _fail_permanently(self, flow_run: FlowRun, error: Exception) -> None:
+        """Ends the flow run ``Failed`` (final, not ``Crashed``) for an error no retry can fix
+        (:func:`torchx_core.specs.errors.is_permanent_error`): wrong job variables, run options,
+        scheduler or image."""
+        message = (f"the torchx work pool's job variables are invalid (a configuration error,"
+                   f" not retried): {type(error).__name__}: {error}")
+        self.get_flow_run_logger(flow_run).error("%s", message)
+        await self._end(flow_run, Failed(message=message))
 
     async def _flow_run_state(self, flow_run: FlowRun) -> StateType | None:
         try:

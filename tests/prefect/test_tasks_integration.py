@@ -319,6 +319,50 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
     assert tr.run_count == 1
 
 
+PERMANENT_CASES = {
+    # name: (app, app_args, cfg, error class name, words of its message)
+    "component_not_found": ("no_such.component", None, None, "ComponentNotFoundException",
+                            "no_such.component"),
+    "component_argument": ("utils.echo", {"bogus_arg": 1}, None, "ComponentArgumentError",
+                           "bogus_arg"),
+    "run_option_type": ("utils.echo", None, {"grace_period": "soon"},
+                        "InvalidRunConfigException", "grace_period"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERMANENT_CASES))
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_permanent_errors_run_once_despite_retries(env: Path, flavour: str, case: str) -> None:
+    """Errors a retry cannot fix (is_permanent_error) end the task on its first attempt; no app
+    is submitted."""
+    from prefect import flow
+
+    from torchx_prefect import run_app, run_app_sync
+
+    app, app_args, cfg, error, words = PERMANENT_CASES[case]
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(retries=2, retry_delay_seconds=0)(
+                app, app_args, cfg=cfg, poll_interval=0.2)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(retries=2, retry_delay_seconds=0)(
+                app, app_args, cfg=cfg, poll_interval=0.2)
+
+        state = asyncio.run(f(return_state=True))
+    assert state.is_failed()
+    with pytest.raises(Exception) as info:  # the class is checked by name below
+        state.result()
+    assert type(info.value).__name__ == error and words in str(info.value)
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.state.is_failed() and tr.run_count == 1
+    assert apps_named("echo") == []
+
+
 # ---------------------------------------------------------------------------------------------
 # a retried task reattaches to the app that is still running
 

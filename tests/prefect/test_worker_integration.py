@@ -205,6 +205,20 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
     assert wait_no_app_processes(pool.root) == []
 
 
+@pytest.mark.parametrize(("job_variables", "words"), [
+    ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
+    ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
+], ids=["run_option_type", "unknown_scheduler"])
+def test_a_configuration_error_fails_the_flow_run_without_an_app(
+        pool: Pool, job_variables: dict[str, Any], words: str) -> None:
+    """A permanent error (is_permanent_error) ends the flow run Failed (final) with the error,
+    not Crashed like an infrastructure blip; no app is submitted."""
+    run_id = pool.run(pool.deploy("hello", **job_variables))
+    run = wait_state(pool, run_id, "Failed")
+    assert words in (run.state.message or "") and "configuration error" in run.state.message
+    assert apps_named("local_cwd", app_of(run)) == []
+
+
 def test_worker_killed_and_restarted_submits_no_second_app(pool: Pool, tmp_path: Path) -> None:
     started = tmp_path / "started"
     run_id = pool.run(pool.deploy("sleeper"), started=str(started), seconds=3)
