@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from torchx_core.specs import MissingDependencyError
 
@@ -90,6 +90,11 @@ class TorchXScheduler(Block):
             raise ValueError("scheduler must name a TorchX scheduler such as 'local_cwd'")
         return value.strip()
 
+    @model_validator(mode="after")
+    def _cfg_known(self) -> TorchXScheduler:
+        _check_cfg(self.scheduler, self.cfg)
+        return self
+
     def environment(self) -> dict[str, str]:
         """The variables applied while the block is used (secret values revealed)."""
         secret = self.secret_env.get_secret_value() if self.secret_env is not None else {}
@@ -104,6 +109,18 @@ class TorchXScheduler(Block):
         """Applies :meth:`environment` to this process for the duration (see module doc)."""
         with _ENV.lease(self.environment(), self._block_document_name or self.scheduler):
             yield
+
+
+def _check_cfg(scheduler: str, cfg: Mapping[str, Any]) -> None:
+    """Run options checked strictly when a block is made (unknown keys, with a close match, and
+    wrong types are refused); a scheduler whose client library is not installed here is checked
+    where the task runs."""
+    from torchx_prefect._launch import check_run_options
+
+    try:
+        check_run_options(scheduler, cfg)
+    except MissingDependencyError as e:
+        logger.debug("cannot check the run options of %s here: %s", scheduler, e)
 
 
 class _EnvLeases:
@@ -246,6 +263,7 @@ class TorchXJob(JobBlock):
                 f" component={self.component!r}"
             )
         app: AppDef | str = AppDef.from_dict(self.app) if self.app is not None else self.component  # type: ignore[assignment]
+        _check_cfg(self.scheduler.scheduler, self.scheduler.merged_cfg(self.cfg))
         return validate_args(
             app, self.component_args or None, self.scheduler.scheduler,
             self.scheduler.merged_cfg(self.cfg), None, self.poll_interval,

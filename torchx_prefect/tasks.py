@@ -44,6 +44,7 @@ from torchx_prefect._launch import (
     LaunchSpec,
     artifact_key,
     call_digest,
+    check_run_options,
     status_markdown,
     validate_args,
 )
@@ -120,6 +121,7 @@ class _Session:
         return self.runner.materialize_component(self.spec.component, self.spec.component_args)
 
     def _start(self) -> str:
+        check_run_options(self.spec.scheduler, self.spec.cfg, self.runner)  # strict, as the CLI's
         app = self._build_app()
         labels, flow_run_count = self._safe(self.store.read, ({}, None))
         known = labels.get(self.identity.label_key) or None

@@ -285,7 +285,15 @@ class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariable
 
 
 def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -> AppLifecycle:
+    """The flow run's app lifecycle; the run options are checked strictly first (an unknown
+    key, with a close match suggested, or a wrong type raises ``InvalidRunConfigException``)."""
+    runner = get_runner(component_defaults={})
+    try:
+        runner.scheduler_run_opts(configuration.scheduler).resolve(configuration.cfg, strict=True)
+    except BaseException:
+        runner.close()
+        raise
     return AppLifecycle(
-        get_runner(component_defaults={}), configuration.scheduler,
+        runner, configuration.scheduler,
         owner=f"prefect-worker:{flow_run.id}", cfg=configuration.cfg,
         poll_interval=max(0.1, configuration.poll_interval))

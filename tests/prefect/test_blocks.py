@@ -70,7 +70,22 @@ def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment
 
 def test_job_spec_takes_the_blocks_scheduler_and_merged_cfg() -> None:
     app = AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")])
-    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "q": 1}),
-                    app=app.to_dict(), cfg={"q": 2})
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "job_dir": "/a"}),
+                    app=app.to_dict(), cfg={"job_dir": "/b"})
     spec = job._spec()
-    assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "q": 2}, app)
+    assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "job_dir": "/b"}, app)
+
+
+@pytest.mark.parametrize(("cfg", "fragment"), [
+    ({"partiton": "gpu"}, r"unknown run option 'partiton'\. Did you mean: 'partition'\?"),
+    ({"bogus_key": 1}, "unknown run option 'bogus_key'"),
+    ({"time": 5}, "Run option: time, must be of type: str"),
+])
+def test_block_and_job_refuse_unknown_or_mistyped_run_options(cfg: dict, fragment: str) -> None:
+    from torchx_core.specs import InvalidRunConfigException
+
+    with pytest.raises(ValueError, match=fragment):  # pydantic's ValidationError wraps ours
+        TorchXScheduler(scheduler="slurm", cfg=cfg)
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm"), component="utils.echo", cfg=cfg)
+    with pytest.raises(InvalidRunConfigException, match=fragment):
+        job._spec()

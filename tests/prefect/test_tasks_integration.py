@@ -327,6 +327,11 @@ PERMANENT_CASES = {
                            "bogus_arg"),
     "run_option_type": ("utils.echo", None, {"grace_period": "soon"},
                         "InvalidRunConfigException", "grace_period"),
+    # a misspelt run option is refused (with the close match), not run with the default
+    "run_option_misspelt": ("utils.echo", None, {"grace_periodd": 1.0},
+                            "InvalidRunConfigException", "Did you mean: 'grace_period'?"),
+    "run_option_unknown": ("utils.echo", None, {"bogus_key": 1},
+                           "InvalidRunConfigException", "unknown run option 'bogus_key'"),
 }
 
 

@@ -208,7 +208,8 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
 @pytest.mark.parametrize(("job_variables", "words"), [
     ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
     ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
-], ids=["run_option_type", "unknown_scheduler"])
+    ({"cfg": {"grace_periodd": 1.0}}, "Did you mean: 'grace_period'?"),
+], ids=["run_option_type", "unknown_scheduler", "run_option_misspelt"])
 def test_a_configuration_error_fails_the_flow_run_without_an_app(
         pool: Pool, job_variables: dict[str, Any], words: str) -> None:
     """A permanent error (is_permanent_error) ends the flow run Failed (final) with the error,
