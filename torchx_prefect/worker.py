@@ -15,7 +15,8 @@ What the worker does for a flow run, through the shared app lifecycle
 * submits the app named after the flow run, or reattaches to it (a worker restarted while the app
   runs does not submit a second one), and records the app handle as the flow run's
   infrastructure id (``infrastructure_pid``);
-* streams the replicas' output to the worker's log (``stream_output``);
+* streams the replicas' output (``stream_output``) through the worker's flow-run logger, so it
+  shows in the worker's log and in the flow run's logs on the server, at Prefect's default level;
 * watches the app and the flow run: a flow run cancelled from the UI/API (``Cancelling``) cancels
   the app and ends ``Cancelled``; an app that ends FAILED, CANCELLED from outside (``torchx
   cancel``, ``scancel``) or vanishes while the flow run is not final ends the flow run
@@ -202,8 +203,10 @@ class TorchXWorker(BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariable
             task_status.started(handle)
         follower = None
         if configuration.stream_output:
+            # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
+            # the worker's log and the server's logs of the flow run at Prefect's default level
             follower = lifecycle.follow_logs(
-                handle, lambda line: logger.info("%s %s", flow_run.name, line),
+                handle, lambda line: run_logger.info("%s", line),
                 skip_existing=attachment.how != "submitted")
         try:
             code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)

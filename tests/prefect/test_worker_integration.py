@@ -168,6 +168,22 @@ def test_flow_run_runs_as_a_local_app_and_logs_reach_the_server(pool: Pool) -> N
     assert "PREFECT_API_URL" not in pool.worker.output(20000)
 
 
+def test_replica_output_reaches_the_worker_log_and_the_flow_run_logs(pool: Pool) -> None:
+    """What the app prints (plain print, no Prefect logger) is in the worker's own log and in
+    the server's logs of the flow run, at Prefect's default logging level."""
+    run_id = pool.run(pool.deploy("printer"), lines=30)
+    run = wait_state(pool, run_id, "Completed")
+    assert wait_terminal(run.infrastructure_pid, WAIT) == AppState.SUCCEEDED
+    wanted = [f"printed line {i} of 30" for i in range(1, 31)]
+    logs = flow_run_logs(run_id, *wanted)
+    missing = [w for w in wanted if not any(m.endswith(w) for m in logs)]
+    assert missing == [], f"not in the flow run's logs: {missing}"
+    deadline = time.monotonic() + WAIT
+    while [w for w in wanted if w not in pool.worker.output(400000)]:
+        assert time.monotonic() < deadline, f"not in the worker's log:\n{pool.worker.output()}"
+        time.sleep(0.5)
+
+
 def test_cancelling_the_flow_run_cancels_the_app(pool: Pool, tmp_path: Path) -> None:
     from prefect import get_client
     from prefect.states import Cancelling
