@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +43,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("prefect", "prefect", "torchx_prefect") from e
 
-from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
+from torchx_prefect.errors import InvalidTaskArgumentError, JobTimeoutError, TorchXPrefectError
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -252,6 +254,20 @@ class TorchXJob(JobBlock):
     log_tail_lines: int = Field(default=50, description="Log lines per replica in a failure.")
     cancel_timeout: float = Field(default=30.0, description="Bound of the app's cancellation.")
 
+    @field_validator("poll_interval", "unknown_state_timeout", "cancel_timeout", "timeout_seconds")
+    @classmethod
+    def _seconds(cls, value: float | None, info: Any) -> float | None:
+        if value is None and info.field_name == "timeout_seconds":
+            return None  # no limit
+        zero_ok = info.field_name == "unknown_state_timeout"
+        if value is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            bound = ">= 0" if zero_ok else "> 0"
+            none = " (or None for no limit)" if info.field_name == "timeout_seconds" else ""
+            raise InvalidTaskArgumentError(
+                f"TorchXJob {info.field_name} must be a finite number of seconds {bound}{none},"
+                f" got {value!r}")
+        return value
+
     def _spec(self) -> Any:
         from torchx_core.specs import AppDef
         from torchx_prefect._launch import validate_args
@@ -287,7 +303,7 @@ class TorchXJob(JobBlock):
             lease.__exit__(None, None, None)
             raise
         session = _Session(runner, spec, identity, self.logger,
-                           pio.FlowRunHandleStore(identity.flow_run_id))
+                           pio.FlowRunHandleStore(identity.flow_run_id), kind="job")
         run = TorchXJobRun(self, session, lease)
         try:
             await asyncio.to_thread(session.start)
@@ -317,11 +333,13 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
 
         Raises:
             AppFailedError, AppCancelledError, AppVanishedError: the app did not succeed
-            TimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled)
+            JobTimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled); a
+                ``TimeoutError`` naming the app handle and the limit
         """
         from torchx_prefect.states import Outcome, outcome_for
 
         session = self._session
+        started = time.monotonic()
         try:
             async with asyncio.timeout(self.job.timeout_seconds):
                 while True:
@@ -336,6 +354,10 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
                     await asyncio.sleep(session.spec.poll_interval)
         except BaseException as exc:
             self._close(exc)
+            limit = self.job.timeout_seconds
+            if (isinstance(exc, TimeoutError) and limit is not None
+                    and time.monotonic() - started >= limit):
+                raise JobTimeoutError(self.app_handle, limit) from exc
             raise
         self._close(None)
 

@@ -78,8 +78,10 @@ class _Session:
         identity: pio.TaskIdentity,
         run_logger: logging.Logger | logging.LoggerAdapter[Any],
         store: pio.FlowRunHandleStore,
+        kind: str = "task",
     ) -> None:
         self.runner = runner
+        self.kind = kind  # what the log messages call the caller: "task" or "job"
         self.spec = spec
         self.identity = identity
         self.log = run_logger
@@ -130,7 +132,7 @@ class _Session:
             self.life.owner = self.identity.owner
         with self._lock:
             if self._aborted:  # the task already ended (async: this runs in a thread)
-                raise RuntimeError(f"task ended before {self.app_name} was submitted")
+                raise RuntimeError(f"{self.kind} ended before {self.app_name} was submitted")
             self._submitting = True
         att = self.life.attach(app, self.parts, known_handle=known if self.spec.reattach else None)
         self.attachment, self.handle = att, att.app_handle
@@ -144,8 +146,8 @@ class _Session:
         with self._lock:
             late = self._aborted and self._abort_cancels
         if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
-            self.log.warning("Cancelling TorchX app %s: the task ended while it was being"
-                             " submitted", att.app_handle)
+            self.log.warning("Cancelling TorchX app %s: the %s ended while it was being"
+                             " submitted", att.app_handle, self.kind)
             self.life.cancel(att.app_handle, timeout=self.spec.cancel_timeout)
             return att.app_handle
         # persist before waiting, so a retry, a re-run or a flow hook elsewhere finds this app
@@ -267,22 +269,30 @@ class _Session:
             self._start_done.wait(self.spec.cancel_timeout)
         if self.handle is None:
             if self._submitting and leave_for_retry:
-                self.log.warning("Task attempt %d failed while submitting (%r); leaving any TorchX"
-                                 " app named %s for the retry", self.identity.run_count, exc,
-                                 self.app_name)
+                self.log.warning("%s attempt %d failed while submitting (%r); leaving any"
+                                 " TorchX app named %s for the retry", self.kind.capitalize(),
+                                 self.identity.run_count, exc, self.app_name)
             elif self._submitting:
-                self.log.warning("Cancelling TorchX apps named %s: the task ended while"
-                                 " submitting: %r", self.app_name, exc)
+                self.log.warning("Cancelling TorchX apps named %s: the %s %s while"
+                                 " submitting: %r", self.app_name, self.kind, _ended(exc), exc)
                 self.life.cancel_by_name(self.app_name, timeout=self.spec.cancel_timeout)
             return
         if leave_for_retry:
             self.log.warning(
-                "Task attempt %d failed (%r); leaving TorchX app %s running for the retry",
-                self.identity.run_count, exc, self.handle,
+                "%s attempt %d failed (%r); leaving TorchX app %s running for the retry",
+                self.kind.capitalize(), self.identity.run_count, exc, self.handle,
             )
             return
-        self.log.warning("Cancelling TorchX app %s because the task ended: %r", self.handle, exc)
+        self.log.warning("Cancelling TorchX app %s because the %s %s: %r", self.handle, self.kind,
+                         _ended(exc), exc)
         self.life.cancel(self.handle, timeout=self.spec.cancel_timeout)
+
+
+def _ended(exc: BaseException) -> str:
+    """How an attempt ended, for the log: ``timed out``, ``was stopped`` or ``failed``."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return "failed" if isinstance(exc, Exception) else "was stopped"
 
 
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
