@@ -100,6 +100,27 @@ def test_launcher_step_runs_an_app_to_success(
     assert "[worker/1] replica 1 exiting with 0" in out
 
 
+def test_every_line_of_a_short_app_reaches_the_step_log_once(
+    kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An app that prints 100 numbered lines and exits at once (before the first status read):
+    each line is in the launcher step's output under kfp.local exactly once."""
+    code = "for i in range(1, 101): print(f'burst line {i} of 100')"
+    app = specs.AppDef(name="kfpburst", roles=[specs.Role(
+        name="worker", image=str(tmp_path), entrypoint=sys.executable, args=["-c", code])])
+
+    @dsl.pipeline(name="kfp-burst")
+    def pipeline() -> str:
+        return launch(app, wait_interval=2.0).outputs["app_handle"]
+
+    handle = pipeline().output
+    assert app_state(handle) == AppState.SUCCEEDED
+    out = capfd.readouterr().out.splitlines()
+    counts = {i: sum(line.endswith(f"[worker/0] burst line {i} of 100") for line in out)
+              for i in range(1, 101)}
+    assert {i: n for i, n in counts.items() if n != 1} == {}
+
+
 def test_failed_app_fails_the_step(
     kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

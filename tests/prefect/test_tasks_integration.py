@@ -255,6 +255,34 @@ def test_concurrent_tasks_record_every_app_on_the_flow_run(env: Path) -> None:
     assert {v for k, v in labels.items() if k.startswith("torchx.app.")} == handles
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_every_line_of_a_short_app_reaches_the_flow_run_logs_once(env: Path, flavour: str) -> None:
+    """An app that prints 100 numbered lines and exits at once (it ends before the first status
+    read): each line is in the flow run's logs on the server exactly once."""
+    from prefect import flow
+
+    from torchx_prefect import run_app, run_app_sync
+
+    app = py_app(f"burst{flavour}", "for i in range(1, 101): print(f'burst line {i} of 100')")
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync(app, poll_interval=2.0)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app(app, poll_interval=2.0)
+
+        state = asyncio.run(f(return_state=True))
+    assert state.is_completed(), state
+    wanted = [f"[worker/0] burst line {i} of 100" for i in range(1, 101)]
+    logs = flow_run_logs(state.state_details.flow_run_id, *wanted)
+    counts = {w: sum(m.endswith(w) for m in logs) for w in wanted}
+    assert {w: n for w, n in counts.items() if n != 1} == {}
+
+
 # ---------------------------------------------------------------------------------------------
 # failure: typed error, log tail, retries submit a new app each time
 
