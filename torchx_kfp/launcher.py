@@ -9,7 +9,8 @@ The component ships its function's source (KFP lightweight components). The func
 closure: the AppDef travels as a JSON parameter, and the body imports ``torchx_kfp.runtime``
 (and through it ``torchx_core``). ``install_kfp_package=False``: the image must already hold
 ``torchx-suite[kfp]`` (kfp.local's ``SubprocessRunner(use_venv=False)`` uses the current
-interpreter).
+interpreter). KFP's ``sh -ec`` wrapper ``exec``s the step, so a SIGTERM sent only to the pod's
+main process reaches the launcher, which cancels its app.
 
 Run options (``cfg``) are checked against the scheduler's runopts when the pipeline is
 defined (unknown scheduler, unknown key, wrong type, missing required option:
@@ -194,7 +195,33 @@ def cancel_component(base_image: str | None = None) -> Any:
 
 @functools.cache
 def _cancel_component(base_image: str) -> Any:
-    return dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False)
+    return _exec_step(
+        dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False))
+
+
+_KFP_RUN_LINE = "_KFP_RUNTIME=true python3 -m "
+
+
+def _exec_step(component: Any) -> Any:
+    """Makes the step's ``sh -ec`` wrapper ``exec`` the Python step, so a SIGTERM sent to the
+    wrapper (the pod's main process) reaches the launcher, which then cancels its app; without
+    it the shell dies at once and leaves the launcher and the app running.
+
+    Raises:
+        RuntimeError: this kfp version wraps lightweight components differently (checked when
+            the component is made, not in the pod)
+    """
+    container = component.component_spec.implementation.container
+    command = list(container.command or [])
+    if command[:2] != ["sh", "-ec"] or len(command) < 3 or _KFP_RUN_LINE not in command[2]:
+        raise RuntimeError(
+            f"unexpected kfp component wrapper {command[:3]!r}: torchx_kfp makes the wrapper"
+            " exec the launcher (so SIGTERM reaches it) and supports kfp's `sh -ec` wrapper"
+        )
+    command[2] = command[2].replace(
+        _KFP_RUN_LINE, "export _KFP_RUNTIME=true\nexec python3 -m ", 1)
+    container.command = command
+    return component
 
 
 def cancel_apps_on_exit(
@@ -250,12 +277,12 @@ def launcher_component(base_image: str | None = None, pass_resources: bool = Fal
 @functools.cache
 def _launcher_component(base_image: str, pass_resources: bool) -> Any:
     passthroughs = [dsl.TaskConfigField.RESOURCES] if pass_resources else None
-    return dsl.component(
+    return _exec_step(dsl.component(
         torchx_launcher,
         base_image=base_image,
         install_kfp_package=False,
         task_config_passthroughs=passthroughs,
-    )
+    ))
 
 
 def _common_problems(scheduler: object, cfg: object) -> list[str]:

@@ -19,6 +19,7 @@ from kfp_helpers import (
     python_app,
     read_pids,
     step_processes,
+    step_wrappers,
     wait_until,
 )
 
@@ -354,6 +355,36 @@ def test_sigterm_on_a_kfp_local_step_cancels_the_app_and_leaves_no_process(
     assert "step terminated by signal 15; cancelling the app" in output
     assert re.search(r"Pipeline \S*kfp-sigterm\S* finished with status \S*FAILURE", output), output
     assert app_state(handle) == AppState.CANCELLED
+    wait_until(lambda: not any(pid_alive(p) for p in replicas), 30, "replica processes to exit")
+    assert processes_in_session(driver.pid) == []
+
+
+def test_sigterm_to_the_step_wrapper_reaches_the_launcher_and_cancels_the_app(
+    local_apps: Path, tmp_path: Path
+) -> None:
+    """SIGTERM delivered only to the process kfp.local started for the step (KFP's ``sh -ec``
+    wrapper, the pod's main process) reaches the launcher, since the wrapper ``exec``s it: the
+    app is cancelled and nothing is left running."""
+    out_dir = tmp_path / "kfpwrap"
+    app = make_app("kfpwrapsig", out_dir, replicas=2, sleep=600)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", PIPELINE_IN_SUBPROCESS, json.dumps(app.to_dict()),
+         str(tmp_path / "pipeline-root")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+        (wrapper,) = step_wrappers(driver.pid)
+        (handle,) = apps_named("kfpwrapsig-")
+        os.kill(wrapper, signal.SIGTERM)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert "step terminated by signal 15; cancelling the app" in output, output
+    assert app_state(handle) == AppState.CANCELLED
+    replicas = read_pids(out_dir)
     wait_until(lambda: not any(pid_alive(p) for p in replicas), 30, "replica processes to exit")
     assert processes_in_session(driver.pid) == []
 
