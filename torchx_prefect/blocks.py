@@ -16,7 +16,8 @@ cluster, and name it in tasks::
     run_app_sync("utils.echo", ["--msg", "hi"], scheduler="gpu-cluster")  # or the block itself
 
 The block's environment is applied to this process while a task or job uses it (its scheduler
-client, e.g. ``sbatch``, reads it); two blocks that need different values for the same variable
+client, e.g. ``sbatch``, reads it), so replicas that inherit the submitting environment (local
+processes; Slurm jobs, which sbatch exports it to) see it too, ``secret_env`` included; two blocks that need different values for the same variable
 cannot run at the same time in one process (a clear error says so).
 """
 
