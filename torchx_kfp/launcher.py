@@ -9,7 +9,8 @@ The component ships its function's source (KFP lightweight components). The func
 closure: the AppDef travels as a JSON parameter, and the body imports ``torchx_kfp.runtime``
 (and through it ``torchx_core``). ``install_kfp_package=False``: the image must already hold
 ``torchx-suite[kfp]`` (kfp.local's ``SubprocessRunner(use_venv=False)`` uses the current
-interpreter).
+interpreter). KFP's ``sh -ec`` wrapper ``exec``s the step, so a SIGTERM sent only to the pod's
+main process reaches the launcher, which cancels its app.
 
 Run options (``cfg``) are checked against the scheduler's runopts when the pipeline is
 defined (unknown scheduler, unknown key, wrong type, missing required option:
@@ -194,7 +195,33 @@ def cancel_component(base_image: str | None = None) -> Any:
 
 @functools.cache
 def _cancel_component(base_image: str) -> Any:
-    return dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False)
+    return _exec_step(
+        dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False))
+
+
+_KFP_RUN_LINE = "_KFP_RUNTIME=true python3 -m "
+
+
+def _exec_step(component: Any) -> Any:
+    """Makes the step's ``sh -ec`` wrapper ``exec`` the Python step, so a SIGTERM sent to the
+    wrapper (the pod's main process) reaches the launcher, which then cancels its app; without
+    it the shell dies at once and leaves the launcher and the app running.
+
+    Raises:
+        RuntimeError: this kfp version wraps lightweight components differently (checked when
+            the component is made, not in the pod)
+    """
+    container = component.component_spec.implementation.container
+    command = list(container.command or [])
+    if command[:2] != ["sh", "-ec"] or len(command) < 3 or _KFP_RUN_LINE not in command[2]:
+        raise RuntimeError(
+            f"unexpected kfp component wrapper {command[:3]!r}: torchx_kfp makes the wrapper"
+            " exec the launcher (so SIGTERM reaches it) and supports kfp's `sh -ec` wrapper"
+        )
+    command[2] = command[2].replace(
+        _KFP_RUN_LINE, "export _KFP_RUNTIME=true\nexec python3 -m ", 1)
+    container.command = command
+    return component
 
 
 def cancel_apps_on_exit(
@@ -250,12 +277,12 @@ def launcher_component(base_image: str | None = None, pass_resources: bool = Fal
 @functools.cache
 def _launcher_component(base_image: str, pass_resources: bool) -> Any:
     passthroughs = [dsl.TaskConfigField.RESOURCES] if pass_resources else None
-    return dsl.component(
+    return _exec_step(dsl.component(
         torchx_launcher,
         base_image=base_image,
         install_kfp_package=False,
         task_config_passthroughs=passthroughs,
-    )
+    ))
 
 
 def _common_problems(scheduler: object, cfg: object) -> list[str]:
@@ -306,8 +333,75 @@ def _run_option_problems(scheduler: str, cfg: dict[str, Any]) -> list[str]:
 
 
 def _is_str_like(value: object) -> bool:
-    """A str, or a KFP pipeline output/parameter (resolved to a str at run time)."""
-    return isinstance(value, (str, dsl.pipeline_channel.PipelineChannel))
+    """A str, or a KFP parameter output/pipeline parameter (resolved to a value at run time).
+
+    An artifact output is not: a launcher input of type str or dict cannot carry one (KFP
+    would pass ``null``); :func:`_artifact_problems` says so.
+    """
+    return isinstance(value, str) or (
+        isinstance(value, dsl.pipeline_channel.PipelineChannel)
+        and not isinstance(value, dsl.pipeline_channel.PipelineArtifactChannel)
+    )
+
+
+def _artifact_problems(name: str, values: Sequence[object]) -> list[str]:
+    return [
+        f"{name} value {v.name!r} is an artifact output ({v.channel_type}) of task"
+        f" {v.task_name!r}; the launcher takes parameters (str) only, so KFP would pass null."
+        f" Pass a parameter output instead, e.g. a step that returns the artifact's URI"
+        f" (`artifact.uri`) as a str"
+        for v in values if isinstance(v, dsl.pipeline_channel.PipelineArtifactChannel)
+    ]
+
+
+def _dryrun_problems(
+    app_json: str,
+    component: str,
+    component_args: Sequence[Any] | None,
+    scheduler: str,
+    cfg: Mapping[str, Any] | None,
+    pass_resources: bool,
+) -> list[str]:
+    """The scheduler's dry-run of the app, when the pipeline is defined, not in the pod: no
+    roles, ``num_replicas=0`` or above the limit, a role without the resource the scheduler
+    needs, an unknown component or wrong component arguments.
+
+    Component arguments that are pipeline outputs are only known at run time: then only the
+    component's existence is checked. Roles without a resource get a placeholder when
+    ``pass_resources`` brings the task's resources at run time. A scheduler whose client
+    library is not installed here is dry-run in the pod.
+    """
+    import copy
+
+    from torchx_core.runner import get_runner
+    from torchx_core.specs import NULL_RESOURCE, ComponentNotFoundException, Resource, TorchXError
+
+    with get_runner() as runner:
+        try:
+            if app_json:
+                app = AppDef.from_dict(json.loads(app_json))
+            elif all(isinstance(a, str) for a in component_args or []):
+                app = runner.materialize_component(component, list(component_args or []))
+            else:
+                try:
+                    runner.materialize_component(component, [])
+                except ComponentNotFoundException:
+                    raise
+                except TorchXError:
+                    pass  # the arguments (some are pipeline outputs) are checked in the pod
+                return []
+            if pass_resources:
+                app = copy.deepcopy(app)
+                for role in app.roles:
+                    if role.resource == NULL_RESOURCE:
+                        role.resource = Resource(cpu=1, gpu=0, memMB=1024)
+            runner.dryrun(app, scheduler, cfg=dict(cfg or {}))
+        except MissingDependencyError as e:
+            logger.warning("cannot dry-run the app on %s here (%s); the launcher step does",
+                           scheduler, e)
+        except TorchXError as e:
+            return [str(e)]
+    return []
 
 
 def _app_json(app: AppDef | str) -> str:
@@ -358,7 +452,8 @@ def launch(
         scheduler: the TorchX scheduler to run on
         cfg: the scheduler's run config (JSON-serializable)
         env: environment variables added to every role of the app; values may be upstream
-            outputs (``{"UPSTREAM": first.outputs["app_handle"]}``)
+            parameter outputs (``{"UPSTREAM": first.outputs["app_handle"]}``), not artifacts
+            (pass an artifact's URI from a step that returns it as a str)
         base_image: the launcher step's image, with ``torchx-suite[kfp]`` and the scheduler's
             extras installed (default :data:`DEFAULT_BASE_IMAGE`; see ``make
             kfp-launcher-image``)
@@ -376,8 +471,14 @@ def launch(
     Returns:
         The KFP ``PipelineTask``.
 
+    The app is dry-run on the scheduler here, when the pipeline is defined (as at submission:
+    roles, replicas, resources the scheduler needs, the component and its arguments), so such
+    mistakes fail the definition, not the pod minutes later. A component must therefore be
+    resolvable where the pipeline is defined.
+
     Raises:
-        InvalidKfpOptionsError: the arguments are invalid or contradict each other
+        InvalidKfpOptionsError: the arguments are invalid or contradict each other, or the
+            scheduler's dry-run refuses the app
     """
     problems = _common_problems(scheduler, cfg)
     if not isinstance(component, str):
@@ -389,14 +490,16 @@ def launch(
     if component_args is not None and (
         isinstance(component_args, str) or not all(_is_str_like(a) for a in component_args)
     ):
-        problems.append(
+        problems += _artifact_problems("component_args", list(component_args)) or [
             f"component_args must be a list of str or pipeline outputs, got {component_args!r}"
-        )
+        ]
     if env is not None and (
         not isinstance(env, Mapping)
         or not all(isinstance(k, str) and _is_str_like(v) for k, v in env.items())
     ):
-        problems.append(f"env must be a dict of str to str or pipeline outputs, got {env!r}")
+        problems += _artifact_problems(
+            "env", list(env.values()) if isinstance(env, Mapping) else []
+        ) or [f"env must be a dict of str to str or pipeline outputs, got {env!r}"]
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         problems.append(f"retries must be an int >= 0, got {retries!r}")
     for name, seconds in (("wait_interval", wait_interval),
@@ -415,6 +518,11 @@ def launch(
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
     app_json = _app_json(app) if app is not None else ""
+    problems = _dryrun_problems(app_json, component, component_args, scheduler, cfg,
+                                pass_resources)
+    if problems:
+        raise InvalidKfpOptionsError(
+            f"launch(...) cannot run this app on {scheduler!r}: " + "; ".join(problems))
     kwargs: dict[str, Any] = {
         "app_json": app_json,
         "component": component,

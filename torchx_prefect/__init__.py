@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from torchx_prefect.errors import AppUnknownStateError as AppUnknownStateError
     from torchx_prefect.errors import AppVanishedError as AppVanishedError
     from torchx_prefect.errors import InvalidTaskArgumentError as InvalidTaskArgumentError
+    from torchx_prefect.errors import JobTimeoutError as JobTimeoutError
     from torchx_prefect.errors import TorchXPrefectError as TorchXPrefectError
     from torchx_prefect.hooks import cancel_flow_apps as cancel_flow_apps
     from torchx_prefect.tasks import run_app as run_app
@@ -50,6 +51,7 @@ _LAZY: dict[str, str] = {
     "AppUnknownStateError": "torchx_prefect.errors",
     "AppVanishedError": "torchx_prefect.errors",
     "InvalidTaskArgumentError": "torchx_prefect.errors",
+    "JobTimeoutError": "torchx_prefect.errors",
     "TorchXJob": "torchx_prefect.blocks",
     "TorchXPrefectError": "torchx_prefect.errors",
     "TorchXScheduler": "torchx_prefect.blocks",
@@ -66,6 +68,7 @@ __all__ = [
     "AppUnknownStateError",
     "AppVanishedError",
     "InvalidTaskArgumentError",
+    "JobTimeoutError",
     "TorchXJob",
     "TorchXPrefectError",
     "TorchXScheduler",

@@ -19,7 +19,7 @@ from typing import Any
 from torchx_core.runner.lifecycle import InvalidTaskArgumentError
 from torchx_core.specs import NONE, AppDef, AppState, AppStatus
 
-__all__ = ["AppResult", "LaunchSpec", "call_digest", "validate_args"]
+__all__ = ["AppResult", "LaunchSpec", "call_digest", "check_run_options", "validate_args"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,30 @@ def validate_args(
         reattach=reattach,
         cancel_timeout=numbers["cancel_timeout"],
     )
+
+
+def check_run_options(scheduler: str, cfg: Mapping[str, Any], runner: Any = None) -> None:
+    """Checks ``cfg`` strictly against the scheduler's run options, before anything is submitted:
+    an unknown key (with a close match suggested), a wrong type, a missing required option.
+
+    Args:
+        scheduler: the TorchX scheduler name
+        cfg: its run options
+        runner: the Runner to ask (default: a new one)
+
+    Raises:
+        InvalidRunConfigException: a run option is unknown, has the wrong type or is missing
+        UnknownSchedulerException: the scheduler does not exist
+        MissingDependencyError: the scheduler's client library is not installed
+    """
+    if runner is None:
+        from torchx_core.runner import get_runner
+
+        with get_runner() as own:
+            opts = own.scheduler_run_opts(scheduler)
+    else:
+        opts = runner.scheduler_run_opts(scheduler)
+    opts.resolve(cfg, strict=True)
 
 
 def call_digest(spec: LaunchSpec) -> str:

@@ -16,7 +16,8 @@ cluster, and name it in tasks::
     run_app_sync("utils.echo", ["--msg", "hi"], scheduler="gpu-cluster")  # or the block itself
 
 The block's environment is applied to this process while a task or job uses it (its scheduler
-client, e.g. ``sbatch``, reads it); two blocks that need different values for the same variable
+client, e.g. ``sbatch``, reads it), so replicas that inherit the submitting environment (local
+processes; Slurm jobs, which sbatch exports it to) see it too, ``secret_env`` included; two blocks that need different values for the same variable
 cannot run at the same time in one process (a clear error says so).
 """
 
@@ -24,14 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from torchx_core.specs import MissingDependencyError
 from torchx_core.specs.errors import check_dependency_version, missing_dependency
 
 check_dependency_version("prefect", "prefect", "torchx_prefect")
@@ -45,7 +49,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
     ) from e
 
-from torchx_prefect.errors import InvalidTaskArgumentError, TorchXPrefectError
+from torchx_prefect.errors import InvalidTaskArgumentError, JobTimeoutError, TorchXPrefectError
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -94,6 +98,11 @@ class TorchXScheduler(Block):
             raise ValueError("scheduler must name a TorchX scheduler such as 'local_cwd'")
         return value.strip()
 
+    @model_validator(mode="after")
+    def _cfg_known(self) -> TorchXScheduler:
+        _check_cfg(self.scheduler, self.cfg)
+        return self
+
     def environment(self) -> dict[str, str]:
         """The variables applied while the block is used (secret values revealed)."""
         secret = self.secret_env.get_secret_value() if self.secret_env is not None else {}
@@ -108,6 +117,18 @@ class TorchXScheduler(Block):
         """Applies :meth:`environment` to this process for the duration (see module doc)."""
         with _ENV.lease(self.environment(), self._block_document_name or self.scheduler):
             yield
+
+
+def _check_cfg(scheduler: str, cfg: Mapping[str, Any]) -> None:
+    """Run options checked strictly when a block is made (unknown keys, with a close match, and
+    wrong types are refused); a scheduler whose client library is not installed here is checked
+    where the task runs."""
+    from torchx_prefect._launch import check_run_options
+
+    try:
+        check_run_options(scheduler, cfg)
+    except MissingDependencyError as e:
+        logger.debug("cannot check the run options of %s here: %s", scheduler, e)
 
 
 class _EnvLeases:
@@ -239,6 +260,20 @@ class TorchXJob(JobBlock):
     log_tail_lines: int = Field(default=50, description="Log lines per replica in a failure.")
     cancel_timeout: float = Field(default=30.0, description="Bound of the app's cancellation.")
 
+    @field_validator("poll_interval", "unknown_state_timeout", "cancel_timeout", "timeout_seconds")
+    @classmethod
+    def _seconds(cls, value: float | None, info: Any) -> float | None:
+        if value is None and info.field_name == "timeout_seconds":
+            return None  # no limit
+        zero_ok = info.field_name == "unknown_state_timeout"
+        if value is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            bound = ">= 0" if zero_ok else "> 0"
+            none = " (or None for no limit)" if info.field_name == "timeout_seconds" else ""
+            raise InvalidTaskArgumentError(
+                f"TorchXJob {info.field_name} must be a finite number of seconds {bound}{none},"
+                f" got {value!r}")
+        return value
+
     def _spec(self) -> Any:
         from torchx_core.specs import AppDef
         from torchx_prefect._launch import validate_args
@@ -250,6 +285,7 @@ class TorchXJob(JobBlock):
                 f" component={self.component!r}"
             )
         app: AppDef | str = AppDef.from_dict(self.app) if self.app is not None else self.component  # type: ignore[assignment]
+        _check_cfg(self.scheduler.scheduler, self.scheduler.merged_cfg(self.cfg))
         return validate_args(
             app, self.component_args or None, self.scheduler.scheduler,
             self.scheduler.merged_cfg(self.cfg), None, self.poll_interval,
@@ -273,7 +309,7 @@ class TorchXJob(JobBlock):
             lease.__exit__(None, None, None)
             raise
         session = _Session(runner, spec, identity, self.logger,
-                           pio.FlowRunHandleStore(identity.flow_run_id))
+                           pio.FlowRunHandleStore(identity.flow_run_id), kind="job")
         run = TorchXJobRun(self, session, lease)
         try:
             await asyncio.to_thread(session.start)
@@ -303,11 +339,13 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
 
         Raises:
             AppFailedError, AppCancelledError, AppVanishedError: the app did not succeed
-            TimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled)
+            JobTimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled); a
+                ``TimeoutError`` naming the app handle and the limit
         """
         from torchx_prefect.states import Outcome, outcome_for
 
         session = self._session
+        started = time.monotonic()
 
         async def watch() -> None:
             while True:
@@ -333,6 +371,10 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
                 ) from e
         except BaseException as exc:
             self._close(exc)
+            limit = self.job.timeout_seconds
+            if (isinstance(exc, TimeoutError) and limit is not None
+                    and time.monotonic() - started >= limit):
+                raise JobTimeoutError(self.app_handle, limit) from exc
             raise
         self._close(None)
 

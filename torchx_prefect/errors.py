@@ -11,6 +11,7 @@ import from ``torchx_prefect`` (aliases, not copies), plus the adapter's own roo
     │                                           VANISHED/UNKNOWN past ``unknown_state_timeout``
     ├── InvalidTaskArgumentError (ValueError)   bad task arguments; never retried
     └── TorchXPrefectError                      adapter-specific problems (e.g. a block)
+        └── JobTimeoutError (TimeoutError)      a TorchXJob ran past ``timeout_seconds``
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "AppUnknownStateError",
     "AppVanishedError",
     "InvalidTaskArgumentError",
+    "JobTimeoutError",
     "TorchXPrefectError",
 ]
 
@@ -44,3 +46,24 @@ AppUnknownStateError = AppVanishedError
 
 class TorchXPrefectError(TorchXError):
     """Root of the Prefect adapter's own errors (e.g. a scheduler block that cannot be loaded)."""
+
+
+class JobTimeoutError(TorchXPrefectError, TimeoutError):
+    """A :class:`~torchx_prefect.TorchXJob` ran longer than its ``timeout_seconds``; its app
+    was cancelled.
+
+    Args:
+        app_handle: the app that timed out
+        timeout_seconds: the limit it exceeded
+    """
+
+    def __init__(self, app_handle: str, timeout_seconds: float) -> None:
+        super().__init__(
+            f"TorchX app {app_handle} ran longer than the job's timeout_seconds={timeout_seconds:g}"
+            f" and was cancelled; raise timeout_seconds if the app needs more time"
+        )
+        self.app_handle = app_handle
+        self.timeout_seconds = timeout_seconds
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.app_handle, self.timeout_seconds))

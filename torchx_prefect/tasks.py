@@ -29,7 +29,11 @@ from torchx_core.runner.lifecycle import (
     app_name,
 )
 from torchx_core.specs import AppDef, AppStatus
-from torchx_core.specs.errors import check_dependency_version, missing_dependency
+from torchx_core.specs.errors import (
+    check_dependency_version,
+    is_permanent_error,
+    missing_dependency,
+)
 
 check_dependency_version("prefect", "prefect", "torchx_prefect")
 
@@ -51,11 +55,11 @@ from torchx_prefect._launch import (
     LaunchSpec,
     artifact_key,
     call_digest,
+    check_run_options,
     status_markdown,
     validate_args,
 )
 from torchx_prefect.blocks import TorchXScheduler, resolve_scheduler
-from torchx_prefect.errors import InvalidTaskArgumentError
 from torchx_prefect.states import Outcome, outcome_for
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -85,8 +89,10 @@ class _Session:
         identity: pio.TaskIdentity,
         run_logger: logging.Logger | logging.LoggerAdapter[Any],
         store: pio.FlowRunHandleStore,
+        kind: str = "task",
     ) -> None:
         self.runner = runner
+        self.kind = kind  # what the log messages call the caller: "task" or "job"
         self.spec = spec
         self.identity = identity
         self.log = run_logger
@@ -128,6 +134,7 @@ class _Session:
         return self.runner.materialize_component(self.spec.component, self.spec.component_args)
 
     def _start(self) -> str:
+        check_run_options(self.spec.scheduler, self.spec.cfg, self.runner)  # strict, as the CLI's
         app = self._build_app()
         labels, flow_run_count = self._safe(self.store.read, ({}, None))
         known = labels.get(self.identity.label_key) or None
@@ -136,7 +143,7 @@ class _Session:
             self.life.owner = self.identity.owner
         with self._lock:
             if self._aborted:  # the task already ended (async: this runs in a thread)
-                raise RuntimeError(f"task ended before {self.app_name} was submitted")
+                raise RuntimeError(f"{self.kind} ended before {self.app_name} was submitted")
             self._submitting = True
         att = self.life.attach(app, self.parts, known_handle=known if self.spec.reattach else None)
         self.attachment, self.handle = att, att.app_handle
@@ -150,8 +157,8 @@ class _Session:
         with self._lock:
             late = self._aborted and self._abort_cancels
         if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
-            self.log.warning("Cancelling TorchX app %s: the task ended while it was being"
-                             " submitted", att.app_handle)
+            self.log.warning("Cancelling TorchX app %s: the %s ended while it was being"
+                             " submitted", att.app_handle, self.kind)
             self.life.cancel(att.app_handle, timeout=self.spec.cancel_timeout)
             return att.app_handle
         # persist before waiting, so a retry, a re-run or a flow hook elsewhere finds this app
@@ -259,7 +266,8 @@ class _Session:
         cancelled (a newer attempt that adopted it is not undercut).
         """
         stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
-        leave_for_retry = not stopping and self.spec.reattach and self.identity.retries_left
+        leave_for_retry = (not stopping and self.spec.reattach and self.identity.retries_left
+                           and not is_permanent_error(exc))  # no retry follows a permanent error
         with self._lock:
             self._aborted = True
             self._abort_cancels = not leave_for_retry
@@ -272,32 +280,44 @@ class _Session:
             self._start_done.wait(self.spec.cancel_timeout)
         if self.handle is None:
             if self._submitting and leave_for_retry:
-                self.log.warning("Task attempt %d failed while submitting (%r); leaving any TorchX"
-                                 " app named %s for the retry", self.identity.run_count, exc,
-                                 self.app_name)
+                self.log.warning("%s attempt %d failed while submitting (%r); leaving any"
+                                 " TorchX app named %s for the retry", self.kind.capitalize(),
+                                 self.identity.run_count, exc, self.app_name)
             elif self._submitting:
-                self.log.warning("Cancelling TorchX apps named %s: the task ended while"
-                                 " submitting: %r", self.app_name, exc)
+                self.log.warning("Cancelling TorchX apps named %s: the %s %s while"
+                                 " submitting: %r", self.app_name, self.kind, _ended(exc), exc)
                 self.life.cancel_by_name(self.app_name, timeout=self.spec.cancel_timeout)
             return
         if leave_for_retry:
             self.log.warning(
-                "Task attempt %d failed (%r); leaving TorchX app %s running for the retry",
-                self.identity.run_count, exc, self.handle,
+                "%s attempt %d failed (%r); leaving TorchX app %s running for the retry",
+                self.kind.capitalize(), self.identity.run_count, exc, self.handle,
             )
             return
-        self.log.warning("Cancelling TorchX app %s because the task ended: %r", self.handle, exc)
+        self.log.warning("Cancelling TorchX app %s because the %s %s: %r", self.handle, self.kind,
+                         _ended(exc), exc)
         self.life.cancel(self.handle, timeout=self.spec.cancel_timeout)
 
 
+def _ended(exc: BaseException) -> str:
+    """How an attempt ended, for the log: ``timed out``, ``was stopped`` or ``failed``."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return "failed" if isinstance(exc, Exception) else "was stopped"
+
+
 def _retry_condition(task: Any, task_run: Any, state: State[Any]) -> bool:
-    """Prefect ``retry_condition_fn``: never retry a task whose arguments are invalid."""
+    """Prefect ``retry_condition_fn``: never retry an error a retry cannot fix.
+
+    Permanent errors (:func:`torchx_core.specs.errors.is_permanent_error`: invalid task
+    arguments, an unknown component or scheduler, wrong component arguments or run options, an
+    invalid AppDef) fail the task on its first attempt; anything else (a failed app, a scheduler
+    briefly unreachable) is retried while retries remain.
+    """
     try:
         state.result(raise_on_failure=True, _sync=True)  # type: ignore[call-overload]  # async_dispatch accepts _sync
-    except InvalidTaskArgumentError:
-        return False
-    except BaseException:  # noqa: BLE001 - any other failure is retryable
-        return True
+    except BaseException as exc:  # noqa: BLE001 - classified below
+        return not is_permanent_error(exc)
     return True
 
 
@@ -377,6 +397,9 @@ async def run_app(
         AppVanishedError: the app stayed UNKNOWN, unreadable or unknown to the scheduler for
             longer than ``unknown_state_timeout``
         InvalidTaskArgumentError: the arguments are invalid (never retried)
+        TorchXError: a permanent error (unknown component or scheduler, wrong component
+            arguments or run options, invalid AppDef): never retried, see
+            :func:`torchx_core.specs.errors.is_permanent_error`
     """
     block = await asyncio.to_thread(resolve_scheduler, scheduler)
     spec = validate_args(

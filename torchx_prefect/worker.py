@@ -15,11 +15,16 @@ What the worker does for a flow run, through the shared app lifecycle
 * submits the app named after the flow run, or reattaches to it (a worker restarted while the app
   runs does not submit a second one), and records the app handle as the flow run's
   infrastructure id (``infrastructure_pid``);
-* streams the replicas' output to the worker's log (``stream_output``);
+* streams the replicas' output (``stream_output``) through the worker's flow-run logger, so it
+  shows in the worker's log and in the flow run's logs on the server, at Prefect's default level;
 * watches the app and the flow run: a flow run cancelled from the UI/API (``Cancelling``) cancels
   the app and ends ``Cancelled``; an app that ends FAILED, CANCELLED from outside (``torchx
   cancel``, ``scancel``) or vanishes while the flow run is not final ends the flow run
   ``Crashed``, with the app's error and log tail (a flow that failed by itself stays ``Failed``);
+* job variables that can never make an app (a permanent error,
+  :func:`torchx_core.specs.errors.is_permanent_error`: a wrong run option, an unknown scheduler)
+  end the flow run ``Failed`` with the error; a transient submission error leaves it to Prefect
+  (``Crashed``);
 * ``kill_infrastructure`` (Prefect's cancel of a run still pending) cancels the app.
 """
 
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import anyio
 from prefect.client.schemas.objects import StateType
 from prefect.exceptions import InfrastructureNotFound
-from prefect.states import Cancelled, Crashed
+from prefect.states import Cancelled, Crashed, Failed
 from prefect.workers.base import (
     BaseJobConfiguration,
     BaseVariables,
@@ -47,7 +52,7 @@ from pydantic import Field
 from torchx_core.runner import get_runner
 from torchx_core.runner.lifecycle import AppLifecycle, Phase
 from torchx_core.specs import AppDef, AppState, Resource, RetryPolicy, Role, named_resources
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.errors import TorchXError, is_permanent_error
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
@@ -188,11 +193,16 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
         task_status: anyio.abc.TaskStatus[str] | None = None,
     ) -> TorchXWorkerResult:
         run_logger = self.get_flow_run_logger(flow_run)
-        lifecycle = _lifecycle(flow_run, configuration)
-        app = configuration.app(name=f"prefect-{flow_run.name}")
-        attachment = await asyncio.to_thread(
-            lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
-            known_handle=flow_run.infrastructure_pid or None)
+        try:
+            lifecycle = _lifecycle(flow_run, configuration)
+            app = configuration.app(name=f"prefect-{flow_run.name}")
+            attachment = await asyncio.to_thread(
+                lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
+                known_handle=flow_run.infrastructure_pid or None)
+        except Exception as e:
+            if is_permanent_error(e):  # a configuration error: no submission can ever succeed
+                await self._fail_permanently(flow_run, e)
+            raise  # Prefect marks the flow run Crashed (a transient error), or keeps it Failed
         handle = attachment.app_handle
         run_logger.info("flow run %s: %s app %s on %s", flow_run.name, attachment.how, handle,
                         configuration.scheduler)
@@ -200,8 +210,10 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             task_status.started(handle)
         follower = None
         if configuration.stream_output:
+            # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
+            # the worker's log and the server's logs of the flow run at Prefect's default level
             follower = lifecycle.follow_logs(
-                handle, lambda line: logger.info("%s %s", flow_run.name, line),
+                handle, lambda line: run_logger.info("%s", line),
                 skip_existing=attachment.how != "submitted")
         try:
             code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
@@ -247,6 +259,15 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             await self._end(flow_run, Crashed(message=message))
         return _LOST
 
+    async def _fail_permanently(self, flow_run: FlowRun, error: Exception) -> None:
+        """Ends the flow run ``Failed`` (final, not ``Crashed``) for an error no retry can fix
+        (:func:`torchx_core.specs.errors.is_permanent_error`): wrong job variables, run options,
+        scheduler or image."""
+        message = (f"the torchx work pool's job variables are invalid (a configuration error,"
+                   f" not retried): {type(error).__name__}: {error}")
+        self.get_flow_run_logger(flow_run).error("%s", message)
+        await self._end(flow_run, Failed(message=message))
+
     async def _flow_run_state(self, flow_run: FlowRun) -> StateType | None:
         try:
             current = await self.client.read_flow_run(flow_run.id)
@@ -274,7 +295,15 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
 
 
 def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -> AppLifecycle:
+    """The flow run's app lifecycle; the run options are checked strictly first (an unknown
+    key, with a close match suggested, or a wrong type raises ``InvalidRunConfigException``)."""
+    runner = get_runner(component_defaults={})
+    try:
+        runner.scheduler_run_opts(configuration.scheduler).resolve(configuration.cfg, strict=True)
+    except BaseException:
+        runner.close()
+        raise
     return AppLifecycle(
-        get_runner(component_defaults={}), configuration.scheduler,
+        runner, configuration.scheduler,
         owner=f"prefect-worker:{flow_run.id}", cfg=configuration.cfg,
         poll_interval=max(0.1, configuration.poll_interval))

@@ -96,6 +96,22 @@ def processes_in_session(sid: int) -> list[int]:
     return found
 
 
+def step_wrappers(sid: int) -> list[int]:
+    """The processes kfp.local started for its steps in session ``sid`` (children of the
+    session leader, the pipeline): KFP's ``sh -ec`` wrapper, or the step itself once the
+    wrapper ``exec``-ed it."""
+    found = []
+    for pid in processes_in_session(sid):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ppid == sid and (b"-ec" in cmdline or b"kfp.dsl.executor_main" in cmdline):
+            found.append(pid)
+    return found
+
+
 def step_processes(sid: int) -> list[int]:
     """The kfp.local step processes (``kfp.dsl.executor_main``) of session ``sid``."""
     found = []

@@ -21,7 +21,9 @@ Cost: ~1-2 min per session on 2 cores (import ~15 s, build ~40-80 s), each step 
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,16 +64,19 @@ def launcher_image(docker_engine: Any) -> Iterator[str]:
         )
     tag = uuid.uuid4().hex[:10]
     base, image = f"torchx-kfp-test-base:{tag}", f"torchx-kfp-test-launcher:{tag}"
-    _docker("import", "--change", 'CMD ["/bin/bash"]', str(rootfs), base)
     try:
-        # the README's `make kfp-launcher-image`, with the offline knobs of build.sh
-        env = {**os.environ, "BASE_IMAGE": base, "EXTRA_WHEELS": str(wheels),
-               "PIP_OPTIONS": "--no-index", "UV_OFFLINE": "1", "DOCKER": DOCKER}
+        # the README's `make kfp-launcher-image`: offline by default once prepared (build.sh
+        # imports the base from rootfs.tar, installs from the wheels alone, builds ours offline)
+        env = {**os.environ, "KFP_IMAGE_DIR": str(PREPARED), "BASE_IMAGE": base,
+               "DOCKER": DOCKER}
+        for knob in ("EXTRA_WHEELS", "EXTRA_DEBS", "PIP_OPTIONS", "UV_OFFLINE", "OFFLINE"):
+            env.pop(knob, None)
         build = subprocess.run(
             ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
              "KFP_LAUNCHER_EXTRAS=kfp,aws"],
             env=env, capture_output=True, text=True, timeout=1200, check=False)
         assert build.returncode == 0, f"image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
+        assert f"built {image} (from {base}, offline)" in build.stdout, build.stdout[-2000:]
         yield image
     finally:
         subprocess.run([DOCKER, "rmi", "-f", image, base], capture_output=True, check=False,
@@ -86,9 +91,7 @@ def slurm_launcher_image(launcher_image: str) -> Iterator[str]:
         pytest.fail(f"{debs}/ is not prepared: run `bash scripts/services/kfp-image/install.sh`")
     image = launcher_image.replace("torchx-kfp-test-launcher:", "torchx-kfp-test-slurm:")
     base = launcher_image.replace("torchx-kfp-test-launcher:", "torchx-kfp-test-base:")
-    env = {**os.environ, "BASE_IMAGE": base, "EXTRA_WHEELS": str(PREPARED / "wheels"),
-           "EXTRA_DEBS": str(debs), "PIP_OPTIONS": "--no-index", "UV_OFFLINE": "1",
-           "DOCKER": DOCKER}
+    env = {**os.environ, "KFP_IMAGE_DIR": str(PREPARED), "BASE_IMAGE": base, "DOCKER": DOCKER}
     try:
         build = subprocess.run(
             ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
@@ -124,6 +127,7 @@ def kfp_docker(launcher_image: str, tmp_path: Path) -> Iterator[Path]:
 
     root = tmp_path / "pipeline-root"
     root.mkdir()
+    root.chmod(0o777)  # the step runs as the image's non-root user
     kfp.local.init(runner=kfp.local.DockerRunner(network_mode="none"), pipeline_root=str(root))
     yield root
 
@@ -151,6 +155,37 @@ def test_image_holds_kfp_and_torchx_suite_in_its_venv(launcher_image: str) -> No
     assert "(3, 11)" in out  # Debian bookworm's python3
     assert "2.16" in out
     assert "/opt/torchx/lib/python3.11/site-packages/torchx_kfp/__init__.py" in out
+
+
+def test_image_runs_as_non_root_without_pip_and_without_a_wheel_layer(launcher_image: str) -> None:
+    out = _docker("run", "--rm", "--network", "none", launcher_image, "sh", "-c",
+                  "id -u; id -un; /opt/torchx/bin/python3 -m pip --version 2>&1 || true",
+                  timeout=300).stdout.split("\n", 2)
+    assert out[:2] == ["1000", "torchx"]
+    assert "No module named pip" in out[2]
+    # the wheels were only in the builder stage: no layer of the image holds them
+    history = _docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", launcher_image).stdout
+    assert "torchx-wheels" not in history, history
+
+
+def test_slurm_target_checks_every_tool(tmp_path: Path) -> None:
+    """The slurm target's tool check (run as in the Dockerfile) fails on any missing tool,
+    not only the first one."""
+    text = (REPO / "docker/kfp-launcher/Dockerfile").read_text()
+    loop = re.search(r"for tool in [^;]+; do .*?done", text.replace("\\\n", " "), re.DOTALL)
+    assert loop, "no tool check loop in the slurm target"
+    tools = loop.group(0).split(" in ", 1)[1].split(";", 1)[0].split()
+    assert {"sbatch", "squeue", "scancel", "sacct"} <= set(tools)
+    for missing in tools:
+        bin_dir = tmp_path / missing
+        bin_dir.mkdir()
+        for tool in tools:
+            if tool != missing:
+                (bin_dir / tool).write_text("#!/bin/sh\n")
+                (bin_dir / tool).chmod(0o755)
+        proc = subprocess.run(["/bin/sh", "-ec", loop.group(0)], env={"PATH": str(bin_dir)},
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode != 0 and f"{missing} is missing" in proc.stderr, (missing, proc)
 
 
 def test_launcher_step_runs_in_the_image_and_launches_a_real_app(
@@ -213,6 +248,8 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
     import kfp.local
 
     queue, batch = moto_batch_queue
+    (tmp_path / "pipeline-root").mkdir(mode=0o777)
+    (tmp_path / "pipeline-root").chmod(0o777)  # the step runs as the image's non-root user
     kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", environment=AWS_TEST_ENV),
                    pipeline_root=str(tmp_path / "pipeline-root"))
     app = batch_app("kfpimagebatch", "batch in image says hi")
@@ -231,16 +268,21 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
 
 @pytest.mark.slurm
 def test_launcher_step_in_the_slurm_image_runs_an_app_on_the_slurm_cluster(
-    slurm_launcher_image: str, slurm_conf: str, tmp_path: Path,
+    slurm_launcher_image: str, slurm_conf: str, request: pytest.FixtureRequest,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     import kfp.local
 
     import docker
 
-    root = tmp_path / "pipeline-root"
+    # the step, and so the Slurm job, runs as the image's user (uid 1000, a user of the test
+    # cluster's host): the job dir must be reachable by it, so not under the 0700 tmp_path
+    root = Path(tempfile.mkdtemp(prefix="torchx-kfp-slurm-"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     job_dir = root / "slurm-job"  # kfp.local mounts the pipeline root at the same path
     job_dir.mkdir(parents=True)
+    for d in (root, job_dir):
+        d.chmod(0o777)
     mounts = [docker.types.Mount("/etc/slurm/slurm.conf", slurm_conf, type="bind", read_only=True),
               docker.types.Mount("/run/munge", "/run/munge", type="bind")]
     kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", mounts=mounts),

@@ -16,13 +16,16 @@ from torchx_kfp import InvalidKfpOptionsError, launch, launcher_component
 pytestmark = pytest.mark.kfp
 
 
+_RES = specs.Resource(cpu=1, gpu=0, memMB=512)
+
+
 def _app(num_replicas: int = 2) -> specs.AppDef:
     return specs.AppDef(
         name="ddp",
         roles=[
             specs.Role("trainer", image="img", entrypoint="python", args=["-c", "pass"],
-                       num_replicas=num_replicas),
-            specs.Role("ps", image="img", entrypoint="python"),
+                       num_replicas=num_replicas, resource=_RES),
+            specs.Role("ps", image="img", entrypoint="python", resource=_RES),
         ],
     )
 
@@ -177,14 +180,14 @@ def test_int_run_options_travel_as_typed_json(tmp_path: Path) -> None:
     @dsl.pipeline(name="typed-cfg")
     def pipeline() -> None:
         launch(_app(), scheduler="aws_batch",
-               cfg={"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile:1024:2048"]})
+               cfg={"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile=1024:2048"]})
 
     spec = _compile(pipeline, tmp_path)
     (task,) = spec["root"]["dag"]["tasks"].values()
     carried = _const(task, "cfg_json")
     assert isinstance(carried, str)
     decoded = json.loads(carried)
-    assert decoded == {"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile:1024:2048"]}
+    assert decoded == {"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile=1024:2048"]}
     assert type(decoded["priority"]) is int
     inputs = spec["components"]["comp-torchx-launcher"]["inputDefinitions"]["parameters"]
     assert inputs["cfg_json"]["parameterType"] == "STRING"
@@ -269,3 +272,61 @@ def test_exit_handler_cancels_leftover_apps(tmp_path: Path) -> None:
         spec["deploymentSpec"]["executors"]["exec-torchx-cancel-job-apps"]["container"]["command"]
     )
     assert "from torchx_kfp.runtime import cancel_job_apps" in shipped
+
+
+def _one(name: str = "one", **role: Any) -> specs.AppDef:
+    return specs.AppDef(name, roles=[specs.Role("r", image="img", entrypoint="python", **role)])
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        # the scheduler's dry-run, when the pipeline is defined (as container_from_app refuses)
+        ((specs.AppDef("empty", roles=[]),), {}, "app `empty` has no roles"),
+        ((_one(num_replicas=0),), {}, "role `r` has num_replicas=0"),
+        ((_one(num_replicas=100000),), {}, "asks for 100000 replicas, more than the limit"),
+        ((_one(),), {"scheduler": "aws_batch", "cfg": {"queue": "q"}},
+         r"cannot run on `aws_batch`: role `r` has no resource"),
+        ((), {"component": "no_such.component"}, "Component `no_such.component` not found"),
+        ((), {"component": "utils.echo", "component_args": ["--bogus", "1"]},
+         "unrecognized arguments: --bogus 1"),
+        # a bool is not an int run option
+        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": True}},
+         r"priority, must be of type: int, but was: True"),
+    ],
+    ids=["no_roles", "zero_replicas", "too_many_replicas", "batch_without_resource",
+         "unknown_component", "bad_component_args", "bool_priority"],
+)
+def test_launch_dry_runs_the_app_at_definition(
+    args: tuple[Any, ...], kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidKfpOptionsError, match=message):
+        launch(*args, **kwargs)
+
+
+def test_dry_run_leaves_run_time_values_to_the_pod(tmp_path: Path) -> None:
+    """Resources passed through from the task, and component arguments that are pipeline
+    outputs, are only known at run time: the definition accepts them."""
+
+    @dsl.pipeline(name="late-values")
+    def pipeline(msg: str = "hi") -> None:
+        launch(_one("batchy"), scheduler="aws_batch", cfg={"queue": "q"}, pass_resources=True)
+        launch(component="utils.echo", component_args=["--msg", msg])
+
+    assert len(_compile(pipeline, tmp_path)["root"]["dag"]["tasks"]) == 2
+
+
+@pytest.mark.parametrize("where", ["env", "component_args"])
+def test_an_upstream_artifact_is_refused_at_definition(where: str) -> None:
+    """An artifact output cannot travel in the launcher's str/dict inputs (KFP passes null)."""
+    with pytest.raises(InvalidKfpOptionsError,
+                       match=rf"{where} value 'tracker_metrics' is an artifact output .*uri"):
+
+        @dsl.pipeline(name="artifact-in-env")
+        def pipeline() -> None:
+            first = launch(_app())
+            metrics = first.outputs["tracker_metrics"]
+            if where == "env":
+                launch(_app(), env={"METRICS": metrics})
+            else:
+                launch(component="utils.echo", component_args=["--msg", metrics])

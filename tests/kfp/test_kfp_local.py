@@ -19,6 +19,7 @@ from kfp_helpers import (
     python_app,
     read_pids,
     step_processes,
+    step_wrappers,
     wait_until,
 )
 
@@ -98,6 +99,27 @@ def test_launcher_step_runs_an_app_to_success(
     # replica logs streamed into the step log, prefixed by role/replica
     assert "[worker/0] replica 0 started" in out
     assert "[worker/1] replica 1 exiting with 0" in out
+
+
+def test_every_line_of_a_short_app_reaches_the_step_log_once(
+    kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An app that prints 100 numbered lines and exits at once (before the first status read):
+    each line is in the launcher step's output under kfp.local exactly once."""
+    code = "for i in range(1, 101): print(f'burst line {i} of 100')"
+    app = specs.AppDef(name="kfpburst", roles=[specs.Role(
+        name="worker", image=str(tmp_path), entrypoint=sys.executable, args=["-c", code])])
+
+    @dsl.pipeline(name="kfp-burst")
+    def pipeline() -> str:
+        return launch(app, wait_interval=2.0).outputs["app_handle"]
+
+    handle = pipeline().output
+    assert app_state(handle) == AppState.SUCCEEDED
+    out = capfd.readouterr().out.splitlines()
+    counts = {i: sum(line.endswith(f"[worker/0] burst line {i} of 100") for line in out)
+              for i in range(1, 101)}
+    assert {i: n for i, n in counts.items() if n != 1} == {}
 
 
 def test_failed_app_fails_the_step(
@@ -333,6 +355,36 @@ def test_sigterm_on_a_kfp_local_step_cancels_the_app_and_leaves_no_process(
     assert "step terminated by signal 15; cancelling the app" in output
     assert re.search(r"Pipeline \S*kfp-sigterm\S* finished with status \S*FAILURE", output), output
     assert app_state(handle) == AppState.CANCELLED
+    wait_until(lambda: not any(pid_alive(p) for p in replicas), 30, "replica processes to exit")
+    assert processes_in_session(driver.pid) == []
+
+
+def test_sigterm_to_the_step_wrapper_reaches_the_launcher_and_cancels_the_app(
+    local_apps: Path, tmp_path: Path
+) -> None:
+    """SIGTERM delivered only to the process kfp.local started for the step (KFP's ``sh -ec``
+    wrapper, the pod's main process) reaches the launcher, since the wrapper ``exec``s it: the
+    app is cancelled and nothing is left running."""
+    out_dir = tmp_path / "kfpwrap"
+    app = make_app("kfpwrapsig", out_dir, replicas=2, sleep=600)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", PIPELINE_IN_SUBPROCESS, json.dumps(app.to_dict()),
+         str(tmp_path / "pipeline-root")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
+        (wrapper,) = step_wrappers(driver.pid)
+        (handle,) = apps_named("kfpwrapsig-")
+        os.kill(wrapper, signal.SIGTERM)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert "step terminated by signal 15; cancelling the app" in output, output
+    assert app_state(handle) == AppState.CANCELLED
+    replicas = read_pids(out_dir)
     wait_until(lambda: not any(pid_alive(p) for p in replicas), 30, "replica processes to exit")
     assert processes_in_session(driver.pid) == []
 

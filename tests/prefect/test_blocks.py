@@ -60,7 +60,6 @@ def test_resolve_keeps_plain_names_and_blocks() -> None:
     ({"component": "utils.echo",
       "app": AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")]).to_dict()},
      "exactly one of app"),
-    ({"component": "utils.echo", "poll_interval": -1}, "poll_interval"),
 ])
 def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment: str) -> None:
     job = TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), **fields)
@@ -70,7 +69,42 @@ def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment
 
 def test_job_spec_takes_the_blocks_scheduler_and_merged_cfg() -> None:
     app = AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")])
-    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "q": 1}),
-                    app=app.to_dict(), cfg={"q": 2})
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "job_dir": "/a"}),
+                    app=app.to_dict(), cfg={"job_dir": "/b"})
     spec = job._spec()
-    assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "q": 2}, app)
+    assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "job_dir": "/b"}, app)
+
+
+@pytest.mark.parametrize(("cfg", "fragment"), [
+    ({"partiton": "gpu"}, r"unknown run option 'partiton'\. Did you mean: 'partition'\?"),
+    ({"bogus_key": 1}, "unknown run option 'bogus_key'"),
+    ({"time": 5}, "Run option: time, must be of type: str"),
+])
+def test_block_and_job_refuse_unknown_or_mistyped_run_options(cfg: dict, fragment: str) -> None:
+    from torchx_core.specs import InvalidRunConfigException
+
+    with pytest.raises(ValueError, match=fragment):  # pydantic's ValidationError wraps ours
+        TorchXScheduler(scheduler="slurm", cfg=cfg)
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm"), component="utils.echo", cfg=cfg)
+    with pytest.raises(InvalidRunConfigException, match=fragment):
+        job._spec()
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("timeout_seconds", -1), ("timeout_seconds", 0), ("timeout_seconds", float("inf")),
+    ("poll_interval", 0), ("cancel_timeout", -5), ("unknown_state_timeout", -1),
+])
+def test_job_refuses_bad_seconds_at_construction(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"TorchXJob {field} must be a finite number of seconds"):
+        TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), component="utils.echo",
+                  **{field: value})
+
+
+def test_job_timeout_error_names_the_app_and_the_limit() -> None:
+    import pickle
+
+    from torchx_prefect import JobTimeoutError
+
+    err = pickle.loads(pickle.dumps(JobTimeoutError("local_cwd://torchx/app-1", 15.0)))
+    assert isinstance(err, TimeoutError) and err.app_handle == "local_cwd://torchx/app-1"
+    assert "local_cwd://torchx/app-1" in str(err) and "timeout_seconds=15" in str(err)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from prefect_fixtures import PrefectAPI
-from prefect_helpers import wait_no_app_processes, wait_terminal
+from prefect_helpers import flow_run_logs, wait_no_app_processes, wait_terminal
 
 from torchx_core.runner import get_runner
 from torchx_core.specs import AppDef, AppState, Resource, Role
@@ -225,7 +225,10 @@ def test_job_block_timeout_cancels_the_app(registered: PrefectAPI, local_root: P
 
     state = asyncio.run(f(return_state=True))
     assert state.is_failed(), state
-    with pytest.raises(TimeoutError):
-        state.result()
     (handle,) = handles
+    with pytest.raises(TimeoutError) as info:  # says what timed out: the app and the limit
+        state.result()
+    assert handle in str(info.value) and "timeout_seconds=15" in str(info.value)
     assert wait_terminal(handle) == AppState.CANCELLED
+    logs = flow_run_logs(state.state_details.flow_run_id, "because the job timed out")
+    assert any(f"Cancelling TorchX app {handle} because the job timed out" in m for m in logs)

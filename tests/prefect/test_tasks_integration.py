@@ -255,6 +255,34 @@ def test_concurrent_tasks_record_every_app_on_the_flow_run(env: Path) -> None:
     assert {v for k, v in labels.items() if k.startswith("torchx.app.")} == handles
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_every_line_of_a_short_app_reaches_the_flow_run_logs_once(env: Path, flavour: str) -> None:
+    """An app that prints 100 numbered lines and exits at once (it ends before the first status
+    read): each line is in the flow run's logs on the server exactly once."""
+    from prefect import flow
+
+    from torchx_prefect import run_app, run_app_sync
+
+    app = py_app(f"burst{flavour}", "for i in range(1, 101): print(f'burst line {i} of 100')")
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync(app, poll_interval=2.0)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app(app, poll_interval=2.0)
+
+        state = asyncio.run(f(return_state=True))
+    assert state.is_completed(), state
+    wanted = [f"[worker/0] burst line {i} of 100" for i in range(1, 101)]
+    logs = flow_run_logs(state.state_details.flow_run_id, *wanted)
+    counts = {w: sum(m.endswith(w) for m in logs) for w in wanted}
+    assert {w: n for w, n in counts.items() if n != 1} == {}
+
+
 # ---------------------------------------------------------------------------------------------
 # failure: typed error, log tail, retries submit a new app each time
 
@@ -317,6 +345,55 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
         state.result()
     (tr,) = task_runs(state.state_details.flow_run_id)
     assert tr.run_count == 1
+
+
+PERMANENT_CASES = {
+    # name: (app, app_args, cfg, error class name, words of its message)
+    "component_not_found": ("no_such.component", None, None, "ComponentNotFoundException",
+                            "no_such.component"),
+    "component_argument": ("utils.echo", {"bogus_arg": 1}, None, "ComponentArgumentError",
+                           "bogus_arg"),
+    "run_option_type": ("utils.echo", None, {"grace_period": "soon"},
+                        "InvalidRunConfigException", "grace_period"),
+    # a misspelt run option is refused (with the close match), not run with the default
+    "run_option_misspelt": ("utils.echo", None, {"grace_periodd": 1.0},
+                            "InvalidRunConfigException", "Did you mean: 'grace_period'?"),
+    "run_option_unknown": ("utils.echo", None, {"bogus_key": 1},
+                           "InvalidRunConfigException", "unknown run option 'bogus_key'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERMANENT_CASES))
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_permanent_errors_run_once_despite_retries(env: Path, flavour: str, case: str) -> None:
+    """Errors a retry cannot fix (is_permanent_error) end the task on its first attempt; no app
+    is submitted."""
+    from prefect import flow
+
+    from torchx_prefect import run_app, run_app_sync
+
+    app, app_args, cfg, error, words = PERMANENT_CASES[case]
+    if flavour == "sync":
+        @flow
+        def f() -> Any:
+            return run_app_sync.with_options(retries=2, retry_delay_seconds=0)(
+                app, app_args, cfg=cfg, poll_interval=0.2)
+
+        state = f(return_state=True)
+    else:
+        @flow
+        async def f() -> Any:  # type: ignore[misc]
+            return await run_app.with_options(retries=2, retry_delay_seconds=0)(
+                app, app_args, cfg=cfg, poll_interval=0.2)
+
+        state = asyncio.run(f(return_state=True))
+    assert state.is_failed()
+    with pytest.raises(Exception) as info:  # the class is checked by name below
+        state.result()
+    assert type(info.value).__name__ == error and words in str(info.value)
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    assert tr.state.is_failed() and tr.run_count == 1
+    assert apps_named("echo") == []
 
 
 # ---------------------------------------------------------------------------------------------

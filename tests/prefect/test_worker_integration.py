@@ -168,6 +168,22 @@ def test_flow_run_runs_as_a_local_app_and_logs_reach_the_server(pool: Pool) -> N
     assert "PREFECT_API_URL" not in pool.worker.output(20000)
 
 
+def test_replica_output_reaches_the_worker_log_and_the_flow_run_logs(pool: Pool) -> None:
+    """What the app prints (plain print, no Prefect logger) is in the worker's own log and in
+    the server's logs of the flow run, at Prefect's default logging level."""
+    run_id = pool.run(pool.deploy("printer"), lines=30)
+    run = wait_state(pool, run_id, "Completed")
+    assert wait_terminal(run.infrastructure_pid, WAIT) == AppState.SUCCEEDED
+    wanted = [f"printed line {i} of 30" for i in range(1, 31)]
+    logs = flow_run_logs(run_id, *wanted)
+    missing = [w for w in wanted if not any(m.endswith(w) for m in logs)]
+    assert missing == [], f"not in the flow run's logs: {missing}"
+    deadline = time.monotonic() + WAIT
+    while [w for w in wanted if w not in pool.worker.output(400000)]:
+        assert time.monotonic() < deadline, f"not in the worker's log:\n{pool.worker.output()}"
+        time.sleep(0.5)
+
+
 def test_cancelling_the_flow_run_cancels_the_app(pool: Pool, tmp_path: Path) -> None:
     from prefect import get_client
     from prefect.states import Cancelling
@@ -203,6 +219,21 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
     run = wait_state(pool, run_id, "Crashed", "Cancelled")
     assert handle in (run.state.message or "")
     assert wait_no_app_processes(pool.root) == []
+
+
+@pytest.mark.parametrize(("job_variables", "words"), [
+    ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
+    ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
+    ({"cfg": {"grace_periodd": 1.0}}, "Did you mean: 'grace_period'?"),
+], ids=["run_option_type", "unknown_scheduler", "run_option_misspelt"])
+def test_a_configuration_error_fails_the_flow_run_without_an_app(
+        pool: Pool, job_variables: dict[str, Any], words: str) -> None:
+    """A permanent error (is_permanent_error) ends the flow run Failed (final) with the error,
+    not Crashed like an infrastructure blip; no app is submitted."""
+    run_id = pool.run(pool.deploy("hello", **job_variables))
+    run = wait_state(pool, run_id, "Failed")
+    assert words in (run.state.message or "") and "configuration error" in run.state.message
+    assert apps_named("local_cwd", app_of(run)) == []
 
 
 def test_worker_killed_and_restarted_submits_no_second_app(pool: Pool, tmp_path: Path) -> None:

@@ -29,3 +29,10 @@ def sleeper(started: str, seconds: float = 600) -> None:
 @flow
 def failing() -> None:
     raise ValueError("boom from inside the flow")
+
+
+@flow
+def printer(lines: int = 30) -> None:
+    """Prints numbered lines with plain ``print`` (not through a Prefect logger)."""
+    for i in range(1, lines + 1):
+        print(f"printed line {i} of {lines}", flush=True)

@@ -114,6 +114,22 @@ def test_is_type_generics() -> None:
     )
     assert runopts.is_type(None, Optional[str]) and runopts.is_type("x", str | None)
     assert not runopts.is_type("1", int)
+    # a bool is no int (nor float) run option, also inside Optional/lists
+    assert not runopts.is_type(True, int) and not runopts.is_type(False, float)
+    assert not runopts.is_type(True, Optional[int]) and not runopts.is_type([True], list[int])
+    assert runopts.is_type(True, bool) and runopts.is_type(True, Optional[bool])
+
+
+@pytest.mark.parametrize("scheduler", ["aws_batch", "kubernetes_mcad"])
+def test_a_bool_is_refused_as_an_int_run_option_for_every_caller(scheduler: str) -> None:
+    """resolve() (the runner, the engine adapters) and cfg_from_json_repr refuse priority=True."""
+    from torchx_core.runner import get_runner
+
+    with get_runner() as runner:
+        opts = runner.scheduler_run_opts(scheduler)
+    with pytest.raises(InvalidRunConfigException, match="priority, must be of type: int"):
+        opts.resolve({"priority": True, "queue": "q", "namespace": "n", "image_repo": "r"})
+    assert opts.resolve({"priority": 3, "queue": "q"})["priority"] == 3
 
 
 def test_resolve_fills_defaults_and_checks() -> None:

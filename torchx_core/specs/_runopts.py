@@ -281,8 +281,11 @@ class runopts:
 
     @staticmethod
     def is_type(obj: CfgVal, tp: type[CfgVal]) -> bool:
-        """Like ``isinstance()`` but supports generic types (e.g. ``list[str]``)."""
+        """Like ``isinstance()`` but supports generic types (e.g. ``list[str]``); a ``bool`` is
+        not an ``int`` here (``priority=True`` is a mistake, not priority 1)."""
         origin = _origin(tp)
+        if isinstance(obj, bool) and tp is not bool and origin is None:
+            return False
         if origin is None:
             try:
                 return isinstance(obj, tp)
