@@ -69,6 +69,7 @@ class FakeJob:
     replica_states: dict[tuple[str, int], AppState] = field(default_factory=dict)
     error: str = NONE  # the app's structured error message
     replica_errors: dict[tuple[str, int], str] = field(default_factory=dict)
+    created: float | None = None  # the submit time list() reports (None: unknown)
 
 
 class JobTable:
@@ -214,7 +215,8 @@ class FakeScheduler(Scheduler[FakeRequest]):
         names = {"exact": lambda app_id, job: job.app.name, "none": lambda app_id, job: "",
                  "id": lambda app_id, job: app_id.upper()}[self.table.list_names]
         return [
-            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job))
+            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job),
+                            created=job.created, owner=job.owner)
             for app_id, job in list(self.table.jobs.items())
         ]
 

@@ -144,12 +144,20 @@ class DescribeAppResponse:
 
 @dataclass
 class ListAppResponse:
-    """One row of ``Scheduler.list``: an app id, its state, and its handle once the runner sets it."""
+    """One row of ``Scheduler.list``: an app id, its state, and its handle once the runner sets it.
+
+    Backends that learn more from the same list read fill the optional fields (``None`` when
+    unknown): ``created`` (submit time, epoch seconds), ``owner`` (``Runner.set_owner``'s
+    token) and ``replicas`` (how many replicas are in each state, by ``AppState`` name).
+    """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
     name: str = ""
+    created: float | None = None
+    owner: str | None = None
+    replicas: dict[str, int] | None = None
 
 
 class Scheduler(abc.ABC, Generic[T]):

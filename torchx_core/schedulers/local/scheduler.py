@@ -43,7 +43,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
 )
-from torchx_core.schedulers.local import _logio, _state
+from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.schedulers.local._supervisor import (
@@ -672,13 +672,17 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
                 if status is None:
                     continue
+                created = float(status.get("created") or 0.0)
                 app = ListAppResponse(
                     app_id=app_id,
                     state=AppState[status["state"]],
                     app_handle=f"{self.backend}://{self.session_name}/{app_id}",
                     name=status.get("name", ""),
+                    created=created or None,
+                    owner=_owner.read_owner(app_dir),
+                    replicas=_replica_counts(status),
                 )
-                rows.append((float(status.get("created") or 0.0), app_id, app))
+                rows.append((created, app_id, app))
         finally:
             kill_apps_processes(dead)
         rows.sort(key=lambda row: row[:2])
@@ -851,6 +855,16 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _replica_counts(status: dict[str, Any]) -> dict[str, int] | None:
+    """How many replicas of a status document are in each state (by ``AppState`` name)."""
+    counts: dict[str, int] = {}
+    for role in status.get("roles") or ():
+        for code in role.get("states") or ():
+            name = LOCAL_STATES.get(code, AppState.UNKNOWN).name
+            counts[name] = counts.get(name, 0) + 1
+    return counts or None
 
 
 def _ensure_root(root: str) -> str:
