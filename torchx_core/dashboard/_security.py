@@ -9,7 +9,7 @@
   an ``Origin`` equal to the dashboard's and ``Sec-Fetch-Site`` of ``same-origin``; otherwise 403.
   No CORS header is ever sent, so other sites cannot read pages either.
 * Every response carries a strict Content-Security-Policy (scripts and styles only from the
-  dashboard's own ``/static``, no inline script), ``nosniff``, ``no-referrer`` and no framing.
+  dashboard's own ``/static``, no inline script), ``nosniff``, ``same-origin`` referrers and no framing.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ HEADERS = [
         ),
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on form posts
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
