@@ -7,3 +7,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))  # fake_scheduler
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))  # slurm_fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "airflow"))  # airflow_deployment
