@@ -247,3 +247,8 @@ def test_delete_removes_a_finished_app(runner: Runner, table: JobTable) -> None:
     token = _csrf(client.get(f"/app/confirm?action=delete&handle={quote(handle, safe='')}").text)
     resp = client.post("/app/action", data={"action": "delete", "handle": handle, "csrf": token})
     assert resp.status_code == 303 and _app_id(handle) not in table.jobs
+
+
+def test_a_non_ascii_token_is_refused_not_an_error(runner: Runner) -> None:
+    client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8265")
+    assert client.get("/", headers={"authorization": "Bearer tök".encode()}).status_code == 401

@@ -73,6 +73,7 @@ def serve(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(socket.SOMAXCONN)  # connections made right after on_ready wait in the backlog
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     on_ready(f"http://{shown}:{bound}")

@@ -97,7 +97,7 @@ class Guard:
             return
         if self.token is not None:
             given = _given_token(scope, headers)
-            if given is None or not hmac.compare_digest(given, self.token):
+            if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
                 await _plain(send, 401, "a token is required: open the URL `torchx dashboard`"
                              " printed (…?token=...) or send `Authorization: Bearer <token>`")
                 return
