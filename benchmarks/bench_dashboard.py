@@ -118,11 +118,20 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
-def apps_page(base: str) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apps_page(base: str, pid: int) -> None:
     ttfb, whole = [], []
+    requests = 30
     with httpx.Client(base_url=base) as c:
         c.get("/")  # warm: templates compiled, first list read
-        for _ in range(30):
+        cpu0 = cpu_seconds(pid)
+        for _ in range(requests):
             t0 = time.perf_counter()
             with c.stream("GET", "/") as r:
                 first = None
@@ -132,9 +141,11 @@ def apps_page(base: str) -> None:
                     size += len(chunk)
             whole.append(time.perf_counter() - t0)
             ttfb.append((first or time.perf_counter()) - t0)
+    cpu = (cpu_seconds(pid) - cpu0) / requests
     print(f"apps page, {2 * APPS_PER_SCHEDULER} apps ({size / 1e3:.0f} kB): server time median"
           f" {statistics.median(whole) * 1e3:.1f} ms, p95 {pct(whole, 0.95) * 1e3:.1f} ms"
-          f" (first byte median {statistics.median(ttfb) * 1e3:.1f} ms)")
+          f" (first byte median {statistics.median(ttfb) * 1e3:.1f} ms); dashboard CPU per"
+          f" request {cpu * 1e3:.1f} ms (load average {os.getloadavg()[0]:.1f})")
 
 
 def shared_reads(base: str, counters: dict[str, Any], clients: int, duration: float) -> None:
@@ -246,7 +257,7 @@ def main() -> None:
         except httpx.HTTPError:
             time.sleep(0.1)
     try:
-        apps_page(base)
+        apps_page(base, child.pid or 0)
         shared_reads(base, counters, clients, duration)
         print(f"dashboard process after those: {rss(child.pid or 0)}")
         million_lines(base, child.pid or 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -252,3 +253,33 @@ def test_delete_removes_a_finished_app(runner: Runner, table: JobTable) -> None:
 def test_a_non_ascii_token_is_refused_not_an_error(runner: Runner) -> None:
     client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8265")
     assert client.get("/", headers={"authorization": "Bearer tök".encode()}).status_code == 401
+
+
+def test_app_page_shows_tracker_results_when_a_tracker_is_configured(
+    runner: Runner, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import fsspec
+
+    from torchx_core.tracker.backend.fsspec import FsspecTracker
+
+    for key in list(os.environ):
+        if key.startswith("TORCHX_TRACKER"):
+            monkeypatch.delenv(key)
+    monkeypatch.delenv("TORCHXCONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    handle = _submit(runner)
+    page_url = f"/app?handle={quote(handle, safe='')}"
+    assert "<h2>Tracker</h2>" not in _client(runner).get(page_url).text  # none configured
+    conf = tmp_path / "fsspec.conf"
+    conf.write_text(f"protocol = file\nroot_path = {tmp_path / 'root'}\n")
+    (tmp_path / ".torchxconfig").write_text(
+        f"[torchx:tracker]\nfs = fsspec\n\n[tracker:fs]\nconfig = {conf}\n")
+    backend = FsspecTracker(fsspec.filesystem("file"), str(tmp_path / "root"))
+    backend.add_metadata(handle, final_loss=0.25, note=HOSTILE)
+    backend.add_artifact(handle, "model", "/ckpt/m.pt", {})
+    page = _client(runner).get(page_url).text
+    assert "<h2>Tracker</h2>" in page and "final_loss" in page and "0.25" in page
+    assert "/ckpt/m.pt" in page and "<script>window" not in page

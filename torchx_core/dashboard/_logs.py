@@ -118,17 +118,26 @@ class Follower:
                 if self._stop.is_set():
                     return
                 if i >= skip:
-                    self._queue.put(display(line))
+                    self._put(display(line))
         except Exception as e:  # noqa: BLE001 - reported to the page
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.ended.set()
 
-    def batch(self, wait: float, limit: int = 5000) -> list[str]:
+    def _put(self, line: str) -> None:
+        """Queues ``line``; waits while the buffer is full (a slow browser) until stopped."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(line, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def batch(self, wait: float = 0, limit: int = 5000) -> list[str]:
         """Up to ``limit`` lines, waiting at most ``wait`` seconds for the first one."""
         out: list[str] = []
         try:
-            out.append(self._queue.get(timeout=wait))
+            out.append(self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait())
             while len(out) < limit:
                 out.append(self._queue.get_nowait())
         except queue.Empty:

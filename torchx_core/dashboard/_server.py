@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -37,6 +38,8 @@ __all__ = ["Settings", "create_app"]
 
 HERE = Path(__file__).parent
 ACTIONS = ("cancel", "delete")
+#: how often a log follow's event stream looks for new lines (seconds)
+_FOLLOW_POLL_S = 0.05
 
 
 @dataclass
@@ -150,9 +153,9 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
         request.scope["query_string"] = urlencode({"handle": handle}).encode()
         handle = handle_of(Request(request.scope))
         if action == "cancel":
-            await asyncio.to_thread(runner.cancel, handle)
+            await run_in_threadpool(runner.cancel, handle)
         else:
-            await asyncio.to_thread(runner.delete, handle)
+            await run_in_threadpool(runner.delete, handle)
             return RedirectResponse("/", status_code=303)
         return RedirectResponse(f"/app?handle={quote(handle, safe='')}", status_code=303)
 
@@ -189,17 +192,23 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
         follower = follow(runner, ref, skip)
 
         async def events() -> AsyncIterator[str]:
+            # the follower's thread reads; this loop only drains its queue (no pool thread held)
             try:
                 yield ": following\n\n"
+                idle = 0
                 while True:
-                    lines = await asyncio.to_thread(follower.batch, 0.5)
+                    lines = follower.batch(0)
                     if lines:
+                        idle = 0
                         yield f"data: {json.dumps(lines)}\n\n"
                     elif follower.drained():
                         yield f"event: end\ndata: {json.dumps(follower.error)}\n\n"
                         return
                     else:
-                        yield ": idle\n\n"  # notices a closed browser
+                        idle += 1
+                        if idle % 100 == 0:
+                            yield ": idle\n\n"  # notices a closed browser
+                        await asyncio.sleep(_FOLLOW_POLL_S)
             finally:
                 follower.stop()
 
@@ -218,7 +227,7 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             try:
                 if asyncio.iscoroutinefunction(fn):
                     return await fn(request)
-                return await asyncio.to_thread(fn, request)
+                return await run_in_threadpool(fn, request)
             except (BadRequest, InvalidLogRequestError) as e:
                 return error(request, 400, str(e))
             except TorchXError as e:
