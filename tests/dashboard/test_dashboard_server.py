@@ -116,6 +116,14 @@ def test_app_page_shows_replicas_error_and_masks_env(runner: Runner, table: JobT
     assert "s3cr3t-value" in shown
 
 
+def test_app_page_shows_the_run_options_as_submitted(runner: Runner) -> None:
+    app = AppDef("opts", [Role("trainer", "img", entrypoint="python")])
+    handle = runner.run(app, "fake", cfg={"queue": "gpu-<b>", "priority": 7})
+    page = _client(runner).get(f"/app?handle={quote(handle, safe='')}").text
+    assert re.search(r"<td>queue</td><td><code>&#34;gpu-&lt;b&gt;&#34;</code></td>", page), page
+    assert "<td>priority</td><td><code>7</code></td>" in page
+
+
 def test_app_page_links_the_owner_engine() -> None:
     link = engine_link("airflow:etl/train/manual__2026-01-01/-1#try=2", {"airflow": "http://af:8080"})
     assert link is not None

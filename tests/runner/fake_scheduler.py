@@ -242,6 +242,10 @@ class FakeScheduler(Scheduler[FakeRequest]):
         job = self.table.jobs.get(app_id)
         return job.owner if self.table.supports_owner and job is not None else None
 
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        job = self.table.jobs.get(app_id)
+        return dict(job.request.cfg) if job is not None else None
+
     def _delete_existing(self, app_id: str) -> None:
         del self.table.jobs[app_id]
 

@@ -65,6 +65,7 @@ class AppPage:
     error: str = ""
     failure_tail: list[str] = field(default_factory=list)
     appdef: str = ""
+    run_options: list[tuple[str, str]] | None = None  # None: the scheduler does not keep them
     owner: EngineLink | None = None
     tracker: list[tuple[str, str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -140,6 +141,12 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
         page.appdef = display(masked_appdef(app, show_env)) if app is not None else ""
     except Exception as e:  # noqa: BLE001 - a page part that fails is reported, not fatal
         page.problems.append(f"AppDef unavailable: {type(e).__name__}: {e}")
+    try:
+        cfg = runner.run_options(page.handle)
+        if cfg is not None:
+            page.run_options = [(k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())]
+    except Exception as e:  # noqa: BLE001
+        page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")
     try:
         page.owner = engine_link(runner.owner(page.handle), engine_urls)
     except Exception as e:  # noqa: BLE001

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from torchx_core.runner.lifecycle import Phase as Phase
     from torchx_core.runner.lifecycle import app_name as app_name
     from torchx_core.runner.lifecycle import phase_of as phase_of
-    from torchx_core.runner.tracking import TrackerResults as TrackerResults
     from torchx_core.runner.links import dashboard_app_url as dashboard_app_url
+    from torchx_core.runner.tracking import TrackerResults as TrackerResults
     from torchx_core.runner.tracking import tracker_results as tracker_results
 
 # imported on first use: the lifecycle pulls in asyncio (~30 ms), which `torchx run` and

@@ -365,6 +365,11 @@ class Scheduler(abc.ABC, Generic[T]):
         """The owner last recorded with :meth:`set_owner`, or None (none, or unsupported)."""
         return None
 
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        """The run options the app was submitted with (resolved: defaults filled), where the
+        scheduler keeps them; None when it does not (the default) or the app is unknown."""
+        return None
+
     def __enter__(self) -> Scheduler[T]:
         return self
 

@@ -559,6 +559,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
+        plan["cfg"] = _json_safe_cfg(dryrun_info._cfg)  # what `run_options` reads back
         plan["base_env"] = dict(os.environ)
         port = _free_port()
         for r in plan["roles"]:
@@ -853,8 +854,29 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         return None if app_dir is None else _owner.read_owner(app_dir)
 
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        """The resolved run options kept in the app's ``plan.json`` (None for older apps)."""
+        app_dir = self._app_dir(app_id)
+        plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) if app_dir else None
+        cfg = plan.get("cfg") if isinstance(plan, dict) else None
+        return dict(cfg) if isinstance(cfg, dict) else None
+
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options as JSON can keep them (a value JSON cannot hold becomes its repr)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        try:
+            json.dumps(v)
+            out[str(k)] = v
+        except (TypeError, ValueError):
+            out[str(k)] = repr(v)
+    return out
 
 
 def _replica_counts(status: dict[str, Any]) -> dict[str, int] | None:
