@@ -291,3 +291,12 @@ def test_app_page_shows_tracker_results_when_a_tracker_is_configured(
     page = _client(runner).get(page_url).text
     assert "<h2>Tracker</h2>" in page and "final_loss" in page and "0.25" in page
     assert "/ckpt/m.pt" in page and "<script>window" not in page
+    assert '<svg class="metrics"' in page and "<title>final_loss = 0.25</title>" in page
+
+
+def test_metric_bars_scale_to_the_largest_value() -> None:
+    from torchx_core.dashboard._pages import metric_bars
+
+    assert metric_bars({"loss": 2.0, "delta": -1.0, "zero": 0.0}) == [
+        ("loss", "2", 100), ("delta", "-1", 50), ("zero", "0", 0)]
+    assert metric_bars({}) == []

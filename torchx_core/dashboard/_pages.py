@@ -68,6 +68,8 @@ class AppPage:
     run_options: list[tuple[str, str]] | None = None  # None: the scheduler does not keep them
     owner: EngineLink | None = None
     tracker: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the tracker's numeric metadata as bars: (name, value, bar length out of 100)
+    metrics: list[tuple[str, str, int]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -91,6 +93,14 @@ def _exit_code(error: str) -> str:
         return ""
     code = data.get("exit_code") if isinstance(data, dict) else None
     return "" if code is None else str(code)
+
+
+def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str, str, int]]:
+    """``(name, value, bar length 0..100)`` of up to ``limit`` metrics, scaled to the largest
+    absolute value (a small chart of the tracker's scalars)."""
+    items = list(metrics.items())[:limit]
+    top = max((abs(v) for _, v in items), default=0.0) or 1.0
+    return [(display(k), f"{v:.6g}", round(100 * abs(v) / top)) for k, v in items]
 
 
 def masked_appdef(app: Any, show_env: bool) -> str:
@@ -162,5 +172,6 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
         results = tracker_results(page.handle)
         if results is not None:
             page.tracker = [(k, display(n), display(v)) for k, n, v in results.rows()]
+            page.metrics = metric_bars(results.metrics())
     except Exception as e:  # noqa: BLE001
         page.problems.append(f"tracker unavailable: {type(e).__name__}: {e}")
