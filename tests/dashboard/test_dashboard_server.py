@@ -300,3 +300,12 @@ def test_metric_bars_scale_to_the_largest_value() -> None:
     assert metric_bars({"loss": 2.0, "delta": -1.0, "zero": 0.0}) == [
         ("loss", "2", 100), ("delta", "-1", 50), ("zero", "0", 0)]
     assert metric_bars({}) == []
+
+
+def test_apps_without_a_submit_time_come_last_numeric_ids_newest_first(
+    runner: Runner, table: JobTable
+) -> None:
+    handles = [_submit(runner, "n") for _ in range(11)]  # ids n-0 .. n-10
+    table.job(_app_id(handles[3])).created = 50.0
+    rows, _ = Board(runner, ["fake"]).rows()
+    assert [r.app_id for r in rows] == ["n-3", "n-10", *(f"n-{i}" for i in (9, 8, 7, 6, 5, 4, 2, 1, 0))]

@@ -110,7 +110,8 @@ class Board:
             rows.extend(r for r in snap.rows if filters.keep(r))
             if snap.error:
                 errors[sched] = snap.error
-        rows.sort(key=lambda r: (r.created or 0.0, r.app_id), reverse=True)
+        # unknown submit times last; then ids by length first (Slurm job 100 is newer than 99)
+        rows.sort(key=lambda r: (r.created or 0.0, len(r.app_id), r.app_id), reverse=True)
         return rows, errors
 
     def _fresh(self, sched: str) -> _Snapshot:
