@@ -100,6 +100,25 @@ def test_launcher_step_runs_an_app_to_success(
     assert "[worker/1] replica 1 exiting with 0" in out
 
 
+def test_ui_url_output_is_the_dashboard_page_when_the_launcher_is_given_one(
+    kfp_local: Path, tmp_path: Path
+) -> None:
+    from urllib.parse import quote
+
+    app = make_app("kfpdash", tmp_path / "dash", replicas=1)
+
+    @dsl.pipeline(name="kfp-dashboard-link")
+    def pipeline() -> str:
+        return launch(app, wait_interval=0.1, dashboard_url="http://ml-host:8265").outputs["ui_url"]
+
+    ui_url = pipeline().output
+    with get_runner() as runner:
+        (handle,) = [a.app_handle for a in runner.list("local_cwd") if a.name.startswith("kfpdash")]
+    app_id = handle.rsplit("/", 1)[1]
+    assert ui_url.startswith("http://ml-host:8265/app?handle=local_cwd%3A%2F%2F")
+    assert ui_url.endswith(quote("/" + app_id, safe=""))
+
+
 def test_failed_app_fails_the_step(
     kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
