@@ -52,7 +52,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "dashboard_url": {
         "label": "Dashboard URL",
-        "description": "A `torchx dashboard` address, e.g. http://ml-host:8265: the task's"
+        "description": "A `torchx dashboard` address, e.g. http://ml-host:8288: the task's"
         " \"TorchX app\" link opens the app's page there (default $TORCHX_DASHBOARD_URL)",
         "schema": {"type": ["string", "null"]},
     },
@@ -68,7 +68,7 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
         "cfg": '{"partition": "gpu", "time": "2:00:00"}',
         "session_name": "torchx",
         "env": '{"SLURM_CONF": "/etc/slurm/slurm.conf"}',
-        "dashboard_url": "http://ml-host:8265",
+        "dashboard_url": "http://ml-host:8288",
     },
 }
 

@@ -378,7 +378,7 @@ def launch(
             effect)
         display_name: the task's display name (default: the app or component name)
         after: tasks this step runs after
-        dashboard_url: a ``torchx dashboard`` address (``http://ml-host:8265``): the step's
+        dashboard_url: a ``torchx dashboard`` address (``http://ml-host:8288``): the step's
             ``ui_url`` output links the app's page there (default: the step's
             ``$TORCHX_DASHBOARD_URL``, else the scheduler's UI URL)
 

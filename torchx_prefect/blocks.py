@@ -86,7 +86,7 @@ class TorchXScheduler(Block):
         default=None, title="Dashboard URL",
         description="A `torchx dashboard` address: the task's link artifact opens the app's page"
         " there (default $TORCHX_DASHBOARD_URL; unset: the scheduler's UI URL).",
-        examples=["http://ml-host:8265"],
+        examples=["http://ml-host:8288"],
     )
 
     @field_validator("scheduler")

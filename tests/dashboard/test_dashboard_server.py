@@ -209,7 +209,7 @@ def test_every_response_forbids_inline_script_and_cross_origin_reads(runner: Run
 
 
 def test_non_loopback_bind_needs_the_token_on_every_request(runner: Runner) -> None:
-    client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8265")
+    client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8288")
     for path in ("/", "/rows", "/static/dashboard.css", "/logs/stream?handle=x&role=r"):
         assert client.get(path).status_code == 401, path
     assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 401
@@ -223,8 +223,8 @@ def test_non_loopback_bind_needs_the_token_on_every_request(runner: Runner) -> N
 
 def test_loopback_bind_refuses_foreign_host_headers(runner: Runner) -> None:
     client = _client(runner)
-    assert client.get("/", headers={"host": "attacker.example:8265"}).status_code == 403
-    assert client.get("/", headers={"host": "localhost:8265"}).status_code == 200
+    assert client.get("/", headers={"host": "attacker.example:8288"}).status_code == 403
+    assert client.get("/", headers={"host": "localhost:8288"}).status_code == 200
 
 
 def test_cancel_needs_a_same_site_post_with_the_csrf_token(runner: Runner, table: JobTable) -> None:
@@ -259,7 +259,7 @@ def test_delete_removes_a_finished_app(runner: Runner, table: JobTable) -> None:
 
 
 def test_a_non_ascii_token_is_refused_not_an_error(runner: Runner) -> None:
-    client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8265")
+    client = _client(runner, token="t0k", loopback=False, base="http://10.1.2.3:8288")
     assert client.get("/", headers={"authorization": "Bearer tök".encode()}).status_code == 401
 
 
@@ -309,3 +309,9 @@ def test_apps_without_a_submit_time_come_last_numeric_ids_newest_first(
     table.job(_app_id(handles[3])).created = 50.0
     rows, _ = Board(runner, ["fake"]).rows()
     assert [r.app_id for r in rows] == ["n-3", "n-10", *(f"n-{i}" for i in (9, 8, 7, 6, 5, 4, 2, 1, 0))]
+
+
+def test_a_backend_error_is_an_error_page_not_a_crash(runner: Runner) -> None:
+    handle = _submit(runner)
+    resp = _client(runner).get(f"/logs?handle={quote(handle, safe='')}&role=<nosuch>")
+    assert resp.status_code == 500 and "ValueError: no replica &lt;nosuch&gt;/0" in resp.text

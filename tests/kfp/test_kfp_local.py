@@ -109,13 +109,13 @@ def test_ui_url_output_is_the_dashboard_page_when_the_launcher_is_given_one(
 
     @dsl.pipeline(name="kfp-dashboard-link")
     def pipeline() -> str:
-        return launch(app, wait_interval=0.1, dashboard_url="http://ml-host:8265").outputs["ui_url"]
+        return launch(app, wait_interval=0.1, dashboard_url="http://ml-host:8288").outputs["ui_url"]
 
     ui_url = pipeline().output
     with get_runner() as runner:
         (handle,) = [a.app_handle for a in runner.list("local_cwd") if a.name.startswith("kfpdash")]
     app_id = handle.rsplit("/", 1)[1]
-    assert ui_url.startswith("http://ml-host:8265/app?handle=local_cwd%3A%2F%2F")
+    assert ui_url.startswith("http://ml-host:8288/app?handle=local_cwd%3A%2F%2F")
     assert ui_url.endswith(quote("/" + app_id, safe=""))
 
 

@@ -309,12 +309,12 @@ def test_ui_url_links_the_dashboard_when_one_is_configured(monkeypatch: pytest.M
     from torchx_kfp.launcher import launch
 
     table = JobTable()
-    result = _launch(table, job_id="job-1", task_name="step-a", dashboard_url="http://dash:8265")
-    assert result.ui_url == f"http://dash:8265/app?handle={quote(result.app_handle, safe='')}"
+    result = _launch(table, job_id="job-1", task_name="step-a", dashboard_url="http://dash:8288")
+    assert result.ui_url == f"http://dash:8288/app?handle={quote(result.app_handle, safe='')}"
     monkeypatch.setenv("TORCHX_DASHBOARD_URL", "http://env-dash")
     from_env = _launch(table, job_id="job-2", task_name="step-a")
     assert from_env.ui_url.startswith("http://env-dash/app?handle=")
     monkeypatch.setenv("TORCHX_DASHBOARD_URL", "not a url")  # ignored, never fails the step
     assert _launch(table, job_id="job-3", task_name="step-a").ui_url == ""
-    with pytest.raises(InvalidKfpOptionsError, match="dashboard URL 'ml-host:8265' is not"):
-        launch(_app(), dashboard_url="ml-host:8265")
+    with pytest.raises(InvalidKfpOptionsError, match="dashboard URL 'ml-host:8288' is not"):
+        launch(_app(), dashboard_url="ml-host:8288")

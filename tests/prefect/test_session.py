@@ -489,13 +489,13 @@ def test_the_link_artifact_opens_the_dashboard_when_a_block_configures_one(
     published: list[tuple[str, str]] = []
     monkeypatch.setattr(_prefect_io, "publish_link", lambda key, url, desc: published.append((key, url)))
     monkeypatch.setattr(_prefect_io, "publish_status", lambda *a: None)
-    block = blocks.TorchXScheduler(scheduler="fake", dashboard_url="http://dash:8265/")
+    block = blocks.TorchXScheduler(scheduler="fake", dashboard_url="http://dash:8288/")
     with block.applied():
         s = session(table, create_artifacts=True)
         drive(s)
-    assert published == [(published[0][0], f"http://dash:8265/app?handle={quote(s.handle, safe='')}")]
+    assert published == [(published[0][0], f"http://dash:8288/app?handle={quote(s.handle, safe='')}")]
     published.clear()
     drive(session(table, create_artifacts=True))  # no dashboard, no UI URL: no link
     assert published == []
     with pytest.raises(ValueError, match="not an absolute http"):
-        blocks.TorchXScheduler(scheduler="fake", dashboard_url="dash:8265")
+        blocks.TorchXScheduler(scheduler="fake", dashboard_url="dash:8288")

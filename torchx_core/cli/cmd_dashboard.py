@@ -14,7 +14,8 @@ import sys
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import TorchXError
 
-DEFAULT_PORT = 8265
+#: not 8265, the Ray dashboard's
+DEFAULT_PORT = 8288
 
 
 class DashboardArgumentError(TorchXError, ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
 
 __all__ = ["Settings", "create_app"]
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 ACTIONS = ("cancel", "delete")
@@ -233,6 +236,9 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             except TorchXError as e:
                 return error(request, 404 if "nknown" in type(e).__name__ else 500,
                              f"{type(e).__name__}: {e}")
+            except Exception as e:  # a backend's own error, shown on the page
+                logger.warning("%s %s failed", request.method, request.url.path, exc_info=True)
+                return error(request, 500, f"{type(e).__name__}: {e}")
         return endpoint
 
     routes = [

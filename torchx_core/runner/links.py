@@ -5,8 +5,8 @@ dashboard when one is configured: its own setting first, else ``$TORCHX_DASHBOAR
 
     from torchx_core.runner.links import dashboard_app_url
 
-    dashboard_app_url("slurm://torchx/1234", "http://ml-host:8265")
-    # 'http://ml-host:8265/app?handle=slurm%3A%2F%2Ftorchx%2F1234'
+    dashboard_app_url("slurm://torchx/1234", "http://ml-host:8288")
+    # 'http://ml-host:8288/app?handle=slurm%3A%2F%2Ftorchx%2F1234'
 
 Stdlib only; the dashboard's web stack is never imported here.
 """
@@ -46,7 +46,7 @@ def dashboard_base(configured: str | None = None) -> str | None:
         source = "the dashboard URL" if (configured or "").strip() else f"${ENV_DASHBOARD_URL}"
         raise InvalidDashboardUrlError(
             f"{source} {base!r} is not an absolute http(s) URL without query or fragment;"
-            " give the address `torchx dashboard` prints, e.g. http://ml-host:8265"
+            " give the address `torchx dashboard` prints, e.g. http://ml-host:8288"
         )
     return base.rstrip("/")
 
