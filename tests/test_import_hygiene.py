@@ -16,6 +16,7 @@ import pytest
 
 HEAVY = (
     "kubernetes", "boto3", "botocore", "docker", "ray", "airflow", "kfp", "prefect", "torch", "mlflow",
+    "starlette", "uvicorn", "jinja2",  # the dashboard's web stack: only `torchx dashboard` loads it
 )
 SPECS_FORBIDDEN = (*HEAVY, "yaml", "fsspec")
 
@@ -28,6 +29,9 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "torchx_core.specs.register": SPECS_FORBIDDEN,
     "torchx_core.plugins": SPECS_FORBIDDEN,
     "torchx_core.cli.main": HEAVY,
+    "torchx_core.cli.cmd_dashboard": HEAVY,
+    "torchx_core.dashboard": HEAVY,
+    "torchx_core.runner.links": HEAVY,
     # job-side helpers: torch and the tracking services load only when used
     "torchx_core.tracker": (*HEAVY, "fsspec", "mlflow"),
     "torchx_core.distributed": HEAVY,

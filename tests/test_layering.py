@@ -111,6 +111,14 @@ _JOB_SIDE: dict[str, tuple[str, ...]] = {
 }
 
 
+# the dashboard sits above runner, beside cli: the public layers, plus the CLI's terminal
+# sanitizer (app output is shown escaped as `torchx log` shows it)
+_DASHBOARD = (
+    "torchx_core.dashboard", "torchx_core.specs", "torchx_core.runner", "torchx_core.util",
+    "torchx_core.cli._term",
+)
+
+
 def violations() -> list[str]:
     found: list[str] = []
     for path in _source_files():
@@ -155,6 +163,19 @@ def violations() -> list[str]:
                     found.append(f"{where}: {owner} must not import the {theirs} scheduler")
             if _under(mod, "torchx_core.runner") and _under(imp, "torchx_core.cli"):
                 found.append(f"{where}: runner must not import cli")
+            if (
+                _under(imp, "torchx_core.dashboard")
+                and not _under(mod, "torchx_core.dashboard")
+                and mod != "torchx_core.cli.cmd_dashboard"
+            ):
+                found.append(f"{where}: only the `torchx dashboard` command imports the dashboard")
+            if (
+                _under(mod, "torchx_core.dashboard")
+                and _under(imp, "torchx_core")
+                and imp != "torchx_core"
+                and not any(_under(imp, a) for a in _DASHBOARD)
+            ):
+                found.append(f"{where}: the dashboard may only import {', '.join(_DASHBOARD)}")
             for adapter in ADAPTERS:
                 if not _under(mod, adapter):
                     continue
@@ -244,6 +265,8 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
     )
     _write(fake_repo, "torchx_kfp/launcher.py", "from torchx_core.specs._app import Role\n")
     _write(fake_repo, "torchx_core/tracker/api.py", "from torchx_core.runner import get_runner\n")
+    _write(fake_repo, "torchx_core/dashboard/_x.py", "from torchx_core.schedulers import api\n")
+    _write(fake_repo, "torchx_core/cli/cmd_run.py", "import torchx_core.dashboard\n")
     text = "\n".join(violations())
     assert "specs may only import torchx_core.specs" in text
     assert "the slurm scheduler must not import the local scheduler" in text
@@ -258,3 +281,5 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
     )
     assert "torchx_core/tracker/api.py:1 imports torchx_core.runner: job-side" in text
     assert "torchx_airflow/operator.py:3" not in text  # an adapter may use the runner
+    assert "torchx_core/dashboard/_x.py:1 imports torchx_core.schedulers: the dashboard may" in text
+    assert "cmd_run.py:1 imports torchx_core.dashboard: only the `torchx dashboard` command" in text

@@ -8,6 +8,8 @@ A ``torchx`` connection holds, in its ``extra`` (JSON):
 * ``session_name`` – the Runner's session name (default ``"torchx"``)
 * ``env`` – environment for the scheduler client (a JSON object: ``SLURM_CONF``, ``KUBECONFIG``,
   ``AWS_PROFILE``, ``AWS_DEFAULT_REGION``...)
+* ``dashboard_url`` – a ``torchx dashboard``'s address: the task's "TorchX app" link opens the
+  app's page there (default ``$TORCHX_DASHBOARD_URL``; unset: the scheduler's UI URL)
 
 and in its ``password``: secret environment variables (a JSON object, e.g.
 ``{"AWS_SECRET_ACCESS_KEY": "..."}``), masked in logs and never serialized into a trigger.
@@ -21,7 +23,7 @@ CONN_TYPE = "torchx"
 DEFAULT_CONN_ID = "torchx_default"
 HOOK_CLASS = "torchx_airflow.hook.TorchXHook"
 #: the keys of a connection's extra
-EXTRA_KEYS = ("scheduler", "cfg", "session_name", "env")
+EXTRA_KEYS = ("scheduler", "cfg", "session_name", "env", "dashboard_url")
 
 #: The form fields (Airflow 3 ``conn-fields``: JSON schema per field).
 CONN_FIELDS: dict[str, dict[str, Any]] = {
@@ -48,6 +50,12 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         " \"AWS_DEFAULT_REGION\": \"us-east-1\"}",
         "schema": {"type": ["string", "null"]},
     },
+    "dashboard_url": {
+        "label": "Dashboard URL",
+        "description": "A `torchx dashboard` address, e.g. http://ml-host:8288: the task's"
+        " \"TorchX app\" link opens the app's page there (default $TORCHX_DASHBOARD_URL)",
+        "schema": {"type": ["string", "null"]},
+    },
 }
 
 #: Hidden, relabelled and placeholder fields of the connection form.
@@ -60,6 +68,7 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
         "cfg": '{"partition": "gpu", "time": "2:00:00"}',
         "session_name": "torchx",
         "env": '{"SLURM_CONF": "/etc/slurm/slurm.conf"}',
+        "dashboard_url": "http://ml-host:8288",
     },
 }
 

@@ -27,6 +27,7 @@ from torchx_airflow._connection import (
     UI_FIELD_BEHAVIOUR,
 )
 from torchx_airflow.errors import InvalidConnectionError
+from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -45,6 +46,7 @@ class ConnectionSettings:
     session_name: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    dashboard_url: str | None = None
 
     @classmethod
     def parse(cls, conn_id: str, extra: Mapping[str, Any], password: str | None) -> ConnectionSettings:
@@ -65,6 +67,12 @@ class ConnectionSettings:
         session = values.get("session_name") or None
         if session is not None and not isinstance(session, str):
             problems.append(f"session_name must be a string, got {session!r}")
+        dashboard = values.get("dashboard_url") or None
+        if dashboard is not None:
+            try:
+                dashboard_base(dashboard if isinstance(dashboard, str) else repr(dashboard))
+            except InvalidDashboardUrlError as e:
+                problems.append(f"dashboard_url: {e}")
         cfg = _json_object(problems, "cfg", values.get("cfg"))
         env = _json_object(problems, "env", values.get("env"), strings=True)
         secret = _json_object(problems, "password (secret environment)", password, strings=True,
@@ -74,7 +82,7 @@ class ConnectionSettings:
                 f"torchx connection {conn_id!r}: " + "; ".join(problems)
                 + ". Fix it in Admin > Connections (or `airflow connections add`)"
             )
-        return cls(scheduler, cfg, session, env, secret)
+        return cls(scheduler, cfg, session, env, secret, dashboard)
 
 
 def _json_object(

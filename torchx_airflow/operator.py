@@ -47,7 +47,7 @@ from torchx_airflow._runtime import (
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import TorchXHook, runner_for
-from torchx_airflow.links import UI_URL_ATTR, TorchXAppLink
+from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
 from torchx_core.runner.lifecycle import (
     AppFailedError,
@@ -359,6 +359,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         settings = self._hook().settings(missing_ok=self.torchx_conn_id == DEFAULT_CONN_ID)
         self._scheduler = self.scheduler or settings.scheduler or "local_cwd"
         self._cfg = {**settings.cfg, **(self.cfg or {})}
+        setattr(self, DASHBOARD_URL_ATTR, settings.dashboard_url)
 
     def _hook(self) -> TorchXHook:
         return TorchXHook(self.torchx_conn_id)
@@ -443,8 +444,12 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         url = getattr(self, UI_URL_ATTR)
         if url:
             ti.xcom_push(key="ui_url", value=url)
-            ti.xcom_push(key=TorchXAppLink().xcom_key, value=url)
             self.log.info("TorchX app %s UI: %s", handle, url)
+        link = app_link(handle, url, getattr(self, DASHBOARD_URL_ATTR, None))
+        if link:
+            ti.xcom_push(key=TorchXAppLink().xcom_key, value=link)
+            if link != url:
+                self.log.info("TorchX app %s on the dashboard: %s", handle, link)
         state = obs.status.state.name if obs.status is not None else obs.phase.name
         self.log.info("TorchX app %s is %s", handle, state)
         return obs

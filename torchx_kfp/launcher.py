@@ -50,6 +50,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
+from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
 from torchx_core.specs import (
     AppDef,
     InvalidRunConfigException,
@@ -108,6 +109,7 @@ def torchx_launcher(
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     pass_resources: bool = False,
+    dashboard_url: str = "",
     task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
     tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment,name-defined] # KFP fills it
     tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment,name-defined] # KFP fills it
@@ -130,6 +132,8 @@ def torchx_launcher(
         wait_interval: seconds between status polls
         unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
         pass_resources: apply the resources asked on this task to the app's roles
+        dashboard_url: a ``torchx dashboard`` address: the ``ui_url`` output is then the app's
+            page there ("" : ``$TORCHX_DASHBOARD_URL`` of the step, else the scheduler's UI URL)
         task_config: filled by KFP with the task's settings (resources passthrough)
         tracker_metrics: output: the numeric metadata the app recorded through its tracker
             (``torchx_core.tracker``), one metric each
@@ -155,6 +159,7 @@ def torchx_launcher(
         wait_interval=wait_interval,
         unknown_state_timeout=unknown_state_timeout,
         resources=resources,
+        dashboard_url=dashboard_url,
     )
     from torchx_kfp.runtime import publish_tracker_results
 
@@ -437,6 +442,7 @@ def launch(
     enable_caching: bool = False,
     display_name: str | None = None,
     after: Sequence[Any] | Any | None = None,
+    dashboard_url: str = "",
 ) -> Any:
     """Adds a launcher step running ``app`` (or a component) to the pipeline being defined.
 
@@ -467,6 +473,9 @@ def launch(
             effect)
         display_name: the task's display name (default: the app or component name)
         after: tasks this step runs after
+        dashboard_url: a ``torchx dashboard`` address (``http://ml-host:8288``): the step's
+            ``ui_url`` output links the app's page there (default: the step's
+            ``$TORCHX_DASHBOARD_URL``, else the scheduler's UI URL)
 
     Returns:
         The KFP ``PipelineTask``.
@@ -509,6 +518,13 @@ def launch(
     for name, flag in (("pass_resources", pass_resources), ("enable_caching", enable_caching)):
         if not isinstance(flag, bool):
             problems.append(f"{name} must be a bool, got {flag!r}")
+    if not isinstance(dashboard_url, str):
+        problems.append(f"dashboard_url must be an http(s) URL string, got {dashboard_url!r}")
+    elif dashboard_url:
+        try:
+            dashboard_base(dashboard_url)
+        except InvalidDashboardUrlError as e:
+            problems.append(str(e))
     if display_name is not None and not isinstance(display_name, str):
         problems.append(f"display_name must be a str, got {display_name!r}")
     upstream = [] if after is None else list(after) if isinstance(after, (list, tuple)) else [after]
@@ -540,6 +556,8 @@ def launch(
         kwargs["cfg_json"] = json.dumps(dict(cfg))
     if env:
         kwargs["env"] = dict(env)
+    if dashboard_url:
+        kwargs["dashboard_url"] = dashboard_url
     task = launcher_component(base_image, pass_resources)(**kwargs)
     task.set_caching_options(enable_caching=enable_caching)
     if retries:

@@ -310,6 +310,7 @@ def run_launcher(
     wait_interval: float = 1.0,
     unknown_state_timeout: float = 300.0,
     resources: Mapping[str, Any] | None = None,
+    dashboard_url: str = "",
     stream_logs: bool = True,
     log_sink: Callable[[str], None] = _stdout_sink,
     runner_factory: RunnerFactory | None = None,
@@ -330,6 +331,8 @@ def run_launcher(
         unknown_state_timeout: seconds an UNKNOWN, unreadable or vanished app is tolerated
         resources: resources asked on the launcher task (``TaskConfig.resources``), applied
             to every role of the app instead of being reserved by the launcher pod
+        dashboard_url: a ``torchx dashboard`` address: ``ui_url`` is then the app's page there
+            ("" : ``$TORCHX_DASHBOARD_URL``, else the scheduler's UI URL)
         stream_logs: stream replica logs to the step log
         log_sink: where streamed log lines go (default: stdout, the step log)
         runner_factory: returns a Runner (default ``get_runner()``; tests pass a fake's)
@@ -348,8 +351,25 @@ def run_launcher(
             runner, scheduler, owner=step_owner(job_id, task_name, task_id), cfg=cfg,
             unknown_timeout=unknown_state_timeout, poll_interval=max(wait_interval, 0.01),
         )
-        return _run(life, app, step_identity(app, job_id, task_name, task_id), stream_logs,
-                    log_sink)
+        result = _run(life, app, step_identity(app, job_id, task_name, task_id), stream_logs,
+                      log_sink)
+    link = _dashboard_link(result.app_handle, dashboard_url)
+    return replace(result, ui_url=link) if link else result
+
+
+def _dashboard_link(app_handle: str, dashboard_url: str) -> str | None:
+    """The app's dashboard page when one is configured (a malformed ``$TORCHX_DASHBOARD_URL``
+    is logged and ignored: a link never fails the step)."""
+    from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_app_url
+
+    try:
+        link = dashboard_app_url(app_handle, dashboard_url)
+    except InvalidDashboardUrlError as e:
+        logger.warning("%s; the ui_url output stays the scheduler's UI URL", e)
+        return None
+    if link:
+        logger.info("app %s on the dashboard: %s", app_handle, link)
+    return link
 
 
 def _run(

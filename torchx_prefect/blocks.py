@@ -90,6 +90,12 @@ class TorchXScheduler(Block):
         default=None, title="Secret environment",
         description="Secret environment variables (e.g. AWS_SECRET_ACCESS_KEY); never shown.",
     )
+    dashboard_url: str | None = Field(
+        default=None, title="Dashboard URL",
+        description="A `torchx dashboard` address: the task's link artifact opens the app's page"
+        " there (default $TORCHX_DASHBOARD_URL; unset: the scheduler's UI URL).",
+        examples=["http://ml-host:8288"],
+    )
 
     @field_validator("scheduler")
     @classmethod
@@ -103,10 +109,26 @@ class TorchXScheduler(Block):
         _check_cfg(self.scheduler, self.cfg)
         return self
 
+    @field_validator("dashboard_url")
+    @classmethod
+    def _dashboard_url_valid(cls, value: str | None) -> str | None:
+        from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
+
+        if not value or not value.strip():
+            return None
+        try:
+            return dashboard_base(value)
+        except InvalidDashboardUrlError as e:
+            raise ValueError(str(e)) from None
+
     def environment(self) -> dict[str, str]:
-        """The variables applied while the block is used (secret values revealed)."""
+        """The variables applied while the block is used (secret values revealed; the
+        dashboard URL as ``$TORCHX_DASHBOARD_URL``, which the task's link reads)."""
+        from torchx_core.runner.links import ENV_DASHBOARD_URL
+
         secret = self.secret_env.get_secret_value() if self.secret_env is not None else {}
-        return {**self.env, **{k: str(v) for k, v in (secret or {}).items()}}
+        dashboard = {ENV_DASHBOARD_URL: self.dashboard_url} if self.dashboard_url else {}
+        return {**self.env, **dashboard, **{k: str(v) for k, v in (secret or {}).items()}}
 
     def merged_cfg(self, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         """The block's run options overridden by ``cfg`` key by key."""

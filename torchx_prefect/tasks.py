@@ -184,8 +184,7 @@ class _Session:
         obs = self.life.poll(self.handle)
         if obs.status is not None and obs.status.is_terminal():
             self.terminal = True
-        if obs.status is not None and obs.status.ui_url:
-            self._publish_link(obs.status.ui_url)  # as soon as the scheduler has a UI URL
+        self._publish_link(obs.status.ui_url if obs.status is not None else None)  # once known
         return obs
 
     # -- finish --------------------------------------------------------------------------
@@ -232,20 +231,30 @@ class _Session:
         except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
             self.log.warning("Could not publish the tracker results of %s: %s", self.handle, e)
 
-    def _publish_link(self, ui_url: str) -> None:
+    def _publish_link(self, ui_url: str | None) -> None:
+        """The app's link artifact (once): its page on the dashboard when one is configured
+        (the block's ``dashboard_url`` / ``$TORCHX_DASHBOARD_URL``), else the scheduler's UI."""
         if not self.spec.create_artifacts or self._link_published or self.handle is None:
+            return
+        from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_app_url
+
+        try:
+            url = dashboard_app_url(self.handle) or ui_url
+        except InvalidDashboardUrlError as e:
+            self.log.warning("%s; linking to the scheduler's UI instead", e)
+            url = ui_url
+        if not url:
             return
         self._link_published = True
         try:
-            pio.publish_link(artifact_key(self.app_name, "ui"), ui_url, f"TorchX app {self.handle}")
+            pio.publish_link(artifact_key(self.app_name, "ui"), url, f"TorchX app {self.handle}")
         except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
             self.log.warning("Could not publish the UI link of %s: %s", self.handle, e)
 
     def _publish(self, status: AppStatus | None) -> None:
         if not self.spec.create_artifacts or self.handle is None or status is None:
             return
-        if status.ui_url:
-            self._publish_link(status.ui_url)
+        self._publish_link(status.ui_url)
         try:
             pio.publish_status(
                 artifact_key(self.app_name, "status"),

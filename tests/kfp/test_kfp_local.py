@@ -122,6 +122,25 @@ def test_every_line_of_a_short_app_reaches_the_step_log_once(
     assert {i: n for i, n in counts.items() if n != 1} == {}
 
 
+def test_ui_url_output_is_the_dashboard_page_when_the_launcher_is_given_one(
+    kfp_local: Path, tmp_path: Path
+) -> None:
+    from urllib.parse import quote
+
+    app = make_app("kfpdash", tmp_path / "dash", replicas=1)
+
+    @dsl.pipeline(name="kfp-dashboard-link")
+    def pipeline() -> str:
+        return launch(app, wait_interval=0.1, dashboard_url="http://ml-host:8288").outputs["ui_url"]
+
+    ui_url = pipeline().output
+    with get_runner() as runner:
+        (handle,) = [a.app_handle for a in runner.list("local_cwd") if a.name.startswith("kfpdash")]
+    app_id = handle.rsplit("/", 1)[1]
+    assert ui_url.startswith("http://ml-host:8288/app?handle=local_cwd%3A%2F%2F")
+    assert ui_url.endswith(quote("/" + app_id, safe=""))
+
+
 def test_failed_app_fails_the_step(
     kfp_local: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

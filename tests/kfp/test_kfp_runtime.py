@@ -301,3 +301,20 @@ def test_cancel_job_apps_cancels_only_this_jobs_unfinished_apps() -> None:
         h: int(label == "mine") for label, h in handles.items()}
     with pytest.raises(InvalidKfpOptionsError, match="job_id is empty"):
         cancel_job_apps(job_id="", runner_factory=lambda: make_runner(table))
+
+
+def test_ui_url_links_the_dashboard_when_one_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.parse import quote
+
+    from torchx_kfp.launcher import launch
+
+    table = JobTable()
+    result = _launch(table, job_id="job-1", task_name="step-a", dashboard_url="http://dash:8288")
+    assert result.ui_url == f"http://dash:8288/app?handle={quote(result.app_handle, safe='')}"
+    monkeypatch.setenv("TORCHX_DASHBOARD_URL", "http://env-dash")
+    from_env = _launch(table, job_id="job-2", task_name="step-a")
+    assert from_env.ui_url.startswith("http://env-dash/app?handle=")
+    monkeypatch.setenv("TORCHX_DASHBOARD_URL", "not a url")  # ignored, never fails the step
+    assert _launch(table, job_id="job-3", task_name="step-a").ui_url == ""
+    with pytest.raises(InvalidKfpOptionsError, match="dashboard URL 'ml-host:8288' is not"):
+        launch(_app(), dashboard_url="ml-host:8288")

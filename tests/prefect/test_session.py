@@ -478,3 +478,27 @@ def test_the_callers_appdef_is_not_changed_by_submitting(table: JobTable) -> Non
     assert app.roles[0].env == {} and app.name == "echo"
     after = call_digest(validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30))
     assert after == before
+
+
+def test_the_link_artifact_opens_the_dashboard_when_a_block_configures_one(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before any UI URL exists, the link already points at the dashboard's app page; without a
+    dashboard it waits for the scheduler's UI URL (as before)."""
+    from urllib.parse import quote
+
+    from torchx_prefect import _prefect_io, blocks
+
+    published: list[tuple[str, str]] = []
+    monkeypatch.setattr(_prefect_io, "publish_link", lambda key, url, desc: published.append((key, url)))
+    monkeypatch.setattr(_prefect_io, "publish_status", lambda *a: None)
+    block = blocks.TorchXScheduler(scheduler="fake", dashboard_url="http://dash:8288/")
+    with block.applied():
+        s = session(table, create_artifacts=True)
+        drive(s)
+    assert published == [(published[0][0], f"http://dash:8288/app?handle={quote(s.handle, safe='')}")]
+    published.clear()
+    drive(session(table, create_artifacts=True))  # no dashboard, no UI URL: no link
+    assert published == []
+    with pytest.raises(ValueError, match="not an absolute http"):
+        blocks.TorchXScheduler(scheduler="fake", dashboard_url="dash:8288")

@@ -69,6 +69,7 @@ class FakeJob:
     replica_states: dict[tuple[str, int], AppState] = field(default_factory=dict)
     error: str = NONE  # the app's structured error message
     replica_errors: dict[tuple[str, int], str] = field(default_factory=dict)
+    created: float | None = None  # the submit time list() reports (None: unknown)
 
 
 class JobTable:
@@ -228,7 +229,8 @@ class FakeScheduler(Scheduler[FakeRequest]):
         names = {"exact": lambda app_id, job: job.app.name, "none": lambda app_id, job: "",
                  "id": lambda app_id, job: app_id.upper()}[self.table.list_names]
         return [
-            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job))
+            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job),
+                            created=job.created, owner=job.owner)
             for app_id, job in list(self.table.jobs.items())
         ]
 
@@ -253,6 +255,10 @@ class FakeScheduler(Scheduler[FakeRequest]):
     def get_owner(self, app_id: str) -> str | None:
         job = self.table.jobs.get(app_id)
         return job.owner if self.table.supports_owner and job is not None else None
+
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        job = self.table.jobs.get(app_id)
+        return dict(job.request.cfg) if job is not None else None
 
     def _delete_existing(self, app_id: str) -> None:
         del self.table.jobs[app_id]

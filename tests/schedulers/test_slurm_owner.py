@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +40,12 @@ def test_owner_is_kept_by_slurm_for_every_process(sched: SlurmScheduler, tmp_pat
         assert sched.get_owner(app_id) == "prefect:flow run with spaces#2"
         (leader, *_) = sched._records([app_id])[app_id]  # the user's comment and the name stay
         assert leader.comment == "my nightly run torchx:app=owned;owner=prefect:flow run with spaces#2"
-        assert [r.name for r in sched.list() if r.app_id == app_id] == ["owned"]
+        (row,) = [r for r in sched.list() if r.app_id == app_id]
+        assert row.name == "owned"
+        # what the dashboard's apps page shows, from the same squeue read
+        assert row.owner == "prefect:flow run with spaces#2"
+        assert row.created is not None and abs(row.created - time.time()) < 3600
+        assert row.replicas is not None and sum(row.replicas.values()) == len(roles)
     finally:
         sched.cancel(app_id)
 

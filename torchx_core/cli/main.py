@@ -40,6 +40,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "configure": ("cmd_configure", "CmdConfigure", "write a .torchxconfig file"),
     "schedulers": ("cmd_schedulers", "CmdSchedulers", "list the registered schedulers"),
     "tracker": ("cmd_tracker", "CmdTracker", "list the jobs, metadata and artifacts of trackers"),
+    "dashboard": ("cmd_dashboard", "CmdDashboard", "serve a web page of every app (apps, logs, cancel)"),
 }
 
 #: entry point group of subcommand plugins: ``name = "pkg.module:SubCommandClass"``

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchx_core.runner.lifecycle import Phase as Phase
     from torchx_core.runner.lifecycle import app_name as app_name
     from torchx_core.runner.lifecycle import phase_of as phase_of
+    from torchx_core.runner.links import dashboard_app_url as dashboard_app_url
     from torchx_core.runner.tracking import TrackerResults as TrackerResults
     from torchx_core.runner.tracking import tracker_results as tracker_results
 
@@ -43,6 +44,7 @@ _LAZY = {
     ),
     "TrackerResults": "torchx_core.runner.tracking",
     "tracker_results": "torchx_core.runner.tracking",
+    "dashboard_app_url": "torchx_core.runner.links",
 }  # fmt: skip
 
 
@@ -77,6 +79,7 @@ __all__ = [
     "RunnerError",
     "TrackerResults",
     "app_name",
+    "dashboard_app_url",
     "get_runner",
     "phase_of",
     "tracker_results",

@@ -501,6 +501,12 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         return scheduler.get_owner(app_id)
 
+    def run_options(self, app_handle: AppHandle) -> dict[str, CfgVal] | None:
+        """The run options the app was submitted with (defaults filled), where its scheduler
+        keeps them (local does); None when it does not or the app is unknown."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.run_options(app_id)
+
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel`."""
         import warnings

@@ -152,12 +152,20 @@ class DescribeAppResponse:
 
 @dataclass
 class ListAppResponse:
-    """One row of ``Scheduler.list``: an app id, its state, and its handle once the runner sets it."""
+    """One row of ``Scheduler.list``: an app id, its state, and its handle once the runner sets it.
+
+    Backends that learn more from the same list read fill the optional fields (``None`` when
+    unknown): ``created`` (submit time, epoch seconds), ``owner`` (``Runner.set_owner``'s
+    token) and ``replicas`` (how many replicas are in each state, by ``AppState`` name).
+    """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
     name: str = ""
+    created: float | None = None
+    owner: str | None = None
+    replicas: dict[str, int] | None = None
 
 
 class Scheduler(abc.ABC, Generic[T]):
@@ -387,6 +395,11 @@ class Scheduler(abc.ABC, Generic[T]):
         When two attempts submitted an app of the same name, the earliest keeps running and the
         later attempts cancel their own. Called with ``[]`` to ask whether it is supported.
         """
+        return None
+
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        """The run options the app was submitted with (resolved: defaults filled), where the
+        scheduler keeps them; None when it does not (the default) or the app is unknown."""
         return None
 
     def __enter__(self) -> Scheduler[T]:

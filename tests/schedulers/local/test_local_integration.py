@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -57,6 +58,19 @@ def test_success_multi_replica_logs_and_states(sched: LocalScheduler) -> None:
     for k in range(3):
         assert logs(sched, app_id, k=k) == [f"hello {k}\n"]
     assert desc.roles[0].name == "r"
+
+
+def test_list_and_run_options_report_what_the_app_was_submitted_with(sched: LocalScheduler) -> None:
+    """``list`` gives created time, owner and replica counts from its one pass; ``run_options``
+    the resolved run options kept with the app (the dashboard shows both)."""
+    app_id, _ = run(sched, sh_app("true", num_replicas=2), {"grace_period": 1.5})
+    assert sched.set_owner(app_id, "airflow:d/t/r/-1#try=1")
+    (row,) = [a for a in sched.list() if a.app_id == app_id]
+    assert row.owner == "airflow:d/t/r/-1#try=1" and row.replicas == {"SUCCEEDED": 2}
+    assert row.created is not None and abs(row.created - time.time()) < 600
+    opts = sched.run_options(app_id)
+    assert opts is not None and opts["grace_period"] == 1.5 and "log_dir" in opts
+    assert sched.run_options("nosuch-app") is None
 
 
 def test_failure_reports_exit_code_and_stderr_tail(sched: LocalScheduler) -> None:

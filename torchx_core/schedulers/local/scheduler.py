@@ -46,7 +46,7 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
 )
-from torchx_core.schedulers.local import _logio, _state
+from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.schedulers.local._supervisor import (
@@ -609,6 +609,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         plan = req.materialize()
         if app is not None:
             plan["name"] = app.name
+        plan["cfg"] = _json_safe_cfg(dryrun_info._cfg)  # what `run_options` reads back
         port = _free_port()
         for r in plan["roles"]:
             r["env"].setdefault("MASTER_PORT", str(port))
@@ -728,13 +729,17 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
                 if status is None:
                     continue
+                created = float(status.get("created") or 0.0)
                 app = ListAppResponse(
                     app_id=app_id,
                     state=AppState[status["state"]],
                     app_handle=f"{self.backend}://{self.session_name}/{app_id}",
                     name=status.get("name", ""),
+                    created=created or None,
+                    owner=_owner.read_owner(app_dir),
+                    replicas=_replica_counts(status),
                 )
-                rows.append((float(status.get("created") or 0.0), app_id, app))
+                rows.append((created, app_id, app))
         finally:
             kill_apps_processes(dead)
         rows.sort(key=lambda row: row[:2])
@@ -936,6 +941,13 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         return None if app_dir is None else _owner.read_owner(app_dir)
 
+    def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
+        """The resolved run options kept in the app's ``plan.json`` (None for older apps)."""
+        app_dir = self._app_dir(app_id)
+        plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) if app_dir else None
+        cfg = plan.get("cfg") if isinstance(plan, dict) else None
+        return dict(cfg) if isinstance(cfg, dict) else None
+
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -963,6 +975,30 @@ def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return status
+
+
+def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options as JSON can keep them (a value JSON cannot hold becomes its repr)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        try:
+            json.dumps(v)
+            out[str(k)] = v
+        except (TypeError, ValueError):
+            out[str(k)] = repr(v)
+    return out
+
+
+def _replica_counts(status: dict[str, Any]) -> dict[str, int] | None:
+    """How many replicas of a status document are in each state (by ``AppState`` name)."""
+    counts: dict[str, int] = {}
+    for role in status.get("roles") or ():
+        for code in role.get("states") or ():
+            name = LOCAL_STATES.get(code, AppState.UNKNOWN).name
+            counts[name] = counts.get(name, 0) + 1
+    return counts or None
 
 
 def _ensure_root(root: str) -> str:

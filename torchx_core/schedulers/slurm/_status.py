@@ -103,6 +103,7 @@ class SlurmJobRecord:
         work_dir: the job's working directory (the log dir of this scheduler's jobs).
         user: the owner's user name (or uid as a string).
         comment: the job's comment (where this scheduler records the app's owner).
+        submitted: the submit time (epoch seconds), when known (``squeue`` only).
     """
 
     job_id: str
@@ -119,6 +120,7 @@ class SlurmJobRecord:
     work_dir: str = ""
     user: str = ""
     comment: str = ""
+    submitted: float | None = None
 
 
 def _number(value: Any) -> int | None:
@@ -201,6 +203,7 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
                 work_dir=str(job.get("current_working_directory") or ""),
                 user=str(job.get("user_name") or job.get("user_id") or ""),
                 comment=str(job.get("comment") or ""),
+                submitted=float(_number(job.get("submit_time")) or 0) or None,
             )
         )
     return out

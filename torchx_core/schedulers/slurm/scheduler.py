@@ -457,8 +457,15 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             leader = records[0]
             if me and leader.user not in me:
                 continue
-            out.append(ListAppResponse(app_id=app_id, state=appstate_from_slurm_state(
-                leader.state), name=parse_comment(leader.comment).app or leader.name))
+            comment = parse_comment(leader.comment)
+            replicas: dict[str, int] = {}
+            for r in records:
+                state = appstate_from_slurm_state(r.state).name
+                replicas[state] = replicas.get(state, 0) + 1
+            out.append(ListAppResponse(
+                app_id=app_id, state=appstate_from_slurm_state(leader.state),
+                name=comment.app or leader.name, created=leader.submitted,
+                owner=comment.owner or None, replicas=replicas))
         return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
 
     # -- logs -------------------------------------------------------------------------------

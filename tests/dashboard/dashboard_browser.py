@@ -1,0 +1,101 @@
+"""Helpers of the browser tests: a real ``torchx dashboard`` process and headless Chromium.
+
+The browser is Debian's ``/usr/bin/chromium`` (``scripts/services/browser/install.sh``) driven by
+Playwright's Python package; Playwright never downloads a browser here. Screenshots go to
+``$TORCHX_TEST_ARTIFACTS/dashboard`` (default ``<repo>/.test-artifacts/dashboard``, ignored by
+git); the folder is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def artifacts_dir() -> Path:
+    root = Path(os.environ.get("TORCHX_TEST_ARTIFACTS") or REPO / ".test-artifacts")
+    out = root / "dashboard"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@contextmanager
+def dashboard_process(args: list[str], env: dict[str, str]) -> Iterator[str]:
+    """Runs ``torchx dashboard --port 0 ARGS``; yields the URL it prints; stops it by PID."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = None
+        deadline = time.monotonic() + 60
+        seen = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(r"(http://\S+)", line)
+            if m:
+                url = m.group(1).split("?", 1)[0].rstrip("/")
+                break
+        if url is None:
+            pytest.fail(f"torchx dashboard did not start:\n{''.join(seen)}")
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(20)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless system Chromium under Playwright (fails, never skips, when it is missing)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/services/browser/install.sh`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def processes_of(app_id: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``TORCHX_APP_ID=app_id``."""
+    needle = f"TORCHX_APP_ID={app_id}\0".encode()
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read() + b"\0":
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out

@@ -1,0 +1,171 @@
+"""``torchx dashboard`` in a real browser (headless Debian Chromium driven by Playwright), over real
+apps on ``local_cwd`` and on the test Slurm cluster. Screenshots of each page are kept in the
+folder printed at the start (see ``dashboard_browser.artifacts_dir``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_browser import artifacts_dir, chromium, dashboard_process, processes_of
+from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+
+from torchx_core.runner import Runner, get_runner
+from torchx_core.specs import AppDef, AppState, Resource, Role
+
+pytestmark = [
+    pytest.mark.integration, pytest.mark.browser, pytest.mark.local, pytest.mark.slurm,
+    pytest.mark.timeout(600),
+]
+
+WAIT_MS = 90_000
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+
+
+def _py_role(name: str, code: str) -> Role:
+    return Role(name, image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code],
+                resource=Resource(cpu=1, gpu=0, memMB=100))
+
+
+@pytest.fixture(scope="module")
+def env(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:  # noqa: F811
+    root = tmp_path_factory.mktemp("local-root")
+    saved = os.environ.get("TORCHX_LOCAL_ROOT")
+    os.environ["TORCHX_LOCAL_ROOT"] = str(root)
+    yield {**os.environ, "SLURM_CONF": slurm_cluster.conf, "TORCHX_LOCAL_ROOT": str(root)}
+    if saved is None:
+        os.environ.pop("TORCHX_LOCAL_ROOT", None)
+    else:
+        os.environ["TORCHX_LOCAL_ROOT"] = saved
+
+
+@pytest.fixture(scope="module")
+def url(env: dict[str, str]) -> Iterator[str]:
+    with dashboard_process(["-s", "local_cwd,slurm", "--refresh", "1"], env) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    print(f"\ndashboard screenshots: {artifacts_dir()}")
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    p = context.new_page()
+    yield p
+    context.close()
+
+
+@pytest.fixture
+def runner(env: dict[str, str]) -> Iterator[Runner]:
+    with get_runner("dashtest") as r:
+        yield r
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(artifacts_dir() / f"{name}.png"), full_page=True)
+
+
+def _row(page: Any, handle: str) -> Any:
+    return page.locator(f'tr[data-handle$="/{handle.rsplit("/", 1)[1]}"]')
+
+
+def test_apps_of_both_schedulers_listed_and_updated_without_reload(
+    page: Any, url: str, runner: Runner, tmp_path: Path
+) -> None:
+    code = "import time; print('start', flush=True); time.sleep(6); print('done')"
+    local = runner.run(AppDef("dash-local", [_py_role("main", code)]), "local_cwd")
+    slurm = runner.run(AppDef("dash-slurm", [_py_role("main", code)]), "slurm",
+                       cfg={"job_dir": str(tmp_path), "time": "5"})
+    try:
+        page.goto(url + "/")
+        page.evaluate("window.__sameDocument = 1")  # gone if the page reloads
+        for handle in (local, slurm):
+            _row(page, handle).wait_for(timeout=WAIT_MS)
+        first = {h: _row(page, h).locator(".state").inner_text() for h in (local, slurm)}
+        assert all(s in ("SUBMITTED", "PENDING", "RUNNING") for s in first.values()), first
+        _shot(page, "apps-running")
+        for handle in (local, slurm):
+            _row(page, handle).locator(".state", has_text="SUCCEEDED").wait_for(timeout=WAIT_MS)
+        assert page.evaluate("window.__sameDocument") == 1
+        _shot(page, "apps-succeeded")
+        page.goto(url + "/?scheduler=slurm")
+        assert _row(page, slurm).count() == 1 and _row(page, local).count() == 0
+    finally:
+        runner.cancel(slurm)
+
+
+def test_log_page_follows_lines_printed_after_it_opened(page: Any, url: str, runner: Runner) -> None:
+    code = "import time\nfor i in range(60):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"
+    handle = runner.run(AppDef("dash-log", [_py_role("main", code)]), "local_cwd")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(runner.log_lines(handle, "main", 0)):
+            time.sleep(0.2)
+        page.goto(url + "/")
+        _row(page, handle).locator("a").click()
+        page.locator("a.log-link").first.click()
+        page.locator("#log").wait_for()
+        shown = page.locator("#log").inner_text().split("\n")
+        last = max(int(x.split()[1]) for x in shown if x.startswith("tick "))
+        later = f"tick {last + 4}"
+        page.locator("#log", has_text=later).wait_for(timeout=WAIT_MS)  # arrived over SSE
+        _shot(page, "log-following")
+    finally:
+        runner.cancel(handle)
+
+
+def test_cancel_from_the_page_ends_cancelled_and_kills_processes(
+    page: Any, url: str, runner: Runner
+) -> None:
+    handle = runner.run(AppDef("dash-cancel", [_py_role("main", "import time; time.sleep(600)")]),
+                        "local_cwd")
+    app_id = handle.rsplit("/", 1)[1]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not processes_of(app_id):
+            time.sleep(0.2)
+        assert processes_of(app_id), "the app never started"
+        page.goto(url + "/")
+        _row(page, handle).locator("a").click()
+        page.locator("#app-state", has_text="RUNNING").wait_for(timeout=WAIT_MS)
+        _shot(page, "app-running")
+        page.locator("#cancel-link").click()
+        _shot(page, "confirm-cancel")
+        page.locator("#confirm-button").click()
+        page.locator("#app-state", has_text="CANCELLED").wait_for(timeout=WAIT_MS)
+        _shot(page, "app-cancelled")
+        status = runner.status(handle)
+        assert status is not None and status.state == AppState.CANCELLED
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and processes_of(app_id):
+            time.sleep(0.2)
+        assert processes_of(app_id) == []
+    finally:
+        runner.cancel(handle)
+
+
+def test_hostile_output_is_shown_as_text_and_never_runs(page: Any, url: str, runner: Runner) -> None:
+    code = f"print({HOSTILE!r}); print('\\x1b]0;title\\x07\\x1b[2Jcleared')"
+    handle = runner.run(AppDef("dash-hostile", [_py_role("main", code)]), "local_cwd")
+    status = runner.wait(handle, wait_interval=0.5)
+    assert status is not None and status.state == AppState.SUCCEEDED
+    page.goto(url + "/")
+    _row(page, handle).locator("a").click()
+    page.locator("a.log-link").first.click()
+    log = page.locator("#log")
+    log.wait_for()
+    assert HOSTILE in log.inner_text()
+    assert "\\x1b]0;title\\x07\\x1b[2Jcleared" in log.inner_text()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("#log script, #log img").count() == 0
+    _shot(page, "log-hostile")

@@ -1,0 +1,78 @@
+"""``torchx dashboard`` as a real process: the token on a non-loopback bind, bad arguments."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from dashboard_browser import dashboard_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.local]
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_a_non_loopback_bind_prints_a_token_and_answers_401_without_it(tmp_path: Path) -> None:
+    env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path)}
+    env.pop("TORCHX_DASHBOARD_TOKEN", None)
+    with dashboard_process(["--host", "0.0.0.0", "-s", "local_cwd"], env) as url:
+        port = url.rsplit(":", 1)[1]
+        base = f"http://127.0.0.1:{port}"
+        assert _status(base + "/") == 401
+        assert _status(base + "/static/dashboard.css") == 401
+        assert _status(base + "/", {"Authorization": "Bearer wrong"}) == 401
+    # the token printed at start is the one that works (the URL printed carries it)
+    with dashboard_process(["--host", "0.0.0.0", "-s", "local_cwd", "--token", "given-t0k"], env) as url:
+        port = url.rsplit(":", 1)[1]
+        assert _status(f"http://127.0.0.1:{port}/", {"Authorization": "Bearer given-t0k"}) == 200
+        assert _status(f"http://127.0.0.1:{port}/") == 401
+
+
+def test_the_generated_token_is_printed(tmp_path: Path) -> None:
+    env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path)}
+    env.pop("TORCHX_DASHBOARD_TOKEN", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--host", "0.0.0.0",
+         "--port", "0", "-s", "local_cwd"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        m = re.search(r"http://0\.0\.0\.0:(\d+)/\?token=(\S+)", first)
+        assert m, first
+        assert f"token (generated): {m.group(2)}" in proc.stdout.readline()
+        assert _status(f"http://127.0.0.1:{m.group(1)}/",
+                       {"Authorization": f"Bearer {m.group(2)}"}) == 200
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-s", "nosuch"], "unknown scheduler(s) nosuch; registered:"),
+        (["--refresh", "0"], "--refresh must be > 0 seconds"),
+        (["--engine-url", "jenkins=http://x"], "--engine-url 'jenkins=http://x' must be ENGINE="),
+    ],
+)
+def test_bad_arguments_are_clear_errors(args: list[str], message: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--port", "0", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert out.returncode == 1 and message in out.stderr, out.stderr

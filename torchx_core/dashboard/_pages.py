@@ -1,0 +1,177 @@
+"""What each page shows, gathered from the runner (no web framework here)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from torchx_core.dashboard._engines import EngineLink, engine_link
+from torchx_core.dashboard._logs import display
+
+if TYPE_CHECKING:
+    from torchx_core.runner.api import Runner
+    from torchx_core.specs import AppStatus
+
+__all__ = ["AppPage", "age", "app_page", "masked_appdef"]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: shown instead of an environment value unless the page is asked to show them
+MASK = "••••••"
+
+NONE = "<NONE>"
+
+
+def age(created: float | None, now: float | None = None) -> str:
+    """``"3m 12s"`` since ``created`` (epoch seconds); ``""`` when unknown."""
+    if not created:
+        return ""
+    secs = max(0, int((now if now is not None else time.time()) - created))
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s" if m else f"{s}s"
+
+
+@dataclass
+class Replica:
+    """One replica row of the app page."""
+
+    role: str
+    k: int
+    state: str
+    host: str
+    exit_code: str
+    error: str
+
+
+@dataclass
+class AppPage:
+    """Everything the app page shows."""
+
+    handle: str
+    scheduler: str
+    status: AppStatus | None
+    state: str = "UNKNOWN"
+    replicas: list[Replica] = field(default_factory=list)
+    error: str = ""
+    failure_tail: list[str] = field(default_factory=list)
+    appdef: str = ""
+    run_options: list[tuple[str, str]] | None = None  # None: the scheduler does not keep them
+    owner: EngineLink | None = None
+    tracker: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the tracker's numeric metadata as bars: (name, value, bar length out of 100)
+    metrics: list[tuple[str, str, int]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status is not None and self.status.is_terminal()
+
+
+def _pretty_error(text: str) -> str:
+    if not text or text == NONE:
+        return ""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _exit_code(error: str) -> str:
+    try:
+        data = json.loads(error)
+    except ValueError:
+        return ""
+    code = data.get("exit_code") if isinstance(data, dict) else None
+    return "" if code is None else str(code)
+
+
+def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str, str, int]]:
+    """``(name, value, bar length 0..100)`` of up to ``limit`` metrics, scaled to the largest
+    absolute value (a small chart of the tracker's scalars)."""
+    items = list(metrics.items())[:limit]
+    top = max((abs(v) for _, v in items), default=0.0) or 1.0
+    return [(display(k), f"{v:.6g}", round(100 * abs(v) / top)) for k, v in items]
+
+
+def masked_appdef(app: Any, show_env: bool) -> str:
+    """The AppDef as JSON, every environment value replaced by a mask unless ``show_env``."""
+    data = app.to_dict()
+    if not show_env:
+        for role in data.get("roles", []):
+            env = role.get("env")
+            if isinstance(env, dict):
+                role["env"] = dict.fromkeys(env, MASK)
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
+def app_page(
+    runner: Runner,
+    handle: str,
+    engine_urls: Mapping[str, str],
+    show_env: bool = False,
+    with_details: bool = True,
+) -> AppPage:
+    """Reads the app's status (and, with ``with_details``, its AppDef, owner, failure tail and
+    tracker results). Each part that cannot be read is reported in ``problems``."""
+    from torchx_core.specs import parse_app_handle
+
+    scheduler = parse_app_handle(handle).scheduler_backend
+    status = runner.status(handle)
+    page = AppPage(handle=handle, scheduler=scheduler, status=status)
+    if status is None:
+        page.state = "UNKNOWN"
+        page.problems.append(f"the scheduler {scheduler} does not know this app (anymore)")
+        return page
+    page.state = status.state.name
+    page.error = display(_pretty_error(status.structured_error_msg))
+    for role in status.roles:
+        for r in role.replicas:
+            err = r.structured_error_msg if r.structured_error_msg != NONE else ""
+            page.replicas.append(Replica(role.role, r.id, r.state.name, r.hostname,
+                                         _exit_code(err) if err else "", display(err)))
+    if not with_details:
+        return page
+    _details(runner, page, engine_urls, show_env)
+    return page
+
+
+def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show_env: bool) -> None:
+    try:
+        app = runner.describe(page.handle)
+        page.appdef = display(masked_appdef(app, show_env)) if app is not None else ""
+    except Exception as e:  # noqa: BLE001 - a page part that fails is reported, not fatal
+        page.problems.append(f"AppDef unavailable: {type(e).__name__}: {e}")
+    try:
+        cfg = runner.run_options(page.handle)
+        if cfg is not None:
+            page.run_options = [(k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())]
+    except Exception as e:  # noqa: BLE001
+        page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")
+    try:
+        page.owner = engine_link(runner.owner(page.handle), engine_urls)
+    except Exception as e:  # noqa: BLE001
+        page.problems.append(f"owner unavailable: {type(e).__name__}: {e}")
+    if page.status is not None and page.status.state.name in ("FAILED", "CANCELLED"):
+        from torchx_core.runner.lifecycle import AppLifecycle
+
+        life = AppLifecycle(runner, page.scheduler, owner="dashboard", tail_lines=20)
+        page.failure_tail = [display(x) for x in life.failure_tail(page.handle, page.status)]
+    try:
+        from torchx_core.runner.tracking import tracker_results
+
+        results = tracker_results(page.handle)
+        if results is not None:
+            page.tracker = [(k, display(n), display(v)) for k, n, v in results.rows()]
+            page.metrics = metric_bars(results.metrics())
+    except Exception as e:  # noqa: BLE001
+        page.problems.append(f"tracker unavailable: {type(e).__name__}: {e}")
