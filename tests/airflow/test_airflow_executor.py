@@ -234,11 +234,13 @@ def test_kill_grace_lets_an_ended_task_exit_on_its_own() -> None:
     table.hold = True
     h = Harness(table, ExecutorSettings(task=TaskSettings(scheduler="fake"), poll_interval=0.0,
                                         kill_grace=3600.0))  # fmt: skip
-    wl = workload()
-    h.queue(wl)
+    wl, retried = workload(), workload("retried")
+    h.queue(wl, retried)
     h.rows[str(wl.ti.id)] = ("success", 1)
+    del h.rows[str(retried.ti.id)]  # failed, moved to the history: the next try has a new row
     h.ex.sync()
     assert table.job(h.app_id(wl)).cancelled == 0
+    assert table.job(h.app_id(retried)).cancelled == 0
 
 
 @pytest.mark.parametrize(
@@ -260,8 +262,8 @@ def test_outcome_table(phase: Phase, expired: bool, want: Outcome) -> None:
         ("running", 1, True, Verdict.KEEP), ("queued", 1, True, Verdict.KEEP),
         ("success", 1, True, Verdict.GRACE), ("failed", 1, True, Verdict.GRACE),
         ("up_for_retry", 1, True, Verdict.GRACE), ("restarting", 1, True, Verdict.CANCEL),
-        (None, 1, True, Verdict.CANCEL), ("running", 2, True, Verdict.CANCEL),
-        (None, None, False, Verdict.CANCEL),
+        (None, 1, True, Verdict.CANCEL), ("running", 2, True, Verdict.GRACE),
+        (None, None, False, Verdict.GRACE), ("scheduled", 1, True, Verdict.CANCEL),
     ],
 )  # fmt: skip
 def test_verdict_table(state: str | None, try_number: int | None, exists: bool, want: Verdict) -> None:
@@ -320,3 +322,28 @@ def test_submit_failure_is_reported_not_raised(h: Harness) -> None:
     h.queue(wl)
     state, info = h.events()[wl.ti.key]
     assert state == "failed" and "nope" in info and wl.ti.key not in h.ex.running
+
+
+def test_with_a_fernet_key_the_token_is_sealed_in_the_apps_environment(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduler may keep the app's environment on disk (a Slurm batch script): with Airflow's
+    fernet key the token there is ciphertext, and the entry point opens it."""
+    import airflow.models.crypto as core_crypto
+    import airflow.sdk.crypto as sdk_crypto
+    from cryptography.fernet import Fernet
+
+    from torchx_airflow.executors import entry
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    for fn in (core_crypto.get_fernet, sdk_crypto.get_fernet):
+        fn.cache_clear()
+    try:
+        wl = workload()
+        h.queue(wl)
+        sealed = h.table.job(h.app_id(wl)).app.roles[0].env[TOKEN_ENV]
+        assert sealed.startswith("fernet:") and TOKEN not in sealed
+        assert entry.unseal(sealed) == TOKEN
+    finally:
+        for fn in (core_crypto.get_fernet, sdk_crypto.get_fernet):
+            fn.cache_clear()

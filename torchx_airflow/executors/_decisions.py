@@ -37,7 +37,7 @@ class Verdict(str, Enum):
 
     KEEP = "keep"  # the task instance still waits for this app
     GRACE = "grace"  # the task ended itself: its app exits on its own, cancel only if it lingers
-    CANCEL = "cancel"  # the task instance moved on (cleared, reset, a new try): stop the app now
+    CANCEL = "cancel"  # the task instance was cleared or reset while its app runs: stop it now
 
 
 #: states a task instance reaches only while this app's workload runs it
@@ -57,7 +57,9 @@ def verdict(state: str | None, try_number: int | None, my_try: int, *, exists: b
         exists: False when the task instance is gone (its DAG run deleted)
     """
     if not exists or try_number != my_try:
-        return Verdict.CANCEL
+        # the task ended and Airflow moved its row to the history for the next try (or the DAG
+        # run was deleted): its app exits on its own unless it lingers
+        return Verdict.GRACE
     if state in _LIVE:
         return Verdict.KEEP
     if state in _ENDED:

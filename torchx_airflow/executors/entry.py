@@ -4,7 +4,10 @@
 
 The workload's token arrives in the environment (:data:`TOKEN_ENV`), never on the command line
 (which ``ps``, ``squeue`` and the scheduler's UI show); it is removed from the environment before
-the task starts. The rest is Airflow's ``execute_workload``: the Task SDK's supervisor talks to the
+the task starts. When Airflow has a ``[core] fernet_key`` the token is sealed with it
+(:func:`seal`; ``fernet:<ciphertext>``), so a scheduler that keeps a copy of the app's
+environment on disk (a Slurm batch script, a local app's plan) keeps no usable token; the app's
+Airflow configuration then needs the same key. The rest is Airflow's ``execute_workload``: the Task SDK's supervisor talks to the
 Execution API (``AIRFLOW__CORE__EXECUTION_API_SERVER_URL``), runs the task in a child process and
 writes its log where Airflow reads it (the log is also copied to stdout, the app's log).
 """
@@ -17,6 +20,26 @@ import sys
 
 #: the environment variable holding the workload's Execution API token
 TOKEN_ENV = "TORCHX_AIRFLOW_WORKLOAD_TOKEN"
+_SEALED = "fernet:"
+
+
+def seal(token: str) -> str:
+    """The token as put in the app's environment: sealed with Airflow's fernet key if it has one."""
+    from airflow.models.crypto import get_fernet
+
+    fernet = get_fernet()
+    if not fernet.is_encrypted:
+        return token
+    return _SEALED + fernet.encrypt(token.encode()).decode()
+
+
+def unseal(value: str) -> str:
+    """Reverses :func:`seal` (in the app, with the Task SDK's configuration)."""
+    if not value.startswith(_SEALED):
+        return value
+    from airflow.sdk.crypto import get_fernet
+
+    return get_fernet().decrypt(value[len(_SEALED):].encode()).decode()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import TypeAdapter
 
     data = json.loads(args[0])
-    data["token"] = token
+    data["token"] = unseal(token)
     workload = TypeAdapter(workloads.All).validate_python(data)
     execute_workload(workload)
     return 0

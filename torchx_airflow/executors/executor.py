@@ -41,7 +41,7 @@ from airflow.utils.state import TaskInstanceState
 
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
 from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
-from torchx_airflow.executors.entry import TOKEN_ENV
+from torchx_airflow.executors.entry import TOKEN_ENV, seal
 from torchx_core.runner.lifecycle import AppLifecycle, GraceClock, Phase, app_name, phase_of
 from torchx_core.specs import AppDef, AppStatus, Role, parse_app_handle
 from torchx_core.specs.errors import TorchXError
@@ -185,12 +185,13 @@ class TorchXExecutor(BaseExecutor):
         return _App(ti.key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
 
     def _app(self, workload: workloads.ExecuteTask, task: TaskSettings, name: str) -> AppDef:
-        """The app that runs ``workload``: the token in its environment, nowhere else."""
+        """The app that runs ``workload``: the token in its environment (sealed with Airflow's
+        fernet key when it has one), nowhere else."""
         server = self.settings.execution_api_server_url or get_execution_api_server_url(self.conf)
         env = {
             **task.env,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": server,
-            TOKEN_ENV: workload.token,
+            TOKEN_ENV: seal(workload.token),
         }
         role = Role(
             name=ROLE,
