@@ -72,7 +72,7 @@ class Harness:
 
     def __init__(self, table: JobTable, settings: ExecutorSettings | None = None) -> None:
         self.table = table
-        self.rows: dict[str, tuple[str | None, int]] = {}
+        self.rows: dict[Any, tuple[str | None, int]] = {}
         self.runner = _runner(table)
         self.ex = TorchXExecutor(parallelism=300, runner=self.runner, ti_reader=self._rows)
         self.ex._settings = settings or ExecutorSettings(
@@ -82,13 +82,13 @@ class Harness:
         self.ex.job_id = 7
         self.ex.start()
 
-    def _rows(self, ids: list[str]) -> dict[str, tuple[str | None, int]]:
-        return {i: self.rows[i] for i in ids if i in self.rows}
+    def _rows(self, keys: list[Any]) -> dict[Any, tuple[str | None, int]]:
+        return {k.primary: self.rows[k.primary] for k in keys if k.primary in self.rows}
 
     def queue(self, *wls: Any) -> None:
         for wl in wls:
             self.ex.queued_tasks[wl.ti.key] = wl
-            self.rows[str(wl.ti.id)] = ("queued", wl.ti.try_number)
+            self.rows[wl.ti.key.primary] = ("queued", wl.ti.try_number)
         self.ex.heartbeat()
 
     def app_id(self, wl: Any) -> str:
@@ -216,16 +216,16 @@ def test_a_task_instance_that_moved_on_has_its_app_cancelled(h: Harness) -> None
     cleared, failed, live = workload("cleared"), workload("failed"), workload("live")
     h.queue(cleared, failed, live)
     h.events()
-    h.rows[str(cleared.ti.id)] = ("restarting", 1)
-    h.rows[str(failed.ti.id)] = ("failed", 1)  # marked failed (kill_grace 0 here)
-    h.rows[str(live.ti.id)] = ("running", 1)
+    h.rows[cleared.ti.key.primary] = ("restarting", 1)
+    h.rows[failed.ti.key.primary] = ("failed", 1)  # marked failed (kill_grace 0 here)
+    h.rows[live.ti.key.primary] = ("running", 1)
     h.ex.sync()
     assert h.table.job(h.app_id(cleared)).cancelled == 1
     assert h.table.job(h.app_id(failed)).cancelled == 1
     assert h.table.job(h.app_id(live)).cancelled == 0
-    h.ex.sync()  # the cancelled apps ended: reported failed, with the reason
+    h.ex.sync()  # the cancelled apps ended: done as Airflow asked (a cleared task is rescheduled)
     ev = h.events()
-    assert ev[cleared.ti.key][0] == "failed" and "restarting" in ev[cleared.ti.key][1]
+    assert ev[cleared.ti.key][0] == "success" and "cancelled: its task instance is restarting" in ev[cleared.ti.key][1]
     assert live.ti.key not in ev
 
 
@@ -236,8 +236,8 @@ def test_kill_grace_lets_an_ended_task_exit_on_its_own() -> None:
                                         kill_grace=3600.0))  # fmt: skip
     wl, retried = workload(), workload("retried")
     h.queue(wl, retried)
-    h.rows[str(wl.ti.id)] = ("success", 1)
-    del h.rows[str(retried.ti.id)]  # failed, moved to the history: the next try has a new row
+    h.rows[wl.ti.key.primary] = ("success", 1)
+    h.rows[retried.ti.key.primary] = ("queued", 2)  # failed: its next try is queued
     h.ex.sync()
     assert table.job(h.app_id(wl)).cancelled == 0
     assert table.job(h.app_id(retried)).cancelled == 0

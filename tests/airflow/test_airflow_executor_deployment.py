@@ -10,7 +10,9 @@ the end of the session if this session started it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ import pytest
 from airflow_deployment import (
     DEPLOYMENT,
     HERE,
+    RUN_DIR,
     SCRIPTS,
     STATE_DIR,
     AirflowDeployment,
@@ -50,10 +53,15 @@ def _env() -> dict[str, str]:
         "AIRFLOW__TORCHX_EXECUTOR__SCHEDULER": "local_cwd",
         "AIRFLOW__TORCHX_EXECUTOR__IMAGE": str(HOME / "work"),
         "AIRFLOW__TORCHX_EXECUTOR__POLL_INTERVAL": "1",
-        "AIRFLOW__TORCHX_EXECUTOR__KILL_GRACE": "10",
+        "AIRFLOW__TORCHX_EXECUTOR__KILL_GRACE": "40",
         # adoption after a scheduler crash: notice the dead scheduler and adopt within seconds
         "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "20",
+        # a task notices a user's clear or mark-failed at its next heartbeat and stops itself;
+        # heartbeats 20 s apart leave the executor's cancel (its job's scancel) to be seen first.
+        # A task's supervisor may then take up to a heartbeat to exit after its task ended: the
+        # kill grace (an ended task's app is cancelled only if it lingers) must exceed that
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "20",
         # the scheduler submits Slurm jobs (sbatch exports its environment to the jobs)
         "SLURM_CONF": os.environ.get("SLURM_CONF") or str(STATE_DIR / "slurm" / "slurm.conf"),
     }
@@ -162,11 +170,14 @@ def test_dag_with_dependencies_xcoms_and_retries_runs_on_local_cwd(
 
 def slurm_jobs(dep: AirflowDeployment, since: str) -> dict[str, str]:
     """``{job id: state}`` of the executor's Slurm jobs (``sacct``) started at ``since`` or later."""
-    out = subprocess.run(
+    proc = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-S", since, "--name", "airflow-task-0",
          "-o", "JobID,State,WorkDir"],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if proc.returncode != 0:  # slurmdbd busy: callers wait_until() an answer
+        return {}
+    out = proc.stdout
     jobs_dir = str(dep.work / "slurm-jobs")
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
     return {r[0]: r[1] for r in rows if len(r) == 3 and r[2].startswith(jobs_dir)}
@@ -195,3 +206,92 @@ def test_same_dag_runs_each_task_as_a_slurm_job(
     for job in jobs:
         script = (dep.work / "slurm-jobs" / f"slurm-{job}-torchx.sbatch").read_text()
         assert "TORCHX_AIRFLOW_WORKLOAD_TOKEN=fernet:" in script and "eyJ" not in script
+
+
+# -- adoption and kills ---------------------------------------------------------------------------
+
+
+def scheduler_pid() -> int:
+    return int((RUN_DIR / f"{NAME}-scheduler.pid").read_text().strip())
+
+
+def restart_scheduler(dep: AirflowDeployment) -> None:
+    """Starts a new scheduler (as start.sh does; stop.sh stops it by the same PID file)."""
+    log = open(dep.home / "service-logs" / "scheduler.log", "ab")  # noqa: SIM115 - held by the child
+    proc = subprocess.Popen(
+        [str(HERE.parents[1] / ".venv" / "bin" / "airflow"), "scheduler", "--skip-serve-logs"],
+        env=dep.env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    (RUN_DIR / f"{NAME}-scheduler.pid").write_text(str(proc.pid))
+
+
+def started(dep: AirflowDeployment, run: str, name: str, try_number: int = 1) -> bool:
+    return Path(dep.work, f"{run}.{name}.try{try_number}.started").exists()
+
+
+@pytest.mark.slurm
+def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
+    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+) -> None:
+    dep, dag = executor_deployment, "txe_hold_slurm"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    run = dep.trigger(dag)
+    try:
+        holds = [f"hold_{i}" for i in range(5)]
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        old = scheduler_pid()
+        os.killpg(old, signal.SIGKILL)
+        wait_until(lambda: not Path(f"/proc/{old}").exists(), 30, "the scheduler to die")
+        mark = len(dep.service_log("scheduler"))
+        restart_scheduler(dep)
+        wait_until(lambda: dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey") >= 5,
+                   240, "the new scheduler to adopt the 5 running tasks")  # fmt: skip
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "success"
+    got = tis(dep, dag, run)
+    assert {t: v["try_number"] for t, v in got.items() if t in holds} == dict.fromkeys(holds, 1)
+    assert not any(started(dep, run, h, 2) for h in holds)
+    # no second job: 5 holds + gather, each once, all COMPLETED
+    live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+    jobs = wait_until(lambda: (j := slurm_jobs(dep, since)) and len(j) >= 6
+                      and not live & set(j.values()) and j, 120, "the run's jobs to end")  # fmt: skip
+    assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs
+
+
+@pytest.mark.slurm
+def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
+    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+) -> None:
+    dep, dag = executor_deployment, "txe_hold_slurm"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    run = dep.trigger(dag)
+    try:
+        wait_until(lambda: started(dep, run, "hold_0") and started(dep, run, "hold_1"), 300,
+                   "hold_0 and hold_1 to run")  # fmt: skip
+        mark = len(dep.service_log("scheduler"))
+        dep.clear_ti(dag, run, "hold_0")
+        dep.set_ti_state(dag, run, "hold_1", "failed")
+        log = lambda: dep.service_log("scheduler")[mark:]
+        cancelled = "task_id='hold_0', run_id='{}', try_number=1, map_index=-1): its task instance is"
+        wait_until(lambda: cancelled.format(run) + " restarting" in log(), 120,
+                   "the executor to cancel (scancel) the cleared task's job")  # fmt: skip
+        # the cleared task runs again as try 2 (a new job); the failed one stays failed
+        dep.wait_ti(dag, run, "hold_0", {"running"}, min_try=2)
+        wait_until(lambda: started(dep, run, "hold_0", 2), 300, "hold_0's second try to start")
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "failed"  # hold_1 failed: gather is upstream_failed
+    got = tis(dep, dag, run)
+    assert (got["hold_0"]["state"], got["hold_0"]["try_number"]) == ("success", 2)
+    assert got["hold_1"]["state"] == "failed"
+    # neither stopped task got to its end, and the cleared one's job was cancelled (scancel)
+    assert not Path(dep.work, f"{run}.hold_0.try1.finished").exists()
+    assert not Path(dep.work, f"{run}.hold_1.try1.finished").exists()
+    job = re.search(rf"cancelled slurm://\w+/(\d+) of TaskInstanceKey\(dag_id='{dag}', "
+                    + re.escape(cancelled.format(run)), log())  # fmt: skip
+    assert job, log()
+    wait_until(lambda: slurm_jobs(dep, since).get(job[1], "").startswith("CANCELLED"), 120,
+               f"sacct to show job {job[1]} (hold_0, try 1) CANCELLED")  # fmt: skip

@@ -122,7 +122,7 @@ class ExecutorSettings:
     execution_api_server_url: str | None = None
     poll_interval: float = 2.0
     unknown_timeout: float = 300.0
-    kill_grace: float = 15.0
+    kill_grace: float = 60.0
     tail_lines: int = 50
     cancel_on_end: bool = True
 

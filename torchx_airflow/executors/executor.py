@@ -92,11 +92,12 @@ class TorchXExecutor(BaseExecutor):
         self,
         *args: Any,
         runner: Runner | None = None,
-        ti_reader: Callable[[list[str]], dict[str, tuple[str | None, int]]] | None = None,
+        ti_reader: Callable[[list[TaskInstanceKey]], dict[tuple[Any, ...], tuple[str | None, int]]]
+        | None = None,
         **kwargs: Any,
     ) -> None:
-        """``runner`` and ``ti_reader`` (task instance id -> (state, try number)) are injected by
-        tests; Airflow passes only the base class's arguments."""
+        """``runner`` and ``ti_reader`` (task instance keys -> ``{key.primary: (state, try
+        number)}``) are injected by tests; Airflow passes only the base class's arguments."""
         super().__init__(*args, **kwargs)
         self._runner = runner
         self._ti_reader = ti_reader or _ti_rows
@@ -241,15 +242,17 @@ class TorchXExecutor(BaseExecutor):
         if decision == Outcome.WAIT:
             return
         del self._apps[app.key]
-        if decision == Outcome.SUCCESS and not app.cancelled:
+        if app.cancelled:
+            # stopped because its task instance moved on: done as Airflow asked (a cleared task
+            # "successfully terminated" is scheduled again; a failed report would retry it)
+            self.success(app.key, info=f"torchx app {app.handle} cancelled: {app.cancelled}")
+        elif decision == Outcome.SUCCESS:
             self.success(app.key, info=app.handle)
-            return
-        self.fail(app.key, info=self._failure_info(app, status, decision))
+        else:
+            self.fail(app.key, info=self._failure_info(app, status, decision))
 
     def _failure_info(self, app: _App, status: AppStatus | None, decision: Outcome) -> str:
-        if app.cancelled:
-            head = f"torchx app {app.handle} cancelled by TorchXExecutor: {app.cancelled}"
-        elif decision == Outcome.VANISHED:
+        if decision == Outcome.VANISHED:
             head = (
                 f"torchx app {app.handle} vanished: its scheduler has not known it (or its state)"
                 f" for {self.settings.unknown_timeout:g} s (unknown_timeout)"
@@ -268,7 +271,7 @@ class TorchXExecutor(BaseExecutor):
         if not self._apps:
             return
         try:
-            rows = self._ti_reader([a.ti_id for a in self._apps.values()])
+            rows = self._ti_reader([a.key for a in self._apps.values()])
         except Exception as e:  # noqa: BLE001 - the next sync tries again
             self.log.warning("cannot read the task instances of the running apps: %s", e)
             return
@@ -276,7 +279,7 @@ class TorchXExecutor(BaseExecutor):
         for app in list(self._apps.values()):
             if app.cancelled:
                 continue
-            row = rows.get(app.ti_id)
+            row = rows.get(app.key.primary)
             decision = verdict(*(row or (None, None)), app.key.try_number, exists=row is not None)
             if decision == Verdict.KEEP:
                 app.ended_since = None
@@ -396,19 +399,20 @@ class TorchXExecutor(BaseExecutor):
 _UNREADABLE = TorchXError("no status returned")
 
 
-def _ti_rows(ti_ids: list[str]) -> dict[str, tuple[str | None, int]]:
-    """``{ti id: (state, try_number)}`` of the task instances that still exist (one query)."""
+def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | None, int]]:
+    """``{key.primary: (state, try_number)}`` of the task instances that still exist (one query).
+
+    By key, not by id: Airflow gives a task instance a new id when it is cleared or retried.
+    """
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.execute(
-            select(TaskInstance.id, TaskInstance.state, TaskInstance.try_number).where(
-                TaskInstance.id.in_(ti_ids)
-            )
-        ).all()
-    return {str(i): (None if s is None else str(s), int(t)) for i, s, t in rows}
+        ti = TaskInstance
+        cols = (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.state, ti.try_number)
+        rows = session.execute(select(*cols).where(ti.filter_for_tis(keys))).all()
+    return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
 
 
 def _local_log_exists(ti: TaskInstance, try_number: int) -> bool:
