@@ -110,3 +110,29 @@ txe_local = build("txe_local", None)
 txe_slurm = build("txe_slurm", SLURM)
 txe_hold_local = build_hold("txe_hold_local", None, 5)
 txe_hold_slurm = build_hold("txe_hold_slurm", SLURM, 5)
+
+
+def build_latency() -> DAG:
+    """Three independent tasks that return when their code started (benchmarks/
+    bench_airflow_executor.py --latency): LocalExecutor, TorchXExecutor on local_cwd and on Slurm."""
+    with DAG("txe_latency", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+
+        @task
+        def on_local_executor() -> float:
+            return time.time()
+
+        @task(executor=EXECUTOR)
+        def on_torchx_local_cwd() -> float:
+            return time.time()
+
+        @task(executor=EXECUTOR, executor_config=SLURM)
+        def on_torchx_slurm() -> float:
+            return time.time()
+
+        on_local_executor()
+        on_torchx_local_cwd()
+        on_torchx_slurm()
+    return dag
+
+
+txe_latency = build_latency()
