@@ -295,3 +295,27 @@ def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
     assert job, log()
     wait_until(lambda: slurm_jobs(dep, since).get(job[1], "").startswith("CANCELLED"), 120,
                f"sacct to show job {job[1]} (hold_0, try 1) CANCELLED")  # fmt: skip
+
+
+def test_a_stopped_scheduler_cancels_the_apps_its_executor_owns(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    """SIGTERM to the scheduler (a clean stop): ``end()`` cancels the apps the executor owns."""
+    dep, dag = executor_deployment, "txe_hold_local"
+    run = dep.trigger(dag)
+    holds = [f"hold_{i}" for i in range(5)]
+    try:
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        mine = {h: a for h, a in local_apps("af-hold_").items() if str(a.state) == "RUNNING"}
+        assert len(mine) >= 5, mine
+        old = scheduler_pid()
+        os.killpg(old, signal.SIGTERM)
+        wait_until(lambda: not Path(f"/proc/{old}").exists(), 120, "the scheduler to stop")
+        states = {h: str(a.state) for h, a in local_apps("af-hold_").items() if h in mine}
+        assert set(states.values()) == {"CANCELLED"}, states
+        assert not any(Path(dep.work, f"{run}.{h}.try1.finished").exists() for h in holds)
+    finally:
+        release(dep, run)
+        if not Path(f"/proc/{scheduler_pid()}").exists():
+            restart_scheduler(dep)
+    assert wait_run(dep, dag, run) == "failed"
