@@ -189,10 +189,12 @@ def test_same_dag_runs_each_task_as_a_slurm_job(
 ) -> None:
     dep = executor_deployment
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    earlier = set(wait_until(lambda: slurm_jobs(dep, since) or {"-": ""}, 60, "sacct"))
     run, _ = check_dag_run(dep, "txe_slurm")
     live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
     jobs = wait_until(
-        lambda: (j := slurm_jobs(dep, since)) and len(j) >= TORCHX_TASKS + 1
+        lambda: (j := {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier})
+        and len(j) >= TORCHX_TASKS + 1
         and not live & set(j.values()) and j,
         120, "sacct to list every job of the run, ended",
     )  # fmt: skip
@@ -227,6 +229,14 @@ def restart_scheduler(dep: AirflowDeployment) -> None:
     (RUN_DIR / f"{NAME}-scheduler.pid").write_text(str(proc.pid))
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: a scheduler this test restarted is our child)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def started(dep: AirflowDeployment, run: str, name: str, try_number: int = 1) -> bool:
     return Path(dep.work, f"{run}.{name}.try{try_number}.started").exists()
 
@@ -237,13 +247,14 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
 ) -> None:
     dep, dag = executor_deployment, "txe_hold_slurm"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    earlier = set(wait_until(lambda: slurm_jobs(dep, since) or {"-": ""}, 60, "sacct"))
     run = dep.trigger(dag)
     try:
         holds = [f"hold_{i}" for i in range(5)]
         wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
         old = scheduler_pid()
         os.killpg(old, signal.SIGKILL)
-        wait_until(lambda: not Path(f"/proc/{old}").exists(), 30, "the scheduler to die")
+        wait_until(lambda: not alive(old), 30, "the scheduler to die")
         mark = len(dep.service_log("scheduler"))
         restart_scheduler(dep)
         wait_until(lambda: dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey") >= 5,
@@ -256,8 +267,11 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
     assert not any(started(dep, run, h, 2) for h in holds)
     # no second job: 5 holds + gather, each once, all COMPLETED
     live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
-    jobs = wait_until(lambda: (j := slurm_jobs(dep, since)) and len(j) >= 6
-                      and not live & set(j.values()) and j, 120, "the run's jobs to end")  # fmt: skip
+    def run_jobs() -> dict[str, str]:  # sacct -S also lists earlier tests' jobs that ended since
+        return {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier}
+
+    jobs = wait_until(lambda: (j := run_jobs()) and len(j) >= 6 and not live & set(j.values()) and j,
+                      120, "the run's jobs to end")  # fmt: skip
     assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs
 
 
@@ -310,12 +324,12 @@ def test_a_stopped_scheduler_cancels_the_apps_its_executor_owns(
         assert len(mine) >= 5, mine
         old = scheduler_pid()
         os.killpg(old, signal.SIGTERM)
-        wait_until(lambda: not Path(f"/proc/{old}").exists(), 120, "the scheduler to stop")
+        wait_until(lambda: not alive(old), 240, "the scheduler to stop")
         states = {h: str(a.state) for h, a in local_apps("af-hold_").items() if h in mine}
         assert set(states.values()) == {"CANCELLED"}, states
         assert not any(Path(dep.work, f"{run}.{h}.try1.finished").exists() for h in holds)
     finally:
         release(dep, run)
-        if not Path(f"/proc/{scheduler_pid()}").exists():
+        if not alive(scheduler_pid()):
             restart_scheduler(dep)
     assert wait_run(dep, dag, run) == "failed"

@@ -371,9 +371,14 @@ class TorchXExecutor(BaseExecutor):
             self._runner.close()
 
     def _cancel_all(self, why: str) -> None:
-        for app in list(self._apps.values()):
-            if not app.cancelled:
-                self._cancel(app, why)
+        """Cancels every app still owned, in parallel (each cancel is bounded in time)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        apps = [a for a in self._apps.values() if not a.cancelled]
+        if not apps:
+            return
+        with ThreadPoolExecutor(max_workers=min(16, len(apps)), thread_name_prefix="torchx-end") as pool:
+            list(pool.map(lambda a: self._cancel(a, why), apps))
 
     # -- logs -------------------------------------------------------------------------------------
 
