@@ -320,9 +320,13 @@ def no_leftover_apps(dep: AirflowDeployment) -> Iterator[None]:
         pytest.fail(f"apps still running after the test: {leftovers}")
 
 
-def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
-    """Runs ``start.sh``; returns the deployment home and whether this call started it."""
-    pidfile = RUN_DIR / f"{DEPLOYMENT}-api-server.pid"
+def _start(extra_env: dict[str, str], deployment: str = DEPLOYMENT) -> tuple[Path, bool]:
+    """Runs ``start.sh``; returns the deployment home and whether this call started it.
+
+    ``deployment`` names another deployment (give its own ``AIRFLOW_API_PORT``/``AIRFLOW_PG_PORT``
+    in ``extra_env``); ``extra_env`` may override any setting of ``env.sh``.
+    """
+    pidfile = RUN_DIR / f"{deployment}-api-server.pid"
 
     def running() -> bool:
         try:
@@ -340,6 +344,7 @@ def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
         if k not in ("AIRFLOW_HOME", "AIRFLOW_CONFIG") and not k.startswith("AIRFLOW__")
     }
     env.update(extra_env)
+    env["AIRFLOW_DEPLOYMENT"] = deployment
     proc = subprocess.run(
         ["bash", str(SCRIPTS / "start.sh")],
         env=env,
@@ -354,7 +359,7 @@ def _start(extra_env: dict[str, str]) -> tuple[Path, bool]:
             f" {proc.returncode}; install with scripts/services/airflow/install.sh):\n"
             f"{proc.stdout}\n{proc.stderr}"
         )
-    home = Path(extra_env.get("AIRFLOW_HOME") or STATE_DIR / DEPLOYMENT)
+    home = Path(extra_env.get("AIRFLOW_HOME") or STATE_DIR / deployment)
     return home, not before and running()
 
 

@@ -1,0 +1,335 @@
+"""TorchXExecutor on a real Airflow deployment (PostgreSQL, scheduler, dag-processor, triggerer,
+api-server), beside the default LocalExecutor: ``LocalExecutor,torchx_airflow.executors.
+TorchXExecutor``; the DAGs (``dags/tx_executor.py``) pick it with ``executor="TorchXExecutor"``.
+
+The deployment is a separate one (``<AIRFLOW_DEPLOYMENT>-txexec``, API and PostgreSQL ports 50
+above the main deployment's), started by ``scripts/services/airflow/start.sh`` and stopped at
+the end of the session if this session started it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow_deployment import (
+    DEPLOYMENT,
+    HERE,
+    RUN_DIR,
+    SCRIPTS,
+    STATE_DIR,
+    AirflowDeployment,
+    _start,
+    wait_until,
+)
+
+sys.path.insert(0, str(HERE.parent / "schedulers"))
+
+from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (the real cluster)
+
+pytestmark = [pytest.mark.integration, pytest.mark.airflow]
+
+NAME = f"{DEPLOYMENT}-txexec"
+API_PORT = int(os.environ.get("AIRFLOW_API_PORT", "18080")) + 50
+PG_PORT = int(os.environ.get("AIRFLOW_PG_PORT", "15432")) + 50
+HOME = STATE_DIR / NAME
+TORCHX_TASKS = 9  # of the 10 tasks of txe_local/txe_slurm, one runs on LocalExecutor
+
+
+def _env() -> dict[str, str]:
+    return {
+        "AIRFLOW_API_PORT": str(API_PORT),
+        "AIRFLOW_PG_PORT": str(PG_PORT),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor,torchx_airflow.executors.TorchXExecutor",
+        "AIRFLOW__TORCHX_EXECUTOR__SCHEDULER": "local_cwd",
+        "AIRFLOW__TORCHX_EXECUTOR__IMAGE": str(HOME / "work"),
+        "AIRFLOW__TORCHX_EXECUTOR__POLL_INTERVAL": "1",
+        "AIRFLOW__TORCHX_EXECUTOR__KILL_GRACE": "40",
+        # adoption after a scheduler crash: notice the dead scheduler and adopt within seconds
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "20",
+        # a task notices a user's clear or mark-failed at its next heartbeat and stops itself;
+        # heartbeats 20 s apart leave the executor's cancel (its job's scancel) to be seen first.
+        # A task's supervisor may then take up to a heartbeat to exit after its task ended: the
+        # kill grace (an ended task's app is cancelled only if it lingers) must exceed that
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "20",
+        # the scheduler submits Slurm jobs (sbatch exports its environment to the jobs)
+        "SLURM_CONF": os.environ.get("SLURM_CONF") or str(STATE_DIR / "slurm" / "slurm.conf"),
+    }
+
+
+@pytest.fixture(scope="session")
+def executor_deployment() -> Iterator[AirflowDeployment]:
+    """The deployment whose scheduler runs TorchXExecutor beside LocalExecutor."""
+    (HOME / "work").mkdir(parents=True, exist_ok=True)
+    home, started = _start(_env(), NAME)
+    dep = AirflowDeployment(home)
+    (dep.work / "slurm-jobs").mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "dags" / "tx_executor.py", dep.dags / "tx_executor.py")
+    try:
+        yield dep
+    finally:
+        if started:
+            stop_env = {**os.environ, **_env(), "AIRFLOW_DEPLOYMENT": NAME}
+            subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=stop_env, capture_output=True,
+                           timeout=300, check=False)  # fmt: skip
+
+
+@pytest.fixture
+def local_root(executor_deployment: AirflowDeployment, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(executor_deployment.local_root))
+    return executor_deployment.local_root
+
+
+def run_state(dep: AirflowDeployment, dag_id: str, run_id: str) -> str:
+    return dep.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
+
+
+def wait_run(dep: AirflowDeployment, dag_id: str, run_id: str, timeout: float = 600) -> str:
+    wait_until(lambda: run_state(dep, dag_id, run_id) in ("success", "failed"), timeout,
+               f"run {run_id} of {dag_id} to end", interval=2)  # fmt: skip
+    return run_state(dep, dag_id, run_id)
+
+
+def tis(dep: AirflowDeployment, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+    got = dep.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100")
+    return {t["task_id"]: t for t in got["task_instances"]}
+
+
+def local_apps(prefix: str = "af-") -> dict[str, Any]:
+    from torchx_core.runner import get_runner
+
+    with get_runner() as r:
+        return {a.app_handle: a for a in r.list("local_cwd") if (a.name or "").startswith(prefix)}
+
+
+def release(dep: AirflowDeployment, run_id: str) -> None:
+    Path(dep.work, f"{run_id}.release").touch()
+
+
+def check_dag_run(dep: AirflowDeployment, dag_id: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Runs a 10-task DAG; checks XComs, retries, executors and logs while and after running."""
+    run = dep.trigger(dag_id)
+    try:
+        dep.wait_ti(dag_id, run, "watched", {"running"})
+        # the log of a running task, through the REST API
+        wait_until(
+            lambda: "watched-marker-before-release" in dep.task_log(dag_id, run, "watched", 1),
+            120, "the running task's log to show its first line",
+        )  # fmt: skip
+        assert "watched-marker-after-release" not in dep.task_log(dag_id, run, "watched", 1)
+    finally:
+        release(dep, run)
+    state = wait_run(dep, dag_id, run)
+    got = tis(dep, dag_id, run)
+    assert state == "success", {t: (v["state"], v["try_number"]) for t, v in got.items()}
+    assert dep.xcom(dag_id, run, "total", "return_value") == 10
+    final = dep.xcom(dag_id, run, "final", "return_value")
+    assert final["value"] == 10 and final["tries"] == 2 and final["checked"] == "local saw 10"
+    # the failing task: its first try failed, Airflow retried it, the retry ran as a new app
+    assert got["flaky"]["try_number"] == 2
+    first = dep.task_log(dag_id, run, "flaky", 1)
+    assert "flaky try 1" in first and "Task failed with exception" in first
+    # who ran what: TorchXExecutor for the TorchX tasks, the default executor for local_check
+    assert {t for t, v in got.items() if v["executor"] == "TorchXExecutor"} == set(got) - {"local_check"}
+    assert got["local_check"]["executor"] in (None, "", "LocalExecutor")
+    # and the log after the end
+    assert "watched-marker-after-release" in dep.task_log(dag_id, run, "watched", 1)
+    return run, got
+
+
+def test_dag_with_dependencies_xcoms_and_retries_runs_on_local_cwd(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    dep = executor_deployment
+    before = set(local_apps())
+    check_dag_run(dep, "txe_local")
+
+    def ended() -> dict[str, Any]:
+        apps = {h: a for h, a in local_apps().items() if h not in before}
+        return apps if all(str(a.state) in ("SUCCEEDED", "FAILED", "CANCELLED") for a in apps.values()) else {}
+
+    # the run can succeed before the last app's supervisor exited
+    new = wait_until(ended, 120, "the run's apps to end")
+    # one app per TorchX task try (flaky ran twice), each ran to its end
+    assert len(new) == TORCHX_TASKS + 1, sorted(a.name for a in new.values())
+    assert {str(a.state) for a in new.values()} == {"SUCCEEDED"}, new
+
+
+# -- Slurm ----------------------------------------------------------------------------------------
+
+
+def slurm_jobs(dep: AirflowDeployment, since: str) -> dict[str, str]:
+    """``{job id: state}`` of the executor's Slurm jobs (``sacct``) started at ``since`` or later."""
+    proc = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", since, "--name", "airflow-task-0",
+         "-o", "JobID,State,WorkDir"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if proc.returncode != 0:  # slurmdbd busy: callers wait_until() an answer
+        return {}
+    out = proc.stdout
+    jobs_dir = str(dep.work / "slurm-jobs")
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {r[0]: r[1] for r in rows if len(r) == 3 and r[2].startswith(jobs_dir)}
+
+
+@pytest.mark.slurm
+def test_same_dag_runs_each_task_as_a_slurm_job(
+    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+) -> None:
+    dep = executor_deployment
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    earlier = set(wait_until(lambda: slurm_jobs(dep, since) or {"-": ""}, 60, "sacct"))
+    run, _ = check_dag_run(dep, "txe_slurm")
+    live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+    jobs = wait_until(
+        lambda: (j := {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier})
+        and len(j) >= TORCHX_TASKS + 1
+        and not live & set(j.values()) and j,
+        120, "sacct to list every job of the run, ended",
+    )  # fmt: skip
+    # one Slurm job per TorchX task try (flaky ran twice), each COMPLETED; none left over
+    assert len(jobs) == TORCHX_TASKS + 1, jobs
+    assert set(jobs.values()) == {"COMPLETED"}, jobs
+    ran_in = {dep.xcom("txe_slurm", run, t, "return_value")["slurm_job"] for t in ("start", "watched")}
+    ran_in.add(dep.xcom("txe_slurm", run, "final", "return_value")["watched"]["slurm_job"])
+    assert None not in ran_in and ran_in <= set(jobs), (ran_in, jobs)
+    # the scheduler keeps a copy of each batch script: the token in it is sealed, never a JWT
+    for job in jobs:
+        script = (dep.work / "slurm-jobs" / f"slurm-{job}-torchx.sbatch").read_text()
+        assert "TORCHX_AIRFLOW_WORKLOAD_TOKEN=fernet:" in script and "eyJ" not in script
+
+
+# -- adoption and kills ---------------------------------------------------------------------------
+
+
+def scheduler_pid() -> int:
+    return int((RUN_DIR / f"{NAME}-scheduler.pid").read_text().strip())
+
+
+def restart_scheduler(dep: AirflowDeployment) -> None:
+    """Starts a new scheduler (as start.sh does; stop.sh stops it by the same PID file)."""
+    log = open(dep.home / "service-logs" / "scheduler.log", "ab")  # noqa: SIM115 - held by the child
+    proc = subprocess.Popen(
+        [str(HERE.parents[1] / ".venv" / "bin" / "airflow"), "scheduler", "--skip-serve-logs"],
+        env=dep.env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    (RUN_DIR / f"{NAME}-scheduler.pid").write_text(str(proc.pid))
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: a scheduler this test restarted is our child)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def started(dep: AirflowDeployment, run: str, name: str, try_number: int = 1) -> bool:
+    return Path(dep.work, f"{run}.{name}.try{try_number}.started").exists()
+
+
+@pytest.mark.slurm
+def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
+    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+) -> None:
+    dep, dag = executor_deployment, "txe_hold_slurm"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    earlier = set(wait_until(lambda: slurm_jobs(dep, since) or {"-": ""}, 60, "sacct"))
+    run = dep.trigger(dag)
+    try:
+        holds = [f"hold_{i}" for i in range(5)]
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        old = scheduler_pid()
+        os.killpg(old, signal.SIGKILL)
+        wait_until(lambda: not alive(old), 30, "the scheduler to die")
+        mark = len(dep.service_log("scheduler"))
+        restart_scheduler(dep)
+        wait_until(lambda: dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey") >= 5,
+                   240, "the new scheduler to adopt the 5 running tasks")  # fmt: skip
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "success"
+    got = tis(dep, dag, run)
+    assert {t: v["try_number"] for t, v in got.items() if t in holds} == dict.fromkeys(holds, 1)
+    assert not any(started(dep, run, h, 2) for h in holds)
+    # no second job: 5 holds + gather, each once, all COMPLETED
+    live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+    def run_jobs() -> dict[str, str]:  # sacct -S also lists earlier tests' jobs that ended since
+        return {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier}
+
+    jobs = wait_until(lambda: (j := run_jobs()) and len(j) >= 6 and not live & set(j.values()) and j,
+                      120, "the run's jobs to end")  # fmt: skip
+    assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs
+
+
+@pytest.mark.slurm
+def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
+    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+) -> None:
+    dep, dag = executor_deployment, "txe_hold_slurm"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    run = dep.trigger(dag)
+    try:
+        wait_until(lambda: started(dep, run, "hold_0") and started(dep, run, "hold_1"), 300,
+                   "hold_0 and hold_1 to run")  # fmt: skip
+        mark = len(dep.service_log("scheduler"))
+        dep.clear_ti(dag, run, "hold_0")
+        dep.set_ti_state(dag, run, "hold_1", "failed")
+        log = lambda: dep.service_log("scheduler")[mark:]
+        cancelled = "task_id='hold_0', run_id='{}', try_number=1, map_index=-1): its task instance is"
+        wait_until(lambda: cancelled.format(run) + " restarting" in log(), 120,
+                   "the executor to cancel (scancel) the cleared task's job")  # fmt: skip
+        # the cleared task runs again as try 2 (a new job); the failed one stays failed
+        dep.wait_ti(dag, run, "hold_0", {"running"}, min_try=2)
+        wait_until(lambda: started(dep, run, "hold_0", 2), 300, "hold_0's second try to start")
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "failed"  # hold_1 failed: gather is upstream_failed
+    got = tis(dep, dag, run)
+    assert (got["hold_0"]["state"], got["hold_0"]["try_number"]) == ("success", 2)
+    assert got["hold_1"]["state"] == "failed"
+    # neither stopped task got to its end, and the cleared one's job was cancelled (scancel)
+    assert not Path(dep.work, f"{run}.hold_0.try1.finished").exists()
+    assert not Path(dep.work, f"{run}.hold_1.try1.finished").exists()
+    job = re.search(rf"cancelled slurm://\w+/(\d+) of TaskInstanceKey\(dag_id='{dag}', "
+                    + re.escape(cancelled.format(run)), log())  # fmt: skip
+    assert job, log()
+    wait_until(lambda: slurm_jobs(dep, since).get(job[1], "").startswith("CANCELLED"), 120,
+               f"sacct to show job {job[1]} (hold_0, try 1) CANCELLED")  # fmt: skip
+
+
+def test_a_stopped_scheduler_cancels_the_apps_its_executor_owns(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    """SIGTERM to the scheduler (a clean stop): ``end()`` cancels the apps the executor owns."""
+    dep, dag = executor_deployment, "txe_hold_local"
+    run = dep.trigger(dag)
+    holds = [f"hold_{i}" for i in range(5)]
+    try:
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        mine = {h: a for h, a in local_apps("af-hold_").items() if str(a.state) == "RUNNING"}
+        assert len(mine) >= 5, mine
+        old = scheduler_pid()
+        os.killpg(old, signal.SIGTERM)
+        wait_until(lambda: not alive(old), 240, "the scheduler to stop")
+        states = {h: str(a.state) for h, a in local_apps("af-hold_").items() if h in mine}
+        assert set(states.values()) == {"CANCELLED"}, states
+        assert not any(Path(dep.work, f"{run}.{h}.try1.finished").exists() for h in holds)
+    finally:
+        release(dep, run)
+        if not alive(scheduler_pid()):
+            restart_scheduler(dep)
+    assert wait_run(dep, dag, run) == "failed"

@@ -1,0 +1,433 @@
+"""``TorchXExecutor``: an Airflow 3 executor that runs every task as an app on a TorchX scheduler.
+
+Each ``ExecuteTask`` workload becomes one app (one role, one replica) that runs the Task SDK's
+own entry point for the workload (:mod:`torchx_airflow.executors.entry`, Airflow's
+``execute_workload``) on the configured scheduler: ``local_cwd``, ``slurm``, ``lsf``,
+``kubernetes``, ``aws_batch``, ``ray``... The app reaches the Execution API with the workload's
+token, passed in its environment only. Built on the app lifecycle of ``torchx_core.runner``:
+
+* the app is named from the task instance's identity (:func:`app_name`) and its handle is
+  reported to Airflow as the task's ``external_executor_id``;
+* the executor records itself as the app's owner (``Runner.set_owner``): after a scheduler
+  restart :meth:`TorchXExecutor.try_adopt_task_instances` takes over the apps that still exist
+  (and records the new owner) instead of letting Airflow start a second try; :meth:`terminate`,
+  :meth:`end` and :meth:`revoke_task` cancel only apps this executor still owns;
+* :meth:`sync` reads the state of every app in one batched call per scheduler
+  (``Runner.status_many``: one ``squeue``, one ``DescribeJobs`` per 100 jobs...) at most every
+  ``poll_interval`` seconds, and reports success, failure and vanished apps (with the app's error
+  and log tail) to Airflow; UNKNOWN and vanished apps get ``unknown_timeout`` seconds
+  (:class:`GraceClock`);
+* a task instance that moved on while its app runs (marked failed or success, cleared) has its app
+  cancelled (one database read per ``poll_interval`` for all of them).
+
+Configuration: :mod:`torchx_airflow.executors.config` (``[torchx_executor]``, a ``torchx``
+connection, ``executor_config={"torchx": {...}}`` per task).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.executors.base_executor import BaseExecutor, get_execution_api_server_url
+from airflow.utils.state import TaskInstanceState
+
+from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
+from torchx_airflow.executors.entry import TOKEN_ENV, seal
+from torchx_core.runner.lifecycle import AppLifecycle, GraceClock, Phase, app_name, phase_of
+from torchx_core.specs import AppDef, AppStatus, Role, parse_app_handle
+from torchx_core.specs.errors import TorchXError
+
+if TYPE_CHECKING:
+    from airflow.executors import workloads
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.taskinstancekey import TaskInstanceKey
+
+    from torchx_core.runner import Runner
+
+__all__ = ["ROLE", "TorchXExecutor"]
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: the name of the app's one role
+ROLE = "airflow-task"
+#: at most this many log lines are returned to the UI by :meth:`TorchXExecutor.get_task_log`
+_UI_LOG_LINES = 5000
+
+
+@dataclass
+class _App:
+    """One task instance's app, as this executor tracks it."""
+
+    key: TaskInstanceKey
+    ti_id: str
+    handle: str
+    owner: str
+    clock: GraceClock
+    ended_since: float | None = None  # when its task instance was first seen ended
+    cancelled: str = ""  # why this executor cancelled it
+
+
+class TorchXExecutor(BaseExecutor):
+    """Runs each Airflow task as a TorchX app; see the module docstring.
+
+    Use alone (``[core] executor = torchx_airflow.executors.TorchXExecutor``) or beside others
+    (``LocalExecutor,torchx_airflow.executors.TorchXExecutor`` and ``executor="TorchXExecutor"``
+    on the tasks that should run as apps).
+    """
+
+    supports_ad_hoc_ti_run: bool = True
+    is_local: bool = False
+    serve_logs: bool = False
+
+    def __init__(
+        self,
+        *args: Any,
+        runner: Runner | None = None,
+        ti_reader: Callable[[list[TaskInstanceKey]], dict[tuple[Any, ...], tuple[str | None, int]]]
+        | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``runner`` and ``ti_reader`` (task instance keys -> ``{key.primary: (state, try
+        number)}``) are injected by tests; Airflow passes only the base class's arguments."""
+        super().__init__(*args, **kwargs)
+        self._runner = runner
+        self._ti_reader = ti_reader or _ti_rows
+        self._settings: ExecutorSettings | None = None
+        self._apps: dict[TaskInstanceKey, _App] = {}
+        self._last_read = float("-inf")
+        self._instance = uuid.uuid4().hex[:8]
+        self.reads = 0  # batched status reads made (benchmarks, tests)
+
+    # -- settings and runner -------------------------------------------------------------------
+
+    @property
+    def settings(self) -> ExecutorSettings:
+        """The ``[torchx_executor]`` settings (completed by its connection), read once."""
+        if self._settings is None:
+            settings = ExecutorSettings.from_section(self.conf.getsection("torchx_executor"))
+            if settings.conn_id:
+                from torchx_airflow.hook import TorchXHook
+
+                hook = TorchXHook(settings.conn_id)
+                conn = hook.settings()
+                hook.apply_env(conn)
+                settings = settings.with_connection(conn.scheduler, conn.cfg, conn.session_name)
+            self._settings = settings
+        return self._settings
+
+    @property
+    def runner(self) -> Runner:
+        """The Runner every call goes through (created on first use)."""
+        if self._runner is None:
+            from torchx_core.runner import get_runner
+
+            self._runner = get_runner(self.settings.session_name)
+        return self._runner
+
+    def _owner(self, ti_id: object) -> str:
+        """The owner token recorded with a task's app: this executor instance and the task."""
+        return f"airflow-executor:{socket.gethostname()}/job={self.job_id}/{self._instance}/ti={ti_id}"
+
+    def _life(self, app: _App) -> AppLifecycle:
+        backend = parse_app_handle(app.handle).scheduler_backend
+        return AppLifecycle(self.runner, backend, owner=app.owner, tail_lines=self.settings.tail_lines)
+
+    def start(self) -> None:
+        """Reads the settings (a wrong one fails the scheduler's start, with every problem)."""
+        s = self.settings
+        self.log.info(
+            "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
+            s.task.scheduler, s.session_name, s.poll_interval,
+        )
+
+    # -- submit -----------------------------------------------------------------------------------
+
+    def _process_workloads(self, workload_items: Sequence[workloads.All]) -> None:
+        from airflow.executors.workloads import ExecuteTask
+
+        for workload in workload_items:
+            if not isinstance(workload, ExecuteTask):
+                raise TypeError(f"TorchXExecutor runs task workloads only, got {type(workload).__name__}")
+            key = workload.ti.key
+            self.queued_tasks.pop(key, None)
+            try:
+                app = self._submit(workload)
+            except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
+                permanent = isinstance(e, TorchXError) and e.permanent
+                self.log.error("cannot start %s as an app: %s", key, e)
+                self.fail(key, info=f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}")
+                continue
+            self._apps[key] = app
+            self.running.add(key)
+            # Airflow keeps the handle as the task instance's external_executor_id (adoption)
+            self.event_buffer[key] = (TaskInstanceState.QUEUED, app.handle)
+
+    def _submit(self, workload: workloads.ExecuteTask) -> _App:
+        ti = workload.ti
+        task = self.settings.task.override(ti.executor_config)
+        name = app_name(f"af-{ti.task_id}", (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.try_number))
+        app = self._app(workload, task, name)
+        handle = self.runner.run(app, task.scheduler, cfg=task.cfg)
+        owner = self._owner(ti.id)
+        try:
+            self.runner.set_owner(handle, owner)
+        except Exception as e:  # noqa: BLE001 - without an owner, kill paths still cancel
+            self.log.warning("cannot record the owner of %s: %s", handle, e)
+        self.log.info("task %s runs as %s", ti.key, handle)
+        return _App(ti.key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
+
+    def _app(self, workload: workloads.ExecuteTask, task: TaskSettings, name: str) -> AppDef:
+        """The app that runs ``workload``: the token in its environment (sealed with Airflow's
+        fernet key when it has one), nowhere else."""
+        server = self.settings.execution_api_server_url or get_execution_api_server_url(self.conf)
+        env = {
+            **task.env,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": server,
+            TOKEN_ENV: seal(workload.token),
+        }
+        role = Role(
+            name=ROLE,
+            image=task.image,
+            entrypoint=self.settings.python,
+            args=["-m", "torchx_airflow.executors.entry", workload.model_dump_json(exclude={"token"})],
+            env=env,
+            resource=task.role_resource(),
+        )
+        return AppDef(name=name, roles=[role])
+
+    # -- watch ------------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Reads every app's state (one batched call per scheduler) and reports the ended ones."""
+        if not self._apps or time.monotonic() - self._last_read < self.settings.poll_interval:
+            return
+        self._last_read = time.monotonic()
+        apps = list(self._apps.values())
+        statuses = self._read([a.handle for a in apps])
+        for app in apps:
+            status = statuses.get(app.handle, _UNREADABLE)
+            self._report(app, status)
+        self._reconcile()
+
+    def _read(self, handles: list[str]) -> dict[str, AppStatus | None | Exception]:
+        """``{handle: status}``; a scheduler whose read failed gives its exception for its apps."""
+        by_backend: dict[str, list[str]] = {}
+        for handle in handles:
+            by_backend.setdefault(parse_app_handle(handle).scheduler_backend, []).append(handle)
+        out: dict[str, AppStatus | None | Exception] = {}
+        for backend, group in by_backend.items():
+            self.reads += 1
+            try:
+                out.update(self.runner.status_many(group))
+            except Exception as e:  # noqa: BLE001 - UNKNOWN for its apps, under the grace clock
+                self.log.warning("cannot read the apps on %s: %s", backend, e)
+                out.update(dict.fromkeys(group, e))
+        return out
+
+    def _report(self, app: _App, status: AppStatus | None | Exception) -> None:
+        if isinstance(status, Exception):
+            phase_, status = Phase.UNKNOWN, None
+        else:
+            phase_ = phase_of(status)
+        decision = outcome(phase_, app.clock.observe(phase_))
+        if decision == Outcome.WAIT:
+            return
+        del self._apps[app.key]
+        if app.cancelled:
+            # stopped because its task instance moved on: done as Airflow asked (a cleared task
+            # "successfully terminated" is scheduled again; a failed report would retry it)
+            self.success(app.key, info=f"torchx app {app.handle} cancelled: {app.cancelled}")
+        elif decision == Outcome.SUCCESS:
+            self.success(app.key, info=app.handle)
+        else:
+            self.fail(app.key, info=self._failure_info(app, status, decision))
+
+    def _failure_info(self, app: _App, status: AppStatus | None, decision: Outcome) -> str:
+        if decision == Outcome.VANISHED:
+            head = (
+                f"torchx app {app.handle} vanished: its scheduler has not known it (or its state)"
+                f" for {self.settings.unknown_timeout:g} s (unknown_timeout)"
+            )
+        else:
+            state = status.state.name if status is not None else "?"
+            err = (status.structured_error_msg or status.msg) if status is not None else ""
+            head = f"torchx app {app.handle} ended {state}" + (f": {err}" if err and err != "<NONE>" else "")
+        tail = self._life(app).failure_tail(app.handle, status) if decision != Outcome.VANISHED else []
+        return "\n".join([head, *(["last log lines:"] + tail if tail else [])])
+
+    # -- task instances that moved on -------------------------------------------------------------
+
+    def _reconcile(self) -> None:
+        """Cancels the apps whose task instance no longer waits for them (one database read)."""
+        if not self._apps:
+            return
+        try:
+            rows = self._ti_reader([a.key for a in self._apps.values()])
+        except Exception as e:  # noqa: BLE001 - the next sync tries again
+            self.log.warning("cannot read the task instances of the running apps: %s", e)
+            return
+        now = time.monotonic()
+        for app in list(self._apps.values()):
+            if app.cancelled:
+                continue
+            row = rows.get(app.key.primary)
+            decision = verdict(*(row or (None, None)), app.key.try_number, exists=row is not None)
+            if decision == Verdict.KEEP:
+                app.ended_since = None
+                continue
+            if decision == Verdict.GRACE:
+                app.ended_since = app.ended_since or now
+                if now - app.ended_since < self.settings.kill_grace:
+                    continue
+            state = row[0] if row else "deleted"
+            self._cancel(app, f"its task instance is {state} (try {row[1] if row else '?'})")
+
+    def _cancel(self, app: _App, why: str) -> bool:
+        cancelled = self._life(app).cancel(app.handle)
+        if cancelled:
+            app.cancelled = why
+            self.log.info("cancelled %s of %s: %s", app.handle, app.key, why)
+        return cancelled
+
+    # -- adoption, revoke, shutdown ---------------------------------------------------------------
+
+    def try_adopt_task_instances(self, tis: Sequence[TaskInstance]) -> Sequence[TaskInstance]:
+        """Adopts the task instances whose app (their ``external_executor_id``) still exists.
+
+        The app's recorded owner must name the same task instance (so a stale or foreign id is
+        never adopted); the adopting executor then records itself as the owner. The others are
+        returned: Airflow resets them (their app, if any, is unknown to its scheduler).
+        """
+        handles: dict[str, TaskInstance] = {}
+        for ti in tis:
+            handle = ti.external_executor_id or ""
+            try:
+                parse_app_handle(handle)
+            except TorchXError:
+                continue
+            handles[handle] = ti
+        if not handles:
+            return list(tis)
+        statuses = self._read(list(handles))
+        adopted: set[str] = set()
+        for handle, ti in handles.items():
+            status = statuses.get(handle)
+            if status is None or isinstance(status, Exception):
+                self.log.info("not adopting %s: its app %s is unknown (%s)", ti.key, handle, status)
+                continue
+            if not self._adopt(ti, handle):
+                continue
+            adopted.add(handle)
+        return [ti for ti in tis if (ti.external_executor_id or "") not in adopted]
+
+    def _adopt(self, ti: TaskInstance, handle: str) -> bool:
+        try:
+            recorded = self.runner.owner(handle)
+        except Exception as e:  # noqa: BLE001 - unreadable: not adopted, Airflow resets the task
+            self.log.warning("not adopting %s: cannot read the owner of %s: %s", ti.key, handle, e)
+            return False
+        if recorded is not None and not recorded.endswith(f"/ti={ti.id}"):
+            self.log.warning("not adopting %s: app %s belongs to %s", ti.key, handle, recorded)
+            return False
+        owner = self._owner(ti.id)
+        try:
+            self.runner.set_owner(handle, owner)
+        except Exception as e:  # noqa: BLE001 - adopted all the same; kill paths still cancel
+            self.log.warning("cannot record the owner of %s: %s", handle, e)
+        key = ti.key
+        self._apps[key] = _App(key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
+        self.running.add(key)
+        self.log.info("adopted %s running as %s (was owned by %s)", key, handle, recorded)
+        return True
+
+    def revoke_task(self, *, ti: TaskInstance) -> None:
+        """Cancels the task's app (if still owned) and forgets it; reports nothing."""
+        app = self._apps.pop(ti.key, None)
+        self.queued_tasks.pop(ti.key, None)
+        self.running.discard(ti.key)
+        if app is not None:
+            self._cancel(app, "revoked by the scheduler (stuck in queued)")
+
+    def terminate(self) -> None:
+        """Cancels every app this executor still owns (the scheduler was told to stop)."""
+        self._cancel_all("the scheduler is terminating")
+
+    def end(self) -> None:
+        """Reads the apps' states a last time; cancels the apps still owned (``cancel_on_end``)."""
+        self._last_read = float("-inf")
+        self.sync()
+        if self.settings.cancel_on_end:
+            self._cancel_all("the scheduler is shutting down")
+        if self._runner is not None:
+            self._runner.close()
+
+    def _cancel_all(self, why: str) -> None:
+        """Cancels every app still owned, in parallel (each cancel is bounded in time)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        apps = [a for a in self._apps.values() if not a.cancelled]
+        if not apps:
+            return
+        with ThreadPoolExecutor(max_workers=min(16, len(apps)), thread_name_prefix="torchx-end") as pool:
+            list(pool.map(lambda a: self._cancel(a, why), apps))
+
+    # -- logs -------------------------------------------------------------------------------------
+
+    def get_task_log(self, ti: TaskInstance, try_number: int) -> tuple[list[str], list[str]]:
+        """The app's log while the task runs, when Airflow has no log file of its own for it
+        (the app runs where the log folder is not shared); Airflow reads its file otherwise."""
+        handle = ti.external_executor_id or ""
+        if not handle or _local_log_exists(ti, try_number):
+            return [], []
+        try:
+            parse_app_handle(handle)
+            lines = deque(self.runner.log_lines(handle, ROLE, 0), maxlen=_UI_LOG_LINES)
+        except Exception as e:  # noqa: BLE001 - shown in the UI instead of the log
+            return [f"torchx app {handle}"], [f"cannot read the log of {handle}: {e}"]
+        return [f"torchx app {handle} (replica log, last {_UI_LOG_LINES} lines)"], [
+            line.rstrip("\n") for line in lines
+        ]
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+#: a status missing from a batched read (never expected) counts as unreadable
+_UNREADABLE = TorchXError("no status returned")
+
+
+def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | None, int]]:
+    """``{key.primary: (state, try_number)}`` of the task instances that still exist (one query).
+
+    By key, not by id: Airflow gives a task instance a new id when it is cleared or retried.
+    """
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = TaskInstance
+        cols = (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.state, ti.try_number)
+        rows = session.execute(select(*cols).where(ti.filter_for_tis(keys))).all()
+    return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
+
+
+def _local_log_exists(ti: TaskInstance, try_number: int) -> bool:
+    """Whether Airflow's log folder holds this try's log (written by the task on a shared disk)."""
+    try:
+        from airflow.configuration import conf
+        from airflow.utils.log.file_task_handler import FileTaskHandler
+
+        base = conf.get("logging", "base_log_folder")
+        rel = FileTaskHandler(base)._render_filename(ti, try_number)
+        return Path(base, rel).is_file()
+    except Exception:  # noqa: BLE001 - unknown: let the executor show the app's log
+        return False
