@@ -295,3 +295,37 @@ def test_workspace_flag_runs_the_app_in_a_copy_of_the_project(env: dict[str, str
     assert cwd.startswith(os.path.realpath(env["TORCHX_LOCAL_ROOT"])) and handle.rsplit("/", 1)[1] in cwd
     bad = torchx(env, "run", "--workspace", "no-such-dir", "utils.sh", "true")
     assert bad.returncode == 1 and "no-such-dir" in bad.stderr and "Traceback" not in bad.stderr
+
+
+HUNDRED = textwrap.dedent(
+    '''
+    import sys
+
+    import torchx_core.specs as specs
+
+
+    def hundred(replicas: int = 2) -> specs.AppDef:
+        """Prints 100 numbered lines per replica and exits at once.
+
+        Args:
+            replicas: how many replicas
+        """
+        code = "for i in range(100): print(f'line {i:03d}')"
+        return specs.AppDef(
+            name="hundred",
+            roles=[specs.Role(name="h", image="/", entrypoint=sys.executable, args=["-c", code],
+                              num_replicas=replicas)],
+        )
+    '''
+)
+
+
+@pytest.mark.parametrize("flags", [["--log"], ["--wait", "--log"]])
+def test_run_log_gives_each_line_of_a_short_app_once(
+    env: dict[str, str], tmp_path: Path, flags: list[str]
+) -> None:
+    (tmp_path / "hundred.py").write_text(HUNDRED)
+    p = torchx(env, "run", "-s", "local_cwd", *flags, str(tmp_path / "hundred.py") + ":hundred")
+    assert p.returncode == 0, p.stderr
+    printed = [line for line in p.stderr.splitlines() if line.startswith("h/")]
+    assert sorted(printed) == sorted(f"h/{k} line {i:03d}" for k in range(2) for i in range(100))

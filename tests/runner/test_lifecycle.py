@@ -619,6 +619,69 @@ def test_the_follower_caps_the_replicas_and_says_how_to_read_the_others(runner: 
     assert len(sink.lines) == 1 + 2 * 3
 
 
+def test_an_app_that_already_ended_gives_every_line_once(runner: Runner, table: JobTable) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(replicas=2), IDENTITY).app_handle
+    for k in range(2):
+        table.append_log(app_id(handle), "worker", k, *(f"n{i:03d}" for i in range(100)))
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    sink = Sink()
+    follower = lc.follow_logs(handle, sink)
+    assert follower.join(timeout=60)
+    follower.stop()
+    expected = [f"[worker/{k}] worker {k} line {i}" for k in range(2) for i in range(3)]
+    expected += [f"[worker/{k}] n{i:03d}" for k in range(2) for i in range(100)]
+    assert sorted(sink.lines) == sorted(expected)
+    assert follower.positions() == {"worker/0": 103, "worker/1": 103}
+
+
+def test_a_log_followed_in_two_parts_gives_every_line_once(runner: Runner, table: JobTable) -> None:
+    """An engine log followed in two parts (a task that watched on a worker, deferred and
+    resumed): the second follower starts where the first one stopped."""
+    lc = life(runner)
+    handle = lc.attach(make_app(replicas=2), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    sink = Sink()
+    first = lc.follow_logs(handle, sink)
+    sink.wait_for(6)
+    table.append_log(app_id(handle), "worker", 0, "before stop")
+    sink.wait_for(7)
+    first.stop(timeout=0)  # the app still runs: closed at once
+    given = first.positions()
+    assert given == {"worker/0": 4, "worker/1": 3}
+    table.append_log(app_id(handle), "worker", 0, "while deferred 0")
+    table.append_log(app_id(handle), "worker", 1, "while deferred 1")
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    assert sink.lines[6:] == ["[worker/0] before stop"]  # nothing given after stop()
+    second = lc.follow_logs(handle, sink, start_at=given)
+    assert second.join(timeout=60)
+    second.stop()
+    assert sorted(sink.lines) == sorted(
+        [f"[worker/{k}] worker {k} line {i}" for k in range(2) for i in range(3)]
+        + ["[worker/0] before stop", "[worker/0] while deferred 0", "[worker/1] while deferred 1"]
+    )
+    assert second.positions() == {"worker/0": 5, "worker/1": 4}
+
+
+def test_stop_waits_for_streams_that_still_give_lines(runner: Runner, table: JobTable) -> None:
+    """A slow sink (a busy engine log) behind a long log: stop()'s timeout is idle time, so a
+    stream that keeps giving lines is drained whole, however long that takes."""
+    lc = life(runner)
+    handle = lc.attach(make_app(replicas=1), IDENTITY).app_handle
+    table.append_log(app_id(handle), "worker", 0, *(f"n{i:03d}" for i in range(100)))
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    lines: list[str] = []
+    gate = threading.Event()
+
+    def slow_sink(line: str) -> None:
+        gate.wait(0.02)  # each line takes a while; together far longer than stop()'s timeout
+        lines.append(line)
+
+    follower = lc.follow_logs(handle, slow_sink)
+    follower.stop(timeout=0.5)
+    assert len(lines) == 103 and len(set(lines)) == 103
+
+
 def test_the_failure_tail_is_capped_and_never_raises(runner: Runner, table: JobTable) -> None:
     lc = life(runner, max_log_replicas=2, tail_lines=1)
     handle = lc.attach(make_app(replicas=4), IDENTITY).app_handle
@@ -689,6 +752,34 @@ def test_local_owner_of_an_unknown_app(tmp_path: Path, monkeypatch: pytest.Monke
     with get_runner(component_defaults={}) as runner:
         assert runner.set_owner("local_cwd://torchx/no-such-app", "me") is False
         assert runner.owner("local_cwd://torchx/no-such-app") is None
+
+
+_HUNDRED_LINES = "for i in range(100): print(f'line {i:03d}', flush=True)"
+
+
+@pytest.mark.integration
+@pytest.mark.local
+@pytest.mark.parametrize("follow", ["at_submit", "after_the_end"])
+def test_local_app_that_exits_at_once_gives_each_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, follow: str
+) -> None:
+    """An app printing 100 numbered lines and exiting at once: every line of both replicas
+    reaches the sink exactly once, whether following starts at submission or after the end."""
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
+    role = Role("r", image="/", entrypoint=sys.executable, args=["-c", _HUNDRED_LINES],
+                num_replicas=2)
+    with get_runner(component_defaults={}) as runner:
+        lc = AppLifecycle(runner, "local_cwd", owner="try=1", poll_interval=0.05)
+        handle = lc.attach(AppDef("hundred", roles=[role]), IDENTITY).app_handle
+        if follow == "after_the_end":
+            assert lc.wait(handle).state == AppState.SUCCEEDED
+        lines: list[str] = []
+        follower = lc.follow_logs(handle, lines.append)
+        assert lc.wait(handle).state == AppState.SUCCEEDED
+        follower.stop()
+    expected = [f"[r/{k}] line {i:03d}" for k in range(2) for i in range(100)]
+    assert sorted(lines) == sorted(expected), lines
+    assert follower.errors == []
 
 
 def test_attach_leaves_the_callers_appdef_as_given() -> None:

@@ -13,7 +13,7 @@ outcome and supply the identity the name is built from::
     with get_runner() as runner:
         life = AppLifecycle(runner, "local_cwd", owner="myengine:run-42#try=1")
         att = life.attach(app, identity=("run-42", "train"))   # submit, reattach or reuse
-        follower = life.follow_logs(att.app_handle, print, skip_existing=att.how != "submitted")
+        follower = life.follow_logs(att.app_handle, print)     # every line, even if it ended
         try:
             status = life.wait(att.app_handle)                  # or poll()/apoll() + result()
         finally:
@@ -32,9 +32,13 @@ The decisions, stated once:
   app (``Runner.set_owner``, kept by the scheduler, so every process on every host sees it). A
   kill path cancels only an app it still owns: recorded owner == mine -> cancel; someone else ->
   do not cancel ("superseded"); nothing recorded (a backend without owner support) -> cancel.
-* **Logs.** :class:`LogFollower` streams at most ``max_log_replicas`` replicas (it says how to
-  read the others), resumes a broken stream without repeating lines, and with
-  ``skip_existing=True`` (after a reattach) starts each replica at its current end.
+* **Logs.** :class:`LogFollower` gives every line of at most ``max_log_replicas`` replicas (it
+  says how to read the others) exactly once, whether the app is running or already ended when
+  following starts: a stream ends only after reading its log to the end once the app ended; a
+  broken stream resumes without repeating lines; ``stop()`` drains streams that still give
+  lines. A log followed in parts (wait, defer, resume) hands ``positions()`` of one follower to
+  the next as ``start_at``. A new engine log (a new attempt, a reattach, a reused app) follows
+  from the start; ``skip_existing=True`` starts each replica at its current end.
 * **Failure.** :class:`AppFailedError` (and :class:`AppCancelledError`,
   :class:`AppVanishedError`) carry the handle, the final status and a log tail over every
   replica, failed ones first; they pickle, so engines can persist them.
@@ -695,8 +699,11 @@ class AppLifecycle:
     ) -> LogFollower:
         """Starts streaming the app's replica logs into ``sink``; returns the follower.
 
-        Call ``stop()`` on it once the app ended. ``skip_existing=True`` (after a reattach)
-        skips the lines already written. ``options`` go to :class:`LogFollower`.
+        Every line of every streamed replica is given once, also when the app already ended
+        (a reattached or reused app too: give it a new log from the start). Call ``stop()`` on
+        it once the app ended. ``start_at`` (``positions()`` of an earlier follower of the same
+        log) continues where that one stopped; ``skip_existing=True`` skips the lines already
+        written. ``options`` go to :class:`LogFollower`.
         """
         follower = LogFollower(
             self.runner, app_handle, sink, max_replicas=self.max_log_replicas,
