@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from torchx_core.specs import AppState, AppStatus, parse_app_handle
 
 if TYPE_CHECKING:
+    from torchx_airflow.hook import ConnectionSettings
     from torchx_core.runner import Runner
 
 #: Builds a Runner; the default is ``torchx_core.runner.get_runner()``.
@@ -81,3 +82,23 @@ def status_from_payload(payload: dict[str, Any]) -> AppStatus | None:
         return None
     data = {k: v for k, v in payload.items() if k != "app_handle"}
     return AppStatus.from_json(data)
+
+
+def check_run_options(runner: Runner, scheduler: str, cfg: dict[str, Any]) -> None:
+    """Checks run options as a task does before it submits: unknown keys and wrong types are
+    errors (the Runner alone only warns about unknown keys); an unknown scheduler too.
+
+    Raises:
+        UnknownSchedulerException: no scheduler of that name
+        InvalidRunConfigException: a key is unknown (the valid ones listed) or a value is wrong
+    """
+    runner.scheduler_run_opts(scheduler).resolve(cfg, strict=True)
+
+
+def conn_id_to_look_up(conn_id: str, settings: ConnectionSettings, default_id: str) -> str | None:
+    """The connection a trigger should build its Runner from: ``conn_id``, or None when it is
+    the default id and that connection is absent or empty (nothing to look up: a lookup of an
+    absent connection costs a triggerer seconds)."""
+    empty = not (settings.scheduler or settings.cfg or settings.session_name or settings.env
+                 or settings.secret_env)
+    return None if conn_id == default_id and empty else conn_id

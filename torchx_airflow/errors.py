@@ -60,7 +60,9 @@ class InvalidTaskArgumentError(TorchXAirflowError, _LifecycleArgumentError, Type
 
 class InvalidConnectionError(TorchXAirflowError, ValueError):
     """A ``torchx`` connection is missing or its fields are wrong (every problem listed; secret
-    values are never part of the message)."""
+    values are never part of the message). Permanent: a task fails at once, without retries."""
+
+    permanent = True
 
 
 def check_number(

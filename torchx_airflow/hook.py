@@ -206,7 +206,11 @@ class TorchXHook(BaseHook):
         return get_runner(settings.session_name)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Lists the apps on the connection's scheduler; says what failed."""
+        """Checks the connection as a task would use it: its fields, the scheduler name and the
+        run options (strictly: unknown keys and wrong types fail, as in a task), then lists the
+        apps on the scheduler; says what is wrong."""
+        from torchx_airflow._runtime import check_run_options
+
         try:
             settings = self.settings()
         except InvalidConnectionError as e:
@@ -218,12 +222,22 @@ class TorchXHook(BaseHook):
             )
         try:
             with self.get_conn() as runner:
+                try:
+                    check_run_options(runner, settings.scheduler, settings.cfg)
+                except Exception as e:  # noqa: BLE001 - reported to the user, not raised
+                    return False, (
+                        f"connection {self.torchx_conn_id!r}: scheduler {settings.scheduler!r}"
+                        f" with run options {sorted(settings.cfg)}: {e}"
+                    )
                 apps = runner.list(settings.scheduler, settings.cfg or None)
         except Exception as e:  # noqa: BLE001 - reported to the user, not raised
             return False, (
                 f"cannot list apps on scheduler {settings.scheduler!r}: {type(e).__name__}: {e}"
             )
-        return True, f"scheduler {settings.scheduler!r} is reachable: it lists {len(apps)} app(s)"
+        return True, (
+            f"scheduler {settings.scheduler!r} and its run options are valid; it is reachable"
+            f" and lists {len(apps)} app(s)"
+        )
 
 
 def runner_for(torchx_conn_id: str | None, factory: Callable[[], Runner] | None = None) -> Runner:

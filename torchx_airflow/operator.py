@@ -8,11 +8,19 @@ Life of one task try (the decisions are the shared lifecycle's,
    reattaches to a running app of an earlier try (the stored handle first, then by name), reuses
    a succeeded one, or submits anew; either way this try is recorded as the app's *owner*.
 2. ``app_handle`` and ``ui_url`` are pushed to XCom.
-3. Wait: on the worker (streaming replica logs into the task log), or deferred to
-   :py:class:`torchx_airflow.TorchXTrigger` (no worker slot held; a bounded log tail is printed
-   at the end).
+3. Wait: on the worker, or (deferrable) on the worker for ``defer_after`` seconds and then in
+   :py:class:`torchx_airflow.TorchXTrigger` (no worker slot held). With ``stream_logs`` every
+   line of every replica (up to 16) reaches this try's log exactly once: streamed while the task
+   waits on the worker, and the rest when a deferred task resumes (the lines already given are
+   carried through the deferral). A reattached or reused app's lines are given from the start
+   (each try has its own log).
 4. The final phase is mapped by :py:mod:`torchx_airflow.states`; the task returns the status as
    a JSON-able dict.
+
+Errors of configuration (an unknown scheduler, a wrong run option, a missing connection or
+component: :py:func:`torchx_core.specs.errors.is_permanent_error`) fail the task at once with
+``AirflowFailException``, naming the connection and task arguments they came from; other errors
+(a scheduler briefly unreachable) are retried as Airflow's ``retries`` allow.
 
 Killing the task (SIGTERM, ``execution_timeout``) cancels the app (``cancel_on_kill``) if this
 try still owns it; a deferred task is cancelled by the trigger's ``on_kill`` under the same rule,
@@ -31,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from torchx_airflow._airflow import (
     AirflowException,
+    AirflowFailException,
     AirflowTaskTimeout,
     BaseOperator,
     ResumableJobMixin,
@@ -39,6 +48,8 @@ from torchx_airflow._airflow import (
 from torchx_airflow._connection import DEFAULT_CONN_ID
 from torchx_airflow._runtime import (
     RunnerFactory,
+    check_run_options,
+    conn_id_to_look_up,
     open_runner,
     owner_token,
     status_from_payload,
@@ -46,19 +57,21 @@ from torchx_airflow._runtime import (
     task_identity,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
-from torchx_airflow.hook import TorchXHook, runner_for
+from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
 from torchx_core.runner.lifecycle import (
     AppFailedError,
     AppLifecycle,
     Attachment,
+    LogFollower,
     Observation,
     Phase,
     app_name,
     phase_of,
 )
 from torchx_core.specs import AppDef, AppStatus
+from torchx_core.specs.errors import is_permanent_error
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -71,6 +84,8 @@ __all__ = ["TorchXOperator"]
 CANCEL_TIMEOUT_S = 30.0
 #: How long the log streams may take to drain after the app ended.
 STREAM_DRAIN_TIMEOUT_S = 15.0
+#: How long a deferrable task watches its app on the worker before deferring (``defer_after``).
+DEFER_AFTER_S = 15.0
 #: Extra time Airflow's own deferral timeout allows after the trigger's deadline (backstop).
 _DEFER_BACKSTOP = timedelta(seconds=60)
 
@@ -101,12 +116,17 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         wait: wait for the app to end; ``False`` returns right after submission
         deferrable: wait in the triggerer, freeing the worker slot (default: Airflow's
             ``[operators] default_deferrable``)
+        defer_after: seconds a deferrable task first watches the app on the worker; an app that
+            ends sooner never defers (Airflow 3.3 may fail a task whose trigger fires within
+            seconds of deferring although its app succeeded: apache/airflow#67287, #72716);
+            ``0`` defers at once
         poll_interval: seconds between status checks
         cancel_on_kill: cancel the app when the task is killed (SIGTERM, ``execution_timeout``,
             or a user acting on the deferred task)
         log_tail_lines: replica log lines printed per replica at the end when the logs were not
-            streamed (deferrable mode, ``stream_logs=False``), and on failure; ``0`` prints none
-        stream_logs: stream replica logs into the task log while waiting on a worker
+            streamed (``stream_logs=False``), and in a failure's message; ``0`` prints none
+        stream_logs: every line of every replica (up to 16) into the task log, once: streamed
+            while the task waits on the worker, the rest when a deferred task resumes
         fail_fast: a FAILED app fails the task without Airflow retries
         skip_on_cancel: a CANCELLED app skips the task instead of failing it
         unknown_state_timeout: seconds an app may stay UNKNOWN, unreachable or vanished before
@@ -149,6 +169,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         workspace: Any = None,
         wait: bool = True,
         deferrable: bool | None = None,
+        defer_after: float = DEFER_AFTER_S,
         poll_interval: float = 5.0,
         cancel_on_kill: bool = True,
         log_tail_lines: int = 50,
@@ -179,6 +200,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             },
             explicit_deferrable=deferrable,
             poll_interval=poll_interval,
+            defer_after=defer_after,
             log_tail_lines=log_tail_lines,
             unknown_state_timeout=unknown_state_timeout,
             runner_factory=runner_factory,
@@ -201,6 +223,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self.wait = wait
         self.deferrable = resolved_deferrable and wait
         self.poll_interval = float(poll_interval)
+        self.defer_after = float(defer_after)
         self.cancel_on_kill = cancel_on_kill
         self.log_tail_lines = int(log_tail_lines)
         self.stream_logs = stream_logs
@@ -214,6 +237,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self._identity: tuple[str, str, str, int] | None = None
         self._scheduler = scheduler or "local_cwd"  # resolved with the connection per try
         self._cfg: dict[str, Any] = dict(cfg or {})
+        self._conn: ConnectionSettings | None = None  # the connection's settings (this try)
         self._attachment: Attachment | None = None
         self._handle: str | None = None
         self._submitting: str | None = None  # the app name while attach() is in flight
@@ -225,35 +249,52 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
 
     def execute(self, context: Any) -> Any:
         """Submits (or reattaches to) the app and waits for it; see the module docstring."""
-        self._start_try(context)
         try:
+            self._start_try(context)
             result = self.execute_resumable(context)
             self._show_tracker_results(context, result)
             return result
+        except Exception as e:
+            if is_permanent_error(e):
+                raise self._config_failure(e) from e
+            raise
         finally:
             self._close_runner()
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """Resumes after :py:class:`TorchXTrigger` fired: maps its event to the task outcome."""
-        self._start_try(context)
+    def execute_complete(
+        self, context: Any, event: dict[str, Any], log_positions: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """Resumes after :py:class:`TorchXTrigger` fired: gives the log lines not given before
+        deferring (``log_positions``), maps the event to the task outcome."""
         handle = str(event.get("app_handle", ""))
         self._handle = handle
         kind = event.get("event")
         status = status_from_payload(event["status"]) if event.get("status") else None
         self._remember_ui_url(status)
         try:
+            self._start_try(context)
             if kind == "timeout":
                 self._log_status(handle, status)
                 raise AirflowTaskTimeout(str(event.get("message", "")))
             if kind == "error":
-                raise AirflowException(str(event.get("message", "")))
+                message = str(event.get("message", ""))
+                if event.get("permanent"):
+                    raise AirflowFailException(f"{message} ({self._config_origin()}; not retried)")
+                raise AirflowException(message)
             if kind == "unknown_timeout":
                 obs = Observation(Phase.UNKNOWN, status, expired=True)
             else:
                 obs = Observation(phase_of(status), status, expired=kind == "vanished")
-            result = self._finish(handle, obs, tail=True)
+            streamed = self.stream_logs and log_positions is not None
+            if streamed and kind == "terminal":
+                self._give_rest_of_log(handle, log_positions or {})
+            result = self._finish(handle, obs, tail=not streamed)
             self._show_tracker_results(context, result)
             return result
+        except Exception as e:
+            if is_permanent_error(e):
+                raise self._config_failure(e) from e
+            raise
         finally:
             self._close_runner()
 
@@ -305,9 +346,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     def submit_job(self, context: Any) -> str:
         """Attaches to this task's app (submitting it if needed); returns the app handle."""
         runner = self._get_runner()
-        if self._cfg:
-            # unknown keys are an error here (the Runner only warns): says which keys are valid
-            runner.scheduler_run_opts(self._scheduler).resolve(self._cfg, strict=True)
+        # unknown keys are an error here (the Runner only warns): says which keys are valid
+        check_run_options(runner, self._scheduler, self._cfg)
         return self._attach(context, known_handle=None)
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
@@ -333,9 +373,22 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if not self.wait:
             self._result = status_payload(handle, obs.status)
             return self._result
+        # this try's log gets every line, also of an app that already ended or was reattached
+        follower = self._follow(handle)
         if self.deferrable and not obs.done:
-            self._defer_to_trigger(handle, context)
-        return self._wait_on_worker(handle, obs)
+            try:
+                obs = self._watch(handle, obs, self.defer_after)
+            except BaseException:
+                if follower is not None:
+                    follower.stop(timeout=0)
+                raise
+            if not obs.done:
+                positions = None
+                if follower is not None:
+                    follower.stop(timeout=0)  # the rest is given when the task resumes
+                    positions = follower.positions()
+                self._defer_to_trigger(handle, context, positions)
+        return self._wait_on_worker(handle, obs, follower)
 
     def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
         """The final status dict (checked again when a retry finds a finished app)."""
@@ -357,9 +410,35 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self._owner = owner_token(ti)
         self._identity = task_identity(ti)
         settings = self._hook().settings(missing_ok=self.torchx_conn_id == DEFAULT_CONN_ID)
+        self._conn = settings
         self._scheduler = self.scheduler or settings.scheduler or "local_cwd"
         self._cfg = {**settings.cfg, **(self.cfg or {})}
         setattr(self, DASHBOARD_URL_ATTR, settings.dashboard_url)
+
+    def _uses_connection(self) -> bool:
+        """False when the default connection is absent (or empty): nothing to look up."""
+        settings = self._conn if self._conn is not None else ConnectionSettings()
+        return conn_id_to_look_up(self.torchx_conn_id, settings, DEFAULT_CONN_ID) is not None
+
+    def _config_origin(self) -> str:
+        """Where this try's scheduler and run options came from (names and keys, no values)."""
+        conn = self._conn
+        if conn is None:  # the connection itself could not be read
+            return f"connection {self.torchx_conn_id!r}"
+        if not self._uses_connection():
+            where = f"no connection ({self.torchx_conn_id!r} is not defined)"
+        else:
+            where = (f"connection {self.torchx_conn_id!r} (scheduler {conn.scheduler!r}, run"
+                     f" options {sorted(conn.cfg)})")
+        task = f"scheduler {self.scheduler!r}, cfg {sorted(self.cfg or {})}"
+        return f"settings from {where} and the task ({task}); scheduler used: {self._scheduler!r}"
+
+    def _config_failure(self, error: BaseException) -> BaseException:
+        """``AirflowFailException`` for an error a retry cannot fix (no retry is spent)."""
+        return AirflowFailException(
+            f"TorchX configuration error (not retried; fix it and clear the task): {error}."
+            f" Came from {self._config_origin()}"
+        )
 
     def _hook(self) -> TorchXHook:
         return TorchXHook(self.torchx_conn_id)
@@ -458,7 +537,48 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if status is not None and status.ui_url:
             setattr(self, UI_URL_ATTR, status.ui_url)
 
-    def _defer_to_trigger(self, handle: str, context: Any) -> NoReturn:
+    def _follow(
+        self, handle: str, start_at: dict[str, int] | None = None
+    ) -> LogFollower | None:
+        """Streams the app's replica logs into the task log (None without ``stream_logs``).
+
+        ``start_at``: the lines already given to this log (before a deferral), per replica.
+        """
+        if not self.stream_logs:
+            return None
+        options: dict[str, Any] = {}
+        if start_at:
+            options["start_at"] = start_at
+            options["replicas"] = [_replica(key) for key in start_at]  # the same ones as before
+        return self._lifecycle().follow_logs(
+            handle, lambda line: self.log.info("%s", line), **options
+        )
+
+    def _give_rest_of_log(self, handle: str, given: dict[str, int]) -> None:
+        """After a deferral: the lines of the ended app not given before deferring."""
+        follower = self._follow(handle, given)
+        if follower is not None:
+            follower.join(timeout=STREAM_DRAIN_TIMEOUT_S)
+            follower.stop(timeout=STREAM_DRAIN_TIMEOUT_S)
+
+    def _watch(self, handle: str, obs: Observation, seconds: float) -> Observation:
+        """Polls the app on the worker for up to ``seconds`` (fast at first); the last
+        observation (done if the app ended meanwhile)."""
+        life = self._lifecycle()
+        deadline = time.monotonic() + seconds
+        pause = min(0.1, self.poll_interval)
+        while not obs.done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, self.poll_interval)
+            obs = life.poll(handle, max_age=0)
+        return obs
+
+    def _defer_to_trigger(
+        self, handle: str, context: Any, log_positions: dict[str, int] | None
+    ) -> NoReturn:
         from torchx_airflow.trigger import TorchXTrigger
 
         timeout_at: float | None = None
@@ -475,20 +595,23 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             cancel_on_kill=self.cancel_on_kill,
             timeout_at=timeout_at,
             owner=self._owner,
-            torchx_conn_id=self.torchx_conn_id,
+            # the default connection is looked up only if it exists (a triggerer's lookup of an
+            # absent one is slow)
+            torchx_conn_id=self.torchx_conn_id if self._uses_connection() else None,
         )
         self.log.info("Deferring: the triggerer waits for TorchX app %s", handle)
         self._close_runner()
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=defer_timeout)
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            kwargs=None if log_positions is None else {"log_positions": log_positions},
+            timeout=defer_timeout,
+        )
 
-    def _wait_on_worker(self, handle: str, obs: Observation) -> dict[str, Any]:
+    def _wait_on_worker(
+        self, handle: str, obs: Observation, follower: LogFollower | None
+    ) -> dict[str, Any]:
         life = self._lifecycle()
-        follower = None
-        if self.stream_logs and not obs.done:
-            reattached = self._attachment is not None and self._attachment.how != "submitted"
-            follower = life.follow_logs(
-                handle, lambda line: self.log.info("%s", line), skip_existing=reattached
-            )
         ended = False
         try:
             if not obs.done:
@@ -546,6 +669,7 @@ def _validate(
     flags: Mapping[str, object],
     explicit_deferrable: object,
     poll_interval: object,
+    defer_after: object,
     log_tail_lines: object,
     unknown_state_timeout: object,
     runner_factory: object,
@@ -591,6 +715,7 @@ def _validate(
             "deferrable=True needs wait=True (there is nothing to defer without waiting)"
         )
     check_number(problems, "poll_interval", poll_interval, minimum=0, strict=True)
+    check_number(problems, "defer_after", defer_after, minimum=0)
     check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
     if (
         not isinstance(log_tail_lines, int)
@@ -604,3 +729,9 @@ def _validate(
         )
     if problems:
         raise InvalidTaskArgumentError("TorchXOperator", problems)
+
+
+def _replica(key: str) -> tuple[str, int]:
+    """``"role/k"`` -> ``(role, k)``."""
+    role, _, k = key.rpartition("/")
+    return role, int(k)

@@ -22,13 +22,14 @@ from torchx_airflow._airflow import (
 from torchx_airflow._connection import DEFAULT_CONN_ID
 from torchx_airflow._runtime import (
     RunnerFactory,
+    conn_id_to_look_up,
     open_runner,
     scheduler_of,
     status_from_payload,
     status_payload,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
-from torchx_airflow.hook import runner_for
+from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.states import exception_for
 from torchx_core.runner.lifecycle import (
     AppFailedError,
@@ -160,7 +161,7 @@ class TorchXSensor(BaseSensorOperator):
                 poll_interval=float(self.poke_interval),
                 unknown_state_timeout=self.unknown_state_timeout,
                 cancel_on_kill=False,
-                torchx_conn_id=self.torchx_conn_id,
+                torchx_conn_id=self._trigger_conn_id(),
                 timeout_at=time.time() + timeout_s if timeout_s is not None else None,
             ),
             method_name="execute_complete",
@@ -178,6 +179,13 @@ class TorchXSensor(BaseSensorOperator):
         status = status_from_payload(event["status"]) if event.get("status") else None
         with open_runner(self._new_runner) as runner:
             return self._final(self._lifecycle(runner), Observation(phase_of(status), status, False))
+
+    def _trigger_conn_id(self) -> str | None:
+        """The connection the trigger looks up: none when the default one is absent."""
+        if self.torchx_conn_id != DEFAULT_CONN_ID:
+            return self.torchx_conn_id
+        settings = TorchXHook(DEFAULT_CONN_ID).settings(missing_ok=True)
+        return conn_id_to_look_up(DEFAULT_CONN_ID, settings, DEFAULT_CONN_ID)
 
     def _new_runner(self) -> Any:
         return runner_for(self.torchx_conn_id, self.runner_factory)

@@ -11,7 +11,11 @@ app, and the old trigger then leaves it alone.
 Event payload (plain JSON)::
 
     {"event": "terminal" | "vanished" | "unknown_timeout" | "timeout" | "error",
-     "app_handle": str, "status": <status dict> | None, "message": str}
+     "app_handle": str, "status": <status dict> | None, "message": str,
+     "permanent": bool (only for "error": a configuration error a retry cannot fix)}
+
+``torchx_conn_id=None`` builds the Runner without looking a connection up (the operator and the
+sensor pass None when the default ``torchx_default`` connection does not exist).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from torchx_airflow._runtime import (
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase
 from torchx_core.specs import AppStatus, parse_app_handle
-from torchx_core.specs.errors import MalformedAppHandleException
+from torchx_core.specs.errors import MalformedAppHandleException, is_permanent_error
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
@@ -133,13 +137,17 @@ class TorchXTrigger(BaseTrigger):
             poll_interval=self.poll_interval,
         )
 
-    def _event(self, kind: str, status: AppStatus | None, message: str = "") -> TriggerEvent:
+    def _event(
+        self, kind: str, status: AppStatus | None, message: str = "", *, permanent: bool = False
+    ) -> TriggerEvent:
         payload = {
             "event": kind,
             "app_handle": self.app_handle,
             "status": status_payload(self.app_handle, status) if kind != "error" else None,
             "message": message,
         }
+        if kind == "error":
+            payload["permanent"] = permanent
         return TriggerEvent(payload)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -147,7 +155,8 @@ class TorchXTrigger(BaseTrigger):
         try:
             runner = await asyncio.to_thread(self._new_runner)
         except Exception as e:  # noqa: BLE001 - reported to the task as an error event
-            yield self._event("error", None, f"cannot create a TorchX Runner: {e!r}")
+            yield self._event("error", None, f"cannot create a TorchX Runner: {e!r}",
+                              permanent=is_permanent_error(e))
             return
         try:
             yield await self._wait(self._lifecycle(runner))

@@ -293,9 +293,18 @@ class AirflowDeployment:
         content = (got or {}).get("content") or []
         if isinstance(content, str):
             return content
-        return "\n".join(
-            str(c.get("event", "")) if isinstance(c, dict) else str(c) for c in content
-        )
+        return "\n".join(_log_entry(c) for c in content)
+
+
+def _log_entry(entry: Any) -> str:
+    """One task-log entry as text: its message, then its exception's type and value, if any."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    lines = [str(entry.get("event", ""))]
+    for exc in entry.get("error_detail") or []:
+        if isinstance(exc, dict):
+            lines.append(f"{exc.get('exc_type')}: {exc.get('exc_value')}")
+    return "\n".join(lines)
 
 
 @contextmanager

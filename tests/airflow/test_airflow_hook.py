@@ -13,6 +13,7 @@ from airflow_fakes import Cluster, FakeStore, make_context
 from airflow_versions import TaskDeferred
 
 from torchx_airflow import TorchXOperator, TorchXSensor
+from torchx_airflow._airflow import AirflowFailException
 from torchx_airflow.errors import InvalidConnectionError, TorchXAirflowError
 from torchx_airflow.hook import ConnectionSettings, TorchXHook
 from torchx_core.specs import AppDef, AppState
@@ -142,17 +143,42 @@ def test_test_connection_lists_apps_or_says_what_failed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path))
-    _define(monkeypatch, "ok", {"scheduler": "local_cwd"})
+    _define(monkeypatch, "ok", {"scheduler": "local_cwd", "cfg": {"grace_period": 2.0}})
     assert TorchXHook("ok").test_connection() == (
         True,
-        "scheduler 'local_cwd' is reachable: it lists 0 app(s)",
+        "scheduler 'local_cwd' and its run options are valid; it is reachable and lists 0 app(s)",
     )
     _define(monkeypatch, "typo", {"scheduler": "slrum"})
     ok, msg = TorchXHook("typo").test_connection()
-    assert not ok and msg.startswith("cannot list apps on scheduler 'slrum'") and "slurm" in msg
+    assert not ok and msg.startswith("connection 'typo': scheduler 'slrum'") and "slurm" in msg
     _define(monkeypatch, "empty", {})
     ok, msg = TorchXHook("empty").test_connection()
     assert not ok and "names no scheduler" in msg
+
+
+@pytest.mark.parametrize(
+    ("cfg", "says"),
+    [
+        ({"grace_periodd": 2}, "unknown run option 'grace_periodd'. Did you mean: 'grace_period'?"),
+        ({"grace_period": "soon"}, "grace_period, must be of type: float, but was: 'soon'"),
+    ],
+)
+def test_test_connection_checks_run_options_as_a_task_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app: AppDef, cfg: dict[str, Any], says: str,
+) -> None:
+    """Issue 22 item 2: what fails a task fails the connection test, with the same words."""
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path))
+    _define(monkeypatch, "bad", {"scheduler": "local_cwd", "cfg": cfg})
+    ok, msg = TorchXHook("bad").test_connection()
+    assert not ok, msg
+    assert msg.startswith(f"connection 'bad': scheduler 'local_cwd' with run options {sorted(cfg)}: ")
+    assert says in msg
+    op = TorchXOperator(task_id="task", app=app, torchx_conn_id="bad")
+    with pytest.raises(AirflowFailException) as ei:
+        op.execute(make_context(FakeStore()))
+    assert says in str(ei.value) and "connection 'bad' (scheduler 'local_cwd'" in str(ei.value)
+    with TorchXHook("bad").get_conn() as runner:
+        assert runner.list("local_cwd") == []  # nothing was submitted
 
 
 # -- the operator, sensor and trigger use the connection ---------------------------------------
@@ -200,8 +226,9 @@ def test_a_missing_named_connection_fails_before_submitting(cluster: Cluster, ap
     op = TorchXOperator(
         task_id="task", app=app, runner_factory=cluster.factory, torchx_conn_id="no_such_conn"
     )
-    with pytest.raises(InvalidConnectionError, match="no connection 'no_such_conn'"):
+    with pytest.raises(AirflowFailException, match="no connection 'no_such_conn'") as ei:
         op.execute(make_context(FakeStore()))
+    assert isinstance(ei.value.__cause__, InvalidConnectionError)  # permanent: not retried
     assert cluster.handles == []
 
 

@@ -130,7 +130,7 @@ def test_fail_fast_fails_without_retries(af: AirflowEnv, dag_run: Any) -> None:
     assert (af.work / "fatal_starts").read_text().count("start") == 1
 
 
-def test_deferrable_success_prints_a_bounded_tail(af: AirflowEnv, dag_run: Any) -> None:
+def test_deferrable_success_gives_every_line_once(af: AirflowEnv, dag_run: Any) -> None:
     run = dag_run("tx_deferrable")
     ok = run.ti("ok")
     assert ok["state"] == "success"
@@ -138,9 +138,12 @@ def test_deferrable_success_prints_a_bounded_tail(af: AirflowEnv, dag_run: Any) 
     assert ok["xcom"]["app_handle"] == ok["xcom"]["return_value"]["app_handle"]
     assert "Deferring: the triggerer waits for TorchX app" in run.output
     assert (af.work / "release_ok").exists()
-    assert "::group::TorchX logs (last 3 lines per replica)" in run.output
-    assert "[r/0] deferred-line-5" in run.output
-    assert "deferred-line-1" not in run.output  # only the tail, not a full replay
+    # every line reaches the log. dag.test() replaces the deferral's kwargs by the event
+    # (airflow/sdk/definitions/dag.py), so the lines given before deferring are not known on
+    # resume and a tail is printed; a real triggerer keeps them: exactly once is checked on the
+    # deployment (test_airflow_deployment.py::test_every_line_of_a_short_app_reaches_the_log_once)
+    for i in range(1, 6):
+        assert f"[r/0] deferred-line-{i}" in run.output, run.output
 
 
 def test_deferrable_failure_fails_with_the_structured_error(af: AirflowEnv, dag_run: Any) -> None:

@@ -3,6 +3,7 @@ fake scheduler, a fake task context; no Airflow run)."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ from torchx_core.runner.lifecycle import AppFailedError, app_name
 from torchx_core.specs import AppDef, AppState
 from torchx_core.specs.errors import TorchXError
 
-FAST = {"poll_interval": 0.001, "stream_logs": False, "scheduler": "fake"}
+FAST = {"poll_interval": 0.001, "stream_logs": False, "scheduler": "fake", "defer_after": 0}
 ERROR = '{"message": "exit 3"}'
 
 
@@ -245,6 +246,79 @@ def test_execute_complete_success_returns_the_status_with_a_tail(
     assert op.operator_extra_links[0].get_link(op, ti_key=None) == (
         "http://dashboard/app"
     )
+
+
+def _streamed(out: str) -> list[str]:
+    """The replica lines in the task log, in order (the logger pads them and adds its name)."""
+    return re.findall(r"\[r/0\] (.+?)(?:\s{2,}|$)", out, re.MULTILINE)
+
+
+def test_a_short_app_never_defers(cluster: Cluster, app: AppDef) -> None:
+    """Issue 22 item 4: the task watches on the worker for ``defer_after`` seconds first, so an
+    app that ends within them never defers (and never meets Airflow's stale-event race)."""
+    _ends(cluster, AppState.SUCCEEDED, after=4)
+    result = _op(cluster, app, deferrable=True, defer_after=300).execute(make_context(FakeStore()))
+    assert result["state"] == "SUCCEEDED"
+
+
+def test_a_deferred_task_gives_the_rest_of_the_log_once_when_it_resumes(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    op = _op(cluster, app, deferrable=True, defer_after=0.05, stream_logs=True)
+    with pytest.raises(TaskDeferred) as ei:
+        op.execute(make_context(FakeStore()))
+    (handle,) = cluster.handles
+    before = _streamed(capfd.readouterr().out)
+    assert before == [f"r 0 line {i}" for i in range(3)]  # streamed while watching
+    assert ei.value.kwargs == {"log_positions": {"r/0": 3}}
+    cluster.table.append_log(handle.rsplit("/", 1)[1], "r", 0, "while deferred")
+    cluster.set_state(handle, AppState.SUCCEEDED)
+    result = _op(cluster, app, deferrable=True, stream_logs=True).execute_complete(
+        make_context(FakeStore()), _event("terminal", "SUCCEEDED", handle), **ei.value.kwargs
+    )
+    assert result["state"] == "SUCCEEDED"
+    out = capfd.readouterr().out
+    assert _streamed(out) == ["while deferred"] and "::group::TorchX logs" not in out
+
+
+def test_the_trigger_looks_up_no_absent_default_connection(cluster: Cluster, app: AppDef) -> None:
+    """Issue 22 item 5: without a ``torchx_default`` connection the trigger gets no connection
+    id (no lookup in the triggerer); a named connection is always passed."""
+    cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
+    with pytest.raises(TaskDeferred) as ei:
+        _op(cluster, app, deferrable=True).execute(make_context(FakeStore()))
+    assert ei.value.trigger.torchx_conn_id is None
+    assert ei.value.trigger.serialize()[1]["torchx_conn_id"] is None
+
+
+@pytest.mark.parametrize(("permanent", "raised"), [(True, AirflowFailException), (False, AirflowException)])
+def test_an_error_event_fails_at_once_only_if_permanent(
+    cluster: Cluster, app: AppDef, permanent: bool, raised: type
+) -> None:
+    handle = cluster.add("a", AppState.RUNNING)
+    event = {**_event("error", None, handle), "permanent": permanent}
+    with pytest.raises(raised, match="msg") as ei:
+        _op(cluster, app, deferrable=True).execute_complete(make_context(FakeStore()), event)
+    assert type(ei.value) is raised
+
+
+def test_a_transient_error_is_retried_not_failed_at_once(cluster: Cluster, app: AppDef) -> None:
+    """A scheduler briefly unreachable while submitting: Airflow's retries apply."""
+
+    def unreachable(*args: Any, **kwargs: Any) -> str:
+        raise ConnectionError("scheduler unreachable")
+
+    runner_factory = cluster.factory
+
+    def factory() -> Any:
+        runner = runner_factory()
+        runner.schedule = unreachable  # type: ignore[method-assign]
+        return runner
+
+    op = TorchXOperator(task_id="task", app=app, runner_factory=factory, **FAST)
+    with pytest.raises(ConnectionError):
+        op.execute(make_context(FakeStore()))
 
 
 # -- validation --------------------------------------------------------------------------------

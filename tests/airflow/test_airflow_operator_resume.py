@@ -3,6 +3,7 @@ logs (real Runners over the shared fake scheduler, a fake task context; no Airfl
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -11,7 +12,7 @@ from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 from airflow_versions import HAS_TASK_STATE_STORE
 
 from torchx_airflow import TorchXOperator
-from torchx_airflow._airflow import AirflowException, AirflowTaskTimeout
+from torchx_airflow._airflow import AirflowException, AirflowFailException, AirflowTaskTimeout
 from torchx_airflow.operator import STREAM_DRAIN_TIMEOUT_S
 from torchx_core.runner.lifecycle import app_name
 from torchx_core.specs import AppDef, AppState
@@ -285,15 +286,52 @@ def test_success_while_streaming_prints_no_extra_tail(
     assert "[r/0] r 0 line 2" in out and "::group::TorchX logs" not in out
 
 
-def test_a_reattached_try_does_not_stream_the_lines_again(
+def _streamed(out: str) -> list[str]:
+    """The replica lines in the task log, in order (the logger pads them and adds its name)."""
+    return re.findall(r"\[r/0\] (.+?)(?:\s{2,}|$)", out, re.MULTILINE)
+
+
+def test_a_reattached_try_gives_its_own_log_every_line_once(
     cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """Each try has its own log: a try that adopts a running app gives it every line."""
     running = cluster.add(NAME, AppState.RUNNING)
     store = FakeStore()
     store.set("torchx_app_handle", running)
     _finish_after(cluster, 6)
     _op(cluster, app, stream_logs=True).execute(make_context(store, FakeTI(try_number=2)))
-    assert "r 0 line 0" not in capfd.readouterr().out
+    assert _streamed(capfd.readouterr().out) == ["r 0 line 0", "r 0 line 1", "r 0 line 2"]
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_an_app_that_ended_before_the_first_read_gives_every_line_once(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str], deferrable: bool
+) -> None:
+    """Issue 22 item 1: an app done within the first status read (deferrable or not) still
+    puts every line into the task log, once, and no tail after it."""
+
+    def burst(handle: str) -> None:
+        cluster.table.append_log(handle.rsplit("/", 1)[1], "r", 0, *(f"n{i:03d}" for i in range(100)))
+        cluster.set_state(handle, AppState.SUCCEEDED)
+
+    cluster.on_run = burst
+    op = _op(cluster, app, stream_logs=True, deferrable=deferrable)
+    assert op.execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
+    out = capfd.readouterr().out
+    expected = [f"r 0 line {i}" for i in range(3)] + [f"n{i:03d}" for i in range(100)]
+    assert _streamed(out) == expected
+    assert "::group::TorchX logs" not in out
+
+
+def test_a_reused_app_gives_its_lines_to_the_new_try(
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+) -> None:
+    done = cluster.add(NAME, AppState.SUCCEEDED)
+    store = FakeStore()
+    store.set("torchx_app_handle", done)
+    result = _op(cluster, app, stream_logs=True).execute(make_context(store, FakeTI(try_number=2)))
+    assert result["app_handle"] == done
+    assert _streamed(capfd.readouterr().out) == ["r 0 line 0", "r 0 line 1", "r 0 line 2"]
 
 
 def test_execution_timeout_reaches_on_kill_without_draining_the_logs(
@@ -330,8 +368,10 @@ def test_execution_timeout_reaches_on_kill_without_draining_the_logs(
 
 
 def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) -> None:
-    with pytest.raises(InvalidRunConfigException, match="queu.*Did you mean.*queue"):
+    with pytest.raises(AirflowFailException, match="queu.*Did you mean.*queue") as ei:
         _op(cluster, app, cfg={"queu": "x"}).execute(make_context(FakeStore()))
+    assert isinstance(ei.value.__cause__, InvalidRunConfigException)  # not retried
+    assert "the task (scheduler 'fake', cfg ['queu'])" in str(ei.value)
     assert cluster.handles == []
     cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
     assert _op(cluster, app, cfg={"queue": "x"}).execute(make_context(FakeStore()))["state"] == (

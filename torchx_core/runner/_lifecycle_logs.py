@@ -173,8 +173,9 @@ class LogFollower:
             if not any(t.is_alive() for t in self._threads):
                 break
             if time.monotonic() - max(self._progress, called) >= timeout:
-                logger.warning("log streams of %s gave no line for %g s: closed",
-                               self.app_handle, timeout)
+                if timeout > 0:  # 0: closed on purpose (e.g. before a deferral)
+                    logger.warning("log streams of %s gave no line for %g s: closed",
+                                   self.app_handle, timeout)
                 break
         with self._emit_lock:
             self._closed.set()

@@ -44,5 +44,6 @@ for conn_id in ("torchx_envjson", "torchx_cli"):
                 app=app(f"conn-{mode}", wait=deferrable),
                 torchx_conn_id=conn_id,
                 deferrable=deferrable,
+                defer_after=0,
                 poll_interval=1,
             )

@@ -73,6 +73,7 @@ with live_dag("live_defer_ok"):
         task_id="train",
         app=waiting_app("deferok"),
         deferrable=True,
+        defer_after=0,
         poll_interval=1,
         log_tail_lines=3,
     )
@@ -82,6 +83,7 @@ with live_dag("live_mark_failed"):
         task_id="train",
         app=waiting_app("markfailed-forever", forever=True),
         deferrable=True,
+        defer_after=0,
         poll_interval=1,
     )
 
@@ -90,6 +92,7 @@ with live_dag("live_clear"):
         task_id="train",
         app=waiting_app("cleared"),
         deferrable=True,
+        defer_after=0,
         poll_interval=1,
     )
 
@@ -115,6 +118,74 @@ with live_dag("live_timeout"):
         task_id="deferred",
         app=waiting_app("timeout-deferred-forever", forever=True),
         deferrable=True,
+        defer_after=0,
         poll_interval=1,
         execution_timeout=timedelta(seconds=30),
     )
+
+
+def numbered_app(name: str, *, release_after: int | None = None) -> AppDef:
+    """Prints 100 numbered lines ``<name>-000`` ... ``<name>-099`` and exits; with
+    ``release_after``, waits for the run's release file after that many lines."""
+    if release_after is None:
+        script = f"seq -f '{name}-%03g' 0 99"
+    else:
+        script = (
+            f"seq -f '{name}-%03g' 0 {release_after - 1};"
+            f" while [ ! -e {WORK}/{RUN}.release ]; do sleep 0.2; done;"
+            f" seq -f '{name}-%03g' {release_after} 99"
+        )
+    return AppDef(
+        name=name, roles=[Role(name="r", image=WORK, entrypoint="sh", args=["-c", script])]
+    )
+
+
+with live_dag("live_hundred"):
+    # issue 22 item 1: every line once, deferrable or not, however short the app
+    TorchXOperator(
+        task_id="on_worker", app=numbered_app("hundred-worker"), deferrable=False, poll_interval=1
+    )
+    TorchXOperator(
+        task_id="deferrable", app=numbered_app("hundred-defer"), deferrable=True, poll_interval=1
+    )
+    # deferred half-way: the lines before are streamed on the worker, the rest after resuming
+    TorchXOperator(
+        task_id="split",
+        app=numbered_app("hundred-split", release_after=50),
+        deferrable=True,
+        defer_after=0,
+        poll_interval=1,
+    )
+
+with live_dag("live_short_deferrable"):
+    # issue 22 item 4: a 2 s app under a deferrable task ends before defer_after: no deferral
+    TorchXOperator(
+        task_id="train",
+        app=AppDef(
+            name="short2s",
+            roles=[Role(name="r", image=WORK, entrypoint="sh",
+                        args=["-c", "sleep 2; echo short2s-done"])],
+        ),
+        deferrable=True,
+        poll_interval=1,
+    )
+
+with DAG(
+    "live_bad_config",
+    schedule=None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
+    tags=["torchx-live"],
+):
+    # issue 22 item 3: configuration errors fail the first try, without the retry
+    TorchXOperator(
+        task_id="bad_option",
+        app=waiting_app("badoption"),
+        scheduler="local_cwd",
+        cfg={"grace_periodd": 1},
+    )
+    TorchXOperator(task_id="bad_conn_option", app=waiting_app("badconn"),
+                   torchx_conn_id="torchx_badcfg")
+    TorchXOperator(task_id="missing_conn", app=waiting_app("noconn"),
+                   torchx_conn_id="torchx_absent")

@@ -39,12 +39,13 @@ with DAG("tx_deferrable", schedule=None, start_date=datetime(2024, 1, 1), catchu
             f" while [ ! -e {WORK}/release_ok ]; do sleep 0.1; done",
         ),
         deferrable=True,
+        defer_after=0,
         poll_interval=0.5,
-        log_tail_lines=3,
     )
     TorchXOperator(
         task_id="bad",
         app=app("dbad", "echo about-to-fail; echo deferred-boom >&2; exit 4"),
         deferrable=True,
+        defer_after=0,
         poll_interval=0.5,
     )

@@ -48,6 +48,7 @@ with DAG("tx_kill", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fals
         task_id="timeout_deferred",
         app=sleeper("kdeferred"),
         deferrable=True,
+        defer_after=0,
         poll_interval=0.2,
         execution_timeout=timedelta(seconds=TIMEOUT_S),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,12 +79,50 @@ def test_a_full_disk_does_not_spread(small_fs: Path, tmp_path: Path) -> None:
     assert list(sched.log_iter(app_id, "r", 0)) == ["ok\n"]
 
 
+def _remount_read_only(mnt: Path, timeout: float = 120.0) -> None:
+    """Remounts ``mnt`` read-only, retrying while the kernel says "mount point is busy": a
+    process may still hold a file open for writing there (the supervisor of an app that just
+    ended exits a moment after writing its final status; a loaded machine stretches that)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        proc = subprocess.run(
+            ["mount", "-o", "remount,ro", str(mnt)], capture_output=True, text=True, check=False
+        )
+        if proc.returncode == 0:
+            return
+        busy = "busy" in proc.stderr
+        if not busy or time.monotonic() > deadline:
+            raise AssertionError(f"cannot remount {mnt} read-only: {proc.stderr.strip()}")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def test_remount_read_only_waits_while_a_writer_holds_the_mount(small_fs: Path) -> None:
+    """The fault behind the flaky run: a file open for writing makes the remount busy; the
+    helper waits until the writer is gone instead of failing."""
+    code = (
+        f"import sys, time; f = open({str(small_fs / 'w')!r}, 'w'); sys.stdout.write('open\\n');"
+        " sys.stdout.flush(); time.sleep(1); f.close()"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "open\n"
+        _remount_read_only(small_fs)
+        assert writer.wait(timeout=60) == 0  # the remount went through only after it closed
+        with pytest.raises(OSError):
+            (small_fs / "x").write_text("x")
+    finally:
+        writer.kill()
+        subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+
+
 def test_read_only_root_is_a_typed_error_and_delete_reports_failure(small_fs: Path) -> None:
     root = str(small_fs / "root")
     sched: LocalScheduler = create_scheduler("ro", root=root)
     app_id = sched.submit(_sh("done", "true"), {})
     assert sched.wait(app_id, timeout=120).state == AppState.SUCCEEDED  # type: ignore[union-attr]
-    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    _remount_read_only(small_fs)
     try:
         with pytest.raises(LocalDiskError, match=rf"{root} is on a read-only filesystem"):
             sched.submit(_sh("late", "true"), {})
