@@ -492,7 +492,7 @@ def test_the_link_artifact_opens_the_dashboard_when_a_block_configures_one(
     published: list[tuple[str, str]] = []
     monkeypatch.setattr(_prefect_io, "publish_link", lambda key, url, desc: published.append((key, url)))
     monkeypatch.setattr(_prefect_io, "publish_status", lambda *a: None)
-    block = blocks.TorchXScheduler(scheduler="fake", dashboard_url="http://dash:8288/")
+    block = blocks.TorchXScheduler(scheduler="local_cwd", dashboard_url="http://dash:8288/")
     with block.applied():
         s = session(table, create_artifacts=True)
         drive(s)
@@ -501,4 +501,4 @@ def test_the_link_artifact_opens_the_dashboard_when_a_block_configures_one(
     drive(session(table, create_artifacts=True))  # no dashboard, no UI URL: no link
     assert published == []
     with pytest.raises(ValueError, match="not an absolute http"):
-        blocks.TorchXScheduler(scheduler="fake", dashboard_url="dash:8288")
+        blocks.TorchXScheduler(scheduler="local_cwd", dashboard_url="dash:8288")

@@ -230,6 +230,8 @@ def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> 
         assert opts.get(key) is not None, key
     assert isinstance(create_scheduler("s", client=FakeBatch()), AWSBatchScheduler)
     monkeypatch.setitem(sys.modules, "boto3", None)
+    # not installed at all (an installed package that fails to import gets another message)
+    monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = AWSBatchScheduler("t")
     sched.submit_dryrun(_app(), CFG)  # dryrun needs no boto3
     with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):

@@ -133,6 +133,8 @@ def test_schedule_error_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> No
         _sched(Rejecting()).submit(AppDef("a", roles=[_role()]), CFG)
     assert isinstance(create_scheduler("s", client=FakeSageMaker()), AWSSageMakerScheduler)
     monkeypatch.setitem(sys.modules, "boto3", None)
+    # not installed at all (an installed package that fails to import gets another message)
+    monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = AWSSageMakerScheduler("t")
     sched.submit_dryrun(AppDef("a", roles=[_role()]), CFG)
     with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):

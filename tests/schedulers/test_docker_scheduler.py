@@ -228,6 +228,8 @@ def test_run_opts_and_registry_factory() -> None:
 
 def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)
+    # not installed at all (an installed package that fails to import gets another message)
+    monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = DockerScheduler("test")
     sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
     with pytest.raises(MissingDependencyError,

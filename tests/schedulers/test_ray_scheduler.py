@@ -181,6 +181,8 @@ def test_client_per_address_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> 
     assert made == ["a:1", "b:2"]
     assert isinstance(create_scheduler("s", client=FakeJobClient()), RayScheduler)
     monkeypatch.setitem(sys.modules, "ray", None)
+    # not installed at all (an installed package that fails to import gets another message)
+    monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     monkeypatch.setitem(sys.modules, "ray.job_submission", None)
     sched = RayScheduler("t")
     sched.submit_dryrun(_app(), {})  # dryrun needs no ray
