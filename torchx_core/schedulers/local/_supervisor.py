@@ -831,14 +831,19 @@ def kill_apps_processes(apps: Iterable[tuple[str, str | None]]) -> int:
         if any(m in items and (i is None or i in items) for m, i in wanted.items()):
             pid = int(name)
             found += 1
-            try:
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, signal.SIGKILL)
-                else:
-                    os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            killpg_or_kill(pid)
     return found
+
+
+def killpg_or_kill(pid: int) -> None:
+    """SIGKILLs ``pid`` and, if it leads one (a supervisor does), its process group."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def release_reserve(app_dir: str) -> bool:

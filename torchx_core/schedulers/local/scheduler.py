@@ -58,6 +58,7 @@ from torchx_core.schedulers.local._supervisor import (
     TORCHX_LAYOUT,
     error_file_path,
     kill_apps_processes,
+    killpg_or_kill,
     log_path,
     write_json_atomic,
 )
@@ -884,7 +885,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         raw = _state.read_json(os.path.join(app_dir, STATUS_FILE))
         if raw is None or raw.get("state") not in TERMINAL:
             self._record_cancelled(app_id, app_dir, _checked(raw))
-        _killpg_or_kill(pid)
+        killpg_or_kill(pid)
         _state.kill_leftovers(app_dir, app_id)
         _state.wait_supervisor(app_dir, _CANCEL_MARGIN)
         return True
@@ -955,17 +956,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 _WAIT_CHECK = 1.0  # seconds between two status reads of a blocking wait
 _TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
 _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
-
-
-def _killpg_or_kill(pid: int) -> None:
-    """SIGKILLs ``pid`` and, if it leads one (a supervisor does), its process group."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
