@@ -16,7 +16,18 @@ try:  # Airflow >= 3.1
 except ImportError:  # Airflow 3.0
     from airflow.utils.module_loading import import_string  # type: ignore[no-redef]
 
-__all__ = ["HAS_TASK_STATE_STORE", "TaskDeferred", "import_string"]
+__all__ = ["AIRFLOW_VERSION", "HAS_TASK_STATE_STORE", "TaskDeferred", "import_string"]
+
+
+def _airflow_version() -> tuple[int, int]:
+    from importlib import metadata
+
+    major, minor = metadata.version("apache-airflow").split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+#: (major, minor) of the installed Airflow
+AIRFLOW_VERSION = _airflow_version()
 
 
 def _has_task_state_store() -> bool:
