@@ -42,12 +42,16 @@ def best_of(n: int, fn: Callable[[], object]) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
-def time_command(cmd: list[str], n: int = 10, env: dict[str, str] | None = None) -> tuple[float, float]:
+def time_command(
+    cmd: list[str], n: int = 10, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """Best and median wall time of a whole command over n runs (output discarded)."""
     full_env = {**os.environ, **(env or {})}
 
     def run() -> None:
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=full_env)
+        subprocess.run(
+            cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=full_env
+        )
 
     run()  # warm the page cache
     return best_of(n, run)

@@ -106,10 +106,14 @@ def bench_fake(tasks: int, n: int) -> None:
         r = cycles(ex, fake.calls, n)
     share = r["cpu_ms_per_sync"] / 1000 / DEFAULT_POLL_S * 100
     print(f"{tasks} queued tasks, slurm scheduler over the fake Slurm ({n} sync cycles):")
-    print(f"  squeue per sync          {r['squeue_per_sync']:.0f}   (Slurm commands per sync:"
-          f" {r['commands_per_sync']:.0f})")
-    print(f"  executor CPU per sync    {r['cpu_ms_per_sync']:.1f} ms   = {share:.2f}% of a core"
-          f" at poll_interval={DEFAULT_POLL_S:g} s (includes the fake's JSON)")
+    print(
+        f"  squeue per sync          {r['squeue_per_sync']:.0f}   (Slurm commands per sync:"
+        f" {r['commands_per_sync']:.0f})"
+    )
+    print(
+        f"  executor CPU per sync    {r['cpu_ms_per_sync']:.1f} ms   = {share:.2f}% of a core"
+        f" at poll_interval={DEFAULT_POLL_S:g} s (includes the fake's JSON)"
+    )
 
 
 def bench_real(tasks: int, n: int) -> None:
@@ -134,9 +138,11 @@ def bench_real(tasks: int, n: int) -> None:
     cpu = r["cpu_ms_per_sync"] + r["child_cpu_ms_per_sync"]
     print(f"{tasks} tasks on the real test Slurm cluster ({n} sync cycles):")
     print(f"  squeue per sync          {r['squeue_per_sync']:.0f}")
-    print(f"  CPU per sync             {r['cpu_ms_per_sync']:.1f} ms executor + "
-          f"{r['child_cpu_ms_per_sync']:.1f} ms squeue = {cpu / 1000 / DEFAULT_POLL_S * 100:.2f}% of"
-          f" a core at poll_interval={DEFAULT_POLL_S:g} s; wall {r['wall_ms_per_sync']:.0f} ms")
+    print(
+        f"  CPU per sync             {r['cpu_ms_per_sync']:.1f} ms executor + "
+        f"{r['child_cpu_ms_per_sync']:.1f} ms squeue = {cpu / 1000 / DEFAULT_POLL_S * 100:.2f}% of"
+        f" a core at poll_interval={DEFAULT_POLL_S:g} s; wall {r['wall_ms_per_sync']:.0f} ms"
+    )
     print(f"  submit (sbatch + owner)  {submit * 1000:.0f} ms per task")
 
 
@@ -187,7 +193,9 @@ def _sbatch_latency(home: Path) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--tasks", type=int, default=200)
     p.add_argument("--real", type=int, default=16, help="jobs on the real cluster (0: skip)")
     p.add_argument("--cycles", type=int, default=20)

@@ -38,11 +38,29 @@ def main() -> int:
         "HOME": str(work),  # no user .torchxconfig
         "LOGLEVEL": "INFO",
     }
-    ours_cmd = [str(OUR_PYTHON), "-m", "torchx_core.cli.main", "run", "--scheduler", "local_cwd",
-                "utils.echo", "--msg", "hi"]
+    ours_cmd = [
+        str(OUR_PYTHON),
+        "-m",
+        "torchx_core.cli.main",
+        "run",
+        "--scheduler",
+        "local_cwd",
+        "utils.echo",
+        "--msg",
+        "hi",
+    ]
     baseline_py = torchx070_python()
-    baseline_cmd = [str(baseline_py), "-m", "torchx.cli.main", "run", "--scheduler", "local_cwd",
-                    "utils.echo", "--msg", "hi"]
+    baseline_cmd = [
+        str(baseline_py),
+        "-m",
+        "torchx.cli.main",
+        "run",
+        "--scheduler",
+        "local_cwd",
+        "utils.echo",
+        "--msg",
+        "hi",
+    ]
     cwd = os.getcwd()
     os.chdir(work)  # TorchX writes its logs under the cwd's tmp dirs; keep the repo clean
     try:
@@ -61,8 +79,10 @@ def main() -> int:
     print(f"  {'':12s} {'best':>8s} {'median':>8s}")
     print(f"  {'torchx-suite':12s} {ours_best:8.3f} {ours_med:8.3f} s")
     print(f"  {'TorchX 0.7.0':12s} {base_best:8.3f} {base_med:8.3f} s")
-    print(f"  ratio (median): {ratio:.2f}x  (best: {ours_best / base_best:.2f}x), target <= {TARGET_RATIO}x"
-          f" -> {'OK' if ratio <= TARGET_RATIO else 'MISSED'}")
+    print(
+        f"  ratio (median): {ratio:.2f}x  (best: {ours_best / base_best:.2f}x), target <= {TARGET_RATIO}x"
+        f" -> {'OK' if ratio <= TARGET_RATIO else 'MISSED'}"
+    )
     return 0
 
 

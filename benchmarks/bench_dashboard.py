@@ -75,9 +75,14 @@ class TableScheduler(Scheduler[None]):
         with self.counter.get_lock():
             self.counter.value += 1
         return [
-            ListAppResponse(app_id=a, state=s, name=f"train-{a}", created=c,
-                            owner=f"airflow:etl/train/run-{a}/-1#try=1",
-                            replicas={s.name: 4})
+            ListAppResponse(
+                app_id=a,
+                state=s,
+                name=f"train-{a}",
+                created=c,
+                owner=f"airflow:etl/train/run-{a}/-1#try=1",
+                replicas={s.name: 4},
+            )
             for a, s, c in self.rows
         ]
 
@@ -142,10 +147,12 @@ def apps_page(base: str, pid: int) -> None:
             whole.append(time.perf_counter() - t0)
             ttfb.append((first or time.perf_counter()) - t0)
     cpu = (cpu_seconds(pid) - cpu0) / requests
-    print(f"apps page, {2 * APPS_PER_SCHEDULER} apps ({size / 1e3:.0f} kB): server time median"
-          f" {statistics.median(whole) * 1e3:.1f} ms, p95 {pct(whole, 0.95) * 1e3:.1f} ms"
-          f" (first byte median {statistics.median(ttfb) * 1e3:.1f} ms); dashboard CPU per"
-          f" request {cpu * 1e3:.1f} ms (load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"apps page, {2 * APPS_PER_SCHEDULER} apps ({size / 1e3:.0f} kB): server time median"
+        f" {statistics.median(whole) * 1e3:.1f} ms, p95 {pct(whole, 0.95) * 1e3:.1f} ms"
+        f" (first byte median {statistics.median(ttfb) * 1e3:.1f} ms); dashboard CPU per"
+        f" request {cpu * 1e3:.1f} ms (load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 def shared_reads(base: str, counters: dict[str, Any], clients: int, duration: float) -> None:
@@ -171,9 +178,11 @@ def shared_reads(base: str, counters: dict[str, Any], clients: int, duration: fl
     elapsed = time.monotonic() - t0
     periods = elapsed / REFRESH_S
     reads = {n: v.value - before[n] for n, v in counters.items()}
-    print(f"{clients} browsers refreshing every 0.5 s for {elapsed:.1f} s: {served[0]} page"
-          f" refreshes served; list reads per scheduler per {REFRESH_S:g} s refresh period: "
-          + ", ".join(f"{n} {r / periods:.2f}" for n, r in reads.items()))
+    print(
+        f"{clients} browsers refreshing every 0.5 s for {elapsed:.1f} s: {served[0]} page"
+        f" refreshes served; list reads per scheduler per {REFRESH_S:g} s refresh period: "
+        + ", ".join(f"{n} {r / periods:.2f}" for n, r in reads.items())
+    )
 
 
 def run_local(code: str) -> str:
@@ -181,14 +190,28 @@ def run_local(code: str) -> str:
     from torchx_core.specs import Role
 
     with get_runner("bench") as r:
-        return r.run(AppDef("bench-log", [Role("main", image=os.getcwd(), entrypoint=sys.executable,
-                                                args=["-u", "-c", code])]), "local_cwd")
+        return r.run(
+            AppDef(
+                "bench-log",
+                [
+                    Role(
+                        "main",
+                        image=os.getcwd(),
+                        entrypoint=sys.executable,
+                        args=["-u", "-c", code],
+                    )
+                ],
+            ),
+            "local_cwd",
+        )
 
 
 def million_lines(base: str, pid: int) -> None:
     from torchx_core.runner import get_runner
 
-    handle = run_local("import sys\nsys.stdout.writelines(f'line {i}\\n' for i in range(1_000_000))")
+    handle = run_local(
+        "import sys\nsys.stdout.writelines(f'line {i}\\n' for i in range(1_000_000))"
+    )
     with get_runner("bench") as r:
         r.wait(handle, wait_interval=0.5)
     h = quote(handle, safe="")
@@ -197,8 +220,9 @@ def million_lines(base: str, pid: int) -> None:
         page = c.get(f"/logs?handle={h}&role=main&n=500")
         took = time.perf_counter() - t0
     assert "line 999999" in page.text, page.text[:500]
-    print(f"a 1,000,000-line log: its page (the last 500 lines) in {took:.2f} s; dashboard"
-          f" {rss(pid)}")
+    print(
+        f"a 1,000,000-line log: its page (the last 500 lines) in {took:.2f} s; dashboard {rss(pid)}"
+    )
 
 
 def follow_fast_log(base: str) -> None:
@@ -231,9 +255,11 @@ def follow_fast_log(base: str) -> None:
                 delays.append(now - float(stamp))
                 if rest.startswith("total "):
                     total = int(rest.split()[1])
-    print(f"following a replica printing 10,000 lines/s for 5 s: {len(delays) - 1} lines received"
-          f" of {total}; print-to-browser delay median {statistics.median(delays) * 1e3:.0f} ms,"
-          f" p99 {pct(delays, 0.99) * 1e3:.0f} ms, max {max(delays) * 1e3:.0f} ms")
+    print(
+        f"following a replica printing 10,000 lines/s for 5 s: {len(delays) - 1} lines received"
+        f" of {total}; print-to-browser delay median {statistics.median(delays) * 1e3:.0f} ms,"
+        f" p99 {pct(delays, 0.99) * 1e3:.0f} ms, max {max(delays) * 1e3:.0f} ms"
+    )
 
 
 def main() -> None:

@@ -133,7 +133,9 @@ def main() -> None:
         env = {**os.environ, "TORCHX_LOCAL_ROOT": root}
         rows = {
             "direct posix_spawn": measure(sys.executable, DIRECT, n, args.repeat, env),
-            "ours run+wait": measure(str(OUR_PYTHON), RUNNER.format(pkg="torchx_core"), n, args.repeat, env),
+            "ours run+wait": measure(
+                str(OUR_PYTHON), RUNNER.format(pkg="torchx_core"), n, args.repeat, env
+            ),
             "ours submit+poll(0.05)": measure(str(OUR_PYTHON), SUBMIT_POLL, n, args.repeat, env),
             "torchx 0.7.0 run+wait(0.05)": measure(
                 str(torchx070_python()), RUNNER.format(pkg="torchx"), n, args.torchx_repeat, env
@@ -145,7 +147,9 @@ def main() -> None:
         ).stdout.split()  # fmt: skip
     direct = min(rows["direct posix_spawn"])
     torchx = min(rows["torchx 0.7.0 run+wait(0.05)"])
-    print(f"1 role x {n} replicas of /bin/true, submit -> SUCCEEDED (seconds; {os.cpu_count()} cores)")
+    print(
+        f"1 role x {n} replicas of /bin/true, submit -> SUCCEEDED (seconds; {os.cpu_count()} cores)"
+    )
     print(f"{'':30} {'best':>8} {'median':>8} {'x direct':>9} {'/ torchx':>9}")
     for name, times in rows.items():
         best = min(times)

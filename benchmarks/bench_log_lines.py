@@ -42,7 +42,9 @@ SNIPPET = textwrap.dedent(
 )
 
 
-def measure(python: str, pkg: str, n: int, repeat: int, env: dict[str, str]) -> tuple[int, float, float]:
+def measure(
+    python: str, pkg: str, n: int, repeat: int, env: dict[str, str]
+) -> tuple[int, float, float]:
     out = subprocess.run(
         [python, "-c", SNIPPET.format(pkg=pkg), str(n), str(repeat)],
         check=False, capture_output=True, text=True, cwd=REPO, env=env,
@@ -62,7 +64,9 @@ def main() -> None:
         env = {**os.environ, "TORCHX_LOCAL_ROOT": root}
         ours = measure(str(OUR_PYTHON), "torchx_core", args.lines, args.repeat, env)
         theirs = measure(str(torchx070_python()), "torchx", args.lines, args.repeat, env)
-    print(f"log_lines over a finished replica's {args.lines:,} lines (lines/s; {os.cpu_count()} cores)")
+    print(
+        f"log_lines over a finished replica's {args.lines:,} lines (lines/s; {os.cpu_count()} cores)"
+    )
     print(f"{'':14} {'best':>12} {'median':>12} {'lines yielded':>14}")
     for name, (count, best, median) in (("ours", ours), ("torchx 0.7.0", theirs)):
         print(f"{name:14} {best:12,.0f} {median:12,.0f} {count:14,}")

@@ -27,8 +27,9 @@ sys.path.insert(0, str(REPO))
 
 
 def _start(script: Path, env: dict[str, str]) -> str:
-    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                          check=True, timeout=600).stdout
+    return subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, check=True, timeout=600
+    ).stdout
 
 
 def main() -> None:
@@ -42,21 +43,33 @@ def main() -> None:
     was_up = (run_dir / f"prefect-{port}.pid").exists()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_PORT=port, PREFECT_HOME=str(work / "home"))
-    url = next(x.split("=", 1)[1] for x in _start(SERVICES / "prefect" / "start.sh", env)
-               .splitlines() if x.startswith("PREFECT_API_URL="))
-    conf = next(x.split("=", 1)[1] for x in _start(SERVICES / "slurm" / "start.sh",
-                                                  dict(os.environ)).splitlines()
-                if x.startswith("SLURM_CONF="))
+    url = next(
+        x.split("=", 1)[1]
+        for x in _start(SERVICES / "prefect" / "start.sh", env).splitlines()
+        if x.startswith("PREFECT_API_URL=")
+    )
+    conf = next(
+        x.split("=", 1)[1]
+        for x in _start(SERVICES / "slurm" / "start.sh", dict(os.environ)).splitlines()
+        if x.startswith("SLURM_CONF=")
+    )
     shim = work / "bin"
     shim.mkdir()
     calls = work / "squeue-calls"
-    real = subprocess.run(["bash", "-c", "command -v squeue"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    real = subprocess.run(
+        ["bash", "-c", "command -v squeue"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (shim / "squeue").write_text(f'#!/bin/sh\necho x >> {calls}\nexec {real} "$@"\n')
     (shim / "squeue").chmod(0o755)
-    os.environ.update(PREFECT_API_URL=url, PREFECT_HOME=str(work / "home"), SLURM_CONF=conf,
-                      SBATCH_HOLD="1", PATH=f"{shim}{os.pathsep}{os.environ['PATH']}",
-                      PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING")
+    os.environ.update(
+        PREFECT_API_URL=url,
+        PREFECT_HOME=str(work / "home"),
+        SLURM_CONF=conf,
+        SBATCH_HOLD="1",
+        PATH=f"{shim}{os.pathsep}{os.environ['PATH']}",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_LOGGING_LEVEL="WARNING",
+    )
     from prefect import flow
 
     from torchx_core import specs
@@ -71,11 +84,26 @@ def main() -> None:
     @flow
     async def many() -> None:
         async def one(i: int) -> None:
-            app = specs.AppDef(f"many{i}", roles=[specs.Role(
-                "r", image=str(work), entrypoint="sleep", args=["3600"], num_replicas=2,
-                resource=specs.Resource(cpu=1, gpu=0, memMB=10))])
-            await run_app(app, scheduler="slurm", cfg={"job_dir": str(work), "time": "10"},
-                          poll_interval=poll, create_artifacts=False)
+            app = specs.AppDef(
+                f"many{i}",
+                roles=[
+                    specs.Role(
+                        "r",
+                        image=str(work),
+                        entrypoint="sleep",
+                        args=["3600"],
+                        num_replicas=2,
+                        resource=specs.Resource(cpu=1, gpu=0, memMB=10),
+                    )
+                ],
+            )
+            await run_app(
+                app,
+                scheduler="slurm",
+                cfg={"job_dir": str(work), "time": "10"},
+                poll_interval=poll,
+                create_artifacts=False,
+            )
 
         tasks = [asyncio.ensure_future(one(i)) for i in range(n)]
         # warm-up: every app submitted (list by name, sbatch, owner), every follower started
@@ -100,12 +128,18 @@ def main() -> None:
                 if app.name.startswith("many") and not is_terminal(app.state):
                     runner.cancel(app.app_handle)
         if not was_up:
-            subprocess.run(["bash", str(SERVICES / "prefect" / "stop.sh")], env=env,
-                           check=False, capture_output=True)
+            subprocess.run(
+                ["bash", str(SERVICES / "prefect" / "stop.sh")],
+                env=env,
+                check=False,
+                capture_output=True,
+            )
     per_cycle = (marks[-1] - marks[0]) / cycles
     print("squeue runs during start-up, cumulative per cycle:", startup)
-    print(f"{n} run_app tasks (2 replicas each, logs streamed) in one flow on Slurm, poll "
-          f"{poll:g} s: {per_cycle:.1f} squeue runs per poll cycle")
+    print(
+        f"{n} run_app tasks (2 replicas each, logs streamed) in one flow on Slurm, poll "
+        f"{poll:g} s: {per_cycle:.1f} squeue runs per poll cycle"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "services"
 PREFECT = Path(sys.executable).parent / "prefect"
 
-FLOW = '''
+FLOW = """
 import time
 from pathlib import Path
 from prefect import flow
@@ -40,12 +40,13 @@ from prefect import flow
 @flow
 def started(marker: str) -> None:
     Path(marker).write_text(repr(time.time()))
-'''
+"""
 
 
 def _start(script: Path, env: dict[str, str]) -> str:
-    out = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                         check=True, timeout=600).stdout
+    out = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, check=True, timeout=600
+    ).stdout
     return out
 
 
@@ -58,48 +59,90 @@ def main() -> None:
     was_up = server_pid.exists()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_PORT=port, PREFECT_HOME=str(work / "home"))
-    url = next(x.split("=", 1)[1] for x in _start(SERVICES / "prefect" / "start.sh", env)
-               .splitlines() if x.startswith("PREFECT_API_URL="))
+    url = next(
+        x.split("=", 1)[1]
+        for x in _start(SERVICES / "prefect" / "start.sh", env).splitlines()
+        if x.startswith("PREFECT_API_URL=")
+    )
     slurm = _start(SERVICES / "slurm" / "start.sh", dict(os.environ))
     conf = next(x.split("=", 1)[1] for x in slurm.splitlines() if x.startswith("SLURM_CONF="))
     flows = work / "flows"
     flows.mkdir()
     (flows / "bench_flow.py").write_text(FLOW)
-    env.update(PREFECT_API_URL=url, PREFECT_WORKER_QUERY_SECONDS="1", SLURM_CONF=conf,
-               TORCHX_LOCAL_ROOT=str(work / "torchx"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    os.environ.update({k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "SLURM_CONF",
-                                           "TORCHX_LOCAL_ROOT")})
+    env.update(
+        PREFECT_API_URL=url,
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        SLURM_CONF=conf,
+        TORCHX_LOCAL_ROOT=str(work / "torchx"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    os.environ.update(
+        {k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "SLURM_CONF", "TORCHX_LOCAL_ROOT")}
+    )
     from prefect import get_client
 
     workers: list[subprocess.Popen[bytes]] = []
-    cases = [("process worker (Prefect)", "process", {}),
-             ("torchx worker, local_cwd", "torchx", {"scheduler": "local_cwd"}),
-             ("torchx worker, slurm", "torchx", {"scheduler": "slurm", "memMB": 200,
-                                                 "cfg": {"job_dir": str(work), "time": "5"}})]
+    cases = [
+        ("process worker (Prefect)", "process", {}),
+        ("torchx worker, local_cwd", "torchx", {"scheduler": "local_cwd"}),
+        (
+            "torchx worker, slurm",
+            "torchx",
+            {"scheduler": "slurm", "memMB": 200, "cfg": {"job_dir": str(work), "time": "5"}},
+        ),
+    ]
     try:
         results: dict[str, list[float]] = {}
         with get_client(sync_client=True) as client:
             flow_id = client.create_flow_from_name("started")
             for label, kind, variables in cases:
                 pool = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
-                subprocess.run([sys.executable, str(PREFECT), "work-pool", "create", pool,
-                                "--type", kind], env=env, check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, str(PREFECT), "work-pool", "create", pool, "--type", kind],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
                 log = open(work / f"{pool}.log", "wb")  # noqa: SIM115 - closed with the worker
-                workers.append(subprocess.Popen(
-                    [sys.executable, str(PREFECT), "worker", "start", "--pool", pool, "--type",
-                     kind], env=env, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True))
+                workers.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            str(PREFECT),
+                            "worker",
+                            "start",
+                            "--pool",
+                            pool,
+                            "--type",
+                            kind,
+                        ],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
                 deployment = client.create_deployment(
-                    flow_id=flow_id, name=pool, work_pool_name=pool,
-                    entrypoint="bench_flow.py:started", job_variables=variables,
-                    pull_steps=[{"prefect.deployments.steps.set_working_directory":
-                                 {"directory": str(flows)}}])
+                    flow_id=flow_id,
+                    name=pool,
+                    work_pool_name=pool,
+                    entrypoint="bench_flow.py:started",
+                    job_variables=variables,
+                    pull_steps=[
+                        {
+                            "prefect.deployments.steps.set_working_directory": {
+                                "directory": str(flows)
+                            }
+                        }
+                    ],
+                )
                 lat = []
                 for i in range(rounds + 1):  # the first run warms the worker up: not counted
                     marker = work / f"{pool}-{i}.txt"
                     t0 = time.time()
                     run = client.create_flow_run_from_deployment(
-                        deployment, parameters={"marker": str(marker)})
+                        deployment, parameters={"marker": str(marker)}
+                    )
                     deadline = time.monotonic() + 300
                     while not marker.exists() or not marker.read_text():
                         if time.monotonic() > deadline:
@@ -109,8 +152,10 @@ def main() -> None:
                         lat.append(float(marker.read_text()) - t0)
                     _wait_final(client, run.id)
                 results[label] = lat
-        print(f"latency from flow run created (scheduled now) to flow code start, {rounds} runs;"
-              " every worker polls each 1 s")
+        print(
+            f"latency from flow run created (scheduled now) to flow code start, {rounds} runs;"
+            " every worker polls each 1 s"
+        )
         print("| worker | median | best |")
         print("| --- | --- | --- |")
         for label, lat in results.items():
@@ -120,8 +165,12 @@ def main() -> None:
             os.killpg(w.pid, signal.SIGTERM)
             w.wait(60)
         if not was_up:
-            subprocess.run(["bash", str(SERVICES / "prefect" / "stop.sh")], env=env, check=False,
-                           capture_output=True)
+            subprocess.run(
+                ["bash", str(SERVICES / "prefect" / "stop.sh")],
+                env=env,
+                check=False,
+                capture_output=True,
+            )
 
 
 def _wait_final(client: Any, run_id: Any) -> None:

@@ -73,13 +73,18 @@ def main() -> int:
     logger = logging.getLogger("torchx-events-null")
     rows = [("with nullcontext() (reference)", _best_usec(bare, args.calls))]
     rows.append(("with log_event(...), no handler", _best_usec(block, args.calls)))
-    rows.append(("Runner.status, no handler", _best_usec(lambda: runner.status(handle), args.calls)))
+    rows.append(
+        ("Runner.status, no handler", _best_usec(lambda: runner.status(handle), args.calls))
+    )
     handler = _Drop()
     logger.addHandler(handler)
     try:
         rows.append(("with log_event(...), a handler", _best_usec(block, args.calls // 10)))
         rows.append(
-            ("Runner.status, a handler", _best_usec(lambda: runner.status(handle), args.calls // 10))
+            (
+                "Runner.status, a handler",
+                _best_usec(lambda: runner.status(handle), args.calls // 10),
+            )
         )
     finally:
         logger.removeHandler(handler)

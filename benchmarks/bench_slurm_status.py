@@ -44,8 +44,9 @@ def start_cluster() -> bool:
     """Starts (or reuses) the cluster; returns whether this call started it."""
     run_dir = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci")) / "slurm"
     was_running = _pid_alive(run_dir / "slurmctld.pid")  # a stale PID file is not a cluster
-    out = subprocess.run(["bash", str(SCRIPTS / "start.sh")], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["bash", str(SCRIPTS / "start.sh")], capture_output=True, text=True, check=True
+    ).stdout
     conf = next(x.split("=", 1)[1] for x in out.splitlines() if x.startswith("SLURM_CONF="))
     os.environ["SLURM_CONF"] = conf
     return not was_running
@@ -62,8 +63,14 @@ def main() -> None:
         return run_command(args, input)
 
     sched = SlurmScheduler("bench", run_cmd=counting)
-    app = specs.AppDef("bench", roles=[specs.Role(
-        "r", image="", entrypoint="true", resource=specs.Resource(cpu=1, gpu=0, memMB=10))])
+    app = specs.AppDef(
+        "bench",
+        roles=[
+            specs.Role(
+                "r", image="", entrypoint="true", resource=specs.Resource(cpu=1, gpu=0, memMB=10)
+            )
+        ],
+    )
     try:
         with tempfile.TemporaryDirectory() as job_dir:
             ids = [sched.submit(app, {"job_dir": job_dir, "time": "1"}) for _ in range(n)]
@@ -85,10 +92,14 @@ def main() -> None:
                     fn()
                     times.append(time.perf_counter() - t0)
                 results[label] = (min(times), statistics.median(times), len(calls))
-        print(f"status of {n} finished Slurm apps (Slurm {sched._probe.version()}), {rounds} rounds:")
+        print(
+            f"status of {n} finished Slurm apps (Slurm {sched._probe.version()}), {rounds} rounds:"
+        )
         for label, (best, med, ncalls) in results.items():
-            print(f"  {label:<26} best {best * 1000:8.1f} ms  median {med * 1000:8.1f} ms"
-                  f"  ({ncalls} slurm commands)")
+            print(
+                f"  {label:<26} best {best * 1000:8.1f} ms  median {med * 1000:8.1f} ms"
+                f"  ({ncalls} slurm commands)"
+            )
         (b, _, _), (p, _, _) = results.values()
         print(f"  speed-up: {p / b:.1f}x")
     finally:

@@ -69,24 +69,39 @@ class Backend:
         raise NotImplementedError
 
     def app(self) -> specs.AppDef:
-        return specs.AppDef("watch", roles=[specs.Role(
-            "r", image="/tmp", entrypoint="sleep", args=["3600"],
-            resource=specs.Resource(cpu=1, gpu=0, memMB=10))])
+        return specs.AppDef(
+            "watch",
+            roles=[
+                specs.Role(
+                    "r",
+                    image="/tmp",
+                    entrypoint="sleep",
+                    args=["3600"],
+                    resource=specs.Resource(cpu=1, gpu=0, memMB=10),
+                )
+            ],
+        )
 
 
 class Slurm(Backend):
     scheduler, unit = "slurm", "squeue runs"
 
     def start(self) -> None:
-        out = subprocess.run(["bash", str(SERVICES / "slurm" / "start.sh")], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["bash", str(SERVICES / "slurm" / "start.sh")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         os.environ["SLURM_CONF"] = next(
-            x.split("=", 1)[1] for x in out.splitlines() if x.startswith("SLURM_CONF="))
+            x.split("=", 1)[1] for x in out.splitlines() if x.startswith("SLURM_CONF=")
+        )
         # count squeue runs with a shim first on PATH (the watchers run it as a subprocess)
         self.shim = Path(tempfile.mkdtemp(prefix="bench-squeue-"))
         self.log = self.shim / "calls"
-        real = subprocess.run(["bash", "-c", "command -v squeue"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        real = subprocess.run(
+            ["bash", "-c", "command -v squeue"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         (self.shim / "squeue").write_text(f'#!/bin/sh\necho x >> {self.log}\nexec {real} "$@"\n')
         (self.shim / "squeue").chmod(0o755)
         os.environ["PATH"] = f"{self.shim}{os.pathsep}{os.environ['PATH']}"
@@ -103,11 +118,16 @@ class AwsBatch(Backend):
     scheduler, unit = "aws_batch", "DescribeJobs requests"
 
     def start(self) -> None:
-        subprocess.run(["bash", str(SERVICES / "moto" / "start.sh")], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["bash", str(SERVICES / "moto" / "start.sh")], check=True, capture_output=True
+        )
         port = os.environ.get("MOTO_PORT", "5055")
-        for k, v in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "x",
-                     "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        for k, v in {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
             os.environ[k] = v
         import boto3
         import botocore.client
@@ -141,15 +161,22 @@ def _moto_queue(boto3: Any) -> str:
     role = iam.create_role(RoleName=f"bench-{time.time_ns()}", AssumeRolePolicyDocument="{}")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
-    sg = ec2.create_security_group(GroupName=f"bench-{time.time_ns()}", Description="b",
-                                   VpcId=vpc)["GroupId"]
+    sg = ec2.create_security_group(GroupName=f"bench-{time.time_ns()}", Description="b", VpcId=vpc)[
+        "GroupId"
+    ]
     name = f"bench-{time.time_ns()}"
     env = batch.create_compute_environment(
-        computeEnvironmentName=name, type="UNMANAGED", state="DISABLED",
-        serviceRole=role["Role"]["Arn"])
-    batch.create_job_queue(jobQueueName=name, state="ENABLED", priority=1,
-                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment":
-                                                     env["computeEnvironmentArn"]}])
+        computeEnvironmentName=name,
+        type="UNMANAGED",
+        state="DISABLED",
+        serviceRole=role["Role"]["Arn"],
+    )
+    batch.create_job_queue(
+        jobQueueName=name,
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}],
+    )
     del subnet, sg
     return name
 
@@ -175,15 +202,15 @@ class Local(Backend):
         return self.count
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"slurm": Slurm, "aws_batch": AwsBatch,
-                                              "local": Local}
+BACKENDS: dict[str, Callable[[], Backend]] = {"slurm": Slurm, "aws_batch": AwsBatch, "local": Local}
 
 
 # -- the two ways of watching ------------------------------------------------------------------
 
 
-async def watch_with_triggers(handles: list[str], poll: float, until: Callable[[int], bool]
-                              ) -> None:
+async def watch_with_triggers(
+    handles: list[str], poll: float, until: Callable[[int], bool]
+) -> None:
     from torchx_airflow.trigger import TorchXTrigger
 
     triggers = [TorchXTrigger(app_handle=h, poll_interval=poll) for h in handles]
@@ -225,15 +252,20 @@ def main() -> None:
     backend.start()
     runner = get_runner(component_defaults={})
     print(f"{kind}: submitting {n} apps ...", flush=True)
-    handles = [runner.run(backend.app(), scheduler=backend.scheduler, cfg=backend.cfg)
-               for _ in range(n)]
+    handles = [
+        runner.run(backend.app(), scheduler=backend.scheduler, cfg=backend.cfg) for _ in range(n)
+    ]
     try:
         print(f"{n} apps watched from one event loop, poll {poll:g} s, {cycles} cycles each way")
-        print(f"| way | {backend.unit}, first cycle | {backend.unit} per later cycle |"
-              " CPU per later cycle | % of one core |")
+        print(
+            f"| way | {backend.unit}, first cycle | {backend.unit} per later cycle |"
+            " CPU per later cycle | % of one core |"
+        )
         print("| --- | --- | --- | --- | --- |")
-        for label, way in (("TorchXTrigger x N (shared, batched)", watch_with_triggers),
-                           ("per app (Runner.status each)", watch_per_app)):
+        for label, way in (
+            ("TorchXTrigger x N (shared, batched)", watch_with_triggers),
+            ("per app (Runner.status each)", watch_per_app),
+        ):
             status_watch.reset()
             marks: list[tuple[int, float]] = []
 
@@ -245,8 +277,10 @@ def main() -> None:
             first = marks[1][0] - marks[0][0]
             calls = (marks[-1][0] - marks[1][0]) / cycles
             cpu = (marks[-1][1] - marks[1][1]) / cycles
-            print(f"| {label} | {first} | {calls:.1f} | {cpu:.3f} s | {100 * cpu / poll:.1f}% |",
-                  flush=True)
+            print(
+                f"| {label} | {first} | {calls:.1f} | {cpu:.3f} s | {100 * cpu / poll:.1f}% |",
+                flush=True,
+            )
     finally:
         for h in handles:
             try:

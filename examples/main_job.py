@@ -32,8 +32,11 @@ def _worker(rank: int, world: int, out: str, steps: int = STEPS) -> None:
     n = steps // world
     h = (hi - lo) / n
     total = sum(4.0 / (1.0 + (lo + (i + 0.5) * h) ** 2) for i in range(n)) * h
-    print(f"worker rank={rank}/{world} host={socket.gethostname()} pid={os.getpid()}"
-          f" app={os.environ.get('TORCHX_APP_ID')} integral[{lo:.3f},{hi:.3f}]={total:.12f}", flush=True)
+    print(
+        f"worker rank={rank}/{world} host={socket.gethostname()} pid={os.getpid()}"
+        f" app={os.environ.get('TORCHX_APP_ID')} integral[{lo:.3f},{hi:.3f}]={total:.12f}",
+        flush=True,
+    )
     tmp = os.path.join(out, f".part-{rank}")
     with open(tmp, "w") as f:
         f.write(repr(total))
@@ -53,8 +56,10 @@ def _aggregate(world: int, out: str, timeout: float = 120.0) -> None:
             sys.exit(f"aggregate: only {sorted(parts)} of {world} parts arrived")
         time.sleep(0.05)
     pi = sum(parts.values())
-    print(f"aggregate: pi ~= {pi:.12f} from {world} workers (error {abs(pi - 3.141592653589793):.2e})",
-          flush=True)
+    print(
+        f"aggregate: pi ~= {pi:.12f} from {world} workers (error {abs(pi - 3.141592653589793):.2e})",
+        flush=True,
+    )
 
 
 def make_app(out: str, steps: int | None = None) -> AppDef:
@@ -70,8 +75,18 @@ def make_app(out: str, steps: int | None = None) -> AppDef:
                 name="worker",
                 image=os.getcwd(),
                 entrypoint=sys.executable,
-                args=[os.path.abspath(__file__), "worker", "--rank", macros.replica_id,
-                      "--world", str(WORKERS), "--out", out, "--steps", str(steps or STEPS)],
+                args=[
+                    os.path.abspath(__file__),
+                    "worker",
+                    "--rank",
+                    macros.replica_id,
+                    "--world",
+                    str(WORKERS),
+                    "--out",
+                    out,
+                    "--steps",
+                    str(steps or STEPS),
+                ],
                 num_replicas=WORKERS,
                 resource=small,
             ),
@@ -79,7 +94,14 @@ def make_app(out: str, steps: int | None = None) -> AppDef:
                 name="aggregate",
                 image=os.getcwd(),
                 entrypoint=sys.executable,
-                args=[os.path.abspath(__file__), "aggregate", "--world", str(WORKERS), "--out", out],
+                args=[
+                    os.path.abspath(__file__),
+                    "aggregate",
+                    "--world",
+                    str(WORKERS),
+                    "--out",
+                    out,
+                ],
                 resource=small,
             ),
         ],

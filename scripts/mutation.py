@@ -63,13 +63,26 @@ TARGETS: dict[str, Target] = {
     "specs": Target(
         functions={
             "torchx_core/specs/_runopts.py": (
-                "_cast", "_split_items", "_split_cfg_str", "_unwrap_optional", "_to_camel",
-                "runopt.cast_to_type", "runopts.add", "runopts.get", "runopts.resolve",
-                "runopts.cfg_from_str", "runopts.cfg_from_json_repr", "runopts.is_type",
+                "_cast",
+                "_split_items",
+                "_split_cfg_str",
+                "_unwrap_optional",
+                "_to_camel",
+                "runopt.cast_to_type",
+                "runopts.add",
+                "runopts.get",
+                "runopts.resolve",
+                "runopts.cfg_from_str",
+                "runopts.cfg_from_json_repr",
+                "runopts.is_type",
             ),
             "torchx_core/specs/_status.py": (
-                "AppStatus.format", "AppStatus._format_replica", "AppStatus.to_json",
-                "AppStatus.raise_for_status", "parse_app_handle", "make_app_handle",
+                "AppStatus.format",
+                "AppStatus._format_replica",
+                "AppStatus.to_json",
+                "AppStatus.raise_for_status",
+                "parse_app_handle",
+                "make_app_handle",
                 "_is_backend_name",
             ),
             "torchx_core/specs/overlays.py": ("*",),
@@ -80,18 +93,29 @@ TARGETS: dict[str, Target] = {
     "local": Target(
         functions={
             "torchx_core/schedulers/local/_supervisor.py": (
-                "Supervisor.on_exit", "Supervisor.restart", "Supervisor.run_barriers",
+                "Supervisor.on_exit",
+                "Supervisor.restart",
+                "Supervisor.run_barriers",
             ),
         },
-        tests=("tests/schedulers/test_local_retry_policy.py", "tests/schedulers/test_local_scheduler.py"),
+        tests=(
+            "tests/schedulers/test_local_retry_policy.py",
+            "tests/schedulers/test_local_scheduler.py",
+        ),
     ),
     # every scheduler's state mapping (the tables themselves are module-level literals, which
     # mutmut does not mutate: tests compare each with an independently written literal table)
     "slurm": Target(
         functions={
             "torchx_core/schedulers/slurm/_status.py": (
-                "appstate_from_slurm_state", "_state_of", "_exit", "_sacct_exit", "_number",
-                "role_and_replica", "_replica_state", "describe_from_records",
+                "appstate_from_slurm_state",
+                "_state_of",
+                "_exit",
+                "_sacct_exit",
+                "_number",
+                "role_and_replica",
+                "_replica_state",
+                "describe_from_records",
             ),
         },
         tests=("tests/schedulers/test_slurm_scheduler.py", "tests/schedulers/test_slurm_status.py"),
@@ -102,24 +126,35 @@ TARGETS: dict[str, Target] = {
             "torchx_core/schedulers/aws/batch.py": ("_job_state",),
             "torchx_core/schedulers/lsf/scheduler.py": ("_state",),
             "torchx_core/schedulers/kubernetes/scheduler.py": (
-                "_volcano_state", "_jobset_state", "_volcano_task_states",
+                "_volcano_state",
+                "_jobset_state",
+                "_volcano_task_states",
             ),
         },
         tests=(
-            "tests/schedulers/test_docker_scheduler.py", "tests/schedulers/test_aws_batch_scheduler.py",
-            "tests/schedulers/test_lsf_scheduler.py", "tests/schedulers/test_kubernetes_scheduler.py",
-            "tests/schedulers/test_kubernetes_status.py", "tests/schedulers/test_state_functions.py",
+            "tests/schedulers/test_docker_scheduler.py",
+            "tests/schedulers/test_aws_batch_scheduler.py",
+            "tests/schedulers/test_lsf_scheduler.py",
+            "tests/schedulers/test_kubernetes_scheduler.py",
+            "tests/schedulers/test_kubernetes_status.py",
+            "tests/schedulers/test_state_functions.py",
         ),
     ),
     # Kubernetes resource mapping
     "kubernetes": Target(
         functions={
             "torchx_core/schedulers/kubernetes/_pods.py": (
-                "cpu_quantity", "resource_requirements", "node_selector", "tolerations",
+                "cpu_quantity",
+                "resource_requirements",
+                "node_selector",
+                "tolerations",
                 "replica_status_from_pods",
             ),
         },
-        tests=("tests/schedulers/test_kubernetes_scheduler.py", "tests/schedulers/test_kubernetes_status.py"),
+        tests=(
+            "tests/schedulers/test_kubernetes_scheduler.py",
+            "tests/schedulers/test_kubernetes_status.py",
+        ),
     ),
     # the adapters' state tables (Airflow, KFP, Prefect)
     "adapters": Target(
@@ -140,9 +175,17 @@ TARGETS: dict[str, Target] = {
     "lifecycle": Target(
         functions={
             "torchx_core/runner/lifecycle.py": (
-                "phase_of", "GraceClock.observe", "app_name", "AppLifecycle._find",
-                "AppLifecycle._adoptable", "AppLifecycle._reconcile", "AppLifecycle._owns",
-                "AppLifecycle._observe", "AppLifecycle.result", "_is_named", "_seconds",
+                "phase_of",
+                "GraceClock.observe",
+                "app_name",
+                "AppLifecycle._find",
+                "AppLifecycle._adoptable",
+                "AppLifecycle._reconcile",
+                "AppLifecycle._owns",
+                "AppLifecycle._observe",
+                "AppLifecycle.result",
+                "_is_named",
+                "_seconds",
             ),
         },
         tests=("tests/runner/test_lifecycle.py",),
@@ -156,8 +199,13 @@ TARGETS: dict[str, Target] = {
     "runner": Target(
         functions={
             "torchx_core/runner/api.py": (
-                "Runner.status", "Runner.status_many", "Runner._wait", "Runner.cancel",
-                "Runner.set_owner", "Runner.owner", "Runner.list",
+                "Runner.status",
+                "Runner.status_many",
+                "Runner._wait",
+                "Runner.cancel",
+                "Runner.set_owner",
+                "Runner.owner",
+                "Runner.list",
             ),
         },
         tests=("tests/runner/test_runner_api.py",),
@@ -166,11 +214,21 @@ TARGETS: dict[str, Target] = {
     "local_state": Target(
         functions={
             "torchx_core/schedulers/local/_state.py": (
-                "read_marker", "is_owned", "sweep_target", "read_status", "_unless_stopped",
-                "final_from_lock", "supervisor_pid", "collect_garbage", "_collectable",
+                "read_marker",
+                "is_owned",
+                "sweep_target",
+                "read_status",
+                "_unless_stopped",
+                "final_from_lock",
+                "supervisor_pid",
+                "collect_garbage",
+                "_collectable",
             ),
         },
-        tests=("tests/schedulers/local/test_local_state_unit.py", "tests/schedulers/test_local_scheduler.py"),
+        tests=(
+            "tests/schedulers/local/test_local_state_unit.py",
+            "tests/schedulers/test_local_scheduler.py",
+        ),
     ),
     # the Slurm job comment (app name and owner)
     "slurm_comment": Target(
@@ -192,8 +250,16 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-_COPY = ("torchx_core", "torchx_airflow", "torchx_kfp", "torchx_prefect", "tests", "examples", "docs",
-         "conftest.py")
+_COPY = (
+    "torchx_core",
+    "torchx_airflow",
+    "torchx_kfp",
+    "torchx_prefect",
+    "tests",
+    "examples",
+    "docs",
+    "conftest.py",
+)
 # mutmut runs the tests inside <scratch>/mutants: what they read beside the sources goes there too
 _ALSO_COPY = ("docs", "examples", "conftest.py")
 
@@ -237,10 +303,19 @@ def run_target(name: str, target: Target, max_children: int) -> tuple[int, int, 
     patterns = target.patterns()
     subprocess.run(
         [str(MUTMUT), "run", "--max-children", str(max_children), *patterns],
-        cwd=work, env=env, check=False, stdout=subprocess.DEVNULL,
+        cwd=work,
+        env=env,
+        check=False,
+        stdout=subprocess.DEVNULL,
     )
-    listing = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=work, env=env,
-                             check=True, capture_output=True, text=True).stdout
+    listing = subprocess.run(
+        [str(MUTMUT), "results", "--all", "true"],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     killed = total = 0
     survivors: list[str] = []
     for line in listing.splitlines():

@@ -25,7 +25,9 @@ def table(scheduler: str) -> str:
     rows = ["| option | type | default | help |", "| --- | --- | --- | --- |"]
     for name, opt in opts:
         generic = getattr(opt.opt_type, "__args__", None)  # list[str] -> "list[str]", not "list"
-        type_name = str(opt.opt_type) if generic else getattr(opt.opt_type, "__name__", str(opt.opt_type))
+        type_name = (
+            str(opt.opt_type) if generic else getattr(opt.opt_type, "__name__", str(opt.opt_type))
+        )
         default = "required" if opt.is_required else f"`{opt.default}`"
         help_text = " ".join(opt.help.split()).replace("|", "\\|")
         rows.append(f"| `{name}` | {type_name} | {default} | {help_text} |")
@@ -35,7 +37,9 @@ def table(scheduler: str) -> str:
 def render(text: str) -> str:
     """``text`` with every runopts block regenerated."""
     for name in SCHEDULERS:
-        pattern = re.compile(rf"(<!-- runopts:{name} -->\n).*?(<!-- /runopts:{name} -->)", re.DOTALL)
+        pattern = re.compile(
+            rf"(<!-- runopts:{name} -->\n).*?(<!-- /runopts:{name} -->)", re.DOTALL
+        )
         if not pattern.search(text):
             raise SystemExit(f"README.md has no <!-- runopts:{name} --> block")
         text = pattern.sub(lambda m, n=name: m.group(1) + table(n) + "\n" + m.group(2), text)

@@ -15,8 +15,19 @@ import sys
 import pytest
 
 HEAVY = (
-    "kubernetes", "boto3", "botocore", "docker", "ray", "airflow", "kfp", "prefect", "torch", "mlflow",
-    "starlette", "uvicorn", "jinja2",  # the dashboard's web stack: only `torchx dashboard` loads it
+    "kubernetes",
+    "boto3",
+    "botocore",
+    "docker",
+    "ray",
+    "airflow",
+    "kfp",
+    "prefect",
+    "torch",
+    "mlflow",
+    "starlette",
+    "uvicorn",
+    "jinja2",  # the dashboard's web stack: only `torchx dashboard` loads it
 )
 SPECS_FORBIDDEN = (*HEAVY, "yaml", "fsspec")
 

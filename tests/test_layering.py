@@ -105,7 +105,10 @@ _JOB_SIDE: dict[str, tuple[str, ...]] = {
     "torchx_core.distributed": ("torchx_core.distributed",),
     "torchx_core.runtime": ("torchx_core.runtime", "torchx_core.specs"),
     "torchx_core.tracker": (
-        "torchx_core.tracker", "torchx_core.specs", "torchx_core.plugins", "torchx_core.util",
+        "torchx_core.tracker",
+        "torchx_core.specs",
+        "torchx_core.plugins",
+        "torchx_core.util",
         "torchx_core.distributed",
     ),
 }
@@ -114,7 +117,10 @@ _JOB_SIDE: dict[str, tuple[str, ...]] = {
 # the dashboard sits above runner, beside cli: the public layers, plus the CLI's terminal
 # sanitizer (app output is shown escaped as `torchx log` shows it)
 _DASHBOARD = (
-    "torchx_core.dashboard", "torchx_core.specs", "torchx_core.runner", "torchx_core.util",
+    "torchx_core.dashboard",
+    "torchx_core.specs",
+    "torchx_core.runner",
+    "torchx_core.util",
     "torchx_core.cli._term",
 )
 

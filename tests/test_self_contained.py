@@ -24,7 +24,8 @@ def _files() -> list[Path]:
     out = [REPO / name for name in _BUILD_FILES if (REPO / name).is_file()]
     for top in _SCANNED:
         out += [
-            p for p in (REPO / top).rglob("*")
+            p
+            for p in (REPO / top).rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p != Path(__file__).resolve()
         ]
     return out

@@ -34,7 +34,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "cfg": {
         "label": "Run options (JSON)",
-        "description": "The scheduler's run options, e.g. {\"partition\": \"gpu\"};"
+        "description": 'The scheduler\'s run options, e.g. {"partition": "gpu"};'
         " `torchx runopts <scheduler>` lists them",
         "schema": {"type": ["string", "null"]},
     },
@@ -45,15 +45,15 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "env": {
         "label": "Scheduler client environment (JSON)",
-        "description": "Environment for the scheduler client, e.g. {\"SLURM_CONF\":"
-        " \"/etc/slurm/slurm.conf\", \"KUBECONFIG\": \"/path\", \"AWS_PROFILE\": \"ml\","
-        " \"AWS_DEFAULT_REGION\": \"us-east-1\"}",
+        "description": 'Environment for the scheduler client, e.g. {"SLURM_CONF":'
+        ' "/etc/slurm/slurm.conf", "KUBECONFIG": "/path", "AWS_PROFILE": "ml",'
+        ' "AWS_DEFAULT_REGION": "us-east-1"}',
         "schema": {"type": ["string", "null"]},
     },
     "dashboard_url": {
         "label": "Dashboard URL",
         "description": "A `torchx dashboard` address, e.g. http://ml-host:8288: the task's"
-        " \"TorchX app\" link opens the app's page there (default $TORCHX_DASHBOARD_URL)",
+        ' "TorchX app" link opens the app\'s page there (default $TORCHX_DASHBOARD_URL)',
         "schema": {"type": ["string", "null"]},
     },
 }

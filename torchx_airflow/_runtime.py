@@ -99,6 +99,11 @@ def conn_id_to_look_up(conn_id: str, settings: ConnectionSettings, default_id: s
     """The connection a trigger should build its Runner from: ``conn_id``, or None when it is
     the default id and that connection is absent or empty (nothing to look up: a lookup of an
     absent connection costs a triggerer seconds)."""
-    empty = not (settings.scheduler or settings.cfg or settings.session_name or settings.env
-                 or settings.secret_env)
+    empty = not (
+        settings.scheduler
+        or settings.cfg
+        or settings.session_name
+        or settings.env
+        or settings.secret_env
+    )
     return None if conn_id == default_id and empty else conn_id

@@ -49,7 +49,9 @@ class ConnectionSettings:
     dashboard_url: str | None = None
 
     @classmethod
-    def parse(cls, conn_id: str, extra: Mapping[str, Any], password: str | None) -> ConnectionSettings:
+    def parse(
+        cls, conn_id: str, extra: Mapping[str, Any], password: str | None
+    ) -> ConnectionSettings:
         """Reads a connection's extra and password; raises once, listing every problem.
 
         Extra keys may also carry the UI's prefix (``extra__torchx__scheduler``).
@@ -75,11 +77,13 @@ class ConnectionSettings:
                 problems.append(f"dashboard_url: {e}")
         cfg = _json_object(problems, "cfg", values.get("cfg"))
         env = _json_object(problems, "env", values.get("env"), strings=True)
-        secret = _json_object(problems, "password (secret environment)", password, strings=True,
-                              show=False)
+        secret = _json_object(
+            problems, "password (secret environment)", password, strings=True, show=False
+        )
         if problems:
             raise InvalidConnectionError(
-                f"torchx connection {conn_id!r}: " + "; ".join(problems)
+                f"torchx connection {conn_id!r}: "
+                + "; ".join(problems)
                 + ". Fix it in Admin > Connections (or `airflow connections add`)"
             )
         return cls(scheduler, cfg, session, env, secret, dashboard)
@@ -137,7 +141,9 @@ class TorchXHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Hidden, relabelled and placeholder fields of the connection form."""
-        return {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in UI_FIELD_BEHAVIOUR.items()}
+        return {
+            k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in UI_FIELD_BEHAVIOUR.items()
+        }
 
     def settings(self, *, missing_ok: bool = False) -> ConnectionSettings:
         """The connection's settings (read once).
@@ -188,7 +194,9 @@ class TorchXHook(BaseHook):
         for name, value in {**s.env, **s.secret_env}.items():
             old = os.environ.get(name)
             if old is not None and old != value:
-                self.log.warning("connection %s changes %s for this process", self.torchx_conn_id, name)
+                self.log.warning(
+                    "connection %s changes %s for this process", self.torchx_conn_id, name
+                )
             os.environ[name] = value
         if s.env or s.secret_env:
             self.log.info(

@@ -311,7 +311,10 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             return
         payload = results.to_json()
         self.log.info(
-            "tracker results of %s (%s): %s", handle, results.tracker, json.dumps(payload["metadata"])
+            "tracker results of %s (%s): %s",
+            handle,
+            results.tracker,
+            json.dumps(payload["metadata"]),
         )
         context["ti"].xcom_push(key="tracker_metadata", value=payload)
 
@@ -428,8 +431,10 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if not self._uses_connection():
             where = f"no connection ({self.torchx_conn_id!r} is not defined)"
         else:
-            where = (f"connection {self.torchx_conn_id!r} (scheduler {conn.scheduler!r}, run"
-                     f" options {sorted(conn.cfg)})")
+            where = (
+                f"connection {self.torchx_conn_id!r} (scheduler {conn.scheduler!r}, run"
+                f" options {sorted(conn.cfg)})"
+            )
         task = f"scheduler {self.scheduler!r}, cfg {sorted(self.cfg or {})}"
         return f"settings from {where} and the task ({task}); scheduler used: {self._scheduler!r}"
 
@@ -495,8 +500,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if att.how == "submitted":
             self.log.info("Submitted TorchX app %s as %s", att.app_name, att.app_handle)
         else:
-            self.log.info("Reattaching to TorchX app %s (%s, %s)", att.app_handle, att.how,
-                          att.app_name)
+            self.log.info(
+                "Reattaching to TorchX app %s (%s, %s)", att.app_handle, att.how, att.app_name
+            )
         if self._killed and self.cancel_on_kill:
             # SIGTERM came before the handle was known (on_kill could not cancel it)
             life.cancel(att.app_handle, timeout=CANCEL_TIMEOUT_S)
@@ -537,9 +543,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if status is not None and status.ui_url:
             setattr(self, UI_URL_ATTR, status.ui_url)
 
-    def _follow(
-        self, handle: str, start_at: dict[str, int] | None = None
-    ) -> LogFollower | None:
+    def _follow(self, handle: str, start_at: dict[str, int] | None = None) -> LogFollower | None:
         """Streams the app's replica logs into the task log (None without ``stream_logs``).
 
         ``start_at``: the lines already given to this log (before a deferral), per replica.
@@ -638,8 +642,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self._result = payload
         if tail and self.log_tail_lines > 0:
             lines = life.failure_tail(handle, status)
-            _log_group(self.log, f"TorchX logs (last {self.log_tail_lines} lines per replica)",
-                       lines)
+            _log_group(
+                self.log, f"TorchX logs (last {self.log_tail_lines} lines per replica)", lines
+            )
         self.log.info("TorchX app %s SUCCEEDED", handle)
         return payload
 

@@ -178,7 +178,9 @@ class TorchXSensor(BaseSensorOperator):
             raise AirflowException(message)
         status = status_from_payload(event["status"]) if event.get("status") else None
         with open_runner(self._new_runner) as runner:
-            return self._final(self._lifecycle(runner), Observation(phase_of(status), status, False))
+            return self._final(
+                self._lifecycle(runner), Observation(phase_of(status), status, False)
+            )
 
     def _trigger_conn_id(self) -> str | None:
         """The connection the trigger looks up: none when the default one is absent."""

@@ -95,7 +95,9 @@ class TorchXTrigger(BaseTrigger):
         if torchx_conn_id is not None and (
             not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip()
         ):
-            problems.append(f"torchx_conn_id must name a connection or be None, got {torchx_conn_id!r}")
+            problems.append(
+                f"torchx_conn_id must name a connection or be None, got {torchx_conn_id!r}"
+            )
         if problems:
             raise InvalidTaskArgumentError("TorchXTrigger", problems)
         self.app_handle = app_handle
@@ -155,8 +157,12 @@ class TorchXTrigger(BaseTrigger):
         try:
             runner = await asyncio.to_thread(self._new_runner)
         except Exception as e:  # noqa: BLE001 - reported to the task as an error event
-            yield self._event("error", None, f"cannot create a TorchX Runner: {e!r}",
-                              permanent=is_permanent_error(e))
+            yield self._event(
+                "error",
+                None,
+                f"cannot create a TorchX Runner: {e!r}",
+                permanent=is_permanent_error(e),
+            )
             return
         try:
             yield await self._wait(self._lifecycle(runner))
@@ -217,8 +223,7 @@ class TorchXTrigger(BaseTrigger):
             self.log.info("Cancelled TorchX app %s", self.app_handle)
         else:
             self.log.warning(
-                "Did not cancel TorchX app %s: a newer try (not %s) owns it, or the cancel"
-                " failed",
+                "Did not cancel TorchX app %s: a newer try (not %s) owns it, or the cancel failed",
                 self.app_handle,
                 self.owner,
             )

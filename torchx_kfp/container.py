@@ -316,9 +316,7 @@ def _build_component(app: AppDef, role: Role, inputs: Mapping[str, type]) -> Any
     component = dsl.container_component(container_fn)
     # ContainerSpec has no env; the component's container implementation does (and the compiler
     # writes it into the IR's deploymentSpec), so the env travels with the component.
-    env_placeholders = {
-        name: f"{{{{$.inputs.parameters['{name}']}}}}" for name in inputs
-    }
+    env_placeholders = {name: f"{{{{$.inputs.parameters['{name}']}}}}" for name in inputs}
     component.component_spec.implementation.container.env = {
         k: _INPUT_RE.sub(lambda m: env_placeholders[m.group(1)], v) for k, v in env.items()
     } or None
@@ -422,7 +420,7 @@ def apply_resources(
             task.set_memory_limit(f"{res.memMB}Mi")
     count, kind = res.gpu, accelerator_type or res.capabilities.get(ACCELERATOR_TYPE_CAPABILITY)
     if count <= 0 and res.devices:
-        (kind, count), = res.devices.items()
+        ((kind, count),) = res.devices.items()
     if count > 0:
         task.set_accelerator_type(str(kind or DEFAULT_ACCELERATOR_TYPE))
         task.set_accelerator_limit(count)
@@ -451,7 +449,10 @@ def pod_overlay_settings(role: Role) -> tuple[dict[str, str], list[dict[str, Any
     if ignored:
         logger.warning(
             "role %s: V1Pod overlay fields %s have no KFP equivalent and are ignored (KFP takes"
-            " %s)", role.name, ignored, sorted(_OVERLAY_SPEC_KEYS),
+            " %s)",
+            role.name,
+            ignored,
+            sorted(_OVERLAY_SPEC_KEYS),
         )
     tolerations = []
     for tol in spec.get("tolerations") or []:
@@ -483,14 +484,20 @@ def check_kfp_kubernetes_matches_kfp() -> None:
     minor = ".".join(kfp_version.split(".")[:2])
     if ".".join(kk_version.split(".")[:2]) != minor:
         raise MissingDependencyError(
-            "kfp", "kfp-kubernetes", f"torchx_kfp with kfp {kfp_version}",
-            distribution="kfp-kubernetes", found=kk_version, required=f"=={minor}.*",
+            "kfp",
+            "kfp-kubernetes",
+            f"torchx_kfp with kfp {kfp_version}",
+            distribution="kfp-kubernetes",
+            found=kk_version,
+            required=f"=={minor}.*",
         )
 
 
 def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) -> None:
     kubernetes = import_optional(
-        "kfp.kubernetes", "kfp-kubernetes", "torchx_kfp kubernetes settings",
+        "kfp.kubernetes",
+        "kfp-kubernetes",
+        "torchx_kfp kubernetes settings",
         distribution="kfp-kubernetes",
     )
     check_kfp_kubernetes_matches_kfp()
@@ -504,7 +511,10 @@ def _apply_kubernetes(task: PipelineTask, role: Role, opts: ContainerOptions) ->
             kubernetes.mount_pvc(task, pvc_name=mount.src, mount_path=mount.dst_path)
     if opts.shm_size is not None:
         kubernetes.empty_dir_mount(
-            task, volume_name="dshm", mount_path="/dev/shm", medium="Memory",
+            task,
+            volume_name="dshm",
+            mount_path="/dev/shm",
+            medium="Memory",
             size_limit=opts.shm_size or None,
         )
     for secret, path in opts.secret_volumes.items():
@@ -562,4 +572,3 @@ def container_from_app(
         UnsupportedAppError: the app needs more than one container (use :func:`torchx_kfp.launch`)
     """
     return component_from_app(app, options=options, inputs=inputs)(*args, **kwargs)
-

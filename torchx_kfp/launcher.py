@@ -164,9 +164,7 @@ def torchx_launcher(
     from torchx_kfp.runtime import publish_tracker_results
 
     publish_tracker_results(result.app_handle, tracker_metrics, tracker_artifacts)
-    outputs = collections.namedtuple(
-        "outputs", ["app_handle", "state", "status_json", "ui_url"]
-    )
+    outputs = collections.namedtuple("outputs", ["app_handle", "state", "status_json", "ui_url"])
     return outputs(result.app_handle, result.state, result.status_json, result.ui_url)
 
 
@@ -201,7 +199,8 @@ def cancel_component(base_image: str | None = None) -> Any:
 @functools.cache
 def _cancel_component(base_image: str) -> Any:
     return _exec_step(
-        dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False))
+        dsl.component(torchx_cancel_job_apps, base_image=base_image, install_kfp_package=False)
+    )
 
 
 _KFP_RUN_LINE = "_KFP_RUNTIME=true python3 -m "
@@ -223,8 +222,7 @@ def _exec_step(component: Any) -> Any:
             f"unexpected kfp component wrapper {command[:3]!r}: torchx_kfp makes the wrapper"
             " exec the launcher (so SIGTERM reaches it) and supports kfp's `sh -ec` wrapper"
         )
-    command[2] = command[2].replace(
-        _KFP_RUN_LINE, "export _KFP_RUNTIME=true\nexec python3 -m ", 1)
+    command[2] = command[2].replace(_KFP_RUN_LINE, "export _KFP_RUNTIME=true\nexec python3 -m ", 1)
     container.command = command
     return component
 
@@ -282,12 +280,14 @@ def launcher_component(base_image: str | None = None, pass_resources: bool = Fal
 @functools.cache
 def _launcher_component(base_image: str, pass_resources: bool) -> Any:
     passthroughs = [dsl.TaskConfigField.RESOURCES] if pass_resources else None
-    return _exec_step(dsl.component(
-        torchx_launcher,
-        base_image=base_image,
-        install_kfp_package=False,
-        task_config_passthroughs=passthroughs,
-    ))
+    return _exec_step(
+        dsl.component(
+            torchx_launcher,
+            base_image=base_image,
+            install_kfp_package=False,
+            task_config_passthroughs=passthroughs,
+        )
+    )
 
 
 def _common_problems(scheduler: object, cfg: object) -> list[str]:
@@ -327,8 +327,11 @@ def _run_option_problems(scheduler: str, cfg: dict[str, Any]) -> list[str]:
         except UnknownSchedulerException as e:
             return [str(e)]
         except MissingDependencyError as e:
-            logger.warning("cannot check the run options of %s here (%s); the launcher step"
-                           " checks them", scheduler, e)
+            logger.warning(
+                "cannot check the run options of %s here (%s); the launcher step checks them",
+                scheduler,
+                e,
+            )
             return problems
     try:
         opts.resolve(cfg, strict=True)
@@ -355,7 +358,8 @@ def _artifact_problems(name: str, values: Sequence[object]) -> list[str]:
         f" {v.task_name!r}; the launcher takes parameters (str) only, so KFP would pass null."
         f" Pass a parameter output instead, e.g. a step that returns the artifact's URI"
         f" (`artifact.uri`) as a str"
-        for v in values if isinstance(v, dsl.pipeline_channel.PipelineArtifactChannel)
+        for v in values
+        if isinstance(v, dsl.pipeline_channel.PipelineArtifactChannel)
     ]
 
 
@@ -402,8 +406,9 @@ def _dryrun_problems(
                         role.resource = Resource(cpu=1, gpu=0, memMB=1024)
             runner.dryrun(app, scheduler, cfg=dict(cfg or {}))
         except MissingDependencyError as e:
-            logger.warning("cannot dry-run the app on %s here (%s); the launcher step does",
-                           scheduler, e)
+            logger.warning(
+                "cannot dry-run the app on %s here (%s); the launcher step does", scheduler, e
+            )
         except TorchXError as e:
             return [str(e)]
     return []
@@ -511,8 +516,10 @@ def launch(
         ) or [f"env must be a dict of str to str or pipeline outputs, got {env!r}"]
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         problems.append(f"retries must be an int >= 0, got {retries!r}")
-    for name, seconds in (("wait_interval", wait_interval),
-                          ("unknown_state_timeout", unknown_state_timeout)):
+    for name, seconds in (
+        ("wait_interval", wait_interval),
+        ("unknown_state_timeout", unknown_state_timeout),
+    ):
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
             problems.append(f"{name} must be a number of seconds >= 0, got {seconds!r}")
     for name, flag in (("pass_resources", pass_resources), ("enable_caching", enable_caching)):
@@ -534,11 +541,11 @@ def launch(
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
     app_json = _app_json(app) if app is not None else ""
-    problems = _dryrun_problems(app_json, component, component_args, scheduler, cfg,
-                                pass_resources)
+    problems = _dryrun_problems(app_json, component, component_args, scheduler, cfg, pass_resources)
     if problems:
         raise InvalidKfpOptionsError(
-            f"launch(...) cannot run this app on {scheduler!r}: " + "; ".join(problems))
+            f"launch(...) cannot run this app on {scheduler!r}: " + "; ".join(problems)
+        )
     kwargs: dict[str, Any] = {
         "app_json": app_json,
         "component": component,
@@ -562,9 +569,7 @@ def launch(
     task.set_caching_options(enable_caching=enable_caching)
     if retries:
         task.set_retry(num_retries=retries)
-    name = display_name or (
-        AppDef.from_dict(json.loads(app_json)).name if app_json else component
-    )
+    name = display_name or (AppDef.from_dict(json.loads(app_json)).name if app_json else component)
     task.set_display_name(name)
     for previous in upstream:
         task.after(previous)

@@ -137,8 +137,20 @@ def parse_cfg_json(cfg_json: str) -> dict[str, Any]:
 
 _QUANTITY_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([a-zA-Z]*)$")
 _MEM_UNITS: Mapping[str, float] = {
-    "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 1e-3,
+    "": 1,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "m": 1e-3,
 }
 
 
@@ -243,10 +255,15 @@ def _with_env_and_resources(
     if env and not isinstance(env, Mapping):
         raise InvalidKfpOptionsError(f"env must be a dict, got {env!r}")
     extra = {str(k): str(v) for k, v in (env or {}).items()}
-    return replace(app, roles=[
-        replace(r, env={**r.env, **extra}, resource=resource_from_task_config(resources, r.resource))
-        for r in app.roles
-    ])
+    return replace(
+        app,
+        roles=[
+            replace(
+                r, env={**r.env, **extra}, resource=resource_from_task_config(resources, r.resource)
+            )
+            for r in app.roles
+        ],
+    )
 
 
 # -- stop signals --------------------------------------------------------------------------------
@@ -348,11 +365,16 @@ def run_launcher(
         app = build_app(app_json, component, component_args, runner.materialize_component)
         app = _with_env_and_resources(app, env, resources)
         life = AppLifecycle(
-            runner, scheduler, owner=step_owner(job_id, task_name, task_id), cfg=cfg,
-            unknown_timeout=unknown_state_timeout, poll_interval=max(wait_interval, 0.01),
+            runner,
+            scheduler,
+            owner=step_owner(job_id, task_name, task_id),
+            cfg=cfg,
+            unknown_timeout=unknown_state_timeout,
+            poll_interval=max(wait_interval, 0.01),
         )
-        result = _run(life, app, step_identity(app, job_id, task_name, task_id), stream_logs,
-                      log_sink)
+        result = _run(
+            life, app, step_identity(app, job_id, task_name, task_id), stream_logs, log_sink
+        )
     link = _dashboard_link(result.app_handle, dashboard_url)
     return replace(result, ui_url=link) if link else result
 
@@ -388,7 +410,8 @@ def _run(
             handle = attached.app_handle
             if stream_logs:
                 follower = life.follow_logs(
-                    handle, log_sink, skip_existing=attached.how != "submitted")
+                    handle, log_sink, skip_existing=attached.how != "submitted"
+                )
             status = life.wait(handle, on_change=lambda obs: _log_phase(attached.app_handle, obs))
         except (_Terminated, KeyboardInterrupt) as e:
             _ignore_stop_signals()  # a repeated signal must not interrupt the cancel
@@ -449,14 +472,16 @@ def cancel_job_apps(
         )
     prefix = f"{_OWNER_PREFIX}{job_id}/"
     with (runner_factory or get_runner)() as runner:
-        live = [a.app_handle for a in runner.list(scheduler, parse_cfg_json(cfg_json) or None)
-                if not is_terminal(AppState(a.state))]
+        live = [
+            a.app_handle
+            for a in runner.list(scheduler, parse_cfg_json(cfg_json) or None)
+            if not is_terminal(AppState(a.state))
+        ]
         handles = [h for h in live if (runner.owner(h) or "").startswith(prefix)]
         for handle in handles:
             logger.info("cancelling %s, left running by pipeline job %s", handle, job_id)
             runner.cancel(handle)
         return handles
-
 
 
 def publish_tracker_results(app_handle: str, metrics: Any | None, artifacts: Any | None) -> None:
@@ -470,7 +495,9 @@ def publish_tracker_results(app_handle: str, metrics: Any | None, artifacts: Any
     if results is None:
         return
     logger.info(
-        "tracker results of %s (%s): %s", app_handle, results.tracker,
+        "tracker results of %s (%s): %s",
+        app_handle,
+        results.tracker,
         json.dumps(results.to_json()["metadata"]),
     )
     if metrics is not None:

@@ -112,12 +112,18 @@ def validate_args(
             f" ({type(app).__name__})"
         )
     if not isinstance(scheduler, str) or not scheduler:
-        problems.append(f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}")
+        problems.append(
+            f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}"
+        )
     if cfg is not None and not isinstance(cfg, Mapping):
         problems.append(f"cfg must be a mapping of run options, got {type(cfg).__name__}")
     if workspace is not None and not isinstance(workspace, str):
         problems.append(f"workspace must be a path string or None, got {type(workspace).__name__}")
-    if isinstance(log_tail_lines, bool) or not isinstance(log_tail_lines, int) or log_tail_lines < 0:
+    if (
+        isinstance(log_tail_lines, bool)
+        or not isinstance(log_tail_lines, int)
+        or log_tail_lines < 0
+    ):
         problems.append(f"log_tail_lines must be an int >= 0, got {log_tail_lines!r}")
     for flag_name, flag in (
         ("stream_logs", stream_logs),
@@ -208,7 +214,6 @@ def artifact_key(app_name: str, suffix: str) -> str:
     'torchx-echo-0123456789-status'
     """
     return re.sub(r"[^a-z0-9-]+", "-", f"torchx-{app_name}-{suffix}".lower())
-
 
 
 @dataclass

@@ -85,8 +85,10 @@ class TaskIdentity:
     @property
     def owner(self) -> str:
         """This attempt's owner token, recorded with the app."""
-        return (flow_run_owner_prefix(self.anchor, self.flow_run_count)
-                + f"{self.task_name}/{self.task_run_id}#try={self.run_count}")
+        return (
+            flow_run_owner_prefix(self.anchor, self.flow_run_count)
+            + f"{self.task_name}/{self.task_run_id}#try={self.run_count}"
+        )
 
     @property
     def parts(self) -> tuple[str, str, str, int]:
@@ -149,8 +151,17 @@ def current_identity(call: str) -> TaskIdentity:
     flow_run_count = max(int(getattr(flow_run, "run_count", 0) or 0), 1)
     anchor = str(flow_run_id if flow_run_id is not None else task_run_id)
     occurrence = _OCCURRENCES.index((anchor, flow_run_count, task_name, call), task_run_id)
-    return TaskIdentity(anchor, task_name, call, occurrence, task_run_id, flow_run_id,
-                        flow_run_count, run_count, retries)
+    return TaskIdentity(
+        anchor,
+        task_name,
+        call,
+        occurrence,
+        task_run_id,
+        flow_run_id,
+        flow_run_count,
+        run_count,
+        retries,
+    )
 
 
 class FlowRunHandleStore:
@@ -212,8 +223,12 @@ class FlowRunHandleStore:
             except Exception as e:  # noqa: BLE001 - retried; reported below if it persists
                 error = e
         logger.warning(
-            "Could not persist %s=%s on flow run %s after %d attempts%s", key, handle,
-            self.flow_run_id, attempts, f": {error}" if error is not None else "",
+            "Could not persist %s=%s on flow run %s after %d attempts%s",
+            key,
+            handle,
+            self.flow_run_id,
+            attempts,
+            f": {error}" if error is not None else "",
         )
         return False
 

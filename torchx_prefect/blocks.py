@@ -72,26 +72,31 @@ class TorchXScheduler(Block):
     )
 
     scheduler: str = Field(
-        default="local_cwd", description="The TorchX scheduler name (`torchx runopts` lists them).",
+        default="local_cwd",
+        description="The TorchX scheduler name (`torchx runopts` lists them).",
         examples=["local_cwd", "slurm", "kubernetes", "aws_batch"],
     )
     cfg: dict[str, Any] = Field(
-        default_factory=dict, title="Run options",
+        default_factory=dict,
+        title="Run options",
         description="The scheduler's run options (`torchx runopts <scheduler>`); a task's own"
         " `cfg` overrides them key by key.",
         examples=[{"partition": "gpu", "time": "1:00:00"}],
     )
     env: dict[str, str] = Field(
-        default_factory=dict, title="Environment",
+        default_factory=dict,
+        title="Environment",
         description="Environment variables of the scheduler's client, e.g. SLURM_CONF, KUBECONFIG.",
         examples=[{"SLURM_CONF": "/etc/slurm/slurm.conf"}],
     )
     secret_env: SecretDict | None = Field(
-        default=None, title="Secret environment",
+        default=None,
+        title="Secret environment",
         description="Secret environment variables (e.g. AWS_SECRET_ACCESS_KEY); never shown.",
     )
     dashboard_url: str | None = Field(
-        default=None, title="Dashboard URL",
+        default=None,
+        title="Dashboard URL",
         description="A `torchx dashboard` address: the task's link artifact opens the app's page"
         " there (default $TORCHX_DASHBOARD_URL; unset: the scheduler's UI URL).",
         examples=["http://ml-host:8288"],
@@ -166,7 +171,8 @@ class _EnvLeases:
         with self._lock:
             clashes = [
                 f"{k} (wanted {who!r}, held by {self._held[k][3]!r})"
-                for k, v in env.items() if k in self._held and self._held[k][0] != v
+                for k, v in env.items()
+                if k in self._held and self._held[k][0] != v
             ]
             if clashes:
                 raise TorchXPrefectError(
@@ -212,7 +218,7 @@ def resolve_scheduler(scheduler: object) -> TorchXScheduler | None:
     if not isinstance(scheduler, str) or not scheduler:
         return None  # validate_args reports it
     if scheduler.startswith(BLOCK_PREFIX):
-        return _load(scheduler[len(BLOCK_PREFIX):], scheduler)
+        return _load(scheduler[len(BLOCK_PREFIX) :], scheduler)
     known = _scheduler_names()
     if scheduler in known:
         return None
@@ -293,7 +299,8 @@ class TorchXJob(JobBlock):
             none = " (or None for no limit)" if info.field_name == "timeout_seconds" else ""
             raise InvalidTaskArgumentError(
                 f"TorchXJob {info.field_name} must be a finite number of seconds {bound}{none},"
-                f" got {value!r}")
+                f" got {value!r}"
+            )
         return value
 
     def _spec(self) -> Any:
@@ -309,9 +316,17 @@ class TorchXJob(JobBlock):
         app: AppDef | str = AppDef.from_dict(self.app) if self.app is not None else self.component  # type: ignore[assignment]
         _check_cfg(self.scheduler.scheduler, self.scheduler.merged_cfg(self.cfg))
         return validate_args(
-            app, self.component_args or None, self.scheduler.scheduler,
-            self.scheduler.merged_cfg(self.cfg), None, self.poll_interval,
-            self.unknown_state_timeout, self.stream_logs, self.log_tail_lines, True, True,
+            app,
+            self.component_args or None,
+            self.scheduler.scheduler,
+            self.scheduler.merged_cfg(self.cfg),
+            None,
+            self.poll_interval,
+            self.unknown_state_timeout,
+            self.stream_logs,
+            self.log_tail_lines,
+            True,
+            True,
             self.cancel_timeout,
         )
 
@@ -330,8 +345,14 @@ class TorchXJob(JobBlock):
         except BaseException:
             lease.__exit__(None, None, None)
             raise
-        session = _Session(runner, spec, identity, self.logger,
-                           pio.FlowRunHandleStore(identity.flow_run_id), kind="job")
+        session = _Session(
+            runner,
+            spec,
+            identity,
+            self.logger,
+            pio.FlowRunHandleStore(identity.flow_run_id),
+            kind="job",
+        )
         run = TorchXJobRun(self, session, lease)
         try:
             await asyncio.to_thread(session.start)
@@ -394,8 +415,11 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
         except BaseException as exc:
             self._close(exc)
             limit = self.job.timeout_seconds
-            if (isinstance(exc, TimeoutError) and limit is not None
-                    and time.monotonic() - started >= limit):
+            if (
+                isinstance(exc, TimeoutError)
+                and limit is not None
+                and time.monotonic() - started >= limit
+            ):
                 raise JobTimeoutError(self.app_handle, limit) from exc
             raise
         self._close(None)

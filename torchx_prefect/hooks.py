@@ -70,10 +70,17 @@ def cancel_flow_apps(flow: Any, flow_run: Any, state: Any) -> list[str]:
                 logger.warning("Could not read the owner of %s: %s", handle, e)
                 scheduler, owner = handle.split(":", 1)[0], None
             if owner is not None and not owner.startswith(mine):
-                logger.warning("Flow run %s is %s: not cancelling TorchX app %s, superseded by %s",
-                               flow_run.id, state_name, handle, owner)
+                logger.warning(
+                    "Flow run %s is %s: not cancelling TorchX app %s, superseded by %s",
+                    flow_run.id,
+                    state_name,
+                    handle,
+                    owner,
+                )
                 continue
-            logger.info("Flow run %s is %s: cancelling TorchX app %s", flow_run.id, state_name, handle)
+            logger.info(
+                "Flow run %s is %s: cancelling TorchX app %s", flow_run.id, state_name, handle
+            )
             life = AppLifecycle(runner, scheduler, owner=mine + "hook")
             life.cancel(handle, timeout=HOOK_CANCEL_TIMEOUT, only_if_owned=False)
             cancelled.append(handle)

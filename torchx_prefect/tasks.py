@@ -39,6 +39,7 @@ check_dependency_version("prefect", "prefect", "torchx_prefect")
 
 try:
     from prefect import get_run_logger, task
+
     try:
         from prefect.cache_policies import NO_CACHE
     except ImportError:  # Prefect 3.0 names the never-cache policy NONE
@@ -98,8 +99,13 @@ class _Session:
         self.log = run_logger
         self.store = store
         self.life = AppLifecycle(
-            runner, spec.scheduler, owner=identity.owner, cfg=spec.cfg, workspace=spec.workspace,
-            unknown_timeout=spec.unknown_state_timeout, poll_interval=spec.poll_interval,
+            runner,
+            spec.scheduler,
+            owner=identity.owner,
+            cfg=spec.cfg,
+            workspace=spec.workspace,
+            unknown_timeout=spec.unknown_state_timeout,
+            poll_interval=spec.poll_interval,
             tail_lines=spec.log_tail_lines,
         )
         # reattach=False: a fresh identity, so nothing earlier is found
@@ -150,15 +156,21 @@ class _Session:
         if att.how == "submitted":
             self.log.info("Submitted TorchX app %s to %s", att.app_handle, self.spec.scheduler)
         elif att.how == "reattached":
-            self.log.info("Reattached to running TorchX app %s (attempt %d)", att.app_handle,
-                          self.identity.run_count)
+            self.log.info(
+                "Reattached to running TorchX app %s (attempt %d)",
+                att.app_handle,
+                self.identity.run_count,
+            )
         else:
             self.log.info("Reusing TorchX app %s: it already SUCCEEDED", att.app_handle)
         with self._lock:
             late = self._aborted and self._abort_cancels
         if late:  # abort() gave up waiting for this submission (async: this runs in a thread)
-            self.log.warning("Cancelling TorchX app %s: the %s ended while it was being"
-                             " submitted", att.app_handle, self.kind)
+            self.log.warning(
+                "Cancelling TorchX app %s: the %s ended while it was being submitted",
+                att.app_handle,
+                self.kind,
+            )
             self.life.cancel(att.app_handle, timeout=self.spec.cancel_timeout)
             return att.app_handle
         # persist before waiting, so a retry, a re-run or a flow hook elsewhere finds this app
@@ -220,14 +232,20 @@ class _Session:
         results = tracker_results(self.handle)
         if results is None:
             return
-        self.log.info("tracker results of %s (%s): %s", self.handle, results.tracker,
-                      dict(results.metadata))
+        self.log.info(
+            "tracker results of %s (%s): %s", self.handle, results.tracker, dict(results.metadata)
+        )
         if not self.spec.create_artifacts:
             return
-        rows = [{"kind": kind, "name": name, "value": value} for kind, name, value in results.rows()]
+        rows = [
+            {"kind": kind, "name": name, "value": value} for kind, name, value in results.rows()
+        ]
         try:
-            pio.publish_table(artifact_key(self.app_name, "tracker"), rows,
-                              f"Tracker results of TorchX app {self.handle} ({results.tracker})")
+            pio.publish_table(
+                artifact_key(self.app_name, "tracker"),
+                rows,
+                f"Tracker results of TorchX app {self.handle} ({results.tracker})",
+            )
         except Exception as e:  # noqa: BLE001 - artifacts must not change the task's outcome
             self.log.warning("Could not publish the tracker results of %s: %s", self.handle, e)
 
@@ -275,8 +293,12 @@ class _Session:
         cancelled (a newer attempt that adopted it is not undercut).
         """
         stopping = not isinstance(exc, Exception) or isinstance(exc, TimeoutError)
-        leave_for_retry = (not stopping and self.spec.reattach and self.identity.retries_left
-                           and not is_permanent_error(exc))  # no retry follows a permanent error
+        leave_for_retry = (
+            not stopping
+            and self.spec.reattach
+            and self.identity.retries_left
+            and not is_permanent_error(exc)
+        )  # no retry follows a permanent error
         with self._lock:
             self._aborted = True
             self._abort_cancels = not leave_for_retry
@@ -289,22 +311,40 @@ class _Session:
             self._start_done.wait(self.spec.cancel_timeout)
         if self.handle is None:
             if self._submitting and leave_for_retry:
-                self.log.warning("%s attempt %d failed while submitting (%r); leaving any"
-                                 " TorchX app named %s for the retry", self.kind.capitalize(),
-                                 self.identity.run_count, exc, self.app_name)
+                self.log.warning(
+                    "%s attempt %d failed while submitting (%r); leaving any"
+                    " TorchX app named %s for the retry",
+                    self.kind.capitalize(),
+                    self.identity.run_count,
+                    exc,
+                    self.app_name,
+                )
             elif self._submitting:
-                self.log.warning("Cancelling TorchX apps named %s: the %s %s while"
-                                 " submitting: %r", self.app_name, self.kind, _ended(exc), exc)
+                self.log.warning(
+                    "Cancelling TorchX apps named %s: the %s %s while submitting: %r",
+                    self.app_name,
+                    self.kind,
+                    _ended(exc),
+                    exc,
+                )
                 self.life.cancel_by_name(self.app_name, timeout=self.spec.cancel_timeout)
             return
         if leave_for_retry:
             self.log.warning(
                 "%s attempt %d failed (%r); leaving TorchX app %s running for the retry",
-                self.kind.capitalize(), self.identity.run_count, exc, self.handle,
+                self.kind.capitalize(),
+                self.identity.run_count,
+                exc,
+                self.handle,
             )
             return
-        self.log.warning("Cancelling TorchX app %s because the %s %s: %r", self.handle, self.kind,
-                         _ended(exc), exc)
+        self.log.warning(
+            "Cancelling TorchX app %s because the %s %s: %r",
+            self.handle,
+            self.kind,
+            _ended(exc),
+            exc,
+        )
         self.life.cancel(self.handle, timeout=self.spec.cancel_timeout)
 
 
@@ -412,9 +452,18 @@ async def run_app(
     """
     block = await asyncio.to_thread(resolve_scheduler, scheduler)
     spec = validate_args(
-        app, app_args, block.scheduler if block else scheduler,  # type: ignore[arg-type]
-        block.merged_cfg(cfg) if block else cfg, workspace, poll_interval, unknown_state_timeout,
-        stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
+        app,
+        app_args,
+        block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        block.merged_cfg(cfg) if block else cfg,
+        workspace,
+        poll_interval,
+        unknown_state_timeout,
+        stream_logs,
+        log_tail_lines,
+        create_artifacts,
+        reattach,
+        cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
@@ -424,7 +473,9 @@ async def run_app(
 
 async def _run_async(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:
     runner = await asyncio.to_thread(_new_runner)
-    session = _Session(runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id))
+    session = _Session(
+        runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id)
+    )
     try:
         await asyncio.to_thread(session.start)
         while True:
@@ -464,9 +515,18 @@ def run_app_sync(
     """
     block = resolve_scheduler(scheduler)
     spec = validate_args(
-        app, app_args, block.scheduler if block else scheduler,  # type: ignore[arg-type]
-        block.merged_cfg(cfg) if block else cfg, workspace, poll_interval, unknown_state_timeout,
-        stream_logs, log_tail_lines, create_artifacts, reattach, cancel_timeout,
+        app,
+        app_args,
+        block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        block.merged_cfg(cfg) if block else cfg,
+        workspace,
+        poll_interval,
+        unknown_state_timeout,
+        stream_logs,
+        log_tail_lines,
+        create_artifacts,
+        reattach,
+        cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
@@ -476,7 +536,9 @@ def run_app_sync(
 
 def _run_sync(spec: LaunchSpec, identity: pio.TaskIdentity, run_logger: Any) -> Any:
     runner = _new_runner()
-    session = _Session(runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id))
+    session = _Session(
+        runner, spec, identity, run_logger, pio.FlowRunHandleStore(identity.flow_run_id)
+    )
     try:
         session.start()
         while True:

@@ -112,14 +112,27 @@ class TorchXWorkerJobConfiguration(BaseJobConfiguration):
         resource = self._resource(problems)
         if problems:
             raise InvalidWorkerConfigError(
-                "the torchx work pool's job variables cannot make an app: " + "; ".join(problems))
+                "the torchx work pool's job variables cannot make an app: " + "; ".join(problems)
+            )
         if argv[0] in ("python", "python3"):
             argv[0] = sys.executable  # the worker's interpreter (same venv on a login node)
         env = {k: v for k, v in self.env.items() if v is not None}
-        return AppDef(name=name, roles=[Role(
-            name="flow", image=self.image or os.getcwd(), entrypoint=argv[0], args=argv[1:],
-            env=env, num_replicas=self.replicas, max_retries=self.max_retries,
-            retry_policy=RetryPolicy.APPLICATION, resource=resource)])
+        return AppDef(
+            name=name,
+            roles=[
+                Role(
+                    name="flow",
+                    image=self.image or os.getcwd(),
+                    entrypoint=argv[0],
+                    args=argv[1:],
+                    env=env,
+                    num_replicas=self.replicas,
+                    max_retries=self.max_retries,
+                    retry_policy=RetryPolicy.APPLICATION,
+                    resource=resource,
+                )
+            ],
+        )
 
     def _resource(self, problems: list[str]) -> Resource:
         if self.h:
@@ -135,32 +148,46 @@ class TorchXWorkerVariables(BaseVariables):
     """The job variables a deployment may override (shown in the work pool's UI form)."""
 
     scheduler: str = Field(
-        default="local_cwd", description="The TorchX scheduler the flow run's app runs on"
-        " (`torchx schedulers` lists them): local_cwd, slurm, kubernetes, aws_batch, ray...")
+        default="local_cwd",
+        description="The TorchX scheduler the flow run's app runs on"
+        " (`torchx schedulers` lists them): local_cwd, slurm, kubernetes, aws_batch, ray...",
+    )
     cfg: dict[str, Any] = Field(
-        default_factory=dict, title="Run options",
+        default_factory=dict,
+        title="Run options",
         description="The scheduler's run options (`torchx runopts <scheduler>`), e.g."
-        ' {"partition": "gpu", "time": "1:00:00"} for slurm.')
+        ' {"partition": "gpu", "time": "1:00:00"} for slurm.',
+    )
     image: Optional[str] = Field(  # noqa: UP045
-        default=None, description="Container image, or directory the flow runs in, as the"
-        " scheduler reads it (default: the worker's working directory).")
+        default=None,
+        description="Container image, or directory the flow runs in, as the"
+        " scheduler reads it (default: the worker's working directory).",
+    )
     h: Optional[str] = Field(  # noqa: UP045
-        default=None, title="Named resource",
-        description="A named resource (e.g. aws_p3.2xlarge); or set cpu/gpu/memMB.")
+        default=None,
+        title="Named resource",
+        description="A named resource (e.g. aws_p3.2xlarge); or set cpu/gpu/memMB.",
+    )
     cpu: Optional[int] = Field(default=None, description="CPUs per replica (default 1).")  # noqa: UP045
     gpu: Optional[int] = Field(default=None, description="GPUs per replica (default 0).")  # noqa: UP045
     memMB: Optional[int] = Field(  # noqa: UP045
-        default=None, description="Memory per replica in MiB (default 1024).")
+        default=None, description="Memory per replica in MiB (default 1024)."
+    )
     replicas: int = Field(
-        default=1, description="Replicas of the flow-run process. Keep 1 unless the flow itself"
-        " is written for several ranks (each replica runs the whole flow run).")
+        default=1,
+        description="Replicas of the flow-run process. Keep 1 unless the flow itself"
+        " is written for several ranks (each replica runs the whole flow run).",
+    )
     max_retries: int = Field(
-        default=0, description="Scheduler-level restarts of the app (Prefect retries apply on"
-        " top of these).")
+        default=0,
+        description="Scheduler-level restarts of the app (Prefect retries apply on top of these).",
+    )
     stream_output: bool = Field(
-        default=True, description="Stream the replicas' output to the worker's log.")
+        default=True, description="Stream the replicas' output to the worker's log."
+    )
     poll_interval: float = Field(
-        default=2.0, description="Seconds between status checks of the app and the flow run.")
+        default=2.0, description="Seconds between status checks of the app and the flow run."
+    )
 
 
 class TorchXWorkerResult(BaseWorkerResult):
@@ -181,8 +208,10 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
     type = "torchx"
     job_configuration = TorchXWorkerJobConfiguration
     job_configuration_variables = TorchXWorkerVariables
-    _description = ("Runs each flow run as a TorchX app on any TorchX scheduler: Slurm, LSF,"
-                    " Kubernetes, AWS Batch, Ray, local processes.")
+    _description = (
+        "Runs each flow run as a TorchX app on any TorchX scheduler: Slurm, LSF,"
+        " Kubernetes, AWS Batch, Ray, local processes."
+    )
     _display_name = "TorchX"
     _documentation_url = "https://github.com/torchx-suite/torchx-suite#prefect-worker"
 
@@ -197,15 +226,23 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             lifecycle = _lifecycle(flow_run, configuration)
             app = configuration.app(name=f"prefect-{flow_run.name}")
             attachment = await asyncio.to_thread(
-                lifecycle.attach, app, ("prefect-flow-run", str(flow_run.id)),
-                known_handle=flow_run.infrastructure_pid or None)
+                lifecycle.attach,
+                app,
+                ("prefect-flow-run", str(flow_run.id)),
+                known_handle=flow_run.infrastructure_pid or None,
+            )
         except Exception as e:
             if is_permanent_error(e):  # a configuration error: no submission can ever succeed
                 await self._fail_permanently(flow_run, e)
             raise  # Prefect marks the flow run Crashed (a transient error), or keeps it Failed
         handle = attachment.app_handle
-        run_logger.info("flow run %s: %s app %s on %s", flow_run.name, attachment.how, handle,
-                        configuration.scheduler)
+        run_logger.info(
+            "flow run %s: %s app %s on %s",
+            flow_run.name,
+            attachment.how,
+            handle,
+            configuration.scheduler,
+        )
         if task_status is not None:
             task_status.started(handle)
         follower = None
@@ -213,8 +250,10 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
             # the worker's log and the server's logs of the flow run at Prefect's default level
             follower = lifecycle.follow_logs(
-                handle, lambda line: run_logger.info("%s", line),
-                skip_existing=attachment.how != "submitted")
+                handle,
+                lambda line: run_logger.info("%s", line),
+                skip_existing=attachment.how != "submitted",
+            )
         try:
             code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
         finally:
@@ -222,16 +261,18 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
                 await asyncio.to_thread(follower.stop)
         return TorchXWorkerResult(identifier=handle, status_code=code)
 
-    async def _watch(self, flow_run: FlowRun, lifecycle: AppLifecycle, handle: str,
-                     poll_interval: float) -> int:
+    async def _watch(
+        self, flow_run: FlowRun, lifecycle: AppLifecycle, handle: str, poll_interval: float
+    ) -> int:
         """Watches the app and the flow run until the app ends; returns the exit status."""
         run_logger = self.get_flow_run_logger(flow_run)
         while True:
             obs = await lifecycle.apoll(handle, max_age=poll_interval)
             state = await self._flow_run_state(flow_run)
             if state is StateType.CANCELLING:
-                run_logger.info("flow run %s is cancelling: cancelling app %s", flow_run.name,
-                                handle)
+                run_logger.info(
+                    "flow run %s is cancelling: cancelling app %s", flow_run.name, handle
+                )
                 await asyncio.to_thread(lifecycle.cancel, handle)
                 await self._end(flow_run, Cancelled(message=f"app {handle} cancelled"))
                 return 0
@@ -242,9 +283,13 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             return 0
         status = obs.status
         tail = await asyncio.to_thread(lifecycle.failure_tail, handle, status)
-        what = ("vanished from the scheduler" if obs.phase == Phase.VANISHED
-                else f"ended {AppState(status.state).name}" if status is not None
-                else f"stayed {obs.phase}")
+        what = (
+            "vanished from the scheduler"
+            if obs.phase == Phase.VANISHED
+            else f"ended {AppState(status.state).name}"
+            if status is not None
+            else f"stayed {obs.phase}"
+        )
         message = f"app {handle} {what}"
         if status is not None and status.msg and status.msg != "<NONE>":
             message += f": {status.msg}"
@@ -263,8 +308,10 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
         """Ends the flow run ``Failed`` (final, not ``Crashed``) for an error no retry can fix
         (:func:`torchx_core.specs.errors.is_permanent_error`): wrong job variables, run options,
         scheduler or image."""
-        message = (f"the torchx work pool's job variables are invalid (a configuration error,"
-                   f" not retried): {type(error).__name__}: {error}")
+        message = (
+            f"the torchx work pool's job variables are invalid (a configuration error,"
+            f" not retried): {type(error).__name__}: {error}"
+        )
         self.get_flow_run_logger(flow_run).error("%s", message)
         await self._end(flow_run, Failed(message=message))
 
@@ -283,7 +330,9 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
             logger.warning("cannot set flow run %s %s: %s", flow_run.id, state.type, e)
 
     async def kill_infrastructure(
-        self, infrastructure_pid: str, configuration: TorchXWorkerJobConfiguration,
+        self,
+        infrastructure_pid: str,
+        configuration: TorchXWorkerJobConfiguration,
         grace_seconds: int = 30,
     ) -> None:
         """Cancels the app whose handle Prefect recorded as the flow run's infrastructure."""
@@ -304,6 +353,9 @@ def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -
         runner.close()
         raise
     return AppLifecycle(
-        runner, configuration.scheduler,
-        owner=f"prefect-worker:{flow_run.id}", cfg=configuration.cfg,
-        poll_interval=max(0.1, configuration.poll_interval))
+        runner,
+        configuration.scheduler,
+        owner=f"prefect-worker:{flow_run.id}",
+        cfg=configuration.cfg,
+        poll_interval=max(0.1, configuration.poll_interval),
+    )

@@ -100,7 +100,9 @@ def cluster_pipeline(message: str, image: str, launcher_image: str | None = None
     def pipeline() -> str:
         first = torchx_kfp.container_from_app(prepare, options=options)
         second = torchx_kfp.launch(
-            train, scheduler="kubernetes", cfg={"namespace": "default"},
+            train,
+            scheduler="kubernetes",
+            cfg={"namespace": "default"},
             base_image=launcher_image,
             after=first,
         )
@@ -128,11 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--pipeline-root", default=None)
     comp = sub.add_parser("compile", help="compile the cluster pipeline to IR YAML")
     comp.add_argument("--message", default="hello from kfp")
-    comp.add_argument("--image", default="ghcr.io/example/train:latest",
-                      help="the apps' image (your training code)")
-    comp.add_argument("--launcher-image", default=None,
-                      help="the launcher step's image (make kfp-launcher-image; default"
-                           f" {torchx_kfp.launcher.DEFAULT_BASE_IMAGE})")
+    comp.add_argument(
+        "--image",
+        default="ghcr.io/example/train:latest",
+        help="the apps' image (your training code)",
+    )
+    comp.add_argument(
+        "--launcher-image",
+        default=None,
+        help="the launcher step's image (make kfp-launcher-image; default"
+        f" {torchx_kfp.launcher.DEFAULT_BASE_IMAGE})",
+    )
     comp.add_argument("--output", default="pipeline.yaml")
     args = parser.parse_args(argv)
     if args.command == "run":

@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--message", default="hello")
     parser.add_argument("--train-seconds", type=float, default=1.0)
     parser.add_argument("--scheduler", default="local_cwd")
-    parser.add_argument("--async", dest="use_async", action="store_true",
-                        help="run the async flavour of the flow")
+    parser.add_argument(
+        "--async", dest="use_async", action="store_true", help="run the async flavour of the flow"
+    )
     args = parser.parse_args(argv)
     if args.use_async:
         import asyncio

@@ -48,21 +48,31 @@ class CellFailed(Exception):
 
 def interpreter(version: str) -> Path:
     """The newest pyenv interpreter of ``version`` (e.g. ``3.10`` -> versions/3.10.13)."""
-    found = sorted((p for p in PYENV.glob(f"{version}.*") if (p / "bin" / "python").exists()),
-                   key=lambda p: [int(x) for x in p.name.split(".") if x.isdigit()])
+    found = sorted(
+        (p for p in PYENV.glob(f"{version}.*") if (p / "bin" / "python").exists()),
+        key=lambda p: [int(x) for x in p.name.split(".") if x.isdigit()],
+    )
     if not found:
         raise CellFailed(f"no Python {version} in {PYENV} (install it with pyenv)")
     return found[-1] / "bin" / "python"
 
 
-def run(args: list[str], log: Path, *, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> None:
+def run(
+    args: list[str], log: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> None:
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(args)}\n")
         out.flush()
         try:
-            proc = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                  timeout=STEP_TIMEOUT, check=False)
+            proc = subprocess.run(
+                args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                timeout=STEP_TIMEOUT,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise CellFailed(f"timed out after {STEP_TIMEOUT}s: {' '.join(args[:4])}") from None
     if proc.returncode != 0:
@@ -70,8 +80,10 @@ def run(args: list[str], log: Path, *, env: dict[str, str] | None = None,
 
 
 def recipe(cell: Cell, python: Path) -> str:
-    return json.dumps({**asdict(cell), "interpreter": str(python.resolve()),
-                       "test_deps": TEST_DEPS}, sort_keys=True)
+    return json.dumps(
+        {**asdict(cell), "interpreter": str(python.resolve()), "test_deps": TEST_DEPS},
+        sort_keys=True,
+    )
 
 
 def build_venv(cell: Cell, wheel: Path, log: Path) -> Path:
@@ -88,8 +100,17 @@ def build_venv(cell: Cell, wheel: Path, log: Path) -> Path:
     frozen = STATE / "frozen" / f"{cell.id}.txt"
     want = recipe(cell, python)
     spec = f"{wheel}[{','.join(cell.extras)}]" if cell.extras else str(wheel)
-    wheel_only = [UV, "pip", "install", "--python", vpy, "--no-deps", "--reinstall-package",
-                  "torchx-suite", str(wheel)]
+    wheel_only = [
+        UV,
+        "pip",
+        "install",
+        "--python",
+        vpy,
+        "--no-deps",
+        "--reinstall-package",
+        "torchx-suite",
+        str(wheel),
+    ]
     if stamp.exists() and stamp.read_text() == want:
         run([*wheel_only, "--offline"], log)
         return venv
@@ -97,24 +118,46 @@ def build_venv(cell: Cell, wheel: Path, log: Path) -> Path:
     run([UV, "venv", "--python", str(python), str(venv)], log)
     frozen_recipe = frozen.with_suffix(".recipe")
     if frozen.exists() and frozen_recipe.exists() and frozen_recipe.read_text() == want:
-        exact = [UV, "pip", "install", "--python", vpy, "--compile-bytecode", "--no-deps",
-                 "-r", str(frozen)]
+        exact = [
+            UV,
+            "pip",
+            "install",
+            "--python",
+            vpy,
+            "--compile-bytecode",
+            "--no-deps",
+            "-r",
+            str(frozen),
+        ]
         try:
             run([*exact, "--offline"], log)
         except CellFailed:
             run(exact, log)  # not in uv's cache (any more)
         run(wheel_only, log)
     else:
-        install = [UV, "pip", "install", "--python", vpy, "--compile-bytecode", *cell.pins,
-                   spec, *TEST_DEPS]
+        install = [
+            UV,
+            "pip",
+            "install",
+            "--python",
+            vpy,
+            "--compile-bytecode",
+            *cell.pins,
+            spec,
+            *TEST_DEPS,
+        ]
         if cell.exclude_newer:
             install += ["--exclude-newer", cell.exclude_newer]
         run(install, log)
         frozen.parent.mkdir(parents=True, exist_ok=True)
-        listing = subprocess.run([UV, "pip", "freeze", "--python", vpy], check=True,
-                                 capture_output=True, text=True).stdout
-        frozen.write_text("".join(line + "\n" for line in listing.splitlines()
-                                  if not line.startswith("torchx-suite")))
+        listing = subprocess.run(
+            [UV, "pip", "freeze", "--python", vpy], check=True, capture_output=True, text=True
+        ).stdout
+        frozen.write_text(
+            "".join(
+                line + "\n" for line in listing.splitlines() if not line.startswith("torchx-suite")
+            )
+        )
         frozen_recipe.write_text(want)
     stamp.write_text(want)
     return venv
@@ -122,20 +165,28 @@ def build_venv(cell: Cell, wheel: Path, log: Path) -> Path:
 
 def check_pins(venv: Path, cell: Cell, log: Path) -> None:
     """The pinned engine is what got installed (the extras did not move it)."""
-    code = ("import sys, importlib.metadata as m\n"
-            "bad = [(r, m.version(r.split('==')[0])) for r in sys.argv[1:]"
-            " if m.version(r.split('==')[0]) != r.split('==')[1]]\n"
-            "print('pins', sys.argv[1:], 'moved:', bad)\nsys.exit(1 if bad else 0)\n")
+    code = (
+        "import sys, importlib.metadata as m\n"
+        "bad = [(r, m.version(r.split('==')[0])) for r in sys.argv[1:]"
+        " if m.version(r.split('==')[0]) != r.split('==')[1]]\n"
+        "print('pins', sys.argv[1:], 'moved:', bad)\nsys.exit(1 if bad else 0)\n"
+    )
     run([str(venv / "bin" / "python"), "-c", code, *cell.pins], log)
 
 
 def cell_env(venv: Path, index: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("PREFECT_")
-           and not k.startswith("AIRFLOW")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+        and not k.startswith("PREFECT_")
+        and not k.startswith("AIRFLOW")
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
-    env["MATRIX_PREFECT_PORT"] = str(int(os.environ.get("MATRIX_PREFECT_PORT_BASE", "14250")) + index)
+    env["MATRIX_PREFECT_PORT"] = str(
+        int(os.environ.get("MATRIX_PREFECT_PORT_BASE", "14250")) + index
+    )
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the venv's bytecode is compiled once, keep using it
     return env
 
@@ -149,14 +200,43 @@ def run_cell(cell: Cell, index: int, wheel: Path, tree: Path) -> tuple[Cell, str
         check_pins(venv, cell, log)
         python = str(venv / "bin" / "python")
         env = cell_env(venv, index)
-        run([python, "-c", ("import torchx_core, sys; p = torchx_core.__file__;"
-             " print(p); sys.exit(0 if p.startswith(sys.prefix) else 1)")], log, env=env, cwd=tree)
+        run(
+            [
+                python,
+                "-c",
+                (
+                    "import torchx_core, sys; p = torchx_core.__file__;"
+                    " print(p); sys.exit(0 if p.startswith(sys.prefix) else 1)"
+                ),
+            ],
+            log,
+            env=env,
+            cwd=tree,
+        )
         if cell.unit:
-            run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "300",
-                 *cell.unit], log, env=env, cwd=tree)
+            run(
+                [
+                    python,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "--timeout",
+                    "300",
+                    *cell.unit,
+                ],
+                log,
+                env=env,
+                cwd=tree,
+            )
         if cell.smoke:
-            run([python, str(tree / "scripts" / "matrix" / f"smoke_{cell.smoke}.py")], log,
-                env=env, cwd=tree)
+            run(
+                [python, str(tree / "scripts" / "matrix" / f"smoke_{cell.smoke}.py")],
+                log,
+                env=env,
+                cwd=tree,
+            )
         result = "passed"
     except CellFailed as e:
         result = f"FAILED ({e})"
@@ -167,10 +247,16 @@ def make_tree(root: Path) -> Path:
     """The test files without the sources (so the tests import the installed wheel)."""
     tree = root / "tree"
     tree.mkdir()
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *TREE_PATHS],
-        cwd=REPO, check=True, capture_output=True,
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *TREE_PATHS],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = REPO / rel
         if src.is_file():
@@ -181,8 +267,12 @@ def make_tree(root: Path) -> Path:
 
 def build_wheel(root: Path) -> Path:
     out = root / "dist"
-    subprocess.run([UV, "build", "--wheel", "--out-dir", str(out), str(REPO)], check=True,
-                   capture_output=True, timeout=STEP_TIMEOUT)
+    subprocess.run(
+        [UV, "build", "--wheel", "--out-dir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=STEP_TIMEOUT,
+    )
     (wheel,) = out.glob("torchx_suite-*.whl")
     return wheel
 
@@ -215,8 +305,10 @@ def main() -> int:
         tree = make_tree(root)
         jobs = int(os.environ.get("MATRIX_JOBS", "2"))
         # the slowest first: Airflow, then Prefect (their venvs and real uses take longest)
-        order = sorted(enumerate(cells), key=lambda ic: ["airflow", "prefect", "kfp",
-                                                           "python"].index(ic[1].engine))
+        order = sorted(
+            enumerate(cells),
+            key=lambda ic: ["airflow", "prefect", "kfp", "python"].index(ic[1].engine),
+        )
         results: list[tuple[Cell, str, float]] = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(run_cell, c, i, wheel, tree) for i, c in order]
@@ -226,15 +318,23 @@ def main() -> int:
                 results.append((cell, result, secs))
     wall = time.monotonic() - began
     failed = [(c, r) for c, r, _ in results if r != "passed"]
-    print(f"matrix: {len(results) - len(failed)}/{len(results)} cells passed in {wall:.0f}s"
-          f" (logs: {STATE / 'logs'})")
+    print(
+        f"matrix: {len(results) - len(failed)}/{len(results)} cells passed in {wall:.0f}s"
+        f" (logs: {STATE / 'logs'})"
+    )
     for cell, result in failed:
         log = STATE / "logs" / f"{cell.id}.log"
         print(f"\n===== {cell.id}: {result}; last lines of {log}:")
         print("\n".join(log.read_text(errors="replace").splitlines()[-60:]))
-    (STATE / "last-run.json").write_text(json.dumps(
-        {"wall_seconds": round(wall), "cells": {c.id: {"result": r, "seconds": round(s)}
-                                                for c, r, s in results}}, indent=2))
+    (STATE / "last-run.json").write_text(
+        json.dumps(
+            {
+                "wall_seconds": round(wall),
+                "cells": {c.id: {"result": r, "seconds": round(s)} for c, r, s in results},
+            },
+            indent=2,
+        )
+    )
     return 1 if failed else 0
 
 

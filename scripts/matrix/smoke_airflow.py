@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DAG = '''
+DAG = """
 import pendulum
 from airflow.sdk import DAG
 if not hasattr(DAG, "test"):  # Airflow 3.0: test() is on the core DAG class
@@ -29,22 +29,24 @@ if __name__ == "__main__":
     states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
     print("MATRIX_STATES", states)
     raise SystemExit(0 if str(dr.state).endswith("success") and states.get("echo", "").endswith("success") else 1)
-'''
+"""
 
-PROVIDERS = '''
+PROVIDERS = """
 from airflow.providers_manager import ProvidersManager
 pm = ProvidersManager()
 hook = pm.hooks.get("torchx")
 print("MATRIX_PROVIDER", "torchx-suite" if "torchx-suite" in pm.providers else "-",
       hook.hook_class_name if hook else "-")
-'''
+"""
 
 
 def run(args: list[str], env: dict[str, str]) -> str:
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
-        raise SystemExit(f"FAILED {' '.join(args)} (exit {out.returncode}):\n"
-                         f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        raise SystemExit(
+            f"FAILED {' '.join(args)} (exit {out.returncode}):\n"
+            f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        )
     return out.stdout
 
 
@@ -53,9 +55,14 @@ def main() -> None:
     dags = home / "dags"
     dags.mkdir()
     (dags / "matrix_smoke.py").write_text(DAG)
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "TORCHX_LOCAL_ROOT": str(home / "torchx"),
-           "AIRFLOW__CORE__UNIT_TEST_MODE": "False"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "TORCHX_LOCAL_ROOT": str(home / "torchx"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    }
     bin_dir = Path(sys.executable).parent
     airflow = str(bin_dir / "airflow")
     run([airflow, "db", "migrate"], env)

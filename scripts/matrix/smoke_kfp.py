@@ -22,8 +22,12 @@ def main() -> None:
 
     @dsl.pipeline(name="matrix-smoke")
     def pipeline():
-        launch(component="utils.echo", component_args=["--msg", "matrix-ok"],
-               scheduler="local_cwd", wait_interval=0.2)
+        launch(
+            component="utils.echo",
+            component_args=["--msg", "matrix-ok"],
+            scheduler="local_cwd",
+            wait_interval=0.2,
+        )
 
     compiler.Compiler().compile(pipeline, str(work / "pipeline.yaml"))
     assert "torchx-launcher" in (work / "pipeline.yaml").read_text()
@@ -47,8 +51,10 @@ def main() -> None:
         compiler.Compiler().compile(k8s, str(work / "k8s.yaml"))
         assert "platforms" in (work / "k8s.yaml").read_text()
         kubernetes = "compiled"
-    print(f"kfp smoke OK: kfp {kfp.__version__}, launcher step ran under kfp.local;"
-          f" kfp-kubernetes {kubernetes}")
+    print(
+        f"kfp smoke OK: kfp {kfp.__version__}, launcher step ran under kfp.local;"
+        f" kfp-kubernetes {kubernetes}"
+    )
 
 
 if __name__ == "__main__":

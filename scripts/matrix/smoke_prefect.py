@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-FLOW = '''
+FLOW = """
 import asyncio
 from prefect import flow
 from torchx_prefect import run_app
@@ -36,7 +36,7 @@ if __name__ == "__main__":
     worker = BaseWorker.get_worker_class_from_type("torchx")
     assert worker is not None and worker.type == "torchx", worker
     print("MATRIX_WORKER", worker)
-'''
+"""
 
 
 def main() -> None:
@@ -44,13 +44,22 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="matrix-prefect-"))
     url = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(home), PREFECT_LOCAL_STORAGE_PATH=str(home / "storage"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false",
-               TORCHX_LOCAL_ROOT=str(home / "torchx"))
+    env.update(
+        PREFECT_HOME=str(home),
+        PREFECT_LOCAL_STORAGE_PATH=str(home / "storage"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_UI_ENABLED="false",
+        TORCHX_LOCAL_ROOT=str(home / "torchx"),
+    )
     prefect = str(Path(sys.executable).parent / "prefect")
     log = (home / "server.log").open("w")
-    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", port],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", port],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -59,15 +68,24 @@ def main() -> None:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("prefect server did not start:\n"
-                                     + (home / "server.log").read_text()[-3000:]) from None
+                    raise SystemExit(
+                        "prefect server did not start:\n"
+                        + (home / "server.log").read_text()[-3000:]
+                    ) from None
                 time.sleep(1)
         (home / "flow.py").write_text(FLOW)
-        out = subprocess.run([sys.executable, str(home / "flow.py")], env={**env, "PREFECT_API_URL": url},
-                             capture_output=True, text=True, timeout=600, check=False)
+        out = subprocess.run(
+            [sys.executable, str(home / "flow.py")],
+            env={**env, "PREFECT_API_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if out.returncode != 0 or "MATRIX_WORKER" not in out.stdout:
-            raise SystemExit(f"flow failed (exit {out.returncode}):\n{out.stdout[-3000:]}\n"
-                             f"{out.stderr[-3000:]}")
+            raise SystemExit(
+                f"flow failed (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+            )
         print("prefect smoke OK: run_app flow against a server, torchx worker type found")
     finally:
         os.killpg(server.pid, signal.SIGTERM)

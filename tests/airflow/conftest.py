@@ -33,7 +33,8 @@ from airflow_versions import AIRFLOW_VERSION
 #: use 3.3's workload classes) are not collected
 collect_ignore = (
     ["test_airflow_executor.py", "test_airflow_executor_deployment.py"]
-    if AIRFLOW_VERSION < (3, 3) else []
+    if AIRFLOW_VERSION < (3, 3)
+    else []
 )
 from airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
 from airflow_fakes import Cluster

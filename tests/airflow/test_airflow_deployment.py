@@ -194,7 +194,8 @@ def _end_app(live: Live, handle: str) -> None:
 
     try:
         wait_until(
-            lambda: (st := live.status(handle)) is None or is_terminal(st.state), 60,
+            lambda: (st := live.status(handle)) is None or is_terminal(st.state),
+            60,
             f"{handle} to end after its release",
         )
     except AssertionError:
@@ -259,7 +260,9 @@ def test_every_line_of_a_short_app_reaches_the_log_once(live: Live) -> None:
     live.wait_deferred(dag, run, "split")
     live.release(run)
     expected = {
-        "on_worker": "hundred-worker", "deferrable": "hundred-defer", "split": "hundred-split",
+        "on_worker": "hundred-worker",
+        "deferrable": "hundred-defer",
+        "split": "hundred-split",
     }
     for task, prefix in expected.items():
         ti = live.wait_ti(dag, run, task, {"success", "failed"})
@@ -282,8 +285,15 @@ def test_a_short_deferrable_app_succeeds_without_deferring(live: Live) -> None:
 def test_configuration_errors_fail_the_first_try_without_retrying(live: Live) -> None:
     """Item 3 (and item 2 with `airflow connections test`): retries=1, yet one try each."""
     live.cli("connections", "delete", "torchx_badcfg", check=False)
-    live.cli("connections", "add", "torchx_badcfg", "--conn-type", "torchx", "--conn-extra",
-             json.dumps({"scheduler": "local_cwd", "cfg": {"grace_period": "soon"}}))
+    live.cli(
+        "connections",
+        "add",
+        "torchx_badcfg",
+        "--conn-type",
+        "torchx",
+        "--conn-extra",
+        json.dumps({"scheduler": "local_cwd", "cfg": {"grace_period": "soon"}}),
+    )
     tested = live.cli("connections", "test", "torchx_badcfg", check=False)
     out = tested.stdout + tested.stderr
     assert "grace_period, must be of type: float, but was: 'soon'" in out, out

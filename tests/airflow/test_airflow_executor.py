@@ -132,7 +132,9 @@ def test_each_workload_is_one_app_running_the_task_sdk_entry_with_the_token_in_e
     assert wl.ti.key in h.ex.running
 
 
-def test_entry_point_rebuilds_the_workload_with_the_token_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_point_rebuilds_the_workload_with_the_token_from_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import airflow.sdk.execution_time.execute_workload as ew
 
     from torchx_airflow.executors import entry
@@ -163,7 +165,9 @@ def test_sync_reads_every_app_in_one_batched_call_and_reports_ends(h: Harness) -
     ev = h.events()
     assert ev[wls[0].ti.key][0] == "success"
     assert ev[wls[1].ti.key][0] == "failed"
-    assert "ended FAILED" in ev[wls[1].ti.key][1] and "Traceback: ValueError" in ev[wls[1].ti.key][1]
+    assert (
+        "ended FAILED" in ev[wls[1].ti.key][1] and "Traceback: ValueError" in ev[wls[1].ti.key][1]
+    )
     assert ev[wls[2].ti.key][0] == "failed" and "vanished" in ev[wls[2].ti.key][1]
     assert h.ex.running == {w.ti.key for w in wls[3:]}
 
@@ -198,15 +202,28 @@ def test_a_bad_executor_config_fails_that_task_only_with_a_permanent_error(h: Ha
 
 def test_settings_from_the_section_list_every_problem() -> None:
     s = ExecutorSettings.from_section(
-        {"scheduler": "slurm", "cfg": '{"partition": "debug"}', "memMB": "2048", "env": '{"X": "y"}',
-         "poll_interval": "5", "cancel_on_end": "false"}
+        {
+            "scheduler": "slurm",
+            "cfg": '{"partition": "debug"}',
+            "memMB": "2048",
+            "env": '{"X": "y"}',
+            "poll_interval": "5",
+            "cancel_on_end": "false",
+        }
     )
-    assert (s.task.scheduler, s.task.cfg, s.task.memMB, s.task.env) == ("slurm", {"partition": "debug"}, 2048, {"X": "y"})
+    assert (s.task.scheduler, s.task.cfg, s.task.memMB, s.task.env) == (
+        "slurm",
+        {"partition": "debug"},
+        2048,
+        {"X": "y"},
+    )
     assert s.poll_interval == 5.0 and s.cancel_on_end is False
     with pytest.raises(InvalidExecutorConfigError) as e:
         ExecutorSettings.from_section({"schedular": "x", "cfg": "{", "memMB": "-1"})
     msg = str(e.value)
-    assert "did you mean 'scheduler'" in msg and "cfg: must be a JSON object" in msg and "memMB" in msg
+    assert (
+        "did you mean 'scheduler'" in msg and "cfg: must be a JSON object" in msg and "memMB" in msg
+    )
     # another scheduler per task: the section's run options do not follow it
     t = s.task.override({"torchx": {"scheduler": "local_cwd", "cfg": {"log_dir": "/x"}}})
     assert t.cfg == {"log_dir": "/x"} and t.env == {"X": "y"}
@@ -225,7 +242,10 @@ def test_a_task_instance_that_moved_on_has_its_app_cancelled(h: Harness) -> None
     assert h.table.job(h.app_id(live)).cancelled == 0
     h.ex.sync()  # the cancelled apps ended: done as Airflow asked (a cleared task is rescheduled)
     ev = h.events()
-    assert ev[cleared.ti.key][0] == "success" and "cancelled: its task instance is restarting" in ev[cleared.ti.key][1]
+    assert (
+        ev[cleared.ti.key][0] == "success"
+        and "cancelled: its task instance is restarting" in ev[cleared.ti.key][1]
+    )
     assert live.ti.key not in ev
 
 
@@ -266,7 +286,9 @@ def test_outcome_table(phase: Phase, expired: bool, want: Outcome) -> None:
         (None, None, False, Verdict.GRACE), ("scheduled", 1, True, Verdict.CANCEL),
     ],
 )  # fmt: skip
-def test_verdict_table(state: str | None, try_number: int | None, exists: bool, want: Verdict) -> None:
+def test_verdict_table(
+    state: str | None, try_number: int | None, exists: bool, want: Verdict
+) -> None:
     assert verdict(state, try_number, 1, exists=exists) == want
 
 

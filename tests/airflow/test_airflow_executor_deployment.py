@@ -140,7 +140,9 @@ def check_dag_run(dep: AirflowDeployment, dag_id: str) -> tuple[str, dict[str, d
     first = dep.task_log(dag_id, run, "flaky", 1)
     assert "flaky try 1" in first and "Task failed with exception" in first
     # who ran what: TorchXExecutor for the TorchX tasks, the default executor for local_check
-    assert {t for t, v in got.items() if v["executor"] == "TorchXExecutor"} == set(got) - {"local_check"}
+    assert {t for t, v in got.items() if v["executor"] == "TorchXExecutor"} == set(got) - {
+        "local_check"
+    }
     assert got["local_check"]["executor"] in (None, "", "LocalExecutor")
     # and the log after the end
     assert "watched-marker-after-release" in dep.task_log(dag_id, run, "watched", 1)
@@ -156,7 +158,11 @@ def test_dag_with_dependencies_xcoms_and_retries_runs_on_local_cwd(
 
     def ended() -> dict[str, Any]:
         apps = {h: a for h, a in local_apps().items() if h not in before}
-        return apps if all(str(a.state) in ("SUCCEEDED", "FAILED", "CANCELLED") for a in apps.values()) else {}
+        return (
+            apps
+            if all(str(a.state) in ("SUCCEEDED", "FAILED", "CANCELLED") for a in apps.values())
+            else {}
+        )
 
     # the run can succeed before the last app's supervisor exited
     new = wait_until(ended, 120, "the run's apps to end")
@@ -185,7 +191,8 @@ def slurm_jobs(dep: AirflowDeployment, since: str) -> dict[str, str]:
 
 @pytest.mark.slurm
 def test_same_dag_runs_each_task_as_a_slurm_job(
-    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+    executor_deployment: AirflowDeployment,
+    slurm_cluster: SlurmCluster,  # noqa: F811
 ) -> None:
     dep = executor_deployment
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -201,7 +208,9 @@ def test_same_dag_runs_each_task_as_a_slurm_job(
     # one Slurm job per TorchX task try (flaky ran twice), each COMPLETED; none left over
     assert len(jobs) == TORCHX_TASKS + 1, jobs
     assert set(jobs.values()) == {"COMPLETED"}, jobs
-    ran_in = {dep.xcom("txe_slurm", run, t, "return_value")["slurm_job"] for t in ("start", "watched")}
+    ran_in = {
+        dep.xcom("txe_slurm", run, t, "return_value")["slurm_job"] for t in ("start", "watched")
+    }
     ran_in.add(dep.xcom("txe_slurm", run, "final", "return_value")["watched"]["slurm_job"])
     assert None not in ran_in and ran_in <= set(jobs), (ran_in, jobs)
     # the scheduler keeps a copy of each batch script: the token in it is sealed, never a JWT
@@ -243,7 +252,8 @@ def started(dep: AirflowDeployment, run: str, name: str, try_number: int = 1) ->
 
 @pytest.mark.slurm
 def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
-    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+    executor_deployment: AirflowDeployment,
+    slurm_cluster: SlurmCluster,  # noqa: F811
 ) -> None:
     dep, dag = executor_deployment, "txe_hold_slurm"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -267,6 +277,7 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
     assert not any(started(dep, run, h, 2) for h in holds)
     # no second job: 5 holds + gather, each once, all COMPLETED
     live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+
     def run_jobs() -> dict[str, str]:  # sacct -S also lists earlier tests' jobs that ended since
         return {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier}
 
@@ -277,7 +288,8 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
 
 @pytest.mark.slurm
 def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
-    executor_deployment: AirflowDeployment, slurm_cluster: SlurmCluster  # noqa: F811
+    executor_deployment: AirflowDeployment,
+    slurm_cluster: SlurmCluster,  # noqa: F811
 ) -> None:
     dep, dag = executor_deployment, "txe_hold_slurm"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -289,7 +301,9 @@ def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
         dep.clear_ti(dag, run, "hold_0")
         dep.set_ti_state(dag, run, "hold_1", "failed")
         log = lambda: dep.service_log("scheduler")[mark:]
-        cancelled = "task_id='hold_0', run_id='{}', try_number=1, map_index=-1): its task instance is"
+        cancelled = (
+            "task_id='hold_0', run_id='{}', try_number=1, map_index=-1): its task instance is"
+        )
         wait_until(lambda: cancelled.format(run) + " restarting" in log(), 120,
                    "the executor to cancel (scancel) the cleared task's job")  # fmt: skip
         # the cleared task runs again as try 2 (a new job); the failed one stays failed

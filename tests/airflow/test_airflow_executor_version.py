@@ -50,5 +50,7 @@ def test_the_floor_check_refuses_an_older_version(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(
         metadata, "version", lambda d: "3.1.8" if d == "apache-airflow" else real(d)
     )
-    with pytest.raises(MissingDependencyError, match=r"apache-airflow 3\.1\.8 is installed.*>=3\.3"):
+    with pytest.raises(
+        MissingDependencyError, match=r"apache-airflow 3\.1\.8 is installed.*>=3\.3"
+    ):
         _fresh_import()

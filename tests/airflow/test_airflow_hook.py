@@ -164,14 +164,20 @@ def test_test_connection_lists_apps_or_says_what_failed(
     ],
 )
 def test_test_connection_checks_run_options_as_a_task_does(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app: AppDef, cfg: dict[str, Any], says: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    app: AppDef,
+    cfg: dict[str, Any],
+    says: str,
 ) -> None:
     """Issue 22 item 2: what fails a task fails the connection test, with the same words."""
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path))
     _define(monkeypatch, "bad", {"scheduler": "local_cwd", "cfg": cfg})
     ok, msg = TorchXHook("bad").test_connection()
     assert not ok, msg
-    assert msg.startswith(f"connection 'bad': scheduler 'local_cwd' with run options {sorted(cfg)}: ")
+    assert msg.startswith(
+        f"connection 'bad': scheduler 'local_cwd' with run options {sorted(cfg)}: "
+    )
     assert says in msg
     op = TorchXOperator(task_id="task", app=app, torchx_conn_id="bad")
     with pytest.raises(AirflowFailException) as ei:

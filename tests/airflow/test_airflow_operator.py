@@ -110,7 +110,9 @@ def test_fail_fast_raises_fail_exception(cluster: Cluster, app: AppDef) -> None:
         _op(cluster, app, fail_fast=True).execute(make_context(FakeStore()))
 
 
-@pytest.mark.parametrize(("skip", "raised"), [(False, AirflowFailException), (True, AirflowSkipException)])
+@pytest.mark.parametrize(
+    ("skip", "raised"), [(False, AirflowFailException), (True, AirflowSkipException)]
+)
 def test_cancelled_fails_or_skips(cluster: Cluster, app: AppDef, skip: bool, raised: type) -> None:
     _ends(cluster, AppState.CANCELLED)
     with pytest.raises(raised, match="ended CANCELLED"):
@@ -243,9 +245,7 @@ def test_execute_complete_success_returns_the_status_with_a_tail(
     logged = capfd.readouterr().out
     assert "[r/0] r 0 line 1" in logged and "[r/0] r 0 line 2" in logged
     assert "r 0 line 0" not in logged  # a bounded tail, not the whole log
-    assert op.operator_extra_links[0].get_link(op, ti_key=None) == (
-        "http://dashboard/app"
-    )
+    assert op.operator_extra_links[0].get_link(op, ti_key=None) == ("http://dashboard/app")
 
 
 def _streamed(out: str) -> list[str]:
@@ -292,7 +292,9 @@ def test_the_trigger_looks_up_no_absent_default_connection(cluster: Cluster, app
     assert ei.value.trigger.serialize()[1]["torchx_conn_id"] is None
 
 
-@pytest.mark.parametrize(("permanent", "raised"), [(True, AirflowFailException), (False, AirflowException)])
+@pytest.mark.parametrize(
+    ("permanent", "raised"), [(True, AirflowFailException), (False, AirflowException)]
+)
 def test_an_error_event_fails_at_once_only_if_permanent(
     cluster: Cluster, app: AppDef, permanent: bool, raised: type
 ) -> None:

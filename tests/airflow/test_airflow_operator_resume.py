@@ -311,7 +311,9 @@ def test_an_app_that_ended_before_the_first_read_gives_every_line_once(
     puts every line into the task log, once, and no tail after it."""
 
     def burst(handle: str) -> None:
-        cluster.table.append_log(handle.rsplit("/", 1)[1], "r", 0, *(f"n{i:03d}" for i in range(100)))
+        cluster.table.append_log(
+            handle.rsplit("/", 1)[1], "r", 0, *(f"n{i:03d}" for i in range(100))
+        )
         cluster.set_state(handle, AppState.SUCCEEDED)
 
     cluster.on_run = burst

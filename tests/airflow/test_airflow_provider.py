@@ -48,7 +48,13 @@ def test_the_torchx_connection_type_names_the_hook_and_its_form() -> None:
     mod, _, cls = conn_type["hook-class-name"].rpartition(".")
     hook = getattr(importlib.import_module(mod), cls)
     assert hook.conn_type == "torchx" and hook.default_conn_name == "torchx_default"
-    assert set(conn_type["conn-fields"]) == {"scheduler", "cfg", "session_name", "env", "dashboard_url"}
+    assert set(conn_type["conn-fields"]) == {
+        "scheduler",
+        "cfg",
+        "session_name",
+        "env",
+        "dashboard_url",
+    }
     behaviour = conn_type["ui-field-behaviour"]
     assert behaviour["hidden-fields"] == hook.get_ui_field_behaviour()["hidden_fields"]
     assert behaviour["relabeling"] == {"password": "Secret environment (JSON)"}

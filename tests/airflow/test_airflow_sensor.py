@@ -80,9 +80,7 @@ def test_unknown_grace_survives_reschedules_through_the_state_store(cluster: Clu
     assert store.data["torchx_unknown_since"] == since
     store.data["torchx_unknown_since"] = since - 7200  # the streak started two hours ago
     with pytest.raises(AirflowException, match="UNKNOWN"):
-        _sensor(cluster, h, mode="reschedule", unknown_state_timeout=3600).poke(
-            make_context(store)
-        )
+        _sensor(cluster, h, mode="reschedule", unknown_state_timeout=3600).poke(make_context(store))
 
 
 def test_known_state_clears_the_unknown_streak(cluster: Cluster) -> None:

@@ -21,4 +21,5 @@ def test_unknown_state_name_lists_the_valid_ones() -> None:
         phase_for("NOPE")
     assert str(e.value) == (
         "unknown app state 'NOPE'; valid: UNSUBMITTED, SUBMITTED, PENDING, RUNNING, SUCCEEDED,"
-        " FAILED, CANCELLED, UNKNOWN, VANISHED")
+        " FAILED, CANCELLED, UNKNOWN, VANISHED"
+    )

@@ -103,8 +103,14 @@ def test_the_link_points_at_the_dashboard_when_one_is_configured(
     cluster.ui_url = "http://scheduler-ui/app"
     cluster.on_run = lambda h: cluster.set_state(h, AppState.SUCCEEDED)
     monkeypatch.setenv("TORCHX_DASHBOARD_URL", "http://dash:8288/")
-    op = TorchXOperator(task_id="t", app=_app(), scheduler="fake", runner_factory=cluster.factory,
-                        poll_interval=0.001, stream_logs=False)
+    op = TorchXOperator(
+        task_id="t",
+        app=_app(),
+        scheduler="fake",
+        runner_factory=cluster.factory,
+        poll_interval=0.001,
+        stream_logs=False,
+    )
     ctx = make_context(FakeStore())
     op.execute(ctx)
     link = TorchXAppLink()
@@ -114,9 +120,15 @@ def test_the_link_points_at_the_dashboard_when_one_is_configured(
     assert ctx["ti"].xcoms[link.xcom_key] == expected
     assert ctx["ti"].xcoms["ui_url"] == "http://scheduler-ui/app"  # the scheduler's own UI stays
     # the connection's field wins over the environment; a malformed environment is ignored
-    assert app_link(handle, "u", "http://conn-dash") == f"http://conn-dash/app?handle={quote(handle, safe='')}"
+    assert (
+        app_link(handle, "u", "http://conn-dash")
+        == f"http://conn-dash/app?handle={quote(handle, safe='')}"
+    )
     monkeypatch.setenv("TORCHX_DASHBOARD_URL", "ftp://nope")
     assert app_link(handle, "http://scheduler-ui/app", None) == "http://scheduler-ui/app"
     with pytest.raises(Exception, match="dashboard_url: the dashboard URL 'dash:8288' is not"):
         ConnectionSettings.parse("c", {"dashboard_url": "dash:8288"}, None)
-    assert ConnectionSettings.parse("c", {"dashboard_url": "http://d:1"}, None).dashboard_url == "http://d:1"
+    assert (
+        ConnectionSettings.parse("c", {"dashboard_url": "http://d:1"}, None).dashboard_url
+        == "http://d:1"
+    )

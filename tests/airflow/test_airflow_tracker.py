@@ -22,7 +22,11 @@ def test_tasks_show_the_apps_tracker_results(af: AirflowEnv, tmp_path: Path) -> 
 
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "dag_runner.py"), f"{af.dag_file('tx_tracker')}::tx_tracker"],
-        env=env, cwd=str(af.work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        cwd=str(af.work),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     run = parse_runs(af.collect(proc))["tx_tracker"]

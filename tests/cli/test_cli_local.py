@@ -25,7 +25,9 @@ def env(tmp_path: Path, isolated_config: Path) -> dict[str, str]:
     return e
 
 
-def torchx(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def torchx(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "torchx_core.cli.main", *args],
         capture_output=True,
@@ -61,7 +63,9 @@ def _write_sleeper(directory: Path) -> None:
 
 
 def test_run_streams_prefixed_logs_and_other_processes_see_the_app(env: dict[str, str]) -> None:
-    p = torchx(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi there", "--num_replicas", "2")
+    p = torchx(
+        env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hi there", "--num_replicas", "2"
+    )
     assert p.returncode == 0, p.stderr
     handle = p.stdout.strip().splitlines()[-1]
     assert handle.startswith("local_cwd://torchx/echo-")
@@ -88,7 +92,15 @@ def test_run_streams_prefixed_logs_and_other_processes_see_the_app(env: dict[str
 
 
 def test_failing_app_exits_nonzero_with_status(env: dict[str, str], tmp_path: Path) -> None:
-    p = torchx(env, "run", "-s", "local_cwd", "utils.touch", "--file", str(tmp_path / "no" / "such" / "dir" / "f"))
+    p = torchx(
+        env,
+        "run",
+        "-s",
+        "local_cwd",
+        "utils.touch",
+        "--file",
+        str(tmp_path / "no" / "such" / "dir" / "f"),
+    )
     assert p.returncode == 1
     assert "Job finished: FAILED" in p.stderr
     assert "touch/0" in p.stderr  # the replica's own error, streamed
@@ -128,7 +140,9 @@ def _run_sleeper_in_foreground(env: dict[str, str], cwd: Path) -> tuple[subproce
     return p, handle
 
 
-def test_cancel_from_another_process_and_file_component(env: dict[str, str], isolated_config: Path) -> None:
+def test_cancel_from_another_process_and_file_component(
+    env: dict[str, str], isolated_config: Path
+) -> None:
     runner, handle = _run_sleeper_in_foreground(env, isolated_config)
     try:
         assert torchx(env, "cancel", handle).returncode == 0
@@ -147,9 +161,7 @@ def test_cancel_from_another_process_and_file_component(env: dict[str, str], iso
 
 
 def test_tail_follows_until_the_app_ends(env: dict[str, str], isolated_config: Path) -> None:
-    launch = torchx(
-        env, "run", "-s", "local_cwd", "--dryrun", "utils.echo", "--msg", "dry"
-    )
+    launch = torchx(env, "run", "-s", "local_cwd", "--dryrun", "utils.echo", "--msg", "dry")
     assert launch.returncode == 0 and "=== SCHEDULER REQUEST ===" in launch.stdout
     (isolated_config / "ticker.py").write_text(
         textwrap.dedent(
@@ -177,7 +189,14 @@ def test_tail_follows_until_the_app_ends(env: dict[str, str], isolated_config: P
         "with get_runner() as r:\n"
         "    print(r.run_component('ticker.py:ticker', ['--n', '5'], 'local_cwd'))\n"
     )
-    started = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=isolated_config, check=True)
+    started = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=isolated_config,
+        check=True,
+    )
     handle = started.stdout.strip()
     tail = torchx(env, "log", "-t", handle)
     assert tail.returncode == 0, tail.stderr
@@ -196,7 +215,9 @@ def test_runopts_and_configure_for_local(env: dict[str, str], isolated_config: P
     assert "echo/0 cfg ok" in p.stderr
 
 
-def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(env: dict[str, str], isolated_config: Path) -> None:
+def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(
+    env: dict[str, str], isolated_config: Path
+) -> None:
     import signal
     import threading
 
@@ -216,7 +237,9 @@ def test_ctrl_c_on_a_foreground_local_run_cancels_the_app(env: dict[str, str], i
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        assert relayed.wait(timeout=60), "the CLI never relayed the replicas' output: " + "".join(err)
+        assert relayed.wait(timeout=60), "the CLI never relayed the replicas' output: " + "".join(
+            err
+        )
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=60) == 130
         state = json.loads(torchx(env, "status", handle, "--json").stdout)["state"]
@@ -236,7 +259,14 @@ def test_run_hot_path_imports_no_plugin_scan_or_heavy_modules(env: dict[str, str
         "       'boto3', 'ray', 'torchx_core.specs.finder', 'torchx_core.cli.cmd_status') if m in sys.modules]\n"
         "print(rc, bad, file=sys.stderr)\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr
 
 
@@ -244,11 +274,32 @@ def test_copy_and_booth_components_run_locally(env: dict[str, str], tmp_path: Pa
     src = tmp_path / "src.txt"
     src.write_text("copied bytes\n")
     dst = tmp_path / "out" / "dst.txt"
-    p = torchx(env, "run", "-s", "local_cwd", "utils.copy", "--src", f"file://{src}", "--dst", f"file://{dst}")
+    p = torchx(
+        env,
+        "run",
+        "-s",
+        "local_cwd",
+        "utils.copy",
+        "--src",
+        f"file://{src}",
+        "--dst",
+        f"file://{dst}",
+    )
     assert p.returncode == 0, p.stderr
     assert dst.read_text() == "copied bytes\n"
-    p = torchx(env, "run", "-s", "local_cwd", "utils.booth", "--x1", "1", "--x2", "3",
-               "--tracker_base", str(tmp_path / "booth"))
+    p = torchx(
+        env,
+        "run",
+        "-s",
+        "local_cwd",
+        "utils.booth",
+        "--x1",
+        "1",
+        "--x2",
+        "3",
+        "--tracker_base",
+        str(tmp_path / "booth"),
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "booth" / "0" / "result.json").read_text())["booth_eval"] == 0.0
 
@@ -281,18 +332,30 @@ def test_log_streams_selection(env: dict[str, str], isolated_config: Path) -> No
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-def test_workspace_flag_runs_the_app_in_a_copy_of_the_project(env: dict[str, str], isolated_config: Path) -> None:
+def test_workspace_flag_runs_the_app_in_a_copy_of_the_project(
+    env: dict[str, str], isolated_config: Path
+) -> None:
     project = isolated_config / "project"
     project.mkdir()
     (project / "data.txt").write_text("from the project\n")
-    p = torchx(env, "run", "--workspace", "project", "utils.python", "-c",
-               "import os; print(open('data.txt').read().strip(), os.getcwd())")
+    p = torchx(
+        env,
+        "run",
+        "--workspace",
+        "project",
+        "utils.python",
+        "-c",
+        "import os; print(open('data.txt').read().strip(), os.getcwd())",
+    )
     assert p.returncode == 0, p.stderr
     handle = p.stdout.strip().splitlines()[-1]
     text, cwd = torchx(env, "log", handle).stdout.removeprefix("python/0 ").rsplit(" ", 1)
     assert text == "from the project"
     # it ran in a copy inside the app's directory, not in the project itself
-    assert cwd.startswith(os.path.realpath(env["TORCHX_LOCAL_ROOT"])) and handle.rsplit("/", 1)[1] in cwd
+    assert (
+        cwd.startswith(os.path.realpath(env["TORCHX_LOCAL_ROOT"]))
+        and handle.rsplit("/", 1)[1] in cwd
+    )
     bad = torchx(env, "run", "--workspace", "no-such-dir", "utils.sh", "true")
     assert bad.returncode == 1 and "no-such-dir" in bad.stderr and "Traceback" not in bad.stderr
 

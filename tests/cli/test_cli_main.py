@@ -27,7 +27,9 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def launch(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
-    rc, out, err = cli(capsys, "run", "-s", "fake", *extra, "utils.echo", "--msg", "hi", "--num_replicas", "2")
+    rc, out, err = cli(
+        capsys, "run", "-s", "fake", *extra, "utils.echo", "--msg", "hi", "--num_replicas", "2"
+    )
     assert rc == 0, err
     return out.strip().splitlines()[-1]
 
@@ -35,7 +37,18 @@ def launch(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
 def test_help_lists_subcommands_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = cli(capsys, "--help")
     assert rc == 0
-    for name in ("run", "status", "log", "list", "describe", "cancel", "delete", "builtins", "runopts", "configure"):
+    for name in (
+        "run",
+        "status",
+        "log",
+        "list",
+        "describe",
+        "cancel",
+        "delete",
+        "builtins",
+        "runopts",
+        "configure",
+    ):
         assert name in out
     rc, out, _ = cli(capsys, "--version")
     assert rc == 0 and out.startswith("torchx-suite ")
@@ -46,14 +59,18 @@ def test_no_subcommand_prints_help_and_fails(capsys: pytest.CaptureFixture[str])
     assert rc == 1 and "usage: torchx" in err
 
 
-def test_unknown_subcommand_and_bad_log_level_are_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_subcommand_and_bad_log_level_are_argparse_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     rc, _, err = cli(capsys, "frobnicate")
     assert rc == 2 and "invalid choice" in err
     rc, _, err = cli(capsys, "--log_level", "LOUD", "list")
     assert rc == 2 and "invalid log level" in err
 
 
-def test_run_prints_handle_and_submits(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_prints_handle_and_submits(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     handle = launch(capsys, "-cfg", "priority=3")
     assert handle.startswith("fake://torchx/echo-")
     (job,) = fake_plugin.jobs.values()
@@ -68,7 +85,9 @@ def test_run_wait_log_exit_code_follows_app_state(
 ) -> None:
     fake_plugin.final = final
     fake_plugin.steps = 3
-    rc, _, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "2")
+    rc, _, err = cli(
+        capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "2"
+    )
     assert rc == rc_expected
     assert "echo/0 echo 0 line 0" in err and "echo/1 echo 1 line 2" in err
     assert f"Job finished: {final}" in err
@@ -78,7 +97,9 @@ def test_run_log_streams_at_most_16_replicas_and_says_how_to_read_the_others(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake_plugin.steps = 3
-    rc, _, err = cli(capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "20")
+    rc, _, err = cli(
+        capsys, "run", "-s", "fake", "--wait", "--log", "utils.echo", "--num_replicas", "20"
+    )
     assert rc == 0, err
     handle = next(line for line in err.splitlines() if "showing 16 of 20 replicas" in line)
     assert "`torchx log fake://torchx/echo-" in handle and "/<role>/<k>`" in handle
@@ -94,7 +115,9 @@ def test_log_tail_with_a_bad_regex_fails_at_once_while_the_app_runs(
     assert rc == 1 and "invalid log regex '('" in err
 
 
-def test_dryrun_prints_app_and_request_without_submitting(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dryrun_prints_app_and_request_without_submitting(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, out, _ = cli(capsys, "run", "-s", "fake", "--dryrun", "utils.echo", "--msg", "yo")
     assert rc == 0
     assert "=== APPLICATION ===" in out and "=== SCHEDULER REQUEST ===" in out
@@ -118,7 +141,9 @@ def test_torchxconfig_supplies_run_defaults_and_run_options(
     assert job.request.roles[0][3] == ["from-config"]
 
 
-def test_component_help_comes_from_docstring(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_component_help_comes_from_docstring(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, out, _ = cli(capsys, "run", "-s", "fake", "utils.echo", "--help")
     assert rc == 0
     assert "Echoes a message" in out and "--msg" in out
@@ -156,7 +181,9 @@ def test_bad_input_is_a_clear_error_not_a_traceback(
     assert "Traceback" not in err
 
 
-def test_unknown_run_option_is_dropped_with_a_warning(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_run_option_is_dropped_with_a_warning(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     # TorchX's cfg_from_str drops unknown keys; we keep that but warn with a suggestion
     rc, _, err = cli(capsys, "run", "-s", "fake", "-cfg", "priorit=1", "utils.echo")
     assert rc == 0 and "priorit" in err and "priority" in err
@@ -164,7 +191,9 @@ def test_unknown_run_option_is_dropped_with_a_warning(fake_plugin: JobTable, cap
     assert "priorit" not in job.request.cfg
 
 
-def test_option_given_twice_is_an_argparse_error(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_option_given_twice_is_an_argparse_error(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = cli(capsys, "run", "-s", "fake", "-s", "fake", "utils.echo")
     assert rc == 2 and "more than once" in err
 
@@ -223,7 +252,9 @@ def test_log_selection(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
     assert rc == 1 and "valid: [0, 1]" in err
 
 
-def test_list_describe_cancel_delete(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_describe_cancel_delete(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake_plugin.steps = 100  # stays RUNNING until cancelled
     h1 = launch(capsys)
     h2 = launch(capsys)
@@ -279,8 +310,14 @@ def test_configure_behaves_as_torchx(
 
 
 def test_parse_component_and_args() -> None:
-    assert parse_component_and_args(["utils.echo", "--msg", "x"], None) == ("utils.echo", ["--msg", "x"])
-    assert parse_component_and_args(["--", "--msg", "x"], "utils.echo") == ("utils.echo", ["--msg", "x"])
+    assert parse_component_and_args(["utils.echo", "--msg", "x"], None) == (
+        "utils.echo",
+        ["--msg", "x"],
+    )
+    assert parse_component_and_args(["--", "--msg", "x"], "utils.echo") == (
+        "utils.echo",
+        ["--msg", "x"],
+    )
     assert parse_component_and_args([], "a.b") == ("a.b", [])
     # repeated options after `--` belong to the program, not the component
     assert parse_component_and_args(["c", "--", "-x", "-x"], None) == ("c", ["--", "-x", "-x"])
@@ -308,11 +345,17 @@ def test_only_the_used_subcommand_is_imported() -> None:
         "print(mods, heavy, file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.strip().splitlines()[-1] == "['torchx_core.cli.cmd_base', 'torchx_core.cli.cmd_status'] []"
+    assert (
+        out.stderr.strip().splitlines()[-1]
+        == "['torchx_core.cli.cmd_base', 'torchx_core.cli.cmd_status'] []"
+    )
 
 
 def test_workspace_defaults_to_cwd_only_on_workspace_schedulers(
-    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path, monkeypatch: pytest.MonkeyPatch
+    fake_plugin: JobTable,
+    capsys: pytest.CaptureFixture[str],
+    isolated_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import fake_scheduler
 
@@ -336,7 +379,9 @@ def test_workspace_defaults_to_cwd_only_on_workspace_schedulers(
 
 
 def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = cli(capsys, "run", "-s", "fake", "dist.ddp", "-j", "2x2", "--script", "t.py", "-h", "cpu.small")
+    rc, out, err = cli(
+        capsys, "run", "-s", "fake", "dist.ddp", "-j", "2x2", "--script", "t.py", "-h", "cpu.small"
+    )
     assert rc == 0, err
     (job,) = fake_plugin.jobs.values()
     (name, replicas, entrypoint, args) = job.request.roles[0]
@@ -352,7 +397,9 @@ def test_plugin_subcommand_from_entry_point(
     from fake_scheduler import write_plugin_dist
 
     site = tmp_path / "cmdsite"
-    write_plugin_dist(site, "[torchx.cli.cmds]\nhello = hello_cmd_mod:CmdHello\n", name="hello_cmd_plugin")
+    write_plugin_dist(
+        site, "[torchx.cli.cmds]\nhello = hello_cmd_mod:CmdHello\n", name="hello_cmd_plugin"
+    )
     (site / "hello_cmd_mod.py").write_text(
         "class CmdHello:\n"
         "    help = 'says hello'\n"
@@ -418,7 +465,9 @@ def test_broken_plugin_for_a_builtin_name_falls_back_to_the_builtin(
     assert "`builtins` command plugin failed to load" in caplog.text
 
 
-def test_cancel_and_delete_say_what_they_did(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cancel_and_delete_say_what_they_did(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = cli(capsys, "cancel", "fake://torchx/missing")
     assert rc == 1 and "does not exist" in err and "nothing to cancel" in err
     rc, _, err = cli(capsys, "delete", "fake://torchx/missing")
@@ -436,7 +485,9 @@ def test_run_flag_mistakes_get_hints(
 ) -> None:
     rc, _, err = cli(capsys, "run", "--msg", "x")
     assert rc == 2 and "unrecognized arguments: --msg" in err and "torchx run -- --msg hi" in err
-    rc, _, err = cli(capsys, "run", "-s", "fake", "--workspace", str(isolated_config / "nope"), "utils.echo")
+    rc, _, err = cli(
+        capsys, "run", "-s", "fake", "--workspace", str(isolated_config / "nope"), "utils.echo"
+    )
     assert rc == 1 and "nope" in err and "do not exist" in err and "Traceback" not in err
     assert fake_plugin.jobs == {}
     rc, _, err = cli(capsys, "configure", "-s", ",", "--print")
@@ -446,7 +497,9 @@ def test_run_flag_mistakes_get_hints(
 def test_unknown_cli_run_config_key_is_warned_about(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], isolated_config: Path
 ) -> None:
-    (isolated_config / ".torchxconfig").write_text("[cli:run]\nschedular = other\nscheduler = fake\n")
+    (isolated_config / ".torchxconfig").write_text(
+        "[cli:run]\nschedular = other\nscheduler = fake\n"
+    )
     rc, _, err = cli(capsys, "run", "utils.echo")
     assert rc == 0, err
     assert "`schedular` in the [cli:run] section" in err and "'scheduler'" in err
@@ -461,7 +514,11 @@ def test_schedulers_lists_a_broken_plugin(
     from torchx_core.schedulers.registry import default_registry
 
     site = tmp_path / "brokensite"
-    write_plugin_dist(site, "[torchx.schedulers]\nbroken_one = no_such_module_xyz:create_scheduler\n", name="broken_plugin")
+    write_plugin_dist(
+        site,
+        "[torchx.schedulers]\nbroken_one = no_such_module_xyz:create_scheduler\n",
+        name="broken_plugin",
+    )
     monkeypatch.syspath_prepend(str(site))
     default_registry().refresh()
     try:
@@ -474,7 +531,9 @@ def test_schedulers_lists_a_broken_plugin(
         default_registry().refresh()
 
 
-def test_log_level_takes_names_and_torchx_style_numbers(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_log_level_takes_names_and_torchx_style_numbers(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = cli(capsys, "--log_level", "10", "run", "-s", "fake", "utils.echo")
     assert rc == 0 and "DEBUG" in err  # TorchX's --log_level is an int
     rc, _, err = cli(capsys, "--log_level", "warning", "run", "-s", "fake", "utils.echo")
@@ -483,7 +542,9 @@ def test_log_level_takes_names_and_torchx_style_numbers(fake_plugin: JobTable, c
     assert rc == 2 and "invalid log level 'verbose'" in err and "DEBUG" in err
 
 
-def test_log_of_many_lines_is_complete_and_in_order(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
+def test_log_of_many_lines_is_complete_and_in_order(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
+) -> None:
     handle = launch(capsys)
     job = fake_plugin.jobs[handle.rsplit("/", 1)[1]]
     n = 20_000  # more than one write chunk
@@ -500,7 +561,9 @@ def test_fast_prefixing_matches_the_general_rule(line: str) -> None:
     from torchx_core.cli._follow import _prefixed
     from torchx_core.cli._term import prefix_line
 
-    assert _prefixed("r/0 ", line) == prefix_line("r/0 ", line if line.endswith("\n") else line + "\n")
+    assert _prefixed("r/0 ", line) == prefix_line(
+        "r/0 ", line if line.endswith("\n") else line + "\n"
+    )
 
 
 def test_component_without_docstring_runs_and_help_shows_a_tip(
@@ -560,7 +623,9 @@ def test_torchxconfig_varargs_fill_utils_sh(
 ) -> None:
     """Silent incompatibility 2 (issue 25): ``[component:utils.sh] args = ...`` fills ``*args``
     when the command line gives none, as in TorchX; the command line wins otherwise."""
-    (isolated_config / ".torchxconfig").write_text("[component:utils.sh]\nargs = echo from-config\n")
+    (isolated_config / ".torchxconfig").write_text(
+        "[component:utils.sh]\nargs = echo from-config\n"
+    )
     rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh")
     assert rc == 0, err
     rc, _, err = cli(capsys, "run", "-s", "fake", "utils.sh", "echo", "from-cli")

@@ -91,7 +91,9 @@ def test_torchx_log_on_a_terminal_shows_control_sequences_escaped(
     assert CLIPBOARD in raw and CLEAR in raw
 
 
-def test_torchx_run_streams_sanitised_output_to_a_terminal(cli_env: dict[str, str], tmp_path: Path) -> None:
+def test_torchx_run_streams_sanitised_output_to_a_terminal(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
     script = tmp_path / "hostile.py"
     script.write_text(f"import sys; sys.stdout.write({HOSTILE!r} + '\\n')\n")
     args = ["run", "-s", "local_cwd", "utils.python", "--script", str(script)]

@@ -17,7 +17,9 @@ CHILD = "local_cwd://torchx/eval-2"
 
 
 @pytest.fixture
-def tracker(isolated_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FsspecTracker:
+def tracker(
+    isolated_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> FsspecTracker:
     for key in list(os.environ):
         if key.startswith("TORCHX_TRACKER"):
             monkeypatch.delenv(key)
@@ -56,7 +58,9 @@ def test_list_metadata(tracker: FsspecTracker, capsys: pytest.CaptureFixture[str
     assert {r["key"]: r["value"] for r in rows} == {"lr": 0.1, "model": "resnet"}
 
 
-def test_list_artifacts_with_filter(tracker: FsspecTracker, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_artifacts_with_filter(
+    tracker: FsspecTracker, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run_main(["tracker", "list", "artifacts", "--json", RUN]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["name"] for r in rows) == ["model", "tb"]

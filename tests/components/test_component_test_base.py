@@ -18,7 +18,9 @@ def _run(case: type[unittest.TestCase], name: str) -> unittest.TestResult:
     return result
 
 
-def test_validate_accepts_builtin_and_rejects_a_broken_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_accepts_builtin_and_rejects_a_broken_component(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "bad_components.py"
     bad.write_text("def broken(x) -> int:\n    '''b'''\n    return 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -40,14 +42,17 @@ def test_validate_accepts_builtin_and_rejects_a_broken_component(tmp_path: Path,
 
 @pytest.mark.integration
 @pytest.mark.local
-def test_run_component_runs_to_the_end_on_local_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_component_runs_to_the_end_on_local_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
     statuses = []
 
     class Runs(ComponentTestCase):
         def test_echo(self) -> None:
-            status = self.run_component(utils.echo, {"msg": "hi", "image": str(tmp_path)},
-                                        interval=0.1, timeout=30)
+            status = self.run_component(
+                utils.echo, {"msg": "hi", "image": str(tmp_path)}, interval=0.1, timeout=30
+            )
             statuses.append(status)
             self.assertIsNotNone(status)
 

@@ -128,13 +128,20 @@ def test_copy_main_copies_between_fsspec_urls(tmp_path: Path) -> None:
 
 def test_booth_main_writes_result(tmp_path: Path) -> None:
     assert booth_main.booth(1, 3) == 0
-    assert booth_main.main(["--x1", "0", "--x2", "0", "--trial_idx", "4", "--tracker_base", str(tmp_path)]) == 0
+    assert (
+        booth_main.main(
+            ["--x1", "0", "--x2", "0", "--trial_idx", "4", "--tracker_base", str(tmp_path)]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "4" / "result.json").read_text())
     assert result["booth_eval"] == 74.0
 
 
 def test_torchserve_registration_url() -> None:
-    app = serve.torchserve("http://h/m.mar", "http://ts:8081", params={"initial_workers": "2"}, dryrun=True)
+    app = serve.torchserve(
+        "http://h/m.mar", "http://ts:8081", params={"initial_workers": "2"}, dryrun=True
+    )
     assert "--dryrun" in app.roles[0].args
     url = serve_main.registration_url("http://ts:8081/", "http://h/m.mar", ["initial_workers=2"])
     assert url == "http://ts:8081/models?url=http%3A%2F%2Fh%2Fm.mar&initial_workers=2"
@@ -145,7 +152,12 @@ def test_torchserve_registration_url() -> None:
 
 @pytest.mark.parametrize(
     "j,expected",
-    [("2x4", (2, 2, 4, "2")), ("1:3x2", (1, 3, 2, "1:3")), ("4", (1, 1, 4, "1")), (" 3x1 ", (3, 3, 1, "3"))],
+    [
+        ("2x4", (2, 2, 4, "2")),
+        ("1:3x2", (1, 3, 2, "1:3")),
+        ("4", (1, 1, 4, "1")),
+        (" 3x1 ", (3, 3, 1, "3")),
+    ],
 )
 def test_parse_nnodes(j: str, expected: tuple[int, int, int, str]) -> None:
     assert dist.parse_nnodes(j) == expected
@@ -182,7 +194,9 @@ def test_ddp_multinode_uses_c10d_at_rank0_host() -> None:
 
 
 def test_ddp_single_node_module_elastic_and_options() -> None:
-    app = dist.ddp(m="pkg.trainer", j="1x3", name="exp/run1", env={"A": "b"}, max_retries=2, debug=True)
+    app = dist.ddp(
+        m="pkg.trainer", j="1x3", name="exp/run1", env={"A": "b"}, max_retries=2, debug=True
+    )
     cmd = _cmd(app)
     assert cmd[cmd.index("--rdzv_endpoint") + 1] == "localhost:0"
     assert cmd[-2:] == ["-m", "pkg.trainer"]
@@ -199,15 +213,28 @@ def test_ddp_single_node_module_elastic_and_options() -> None:
 def test_ddp_metadata_and_rdzv_conf_as_torchx() -> None:
     app = materialize_appdef(
         dist.ddp,
-        ["--script", "t.py", "-j", "2x1", "--metadata", "team=ml,prio=high",
-         "--rdzv_conf", "join_timeout=600,timeout=900", "--name", "exp/r1"],
+        [
+            "--script",
+            "t.py",
+            "-j",
+            "2x1",
+            "--metadata",
+            "team=ml,prio=high",
+            "--rdzv_conf",
+            "join_timeout=600,timeout=900",
+            "--name",
+            "exp/r1",
+        ],
     )
     assert app.metadata == {"team": "ml", "prio": "high"}
     cmd = _cmd(app)
     assert cmd[cmd.index("--rdzv_conf") + 1] == "join_timeout=600,timeout=900"
     assert cmd.index("--rdzv_conf") < cmd.index("--rdzv_endpoint")
     env = app.roles[0].env
-    assert (env["TORCHX_TRACKING_EXPERIMENT_NAME"], env["TORCHX_TRACKING_RUN_NAME"]) == ("exp", "r1")
+    assert (env["TORCHX_TRACKING_EXPERIMENT_NAME"], env["TORCHX_TRACKING_RUN_NAME"]) == (
+        "exp",
+        "r1",
+    )
 
 
 def test_ddp_static_rendezvous_passes_node_rank() -> None:
@@ -253,6 +280,8 @@ def test_python_and_copy_take_mounts() -> None:
 
     app = utils.python(m="foo.main", mounts=["type=bind", "src=/host", "dst=/job", "readonly"])
     assert app.roles[0].mounts == [BindMount("/host", "/job", read_only=True)]
-    app = materialize_appdef(utils.copy, ["--src", "a", "--dst", "b", "--mounts", "type=bind,src=/h,dst=/j"])
+    app = materialize_appdef(
+        utils.copy, ["--src", "a", "--dst", "b", "--mounts", "type=bind,src=/h,dst=/j"]
+    )
     assert app.roles[0].mounts == [BindMount("/h", "/j")]
     assert utils.copy(src="a", dst="b").roles[0].mounts == []

@@ -18,7 +18,9 @@ from torchx_core.components.structured_arg import StructuredJArgument, Structure
         ("/", "foo.bar.baz", None, ("default-experiment", "baz")),
     ],
 )
-def test_name_forms(name: str, m: str | None, script: str | None, expected: tuple[str, str]) -> None:
+def test_name_forms(
+    name: str, m: str | None, script: str | None, expected: tuple[str, str]
+) -> None:
     arg = StructuredNameArgument.parse_from(name=name, m=m, script=script)
     assert (arg.experiment_name, arg.run_name) == expected
     assert str(arg) == f"{expected[0]}/{expected[1]}"

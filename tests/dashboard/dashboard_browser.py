@@ -24,8 +24,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -41,7 +46,10 @@ def dashboard_process(args: list[str], env: dict[str, str]) -> Iterator[str]:
     """Runs ``torchx dashboard --port 0 ARGS``; yields the URL it prints; stops it by PID."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
         start_new_session=True,
     )
     try:

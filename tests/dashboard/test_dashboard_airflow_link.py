@@ -18,7 +18,10 @@ from airflow_deployment import AirflowDeployment, airflow_deployment  # noqa: F4
 from dashboard_browser import artifacts_dir, chromium, dashboard_process
 
 pytestmark = [
-    pytest.mark.integration, pytest.mark.airflow, pytest.mark.browser, pytest.mark.local,
+    pytest.mark.integration,
+    pytest.mark.airflow,
+    pytest.mark.browser,
+    pytest.mark.local,
     pytest.mark.timeout(900),
 ]
 
@@ -34,13 +37,23 @@ def dashboard(airflow_deployment: AirflowDeployment) -> Iterator[str]:  # noqa: 
 
 
 def test_the_extra_link_of_a_real_task_opens_its_app_page(
-    airflow_deployment: AirflowDeployment, dashboard: str  # noqa: F811
+    airflow_deployment: AirflowDeployment,
+    dashboard: str,  # noqa: F811
 ) -> None:
     dep = airflow_deployment
     dep.cli("connections", "delete", CONN_ID, check=False)
-    dep.cli("connections", "add", CONN_ID, "--conn-type", "torchx", "--conn-extra",
-            json.dumps({"scheduler": "local_cwd", "dashboard_url": dashboard}))
-    shutil.copy(Path(__file__).parent / "dags" / "live_dashboard.py", dep.dags / "live_dashboard.py")
+    dep.cli(
+        "connections",
+        "add",
+        CONN_ID,
+        "--conn-type",
+        "torchx",
+        "--conn-extra",
+        json.dumps({"scheduler": "local_cwd", "dashboard_url": dashboard}),
+    )
+    shutil.copy(
+        Path(__file__).parent / "dags" / "live_dashboard.py", dep.dags / "live_dashboard.py"
+    )
     run = dep.trigger(DAG_ID)
     ti = dep.wait_ti(DAG_ID, run, "train", {"success", "failed"})
     assert ti["state"] == "success", dep.task_log(DAG_ID, run, "train", 1)

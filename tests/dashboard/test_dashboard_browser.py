@@ -19,7 +19,10 @@ from torchx_core.runner import Runner, get_runner
 from torchx_core.specs import AppDef, AppState, Resource, Role
 
 pytestmark = [
-    pytest.mark.integration, pytest.mark.browser, pytest.mark.local, pytest.mark.slurm,
+    pytest.mark.integration,
+    pytest.mark.browser,
+    pytest.mark.local,
+    pytest.mark.slurm,
     pytest.mark.timeout(600),
 ]
 
@@ -28,12 +31,19 @@ HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1
 
 
 def _py_role(name: str, code: str) -> Role:
-    return Role(name, image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code],
-                resource=Resource(cpu=1, gpu=0, memMB=100))
+    return Role(
+        name,
+        image=os.getcwd(),
+        entrypoint=sys.executable,
+        args=["-u", "-c", code],
+        resource=Resource(cpu=1, gpu=0, memMB=100),
+    )
 
 
 @pytest.fixture(scope="module")
-def env(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:  # noqa: F811
+def env(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:  # noqa: F811
     root = tmp_path_factory.mktemp("local-root")
     saved = os.environ.get("TORCHX_LOCAL_ROOT")
     os.environ["TORCHX_LOCAL_ROOT"] = str(root)
@@ -84,8 +94,11 @@ def test_apps_of_both_schedulers_listed_and_updated_without_reload(
 ) -> None:
     code = "import time; print('start', flush=True); time.sleep(6); print('done')"
     local = runner.run(AppDef("dash-local", [_py_role("main", code)]), "local_cwd")
-    slurm = runner.run(AppDef("dash-slurm", [_py_role("main", code)]), "slurm",
-                       cfg={"job_dir": str(tmp_path), "time": "5"})
+    slurm = runner.run(
+        AppDef("dash-slurm", [_py_role("main", code)]),
+        "slurm",
+        cfg={"job_dir": str(tmp_path), "time": "5"},
+    )
     try:
         page.goto(url + "/")
         page.evaluate("window.__sameDocument = 1")  # gone if the page reloads
@@ -104,8 +117,12 @@ def test_apps_of_both_schedulers_listed_and_updated_without_reload(
         runner.cancel(slurm)
 
 
-def test_log_page_follows_lines_printed_after_it_opened(page: Any, url: str, runner: Runner) -> None:
-    code = "import time\nfor i in range(60):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"
+def test_log_page_follows_lines_printed_after_it_opened(
+    page: Any, url: str, runner: Runner
+) -> None:
+    code = (
+        "import time\nfor i in range(60):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"
+    )
     handle = runner.run(AppDef("dash-log", [_py_role("main", code)]), "local_cwd")
     try:
         deadline = time.monotonic() + 60
@@ -127,8 +144,9 @@ def test_log_page_follows_lines_printed_after_it_opened(page: Any, url: str, run
 def test_cancel_from_the_page_ends_cancelled_and_kills_processes(
     page: Any, url: str, runner: Runner
 ) -> None:
-    handle = runner.run(AppDef("dash-cancel", [_py_role("main", "import time; time.sleep(600)")]),
-                        "local_cwd")
+    handle = runner.run(
+        AppDef("dash-cancel", [_py_role("main", "import time; time.sleep(600)")]), "local_cwd"
+    )
     app_id = handle.rsplit("/", 1)[1]
     try:
         deadline = time.monotonic() + 60
@@ -154,7 +172,9 @@ def test_cancel_from_the_page_ends_cancelled_and_kills_processes(
         runner.cancel(handle)
 
 
-def test_hostile_output_is_shown_as_text_and_never_runs(page: Any, url: str, runner: Runner) -> None:
+def test_hostile_output_is_shown_as_text_and_never_runs(
+    page: Any, url: str, runner: Runner
+) -> None:
     code = f"print({HOSTILE!r}); print('\\x1b]0;title\\x07\\x1b[2Jcleared')"
     handle = runner.run(AppDef("dash-hostile", [_py_role("main", code)]), "local_cwd")
     status = runner.wait(handle, wait_interval=0.5)

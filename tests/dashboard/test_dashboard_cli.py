@@ -35,7 +35,9 @@ def test_a_non_loopback_bind_prints_a_token_and_answers_401_without_it(tmp_path:
         assert _status(base + "/static/dashboard.css") == 401
         assert _status(base + "/", {"Authorization": "Bearer wrong"}) == 401
     # the token printed at start is the one that works (the URL printed carries it)
-    with dashboard_process(["--host", "0.0.0.0", "-s", "local_cwd", "--token", "given-t0k"], env) as url:
+    with dashboard_process(
+        ["--host", "0.0.0.0", "-s", "local_cwd", "--token", "given-t0k"], env
+    ) as url:
         port = url.rsplit(":", 1)[1]
         assert _status(f"http://127.0.0.1:{port}/", {"Authorization": "Bearer given-t0k"}) == 200
         assert _status(f"http://127.0.0.1:{port}/") == 401
@@ -45,9 +47,22 @@ def test_the_generated_token_is_printed(tmp_path: Path) -> None:
     env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path)}
     env.pop("TORCHX_DASHBOARD_TOKEN", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--host", "0.0.0.0",
-         "--port", "0", "-s", "local_cwd"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "torchx_core.cli.main",
+            "dashboard",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "-s",
+            "local_cwd",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None
@@ -55,8 +70,10 @@ def test_the_generated_token_is_printed(tmp_path: Path) -> None:
         m = re.search(r"http://0\.0\.0\.0:(\d+)/\?token=(\S+)", first)
         assert m, first
         assert f"token (generated): {m.group(2)}" in proc.stdout.readline()
-        assert _status(f"http://127.0.0.1:{m.group(1)}/",
-                       {"Authorization": f"Bearer {m.group(2)}"}) == 200
+        assert (
+            _status(f"http://127.0.0.1:{m.group(1)}/", {"Authorization": f"Bearer {m.group(2)}"})
+            == 200
+        )
     finally:
         proc.terminate()
         proc.wait(20)
@@ -73,6 +90,9 @@ def test_the_generated_token_is_printed(tmp_path: Path) -> None:
 def test_bad_arguments_are_clear_errors(args: list[str], message: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--port", "0", *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert out.returncode == 1 and message in out.stderr, out.stderr

@@ -25,10 +25,22 @@ HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1
 LOCAL = "http://127.0.0.1"
 
 
-def _submit(runner: Runner, name: str = "train", env: dict[str, str] | None = None,
-            replicas: int = 1) -> str:
-    app = AppDef(name, [Role("trainer", "img", entrypoint="python", args=["-c", "pass"],
-                              env=env or {}, num_replicas=replicas)])
+def _submit(
+    runner: Runner, name: str = "train", env: dict[str, str] | None = None, replicas: int = 1
+) -> str:
+    app = AppDef(
+        name,
+        [
+            Role(
+                "trainer",
+                "img",
+                entrypoint="python",
+                args=["-c", "pass"],
+                env=env or {},
+                num_replicas=replicas,
+            )
+        ],
+    )
     return runner.run(app, "fake")
 
 
@@ -46,8 +58,9 @@ def runner(table: JobTable) -> Iterator[Runner]:
     r.close()
 
 
-def _client(runner: Runner, token: str | None = None, loopback: bool = True,
-            base: str = LOCAL) -> TestClient:
+def _client(
+    runner: Runner, token: str | None = None, loopback: bool = True, base: str = LOCAL
+) -> TestClient:
     app, _ = create_app(runner, Settings(["fake"], token=token, loopback=loopback, refresh=60))
     return TestClient(app, base_url=base, follow_redirects=False)
 
@@ -65,7 +78,9 @@ def _app_id(handle: str) -> str:
 # -- pages ------------------------------------------------------------------------------------
 
 
-def test_apps_page_lists_newest_first_with_owner_and_filters(runner: Runner, table: JobTable) -> None:
+def test_apps_page_lists_newest_first_with_owner_and_filters(
+    runner: Runner, table: JobTable
+) -> None:
     old, new = _submit(runner, "older"), _submit(runner, "newer")
     table.job(_app_id(old)).created, table.job(_app_id(new)).created = 100.0, 200.0
     runner.set_owner(new, "airflow:dag1/task1/run1/-1#try=1")
@@ -105,7 +120,9 @@ def test_a_failing_list_is_shown_not_raised(runner: Runner, table: JobTable) -> 
 def test_app_page_shows_replicas_error_and_masks_env(runner: Runner, table: JobTable) -> None:
     handle = _submit(runner, env={"API_KEY": "s3cr3t-value"}, replicas=2)
     app_id = _app_id(handle)
-    table.set_replica(app_id, "trainer", 1, AppState.FAILED, error='{"exit_code": 3, "message": "boom"}')
+    table.set_replica(
+        app_id, "trainer", 1, AppState.FAILED, error='{"exit_code": 3, "message": "boom"}'
+    )
     table.set_state(app_id, AppState.FAILED)
     client = _client(runner)
     page = client.get(f"/app?handle={quote(handle, safe='')}").text
@@ -125,7 +142,9 @@ def test_app_page_shows_the_run_options_as_submitted(runner: Runner) -> None:
 
 
 def test_app_page_links_the_owner_engine() -> None:
-    link = engine_link("airflow:etl/train/manual__2026-01-01/-1#try=2", {"airflow": "http://af:8080"})
+    link = engine_link(
+        "airflow:etl/train/manual__2026-01-01/-1#try=2", {"airflow": "http://af:8080"}
+    )
     assert link is not None
     assert link.url == "http://af:8080/dags/etl/runs/manual__2026-01-01/tasks/train"
     prefect = engine_link("prefect:abc-123#run=1/t/tr#try=1", {"prefect": "http://pf"})
@@ -162,7 +181,11 @@ def test_log_stream_sends_only_new_lines_then_ends(runner: Runner, table: JobTab
     app_id = _app_id(handle)
     table.append_log(app_id, "trainer", 0, "new 1", "new 2")
     table.set_state(app_id, AppState.SUCCEEDED)
-    body = _client(runner).get(f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=3").text
+    body = (
+        _client(runner)
+        .get(f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=3")
+        .text
+    )
     assert 'data: ["new 1", "new 2"]' in body and "event: end" in body
     assert "line 0" not in body
 
@@ -245,7 +268,9 @@ def test_cancel_needs_a_same_site_post_with_the_csrf_token(runner: Runner, table
     no_token = client.post("/app/action", data={**form, "csrf": "guess"})
     assert no_token.status_code == 403
     assert table.job(app_id).state == AppState.RUNNING
-    ok = client.post("/app/action", data=form, headers={"origin": LOCAL, "sec-fetch-site": "same-origin"})
+    ok = client.post(
+        "/app/action", data=form, headers={"origin": LOCAL, "sec-fetch-site": "same-origin"}
+    )
     assert ok.status_code == 303 and table.job(app_id).state == AppState.CANCELLED
 
 
@@ -284,7 +309,8 @@ def test_app_page_shows_tracker_results_when_a_tracker_is_configured(
     conf = tmp_path / "fsspec.conf"
     conf.write_text(f"protocol = file\nroot_path = {tmp_path / 'root'}\n")
     (tmp_path / ".torchxconfig").write_text(
-        f"[torchx:tracker]\nfs = fsspec\n\n[tracker:fs]\nconfig = {conf}\n")
+        f"[torchx:tracker]\nfs = fsspec\n\n[tracker:fs]\nconfig = {conf}\n"
+    )
     backend = FsspecTracker(fsspec.filesystem("file"), str(tmp_path / "root"))
     backend.add_metadata(handle, final_loss=0.25, note=HOSTILE)
     backend.add_artifact(handle, "model", "/ckpt/m.pt", {})
@@ -298,7 +324,10 @@ def test_metric_bars_scale_to_the_largest_value() -> None:
     from torchx_core.dashboard._pages import metric_bars
 
     assert metric_bars({"loss": 2.0, "delta": -1.0, "zero": 0.0}) == [
-        ("loss", "2", 100), ("delta", "-1", 50), ("zero", "0", 0)]
+        ("loss", "2", 100),
+        ("delta", "-1", 50),
+        ("zero", "0", 0),
+    ]
     assert metric_bars({}) == []
 
 
@@ -308,7 +337,11 @@ def test_apps_without_a_submit_time_come_last_numeric_ids_newest_first(
     handles = [_submit(runner, "n") for _ in range(11)]  # ids n-0 .. n-10
     table.job(_app_id(handles[3])).created = 50.0
     rows, _ = Board(runner, ["fake"]).rows()
-    assert [r.app_id for r in rows] == ["n-3", "n-10", *(f"n-{i}" for i in (9, 8, 7, 6, 5, 4, 2, 1, 0))]
+    assert [r.app_id for r in rows] == [
+        "n-3",
+        "n-10",
+        *(f"n-{i}" for i in (9, 8, 7, 6, 5, 4, 2, 1, 0)),
+    ]
 
 
 def test_a_backend_error_is_an_error_page_not_a_crash(runner: Runner) -> None:

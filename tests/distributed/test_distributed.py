@@ -80,7 +80,12 @@ def test_init_pg_world_of_one_under_plain_python() -> None:
     )
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["cpu", "cpu", "0", "1", "0", "1", "['block']"]

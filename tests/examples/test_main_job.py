@@ -42,7 +42,15 @@ def test_main_job_fails_loudly_when_a_worker_fails(tmp_path: Path) -> None:
         "sys.exit(m.main([]))\n"
     )
     env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path / "root")}
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "State: FAILED" in p.stdout
 
@@ -68,7 +76,11 @@ def test_ctrl_c_cancels_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))  # this process queries it too
     env = dict(os.environ)
     p = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:

@@ -46,7 +46,12 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
 def _torchx(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "torchx_core.cli.main", *args],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -55,9 +60,23 @@ def test_app_records_metadata_read_back_by_cli_and_python(
 ) -> None:
     work, env, root = project
     run = _torchx(
-        work, env, "run", "--scheduler", "local_cwd", "--wait", "--parent_run_id", PARENT,
-        "utils.python", "--script", str(REPO / "examples" / "tracker" / "main.py"),
-        "--", "--epochs", "2", "--save-model", "--tb-log-path", str(work / "tb"),
+        work,
+        env,
+        "run",
+        "--scheduler",
+        "local_cwd",
+        "--wait",
+        "--parent_run_id",
+        PARENT,
+        "utils.python",
+        "--script",
+        str(REPO / "examples" / "tracker" / "main.py"),
+        "--",
+        "--epochs",
+        "2",
+        "--save-model",
+        "--tb-log-path",
+        str(work / "tb"),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     handle = re.search(r"local_cwd://torchx/[\w-]+", run.stdout + run.stderr).group(0)  # type: ignore[union-attr]
@@ -91,8 +110,12 @@ def test_example_runs_untracked_outside_torchx(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHX_")}
     p = subprocess.run(
         [sys.executable, str(REPO / "examples" / "tracker" / "main.py"), "--epochs", "1"],
-        cwd=tmp_path, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-        timeout=300, check=False,
+        cwd=tmp_path,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("epoch 1 loss ")
@@ -108,6 +131,8 @@ def test_torchx_example_imports_resolve_after_the_rename() -> None:
         "print(r.job_id())\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHX_")}
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "<UNDEFINED>"

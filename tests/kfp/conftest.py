@@ -97,7 +97,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def moto_batch_queue(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Any]]:  # noqa: F811
+def moto_batch_queue(
+    moto_server: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Any]]:  # noqa: F811
     """A fresh Batch job queue on the moto server (the session's), and the AWS environment the
     launcher step (a kfp.local subprocess) reads."""
     import boto3
@@ -112,13 +114,27 @@ def moto_batch_queue(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Itera
     subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]][:1]
     groups = [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]][:1]
     env = batch.create_compute_environment(
-        computeEnvironmentName=unique, type="MANAGED", state="ENABLED", serviceRole=role,
-        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 4, "desiredvCpus": 0,
-                          "instanceTypes": ["optimal"], "subnets": subnets,
-                          "securityGroupIds": groups, "instanceRole": profile},
+        computeEnvironmentName=unique,
+        type="MANAGED",
+        state="ENABLED",
+        serviceRole=role,
+        computeResources={
+            "type": "EC2",
+            "minvCpus": 0,
+            "maxvCpus": 4,
+            "desiredvCpus": 0,
+            "instanceTypes": ["optimal"],
+            "subnets": subnets,
+            "securityGroupIds": groups,
+            "instanceRole": profile,
+        },
     )["computeEnvironmentArn"]
-    batch.create_job_queue(jobQueueName=unique, state="ENABLED", priority=1,
-                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}])
+    batch.create_job_queue(
+        jobQueueName=unique,
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}],
+    )
     yield unique, batch
     for job in batch.list_jobs(jobQueue=unique, jobStatus="RUNNING")["jobSummaryList"]:
         batch.terminate_job(jobId=job["jobId"], reason="test cleanup")

@@ -13,8 +13,12 @@ import pytest
 from torchx_core import specs
 
 MOTO_URL = f"http://127.0.0.1:{os.environ.get('MOTO_PORT', '5055')}"
-AWS_TEST_ENV = {"AWS_ENDPOINT_URL": MOTO_URL, "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+AWS_TEST_ENV = {
+    "AWS_ENDPOINT_URL": MOTO_URL,
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+}
 """What a launcher step needs to reach the moto server (boto3 reads AWS_ENDPOINT_URL)."""
 
 
@@ -129,8 +133,14 @@ def python_app(name: str, out_dir: Path, code: str) -> specs.AppDef:
     """One replica running ``python -c code out_dir`` on the local scheduler."""
     return specs.AppDef(
         name=name,
-        roles=[specs.Role("worker", image=str(out_dir), entrypoint=sys.executable,
-                          args=["-c", code, str(out_dir)])],
+        roles=[
+            specs.Role(
+                "worker",
+                image=str(out_dir),
+                entrypoint=sys.executable,
+                args=["-c", code, str(out_dir)],
+            )
+        ],
     )
 
 
@@ -138,7 +148,13 @@ def batch_app(name: str, message: str) -> specs.AppDef:
     """One busybox container (moto's Batch runs it on the local dockerd) echoing ``message``."""
     return specs.AppDef(
         name=name,
-        roles=[specs.Role("worker", image="busybox:latest", entrypoint="sh",
-                          args=["-c", f"echo {message}"],
-                          resource=specs.Resource(cpu=1, gpu=0, memMB=64))],
+        roles=[
+            specs.Role(
+                "worker",
+                image="busybox:latest",
+                entrypoint="sh",
+                args=["-c", f"echo {message}"],
+                resource=specs.Resource(cpu=1, gpu=0, memMB=64),
+            )
+        ],
     )

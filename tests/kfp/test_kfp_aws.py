@@ -27,13 +27,17 @@ def test_int_run_option_reaches_aws_batch_as_an_int(
 
     @dsl.pipeline(name="kfp-aws-batch")
     def pipeline() -> str:
-        step = launch(app, scheduler="aws_batch", cfg={"queue": queue, "priority": 5},
-                      wait_interval=0.5)
+        step = launch(
+            app, scheduler="aws_batch", cfg={"queue": queue, "priority": 5}, wait_interval=0.5
+        )
         return step.outputs["state"]
 
     assert pipeline().output == "SUCCEEDED"
-    (job,) = [j for j in batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
-              if j["jobName"].startswith("kfpbatch-")]
+    (job,) = [
+        j
+        for j in batch.list_jobs(jobQueue=queue, jobStatus="SUCCEEDED")["jobSummaryList"]
+        if j["jobName"].startswith("kfpbatch-")
+    ]
     (described,) = batch.describe_jobs(jobs=[job["jobId"]])["jobs"]
     assert described["status"] == "SUCCEEDED"
     out = capfd.readouterr().out

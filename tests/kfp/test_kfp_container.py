@@ -265,8 +265,9 @@ def test_kubernetes_platform_config(tmp_path: Path) -> None:
     assert executor["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert executor["imagePullSecret"] == [{"secretName": "regcred", "secretNameParameter":
-                                             {"runtimeValue": {"constant": "regcred"}}}]
+    assert executor["imagePullSecret"] == [
+        {"secretName": "regcred", "secretNameParameter": {"runtimeValue": {"constant": "regcred"}}}
+    ]
     assert executor["podMetadata"]["labels"] == {"team": "ml"}
     assert executor["activeDeadlineSeconds"] == "3600"
     acc = only_executor(spec)["resources"]["accelerator"]
@@ -367,10 +368,17 @@ def test_kubernetes_pod_overlay_reaches_the_task(
     app = _app()
     role = app.roles[0]
     set_overlay(role, "kubernetes", "V1Pod", {"spec": {"nodeSelector": {"zone": "a"}}})
-    set_overlay(role, "kubernetes", "V1Pod", {"spec": {
-        "tolerations": [{"key": "spot", "operator": "Exists", "tolerationSeconds": 30}],
-        "hostNetwork": True,
-    }})
+    set_overlay(
+        role,
+        "kubernetes",
+        "V1Pod",
+        {
+            "spec": {
+                "tolerations": [{"key": "spot", "operator": "Exists", "tolerationSeconds": 30}],
+                "hostNetwork": True,
+            }
+        },
+    )
 
     @dsl.pipeline(name="p")
     def pipeline() -> None:
@@ -388,8 +396,9 @@ def test_kubernetes_pod_overlay_reaches_the_task(
 
 
 @pytest.mark.parametrize("installed", [False, True])
-def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch,
-                                                installed: bool) -> None:
+def test_missing_kfp_kubernetes_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, installed: bool
+) -> None:
     import sys
 
     from torchx_core.specs import MissingDependencyError, _dependencies
@@ -397,14 +406,16 @@ def test_missing_kfp_kubernetes_names_the_extra(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # the module does not import
     if not installed:  # ... and no kfp-kubernetes distribution is installed
         real = _dependencies.installed_version
-        monkeypatch.setattr(_dependencies, "installed_version",
-                            lambda d: None if d == "kfp-kubernetes" else real(d))
+        monkeypatch.setattr(
+            _dependencies, "installed_version", lambda d: None if d == "kfp-kubernetes" else real(d)
+        )
     options = ContainerOptions(shm_size="1Gi")
     with pytest.raises(MissingDependencyError) as info:
 
         @dsl.pipeline(name="p")
         def pipeline() -> None:
             container_from_app(_app(), options=options)
+
     message = str(info.value)
     assert info.value.distribution == "kfp-kubernetes"
     if installed:  # installed but unusable: its version, never "not installed"

@@ -32,24 +32,39 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
 
 def test_example_runs_locally(local_apps: Path, tmp_path: Path) -> None:
     env = dict(os.environ)  # local_apps set TORCHX_LOCAL_ROOT
-    proc = _run(["run", "--message", "from-test", "--pipeline-root", str(tmp_path / "root")],
-                tmp_path, env)
+    proc = _run(
+        ["run", "--message", "from-test", "--pipeline-root", str(tmp_path / "root")], tmp_path, env
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     last = [line for line in proc.stdout.splitlines() if line.startswith("last app: ")]
     assert len(last) == 1 and last[0].startswith("last app: local_cwd://")
     # both training replicas ran, and the report step echoed the training app's handle
     assert "[trainer/0] replica 0 done: from-test" in proc.stdout
     assert "[trainer/1] replica 1 done: from-test" in proc.stdout
-    echoed = [line.split("] ", 1)[1] for line in proc.stdout.splitlines()
-              if line.strip().startswith("[echo/0] ")]
+    echoed = [
+        line.split("] ", 1)[1]
+        for line in proc.stdout.splitlines()
+        if line.strip().startswith("[echo/0] ")
+    ]
     assert len(echoed) == 1 and echoed[0].startswith("local_cwd://")
     assert re.search(r"/train-[0-9a-f]{10}-", echoed[0])  # named from the step's identity
 
 
 def test_example_compiles_the_cluster_pipeline(tmp_path: Path) -> None:
     out = tmp_path / "pipeline.yaml"
-    proc = _run(["compile", "--output", str(out), "--image", "ghcr.io/acme/train:2",
-                 "--launcher-image", "ghcr.io/acme/torchx-kfp:2"], tmp_path, dict(os.environ))
+    proc = _run(
+        [
+            "compile",
+            "--output",
+            str(out),
+            "--image",
+            "ghcr.io/acme/train:2",
+            "--launcher-image",
+            "ghcr.io/acme/torchx-kfp:2",
+        ],
+        tmp_path,
+        dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr
     spec, platform = list(yaml.safe_load_all(out.read_text()))
     tasks = spec["root"]["dag"]["tasks"]
@@ -60,8 +75,9 @@ def test_example_compiles_the_cluster_pipeline(tmp_path: Path) -> None:
     assert executors["exec-prepare"]["container"]["resources"]["resourceMemoryLimit"] == "4096Mi"
     assert executors["exec-torchx-launcher"]["container"]["image"] == "ghcr.io/acme/torchx-kfp:2"
     assert executors["exec-prepare"]["container"]["image"] == "ghcr.io/acme/train:2"
-    app = json.loads(tasks["torchx-launcher"]["inputs"]["parameters"]["app_json"]["runtimeValue"]
-                     ["constant"])
+    app = json.loads(
+        tasks["torchx-launcher"]["inputs"]["parameters"]["app_json"]["runtimeValue"]["constant"]
+    )
     assert app["roles"][0]["image"] == "ghcr.io/acme/train:2"
     shm = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-prepare"]
     assert shm["emptyDirMounts"][0]["mountPath"] == "/dev/shm"

@@ -39,16 +39,22 @@ from torchx_kfp import launch
 pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.docker]
 
 REPO = Path(__file__).resolve().parents[2]
-PREPARED = Path(os.environ.get("KFP_IMAGE_DIR",
-                               os.path.join(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"),
-                                            "kfp-image")))
+PREPARED = Path(
+    os.environ.get(
+        "KFP_IMAGE_DIR",
+        os.path.join(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"), "kfp-image"),
+    )
+)
 DOCKER = os.environ.get("DOCKER", "docker")
 
 
 def _docker(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.CompletedProcess:
-    proc = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False, **kwargs)  # type: ignore[call-overload]
-    assert proc.returncode == 0, f"docker {' '.join(args[:2])} failed:\n{proc.stdout}\n{proc.stderr}"
+    proc = subprocess.run(
+        [DOCKER, *args], capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+    )  # type: ignore[call-overload]
+    assert proc.returncode == 0, (
+        f"docker {' '.join(args[:2])} failed:\n{proc.stdout}\n{proc.stderr}"
+    )
     return proc
 
 
@@ -67,20 +73,32 @@ def launcher_image(docker_engine: Any) -> Iterator[str]:
     try:
         # the README's `make kfp-launcher-image`: offline by default once prepared (build.sh
         # imports the base from rootfs.tar, installs from the wheels alone, builds ours offline)
-        env = {**os.environ, "KFP_IMAGE_DIR": str(PREPARED), "BASE_IMAGE": base,
-               "DOCKER": DOCKER}
+        env = {**os.environ, "KFP_IMAGE_DIR": str(PREPARED), "BASE_IMAGE": base, "DOCKER": DOCKER}
         for knob in ("EXTRA_WHEELS", "EXTRA_DEBS", "PIP_OPTIONS", "UV_OFFLINE", "OFFLINE"):
             env.pop(knob, None)
         build = subprocess.run(
-            ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
-             "KFP_LAUNCHER_EXTRAS=kfp,aws"],
-            env=env, capture_output=True, text=True, timeout=1200, check=False)
+            [
+                "make",
+                "-s",
+                "-C",
+                str(REPO),
+                "kfp-launcher-image",
+                f"KFP_LAUNCHER_IMAGE={image}",
+                "KFP_LAUNCHER_EXTRAS=kfp,aws",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
         assert build.returncode == 0, f"image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
         assert f"built {image} (from {base}, offline)" in build.stdout, build.stdout[-2000:]
         yield image
     finally:
-        subprocess.run([DOCKER, "rmi", "-f", image, base], capture_output=True, check=False,
-                       timeout=300)
+        subprocess.run(
+            [DOCKER, "rmi", "-f", image, base], capture_output=True, check=False, timeout=300
+        )
 
 
 @pytest.fixture(scope="session")
@@ -94,10 +112,25 @@ def slurm_launcher_image(launcher_image: str) -> Iterator[str]:
     env = {**os.environ, "KFP_IMAGE_DIR": str(PREPARED), "BASE_IMAGE": base, "DOCKER": DOCKER}
     try:
         build = subprocess.run(
-            ["make", "-s", "-C", str(REPO), "kfp-launcher-image", f"KFP_LAUNCHER_IMAGE={image}",
-             "KFP_LAUNCHER_EXTRAS=kfp,aws", "KFP_LAUNCHER_TARGET=slurm"],
-            env=env, capture_output=True, text=True, timeout=1200, check=False)
-        assert build.returncode == 0, f"slurm image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
+            [
+                "make",
+                "-s",
+                "-C",
+                str(REPO),
+                "kfp-launcher-image",
+                f"KFP_LAUNCHER_IMAGE={image}",
+                "KFP_LAUNCHER_EXTRAS=kfp,aws",
+                "KFP_LAUNCHER_TARGET=slurm",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        assert build.returncode == 0, (
+            f"slurm image build failed:\n{build.stdout[-6000:]}\n{build.stderr}"
+        )
         yield image
     finally:
         subprocess.run([DOCKER, "rmi", "-f", image], capture_output=True, check=False, timeout=300)
@@ -109,15 +142,27 @@ def slurm_conf() -> Iterator[str]:
     run_dir = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci")) / "slurm"
     pidfile = run_dir / "slurmctld.pid"
     was_running = pidfile.is_file() and Path(f"/proc/{pidfile.read_text().strip()}").exists()
-    proc = subprocess.run(["bash", str(REPO / "scripts/services/slurm/start.sh")],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, f"the Slurm test cluster did not start:\n{proc.stdout}\n{proc.stderr}"
-    conf = next(line.split("=", 1)[1] for line in proc.stdout.splitlines()
-                if line.startswith("SLURM_CONF="))
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts/services/slurm/start.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, (
+        f"the Slurm test cluster did not start:\n{proc.stdout}\n{proc.stderr}"
+    )
+    conf = next(
+        line.split("=", 1)[1] for line in proc.stdout.splitlines() if line.startswith("SLURM_CONF=")
+    )
     yield conf
     if not was_running:
-        subprocess.run(["bash", str(REPO / "scripts/services/slurm/stop.sh")],
-                       capture_output=True, timeout=300, check=False)
+        subprocess.run(
+            ["bash", str(REPO / "scripts/services/slurm/stop.sh")],
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
 
 
 @pytest.fixture
@@ -141,26 +186,43 @@ REPLICA = (
 def _app(name: str, replicas: int, exit_code: int = 0) -> specs.AppDef:
     return specs.AppDef(
         name=name,
-        roles=[specs.Role("worker", image="/tmp", entrypoint="python3",
-                          args=["-c", REPLICA, specs.macros.replica_id, str(exit_code)],
-                          num_replicas=replicas)],
+        roles=[
+            specs.Role(
+                "worker",
+                image="/tmp",
+                entrypoint="python3",
+                args=["-c", REPLICA, specs.macros.replica_id, str(exit_code)],
+                num_replicas=replicas,
+            )
+        ],
     )
 
 
 def test_image_holds_kfp_and_torchx_suite_in_its_venv(launcher_image: str) -> None:
-    probe = ("import sys, kfp, torchx_kfp; print(sys.version_info[:2], kfp.__version__,"
-             " torchx_kfp.__file__)")
-    out = _docker("run", "--rm", "--network", "none", launcher_image, "python3", "-c", probe,
-                  timeout=300).stdout
+    probe = (
+        "import sys, kfp, torchx_kfp; print(sys.version_info[:2], kfp.__version__,"
+        " torchx_kfp.__file__)"
+    )
+    out = _docker(
+        "run", "--rm", "--network", "none", launcher_image, "python3", "-c", probe, timeout=300
+    ).stdout
     assert "(3, 11)" in out  # Debian bookworm's python3
     assert "2.16" in out
     assert "/opt/torchx/lib/python3.11/site-packages/torchx_kfp/__init__.py" in out
 
 
 def test_image_runs_as_non_root_without_pip_and_without_a_wheel_layer(launcher_image: str) -> None:
-    out = _docker("run", "--rm", "--network", "none", launcher_image, "sh", "-c",
-                  "id -u; id -un; /opt/torchx/bin/python3 -m pip --version 2>&1 || true",
-                  timeout=300).stdout.split("\n", 2)
+    out = _docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        launcher_image,
+        "sh",
+        "-c",
+        "id -u; id -un; /opt/torchx/bin/python3 -m pip --version 2>&1 || true",
+        timeout=300,
+    ).stdout.split("\n", 2)
     assert out[:2] == ["1000", "torchx"]
     assert "No module named pip" in out[2]
     # the wheels were only in the builder stage: no layer of the image holds them
@@ -183,8 +245,13 @@ def test_slurm_target_checks_every_tool(tmp_path: Path) -> None:
             if tool != missing:
                 (bin_dir / tool).write_text("#!/bin/sh\n")
                 (bin_dir / tool).chmod(0o755)
-        proc = subprocess.run(["/bin/sh", "-ec", loop.group(0)], env={"PATH": str(bin_dir)},
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["/bin/sh", "-ec", loop.group(0)],
+            env={"PATH": str(bin_dir)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode != 0 and f"{missing} is missing" in proc.stderr, (missing, proc)
 
 
@@ -241,7 +308,9 @@ def test_failed_app_fails_the_step_in_the_image(
 
 @pytest.mark.aws
 def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
-    launcher_image: str, moto_batch_queue: tuple[str, Any], tmp_path: Path,
+    launcher_image: str,
+    moto_batch_queue: tuple[str, Any],
+    tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The pod recipe for aws_batch: credentials and endpoint in the step's environment."""
@@ -250,14 +319,21 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
     queue, batch = moto_batch_queue
     (tmp_path / "pipeline-root").mkdir(mode=0o777)
     (tmp_path / "pipeline-root").chmod(0o777)  # the step runs as the image's non-root user
-    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", environment=AWS_TEST_ENV),
-                   pipeline_root=str(tmp_path / "pipeline-root"))
+    kfp.local.init(
+        runner=kfp.local.DockerRunner(network_mode="host", environment=AWS_TEST_ENV),
+        pipeline_root=str(tmp_path / "pipeline-root"),
+    )
     app = batch_app("kfpimagebatch", "batch in image says hi")
 
     @dsl.pipeline(name="kfp-in-image-batch")
     def pipeline() -> str:
-        step = launch(app, scheduler="aws_batch", cfg={"queue": queue, "priority": 5},
-                      base_image=launcher_image, wait_interval=0.5)
+        step = launch(
+            app,
+            scheduler="aws_batch",
+            cfg={"queue": queue, "priority": 5},
+            base_image=launcher_image,
+            wait_interval=0.5,
+        )
         return step.outputs["state"]
 
     assert pipeline().output == "SUCCEEDED"
@@ -268,7 +344,9 @@ def test_launcher_step_in_the_image_submits_to_aws_batch_with_an_int_option(
 
 @pytest.mark.slurm
 def test_launcher_step_in_the_slurm_image_runs_an_app_on_the_slurm_cluster(
-    slurm_launcher_image: str, slurm_conf: str, request: pytest.FixtureRequest,
+    slurm_launcher_image: str,
+    slurm_conf: str,
+    request: pytest.FixtureRequest,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     import kfp.local
@@ -283,21 +361,36 @@ def test_launcher_step_in_the_slurm_image_runs_an_app_on_the_slurm_cluster(
     job_dir.mkdir(parents=True)
     for d in (root, job_dir):
         d.chmod(0o777)
-    mounts = [docker.types.Mount("/etc/slurm/slurm.conf", slurm_conf, type="bind", read_only=True),
-              docker.types.Mount("/run/munge", "/run/munge", type="bind")]
-    kfp.local.init(runner=kfp.local.DockerRunner(network_mode="host", mounts=mounts),
-                   pipeline_root=str(root))
+    mounts = [
+        docker.types.Mount("/etc/slurm/slurm.conf", slurm_conf, type="bind", read_only=True),
+        docker.types.Mount("/run/munge", "/run/munge", type="bind"),
+    ]
+    kfp.local.init(
+        runner=kfp.local.DockerRunner(network_mode="host", mounts=mounts), pipeline_root=str(root)
+    )
     app = specs.AppDef(
         name="kfpslurm",
-        roles=[specs.Role("worker", image=str(job_dir), entrypoint="sh",
-                          args=["-c", "echo slurm replica $SLURM_PROCID of $SLURM_NTASKS says hi"],
-                          num_replicas=2, resource=specs.Resource(cpu=1, gpu=0, memMB=100))],
+        roles=[
+            specs.Role(
+                "worker",
+                image=str(job_dir),
+                entrypoint="sh",
+                args=["-c", "echo slurm replica $SLURM_PROCID of $SLURM_NTASKS says hi"],
+                num_replicas=2,
+                resource=specs.Resource(cpu=1, gpu=0, memMB=100),
+            )
+        ],
     )
 
     @dsl.pipeline(name="kfp-in-slurm-image")
     def pipeline() -> str:
-        step = launch(app, scheduler="slurm", cfg={"job_dir": str(job_dir)},
-                      base_image=slurm_launcher_image, wait_interval=0.5)
+        step = launch(
+            app,
+            scheduler="slurm",
+            cfg={"job_dir": str(job_dir)},
+            base_image=slurm_launcher_image,
+            wait_interval=0.5,
+        )
         return step.outputs["app_handle"]
 
     handle = pipeline().output

@@ -23,8 +23,14 @@ def _app(num_replicas: int = 2) -> specs.AppDef:
     return specs.AppDef(
         name="ddp",
         roles=[
-            specs.Role("trainer", image="img", entrypoint="python", args=["-c", "pass"],
-                       num_replicas=num_replicas, resource=_RES),
+            specs.Role(
+                "trainer",
+                image="img",
+                entrypoint="python",
+                args=["-c", "pass"],
+                num_replicas=num_replicas,
+                resource=_RES,
+            ),
             specs.Role("ps", image="img", entrypoint="python", resource=_RES),
         ],
     )
@@ -59,7 +65,9 @@ def test_launch_compiles_a_lightweight_step(tmp_path: Path) -> None:
     assert task["taskInfo"]["name"] == "ddp"
     (executor,) = spec["deploymentSpec"]["executors"].values()
     container = executor["container"]
-    assert container["image"] == "torchx-kfp-launcher:latest"  # what `make kfp-launcher-image` builds
+    assert (
+        container["image"] == "torchx-kfp-launcher:latest"
+    )  # what `make kfp-launcher-image` builds
     shipped = "\n".join(container["command"])
     assert "def torchx_launcher(" in shipped
     assert "from torchx_kfp.runtime import run_launcher" in shipped
@@ -71,8 +79,13 @@ def test_launch_compiles_a_lightweight_step(tmp_path: Path) -> None:
 def test_launch_with_component_retries_and_caching(tmp_path: Path) -> None:
     @dsl.pipeline(name="launch")
     def pipeline() -> None:
-        launch(component="utils.echo", component_args=["--msg", "hi"], retries=2,
-               enable_caching=True, base_image="ghcr.io/acme/torchx:1")
+        launch(
+            component="utils.echo",
+            component_args=["--msg", "hi"],
+            retries=2,
+            enable_caching=True,
+            base_image="ghcr.io/acme/torchx:1",
+        )
 
     spec = _compile(pipeline, tmp_path)
     (task,) = spec["root"]["dag"]["tasks"].values()
@@ -153,19 +166,37 @@ def test_launcher_component_is_cached_per_settings() -> None:
         ((_app(),), {"after": "train"}, r"after must be a task .* got \['train'\]"),
         # scheduler names and run options are checked against the scheduler's runopts here,
         # when the pipeline is defined, not minutes later in the launcher pod
-        ((_app(),), {"scheduler": "slurmm"},
-         r"Scheduler backend: 'slurmm' does not exist. Valid schedulers: .*slurm"),
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priorty": 5}},
-         r"unknown run option 'priorty'.*priority"),
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "high"}},
-         r"priority, must be of type: int, but was: 'high'"),
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": 5.5}},
-         r"priority, must be of type: int, but was: 5.5"),
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"priority": 5}},
-         r"Required run option: queue"),
+        (
+            (_app(),),
+            {"scheduler": "slurmm"},
+            r"Scheduler backend: 'slurmm' does not exist. Valid schedulers: .*slurm",
+        ),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "priorty": 5}},
+            r"unknown run option 'priorty'.*priority",
+        ),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "high"}},
+            r"priority, must be of type: int, but was: 'high'",
+        ),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": 5.5}},
+            r"priority, must be of type: int, but was: 5.5",
+        ),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"priority": 5}},
+            r"Required run option: queue",
+        ),
         ((_app(),), {"cfg": {"grace_period": {"a": 1}}}, "grace_period, must be of type: float"),
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "ulimits": [object()]}},
-         "not JSON"),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "ulimits": [object()]}},
+            "not JSON",
+        ),
     ],
 )
 def test_launch_validates(args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:
@@ -179,15 +210,23 @@ def test_int_run_options_travel_as_typed_json(tmp_path: Path) -> None:
 
     @dsl.pipeline(name="typed-cfg")
     def pipeline() -> None:
-        launch(_app(), scheduler="aws_batch",
-               cfg={"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile=1024:2048"]})
+        launch(
+            _app(),
+            scheduler="aws_batch",
+            cfg={"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile=1024:2048"]},
+        )
 
     spec = _compile(pipeline, tmp_path)
     (task,) = spec["root"]["dag"]["tasks"].values()
     carried = _const(task, "cfg_json")
     assert isinstance(carried, str)
     decoded = json.loads(carried)
-    assert decoded == {"queue": "q", "priority": 5, "privileged": True, "ulimits": ["nofile=1024:2048"]}
+    assert decoded == {
+        "queue": "q",
+        "priority": 5,
+        "privileged": True,
+        "ulimits": ["nofile=1024:2048"],
+    }
     assert type(decoded["priority"]) is int
     inputs = spec["components"]["comp-torchx-launcher"]["inputDefinitions"]["parameters"]
     assert inputs["cfg_json"]["parameterType"] == "STRING"
@@ -218,8 +257,10 @@ def test_launch_reports_every_problem_at_once() -> None:
         ({"scheduler": None}, "scheduler must be a scheduler name"),
         ({"cfg": "a=b"}, "cfg must be a dict"),
         ({"scheduler": "nope"}, "Scheduler backend: 'nope' does not exist"),
-        ({"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "x"}},
-         "must be of type: int"),
+        (
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": "x"}},
+            "must be of type: int",
+        ),
     ],
 )
 def test_cancel_apps_on_exit_validates(kwargs: dict[str, Any], message: str) -> None:
@@ -241,8 +282,10 @@ def test_module_default_base_image_applies_to_steps_defined_after(
         launch(_app())
         launch(_app(), base_image="ghcr.io/acme/other:1")
 
-    images = {e["container"]["image"]
-              for e in _compile(pipeline, tmp_path)["deploymentSpec"]["executors"].values()}
+    images = {
+        e["container"]["image"]
+        for e in _compile(pipeline, tmp_path)["deploymentSpec"]["executors"].values()
+    }
     assert images == {"registry.example.com/tx:7", "ghcr.io/acme/other:1"}
 
 
@@ -285,17 +328,33 @@ def _one(name: str = "one", **role: Any) -> specs.AppDef:
         ((specs.AppDef("empty", roles=[]),), {}, "app `empty` has no roles"),
         ((_one(num_replicas=0),), {}, "role `r` has num_replicas=0"),
         ((_one(num_replicas=100000),), {}, "asks for 100000 replicas, more than the limit"),
-        ((_one(),), {"scheduler": "aws_batch", "cfg": {"queue": "q"}},
-         r"cannot run on `aws_batch`: role `r` has no resource"),
+        (
+            (_one(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q"}},
+            r"cannot run on `aws_batch`: role `r` has no resource",
+        ),
         ((), {"component": "no_such.component"}, "Component `no_such.component` not found"),
-        ((), {"component": "utils.echo", "component_args": ["--bogus", "1"]},
-         "unrecognized arguments: --bogus 1"),
+        (
+            (),
+            {"component": "utils.echo", "component_args": ["--bogus", "1"]},
+            "unrecognized arguments: --bogus 1",
+        ),
         # a bool is not an int run option
-        ((_app(),), {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": True}},
-         r"priority, must be of type: int, but was: True"),
+        (
+            (_app(),),
+            {"scheduler": "aws_batch", "cfg": {"queue": "q", "priority": True}},
+            r"priority, must be of type: int, but was: True",
+        ),
     ],
-    ids=["no_roles", "zero_replicas", "too_many_replicas", "batch_without_resource",
-         "unknown_component", "bad_component_args", "bool_priority"],
+    ids=[
+        "no_roles",
+        "zero_replicas",
+        "too_many_replicas",
+        "batch_without_resource",
+        "unknown_component",
+        "bad_component_args",
+        "bool_priority",
+    ],
 )
 def test_launch_dry_runs_the_app_at_definition(
     args: tuple[Any, ...], kwargs: dict[str, Any], message: str
@@ -319,8 +378,10 @@ def test_dry_run_leaves_run_time_values_to_the_pod(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["env", "component_args"])
 def test_an_upstream_artifact_is_refused_at_definition(where: str) -> None:
     """An artifact output cannot travel in the launcher's str/dict inputs (KFP passes null)."""
-    with pytest.raises(InvalidKfpOptionsError,
-                       match=rf"{where} value 'tracker_metrics' is an artifact output .*uri"):
+    with pytest.raises(
+        InvalidKfpOptionsError,
+        match=rf"{where} value 'tracker_metrics' is an artifact output .*uri",
+    ):
 
         @dsl.pipeline(name="artifact-in-env")
         def pipeline() -> None:

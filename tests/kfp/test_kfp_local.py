@@ -58,8 +58,14 @@ def make_app(
                 name="worker",
                 image=str(out_dir),
                 entrypoint=sys.executable,
-                args=["-c", REPLICA_CODE, str(out_dir), specs.macros.replica_id, str(sleep),
-                      str(exit_code)],
+                args=[
+                    "-c",
+                    REPLICA_CODE,
+                    str(out_dir),
+                    specs.macros.replica_id,
+                    str(sleep),
+                    str(exit_code),
+                ],
                 num_replicas=replicas,
             )
         ],
@@ -75,8 +81,9 @@ def app_state(handle: str) -> AppState:
 
 def apps_named(prefix: str) -> dict[str, AppState]:
     with get_runner() as runner:
-        return {a.app_handle: a.state for a in runner.list("local_cwd")
-                if a.name.startswith(prefix)}
+        return {
+            a.app_handle: a.state for a in runner.list("local_cwd") if a.name.startswith(prefix)
+        }
 
 
 def test_launcher_step_runs_an_app_to_success(
@@ -107,8 +114,14 @@ def test_every_line_of_a_short_app_reaches_the_step_log_once(
     """An app that prints 100 numbered lines and exits at once (before the first status read):
     each line is in the launcher step's output under kfp.local exactly once."""
     code = "for i in range(1, 101): print(f'burst line {i} of 100')"
-    app = specs.AppDef(name="kfpburst", roles=[specs.Role(
-        name="worker", image=str(tmp_path), entrypoint=sys.executable, args=["-c", code])])
+    app = specs.AppDef(
+        name="kfpburst",
+        roles=[
+            specs.Role(
+                name="worker", image=str(tmp_path), entrypoint=sys.executable, args=["-c", code]
+            )
+        ],
+    )
 
     @dsl.pipeline(name="kfp-burst")
     def pipeline() -> str:
@@ -117,8 +130,10 @@ def test_every_line_of_a_short_app_reaches_the_step_log_once(
     handle = pipeline().output
     assert app_state(handle) == AppState.SUCCEEDED
     out = capfd.readouterr().out.splitlines()
-    counts = {i: sum(line.endswith(f"[worker/0] burst line {i} of 100") for line in out)
-              for i in range(1, 101)}
+    counts = {
+        i: sum(line.endswith(f"[worker/0] burst line {i} of 100") for line in out)
+        for i in range(1, 101)
+    }
     assert {i: n for i, n in counts.items() if n != 1} == {}
 
 
@@ -233,23 +248,29 @@ def test_retried_step_reattaches_instead_of_resubmitting(local_apps: Path, tmp_p
     from torchx_kfp.launcher import torchx_launcher
 
     app_json = json.dumps(make_app("kfpretry", tmp_path / "retry", replicas=1).to_dict())
-    first = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
-                            wait_interval=0.1)
-    again = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
-                            wait_interval=0.1)
+    first = torchx_launcher(
+        app_json=app_json, job_id="job-42", task_name="train", wait_interval=0.1
+    )
+    again = torchx_launcher(
+        app_json=app_json, job_id="job-42", task_name="train", wait_interval=0.1
+    )
     assert again.app_handle == first.app_handle
     assert len(apps_named("kfpretry-")) == 1
-    other_run = torchx_launcher(app_json=app_json, job_id="job-43", task_name="train",
-                                wait_interval=0.1)
+    other_run = torchx_launcher(
+        app_json=app_json, job_id="job-43", task_name="train", wait_interval=0.1
+    )
     assert other_run.app_handle != first.app_handle
     # a retry of one ParallelFor iteration keeps its task id, so it reattaches; a sibling
     # iteration (another task id) gets its own app
-    iteration = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
-                                task_id="iter-1", wait_interval=0.1)
-    retry = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
-                            task_id="iter-1", wait_interval=0.1)
-    sibling = torchx_launcher(app_json=app_json, job_id="job-42", task_name="train",
-                              task_id="iter-2", wait_interval=0.1)
+    iteration = torchx_launcher(
+        app_json=app_json, job_id="job-42", task_name="train", task_id="iter-1", wait_interval=0.1
+    )
+    retry = torchx_launcher(
+        app_json=app_json, job_id="job-42", task_name="train", task_id="iter-1", wait_interval=0.1
+    )
+    sibling = torchx_launcher(
+        app_json=app_json, job_id="job-42", task_name="train", task_id="iter-2", wait_interval=0.1
+    )
     assert retry.app_handle == iteration.app_handle
     assert len({first.app_handle, iteration.app_handle, sibling.app_handle}) == 3
 
@@ -287,8 +308,9 @@ def test_retried_step_reattaches_to_the_app_its_killed_attempt_left_running(
     assert app_state(handle) == AppState.RUNNING
     started = sorted(read_pids(out_dir))
 
-    second = torchx_launcher(app_json=app_json, job_id="job-sig", task_name="sleepy",
-                             wait_interval=0.1)
+    second = torchx_launcher(
+        app_json=app_json, job_id="job-sig", task_name="sleepy", wait_interval=0.1
+    )
     assert second.app_handle == handle
     assert second.state == "SUCCEEDED"
     assert list(apps_named("kfplost-")) == [handle]
@@ -350,8 +372,13 @@ def test_sigterm_on_a_kfp_local_step_cancels_the_app_and_leaves_no_process(
     out_dir = tmp_path / "kfpsig"
     app = make_app("kfplocalsig", out_dir, replicas=2, sleep=600)
     driver = subprocess.Popen(
-        [sys.executable, "-c", PIPELINE_IN_SUBPROCESS, json.dumps(app.to_dict()),
-         str(tmp_path / "pipeline-root")],
+        [
+            sys.executable,
+            "-c",
+            PIPELINE_IN_SUBPROCESS,
+            json.dumps(app.to_dict()),
+            str(tmp_path / "pipeline-root"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -387,9 +414,17 @@ def test_sigterm_to_the_step_wrapper_reaches_the_launcher_and_cancels_the_app(
     out_dir = tmp_path / "kfpwrap"
     app = make_app("kfpwrapsig", out_dir, replicas=2, sleep=600)
     driver = subprocess.Popen(
-        [sys.executable, "-c", PIPELINE_IN_SUBPROCESS, json.dumps(app.to_dict()),
-         str(tmp_path / "pipeline-root")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-c",
+            PIPELINE_IN_SUBPROCESS,
+            json.dumps(app.to_dict()),
+            str(tmp_path / "pipeline-root"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         wait_until(lambda: len(read_pids(out_dir)) == 2, 60, "both replicas to start")
@@ -427,4 +462,3 @@ def test_exit_handler_step_cancels_apps_left_running(local_apps: Path, tmp_path:
     assert app_state(handle) == AppState.CANCELLED
     pids = read_pids(out_dir)
     wait_until(lambda: not any(pid_alive(p) for p in pids), 30, "replica processes to exit")
-

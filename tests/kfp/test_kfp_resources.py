@@ -31,8 +31,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.kfp, pytest.mark.local]
 def _app(name: str) -> specs.AppDef:
     return specs.AppDef(
         name=name,
-        roles=[specs.Role("worker", image="/tmp", entrypoint=sys.executable, args=["-c", "pass"],
-                          resource=specs.Resource(cpu=1, gpu=0, memMB=256))],
+        roles=[
+            specs.Role(
+                "worker",
+                image="/tmp",
+                entrypoint=sys.executable,
+                args=["-c", "pass"],
+                resource=specs.Resource(cpu=1, gpu=0, memMB=256),
+            )
+        ],
     )
 
 
@@ -56,13 +63,19 @@ def test_kfp_executor_hands_the_task_resources_to_the_app(local_apps: Path, tmp_
                 "wait_interval": 0.1,
                 "pass_resources": True,
                 # injected by the backend's driver under the parameter's name
-                "task_config": {"resources": {"limits": {"cpu": "3", "memory": "768Mi"},
-                                              "requests": {"cpu": "2", "memory": "512Mi"}}},
+                "task_config": {
+                    "resources": {
+                        "limits": {"cpu": "3", "memory": "768Mi"},
+                        "requests": {"cpu": "2", "memory": "512Mi"},
+                    }
+                },
             }
         },
         "outputs": {
-            "parameters": {name: {"outputFile": str(outputs / name)}
-                           for name in ("app_handle", "state", "status_json", "ui_url")},
+            "parameters": {
+                name: {"outputFile": str(outputs / name)}
+                for name in ("app_handle", "state", "status_json", "ui_url")
+            },
             "outputFile": str(outputs / "executor_output.json"),
         },
     }

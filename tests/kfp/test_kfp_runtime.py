@@ -36,14 +36,20 @@ def _app(num_replicas: int = 1, name: str = "train") -> specs.AppDef:
     return specs.AppDef(
         name=name,
         roles=[
-            specs.Role("trainer", image="img", entrypoint="python", num_replicas=num_replicas,
-                       resource=specs.Resource(cpu=1, gpu=0, memMB=256))
+            specs.Role(
+                "trainer",
+                image="img",
+                entrypoint="python",
+                num_replicas=num_replicas,
+                resource=specs.Resource(cpu=1, gpu=0, memMB=256),
+            )
         ],
     )
 
 
-def _launch(table: JobTable, app: specs.AppDef | None = None, sink: list[str] | None = None,
-            **kwargs: Any) -> Any:
+def _launch(
+    table: JobTable, app: specs.AppDef | None = None, sink: list[str] | None = None, **kwargs: Any
+) -> Any:
     kwargs.setdefault("wait_interval", 0.01)
     if "component" not in kwargs:
         kwargs["app_json"] = json.dumps((app or _app()).to_dict())
@@ -86,7 +92,9 @@ def test_failed_or_cancelled_app_fails_the_step(final: AppState, error: type) ->
     import torchx_kfp
 
     assert (torchx_kfp.AppFailedError, torchx_kfp.AppVanishedError) == (
-        AppFailedError, AppVanishedError)
+        AppFailedError,
+        AppVanishedError,
+    )
 
 
 def _running_app(table: JobTable, **ids: str) -> tuple[str, threading.Thread, list[Any]]:
@@ -158,9 +166,15 @@ def test_sigterm_cancels_the_owned_app_and_exits_143() -> None:
     table.hold = True
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as info:
-        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
-                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
-                     log_sink=_terminate_on_first_log_line(table))
+        run_launcher(
+            app_json=json.dumps(_app().to_dict()),
+            scheduler="fake",
+            job_id="j",
+            task_name="t",
+            wait_interval=0.01,
+            runner_factory=lambda: make_runner(table),
+            log_sink=_terminate_on_first_log_line(table),
+        )
     assert info.value.code == 128 + signal.SIGTERM
     (job,) = table.jobs.values()
     assert (job.state, job.cancelled) == (AppState.CANCELLED, 1)
@@ -179,9 +193,15 @@ def test_sigterm_leaves_an_app_another_attempt_adopted() -> None:
         sink(line)
 
     with pytest.raises(SystemExit):
-        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
-                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
-                     log_sink=adopted_then_signalled)
+        run_launcher(
+            app_json=json.dumps(_app().to_dict()),
+            scheduler="fake",
+            job_id="j",
+            task_name="t",
+            wait_interval=0.01,
+            runner_factory=lambda: make_runner(table),
+            log_sink=adopted_then_signalled,
+        )
     (job,) = table.jobs.values()
     assert (job.state, job.cancelled) == (AppState.SUBMITTED, 0)  # held, never cancelled
 
@@ -206,9 +226,15 @@ def test_a_second_sigterm_during_the_cancel_is_ignored() -> None:
     helper = threading.Thread(target=insist_while_cancelling)
     helper.start()
     with pytest.raises(SystemExit) as info:
-        run_launcher(app_json=json.dumps(_app().to_dict()), scheduler="fake", job_id="j",
-                     task_name="t", wait_interval=0.01, runner_factory=lambda: make_runner(table),
-                     log_sink=_terminate_on_first_log_line(table))
+        run_launcher(
+            app_json=json.dumps(_app().to_dict()),
+            scheduler="fake",
+            job_id="j",
+            task_name="t",
+            wait_interval=0.01,
+            runner_factory=lambda: make_runner(table),
+            log_sink=_terminate_on_first_log_line(table),
+        )
     helper.join(30)
     assert info.value.code == 143
     assert seen == [signal.SIG_IGN]
@@ -234,8 +260,12 @@ def test_resource_from_task_config() -> None:
 
 def test_env_and_passed_resources_reach_every_role() -> None:
     table = JobTable()
-    _launch(table, _app(num_replicas=2), env={"UPSTREAM": "fake://x/y"},
-            resources={"limits": {"cpu": "4", "memory": "2Gi"}})
+    _launch(
+        table,
+        _app(num_replicas=2),
+        env={"UPSTREAM": "fake://x/y"},
+        resources={"limits": {"cpu": "4", "memory": "2Gi"}},
+    )
     (job,) = table.jobs.values()
     (role,) = job.app.roles
     assert (role.resource.cpu, role.resource.memMB) == (4, 2048)
@@ -245,16 +275,19 @@ def test_env_and_passed_resources_reach_every_role() -> None:
 
 def test_a_component_step_is_named_from_the_component() -> None:
     table = JobTable()
-    result = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
-                     job_id="j", task_name="t")
+    result = _launch(
+        table, component="utils.echo", component_args=["--msg", "hi"], job_id="j", task_name="t"
+    )
     (job,) = table.jobs.values()
     assert job.request.roles[0][3] == ["hi"]
     assert re.fullmatch(r"echo-[0-9a-f]{10}", job.app.name)
-    again = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
-                    job_id="j", task_name="t")
+    again = _launch(
+        table, component="utils.echo", component_args=["--msg", "hi"], job_id="j", task_name="t"
+    )
     assert again.app_handle == result.app_handle  # the same step: reused, not resubmitted
-    other = _launch(table, component="utils.echo", component_args=["--msg", "hi"],
-                    job_id="j", task_name="t2")
+    other = _launch(
+        table, component="utils.echo", component_args=["--msg", "hi"], job_id="j", task_name="t2"
+    )
     assert other.app_handle != result.app_handle
 
 
@@ -286,19 +319,25 @@ def test_cancel_job_apps_cancels_only_this_jobs_unfinished_apps() -> None:
     table.hold = True
     runner = make_runner(table)
     handles = {}
-    for label, owner in [("mine", step_owner("job-1", "t1")), ("done", step_owner("job-1", "t2")),
-                         ("other-job", step_owner("job-2", "t1")), ("unowned", None),
-                         ("prefix-only", step_owner("job-10", "t1"))]:
+    for label, owner in [
+        ("mine", step_owner("job-1", "t1")),
+        ("done", step_owner("job-1", "t2")),
+        ("other-job", step_owner("job-2", "t1")),
+        ("unowned", None),
+        ("prefix-only", step_owner("job-10", "t1")),
+    ]:
         handle = runner.run(_app(name=label), "fake")
         if owner:
             runner.set_owner(handle, owner)
         handles[label] = handle
     table.set_state(handles["done"].rsplit("/", 1)[1], AppState.SUCCEEDED)
-    cancelled = cancel_job_apps(job_id="job-1", scheduler="fake",
-                                runner_factory=lambda: make_runner(table))
+    cancelled = cancel_job_apps(
+        job_id="job-1", scheduler="fake", runner_factory=lambda: make_runner(table)
+    )
     assert cancelled == [handles["mine"]]
     assert {h: table.job(h.rsplit("/", 1)[1]).cancelled for h in handles.values()} == {
-        h: int(label == "mine") for label, h in handles.items()}
+        h: int(label == "mine") for label, h in handles.items()
+    }
     with pytest.raises(InvalidKfpOptionsError, match="job_id is empty"):
         cancel_job_apps(job_id="", runner_factory=lambda: make_runner(table))
 

@@ -117,9 +117,13 @@ def test_missing_kfp_names_the_extra(installed: bool) -> None:
 
     code = (
         "import sys; sys.modules['kfp'] = None\n"  # the module does not import
-        + ("" if installed else  # ... and no kfp distribution is installed either
-           "from torchx_core.specs import _dependencies as d\n"
-           "d.installed_version = lambda dist: None\n")
+        + (
+            ""
+            if installed
+            # ... and no kfp distribution is installed either
+            else "from torchx_core.specs import _dependencies as d\n"
+            "d.installed_version = lambda dist: None\n"
+        )
         + "import torchx_kfp\n"
         "try:\n"
         "    torchx_kfp.launch\n"

@@ -29,8 +29,10 @@ RECORD = textwrap.dedent(
 
 
 def _app(name: str) -> specs.AppDef:
-    return specs.AppDef(name, roles=[specs.Role("trainer", image="/", entrypoint=sys.executable,
-                                                args=["-c", RECORD])])
+    return specs.AppDef(
+        name,
+        roles=[specs.Role("trainer", image="/", entrypoint=sys.executable, args=["-c", RECORD])],
+    )
 
 
 @pytest.fixture
@@ -59,8 +61,11 @@ def test_launcher_step_outputs_the_apps_tracker_results(
     @dsl.pipeline(name="kfp-tracker")
     def pipeline() -> Outputs:
         step = launch(_app("tracked"), wait_interval=0.1)
-        return Outputs(step.outputs["tracker_metrics"], step.outputs["tracker_artifacts"],
-                       step.outputs["app_handle"])
+        return Outputs(
+            step.outputs["tracker_metrics"],
+            step.outputs["tracker_artifacts"],
+            step.outputs["app_handle"],
+        )
 
     out = pipeline().outputs
     assert out["metrics"].metadata == {"accuracy": 0.9, "epochs": 2.0}

@@ -10,12 +10,16 @@ import pytest
 
 
 def _forget_namespace() -> None:
-    for name in [m for m in sys.modules if m == "torchx_plugins" or m.startswith("torchx_plugins.")]:
+    for name in [
+        m for m in sys.modules if m == "torchx_plugins" or m.startswith("torchx_plugins.")
+    ]:
         del sys.modules[name]
 
 
 @pytest.fixture
-def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], Path]]:
+def plugin_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, str], Path]]:
     """Returns ``write(relpath, source)`` writing files under a directory put on sys.path.
 
     ``write("torchx_plugins/schedulers/mine.py", ...)`` makes a namespace-package plugin;

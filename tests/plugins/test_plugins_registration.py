@@ -24,7 +24,7 @@ from torchx_core.plugins import (
 
 Write = Callable[[str, str], Path]
 
-GPU_HOST = '''
+GPU_HOST = """
 from torchx_core.plugins import register, powers_of_two_gpus, halve_mem_down_to, WHOLE
 from torchx_core.specs import Resource
 
@@ -36,7 +36,7 @@ def my_gpu(fractional: float = WHOLE) -> Resource:
 @register.named_resource(name="cpu_box", fractionals=halve_mem_down_to(minGiB=16))
 def box(fractional: float = WHOLE) -> Resource:
     return Resource(cpu=int(32 * fractional), gpu=0, memMB=int(64 * 1024 * fractional))
-'''
+"""
 
 
 def test_fraction_constants() -> None:
@@ -55,10 +55,14 @@ def test_powers_of_two_gpus() -> None:
 
 def test_halve_mem_down_to() -> None:
     assert halve_mem_down_to(minGiB=16)(SimpleNamespace(memMB=64 * 1024)) == {
-        1.0: "64", 0.5: "32", 0.25: "16"
+        1.0: "64",
+        0.5: "32",
+        0.25: "16",
     }
     assert halve_mem_down_to(minGiB=3)(SimpleNamespace(memMB=12 * 1024)) == {
-        1.0: "12", 0.5: "6", 0.25: "3"
+        1.0: "12",
+        0.5: "6",
+        0.25: "3",
     }
     with pytest.raises(ValueError, match="use minGiB >= 3"):
         halve_mem_down_to(minGiB=2)(SimpleNamespace(memMB=12 * 1024))
@@ -70,8 +74,18 @@ def test_named_resource_plugin_variants(plugin_site: Write) -> None:
     plugin_site("torchx_plugins/named_resources/cluster.py", GPU_HOST)
     found = PluginRegistry().get(PluginType.NAMED_RESOURCE)
     assert sorted(found) == sorted(
-        ["my_gpu", "big_gpu", "my_gpu_8", "my_gpu_4", "my_gpu_2", "my_gpu_1",
-         "cpu_box", "cpu_box_64", "cpu_box_32", "cpu_box_16"]
+        [
+            "my_gpu",
+            "big_gpu",
+            "my_gpu_8",
+            "my_gpu_4",
+            "my_gpu_2",
+            "my_gpu_1",
+            "cpu_box",
+            "cpu_box_64",
+            "cpu_box_32",
+            "cpu_box_16",
+        ]
     )
     four = found["my_gpu_4"]()
     assert (four.cpu, four.gpu, four.memMB) == (32, 4, 256 * 1024)
@@ -96,9 +110,10 @@ def test_namespace_named_resources_reach_specs(plugin_site: Write) -> None:
 
 def test_broken_named_resource_plugin_is_reported(plugin_site: Write) -> None:
     plugin_site("torchx_plugins/named_resources/bad.py", "raise RuntimeError('bad table')\n")
-    assert "RuntimeError: bad table" in specs.named_resources.broken[
-        "torchx_plugins.named_resources.bad"
-    ]
+    assert (
+        "RuntimeError: bad table"
+        in specs.named_resources.broken["torchx_plugins.named_resources.bad"]
+    )
     assert specs.resource(h="gpu.small").gpu == 1
 
 

@@ -21,7 +21,7 @@ from torchx_core.plugins import (
 
 Write = Callable[[str, str], Path]
 
-SCHED = '''
+SCHED = """
 from torchx_core.plugins import register
 
 @register.scheduler()
@@ -34,14 +34,24 @@ def create(session_name, **kwargs):
 
 def not_a_plugin(session_name):
     return None
-'''
+"""
 
 
 def test_public_names_match_torchx() -> None:
     for name in (
-        "register", "resource_tags", "powers_of_two_gpus", "halve_mem_down_to", "WHOLE",
-        "HALF", "QUARTER", "EIGHTH", "SIXTEENTH", "RegistrationError", "PluginType",
-        "PluginRegistry", "registry",
+        "register",
+        "resource_tags",
+        "powers_of_two_gpus",
+        "halve_mem_down_to",
+        "WHOLE",
+        "HALF",
+        "QUARTER",
+        "EIGHTH",
+        "SIXTEENTH",
+        "RegistrationError",
+        "PluginType",
+        "PluginRegistry",
+        "registry",
     ):
         assert hasattr(plugins, name), name
     assert PluginType.SCHEDULER.value == "torchx.schedulers"
@@ -117,7 +127,9 @@ def test_entry_points_win_over_namespace_and_clash_is_recorded(plugin_site: Writ
     assert errors["ep_broken"].module == "missing_mod_xyz:create_scheduler"
 
 
-def test_plugin_sources_select_channels(plugin_site: Write, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugin_sources_select_channels(
+    plugin_site: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plugin_site("torchx_plugins/schedulers/mine.py", SCHED)
     assert PluginRegistry(plugin_sources=PluginSource.ENTRYPOINT).get(PluginType.SCHEDULER) == {}
     assert PluginRegistry(plugin_sources=PluginSource.NONE).get(PluginType.SCHEDULER) == {}
@@ -162,7 +174,9 @@ def test_tracker_plugins_from_both_channels(plugin_site: Write) -> None:
         "@register.tracker(name='ns_tracker')\ndef make(config):\n    return ('ns', config)\n",
     )
     plugin_site("trk_mod.py", "def make(config):\n    return ('ep', config)\n")
-    plugin_site("trkdist-0.1.dist-info/entry_points.txt", "[torchx.tracker]\nep_tracker = trk_mod:make\n")
+    plugin_site(
+        "trkdist-0.1.dist-info/entry_points.txt", "[torchx.tracker]\nep_tracker = trk_mod:make\n"
+    )
     found = plugins.registry().get(PluginType.TRACKER)
     assert found["ns_tracker"]("c") == ("ns", "c")
     assert found["ep_tracker"]("c") == ("ep", "c")
@@ -175,9 +189,11 @@ def test_to_dict_and_str(plugin_site: Write) -> None:
     data = reg.to_dict()
     json.dumps(data)
     assert {i["name"] for i in data["scheduler"]} == {"ns_sched", "renamed"}
-    assert data["errors"] == [{"module": "torchx_plugins.schedulers.bad", "error": "ImportError: boom: x"}]
+    assert data["errors"] == [
+        {"module": "torchx_plugins.schedulers.bad", "error": "ImportError: boom: x"}
+    ]
     text = str(reg)
-    assert "  - name: \"ns_sched\"" in text and 'error: "ImportError: boom: x"' in text
+    assert '  - name: "ns_sched"' in text and 'error: "ImportError: boom: x"' in text
 
 
 def test_registration_error_is_a_frozen_value() -> None:

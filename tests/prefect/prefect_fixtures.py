@@ -84,22 +84,43 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectAPI
     running_before = _pidfile_alive(pidfile)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     bin_dir = Path(sys.executable).parent  # the server from this interpreter's environment
-    env.update(PREFECT_PORT=port, PREFECT_HOME=str(home), PREFECT_BIN=str(bin_dir / "prefect"),
-               PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(SCRIPTS / "start.sh")], env=env, capture_output=True,
-                          text=True, timeout=400, check=False)
+    env.update(
+        PREFECT_PORT=port,
+        PREFECT_HOME=str(home),
+        PREFECT_BIN=str(bin_dir / "prefect"),
+        PYTHON=sys.executable,
+    )
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / "start.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     if proc.returncode != 0:
-        pytest.fail(f"the Prefect server did not start (scripts/services/prefect/start.sh exit"
-                    f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    url = next(line.split("=", 1)[1] for line in proc.stdout.splitlines()
-               if line.startswith("PREFECT_API_URL="))
+        pytest.fail(
+            f"the Prefect server did not start (scripts/services/prefect/start.sh exit"
+            f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    url = next(
+        line.split("=", 1)[1]
+        for line in proc.stdout.splitlines()
+        if line.startswith("PREFECT_API_URL=")
+    )
     started = not running_before and _pidfile_alive(pidfile)
     try:
         yield PrefectAPI(url=url, home=home, started_here=started)
     finally:
         if started:
-            subprocess.run(["bash", str(SCRIPTS / "stop.sh")], env=env, capture_output=True,
-                           text=True, timeout=120, check=False)
+            subprocess.run(
+                ["bash", str(SCRIPTS / "stop.sh")],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
 
 
 @pytest.fixture(scope="session")
@@ -152,8 +173,12 @@ class ServedProcess:
     def start(self) -> ServedProcess:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, str(self.script), *self.args], cwd=REPO, env=dict(self.env),
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, str(self.script), *self.args],
+                cwd=REPO,
+                env=dict(self.env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         return self
@@ -202,6 +227,7 @@ def wait_for_deployment(served: ServedProcess, name: str, timeout: float = 300.0
         except ObjectNotFound:
             pass
         if time.monotonic() > deadline:
-            raise AssertionError(f"deployment {name} not registered after {timeout}s:\n"
-                                 f"{served.output()}")
+            raise AssertionError(
+                f"deployment {name} not registered after {timeout}s:\n{served.output()}"
+            )
         time.sleep(0.5)

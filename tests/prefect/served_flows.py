@@ -38,7 +38,9 @@ def sleeper_app(name: str, seconds: int = 600) -> AppDef:
         "print('sleeping', flush=True)\n"
         f"time.sleep({seconds})\n"
     )
-    role = Role(name="worker", image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code])
+    role = Role(
+        name="worker", image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code]
+    )
     return AppDef(name=name, roles=[role])
 
 
@@ -52,7 +54,9 @@ def waiter_app(name: str, release: str) -> AppDef:
         "    time.sleep(0.1)\n"
         "print('after release', flush=True)\n"
     )
-    role = Role(name="worker", image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code])
+    role = Role(
+        name="worker", image=os.getcwd(), entrypoint=sys.executable, args=["-u", "-c", code]
+    )
     return AppDef(name=name, roles=[role])
 
 
@@ -60,8 +64,10 @@ def waiter_app(name: str, release: str) -> AppDef:
 def sleeper_flow(name: str, pid_file: str, timeout_seconds: float | None = None) -> dict[str, Any]:
     """One long app; ``timeout_seconds`` sets the task's timeout."""
     _write_pid(pid_file)
-    task = run_app_sync if timeout_seconds is None else run_app_sync.with_options(
-        timeout_seconds=timeout_seconds
+    task = (
+        run_app_sync
+        if timeout_seconds is None
+        else run_app_sync.with_options(timeout_seconds=timeout_seconds)
     )
     return task(sleeper_app(name), poll_interval=0.3).to_dict()
 

@@ -35,8 +35,12 @@ def test_leases_refuse_a_different_value_while_held(monkeypatch: pytest.MonkeyPa
 
 
 def test_block_environment_reveals_secrets_and_merges_cfg() -> None:
-    block = TorchXScheduler(scheduler=" slurm ", cfg={"partition": "a", "time": "1:00"},
-                            env={"SLURM_CONF": "/c"}, secret_env={"TOKEN": "t0p"})
+    block = TorchXScheduler(
+        scheduler=" slurm ",
+        cfg={"partition": "a", "time": "1:00"},
+        env={"SLURM_CONF": "/c"},
+        secret_env={"TOKEN": "t0p"},
+    )
     assert block.scheduler == "slurm"
     assert block.environment() == {"SLURM_CONF": "/c", "TOKEN": "t0p"}
     assert "t0p" not in repr(block)
@@ -55,12 +59,19 @@ def test_resolve_keeps_plain_names_and_blocks() -> None:
     assert resolve_scheduler(42) is None  # left to validate_args
 
 
-@pytest.mark.parametrize(("fields", "fragment"), [
-    ({}, "exactly one of app"),
-    ({"component": "utils.echo",
-      "app": AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")]).to_dict()},
-     "exactly one of app"),
-])
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({}, "exactly one of app"),
+        (
+            {
+                "component": "utils.echo",
+                "app": AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")]).to_dict(),
+            },
+            "exactly one of app",
+        ),
+    ],
+)
 def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment: str) -> None:
     job = TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), **fields)
     with pytest.raises(InvalidTaskArgumentError, match=fragment):
@@ -69,17 +80,23 @@ def test_job_arguments_are_checked_before_anything_starts(fields: dict, fragment
 
 def test_job_spec_takes_the_blocks_scheduler_and_merged_cfg() -> None:
     app = AppDef("a", roles=[Role("r", image="/tmp", entrypoint="true")])
-    job = TorchXJob(scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "job_dir": "/a"}),
-                    app=app.to_dict(), cfg={"job_dir": "/b"})
+    job = TorchXJob(
+        scheduler=TorchXScheduler(scheduler="slurm", cfg={"time": "1:00", "job_dir": "/a"}),
+        app=app.to_dict(),
+        cfg={"job_dir": "/b"},
+    )
     spec = job._spec()
     assert (spec.scheduler, spec.cfg, spec.app) == ("slurm", {"time": "1:00", "job_dir": "/b"}, app)
 
 
-@pytest.mark.parametrize(("cfg", "fragment"), [
-    ({"partiton": "gpu"}, r"unknown run option 'partiton'\. Did you mean: 'partition'\?"),
-    ({"bogus_key": 1}, "unknown run option 'bogus_key'"),
-    ({"time": 5}, "Run option: time, must be of type: str"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "fragment"),
+    [
+        ({"partiton": "gpu"}, r"unknown run option 'partiton'\. Did you mean: 'partition'\?"),
+        ({"bogus_key": 1}, "unknown run option 'bogus_key'"),
+        ({"time": 5}, "Run option: time, must be of type: str"),
+    ],
+)
 def test_block_and_job_refuse_unknown_or_mistyped_run_options(cfg: dict, fragment: str) -> None:
     from torchx_core.specs import InvalidRunConfigException
 
@@ -90,14 +107,24 @@ def test_block_and_job_refuse_unknown_or_mistyped_run_options(cfg: dict, fragmen
         job._spec()
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("timeout_seconds", -1), ("timeout_seconds", 0), ("timeout_seconds", float("inf")),
-    ("poll_interval", 0), ("cancel_timeout", -5), ("unknown_state_timeout", -1),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("timeout_seconds", -1),
+        ("timeout_seconds", 0),
+        ("timeout_seconds", float("inf")),
+        ("poll_interval", 0),
+        ("cancel_timeout", -5),
+        ("unknown_state_timeout", -1),
+    ],
+)
 def test_job_refuses_bad_seconds_at_construction(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"TorchXJob {field} must be a finite number of seconds"):
-        TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), component="utils.echo",
-                  **{field: value})
+        TorchXJob(
+            scheduler=TorchXScheduler(scheduler="local_cwd"),
+            component="utils.echo",
+            **{field: value},
+        )
 
 
 def test_job_timeout_error_names_the_app_and_the_limit() -> None:

@@ -36,7 +36,10 @@ def registered(prefect_server: PrefectAPI) -> PrefectAPI:
     """The block types, registered with the CLI as the README says."""
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "prefect"), "block", "register", "-m", "torchx_prefect"],
-        env={**os.environ, **prefect_server.env}, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **prefect_server.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -54,12 +57,22 @@ def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 
 def env_printer(name: str, image: str = str(REPO), **role: Any) -> AppDef:
-    code = (f"import os; print('mark=' + os.environ.get({MARK_VAR!r}, '-'),"
-            f" 'secret=' + os.environ.get({SECRET_VAR!r}, '-'), flush=True)")
-    return AppDef(name=name, roles=[
-        Role(name="worker", image=image, entrypoint=sys.executable, args=["-u", "-c", code],
-             **role)
-    ])
+    code = (
+        f"import os; print('mark=' + os.environ.get({MARK_VAR!r}, '-'),"
+        f" 'secret=' + os.environ.get({SECRET_VAR!r}, '-'), flush=True)"
+    )
+    return AppDef(
+        name=name,
+        roles=[
+            Role(
+                name="worker",
+                image=image,
+                entrypoint=sys.executable,
+                args=["-u", "-c", code],
+                **role,
+            )
+        ],
+    )
 
 
 def save_scheduler_block(name: str, scheduler: str, **fields: Any) -> dict[str, str]:
@@ -68,8 +81,10 @@ def save_scheduler_block(name: str, scheduler: str, **fields: Any) -> dict[str, 
     tag = uuid.uuid4().hex[:8]
     values = {"mark": f"mark-{tag}", "secret": f"s3cret-{tag}"}
     TorchXScheduler(
-        scheduler=scheduler, env={MARK_VAR: values["mark"], **fields.pop("env", {})},
-        secret_env={SECRET_VAR: values["secret"]}, **fields,
+        scheduler=scheduler,
+        env={MARK_VAR: values["mark"], **fields.pop("env", {})},
+        secret_env={SECRET_VAR: values["secret"]},
+        **fields,
     ).save(name, overwrite=True)
     return values
 
@@ -93,8 +108,14 @@ def test_scheduler_block_saved_here_loads_in_another_process(registered: Prefect
         "print(json.dumps({'scheduler': b.scheduler, 'cfg': b.cfg, 'env': b.env,"
         " 'masked': repr(b.secret_env), 'environment': b.environment()}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, **registered.env},
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **registered.env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["scheduler"] == "local_cwd" and got["cfg"] == {"prepend_cwd": True}
@@ -108,8 +129,9 @@ def test_scheduler_block_saved_here_loads_in_another_process(registered: Prefect
 
 
 @pytest.mark.parametrize("how", ["name", "prefixed", "block"])
-def test_flow_runs_an_app_on_a_named_scheduler_block(registered: PrefectAPI, local_root: Path,
-                                                      tmp_path: Path, how: str) -> None:
+def test_flow_runs_an_app_on_a_named_scheduler_block(
+    registered: PrefectAPI, local_root: Path, tmp_path: Path, how: str
+) -> None:
     from prefect import flow
 
     from torchx_prefect import TorchXScheduler, run_app_sync
@@ -117,8 +139,11 @@ def test_flow_runs_an_app_on_a_named_scheduler_block(registered: PrefectAPI, loc
     name = f"local-{uuid.uuid4().hex[:6]}"
     log_dir = tmp_path / "logs"
     values = save_scheduler_block(name, "local_cwd", cfg={"log_dir": str(log_dir)})
-    scheduler: Any = {"name": name, "prefixed": f"torchx-scheduler/{name}",
-                      "block": TorchXScheduler.load(name)}[how]
+    scheduler: Any = {
+        "name": name,
+        "prefixed": f"torchx-scheduler/{name}",
+        "block": TorchXScheduler.load(name),
+    }[how]
 
     @flow
     def f() -> Any:
@@ -147,21 +172,29 @@ def test_an_unknown_scheduler_name_is_a_clear_error(registered: PrefectAPI) -> N
     state = f(return_state=True)
     with pytest.raises(InvalidTaskArgumentError, match="neither a TorchX scheduler") as info:
         state.result()
-    assert "local_cwd" in str(info.value) and ".save('no-such-block-or-scheduler')" in str(info.value)
+    assert "local_cwd" in str(info.value) and ".save('no-such-block-or-scheduler')" in str(
+        info.value
+    )
 
 
 @pytest.mark.slurm
-def test_flow_runs_an_app_on_slurm_through_a_block(registered: PrefectAPI,
-                                                   slurm_cluster: SlurmCluster,  # noqa: F811
-                                                   tmp_path: Path) -> None:
+def test_flow_runs_an_app_on_slurm_through_a_block(
+    registered: PrefectAPI,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     from prefect import flow
 
     from torchx_prefect import run_app_sync
 
     name = f"slurm-{uuid.uuid4().hex[:6]}"
     # the job runs (and Slurm writes its output files) in tmp_path: the block's cfg applies
-    values = save_scheduler_block(name, "slurm", env={"SLURM_CONF": slurm_cluster.conf},
-                                  cfg={"time": "5:00", "job_dir": str(tmp_path)})
+    values = save_scheduler_block(
+        name,
+        "slurm",
+        env={"SLURM_CONF": slurm_cluster.conf},
+        cfg={"time": "5:00", "job_dir": str(tmp_path)},
+    )
     app = env_printer("slurmy", image=str(tmp_path), resource=Resource(cpu=1, gpu=0, memMB=100))
 
     @flow
@@ -178,16 +211,20 @@ def test_flow_runs_an_app_on_slurm_through_a_block(registered: PrefectAPI,
     assert list(tmp_path.glob("slurm-*-worker-0.out"))  # ran in the block's job_dir
 
 
-def test_job_block_triggers_waits_and_fetches_the_result(registered: PrefectAPI,
-                                                         local_root: Path) -> None:
+def test_job_block_triggers_waits_and_fetches_the_result(
+    registered: PrefectAPI, local_root: Path
+) -> None:
     from prefect import flow
 
     from torchx_prefect import AppResult, TorchXJob, TorchXScheduler
 
     sched_name, job_name = f"jobsched-{uuid.uuid4().hex[:6]}", f"job-{uuid.uuid4().hex[:6]}"
     values = save_scheduler_block(sched_name, "local_cwd")
-    TorchXJob(scheduler=TorchXScheduler.load(sched_name), app=env_printer("jobby").to_dict(),
-              poll_interval=0.2).save(job_name, overwrite=True)
+    TorchXJob(
+        scheduler=TorchXScheduler.load(sched_name),
+        app=env_printer("jobby").to_dict(),
+        poll_interval=0.2,
+    ).save(job_name, overwrite=True)
 
     @flow
     async def f() -> Any:
@@ -210,11 +247,23 @@ def test_job_block_timeout_cancels_the_app(registered: PrefectAPI, local_root: P
 
     from torchx_prefect import TorchXJob, TorchXScheduler
 
-    sleeper = AppDef(name="jobsleep", roles=[Role(
-        name="worker", image=str(REPO), entrypoint=sys.executable,
-        args=["-u", "-c", "import time; print('sleeping', flush=True); time.sleep(600)"])])
-    job = TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), app=sleeper.to_dict(),
-                    poll_interval=0.2, timeout_seconds=15)
+    sleeper = AppDef(
+        name="jobsleep",
+        roles=[
+            Role(
+                name="worker",
+                image=str(REPO),
+                entrypoint=sys.executable,
+                args=["-u", "-c", "import time; print('sleeping', flush=True); time.sleep(600)"],
+            )
+        ],
+    )
+    job = TorchXJob(
+        scheduler=TorchXScheduler(scheduler="local_cwd"),
+        app=sleeper.to_dict(),
+        poll_interval=0.2,
+        timeout_seconds=15,
+    )
     handles: list[str] = []
 
     @flow

@@ -57,8 +57,9 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def deployment(prefect_server: PrefectAPI, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[Deployment]:
+def deployment(
+    prefect_server: PrefectAPI, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     """``served_flows.py`` served in the background (stopped by PID at the end)."""
     import served_flows
 
@@ -151,8 +152,11 @@ def wait_pid(pid_file: Path, timeout: float = WAIT) -> int:
 def wait_gone(pid: int, timeout: float = WAIT) -> None:
     deadline = time.monotonic() + timeout
     while Path(f"/proc/{pid}").exists():
-        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace") if Path(
-            f"/proc/{pid}/stat").exists() else ""
+        stat = (
+            Path(f"/proc/{pid}/stat").read_text(errors="replace")
+            if Path(f"/proc/{pid}/stat").exists()
+            else ""
+        )
         if stat and stat.rsplit(")", 1)[1].split()[0] == "Z":
             return
         if time.monotonic() > deadline:
@@ -165,8 +169,9 @@ def wait_gone(pid: int, timeout: float = WAIT) -> None:
 
 
 @pytest.mark.parametrize("flow_name", ["torchx-sleeper", "torchx-sleeper-async"])
-def test_cancel_flow_run_from_the_api_cancels_the_app(served: Deployment, tmp_path: Path,
-                                                      flow_name: str) -> None:
+def test_cancel_flow_run_from_the_api_cancels_the_app(
+    served: Deployment, tmp_path: Path, flow_name: str
+) -> None:
     from prefect import get_client
     from prefect.states import Cancelling
 
@@ -183,8 +188,9 @@ def test_cancel_flow_run_from_the_api_cancels_the_app(served: Deployment, tmp_pa
 
 def test_task_timeout_cancels_the_app(served: Deployment, tmp_path: Path) -> None:
     name = f"timeout{uuid.uuid4().hex[:6]}"
-    fr_id = served.run("torchx-sleeper", name=name, pid_file=str(tmp_path / "pid"),
-                       timeout_seconds=25)
+    fr_id = served.run(
+        "torchx-sleeper", name=name, pid_file=str(tmp_path / "pid"), timeout_seconds=25
+    )
     run = wait_flow_state(fr_id, lambda s: s.is_final(), "final")
     assert run.state.is_failed(), run.state
     (tr,) = task_runs(fr_id)
@@ -232,8 +238,17 @@ def test_rerun_after_sigkill_reattaches_to_the_running_apps(
     # each of the re-run's task runs has attached and follows its app's log: it published the
     # app's UI link (on its first status read, after the log follower started)
     deadline = time.monotonic() + WAIT
-    while len([tr for tr in task_runs(fr_id) if tr.id not in first_task_runs
-               and any(a.key.endswith("-ui") for a in artifacts_of(tr.id))]) < 2:
+    while (
+        len(
+            [
+                tr
+                for tr in task_runs(fr_id)
+                if tr.id not in first_task_runs
+                and any(a.key.endswith("-ui") for a in artifacts_of(tr.id))
+            ]
+        )
+        < 2
+    ):
         assert time.monotonic() < deadline, "the re-run's two task runs never followed their apps"
         time.sleep(0.3)
     assert len(apps_named(name)) == 2, f"the re-run submitted again: {apps_named(name)}"

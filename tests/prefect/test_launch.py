@@ -9,9 +9,17 @@ from torchx_prefect._launch import AppResult, artifact_key, status_markdown, val
 from torchx_prefect.errors import InvalidTaskArgumentError
 
 DEFAULTS: dict[str, object] = {
-    "app_args": None, "scheduler": "local_cwd", "cfg": None, "workspace": None,
-    "poll_interval": 1.0, "unknown_state_timeout": 10.0, "stream_logs": True,
-    "log_tail_lines": 5, "create_artifacts": True, "reattach": True, "cancel_timeout": 5.0,
+    "app_args": None,
+    "scheduler": "local_cwd",
+    "cfg": None,
+    "workspace": None,
+    "poll_interval": 1.0,
+    "unknown_state_timeout": 10.0,
+    "stream_logs": True,
+    "log_tail_lines": 5,
+    "create_artifacts": True,
+    "reattach": True,
+    "cancel_timeout": 5.0,
 }
 
 
@@ -94,10 +102,15 @@ def _failed_status() -> AppStatus:
         num_restarts=1,
         msg="exit 3",
         structured_error_msg='{"message": "boom"}',
-        roles=[RoleStatus("worker", [
-            ReplicaStatus(0, AppState.SUCCEEDED, "worker", "h0"),
-            ReplicaStatus(1, AppState.FAILED, "worker", "h1", '{"message": "rank1 boom"}'),
-        ])],
+        roles=[
+            RoleStatus(
+                "worker",
+                [
+                    ReplicaStatus(0, AppState.SUCCEEDED, "worker", "h0"),
+                    ReplicaStatus(1, AppState.FAILED, "worker", "h1", '{"message": "rank1 boom"}'),
+                ],
+            )
+        ],
     )
 
 
@@ -110,8 +123,12 @@ def test_status_markdown_has_one_row_per_replica() -> None:
 
 
 def test_status_markdown_escapes_pipes_and_links_the_ui() -> None:
-    st = AppStatus(AppState.SUCCEEDED, ui_url="http://ui/app", msg="a|b",
-                   roles=[RoleStatus("r", [ReplicaStatus(0, AppState.SUCCEEDED, "r", "")])])
+    st = AppStatus(
+        AppState.SUCCEEDED,
+        ui_url="http://ui/app",
+        msg="a|b",
+        roles=[RoleStatus("r", [ReplicaStatus(0, AppState.SUCCEEDED, "r", "")])],
+    )
     md = status_markdown("h", st)
     assert "a\\|b" in md and "(http://ui/app)" in md
 

@@ -54,15 +54,33 @@ class BrokenStore(MemoryStore):
 
 
 def echo_app(replicas: int = 1) -> AppDef:
-    return AppDef(name="echo", roles=[
-        Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)
-    ])
+    return AppDef(
+        name="echo",
+        roles=[
+            Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)
+        ],
+    )
 
 
-def identity(run_count: int = 1, retries: int = 0, *, occurrence: int = 0,
-             task_run: str = "tr-1", flow_run_count: int = 1) -> TaskIdentity:
-    return TaskIdentity("fr-1", "torchx-run-app", "call", occurrence, task_run, None,
-                        flow_run_count, run_count, retries)
+def identity(
+    run_count: int = 1,
+    retries: int = 0,
+    *,
+    occurrence: int = 0,
+    task_run: str = "tr-1",
+    flow_run_count: int = 1,
+) -> TaskIdentity:
+    return TaskIdentity(
+        "fr-1",
+        "torchx-run-app",
+        "call",
+        occurrence,
+        task_run,
+        None,
+        flow_run_count,
+        run_count,
+        retries,
+    )
 
 
 @pytest.fixture
@@ -70,18 +88,32 @@ def table() -> JobTable:
     return JobTable()
 
 
-def session(table: JobTable, store: Any = None, ident: TaskIdentity | None = None,
-            **kw: Any) -> _Session:
+def session(
+    table: JobTable, store: Any = None, ident: TaskIdentity | None = None, **kw: Any
+) -> _Session:
     args: dict[str, Any] = {
-        "app_args": None, "scheduler": "fake", "cfg": None, "workspace": None,
-        "poll_interval": 0.01, "unknown_state_timeout": 0.0, "stream_logs": False,
-        "log_tail_lines": 3, "create_artifacts": False, "reattach": True, "cancel_timeout": 5.0,
+        "app_args": None,
+        "scheduler": "fake",
+        "cfg": None,
+        "workspace": None,
+        "poll_interval": 0.01,
+        "unknown_state_timeout": 0.0,
+        "stream_logs": False,
+        "log_tail_lines": 3,
+        "create_artifacts": False,
+        "reattach": True,
+        "cancel_timeout": 5.0,
     }
     app = kw.pop("app", None) or echo_app()
     args.update(kw)
     spec = validate_args(app, **args)
-    return _Session(make_runner(table), spec, ident or identity(),
-                    LOG, store if store is not None else MemoryStore())  # type: ignore[arg-type]
+    return _Session(
+        make_runner(table),
+        spec,
+        ident or identity(),
+        LOG,
+        store if store is not None else MemoryStore(),
+    )  # type: ignore[arg-type]
 
 
 def drive(s: _Session) -> Any:
@@ -136,8 +168,12 @@ def test_failure_raises_with_a_tail_over_every_replica_and_the_error_once(table:
     err = info.value
     # the failed replica first, then the others (cancelled because of it); 3 lines each
     assert err.log_tail == [
-        "[worker/1] worker 1 line 0", "[worker/1] worker 1 line 1", "[worker/1] worker 1 line 2",
-        "[worker/0] worker 0 line 2", "[worker/0] a", "[worker/0] b",
+        "[worker/1] worker 1 line 0",
+        "[worker/1] worker 1 line 1",
+        "[worker/1] worker 1 line 2",
+        "[worker/0] worker 0 line 2",
+        "[worker/0] a",
+        "[worker/0] b",
     ]
     assert str(err).count("boom: exit 3") == 1
 
@@ -191,15 +227,21 @@ def test_a_rerun_of_the_flow_run_reattaches_and_distinct_calls_get_distinct_apps
 ) -> None:
     """Fault 2: a new execution (new task runs, new run_count) with the same calls."""
     running(table)
-    first = [start_running(session(table, MemoryStore(1), identity(occurrence=i, task_run=f"a{i}")),
-                           table) for i in range(2)]
+    first = [
+        start_running(
+            session(table, MemoryStore(1), identity(occurrence=i, task_run=f"a{i}")), table
+        )
+        for i in range(2)
+    ]
     assert len(set(first)) == 2  # two calls with one AppDef: two apps
-    rerun = [session(table, MemoryStore(2), identity(occurrence=i, task_run=f"b{i}"))
-             for i in range(2)]
+    rerun = [
+        session(table, MemoryStore(2), identity(occurrence=i, task_run=f"b{i}")) for i in range(2)
+    ]
     assert [s.start() for s in rerun] == first
     assert len(table.jobs) == 2
     assert [table.jobs[app_id(h)].owner for h in first] == [
-        "prefect:fr-1#run=2/torchx-run-app/b0#try=1", "prefect:fr-1#run=2/torchx-run-app/b1#try=1"
+        "prefect:fr-1#run=2/torchx-run-app/b0#try=1",
+        "prefect:fr-1#run=2/torchx-run-app/b1#try=1",
     ]
 
 
@@ -222,8 +264,20 @@ def test_reattach_off_always_submits(table: JobTable) -> None:
 
 def test_the_call_digest_separates_different_calls() -> None:
     def spec(app: Any, **kw: Any) -> Any:
-        return validate_args(app, kw.pop("args", None), kw.pop("scheduler", "local_cwd"),
-                             kw.pop("cfg", None), None, 5, 0, True, 50, True, True, 30)
+        return validate_args(
+            app,
+            kw.pop("args", None),
+            kw.pop("scheduler", "local_cwd"),
+            kw.pop("cfg", None),
+            None,
+            5,
+            0,
+            True,
+            50,
+            True,
+            True,
+            30,
+        )
 
     base = call_digest(spec(echo_app()))
     assert base == call_digest(spec(echo_app()))  # equal calls, any process
@@ -231,7 +285,8 @@ def test_the_call_digest_separates_different_calls() -> None:
     assert base != call_digest(spec(echo_app(), scheduler="slurm"))
     assert base != call_digest(spec(echo_app(), cfg={"queue": "q"}))
     assert call_digest(spec("utils.echo", args=["--msg", "a"])) != call_digest(
-        spec("utils.echo", args=["--msg", "b"]))
+        spec("utils.echo", args=["--msg", "b"])
+    )
 
 
 def test_identity_label_is_stable_across_attempts_and_distinct_per_occurrence() -> None:
@@ -262,16 +317,17 @@ def test_occurrences_count_identical_calls_per_execution() -> None:
 @pytest.mark.parametrize(
     ("exc", "run_count", "retries", "cancelled"),
     [
-        (asyncio.CancelledError(), 1, 3, True),     # task/flow cancelled
-        (KeyboardInterrupt(), 1, 3, True),          # crash / termination
+        (asyncio.CancelledError(), 1, 3, True),  # task/flow cancelled
+        (KeyboardInterrupt(), 1, 3, True),  # crash / termination
         (TimeoutError("task timed out"), 1, 3, True),
-        (ConnectionError("blip"), 1, 1, False),      # a retry will reattach
-        (ConnectionError("blip"), 2, 1, True),       # last attempt: nobody will watch the app
+        (ConnectionError("blip"), 1, 1, False),  # a retry will reattach
+        (ConnectionError("blip"), 2, 1, True),  # last attempt: nobody will watch the app
         (ConnectionError("blip"), 1, 0, True),
     ],
 )
-def test_abort_policy(table: JobTable, exc: BaseException, run_count: int, retries: int,
-                      cancelled: bool) -> None:
+def test_abort_policy(
+    table: JobTable, exc: BaseException, run_count: int, retries: int, cancelled: bool
+) -> None:
     running(table)
     s = session(table, ident=identity(run_count, retries))
     handle = start_running(s, table)
@@ -471,12 +527,16 @@ def test_store_put_gives_up_after_its_attempts(caplog: pytest.LogCaptureFixture)
 def test_the_callers_appdef_is_not_changed_by_submitting(table: JobTable) -> None:
     """A retry gets the same AppDef object again: its digest (the identity) must not change."""
     app = echo_app()
-    before = call_digest(validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30))
+    before = call_digest(
+        validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30)
+    )
     drive(session(table, app=app))
     (job,) = table.jobs.values()
     assert "TORCHX_JOB_ID" in job.app.roles[0].env  # the submitted copy was filled in
     assert app.roles[0].env == {} and app.name == "echo"
-    after = call_digest(validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30))
+    after = call_digest(
+        validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30)
+    )
     assert after == before
 
 
@@ -490,13 +550,17 @@ def test_the_link_artifact_opens_the_dashboard_when_a_block_configures_one(
     from torchx_prefect import _prefect_io, blocks
 
     published: list[tuple[str, str]] = []
-    monkeypatch.setattr(_prefect_io, "publish_link", lambda key, url, desc: published.append((key, url)))
+    monkeypatch.setattr(
+        _prefect_io, "publish_link", lambda key, url, desc: published.append((key, url))
+    )
     monkeypatch.setattr(_prefect_io, "publish_status", lambda *a: None)
     block = blocks.TorchXScheduler(scheduler="local_cwd", dashboard_url="http://dash:8288/")
     with block.applied():
         s = session(table, create_artifacts=True)
         drive(s)
-    assert published == [(published[0][0], f"http://dash:8288/app?handle={quote(s.handle, safe='')}")]
+    assert published == [
+        (published[0][0], f"http://dash:8288/app?handle={quote(s.handle, safe='')}")
+    ]
     published.clear()
     drive(session(table, create_artifacts=True))  # no dashboard, no UI URL: no link
     assert published == []

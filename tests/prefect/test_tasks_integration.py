@@ -174,7 +174,9 @@ def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> No
     from torchx_prefect import run_app_sync
 
     tag = f"comp-{uuid.uuid4().hex[:8]}"
-    args = [tag if a == "ARG" else a for a in app_args] if isinstance(app_args, list) else {"msg": tag}
+    args = (
+        [tag if a == "ARG" else a for a in app_args] if isinstance(app_args, list) else {"msg": tag}
+    )
 
     @flow
     def f() -> Any:
@@ -207,7 +209,10 @@ def test_workspace_and_cfg_reach_the_scheduler(env: Path, tmp_path: Path) -> Non
     @flow
     def f() -> Any:
         return run_app_sync(
-            "utils.python", ["-c", code], workspace=str(project), cfg={"log_dir": str(log_dir)},
+            "utils.python",
+            ["-c", code],
+            workspace=str(project),
+            cfg={"log_dir": str(log_dir)},
             poll_interval=0.2,
         )
 
@@ -227,8 +232,9 @@ def test_workspace_and_cfg_reach_the_scheduler(env: Path, tmp_path: Path) -> Non
 def test_task_called_outside_a_flow(env: Path) -> None:
     from torchx_prefect import run_app_sync
 
-    state = run_app_sync(py_app("standalone", "print('alone')"), poll_interval=0.2,
-                         return_state=True)
+    state = run_app_sync(
+        py_app("standalone", "print('alone')"), poll_interval=0.2, return_state=True
+    )
     assert state.is_completed(), state
     assert state.result().state == AppState.SUCCEEDED
 
@@ -265,12 +271,14 @@ def test_every_line_of_a_short_app_reaches_the_flow_run_logs_once(env: Path, fla
 
     app = py_app(f"burst{flavour}", "for i in range(1, 101): print(f'burst line {i} of 100')")
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             return run_app_sync(app, poll_interval=2.0)
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             return await run_app(app, poll_interval=2.0)
@@ -297,12 +305,14 @@ def test_failed_app_fails_the_task_and_retries_resubmit(env: Path, flavour: str)
     app = py_app(name, "import sys; print('about to fail', flush=True); sys.exit(3)")
 
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             return run_app_sync.with_options(retries=1)(app, poll_interval=0.2, log_tail_lines=5)
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             return await run_app.with_options(retries=1)(app, poll_interval=0.2, log_tail_lines=5)
@@ -330,12 +340,14 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
     from torchx_prefect import InvalidTaskArgumentError, run_app, run_app_sync
 
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             return run_app_sync.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             return await run_app.with_options(retries=2)(py_app("x", "pass"), poll_interval=-1)
@@ -349,17 +361,42 @@ def test_invalid_arguments_are_not_retried(env: Path, flavour: str) -> None:
 
 PERMANENT_CASES = {
     # name: (app, app_args, cfg, error class name, words of its message)
-    "component_not_found": ("no_such.component", None, None, "ComponentNotFoundException",
-                            "no_such.component"),
-    "component_argument": ("utils.echo", {"bogus_arg": 1}, None, "ComponentArgumentError",
-                           "bogus_arg"),
-    "run_option_type": ("utils.echo", None, {"grace_period": "soon"},
-                        "InvalidRunConfigException", "grace_period"),
+    "component_not_found": (
+        "no_such.component",
+        None,
+        None,
+        "ComponentNotFoundException",
+        "no_such.component",
+    ),
+    "component_argument": (
+        "utils.echo",
+        {"bogus_arg": 1},
+        None,
+        "ComponentArgumentError",
+        "bogus_arg",
+    ),
+    "run_option_type": (
+        "utils.echo",
+        None,
+        {"grace_period": "soon"},
+        "InvalidRunConfigException",
+        "grace_period",
+    ),
     # a misspelt run option is refused (with the close match), not run with the default
-    "run_option_misspelt": ("utils.echo", None, {"grace_periodd": 1.0},
-                            "InvalidRunConfigException", "Did you mean: 'grace_period'?"),
-    "run_option_unknown": ("utils.echo", None, {"bogus_key": 1},
-                           "InvalidRunConfigException", "unknown run option 'bogus_key'"),
+    "run_option_misspelt": (
+        "utils.echo",
+        None,
+        {"grace_periodd": 1.0},
+        "InvalidRunConfigException",
+        "Did you mean: 'grace_period'?",
+    ),
+    "run_option_unknown": (
+        "utils.echo",
+        None,
+        {"bogus_key": 1},
+        "InvalidRunConfigException",
+        "unknown run option 'bogus_key'",
+    ),
 }
 
 
@@ -374,17 +411,21 @@ def test_permanent_errors_run_once_despite_retries(env: Path, flavour: str, case
 
     app, app_args, cfg, error, words = PERMANENT_CASES[case]
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             return run_app_sync.with_options(retries=2, retry_delay_seconds=0)(
-                app, app_args, cfg=cfg, poll_interval=0.2)
+                app, app_args, cfg=cfg, poll_interval=0.2
+            )
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             return await run_app.with_options(retries=2, retry_delay_seconds=0)(
-                app, app_args, cfg=cfg, poll_interval=0.2)
+                app, app_args, cfg=cfg, poll_interval=0.2
+            )
 
         state = asyncio.run(f(return_state=True))
     assert state.is_failed()
@@ -453,12 +494,14 @@ def test_retry_reattaches_instead_of_submitting_twice(
     )
 
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             return run_app_sync.with_options(retries=1)(app, poll_interval=0.2)
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             return await run_app.with_options(retries=1)(app, poll_interval=0.2)
@@ -495,6 +538,7 @@ def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
 
     name = f"timeout{flavour.replace('-', '')}"
     if flavour == "sync":
+
         @flow
         def f() -> Any:
             task = run_app_sync.with_options(timeout_seconds=TASK_TIMEOUT)
@@ -502,6 +546,7 @@ def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
 
         state = f(return_state=True)
     elif flavour == "sync-submitted":  # runs in a worker thread of the task runner
+
         @flow
         def f() -> Any:  # type: ignore[misc]
             task = run_app_sync.with_options(timeout_seconds=TASK_TIMEOUT)
@@ -509,6 +554,7 @@ def test_task_timeout_cancels_the_app(env: Path, flavour: str) -> None:
 
         state = f(return_state=True)
     else:
+
         @flow
         async def f() -> Any:  # type: ignore[misc]
             task = run_app.with_options(timeout_seconds=TASK_TIMEOUT)
@@ -621,7 +667,9 @@ async def _wait_for_running_app(client: Any, flow_run_id: Any, step: str) -> str
     with get_runner() as runner:
         for _ in range(1200):
             run = await client.read_flow_run(flow_run_id)
-            handles = [v for k, v in run.labels.items() if k.startswith("torchx.app.") and step in v]
+            handles = [
+                v for k, v in run.labels.items() if k.startswith("torchx.app.") and step in v
+            ]
             if handles:
                 status = await asyncio.to_thread(runner.status, handles[0])
                 if status is not None and status.state == AppState.RUNNING:
@@ -698,8 +746,20 @@ def test_example_script_runs_from_the_command_line(env: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     proc_env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     proc = subprocess.run(
-        [sys.executable, "examples/prefect/pipeline.py", "--message", tag, "--train-seconds", "0.4"],
-        check=False, cwd=REPO, env=proc_env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "examples/prefect/pipeline.py",
+            "--message",
+            tag,
+            "--train-seconds",
+            "0.4",
+        ],
+        check=False,
+        cwd=REPO,
+        env=proc_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
@@ -708,4 +768,6 @@ def test_example_script_runs_from_the_command_line(env: Path) -> None:
         for key in ("prepare", "train"):
             st = runner.status(out[key])
             assert st is not None and st.state == AppState.SUCCEEDED
-        assert f"preparing data for {tag}" in "".join(runner.log_lines(out["prepare"], "prepare", 0))
+        assert f"preparing data for {tag}" in "".join(
+            runner.log_lines(out["prepare"], "prepare", 0)
+        )

@@ -46,8 +46,10 @@ def test_task_run_gets_a_tracker_table_artifact(tracked: Path) -> None:
     from torchx_prefect import run_app_sync
 
     name = f"tracked-{uuid.uuid4().hex[:6]}"
-    app = AppDef(name, roles=[Role("trainer", image=str(tracked), entrypoint=sys.executable,
-                                   args=["-c", RECORD])])
+    app = AppDef(
+        name,
+        roles=[Role("trainer", image=str(tracked), entrypoint=sys.executable, args=["-c", RECORD])],
+    )
 
     @flow
     def f() -> Any:

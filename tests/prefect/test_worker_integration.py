@@ -51,11 +51,14 @@ class Pool:
         with get_client(sync_client=True) as client:
             flow_id = client.create_flow_from_name(flow_name)
             return client.create_deployment(
-                flow_id=flow_id, name=f"{flow_name}-{uuid.uuid4().hex[:6]}",
-                work_pool_name=self.name, entrypoint=f"worker_flows.py:{flow_name}",
+                flow_id=flow_id,
+                name=f"{flow_name}-{uuid.uuid4().hex[:6]}",
+                work_pool_name=self.name,
+                entrypoint=f"worker_flows.py:{flow_name}",
                 job_variables=job_variables,
-                pull_steps=[{"prefect.deployments.steps.set_working_directory":
-                             {"directory": str(HERE)}}],
+                pull_steps=[
+                    {"prefect.deployments.steps.set_working_directory": {"directory": str(HERE)}}
+                ],
             )
 
     def run(self, deployment_id: Any, **parameters: Any) -> Any:
@@ -66,9 +69,20 @@ class Pool:
 
     def start_worker(self) -> None:
         self.worker = ServedProcess(
-            PREFECT, self.env, self.work / f"worker-{time.time_ns()}.log",
-            args=["worker", "start", "--pool", self.name, "--type", "torchx",
-                  "--prefetch-seconds", "5"]).start()
+            PREFECT,
+            self.env,
+            self.work / f"worker-{time.time_ns()}.log",
+            args=[
+                "worker",
+                "start",
+                "--pool",
+                self.name,
+                "--type",
+                "torchx",
+                "--prefetch-seconds",
+                "5",
+            ],
+        ).start()
 
 
 def flow_run(run_id: Any) -> Any:
@@ -88,13 +102,15 @@ def wait_state(pool: Pool, run_id: Any, *names: str, timeout: float = WAIT) -> A
         if state is not None and state.name in names:
             return run
         if state is not None and state.is_final() and state.name not in names:
-            raise AssertionError(f"flow run ended {state.name}: {state.message}\n"
-                                 f"{pool.worker.output()}")
+            raise AssertionError(
+                f"flow run ended {state.name}: {state.message}\n{pool.worker.output()}"
+            )
         if not pool.worker.alive():
             raise AssertionError(f"the worker exited:\n{pool.worker.output()}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"flow run still {state and state.name} after {timeout}s:\n"
-                                 f"{pool.worker.output()}")
+            raise AssertionError(
+                f"flow run still {state and state.name} after {timeout}s:\n{pool.worker.output()}"
+            )
         time.sleep(0.5)
 
 
@@ -118,17 +134,30 @@ def app_of(run: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def pool(prefect_server: PrefectAPI, slurm_cluster: SlurmCluster,  # noqa: F811
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+def pool(
+    prefect_server: PrefectAPI,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Pool]:
     work = tmp_path_factory.mktemp("torchx-worker")
     root = work / "torchx-local"
     root.mkdir()
-    env = {**os.environ, **prefect_server.env, "TORCHX_LOCAL_ROOT": str(root),
-           "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_HEARTBEAT_SECONDS": "5"}
+    env = {
+        **os.environ,
+        **prefect_server.env,
+        "TORCHX_LOCAL_ROOT": str(root),
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
+    }
     name = f"torchx-{uuid.uuid4().hex[:6]}"
-    created = subprocess.run([sys.executable, str(PREFECT), "work-pool", "create", name,
-                              "--type", "torchx"], env=env, capture_output=True, text=True,
-                             timeout=120, check=False)
+    created = subprocess.run(
+        [sys.executable, str(PREFECT), "work-pool", "create", name, "--type", "torchx"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert created.returncode == 0, created.stdout + created.stderr
     p = Pool(name, root, env, ServedProcess(PREFECT, env, work / "unused.log"), work)
     p.start_worker()
@@ -147,8 +176,19 @@ def test_pool_type_is_torchx_with_our_job_template(pool: Pool) -> None:
         wp = client.read_work_pool(pool.name)
     assert wp.type == "torchx"
     props = wp.base_job_template["variables"]["properties"]
-    assert {"scheduler", "cfg", "image", "h", "cpu", "gpu", "memMB", "replicas", "env",
-            "max_retries", "command"} <= set(props)
+    assert {
+        "scheduler",
+        "cfg",
+        "image",
+        "h",
+        "cpu",
+        "gpu",
+        "memMB",
+        "replicas",
+        "env",
+        "max_retries",
+        "command",
+    } <= set(props)
     assert props["scheduler"]["default"] == "local_cwd"
 
 
@@ -203,7 +243,8 @@ def test_a_failing_flow_fails_with_its_own_error(pool: Pool) -> None:
     run_id = pool.run(pool.deploy("failing"))
     run = wait_state(pool, run_id, "Failed")
     assert "boom from inside the flow" in (run.state.message or "") or any(
-        "boom from inside the flow" in m for m in flow_run_logs(run_id, "boom"))
+        "boom from inside the flow" in m for m in flow_run_logs(run_id, "boom")
+    )
     assert run.state.name == "Failed"  # not turned into Crashed by the worker
 
 
@@ -212,22 +253,32 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
     run_id = pool.run(pool.deploy("sleeper"), started=str(started))
     wait_file(started, pool)
     handle = flow_run(run_id).infrastructure_pid
-    cancelled = subprocess.run([sys.executable, "-m", "torchx_core.cli.main", "cancel", handle],
-                               env=pool.env, capture_output=True, text=True, timeout=120,
-                               check=False)
+    cancelled = subprocess.run(
+        [sys.executable, "-m", "torchx_core.cli.main", "cancel", handle],
+        env=pool.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert cancelled.returncode == 0, cancelled.stderr
     run = wait_state(pool, run_id, "Crashed", "Cancelled")
     assert handle in (run.state.message or "")
     assert wait_no_app_processes(pool.root) == []
 
 
-@pytest.mark.parametrize(("job_variables", "words"), [
-    ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
-    ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
-    ({"cfg": {"grace_periodd": 1.0}}, "Did you mean: 'grace_period'?"),
-], ids=["run_option_type", "unknown_scheduler", "run_option_misspelt"])
+@pytest.mark.parametrize(
+    ("job_variables", "words"),
+    [
+        ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
+        ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
+        ({"cfg": {"grace_periodd": 1.0}}, "Did you mean: 'grace_period'?"),
+    ],
+    ids=["run_option_type", "unknown_scheduler", "run_option_misspelt"],
+)
 def test_a_configuration_error_fails_the_flow_run_without_an_app(
-        pool: Pool, job_variables: dict[str, Any], words: str) -> None:
+    pool: Pool, job_variables: dict[str, Any], words: str
+) -> None:
     """A permanent error (is_permanent_error) ends the flow run Failed (final) with the error,
     not Crashed like an infrastructure blip; no app is submitted."""
     run_id = pool.run(pool.deploy("hello", **job_variables))
@@ -253,8 +304,9 @@ def test_worker_killed_and_restarted_submits_no_second_app(pool: Pool, tmp_path:
 def test_flow_run_runs_inside_a_slurm_job(pool: Pool, tmp_path: Path) -> None:
     job_dir = tmp_path / "jobs"
     job_dir.mkdir()
-    deployment = pool.deploy("hello", scheduler="slurm", memMB=200,
-                             cfg={"job_dir": str(job_dir), "time": "10"})
+    deployment = pool.deploy(
+        "hello", scheduler="slurm", memMB=200, cfg={"job_dir": str(job_dir), "time": "10"}
+    )
     run_id = pool.run(deployment)
     run = wait_state(pool, run_id, "Completed")
     handle = run.infrastructure_pid
@@ -273,8 +325,9 @@ def test_cancelling_a_flow_run_on_slurm_scancels_its_job(pool: Pool, tmp_path: P
     job_dir = tmp_path / "jobs"
     job_dir.mkdir()
     started = tmp_path / "started"
-    deployment = pool.deploy("sleeper", scheduler="slurm", memMB=200,
-                             cfg={"job_dir": str(job_dir), "time": "10"})
+    deployment = pool.deploy(
+        "sleeper", scheduler="slurm", memMB=200, cfg={"job_dir": str(job_dir), "time": "10"}
+    )
     run_id = pool.run(deployment, started=str(started))
     wait_file(started, pool)
     handle = flow_run(run_id).infrastructure_pid
@@ -284,8 +337,12 @@ def test_cancelling_a_flow_run_on_slurm_scancels_its_job(pool: Pool, tmp_path: P
     job_id = handle.rsplit("/", 1)[1]
     deadline = time.monotonic() + WAIT
     while True:  # scancel seen: Slurm itself reports the job CANCELLED
-        out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-o", "State"],
-                             capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(
+            ["sacct", "-j", job_id, "-X", "-n", "-o", "State"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
         if "CANCELLED" in out or time.monotonic() > deadline:
             break
         time.sleep(0.5)

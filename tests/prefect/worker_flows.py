@@ -12,8 +12,11 @@ from prefect import flow, get_run_logger
 @flow
 def hello(marker: str = "") -> str:
     """Logs where it runs and returns."""
-    get_run_logger().info("hello from app %s on %s", os.environ.get("TORCHX_APP_ID"),
-                          os.environ.get("SLURM_JOB_ID", "no slurm"))
+    get_run_logger().info(
+        "hello from app %s on %s",
+        os.environ.get("TORCHX_APP_ID"),
+        os.environ.get("SLURM_JOB_ID", "no slurm"),
+    )
     if marker:
         Path(marker).write_text(f"{time.time()}\n")
     return "ok"

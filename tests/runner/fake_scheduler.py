@@ -113,7 +113,9 @@ class JobTable:
             self.jobs[app_id].state = state
             self.cond.notify_all()
 
-    def set_replica(self, app_id: str, role: str, k: int, state: AppState, error: str = NONE) -> None:
+    def set_replica(
+        self, app_id: str, role: str, k: int, state: AppState, error: str = NONE
+    ) -> None:
         with self.cond:
             self.jobs[app_id].replica_states[(role, k)] = state
             if error != NONE:
@@ -160,7 +162,9 @@ class FakeScheduler(Scheduler[FakeRequest]):
             roles=[(r.name, r.num_replicas, r.entrypoint, list(r.args)) for r in app.roles],
             cfg=dict(cfg),
         )
-        return AppDryRunInfo(req, lambda r: f"FakeRequest({r.app_name}, roles={r.roles}, cfg={r.cfg})")
+        return AppDryRunInfo(
+            req, lambda r: f"FakeRequest({r.app_name}, roles={r.roles}, cfg={r.cfg})"
+        )
 
     def submit_order(self, app_ids: Sequence[str]) -> list[str] | None:
         if not self.table.ordered:
@@ -226,11 +230,19 @@ class FakeScheduler(Scheduler[FakeRequest]):
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         if self.table.list_error is not None:
             raise self.table.list_error
-        names = {"exact": lambda app_id, job: job.app.name, "none": lambda app_id, job: "",
-                 "id": lambda app_id, job: app_id.upper()}[self.table.list_names]
+        names = {
+            "exact": lambda app_id, job: job.app.name,
+            "none": lambda app_id, job: "",
+            "id": lambda app_id, job: app_id.upper(),
+        }[self.table.list_names]
         return [
-            ListAppResponse(app_id=app_id, state=job.state, name=names(app_id, job),
-                            created=job.created, owner=job.owner)
+            ListAppResponse(
+                app_id=app_id,
+                state=job.state,
+                name=names(app_id, job),
+                created=job.created,
+                owner=job.owner,
+            )
             for app_id, job in list(self.table.jobs.items())
         ]
 

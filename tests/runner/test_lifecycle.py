@@ -58,7 +58,9 @@ def life(runner: Runner, owner: str = "engine:run/task#try=1", **kwargs: object)
 
 
 def make_app(name: str = "train", replicas: int = 2) -> AppDef:
-    return AppDef(name, roles=[Role("worker", image="img", entrypoint="echo", num_replicas=replicas)])
+    return AppDef(
+        name, roles=[Role("worker", image="img", entrypoint="echo", num_replicas=replicas)]
+    )
 
 
 IDENTITY = ("run-1", "train-task")
@@ -159,7 +161,9 @@ def test_attach_submits_under_the_deterministic_name_and_records_the_owner(
     assert app.name == "train"  # the caller's AppDef is not renamed
 
 
-@pytest.mark.parametrize("state", [AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING, AppState.UNKNOWN])
+@pytest.mark.parametrize(
+    "state", [AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING, AppState.UNKNOWN]
+)
 def test_a_live_app_of_the_name_is_reattached_and_adopted(
     runner: Runner, table: JobTable, state: AppState
 ) -> None:
@@ -194,7 +198,9 @@ def _twin(runner: Runner, table: JobTable, owner: str) -> list[str]:
     return handles
 
 
-def test_a_race_lost_cancels_its_own_app_and_reattaches_to_the_earlier(runner: Runner, table: JobTable) -> None:
+def test_a_race_lost_cancels_its_own_app_and_reattaches_to_the_earlier(
+    runner: Runner, table: JobTable
+) -> None:
     table.ordered = True
     twin = _twin(runner, table, "try=1")
     att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
@@ -218,7 +224,9 @@ def test_a_race_won_keeps_its_app(runner: Runner, table: JobTable) -> None:
     assert table.job(app_id(later)).state == AppState.CANCELLED
 
 
-def test_without_submit_order_no_reconcile_cancels_anything(runner: Runner, table: JobTable) -> None:
+def test_without_submit_order_no_reconcile_cancels_anything(
+    runner: Runner, table: JobTable
+) -> None:
     _twin(runner, table, "try=1")
     att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
     assert att.how == "submitted"
@@ -232,7 +240,9 @@ def test_a_failed_or_cancelled_app_is_submitted_anew(
 ) -> None:
     first = life(runner).attach(make_app(), IDENTITY)
     table.set_state(app_id(first.app_handle), state)
-    again = life(runner).attach(make_app(), IDENTITY, known_handle=first.app_handle if known else None)
+    again = life(runner).attach(
+        make_app(), IDENTITY, known_handle=first.app_handle if known else None
+    )
     assert again.how == "submitted" and again.app_handle != first.app_handle
     assert [j.state for j in table.named(first.app_name)] == [state, AppState.SUBMITTED]
 
@@ -263,7 +273,9 @@ def test_a_failed_known_handle_falls_back_to_a_live_app_of_the_name(
     assert (third.how, third.app_handle) == ("reattached", second.app_handle)
 
 
-def test_a_known_handle_of_another_scheduler_or_malformed_is_ignored(runner: Runner, table: JobTable) -> None:
+def test_a_known_handle_of_another_scheduler_or_malformed_is_ignored(
+    runner: Runner, table: JobTable
+) -> None:
     for known in ("local_cwd://torchx/train-1", "not a handle"):
         att = life(runner).attach(make_app(), (known,), known_handle=known)
         assert att.how == "submitted"
@@ -271,7 +283,9 @@ def test_a_known_handle_of_another_scheduler_or_malformed_is_ignored(runner: Run
 
 
 @pytest.mark.parametrize("list_names", ["none", "id"])
-def test_reattach_by_a_name_the_backend_derived(runner: Runner, table: JobTable, list_names: str) -> None:
+def test_reattach_by_a_name_the_backend_derived(
+    runner: Runner, table: JobTable, list_names: str
+) -> None:
     table.list_names = list_names
     first = life(runner).attach(make_app(), IDENTITY)
     other = life(runner).attach(make_app(), ("run-1", "other-task"))
@@ -280,7 +294,9 @@ def test_reattach_by_a_name_the_backend_derived(runner: Runner, table: JobTable,
     assert other.app_handle != first.app_handle and len(table.jobs) == 2
 
 
-def test_cancel_by_a_plain_name_matches_only_that_exact_name(runner: Runner, table: JobTable) -> None:
+def test_cancel_by_a_plain_name_matches_only_that_exact_name(
+    runner: Runner, table: JobTable
+) -> None:
     table.list_names = "none"
     handle = runner.run(make_app("train"), "fake")  # app id "train-0": not named "train" exactly
     assert life(runner).cancel_by_name("train") is True
@@ -293,14 +309,18 @@ def test_different_identities_get_different_apps(runner: Runner, table: JobTable
     assert a.app_handle != b.app_handle and len(table.jobs) == 2
 
 
-def test_attach_submits_when_listing_fails_and_lists_with_the_cfg(runner: Runner, table: JobTable) -> None:
+def test_attach_submits_when_listing_fails_and_lists_with_the_cfg(
+    runner: Runner, table: JobTable
+) -> None:
     table.list_error = ConnectionError("scheduler down")
     att = life(runner, cfg={"queue": "q1"}).attach(make_app(), IDENTITY)
     assert att.how == "submitted"
     assert table.job(app_id(att.app_handle)).request.cfg["queue"] == "q1"
 
 
-def test_an_unreadable_known_handle_does_not_block_a_submission(runner: Runner, table: JobTable) -> None:
+def test_an_unreadable_known_handle_does_not_block_a_submission(
+    runner: Runner, table: JobTable
+) -> None:
     first = life(runner).attach(make_app(), IDENTITY)
     table.set_state(app_id(first.app_handle), AppState.FAILED)
     table.describe_error = TimeoutError("describe timed out")
@@ -341,7 +361,9 @@ def test_a_backend_without_owner_hooks_still_attaches(runner: Runner, table: Job
         (AppState.UNKNOWN, Phase.UNKNOWN, False),
     ],
 )
-def test_poll_maps_every_state(runner: Runner, table: JobTable, state: AppState, phase: Phase, done: bool) -> None:
+def test_poll_maps_every_state(
+    runner: Runner, table: JobTable, state: AppState, phase: Phase, done: bool
+) -> None:
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.set_state(app_id(handle), state)
@@ -408,18 +430,24 @@ def test_the_grace_clock_tolerates_a_short_vanish(runner: Runner, table: JobTabl
     assert lc.wait(handle).state == AppState.SUCCEEDED
 
 
-def test_wait_reports_every_transition_and_returns_the_succeeded_status(runner: Runner, table: JobTable) -> None:
+def test_wait_reports_every_transition_and_returns_the_succeeded_status(
+    runner: Runner, table: JobTable
+) -> None:
     table.hold = False
     table.steps = 4  # SUBMITTED -> RUNNING x3 -> SUCCEEDED
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     seen: list[tuple[Phase, AppState | None]] = []
-    status = lc.wait(handle, on_change=lambda o: seen.append((o.phase, o.status and o.status.state)))
+    status = lc.wait(
+        handle, on_change=lambda o: seen.append((o.phase, o.status and o.status.state))
+    )
     assert status.state == AppState.SUCCEEDED
     assert seen == [(Phase.WAITING, AppState.RUNNING), (Phase.SUCCEEDED, AppState.SUCCEEDED)]
 
 
-def test_wait_raises_failed_with_a_tail_of_every_replica_failed_first(runner: Runner, table: JobTable) -> None:
+def test_wait_raises_failed_with_a_tail_of_every_replica_failed_first(
+    runner: Runner, table: JobTable
+) -> None:
     lc = life(runner, tail_lines=2)
     handle = lc.attach(make_app(replicas=3), IDENTITY).app_handle
     aid = app_id(handle)
@@ -434,20 +462,28 @@ def test_wait_raises_failed_with_a_tail_of_every_replica_failed_first(runner: Ru
     assert type(err) is AppFailedError and err.phase == Phase.FAILED
     assert err.status is not None and err.status.state == AppState.FAILED
     assert err.log_tail == [
-        "[worker/1] worker 1 line 1", "[worker/1] worker 1 line 2",
-        "[worker/0] worker 0 line 1", "[worker/0] worker 0 line 2",
-        "[worker/2] worker 2 line 1", "[worker/2] worker 2 line 2",
+        "[worker/1] worker 1 line 1",
+        "[worker/1] worker 1 line 2",
+        "[worker/0] worker 0 line 1",
+        "[worker/0] worker 0 line 2",
+        "[worker/2] worker 2 line 1",
+        "[worker/2] worker 2 line 2",
     ]
     text = str(err)
     assert text.startswith(f"app {handle} ended FAILED")
     assert text.count("boom") == 1  # the structured error is printed once
     again = pickle.loads(pickle.dumps(err))
     assert (type(again), str(again), again.app_handle, again.log_tail) == (
-        AppFailedError, text, handle, err.log_tail
+        AppFailedError,
+        text,
+        handle,
+        err.log_tail,
     )
 
 
-def test_wait_raises_cancelled_for_an_app_cancelled_by_someone_else(runner: Runner, table: JobTable) -> None:
+def test_wait_raises_cancelled_for_an_app_cancelled_by_someone_else(
+    runner: Runner, table: JobTable
+) -> None:
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.set_state(app_id(handle), AppState.CANCELLED)
@@ -556,7 +592,9 @@ def test_a_failing_cancel_returns_false(runner: Runner, table: JobTable) -> None
     assert lc.cancel(handle) is False
 
 
-def test_cancel_by_name_cancels_the_unfinished_owned_apps_of_that_name(runner: Runner, table: JobTable) -> None:
+def test_cancel_by_name_cancels_the_unfinished_owned_apps_of_that_name(
+    runner: Runner, table: JobTable
+) -> None:
     name = app_name("train", IDENTITY)
     lc = life(runner, owner="try=1")
     done = lc.attach(make_app(), IDENTITY).app_handle
@@ -613,7 +651,9 @@ class Sink:
             return list(self.lines)
 
 
-def test_the_follower_streams_every_replica_until_the_app_ends(runner: Runner, table: JobTable) -> None:
+def test_the_follower_streams_every_replica_until_the_app_ends(
+    runner: Runner, table: JobTable
+) -> None:
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.set_state(app_id(handle), AppState.RUNNING)
@@ -631,7 +671,9 @@ def test_the_follower_streams_every_replica_until_the_app_ends(runner: Runner, t
     )
 
 
-def test_after_a_reattach_the_follower_skips_what_was_already_written(runner: Runner, table: JobTable) -> None:
+def test_after_a_reattach_the_follower_skips_what_was_already_written(
+    runner: Runner, table: JobTable
+) -> None:
     lc = life(runner)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.set_state(app_id(handle), AppState.RUNNING)
@@ -661,7 +703,9 @@ def test_a_broken_stream_resumes_without_repeating_lines(runner: Runner, table: 
     assert sink.lines == [f"[worker/0] worker 0 line {i}" for i in range(3)] + ["[worker/0] more"]
 
 
-def test_the_follower_caps_the_replicas_and_says_how_to_read_the_others(runner: Runner, table: JobTable) -> None:
+def test_the_follower_caps_the_replicas_and_says_how_to_read_the_others(
+    runner: Runner, table: JobTable
+) -> None:
     lc = life(runner, max_log_replicas=2)
     handle = lc.attach(make_app(replicas=5), IDENTITY).app_handle
     table.set_state(app_id(handle), AppState.SUCCEEDED)
@@ -772,7 +816,9 @@ with get_runner() as runner:
 
 @pytest.mark.integration
 @pytest.mark.local
-def test_local_owner_is_seen_by_other_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_owner_is_seen_by_other_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
     app = AppDef("sleeper", roles=[Role("sleep", image="/", entrypoint="sleep", args=["120"])])
     with get_runner(component_defaults={}) as runner:
@@ -781,10 +827,17 @@ def test_local_owner_is_seen_by_other_processes(tmp_path: Path, monkeypatch: pyt
         try:
             assert runner.owner(att.app_handle) == "try=1"
             # a successor adopts it in this process; a stale attempt elsewhere must not cancel it
-            assert AppLifecycle(runner, "local_cwd", owner="try=2").attach(app, IDENTITY).how == "reattached"
+            assert (
+                AppLifecycle(runner, "local_cwd", owner="try=2").attach(app, IDENTITY).how
+                == "reattached"
+            )
             stale = subprocess.run(
                 [sys.executable, "-c", _OWNER_SCRIPT, att.app_handle, "try=1"],
-                capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=dict(os.environ),
+                check=True,
             )
             assert stale.stdout.split() == ["try=2", "False"]
             status = runner.status(att.app_handle)
@@ -792,7 +845,11 @@ def test_local_owner_is_seen_by_other_processes(tmp_path: Path, monkeypatch: pyt
             # the owner cancels it from another process
             owner = subprocess.run(
                 [sys.executable, "-c", _OWNER_SCRIPT, att.app_handle, "try=2"],
-                capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=dict(os.environ),
+                check=True,
             )
             assert owner.stdout.split() == ["try=2", "True"]
             with pytest.raises(AppCancelledError):
@@ -822,8 +879,9 @@ def test_local_app_that_exits_at_once_gives_each_line_once(
     """An app printing 100 numbered lines and exiting at once: every line of both replicas
     reaches the sink exactly once, whether following starts at submission or after the end."""
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
-    role = Role("r", image="/", entrypoint=sys.executable, args=["-c", _HUNDRED_LINES],
-                num_replicas=2)
+    role = Role(
+        "r", image="/", entrypoint=sys.executable, args=["-c", _HUNDRED_LINES], num_replicas=2
+    )
     with get_runner(component_defaults={}) as runner:
         lc = AppLifecycle(runner, "local_cwd", owner="try=1", poll_interval=0.05)
         handle = lc.attach(AppDef("hundred", roles=[role]), IDENTITY).app_handle

@@ -23,7 +23,9 @@ from torchx_core.specs import (
 def _app(name: str = "echo", replicas: int = 2) -> AppDef:
     return AppDef(
         name=name,
-        roles=[Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)],
+        roles=[
+            Role(name="worker", image="/tmp", entrypoint="echo", args=["hi"], num_replicas=replicas)
+        ],
     )
 
 
@@ -101,7 +103,9 @@ def test_unknown_scheduler_lists_valid_ones(runner: Runner) -> None:
         runner.run(_app(), "fak")
 
 
-def test_cancel_is_idempotent_and_ignores_unknown_and_finished(runner: Runner, table: JobTable) -> None:
+def test_cancel_is_idempotent_and_ignores_unknown_and_finished(
+    runner: Runner, table: JobTable
+) -> None:
     handle = runner.run(_app(), "fake")
     app_id = parse_app_handle(handle).app_id
     runner.cancel(handle)
@@ -178,7 +182,10 @@ def test_dryrun_rejects_app_without_roles(runner: Runner) -> None:
 def test_dryrun_lists_every_role_problem(runner: Runner) -> None:
     app = AppDef(
         name="bad",
-        roles=[Role(name="a", image="/"), Role(name="b", image="/", entrypoint="x", num_replicas=0)],
+        roles=[
+            Role(name="a", image="/"),
+            Role(name="b", image="/", entrypoint="x", num_replicas=0),
+        ],
     )
     with pytest.raises(RunnerError) as e:
         runner.dryrun(app, "fake")
@@ -251,7 +258,9 @@ def test_concurrent_first_use_creates_one_scheduler(table: JobTable) -> None:
     assert len(table.jobs) == 8
 
 
-def test_get_runner_uses_registry_plugin_and_defaults(fake_plugin: JobTable, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_get_runner_uses_registry_plugin_and_defaults(
+    fake_plugin: JobTable, tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("TORCHXCONFIG", raising=False)
@@ -280,7 +289,9 @@ def test_importing_the_runner_is_light() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_missing_workspace_is_a_typed_error_naming_the_path(runner: Runner, table: JobTable, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_workspace_is_a_typed_error_naming_the_path(
+    runner: Runner, table: JobTable, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     from torchx_core.specs import InvalidWorkspaceError, Workspace
 
     missing = str(tmp_path / "no-such-project")
@@ -322,17 +333,24 @@ def test_log_lines_streams_by_name_and_bad_stream_lists_valid(runner: Runner) ->
 
     handle = runner.run(_app(), "fake")
     assert list(runner.log_lines(handle, "worker", 1, streams="stdout")) == [  # type: ignore[arg-type]
-        "worker 1 line 0\n", "worker 1 line 1\n", "worker 1 line 2\n"]
+        "worker 1 line 0\n",
+        "worker 1 line 1\n",
+        "worker 1 line 2\n",
+    ]
     with pytest.raises(InvalidLogQueryError) as e:
         runner.log_lines(handle, "worker", 0, streams="both")  # type: ignore[arg-type]
     assert "'both'" in str(e.value) and "'stdout'" in str(e.value) and "'combined'" in str(e.value)
 
 
-def test_get_runner_reads_component_defaults_from_torchxconfig(fake_plugin: JobTable, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_get_runner_reads_component_defaults_from_torchxconfig(
+    fake_plugin: JobTable, tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("TORCHXCONFIG", raising=False)
-    (tmp_path / ".torchxconfig").write_text("[component:utils.echo]\nmsg = from-config\nnum_replicas = 2\n")
+    (tmp_path / ".torchxconfig").write_text(
+        "[component:utils.echo]\nmsg = from-config\nnum_replicas = 2\n"
+    )
     with get_runner() as runner:
         info = runner.dryrun_component("utils.echo", [], "fake")
         assert info.request.roles == [("echo", 2, "echo", ["from-config"])]
@@ -340,4 +358,6 @@ def test_get_runner_reads_component_defaults_from_torchxconfig(fake_plugin: JobT
         info = runner.dryrun_component("utils.echo", ["--msg", "explicit"], "fake")
         assert info.request.roles == [("echo", 2, "echo", ["explicit"])]
     with get_runner(component_defaults={}) as runner:  # given explicitly: the file is not read
-        assert runner.dryrun_component("utils.echo", [], "fake").request.roles[0][3] == ["hello world"]
+        assert runner.dryrun_component("utils.echo", [], "fake").request.roles[0][3] == [
+            "hello world"
+        ]

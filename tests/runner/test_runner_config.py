@@ -46,7 +46,9 @@ def test_find_configs_home_then_cwd(dirs: tuple[Path, Path]) -> None:
     assert config.find_configs() == [str(home / ".torchxconfig"), str(cwd / ".torchxconfig")]
 
 
-def test_env_override_reads_only_that_file(dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_override_reads_only_that_file(
+    dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, cwd = dirs
     (cwd / ".torchxconfig").write_text("[fake]\nqueue = cwd\n")
     other = tmp_path / "other.ini"
@@ -95,7 +97,9 @@ def test_bad_value_is_config_error(dirs: tuple[Path, Path]) -> None:
         config.apply("fake", {}, run_opts=_opts())
 
 
-def test_unknown_option_is_skipped_with_suggestion(dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_option_is_skipped_with_suggestion(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     _, cwd = dirs
     (cwd / ".torchxconfig").write_text("[fake]\nqueu = q\n")
     cfg: dict = {}

@@ -37,8 +37,14 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> _Capture:
 
 
 def test_event_round_trip() -> None:
-    ev = TorchxEvent(session="s", scheduler="local_cwd", api="run", app_id="a", source=SourceType.INTERNAL,
-                     app_metadata={"k": "v"})
+    ev = TorchxEvent(
+        session="s",
+        scheduler="local_cwd",
+        api="run",
+        app_id="a",
+        source=SourceType.INTERNAL,
+        app_metadata={"k": "v"},
+    )
     data = json.loads(ev.serialize())
     assert data["source"] == "INTERNAL" and data["app_metadata"] == {"k": "v"}
     assert TorchxEvent.deserialize(ev.serialize()) == ev
@@ -108,11 +114,20 @@ def _check_common(ev: TorchxEvent, since_usec: int) -> None:
 
 def _ok(ev: TorchxEvent, since_usec: int, **fields: Any) -> None:
     _check_common(ev, since_usec)
-    expected = {"app_image": None, "app_metadata": None, "runcfg": None, "workspace": None,
-                **fields}
+    expected = {
+        "app_image": None,
+        "app_metadata": None,
+        "runcfg": None,
+        "workspace": None,
+        **fields,
+    }
     assert {k: getattr(ev, k) for k in expected} == expected
-    assert (ev.raw_exception, ev.exception_type, ev.exception_message,
-            ev.exception_source_location) == (None, None, None, None)
+    assert (
+        ev.raw_exception,
+        ev.exception_type,
+        ev.exception_message,
+        ev.exception_source_location,
+    ) == (None, None, None, None)
 
 
 def _failed(ev: TorchxEvent, since_usec: int, exc: BaseException, **fields: Any) -> None:
@@ -136,13 +151,39 @@ def test_run_records_dryrun_schedule_and_run(user_handler: _Capture) -> None:
     handle = runner.run(_app(), "fake", cfg={"queue": "gpu"})
     assert handle == "fake://test/echo-0"
     dryrun, schedule, run = _events(user_handler)
-    _ok(dryrun, t0, api="dryrun", scheduler="fake", app_id="echo", app_image="img:1",
-        app_metadata={"team": "ml"}, runcfg='{"queue": "gpu"}', workspace="None")
-    _ok(schedule, t0, api="schedule", scheduler="fake", app_id="echo-0", app_image="img:1",
-        app_metadata={"team": "ml"}, runcfg=schedule.runcfg)
+    _ok(
+        dryrun,
+        t0,
+        api="dryrun",
+        scheduler="fake",
+        app_id="echo",
+        app_image="img:1",
+        app_metadata={"team": "ml"},
+        runcfg='{"queue": "gpu"}',
+        workspace="None",
+    )
+    _ok(
+        schedule,
+        t0,
+        api="schedule",
+        scheduler="fake",
+        app_id="echo-0",
+        app_image="img:1",
+        app_metadata={"team": "ml"},
+        runcfg=schedule.runcfg,
+    )
     assert json.loads(schedule.runcfg or "") == {"queue": "gpu", "priority": 0, "tags": None}
-    _ok(run, t0, api="run", scheduler="fake", app_id="echo-0", app_image="img:1",
-        app_metadata={"team": "ml"}, runcfg='{"queue": "gpu"}', workspace="None")
+    _ok(
+        run,
+        t0,
+        api="run",
+        scheduler="fake",
+        app_id="echo-0",
+        app_image="img:1",
+        app_metadata={"team": "ml"},
+        runcfg='{"queue": "gpu"}',
+        workspace="None",
+    )
     assert run.wall_time_usec >= schedule.wall_time_usec  # type: ignore[operator]
 
 
@@ -153,8 +194,16 @@ def test_run_failure_records_the_exception(user_handler: _Capture) -> None:
         runner.run(_app(), "nope")
     dryrun, run = _events(user_handler)
     assert type(info.value).__name__ == "UnknownSchedulerException"
-    _failed(dryrun, t0, info.value, api="dryrun", scheduler="nope", app_id=None,
-            runcfg=None, workspace="None")
+    _failed(
+        dryrun,
+        t0,
+        info.value,
+        api="dryrun",
+        scheduler="nope",
+        app_id=None,
+        runcfg=None,
+        workspace="None",
+    )
     _failed(run, t0, info.value, api="run", scheduler="nope", app_id=None, app_image=None)
 
 
@@ -165,8 +214,16 @@ def test_run_component_records_its_event(user_handler: _Capture) -> None:
     app_id = handle.rpartition("/")[2]
     dryrun, schedule, run_component = _events(user_handler)
     assert (dryrun.api, schedule.api) == ("dryrun", "schedule")
-    _ok(run_component, t0, api="run_component", scheduler="fake", app_id=app_id,
-        app_image=schedule.app_image, app_metadata={}, workspace="None")
+    _ok(
+        run_component,
+        t0,
+        api="run_component",
+        scheduler="fake",
+        app_id=app_id,
+        app_image=schedule.app_image,
+        app_metadata={},
+        workspace="None",
+    )
     assert schedule.app_id == app_id
     with pytest.raises(Exception) as info:
         runner.run_component("utils.no_such_component", [], "fake")
@@ -258,8 +315,9 @@ def test_app_call_failures_record_the_exception(user_handler: _Capture) -> None:
         runner.log_lines(gone, "trainer")
     status, log_lines = _events(user_handler)
     _ok(status, t0, api="status", scheduler="fake", app_id="never-submitted")
-    _failed(log_lines, t0, unknown.value, api="log_lines", scheduler="fake",
-            app_id="never-submitted")
+    _failed(
+        log_lines, t0, unknown.value, api="log_lines", scheduler="fake", app_id="never-submitted"
+    )
 
 
 def test_nothing_is_built_or_recorded_without_a_handler(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,8 +384,10 @@ def test_a_real_local_run_records_its_calls(
     user_handler: _Capture, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "local-root"))
-    app = AppDef(name="hello", roles=[Role(name="main", image=str(tmp_path), entrypoint="echo",
-                                           args=["hello events"])])
+    app = AppDef(
+        name="hello",
+        roles=[Role(name="main", image=str(tmp_path), entrypoint="echo", args=["hello events"])],
+    )
     with Runner("torchx", {"local_cwd": _local_cwd_factory()}) as runner:
         t0 = _now()
         handle = runner.run(app, "local_cwd", cfg={"log_dir": str(tmp_path / "logs")})
@@ -340,12 +400,31 @@ def test_a_real_local_run_records_its_calls(
     assert [e.api for e in evs][4:] == ["status", "log_lines"]
     dryrun, schedule, run, wait, status_ev, log_lines = evs
     runcfg = json.dumps({"log_dir": str(tmp_path / "logs")})
-    _ok(dryrun, t0, api="dryrun", scheduler="local_cwd", app_id="hello", app_image=str(tmp_path),
-        app_metadata={}, runcfg=runcfg, workspace="None")
-    _ok(run, t0, api="run", scheduler="local_cwd", app_id=app_id, app_image=str(tmp_path),
-        app_metadata={}, runcfg=runcfg, workspace="None")
+    _ok(
+        dryrun,
+        t0,
+        api="dryrun",
+        scheduler="local_cwd",
+        app_id="hello",
+        app_image=str(tmp_path),
+        app_metadata={},
+        runcfg=runcfg,
+        workspace="None",
+    )
+    _ok(
+        run,
+        t0,
+        api="run",
+        scheduler="local_cwd",
+        app_id=app_id,
+        app_image=str(tmp_path),
+        app_metadata={},
+        runcfg=runcfg,
+        workspace="None",
+    )
     assert schedule.app_id == app_id and json.loads(schedule.runcfg or "")["log_dir"] == str(
-        tmp_path / "logs")
+        tmp_path / "logs"
+    )
     for ev, api in [(wait, "wait"), (status_ev, "status"), (log_lines, "log_lines")]:
         _ok(ev, t0, api=api, scheduler="local_cwd", app_id=app_id)
     assert "hello events\n" in lines

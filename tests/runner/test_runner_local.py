@@ -24,7 +24,9 @@ def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private local-scheduler state root; the venv's bin first on PATH (like an activated venv)."""
     root = tmp_path / "local-root"
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(root))
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv(
+        "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
     return root
 
 
@@ -44,7 +46,9 @@ def _free_port() -> int:
 
 
 def test_run_component_wait_logs_list(runner: Runner) -> None:
-    handle = runner.run_component("utils.echo", ["--msg", "hello local", "--num_replicas", "3"], "local_cwd")
+    handle = runner.run_component(
+        "utils.echo", ["--msg", "hello local", "--num_replicas", "3"], "local_cwd"
+    )
     assert handle.startswith("local_cwd://torchx/echo-")
     status = runner.wait(handle, wait_interval=0.05)
     assert status is not None and status.state == AppState.SUCCEEDED
@@ -57,11 +61,18 @@ def test_run_component_wait_logs_list(runner: Runner) -> None:
 
 
 def test_status_from_a_fresh_runner_and_cancel(runner: Runner, local_root: Path) -> None:
-    app = AppDef(name="sleeper", roles=[Role(name="sleep", image="/", entrypoint="sleep", args=["60"], num_replicas=2)])
+    app = AppDef(
+        name="sleeper",
+        roles=[Role(name="sleep", image="/", entrypoint="sleep", args=["60"], num_replicas=2)],
+    )
     handle = runner.run(app, "local_cwd")
     with get_runner(component_defaults={}) as other:
         st = other.status(handle)
-        assert st is not None and st.state in (AppState.PENDING, AppState.RUNNING, AppState.SUBMITTED)
+        assert st is not None and st.state in (
+            AppState.PENDING,
+            AppState.RUNNING,
+            AppState.SUBMITTED,
+        )
         other.cancel(handle)
         final = other.wait(handle, wait_interval=0.05, timeout=30)
     assert final is not None and final.state == AppState.CANCELLED
@@ -71,7 +82,10 @@ def test_status_from_a_fresh_runner_and_cancel(runner: Runner, local_root: Path)
 
 
 def test_failed_replica_gives_failed_app(runner: Runner) -> None:
-    app = AppDef(name="fail", roles=[Role(name="f", image="/", entrypoint="sh", args=["-c", "echo oops >&2; exit 3"])])
+    app = AppDef(
+        name="fail",
+        roles=[Role(name="f", image="/", entrypoint="sh", args=["-c", "echo oops >&2; exit 3"])],
+    )
     handle = runner.run(app, "local_cwd")
     st = runner.wait(handle, wait_interval=0.05, timeout=60)
     assert st is not None and st.state == AppState.FAILED
@@ -82,7 +96,9 @@ def test_workspace_runs_in_a_copy_of_the_directory(runner: Runner, tmp_path: Pat
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "data.txt").write_text("from the workspace\n")
-    app = AppDef(name="ws", roles=[Role(name="cat", image="/", entrypoint="cat", args=["data.txt"])])
+    app = AppDef(
+        name="ws", roles=[Role(name="cat", image="/", entrypoint="cat", args=["data.txt"])]
+    )
     handle = runner.run(app, "local_cwd", workspace=str(ws))
     st = runner.wait(handle, wait_interval=0.05, timeout=60)
     assert st is not None and st.state == AppState.SUCCEEDED, st
@@ -165,7 +181,9 @@ def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> N
     st = runner.wait(handle, wait_interval=0.2, timeout=300)
     logs = {k: "".join(runner.log_lines(handle, "train", k)) for k in range(2)}
     assert st is not None and st.state == AppState.SUCCEEDED, (st, logs)
-    results_lines = [line for text in logs.values() for line in text.splitlines() if "world_size=" in line]
+    results_lines = [
+        line for text in logs.values() for line in text.splitlines() if "world_size=" in line
+    ]
     assert len(results_lines) == 4, logs
     ranks = sorted(int(line.split("rank=")[1].split()[0]) for line in results_lines)
     assert ranks == [0, 1, 2, 3]
@@ -185,7 +203,10 @@ def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> N
         assert res["saw_dataset"] == "True" and res["saw_node_file"] == "True"
         assert res["local_rank0"] == str(res["local_rank"] == 0)
     assert sorted((res["node"], res["local_rank"]) for res in recorded.values()) == [
-        ("0", 0), ("0", 1), ("1", 0), ("1", 1)
+        ("0", 0),
+        ("0", 1),
+        ("1", 0),
+        ("1", 1),
     ]
     assert (results / "dataset.txt").read_text().count("\n") == 999
     assert sorted(p.name for p in results.glob("node*.txt")) == ["node0.txt", "node1.txt"]
@@ -199,8 +220,9 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     from torchx_core.runner import status_watch
 
     def app(name: str, script: str) -> AppDef:
-        return AppDef(name, roles=[Role(name="r", image=str(tmp_path), entrypoint="sh",
-                                        args=["-c", script])])
+        return AppDef(
+            name, roles=[Role(name="r", image=str(tmp_path), entrypoint="sh", args=["-c", script])]
+        )
 
     release = tmp_path / "release"
     wait_release = f"while [ ! -e {release} ]; do sleep 0.05; done"

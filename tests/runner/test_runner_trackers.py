@@ -89,7 +89,10 @@ def test_parent_run_id_from_the_launcher_env(
     monkeypatch.setenv("TORCHX_PARENT_RUN_ID", "local_cwd://s/outer")
     info = _runner().dryrun(_app(), "fake")
     env = info._app.roles[0].env  # type: ignore[union-attr]
-    assert env == {"TORCHX_JOB_ID": "fake://sess/${app_id}", "TORCHX_PARENT_RUN_ID": "local_cwd://s/outer"}
+    assert env == {
+        "TORCHX_JOB_ID": "fake://sess/${app_id}",
+        "TORCHX_PARENT_RUN_ID": "local_cwd://s/outer",
+    }
 
 
 def test_only_the_job_id_is_injected_without_trackers(project: Path) -> None:

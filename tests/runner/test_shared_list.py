@@ -65,8 +65,9 @@ def _submit(runner: Runner, name: str) -> str:
     return runner.run(AppDef(name, roles=[Role("r", image="i", entrypoint="e")]), "fake")
 
 
-def _ask(runner: Runner, out: dict[int, Any], i: int, cfg: Mapping[str, CfgVal] | None = None
-         ) -> threading.Thread:
+def _ask(
+    runner: Runner, out: dict[int, Any], i: int, cfg: Mapping[str, CfgVal] | None = None
+) -> threading.Thread:
     def run() -> None:
         try:
             out[i] = sorted(r.name for r in status_watch.shared_list(runner, "fake", cfg))

@@ -161,7 +161,8 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
         stop = asyncio.Event()
         beat = asyncio.create_task(heartbeat(stop))
         out = await asyncio.gather(
-            *(status_watch.ashared_status(runner, h, max_age=5.0) for h in handles))
+            *(status_watch.ashared_status(runner, h, max_age=5.0) for h in handles)
+        )
         stop.set()
         await beat
         return out
@@ -199,8 +200,10 @@ def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
 
     handles = submit(Runner("t", {"fake": factory}), 50)
     table.batches.clear()  # type: ignore[attr-defined]
-    lifecycles = [AppLifecycle(Runner("t", {"fake": factory}), "fake", owner=f"o{i}",
-                               poll_interval=30.0) for i in range(len(handles))]
+    lifecycles = [
+        AppLifecycle(Runner("t", {"fake": factory}), "fake", owner=f"o{i}", poll_interval=30.0)
+        for i in range(len(handles))
+    ]
     seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
     assert seen == [Phase.WAITING] * len(handles)
     # the first poll read its own app; every later app was asked once, read in its own batch...

@@ -20,8 +20,14 @@ from torchx_core.specs import is_terminal
 
 
 def _attempt(
-    scheduler: str, cfg: dict[str, Any], app: specs.AppDef, run: str, owner: str, trials: int,
-    barrier: Any, out: Any,
+    scheduler: str,
+    cfg: dict[str, Any],
+    app: specs.AppDef,
+    run: str,
+    owner: str,
+    trials: int,
+    barrier: Any,
+    out: Any,
 ) -> None:
     with get_runner("race") as runner:
         life = AppLifecycle(runner, scheduler, owner=owner, cfg=cfg)
@@ -34,7 +40,9 @@ def _attempt(
                 out.put((t, owner, "error", repr(e)))
 
 
-def race(scheduler: str, cfg: dict[str, Any], app: specs.AppDef, trials: int = 20) -> dict[str, Any]:
+def race(
+    scheduler: str, cfg: dict[str, Any], app: specs.AppDef, trials: int = 20
+) -> dict[str, Any]:
     """Runs ``trials`` races of two attempts; returns per trial the attachments and the live
     apps of the identity (after both attaches returned). Cancels every app it made."""
     ctx = mp.get_context("spawn")
@@ -42,7 +50,9 @@ def race(scheduler: str, cfg: dict[str, Any], app: specs.AppDef, trials: int = 2
     barrier = ctx.Barrier(2)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_attempt, args=(scheduler, cfg, app, run, f"try={i}", trials, barrier, out))
+        ctx.Process(
+            target=_attempt, args=(scheduler, cfg, app, run, f"try={i}", trials, barrier, out)
+        )
         for i in (1, 2)
     ]
     for p in procs:

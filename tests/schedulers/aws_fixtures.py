@@ -51,8 +51,12 @@ def aws_clients(moto_server: str) -> dict[str, Any]:
     """boto3 clients (batch, logs, sagemaker, iam, ec2) pointed at the moto server."""
     import boto3
 
-    kw = {"endpoint_url": moto_server, "region_name": REGION, "aws_access_key_id": "testing",
-          "aws_secret_access_key": "testing"}
+    kw = {
+        "endpoint_url": moto_server,
+        "region_name": REGION,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
     return {name: boto3.client(name, **kw) for name in ("batch", "logs", "sagemaker", "iam", "ec2")}
 
 
@@ -61,17 +65,33 @@ def batch_queue(aws_clients: dict[str, Any]) -> str:
     """A job queue on a managed EC2 compute environment (moto runs its jobs on dockerd)."""
     iam, ec2, batch = aws_clients["iam"], aws_clients["ec2"], aws_clients["batch"]
     role = iam.create_role(RoleName="torchx-batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    profile = iam.create_instance_profile(InstanceProfileName="torchx-ecs")["InstanceProfile"]["Arn"]
+    profile = iam.create_instance_profile(InstanceProfileName="torchx-ecs")["InstanceProfile"][
+        "Arn"
+    ]
     subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]][:1]
     groups = [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]][:1]
     env = batch.create_compute_environment(
-        computeEnvironmentName="torchx-ci-ce", type="MANAGED", state="ENABLED", serviceRole=role,
-        computeResources={"type": "EC2", "minvCpus": 0, "maxvCpus": 16, "desiredvCpus": 0,
-                          "instanceTypes": ["optimal"], "subnets": subnets,
-                          "securityGroupIds": groups, "instanceRole": profile},
+        computeEnvironmentName="torchx-ci-ce",
+        type="MANAGED",
+        state="ENABLED",
+        serviceRole=role,
+        computeResources={
+            "type": "EC2",
+            "minvCpus": 0,
+            "maxvCpus": 16,
+            "desiredvCpus": 0,
+            "instanceTypes": ["optimal"],
+            "subnets": subnets,
+            "securityGroupIds": groups,
+            "instanceRole": profile,
+        },
     )["computeEnvironmentArn"]
-    batch.create_job_queue(jobQueueName=QUEUE, state="ENABLED", priority=1,
-                           computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}])
+    batch.create_job_queue(
+        jobQueueName=QUEUE,
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}],
+    )
     return QUEUE
 
 
@@ -105,7 +125,9 @@ class FakeBatch:
     def submit_job(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("submit_job", kwargs))
         if kwargs["jobQueue"] not in self.queues:
-            raise FakeClientError("ClientException", f"Job queue {kwargs['jobQueue']} does not exist")
+            raise FakeClientError(
+                "ClientException", f"Job queue {kwargs['jobQueue']} does not exist"
+            )
         job_def = self.job_defs[kwargs["jobDefinition"]]
         job_id = f"id-{next(self._ids)}"
         job: dict[str, Any] = {
@@ -127,31 +149,51 @@ class FakeBatch:
         if size:
             job["arrayProperties"] = {"size": size, "statusSummary": {}}
             for i in range(size):
-                child = {**job, "jobId": f"{job_id}:{i}", "arrayProperties": {"index": i},
-                         "container": dict(job["container"]), "tags": {}}
+                child = {
+                    **job,
+                    "jobId": f"{job_id}:{i}",
+                    "arrayProperties": {"index": i},
+                    "container": dict(job["container"]),
+                    "tags": {},
+                }
                 self.jobs[child["jobId"]] = child
         return {"jobId": job_id, "jobName": kwargs["jobName"]}
 
-    def list_jobs(self, jobQueue: str | None = None, jobStatus: str | None = None,
-                  filters: list[dict[str, Any]] | None = None, arrayJobId: str | None = None,
-                  nextToken: str | None = None) -> dict[str, Any]:
-        self.calls.append(("list_jobs", {"jobQueue": jobQueue, "jobStatus": jobStatus,
-                                         "arrayJobId": arrayJobId}))
+    def list_jobs(
+        self,
+        jobQueue: str | None = None,
+        jobStatus: str | None = None,
+        filters: list[dict[str, Any]] | None = None,
+        arrayJobId: str | None = None,
+        nextToken: str | None = None,
+    ) -> dict[str, Any]:
+        self.calls.append(
+            ("list_jobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "arrayJobId": arrayJobId})
+        )
         if arrayJobId:  # the children of an array job
             jobs = [j for j in self.jobs.values() if j["jobId"].startswith(f"{arrayJobId}:")]
         else:  # like AWS, queue listings show array parents, not their children
-            jobs = [j for j in self.jobs.values()
-                    if j["jobQueue"] == jobQueue and ":" not in j["jobId"]]
+            jobs = [
+                j for j in self.jobs.values() if j["jobQueue"] == jobQueue and ":" not in j["jobId"]
+            ]
         if filters:  # like AWS: filters win over jobStatus and match every status
             names = {v for f in filters if f["name"] == "JOB_NAME" for v in f["values"]}
             jobs = [j for j in jobs if j["jobName"] in names]
         else:
             jobs = [j for j in jobs if j["status"] == (jobStatus or "RUNNING")]
         start = int(nextToken or 0)
-        page = jobs[start:start + 2]
-        out: dict[str, Any] = {"jobSummaryList": [
-            {"jobId": j["jobId"], "jobName": j["jobName"], "status": j["status"],
-             "createdAt": j["createdAt"]} for j in page]}
+        page = jobs[start : start + 2]
+        out: dict[str, Any] = {
+            "jobSummaryList": [
+                {
+                    "jobId": j["jobId"],
+                    "jobName": j["jobName"],
+                    "status": j["status"],
+                    "createdAt": j["createdAt"],
+                }
+                for j in page
+            ]
+        }
         if start + 2 < len(jobs):
             out["nextToken"] = str(start + 2)
         return out
@@ -180,8 +222,14 @@ class FakeBatch:
         name = app_id.partition(":")[2]
         return next(j["jobId"] for j in self.jobs.values() if j["jobName"] == name)
 
-    def set_status(self, job_id: str, status: str, reason: str = "",
-                   log_stream: str | None = None, attempts: int = 1) -> None:
+    def set_status(
+        self,
+        job_id: str,
+        status: str,
+        reason: str = "",
+        log_stream: str | None = None,
+        attempts: int = 1,
+    ) -> None:
         job = self.jobs[job_id]
         job["status"] = status
         if reason:
@@ -203,23 +251,45 @@ class FakeLogs:
         for m in messages:
             events.append({"timestamp": start_ms + len(events) * 1000, "message": m})
 
-    def get_log_events(self, logGroupName: str, logStreamName: str, startFromHead: bool = True,
-                       nextToken: str | None = None, startTime: int | None = None,
-                       endTime: int | None = None) -> dict[str, Any]:
-        self.calls.append({"stream": logStreamName, "nextToken": nextToken,
-                           "startTime": startTime, "endTime": endTime})
+    def get_log_events(
+        self,
+        logGroupName: str,
+        logStreamName: str,
+        startFromHead: bool = True,
+        nextToken: str | None = None,
+        startTime: int | None = None,
+        endTime: int | None = None,
+    ) -> dict[str, Any]:
+        self.calls.append(
+            {
+                "stream": logStreamName,
+                "nextToken": nextToken,
+                "startTime": startTime,
+                "endTime": endTime,
+            }
+        )
         if (logGroupName, logStreamName) not in self.streams:
-            raise FakeClientError("ResourceNotFoundException", "The specified log stream does not exist.")
-        events = [e for e in self.streams[(logGroupName, logStreamName)]
-                  if (startTime is None or e["timestamp"] >= startTime)
-                  and (endTime is None or e["timestamp"] <= endTime)]
+            raise FakeClientError(
+                "ResourceNotFoundException", "The specified log stream does not exist."
+            )
+        events = [
+            e
+            for e in self.streams[(logGroupName, logStreamName)]
+            if (startTime is None or e["timestamp"] >= startTime)
+            and (endTime is None or e["timestamp"] <= endTime)
+        ]
         start = int(nextToken.split("/")[1]) if nextToken else 0
-        page = events[start:start + 2]
+        page = events[start : start + 2]
         return {"events": page, "nextForwardToken": f"f/{start + len(page)}"}
 
     def describe_log_streams(self, logGroupName: str, logStreamNamePrefix: str) -> dict[str, Any]:
-        return {"logStreams": [{"logStreamName": s} for g, s in self.streams
-                               if g == logGroupName and s.startswith(logStreamNamePrefix)]}
+        return {
+            "logStreams": [
+                {"logStreamName": s}
+                for g, s in self.streams
+                if g == logGroupName and s.startswith(logStreamNamePrefix)
+            ]
+        }
 
 
 @dataclass
@@ -239,12 +309,17 @@ class FakeSageMaker:
             raise FakeClientError("ValidationException", "Requested resource not found.")
         return dict(self.jobs[TrainingJobName])
 
-    def list_training_jobs(self, MaxResults: int = 100, NextToken: str | None = None) -> dict[str, Any]:
+    def list_training_jobs(
+        self, MaxResults: int = 100, NextToken: str | None = None
+    ) -> dict[str, Any]:
         names = list(self.jobs)
         start = int(NextToken or 0)
-        out: dict[str, Any] = {"TrainingJobSummaries": [
-            {"TrainingJobName": n, "TrainingJobStatus": self.jobs[n]["TrainingJobStatus"]}
-            for n in names[start:start + 1]]}
+        out: dict[str, Any] = {
+            "TrainingJobSummaries": [
+                {"TrainingJobName": n, "TrainingJobStatus": self.jobs[n]["TrainingJobStatus"]}
+                for n in names[start : start + 1]
+            ]
+        }
         if start + 1 < len(names):
             out["NextToken"] = str(start + 1)
         return out

@@ -110,16 +110,26 @@ class FakeContainer:
     def remove(self, force: bool = False) -> None:
         self.client.containers.items.remove(self)
 
-    def logs(self, stdout: bool = True, stderr: bool = True, stream: bool = False,
-             follow: bool = False, **kwargs: Any) -> Any:
-        self.log_calls.append({"stdout": stdout, "stderr": stderr, "stream": stream,
-                               "follow": follow, **kwargs})
-        text = "".join(line for s, line in self.output
-                       if (s == "stdout" and stdout) or (s == "stderr" and stderr))
+    def logs(
+        self,
+        stdout: bool = True,
+        stderr: bool = True,
+        stream: bool = False,
+        follow: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        self.log_calls.append(
+            {"stdout": stdout, "stderr": stderr, "stream": stream, "follow": follow, **kwargs}
+        )
+        text = "".join(
+            line
+            for s, line in self.output
+            if (s == "stdout" and stdout) or (s == "stderr" and stderr)
+        )
         if stream:
             # chunks that do not align with lines, like the real multiplexed stream
             data = text.encode()
-            return iter([data[i:i + 5] for i in range(0, len(data), 5)])
+            return iter([data[i : i + 5] for i in range(0, len(data), 5)])
         return text.encode()
 
 
@@ -128,11 +138,19 @@ class FakeContainers:
     client: FakeDockerClient
     items: list[FakeContainer] = field(default_factory=list)
 
-    def run(self, image: str, command: list[str], detach: bool = False, **kwargs: Any) -> FakeContainer:
+    def run(
+        self, image: str, command: list[str], detach: bool = False, **kwargs: Any
+    ) -> FakeContainer:
         if any(c.name == kwargs.get("name") for c in self.items):
             raise RuntimeError(f"container name {kwargs.get('name')} in use")
-        c = FakeContainer(self.client, kwargs.get("name", f"c{len(self.items)}"), image, command,
-                          kwargs, created=len(self.items))
+        c = FakeContainer(
+            self.client,
+            kwargs.get("name", f"c{len(self.items)}"),
+            image,
+            command,
+            kwargs,
+            created=len(self.items),
+        )
         self.items.append(c)
         return c
 
@@ -178,15 +196,19 @@ class FakeImages:
 
     def build(self, fileobj: io.BytesIO, **kwargs: Any) -> tuple[FakeImage, list[dict[str, str]]]:
         with tarfile.open(fileobj=fileobj) as tar:
-            files = {m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
-                     for m in tar.getmembers() if m.isfile()}
+            files = {
+                m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+                for m in tar.getmembers()
+                if m.isfile()
+            }
         self.builds.append({"files": files, **kwargs})
         image = FakeImage(id=f"sha256:{len(self.builds):0>4}{'ab' * 30}")
         self.present[image.id] = image
         return image, [{"stream": "Step 1/3 : ARG IMAGE\n"}]
 
-    def push(self, repo: str, tag: str | None = None, stream: bool = False,
-             decode: bool = False) -> Iterator[dict[str, str]]:
+    def push(
+        self, repo: str, tag: str | None = None, stream: bool = False, decode: bool = False
+    ) -> Iterator[dict[str, str]]:
         self.pushed.append(f"{repo}:{tag}")
         if self.client.push_error:
             return iter([{"status": "Preparing"}, {"error": self.client.push_error}])
@@ -228,7 +250,9 @@ class FakeDockerClient:
     # -- test controls ----------------------------------------------------------------------
 
     def app_containers(self, app_id: str) -> list[FakeContainer]:
-        found = self.containers.list(all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
+        found = self.containers.list(
+            all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"}
+        )
         return sorted(found, key=lambda c: c.created)  # run order
 
     def finish(self, app_id: str, exit_codes: dict[int, int] | None = None) -> None:

@@ -60,9 +60,14 @@ def check_golden(name: str, text: str, test_file: str) -> None:
         )
     expected = path.read_text(encoding="utf-8")
     if text != expected:
-        diff = "".join(difflib.unified_diff(
-            expected.splitlines(keepends=True), text.splitlines(keepends=True),
-            fromfile=str(path), tofile="generated"))
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                fromfile=str(path),
+                tofile="generated",
+            )
+        )
         raise AssertionError(
             f"the dryrun request differs from {path}:\n{diff}\nif the change is intended,"
             f" regenerate with UPDATE_GOLDEN=1 .venv/bin/python -m pytest"

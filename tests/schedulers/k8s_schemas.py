@@ -94,15 +94,30 @@ _VC_POLICY = {
     "properties": {
         "event": {
             "enum": [
-                "*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted",
-                "TaskFailed", "OutOfSync", "CommandIssued", "JobUpdated",
+                "*",
+                "PodFailed",
+                "PodEvicted",
+                "PodPending",
+                "Unknown",
+                "TaskCompleted",
+                "TaskFailed",
+                "OutOfSync",
+                "CommandIssued",
+                "JobUpdated",
             ]
         },
         "events": {"type": "array", "items": {"type": "string"}},
         "action": {
             "enum": [
-                "AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
-                "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob",
+                "AbortJob",
+                "RestartJob",
+                "RestartTask",
+                "RestartPod",
+                "TerminateJob",
+                "CompleteJob",
+                "ResumeJob",
+                "SyncJob",
+                "EnqueueJob",
             ]
         },
         "exitCode": {"type": "integer"},

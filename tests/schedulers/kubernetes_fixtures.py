@@ -58,7 +58,11 @@ def k8s_emulator() -> Iterator[K8sEmulator]:
         async with kmock.KubernetesEmulator() as k, kmock.Server(k, host="127.0.0.1") as srv:
             for resource, kind in RESOURCES.items():
                 k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=True)
-            box["url"], box["k"], box["loop"] = str(srv.url).rstrip("/"), k, asyncio.get_running_loop()
+            box["url"], box["k"], box["loop"] = (
+                str(srv.url).rstrip("/"),
+                k,
+                asyncio.get_running_loop(),
+            )
             box["stop"] = asyncio.Event()
             ready.set()
             await box["stop"].wait()

@@ -67,8 +67,14 @@ class FakeJobClient:
     deleted: list[str] = field(default_factory=list)
     fail_submit: str = ""
 
-    def submit_job(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, Any],
-                   metadata: dict[str, str]) -> str:
+    def submit_job(
+        self,
+        *,
+        entrypoint: str,
+        submission_id: str,
+        runtime_env: dict[str, Any],
+        metadata: dict[str, str],
+    ) -> str:
         if self.fail_submit:
             raise RuntimeError(self.fail_submit)
         wd = runtime_env.get("working_dir")
@@ -79,8 +85,9 @@ class FakeJobClient:
                     path = os.path.join(root, n)
                     with open(path, encoding="utf-8", errors="replace") as f:
                         files[os.path.relpath(path, wd)] = f.read()
-        self.jobs[submission_id] = FakeJob(submission_id, entrypoint, dict(runtime_env),
-                                           dict(metadata), files)
+        self.jobs[submission_id] = FakeJob(
+            submission_id, entrypoint, dict(runtime_env), dict(metadata), files
+        )
         return submission_id
 
     def get_job_info(self, job_id: str) -> FakeJob:

@@ -26,8 +26,9 @@ RUN_DIR = os.environ.get("CI_RUN_DIR", "/run/torchx-ci")
 def run_service_script(service: str, script: str, timeout: float = 600) -> str:
     """Runs ``scripts/services/<service>/<script>``; raises with its output if it fails."""
     path = os.path.join(SERVICES, service, script)
-    proc = subprocess.run(["bash", path], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(
+        ["bash", path], capture_output=True, text=True, timeout=timeout, check=False
+    )
     if proc.returncode != 0:
         raise RuntimeError(
             f"{path} failed with exit code {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"

@@ -67,8 +67,15 @@ class FakeSlurm:
 
     # -- test controls ----------------------------------------------------------------------
 
-    def set_state(self, app_id: str, state: str, exit_code: int = 0, signal: int = 0,
-                  reason: str = "None", derived: dict[int, int] | None = None) -> None:
+    def set_state(
+        self,
+        app_id: str,
+        state: str,
+        exit_code: int = 0,
+        signal: int = 0,
+        reason: str = "None",
+        derived: dict[int, int] | None = None,
+    ) -> None:
         job = self.jobs[app_id]
         job.state, job.exit_code, job.signal, job.reason = state, exit_code, signal, reason
         for i, comp in enumerate(job.components):
@@ -85,8 +92,9 @@ class FakeSlurm:
 
     # -- the command runner -----------------------------------------------------------------
 
-    def __call__(self, args: Sequence[str], input: str | None = None
-                 ) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, args: Sequence[str], input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         args = list(args)
         self.calls.append(args)
         handler = getattr(self, "_" + args[0], None)
@@ -95,7 +103,9 @@ class FakeSlurm:
         return handler(args, input)
 
     @staticmethod
-    def _done(args: list[str], rc: int, out: str, err: str = "") -> subprocess.CompletedProcess[str]:
+    def _done(
+        args: list[str], rc: int, out: str, err: str = ""
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(args, rc, out, err)
 
     def _sbatch(self, args: list[str], input: str | None) -> subprocess.CompletedProcess[str]:
@@ -111,8 +121,9 @@ class FakeSlurm:
             if line.strip() == "#SBATCH hetjob":
                 continue
             chdir = opts.get("chdir", chdir)
-            comps.append(FakeComponent(self.next_id + len(comps), opts.get("job-name", "sbatch"),
-                                       chdir))
+            comps.append(
+                FakeComponent(self.next_id + len(comps), opts.get("job-name", "sbatch"), chdir)
+            )
         app_id = self.next_id
         self.next_id += max(1, len(comps))
         self.jobs[str(app_id)] = FakeJob(app_id, comps, input)
@@ -146,7 +157,10 @@ class FakeSlurm:
                 "return_code": self._num(job.exit_code),
                 "signal": {"id": self._num(job.signal), "name": ""},
             }
-            derived: object = {"status": ["EXITED"], "return_code": self._num(comp.derived_exit_code)}
+            derived: object = {
+                "status": ["EXITED"],
+                "return_code": self._num(comp.derived_exit_code),
+            }
         else:
             state = job.state
             exit_code = (job.exit_code << 8) | job.signal
@@ -200,8 +214,13 @@ class FakeSlurm:
         if job is None:
             return self._done(args, 1, "", f"scancel: error: Invalid job id {args[1]}\n")
         if job.state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
-            return self._done(args, 1, "", f"scancel: error: Kill job error on job id {args[1]}:"
-                              " Job/step already completing or completed\n")
+            return self._done(
+                args,
+                1,
+                "",
+                f"scancel: error: Kill job error on job id {args[1]}:"
+                " Job/step already completing or completed\n",
+            )
         self.set_state(args[1], "CANCELLED", signal=15)
         return self._done(args, 0, "")
 
@@ -246,14 +265,22 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     # a live slurmctld (not merely its PID file: a killed session leaves stale ones) means a
     # cluster someone else started: reuse it and leave it running
     was_running = _pid_alive(os.path.join(run_dir, "slurmctld.pid"))
-    proc = subprocess.run(["bash", os.path.join(SLURM_SCRIPTS, "start.sh")],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        ["bash", os.path.join(SLURM_SCRIPTS, "start.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if proc.returncode != 0:
-        pytest.fail(f"the Slurm test cluster did not start (scripts/services/slurm/start.sh exit"
-                    f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}\nInstall it with"
-                    " `bash scripts/services/slurm/install.sh` (or `make services-install`).")
-    conf = next(line.split("=", 1)[1] for line in proc.stdout.splitlines()
-                if line.startswith("SLURM_CONF="))
+        pytest.fail(
+            f"the Slurm test cluster did not start (scripts/services/slurm/start.sh exit"
+            f" {proc.returncode}):\n{proc.stdout}\n{proc.stderr}\nInstall it with"
+            " `bash scripts/services/slurm/install.sh` (or `make services-install`)."
+        )
+    conf = next(
+        line.split("=", 1)[1] for line in proc.stdout.splitlines() if line.startswith("SLURM_CONF=")
+    )
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = conf
     try:
@@ -264,5 +291,10 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         else:
             os.environ["SLURM_CONF"] = old
         if not was_running:
-            subprocess.run(["bash", os.path.join(SLURM_SCRIPTS, "stop.sh")],
-                           capture_output=True, text=True, timeout=300, check=False)
+            subprocess.run(
+                ["bash", os.path.join(SLURM_SCRIPTS, "stop.sh")],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )

@@ -20,25 +20,37 @@ TRIALS = 20
 
 
 def _app() -> specs.AppDef:
-    role = specs.Role("worker", image="", entrypoint=sys.executable, args=["-c", "import time; time.sleep(300)"],
-                      resource=specs.Resource(cpu=1, gpu=0, memMB=100))
+    role = specs.Role(
+        "worker",
+        image="",
+        entrypoint=sys.executable,
+        args=["-c", "import time; time.sleep(300)"],
+        resource=specs.Resource(cpu=1, gpu=0, memMB=100),
+    )
     return specs.AppDef("race", roles=[role])
 
 
 @pytest.mark.integration
 @pytest.mark.local
 @pytest.mark.timeout(600)
-def test_two_attempts_at_once_start_one_local_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_attempts_at_once_start_one_local_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
     result = race("local_cwd", {}, _app(), TRIALS)
     assert check(result, TRIALS) == []
     # nothing was submitted twice: the second attempt always reattached
-    assert all(sorted(h for _, h, _ in result["attached"][t]) == ["reattached", "submitted"] for t in range(TRIALS))
+    assert all(
+        sorted(h for _, h, _ in result["attached"][t]) == ["reattached", "submitted"]
+        for t in range(TRIALS)
+    )
 
 
 @pytest.mark.integration
 @pytest.mark.slurm
 @pytest.mark.timeout(900)
-def test_two_attempts_at_once_keep_one_slurm_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+def test_two_attempts_at_once_keep_one_slurm_job(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:  # noqa: F811
     result = race("slurm", {"job_dir": str(tmp_path)}, _app(), TRIALS)
     assert check(result, TRIALS) == []

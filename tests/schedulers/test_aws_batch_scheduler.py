@@ -39,29 +39,49 @@ from torchx_core.specs import (
 
 
 def _app() -> AppDef:
-    trainer = Role(name="trainer", image="img:1", entrypoint="python",
-                   args=["train.py", "--rank", macros.replica_id, "--app", macros.app_id],
-                   env={"MASTER": macros.rank0_env}, num_replicas=2,
-                   resource=Resource(cpu=1.5, gpu=1, memMB=2048), max_retries=2,  # type: ignore[arg-type]
-                   mounts=[BindMount("/data", "/data", read_only=True),
-                           DeviceMount("/dev/infiniband", "/dev/infiniband", "rw")])
-    ps = Role(name="ps", image="img:1", entrypoint="ps.sh", num_replicas=3,
-              resource=resource(cpu=1, memMB=512))
+    trainer = Role(
+        name="trainer",
+        image="img:1",
+        entrypoint="python",
+        args=["train.py", "--rank", macros.replica_id, "--app", macros.app_id],
+        env={"MASTER": macros.rank0_env},
+        num_replicas=2,
+        resource=Resource(cpu=1.5, gpu=1, memMB=2048),
+        max_retries=2,  # type: ignore[arg-type]
+        mounts=[
+            BindMount("/data", "/data", read_only=True),
+            DeviceMount("/dev/infiniband", "/dev/infiniband", "rw"),
+        ],
+    )
+    ps = Role(
+        name="ps",
+        image="img:1",
+        entrypoint="ps.sh",
+        num_replicas=3,
+        resource=resource(cpu=1, memMB=512),
+    )
     return AppDef("Train App", roles=[trainer, ps])
 
 
 def _sched(batch: FakeBatch | None = None, logs: FakeLogs | None = None) -> AWSBatchScheduler:
-    return AWSBatchScheduler("t", client=batch or FakeBatch(), log_client=logs or FakeLogs(),
-                             poll_interval=0.01)
+    return AWSBatchScheduler(
+        "t", client=batch or FakeBatch(), log_client=logs or FakeLogs(), poll_interval=0.01
+    )
 
 
 CFG = {"queue": "q", "user": "alice"}
 
 
 def test_dryrun_golden_request() -> None:
-    cfg = {**CFG, "privileged": True, "share_id": "team-a", "priority": 5,
-           "ulimits": ["nofile=1024:4096", "memlock=-1"], "job_role_arn": "arn:job",
-           "execution_role_arn": "arn:exec"}
+    cfg = {
+        **CFG,
+        "privileged": True,
+        "share_id": "team-a",
+        "priority": 5,
+        "ulimits": ["nofile=1024:4096", "memlock=-1"],
+        "job_role_arn": "arn:job",
+        "execution_role_arn": "arn:exec",
+    }
     info = _sched().submit_dryrun(_app(), cfg)
     req = info.request
     assert req.name.startswith("Train-App-")
@@ -110,10 +130,15 @@ def test_submit_describe_states_and_cancel() -> None:
     assert desc is not None and desc.state == AppState.PENDING  # SUBMITTED, as in TorchX
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 3)]
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 3)]
-    expected = {"SUBMITTED": AppState.PENDING, "PENDING": AppState.PENDING,
-                "RUNNABLE": AppState.PENDING, "STARTING": AppState.PENDING,
-                "RUNNING": AppState.RUNNING, "SUCCEEDED": AppState.SUCCEEDED,
-                "FAILED": AppState.FAILED}
+    expected = {
+        "SUBMITTED": AppState.PENDING,
+        "PENDING": AppState.PENDING,
+        "RUNNABLE": AppState.PENDING,
+        "STARTING": AppState.PENDING,
+        "RUNNING": AppState.RUNNING,
+        "SUCCEEDED": AppState.SUCCEEDED,
+        "FAILED": AppState.FAILED,
+    }
     assert set(JOB_STATES) == set(expected)
     for status, state in expected.items():
         batch.set_status(job_id, status)
@@ -154,12 +179,16 @@ def test_list_by_tag_across_pages_and_queues() -> None:
     other = sched.submit(_app(), {**CFG, "queue": "q2"})
     batch.set_status(batch.job_id(ids[0]), "SUCCEEDED")
     # a job not submitted by torchx (no version tag) is not listed
-    arn = batch.register_job_definition(jobDefinitionName="x", type="multinode",
-                                        nodeProperties={})["jobDefinitionArn"]
+    arn = batch.register_job_definition(jobDefinitionName="x", type="multinode", nodeProperties={})[
+        "jobDefinitionArn"
+    ]
     batch.submit_job(jobName="foreign", jobQueue="q", jobDefinition=arn)
     listed = {a.app_id: a.state for a in sched.list({"queue": "q"})}
-    assert listed == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.PENDING,
-                      ids[2]: AppState.PENDING}
+    assert listed == {
+        ids[0]: AppState.SUCCEEDED,
+        ids[1]: AppState.PENDING,
+        ids[2]: AppState.PENDING,
+    }
     assert {a.app_id for a in sched.list()} == {*ids, other}
 
 
@@ -177,7 +206,12 @@ def test_logs_per_node_pagination_regex_time_and_tail() -> None:
     assert list(sched.log_iter(app_id, "ps", 0, since=since, until=until)) == ["b\n", "c\n"]
     assert logs.calls[-1]["startTime"] == 2000 and logs.calls[-1]["endTime"] == 3000
     assert list(sched.log_iter(app_id, "trainer", 1, should_tail=True)) == [
-        "a\n", "b\n", "c\n", "d\n", "e\n"]
+        "a\n",
+        "b\n",
+        "c\n",
+        "d\n",
+        "e\n",
+    ]
     with pytest.raises(InvalidLogQueryError, match="no replica 3 of role 'ps'"):
         sched.log_iter(app_id, "ps", 3)
     with pytest.raises(InvalidLogQueryError, match="COMBINED"):
@@ -225,8 +259,18 @@ def test_schedule_errors_are_typed() -> None:
 
 def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = _sched().run_opts()
-    for key in ("queue", "user", "privileged", "share_id", "priority", "job_role_arn",
-                "execution_role_arn", "ulimits", "log_group", "image_repo"):
+    for key in (
+        "queue",
+        "user",
+        "privileged",
+        "share_id",
+        "priority",
+        "job_role_arn",
+        "execution_role_arn",
+        "ulimits",
+        "log_group",
+        "image_repo",
+    ):
         assert opts.get(key) is not None, key
     assert isinstance(create_scheduler("s", client=FakeBatch()), AWSBatchScheduler)
     monkeypatch.setitem(sys.modules, "boto3", None)
@@ -238,11 +282,21 @@ def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> 
         sched.describe("q:x")
 
 
-
 def _array_app(replicas: int = 3, **kwargs: object) -> AppDef:
-    return AppDef("arr", roles=[Role(name="w", image="img:1", entrypoint="run.sh",
-                                     args=["--app", macros.app_id], num_replicas=replicas,
-                                     resource=resource(cpu=1, memMB=256), **kwargs)])  # type: ignore[arg-type]
+    return AppDef(
+        "arr",
+        roles=[
+            Role(
+                name="w",
+                image="img:1",
+                entrypoint="run.sh",
+                args=["--app", macros.app_id],
+                num_replicas=replicas,
+                resource=resource(cpu=1, memMB=256),
+                **kwargs,
+            )
+        ],
+    )  # type: ignore[arg-type]
 
 
 def test_array_dryrun_golden_request() -> None:
@@ -274,7 +328,10 @@ def test_array_children_states_logs_list_and_cancel() -> None:
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.RUNNING
     assert [r.state for r in desc.roles_statuses[0].replicas] == [
-        AppState.SUCCEEDED, AppState.RUNNING, AppState.PENDING]
+        AppState.SUCCEEDED,
+        AppState.RUNNING,
+        AppState.PENDING,
+    ]
     logs.put("/aws/batch/job", "s0", "child zero")
     assert list(sched.log_iter(app_id, "w", 0)) == ["child zero\n"]
     assert list(sched.log_iter(app_id, "w", 2)) == []  # child 2 has no stream yet
@@ -343,6 +400,10 @@ def test_named_devices_are_mounted_from_the_host_as_torchx() -> None:
     req = _sched().submit_dryrun(app, CFG).request
     ps = req.job_def["nodeProperties"]["nodeRangeProperties"][-1]["container"]
     assert ps["linuxParameters"]["devices"] == [
-        {"hostPath": f"/dev/neuron{i}", "containerPath": f"/dev/neuron{i}",
-         "permissions": ["READ", "WRITE", "MKNOD"]} for i in range(2)
+        {
+            "hostPath": f"/dev/neuron{i}",
+            "containerPath": f"/dev/neuron{i}",
+            "permissions": ["READ", "WRITE", "MKNOD"],
+        }
+        for i in range(2)
     ]

@@ -20,7 +20,10 @@ MODULES: dict[str, dict[str, str] | None] = {
     "torchx_core.schedulers.docker.scheduler": {},
     "torchx_core.schedulers.aws.batch": {"queue": "q"},
     "torchx_core.schedulers.aws.sagemaker": {
-        "role": "arn:aws:iam::1:role/r", "output_path": "s3://b/o", "instance_type": "ml.m5.large"},
+        "role": "arn:aws:iam::1:role/r",
+        "output_path": "s3://b/o",
+        "instance_type": "ml.m5.large",
+    },
     "torchx_core.schedulers.ray.scheduler": {},
     "torchx_core.schedulers.aws._logs": None,
     "torchx_core.schedulers.ray._driver": None,
@@ -41,8 +44,9 @@ def test_import_and_dryrun_load_no_sdk(module: str) -> None:
             "assert 'echo' in str(info), str(info)\n"
         )
     code += "import sys\nprint('MODULES ' + ' '.join(sys.modules))\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr
     loaded = set(out.stdout.strip().splitlines()[-1].split()[1:])
     assert module in loaded

@@ -57,29 +57,45 @@ def apps(docker_engine: Any) -> Iterator[Apps]:
 
 
 def sh(name: str, script: str, replicas: int = 1, **kwargs: Any) -> Role:
-    return Role(name=name, image=BUSYBOX, entrypoint="sh", args=["-c", script],
-                num_replicas=replicas, **kwargs)
+    return Role(
+        name=name,
+        image=BUSYBOX,
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=replicas,
+        **kwargs,
+    )
 
 
 def test_multi_role_success_logs_and_list(apps: Apps) -> None:
-    app = AppDef("hello", roles=[
-        sh("worker", f"echo hello {macros.replica_id} of {macros.app_id}; echo to-err >&2",
-           replicas=2),
-        sh("ps", "echo ps up"),
-    ])
+    app = AppDef(
+        "hello",
+        roles=[
+            sh(
+                "worker",
+                f"echo hello {macros.replica_id} of {macros.app_id}; echo to-err >&2",
+                replicas=2,
+            ),
+            sh("ps", "echo ps up"),
+        ],
+    )
     app_id = apps.submit(app)
     desc = apps.wait(app_id)
     assert desc.state == AppState.SUCCEEDED
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("worker", 2), ("ps", 1)]
     # stdout and stderr travel through separate pipes: their relative order is not kept
     assert sorted(apps.sched.log_iter(app_id, "worker", 1)) == [
-        f"hello 1 of {app_id}\n", "to-err\n"]
+        f"hello 1 of {app_id}\n",
+        "to-err\n",
+    ]
     assert list(apps.sched.log_iter(app_id, "worker", 1, streams=Stream.STDOUT)) == [
-        f"hello 1 of {app_id}\n"]
+        f"hello 1 of {app_id}\n"
+    ]
     assert list(apps.sched.log_iter(app_id, "worker", 1, streams=Stream.STDERR)) == ["to-err\n"]
     assert list(apps.sched.log_iter(app_id, "ps", 0)) == ["ps up\n"]
     assert list(apps.sched.log_iter(app_id, "worker", 0, regex="^hello")) == [
-        f"hello 0 of {app_id}\n"]
+        f"hello 0 of {app_id}\n"
+    ]
     future = datetime.now(timezone.utc) + timedelta(hours=1)
     assert list(apps.sched.log_iter(app_id, "worker", 0, since=future)) == []
     listed = {a.app_id: a.state for a in apps.sched.list()}
@@ -87,8 +103,11 @@ def test_multi_role_success_logs_and_list(apps: Apps) -> None:
 
 
 def test_failure_is_reported_per_replica(apps: Apps) -> None:
-    app_id = apps.submit(AppDef("fail", roles=[
-        sh("w", f"[ {macros.replica_id} = 1 ] && exit 3; echo ok", replicas=2)]))
+    app_id = apps.submit(
+        AppDef(
+            "fail", roles=[sh("w", f"[ {macros.replica_id} = 1 ] && exit 3; echo ok", replicas=2)]
+        )
+    )
     desc = apps.wait(app_id, until=lambda s: s == AppState.FAILED)
     states = [r.state for r in desc.roles_statuses[0].replicas]
     assert states[1] == AppState.FAILED
@@ -109,15 +128,18 @@ def test_cancel_stops_containers(apps: Apps) -> None:
 
 def test_retries_restart_the_replica(apps: Apps) -> None:
     app_id = apps.submit(AppDef("retry", roles=[sh("w", "echo try; exit 1", max_retries=1)]))
-    desc = apps.wait(app_id, until=lambda s: False if apps.sched.describe(app_id).num_restarts < 1
-                     else is_terminal(s))
+    desc = apps.wait(
+        app_id,
+        until=lambda s: False if apps.sched.describe(app_id).num_restarts < 1 else is_terminal(s),
+    )
     assert desc.state == AppState.FAILED and desc.num_restarts == 1
     assert list(apps.sched.log_iter(app_id, "w", 0)) == ["try\n", "try\n"]
 
 
 def test_tail_follows_until_exit(apps: Apps) -> None:
-    app_id = apps.submit(AppDef("ticker", roles=[
-        sh("w", "for i in 1 2 3; do echo tick $i; sleep 0.3; done")]))
+    app_id = apps.submit(
+        AppDef("ticker", roles=[sh("w", "for i in 1 2 3; do echo tick $i; sleep 0.3; done")])
+    )
     apps.wait(app_id, until=lambda s: s != AppState.PENDING)
     lines = list(apps.sched.log_iter(app_id, "w", 0, should_tail=True))
     assert lines == ["tick 1\n", "tick 2\n", "tick 3\n"]
@@ -126,53 +148,86 @@ def test_tail_follows_until_exit(apps: Apps) -> None:
 
 def test_replicas_reach_rank0_over_host_network(apps: Apps) -> None:
     server = sh("server", "nc -l -p 29517 > /tmp/got & echo listening; wait; cat /tmp/got")
-    client = sh("client", 'for i in $(seq 1 50); do echo "from $ID" | nc "$TORCHX_RANK0_HOST" 29517'
-                " && exit 0; sleep 0.2; done; exit 1", env={"ID": macros.replica_id})
+    client = sh(
+        "client",
+        'for i in $(seq 1 50); do echo "from $ID" | nc "$TORCHX_RANK0_HOST" 29517'
+        " && exit 0; sleep 0.2; done; exit 1",
+        env={"ID": macros.replica_id},
+    )
     app_id = apps.submit(AppDef("rdzv", roles=[server, client]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(app_id, "server", 0)) == ["listening\n", "from 0\n"]
 
 
 def test_bind_mount_writes_to_host(apps: Apps, tmp_path: Path) -> None:
-    app_id = apps.submit(AppDef("mount", roles=[
-        sh("w", "echo written > /out/result.txt",
-           mounts=[BindMount(src_path=str(tmp_path), dst_path="/out")])]))
+    app_id = apps.submit(
+        AppDef(
+            "mount",
+            roles=[
+                sh(
+                    "w",
+                    "echo written > /out/result.txt",
+                    mounts=[BindMount(src_path=str(tmp_path), dst_path="/out")],
+                )
+            ],
+        )
+    )
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert (tmp_path / "result.txt").read_text() == "written\n"
 
 
-def test_workspace_image_with_dockerfile_torchx(apps: Apps, tmp_path: Path, docker_engine: Any) -> None:
+def test_workspace_image_with_dockerfile_torchx(
+    apps: Apps, tmp_path: Path, docker_engine: Any
+) -> None:
     (tmp_path / "hello.txt").write_text("from the workspace\n")
     (tmp_path / "Dockerfile.torchx").write_text(
-        "ARG IMAGE\nFROM $IMAGE\nCOPY hello.txt /ws/hello.txt\nENV WS=yes\n")
-    role = Role(name="w", image=BUSYBOX, entrypoint="sh", args=["-c", "cat /ws/hello.txt; echo $WS"],
-                workspace=Workspace({str(tmp_path): ""}))
+        "ARG IMAGE\nFROM $IMAGE\nCOPY hello.txt /ws/hello.txt\nENV WS=yes\n"
+    )
+    role = Role(
+        name="w",
+        image=BUSYBOX,
+        entrypoint="sh",
+        args=["-c", "cat /ws/hello.txt; echo $WS"],
+        workspace=Workspace({str(tmp_path): ""}),
+    )
     app_id = apps.submit(AppDef("ws", roles=[role]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(app_id, "w", 0)) == ["from the workspace\n", "yes\n"]
     docker_engine.images.remove(role.image, force=True)
 
 
-def test_workspace_default_dockerfile_copies_into_workdir(apps: Apps, tmp_path: Path,
-                                                          docker_engine: Any) -> None:
+def test_workspace_default_dockerfile_copies_into_workdir(
+    apps: Apps, tmp_path: Path, docker_engine: Any
+) -> None:
     (tmp_path / "data.txt").write_text("patched\n")
-    role = Role(name="w", image=BUSYBOX, entrypoint="cat", args=["data.txt"],
-                workspace=Workspace({str(tmp_path): ""}))
+    role = Role(
+        name="w",
+        image=BUSYBOX,
+        entrypoint="cat",
+        args=["data.txt"],
+        workspace=Workspace({str(tmp_path): ""}),
+    )
     app_id = apps.submit(AppDef("wsdefault", roles=[role]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(app_id, "w", 0)) == ["patched\n"]
     docker_engine.images.remove(role.image, force=True)
 
 
-def test_workspace_image_pushed_to_image_repo(apps: Apps, tmp_path: Path, docker_engine: Any,
-                                              docker_registry: str) -> None:
+def test_workspace_image_pushed_to_image_repo(
+    apps: Apps, tmp_path: Path, docker_engine: Any, docker_registry: str
+) -> None:
     import json
     import urllib.request
 
     (tmp_path / "pushed.txt").write_text("from the registry\n")
     repo = f"{docker_registry}/torchx-it/ws"
-    role = Role(name="w", image=BUSYBOX, entrypoint="cat", args=["pushed.txt"],
-                workspace=Workspace({str(tmp_path): ""}))
+    role = Role(
+        name="w",
+        image=BUSYBOX,
+        entrypoint="cat",
+        args=["pushed.txt"],
+        workspace=Workspace({str(tmp_path): ""}),
+    )
     app_id = apps.submit(AppDef("push", roles=[role]), image_repo=repo)
     assert role.image.startswith(f"{repo}:")
     tag = role.image.rsplit(":", 1)[1]
@@ -185,9 +240,12 @@ def test_workspace_image_pushed_to_image_repo(apps: Apps, tmp_path: Path, docker
     image_id = docker_engine.images.get(role.image).id
     apps.sched.delete(app_id)
     docker_engine.images.remove(image_id, force=True)
-    again = apps.submit(AppDef("pull", roles=[Role(name="w", image=role.image, entrypoint="cat",
-                                                   args=["pushed.txt"])]),
-                        pull_policy="always")
+    again = apps.submit(
+        AppDef(
+            "pull", roles=[Role(name="w", image=role.image, entrypoint="cat", args=["pushed.txt"])]
+        ),
+        pull_policy="always",
+    )
     assert apps.wait(again).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(again, "w", 0)) == ["from the registry\n"]
     apps.sched.delete(again)
@@ -197,27 +255,37 @@ def test_workspace_image_pushed_to_image_repo(apps: Apps, tmp_path: Path, docker
 def test_cpu_and_memory_limits_apply(apps: Apps, docker_engine: Any) -> None:
     import os as _os
 
-    role = sh("w", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null"
-              " || cat /sys/fs/cgroup/memory.max", resource=resource(cpu=64, memMB=96))
+    role = sh(
+        "w",
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null"
+        " || cat /sys/fs/cgroup/memory.max",
+        resource=resource(cpu=64, memMB=96),
+    )
     app_id = apps.submit(AppDef("limits", roles=[role]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED
     assert list(apps.sched.log_iter(app_id, "w", 0)) == [f"{96 * 1024 * 1024}\n"]
     (container,) = docker_engine.containers.list(
-        all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"})
+        all=True, filters={"label": f"torchx.pytorch.org/app-id={app_id}"}
+    )
     # 64 CPUs asked: capped to the engine's CPU count
     assert container.attrs["HostConfig"]["NanoCpus"] == (_os.cpu_count() or 1) * 10**9
 
 
-def test_refused_replica_leaves_no_containers(apps: Apps, docker_engine: Any,
-                                              tmp_path: Path) -> None:
+def test_refused_replica_leaves_no_containers(
+    apps: Apps, docker_engine: Any, tmp_path: Path
+) -> None:
     from torchx_core.schedulers.api import SchedulerError
 
     bad = sh("bad", "true", mounts=[BindMount(src_path=str(tmp_path / "missing"), dst_path="/m")])
     info = apps.sched.submit_dryrun(AppDef("refused", roles=[sh("ok", "sleep 600"), bad]), CFG)
     with pytest.raises(SchedulerError, match="bind source path does not exist"):
         apps.sched.schedule(info)
-    assert docker_engine.containers.list(
-        all=True, filters={"label": f"torchx.pytorch.org/app-id={info.request.app_id}"}) == []
+    assert (
+        docker_engine.containers.list(
+            all=True, filters={"label": f"torchx.pytorch.org/app-id={info.request.app_id}"}
+        )
+        == []
+    )
 
 
 def test_describe_many_one_engine_call_matches_describe(apps: Apps, docker_engine: Any) -> None:

@@ -41,13 +41,17 @@ def _app(replicas: int = 2, **role_kwargs: object) -> AppDef:
         num_replicas=replicas,
         resource=resource(cpu=2, gpu=1, memMB=512),
         port_map={"tb": 6006},
-        mounts=[BindMount("/data", "/mnt/data", read_only=True), VolumeMount("vol", "/v"),
-                DeviceMount("/dev/fuse", "/dev/fuse")],
+        mounts=[
+            BindMount("/data", "/mnt/data", read_only=True),
+            VolumeMount("vol", "/v"),
+            DeviceMount("/dev/fuse", "/dev/fuse"),
+        ],
         max_retries=2,
         **role_kwargs,  # type: ignore[arg-type]
     )
-    ps = Role(name="ps", image=BUSYBOX, entrypoint="echo", args=["ps"],
-              resource=resource(cpu=1, memMB=64))
+    ps = Role(
+        name="ps", image=BUSYBOX, entrypoint="echo", args=["ps"], resource=resource(cpu=1, memMB=64)
+    )
     return AppDef("My App!", roles=[trainer, ps])
 
 
@@ -67,9 +71,15 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     # the printed request carries the run options as given
     first = json.loads(str(info))["containers"][0]
     assert first["kwargs"]["privileged"] is True
-    assert {k: first["kwargs"]["environment"][k] for k in ("COPY_ME", "EXTRA")} == {"COPY_ME": "yes", "EXTRA": "1"}
+    assert {k: first["kwargs"]["environment"][k] for k in ("COPY_ME", "EXTRA")} == {
+        "COPY_ME": "yes",
+        "EXTRA": "1",
+    }
     assert [c.kwargs["name"] for c in req.containers] == [
-        f"{req.app_id}-trainer-0", f"{req.app_id}-trainer-1", f"{req.app_id}-ps-0"]
+        f"{req.app_id}-trainer-0",
+        f"{req.app_id}-trainer-1",
+        f"{req.app_id}-ps-0",
+    ]
 
 
 def test_dryrun_host_network_has_no_hostname_or_ports() -> None:
@@ -100,7 +110,9 @@ def test_schedule_describe_list_and_success() -> None:
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.RUNNING
     assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [
-        ("trainer", [0, 1]), ("ps", [0])]
+        ("trainer", [0, 1]),
+        ("ps", [0]),
+    ]
     assert [r.num_replicas for r in desc.roles] == [2, 1]
     client.finish(app_id)
     desc = sched.describe(app_id)
@@ -180,7 +192,9 @@ def test_delete_removes_containers_and_unknown_app_is_none() -> None:
 def test_pull_policy() -> None:
     client = FakeDockerClient(images=())
     sched = _sched(client)
-    with pytest.raises(SchedulerError, match="not present on the docker engine and pull_policy=never"):
+    with pytest.raises(
+        SchedulerError, match="not present on the docker engine and pull_policy=never"
+    ):
         sched.submit(_app(1), {"pull_policy": "never"})
     assert client.images.pulled == []
     sched.submit(_app(1), {"pull_policy": "missing"})
@@ -200,11 +214,14 @@ def test_log_iter_streams_regex_time_and_tail() -> None:
     assert list(sched.log_iter(app_id, "trainer", 1)) == ["hello 1\n", "oops\n", "bye 1\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)) == ["oops\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, regex="^(hello|bye)")) == [
-        "hello 1\n", "bye 1\n"]
+        "hello 1\n",
+        "bye 1\n",
+    ]
     since = datetime(2024, 1, 1, tzinfo=timezone.utc)
     until = datetime(2024, 1, 2, tzinfo=timezone.utc)
-    assert list(sched.log_iter(app_id, "trainer", 1, should_tail=True, since=since,
-                               until=until)) == ["hello 1\n", "oops\n", "bye 1\n"]
+    assert list(
+        sched.log_iter(app_id, "trainer", 1, should_tail=True, since=since, until=until)
+    ) == ["hello 1\n", "oops\n", "bye 1\n"]
     call = c.log_calls[-1]
     assert call["follow"] and call["stream"]
     assert call["since"] == since.timestamp() and call["until"] == until.timestamp()
@@ -232,10 +249,11 @@ def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = DockerScheduler("test")
     sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
-    with pytest.raises(MissingDependencyError,
-                       match=r"needed by the local_docker scheduler.*torchx-suite\[docker\]"):
+    with pytest.raises(
+        MissingDependencyError,
+        match=r"needed by the local_docker scheduler.*torchx-suite\[docker\]",
+    ):
         sched.describe("x-1")
-
 
 
 def test_cancel_of_never_started_container_is_cancelled() -> None:
@@ -254,8 +272,10 @@ def test_cpu_limit_capped_to_engine_cpus() -> None:
     client = FakeDockerClient()
     client.ncpu = 1
     app_id = _sched(client).submit(_app(1), {})  # the trainer asks for 2 CPUs
-    limits = {c.kwargs["labels"]["torchx.pytorch.org/role-name"]: c.kwargs["nano_cpus"]
-              for c in client.app_containers(app_id)}
+    limits = {
+        c.kwargs["labels"]["torchx.pytorch.org/role-name"]: c.kwargs["nano_cpus"]
+        for c in client.app_containers(app_id)
+    }
     assert limits == {"trainer": 10**9, "ps": 10**9}
 
 
@@ -267,13 +287,18 @@ def test_long_names_fit_hostnames() -> None:
         assert len(c.kwargs["hostname"]) <= 63
 
 
-def test_engine_unreachable_or_failing_is_typed(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_unreachable_or_failing_is_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = tmp_path / "no-docker.sock"
     monkeypatch.setenv("DOCKER_HOST", f"unix://{missing}")
     sched = DockerScheduler("test")
-    for call in (lambda: sched.describe("x-1"), sched.list, lambda: sched.cancel("x-1"),
-                 lambda: sched.submit(_app(1), {})):
+    for call in (
+        lambda: sched.describe("x-1"),
+        sched.list,
+        lambda: sched.cancel("x-1"),
+        lambda: sched.submit(_app(1), {}),
+    ):
         with pytest.raises(DockerEngineError) as e:
             call()
         assert f"cannot reach the Docker engine at unix://{missing}" in str(e.value)
@@ -298,9 +323,15 @@ def test_container_status_mapping() -> None:
     sched = _sched(client)
     app_id = sched.submit(_app(1), {})
     c = client.app_containers(app_id)[0]
-    expected = {"created": AppState.PENDING, "restarting": AppState.PENDING,
-                "paused": AppState.PENDING, "running": AppState.RUNNING,
-                "removing": AppState.RUNNING, "dead": AppState.FAILED, "what": AppState.UNKNOWN}
+    expected = {
+        "created": AppState.PENDING,
+        "restarting": AppState.PENDING,
+        "paused": AppState.PENDING,
+        "running": AppState.RUNNING,
+        "removing": AppState.RUNNING,
+        "dead": AppState.FAILED,
+        "what": AppState.UNKNOWN,
+    }
     for status, state in expected.items():
         c.status = status
         desc = sched.describe(app_id)

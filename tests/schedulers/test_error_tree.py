@@ -25,11 +25,17 @@ class Untouchable:
 def schedulers() -> dict[str, tuple[Any, str, str]]:
     """backend -> (scheduler, an id it cannot have issued, words of the expected form)."""
     return {
-        "aws_batch": (AWSBatchScheduler("t", client=Untouchable()), "no-queue-part",
-                      "<job queue>:<job name>"),
+        "aws_batch": (
+            AWSBatchScheduler("t", client=Untouchable()),
+            "no-queue-part",
+            "<job queue>:<job name>",
+        ),
         "ray": (RayScheduler("t", client=Untouchable()), "no-address", "<dashboard host:port>"),
-        "kubernetes": (create_k8s("t", client=Untouchable()), ":no-namespace",
-                       "<namespace>:<name>"),
+        "kubernetes": (
+            create_k8s("t", client=Untouchable()),
+            ":no-namespace",
+            "<namespace>:<name>",
+        ),
         "kubernetes_mcad": (create_mcad("t", client=Untouchable()), "ns:", "<namespace>:<name>"),
     }
 

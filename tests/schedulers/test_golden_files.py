@@ -27,7 +27,9 @@ def test_update_golden_outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     assert update_requested() is True
 
 
-def test_a_changed_request_fails_with_a_diff(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_changed_request_fails_with_a_diff(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("UPDATE_GOLDEN", raising=False)
     monkeypatch.setattr(golden_files, "GOLDEN_DIR", tmp_path)
     (tmp_path / "req.json").write_text('{"image": "a"}\n')

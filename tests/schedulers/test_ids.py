@@ -45,8 +45,10 @@ def test_ids_are_unique_and_keep_a_readable_name() -> None:
 
 
 def test_rules_clean_literally() -> None:
-    assert IdRules(allowed="a-z0-9_", max_name_len=40, lower=True, sep="_").clean(
-        "Train Job-2") == "train_job_2"
+    assert (
+        IdRules(allowed="a-z0-9_", max_name_len=40, lower=True, sep="_").clean("Train Job-2")
+        == "train_job_2"
+    )
     assert IdRules(allowed="A-Za-z0-9_-", max_name_len=5).clean("--abcdefgh") == "abcde"
     assert IdRules(allowed="a-z0-9-", max_name_len=43, lower=True, fallback="x").clean("✓") == "x"
     assert _k8s_pods.unique_name("Trainer").startswith("trainer-")
@@ -64,4 +66,6 @@ def test_public_ids_module_as_torchx() -> None:
     assert all(0 <= ids.random_uint64() < 2**64 for _ in range(50))
     name = ids.make_unique("train", 6)
     assert re.fullmatch(r"train-[a-z][a-z0-9]{5}", name), name
-    assert ids.make_unique("train").startswith("train-") and ids.make_unique("t") != ids.make_unique("t")
+    assert ids.make_unique("train").startswith("train-") and ids.make_unique(
+        "t"
+    ) != ids.make_unique("t")

@@ -25,7 +25,9 @@ from torchx_core.specs.errors import ComponentArgumentError, MissingDependencyEr
 SCHEDULERS = sorted(get_scheduler_factories())
 
 
-def _app(num_replicas: int = 1, args: list[str] | None = None, env: dict[str, str] | None = None) -> specs.AppDef:
+def _app(
+    num_replicas: int = 1, args: list[str] | None = None, env: dict[str, str] | None = None
+) -> specs.AppDef:
     role = specs.Role(
         "r", image="busybox", entrypoint="echo", args=args or ["hi"], env=env or {},
         num_replicas=num_replicas, resource=specs.Resource(cpu=1, gpu=0, memMB=256),
@@ -43,7 +45,10 @@ def _dryrun(name: str, app: specs.AppDef) -> None:
 @pytest.mark.parametrize("name", SCHEDULERS)
 def test_replica_limit_is_checked_before_expansion_on_every_scheduler(name: str) -> None:
     start = time.monotonic()
-    with pytest.raises(AppValidationError, match=rf"100000000 replicas, more than the limit of {DEFAULT_MAX_REPLICAS}"):
+    with pytest.raises(
+        AppValidationError,
+        match=rf"100000000 replicas, more than the limit of {DEFAULT_MAX_REPLICAS}",
+    ):
         _dryrun(name, _app(num_replicas=100_000_000))
     assert time.monotonic() - start < 60  # it returns (the expansion would take hours)
 

@@ -44,7 +44,9 @@ def clients(k8s_emulator: Any) -> Iterator[tuple[Any, Any, Any]]:
     api.close()
 
 
-def _create_pods_like_a_controller(core: Any, namespace: str, pod_dicts: list[dict[str, Any]]) -> None:
+def _create_pods_like_a_controller(
+    core: Any, namespace: str, pod_dicts: list[dict[str, Any]]
+) -> None:
     for pod in pod_dicts:
         core.create_namespaced_pod(namespace, pod)
 
@@ -60,7 +62,9 @@ def test_volcano_submit_describe_list_logs_cancel_delete(k8s_emulator: Any, clie
     namespace, name = pods.parse_app_id(app_id)
     assert namespace == "default"
 
-    stored = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+    stored = custom.get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+    )
     assert [t["name"] for t in stored["spec"]["tasks"]] == ["trainer-0", "trainer-1"]
 
     # before the controller acts: known, pending
@@ -75,7 +79,11 @@ def test_volcano_submit_describe_list_logs_cancel_delete(k8s_emulator: Any, clie
         pod_dicts.append({"apiVersion": "v1", "kind": "Pod", **tmpl})
     _create_pods_like_a_controller(core, namespace, pod_dicts)
     custom.patch_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name,
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
+        name,
         {"status": {"state": {"phase": "Running"}, "retryCount": 1}},
     )
     _set_pod_phase(core, namespace, f"{name}-trainer-0", "Running")
@@ -95,11 +103,18 @@ def test_volcano_submit_describe_list_logs_cancel_delete(k8s_emulator: Any, clie
 
     # cancel aborts through a Volcano bus Command and keeps the job
     sched.cancel(app_id)
-    commands = custom.list_namespaced_custom_object("bus.volcano.sh", "v1alpha1", namespace, "commands")
+    commands = custom.list_namespaced_custom_object(
+        "bus.volcano.sh", "v1alpha1", namespace, "commands"
+    )
     mine = [c for c in commands["items"] if c["target"]["name"] == name]
     assert len(mine) == 1 and mine[0]["action"] == "AbortJob"
     custom.patch_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name, {"status": {"state": {"phase": "Aborted"}}}
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
+        name,
+        {"status": {"state": {"phase": "Aborted"}}},
     )
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == specs.AppState.CANCELLED
@@ -114,7 +129,9 @@ def test_jobset_lifecycle(k8s_emulator: Any, clients: Any) -> None:
     sched = create_scheduler("it", client=api)
     app_id = sched.submit(_app(3), {"job_kind": "jobset", "queue": "team-q"})
     namespace, name = pods.parse_app_id(app_id)
-    js = custom.get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name)
+    js = custom.get_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name
+    )
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-q"
 
     # the job controller creates indexed pods, annotated with their completion index
@@ -129,7 +146,11 @@ def test_jobset_lifecycle(k8s_emulator: Any, clients: Any) -> None:
         core.create_namespaced_pod(namespace, pod)
         _set_pod_phase(core, namespace, pod["metadata"]["name"], "Running")
     custom.patch_namespaced_custom_object(
-        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name,
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        namespace,
+        "jobsets",
+        name,
         {"status": {"replicatedJobsStatus": [{"name": "trainer", "active": 1}]}},
     )
     desc = sched.describe(app_id)
@@ -140,7 +161,9 @@ def test_jobset_lifecycle(k8s_emulator: Any, clients: Any) -> None:
     assert list(sched.log_iter(app_id, "trainer", k=2)) == ["hello from 2\n"]
 
     sched.cancel(app_id)  # suspends and marks, keeps the object
-    js = custom.get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name)
+    js = custom.get_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name
+    )
     assert js["spec"]["suspend"] is True
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == specs.AppState.CANCELLED
@@ -155,7 +178,11 @@ def test_jobset_completion(k8s_emulator: Any, clients: Any) -> None:
     app_id = sched.submit(_app(1), {"job_kind": "jobset"})
     _, name = pods.parse_app_id(app_id)
     custom.patch_namespaced_custom_object(
-        "jobset.x-k8s.io", "v1alpha2", "default", "jobsets", name,
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        "default",
+        "jobsets",
+        name,
         {"status": {"conditions": [{"type": "Completed", "status": "True", "message": "done"}]}},
     )
     desc = sched.describe(app_id)
@@ -185,8 +212,13 @@ def test_owner_annotation(k8s_emulator: Any, clients: Any, kind: str) -> None:
     assert other.get_owner(app_id) == "airflow:dag/task/run/-1#try=1"
     assert other.set_owner(app_id, "airflow:dag/task/run/-1#try=2") is True
     assert sched.get_owner(app_id) == "airflow:dag/task/run/-1#try=2"
-    obj = custom.get_namespaced_custom_object(*_OBJECTS[kind][:2], namespace, _OBJECTS[kind][2], name)
-    assert obj["metadata"]["annotations"]["torchx.pytorch.org/owner"] == "airflow:dag/task/run/-1#try=2"
+    obj = custom.get_namespaced_custom_object(
+        *_OBJECTS[kind][:2], namespace, _OBJECTS[kind][2], name
+    )
+    assert (
+        obj["metadata"]["annotations"]["torchx.pytorch.org/owner"]
+        == "airflow:dag/task/run/-1#try=2"
+    )
     sched.delete(app_id)
     assert sched.set_owner(app_id, "me") is False and sched.get_owner(app_id) is None
 
@@ -202,7 +234,9 @@ def test_mcad_lifecycle(clients: Any) -> None:
     sched = create_mcad("it", client=api)
     app_id = sched.submit(_app(2), {"priority": 7})
     namespace, name = pods.parse_app_id(app_id)
-    aw = custom.get_namespaced_custom_object("workload.codeflare.dev", "v1beta1", namespace, "appwrappers", name)
+    aw = custom.get_namespaced_custom_object(
+        "workload.codeflare.dev", "v1beta1", namespace, "appwrappers", name
+    )
     assert aw["spec"]["priority"] == 7
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == specs.AppState.SUBMITTED
@@ -214,12 +248,18 @@ def test_mcad_lifecycle(clients: Any) -> None:
     _set_pod_phase(core, namespace, f"{name}-trainer-0", "Running")
     _set_pod_phase(core, namespace, f"{name}-trainer-1", "Failed")
     custom.patch_namespaced_custom_object(
-        "workload.codeflare.dev", "v1beta1", namespace, "appwrappers", name, {"status": {"state": "Running"}}
+        "workload.codeflare.dev",
+        "v1beta1",
+        namespace,
+        "appwrappers",
+        name,
+        {"status": {"state": "Running"}},
     )
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == specs.AppState.RUNNING
     assert [r.state for r in desc.roles_statuses[0].replicas] == [
-        specs.AppState.RUNNING, specs.AppState.FAILED,
+        specs.AppState.RUNNING,
+        specs.AppState.FAILED,
     ]
     assert app_id in {r.app_id for r in sched.list()}
     sched.cancel(app_id)
@@ -237,7 +277,11 @@ def test_through_the_runner(clients: Any) -> None:
         assert status is not None and status.state == specs.AppState.PENDING
         _, name = pods.parse_app_id(handle.rsplit("/", 1)[1])
         custom.patch_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", "default", "jobs", name,
+            "batch.volcano.sh",
+            "v1alpha1",
+            "default",
+            "jobs",
+            name,
             {"status": {"state": {"phase": "Completed"}}},
         )
         final = runner.wait(handle, wait_interval=0.01)
@@ -255,11 +299,20 @@ def test_describe_many_lists_once_per_kind_and_namespace(k8s_emulator: Any, clie
     ns, vname = pods.parse_app_id(volcano)
     stored = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", vname)
     _create_pods_like_a_controller(
-        core, ns, [{"apiVersion": "v1", "kind": "Pod", **t["template"]} for t in stored["spec"]["tasks"]])
+        core,
+        ns,
+        [{"apiVersion": "v1", "kind": "Pod", **t["template"]} for t in stored["spec"]["tasks"]],
+    )
     _set_pod_phase(core, ns, f"{vname}-trainer-0", "Running")
     _set_pod_phase(core, ns, f"{vname}-trainer-1", "Failed")
-    custom.patch_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs", vname,
-                                          {"status": {"state": {"phase": "Running"}}})
+    custom.patch_namespaced_custom_object(
+        "batch.volcano.sh",
+        "v1alpha1",
+        ns,
+        "jobs",
+        vname,
+        {"status": {"state": {"phase": "Running"}}},
+    )
     calls: list[str] = []
     real_custom, real_pods = custom.list_namespaced_custom_object, core.list_namespaced_pod
     from kubernetes import client as k8s
@@ -283,7 +336,9 @@ def test_describe_many_lists_once_per_kind_and_namespace(k8s_emulator: Any, clie
     assert many["default:no-such-app"] is None
     assert many[volcano] == sched.describe(volcano)
     assert [r.state for r in many[volcano].roles_statuses[0].replicas] == [
-        specs.AppState.RUNNING, specs.AppState.FAILED]
+        specs.AppState.RUNNING,
+        specs.AppState.FAILED,
+    ]
     assert many[jobset] == sched.describe(jobset)
     for app_id in (volcano, jobset):
         sched.delete(app_id)

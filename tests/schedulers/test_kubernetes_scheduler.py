@@ -47,7 +47,9 @@ def _app(**role_kwargs: object) -> specs.AppDef:
         ),
         **role_kwargs,  # type: ignore[arg-type]
     )
-    ps = specs.Role(name="ps", image="ghcr.io/org/ps:1", entrypoint="ps", resource=specs.resource(h="cpu.small"))
+    ps = specs.Role(
+        name="ps", image="ghcr.io/org/ps:1", entrypoint="ps", resource=specs.resource(h="cpu.small")
+    )
     return specs.AppDef(name="My Train", roles=[trainer, ps])
 
 
@@ -65,7 +67,10 @@ def test_volcano_job_one_task_per_replica_and_validates() -> None:
     assert errors(job) == []
     spec = job["spec"]
     assert [t["name"] for t in spec["tasks"]] == [
-        "trainer-main-0", "trainer-main-1", "trainer-main-2", "ps-0",
+        "trainer-main-0",
+        "trainer-main-1",
+        "trainer-main-2",
+        "ps-0",
     ]
     assert spec["queue"] == "gpu" and spec["schedulerName"] == "volcano"
     assert spec["minAvailable"] == 2 + 1  # elastic min_replicas of the trainer + the ps
@@ -93,7 +98,10 @@ def test_volcano_pod_contents() -> None:
     assert env["RANK0"] == "TORCHX_RANK0_HOST"
     assert env["TORCHX_RANK0_HOST"] == f"{app_id}-trainer-main-0-0.{app_id}"
     assert c["resources"]["limits"] == {
-        "cpu": "4000m", "memory": "8192M", "nvidia.com/gpu": "2", "vpc.amazonaws.com/efa": "1",
+        "cpu": "4000m",
+        "memory": "8192M",
+        "nvidia.com/gpu": "2",
+        "vpc.amazonaws.com/efa": "1",
     }
     assert c["resources"]["requests"] == {"cpu": "3900m", "memory": "7168M", "nvidia.com/gpu": "2"}
     assert c["ports"] == [{"name": "tensorboard", "containerPort": 6006}]
@@ -118,9 +126,7 @@ def test_volcano_pod_contents() -> None:
 
 
 def test_replica_retry_policy_maps_to_restart_task() -> None:
-    info = create_scheduler("s").submit_dryrun(
-        _app(retry_policy=specs.RetryPolicy.REPLICA), {}
-    )
+    info = create_scheduler("s").submit_dryrun(_app(retry_policy=specs.RetryPolicy.REPLICA), {})
     actions = {p["action"] for p in info.request.resource["spec"]["tasks"][0]["policies"]}
     assert actions == {"RestartTask"}
 
@@ -143,7 +149,9 @@ def test_jobset_mode_validates_and_carries_kueue_label() -> None:
     rj = js["spec"]["replicatedJobs"][0]
     job_spec = rj["template"]["spec"]
     assert (job_spec["parallelism"], job_spec["completions"], job_spec["completionMode"]) == (
-        3, 3, "Indexed",
+        3,
+        3,
+        "Indexed",
     )
     (c,) = job_spec["template"]["spec"]["containers"]
     assert c["env"][0]["name"] == "TORCHX_REPLICA_ID"  # defined before anything references it
@@ -258,7 +266,8 @@ def test_state_tables_are_the_documented_ones() -> None:
 
 @pytest.mark.parametrize(
     ("phase", "expected"),
-    sorted(VOLCANO_EXPECTED.items()) + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
+    sorted(VOLCANO_EXPECTED.items())
+    + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
 )
 def test_volcano_state_table(phase: str, expected: specs.AppState) -> None:
     obj = {"status": {"state": {"phase": phase}, "retryCount": 2}}
@@ -298,9 +307,13 @@ def test_fractional_cpu_reaches_requests_and_limits() -> None:
 
 
 def test_jobset_states() -> None:
-    def js(conds: list[str], suspend: bool = False, cancelled: bool = False, active: int = 0) -> dict:
+    def js(
+        conds: list[str], suspend: bool = False, cancelled: bool = False, active: int = 0
+    ) -> dict:
         return {
-            "metadata": {"annotations": {"torchx.pytorch.org/cancelled": "true"} if cancelled else {}},
+            "metadata": {
+                "annotations": {"torchx.pytorch.org/cancelled": "true"} if cancelled else {}
+            },
             "spec": {"suspend": suspend},
             "status": {
                 "conditions": [{"type": c, "status": "True"} for c in conds],
@@ -319,7 +332,8 @@ def test_jobset_states() -> None:
 
 def test_mcad_app_wrapper_validates() -> None:
     info = create_mcad("s").submit_dryrun(
-        _app(), {**CFG_COMMON, "priority": 5, "coscheduler_name": "scheduler-plugins", "max_requeues": 3}
+        _app(),
+        {**CFG_COMMON, "priority": 5, "coscheduler_name": "scheduler-plugins", "max_requeues": 3},
     )
     aw = info.request.resource
     assert errors(aw) == []
@@ -374,7 +388,9 @@ def test_volcano_task_status_counts() -> None:
     }
 
 
-def test_namespace_from_kubeconfig_context(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_namespace_from_kubeconfig_context(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pathlib import Path
 
     cfg = Path(str(tmp_path)) / "kubeconfig"
@@ -413,7 +429,9 @@ def test_pod_resources_leave_the_node_reserve_as_torchx() -> None:
     (c,) = info.request.resource["spec"]["tasks"][0]["template"]["spec"]["containers"]
     assert c["resources"] == {
         "limits": {
-            "cpu": "96000m", "memory": "1132416M", "nvidia.com/gpu": "8",
+            "cpu": "96000m",
+            "memory": "1132416M",
+            "nvidia.com/gpu": "8",
             "vpc.amazonaws.com/efa": "4",
         },
         "requests": {"cpu": "95900m", "memory": "1131392M", "nvidia.com/gpu": "8"},
@@ -421,7 +439,11 @@ def test_pod_resources_leave_the_node_reserve_as_torchx() -> None:
     cfg = {"queue": "q", "reserved_millicpu": 2000, "reserved_memmb": 0, "efa_device_count": 0}
     info = create_scheduler("s").submit_dryrun(_whole_node_app(), cfg)
     (c,) = info.request.resource["spec"]["tasks"][0]["template"]["spec"]["containers"]
-    assert c["resources"]["requests"] == {"cpu": "94000m", "memory": "1132416M", "nvidia.com/gpu": "8"}
+    assert c["resources"]["requests"] == {
+        "cpu": "94000m",
+        "memory": "1132416M",
+        "nvidia.com/gpu": "8",
+    }
     assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
 
 
@@ -440,9 +462,11 @@ def test_pod_labels_and_annotations_are_torchx_ones(kind: str) -> None:
     assert metas and "sidecar.istio.io/inject" in text
     for meta in metas:
         labels = meta["labels"]
-        assert {k: v for k, v in labels.items() if k.startswith(("torchx.pytorch.org/", "app.kubernetes.io/"))} | {
-            pods.LABEL_REPLICA_ID: "0"
-        } == {
+        assert {
+            k: v
+            for k, v in labels.items()
+            if k.startswith(("torchx.pytorch.org/", "app.kubernetes.io/"))
+        } | {pods.LABEL_REPLICA_ID: "0"} == {
             "torchx.pytorch.org/version": __version__,
             "torchx.pytorch.org/app-name": "whole_node",
             "torchx.pytorch.org/role-index": "0",

@@ -67,9 +67,15 @@ class RecordingSupervisor(Supervisor):
 
 def _role(name: str, replicas: int, policy: str, retries: int) -> dict[str, Any]:
     return {
-        "name": name, "cwd": "/", "entrypoint": "true", "argv": [], "env": {},
-        "replica_env": [{} for _ in range(replicas)], "num_replicas": replicas,
-        "max_retries": retries, "retry_policy": policy,
+        "name": name,
+        "cwd": "/",
+        "entrypoint": "true",
+        "argv": [],
+        "env": {},
+        "replica_env": [{} for _ in range(replicas)],
+        "num_replicas": replicas,
+        "max_retries": retries,
+        "retry_policy": policy,
     }
 
 
@@ -128,7 +134,9 @@ def test_role_budget_allows_exactly_max_retries_restarts(tmp_path: Path, retries
 
 @pytest.mark.parametrize("retries", [0, 2])
 def test_application_policy_restarts_every_role(tmp_path: Path, retries: int) -> None:
-    sup = supervisor(tmp_path, _role("trainer", 2, "APPLICATION", retries), _role("ps", 1, "APPLICATION", 0))
+    sup = supervisor(
+        tmp_path, _role("trainer", 2, "APPLICATION", retries), _role("ps", 1, "APPLICATION", 0)
+    )
     for _ in range(retries):
         sup.exit("trainer", 1, 1)
         assert sorted(sup.stopped) == [("ps", 0), ("trainer", 0)]
@@ -161,8 +169,12 @@ def test_killed_by_signal_is_named_in_the_message(tmp_path: Path) -> None:
 def test_status_file_state_characters() -> None:
     # the one-character replica states the supervisor writes (P R S F C U), read back by status
     assert dict(LOCAL_STATES) == {
-        "P": AppState.PENDING, "R": AppState.RUNNING, "S": AppState.SUCCEEDED,
-        "F": AppState.FAILED, "C": AppState.CANCELLED, "U": AppState.UNKNOWN,
+        "P": AppState.PENDING,
+        "R": AppState.RUNNING,
+        "S": AppState.SUCCEEDED,
+        "F": AppState.FAILED,
+        "C": AppState.CANCELLED,
+        "U": AppState.UNKNOWN,
     }
 
 
@@ -170,7 +182,11 @@ def test_exit_bookkeeping_codes_states_and_dirty(tmp_path: Path) -> None:
     sup = supervisor(tmp_path, _role("trainer", 3, "REPLICA", 0))
     sup.dirty = False
     sup.exit("trainer", 0, 0)
-    assert (sup.slot("trainer", 0).state, sup.slot("trainer", 0).exitcode, sup.dirty) == ("S", 0, True)
+    assert (sup.slot("trainer", 0).state, sup.slot("trainer", 0).exitcode, sup.dirty) == (
+        "S",
+        0,
+        True,
+    )
     slot = sup.slot("trainer", 1)
     del sup.procs[slot.pid]
     sup.on_exit(slot, None, 9)

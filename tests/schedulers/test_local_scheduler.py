@@ -46,7 +46,9 @@ def sched(root: str) -> LocalScheduler:
     return create_scheduler("sess")
 
 
-def fake_app(root: str, app_id: str, state: str = "SUCCEEDED", states: str = "SS", **extra: object) -> str:
+def fake_app(
+    root: str, app_id: str, state: str = "SUCCEEDED", states: str = "SS", **extra: object
+) -> str:
     """Writes the status file of a finished app (no supervisor) and returns its directory."""
     app_dir = os.path.join(root, app_id)
     os.makedirs(os.path.join(app_dir, "r"), exist_ok=True)
@@ -125,7 +127,9 @@ def test_dryrun_substitutes_macros_per_replica(sched: LocalScheduler, root: str)
     assert r.env["A"] == app_id and "R" not in r.env
     assert [rep.env["R"] for rep in r.replicas] == ["r0", "r1"]
     assert [rep.env["TORCHX_REPLICA_IDX"] for rep in r.replicas] == ["0", "1"]
-    assert r.replicas[1].env["TORCHELASTIC_ERROR_FILE"] == os.path.join(req.app_dir, "trainer", "1.error.json")
+    assert r.replicas[1].env["TORCHELASTIC_ERROR_FILE"] == os.path.join(
+        req.app_dir, "trainer", "1.error.json"
+    )
     assert r.env["TORCHX_RANK0_HOST"] == "localhost" and r.env["MASTER_ADDR"] == "localhost"
     assert r.env["TORCHX_JOB_ID"] == f"local_cwd://sess/{app_id}"
     assert r.env["TORCHX_ROLE_NAME"] == "trainer" and r.env["PYTHONUNBUFFERED"] == "x"
@@ -133,14 +137,18 @@ def test_dryrun_substitutes_macros_per_replica(sched: LocalScheduler, root: str)
 
 
 def test_dryrun_argv_is_shared_when_it_does_not_vary(sched: LocalScheduler) -> None:
-    req = _dryrun(sched, specs.Role("r", image="", entrypoint="/bin/true", args=["x"], num_replicas=3))
+    req = _dryrun(
+        sched, specs.Role("r", image="", entrypoint="/bin/true", args=["x"], num_replicas=3)
+    )
     assert [rep.argv for rep in req.roles[0].replicas] == [None, None, None]
     plan = req.materialize()
     assert plan["roles"][0]["replica_argv"] == {} and plan["roles"][0]["num_replicas"] == 3
 
 
 def test_dryrun_is_printable_and_pure(sched: LocalScheduler, root: str) -> None:
-    info = sched.submit_dryrun(specs.AppDef("app", roles=[specs.Role("r", image="", entrypoint="echo")]), {})
+    info = sched.submit_dryrun(
+        specs.AppDef("app", roles=[specs.Role("r", image="", entrypoint="echo")]), {}
+    )
     text = str(info)
     assert info.request.app_id in text and "cmd: echo" in text
     assert not os.path.exists(root)  # nothing written by a dry run
@@ -152,14 +160,27 @@ def test_path_and_prepend_cwd(sched: LocalScheduler, monkeypatch: pytest.MonkeyP
     cwd = os.getcwd()
     # the working directory comes last unless prepend_cwd puts it first (TorchX semantics)
     assert _dryrun(sched, role).roles[0].env["PATH"] == f"/opt/bin:/usr/bin:{cwd}"
-    assert _dryrun(sched, role, {"prepend_cwd": True}).roles[0].env["PATH"] == f"{cwd}:/opt/bin:/usr/bin"
+    assert (
+        _dryrun(sched, role, {"prepend_cwd": True}).roles[0].env["PATH"]
+        == f"{cwd}:/opt/bin:/usr/bin"
+    )
 
 
 def test_cuda_visible_devices_round_robin(root: str) -> None:
     sched = LocalScheduler("s", gpu_count=4)
-    role = specs.Role("r", image="", entrypoint="x", num_replicas=3, resource=specs.Resource(cpu=1, gpu=2, memMB=1))
+    role = specs.Role(
+        "r",
+        image="",
+        entrypoint="x",
+        num_replicas=3,
+        resource=specs.Resource(cpu=1, gpu=2, memMB=1),
+    )
     req = _dryrun(sched, role, {"auto_set_cuda_visible_devices": True})
-    assert [rep.env["CUDA_VISIBLE_DEVICES"] for rep in req.roles[0].replicas] == ["0,1", "2,3", "0,1"]
+    assert [rep.env["CUDA_VISIBLE_DEVICES"] for rep in req.roles[0].replicas] == [
+        "0,1",
+        "2,3",
+        "0,1",
+    ]
     req = _dryrun(sched, role)
     assert "CUDA_VISIBLE_DEVICES" not in req.roles[0].replicas[0].env
 
@@ -177,20 +198,27 @@ def test_validation_lists_every_problem(sched: LocalScheduler) -> None:
 
 def test_local_dir_scheduler_uses_image_dir(root: str, tmp_path: Path) -> None:
     sched = create_dir_scheduler("s")
-    req = _dryrun(sched, specs.Role("r", image=str(tmp_path), entrypoint="x", args=[specs.macros.img_root]))
+    req = _dryrun(
+        sched, specs.Role("r", image=str(tmp_path), entrypoint="x", args=[specs.macros.img_root])
+    )
     assert req.roles[0].cwd == str(tmp_path) and req.roles[0].argv[1] == str(tmp_path)
     with pytest.raises(AppValidationError, match="not an existing directory"):
         _dryrun(sched, specs.Role("r", image="busybox:latest", entrypoint="x"))
 
 
-def test_workspace_is_staged_then_moved_into_the_app_dir(sched: LocalScheduler, root: str, tmp_path: Path) -> None:
+def test_workspace_is_staged_then_moved_into_the_app_dir(
+    sched: LocalScheduler, root: str, tmp_path: Path
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "f.txt").write_text("x")
     role = specs.Role("r", image="", entrypoint="x", workspace=specs.Workspace({str(ws): ""}))
     req = _dryrun(sched, role)
     ((src, dst),) = req.staged.items()
-    assert src.startswith(os.path.join(root, _state.STAGING)) and (Path(src) / "f.txt").read_text() == "x"
+    assert (
+        src.startswith(os.path.join(root, _state.STAGING))
+        and (Path(src) / "f.txt").read_text() == "x"
+    )
     assert dst == os.path.join(req.app_dir, "workspace") == req.roles[0].cwd
 
 
@@ -199,7 +227,15 @@ def test_workspace_is_staged_then_moved_into_the_app_dir(sched: LocalScheduler, 
 
 def test_describe_maps_the_status_file(sched: LocalScheduler, root: str) -> None:
     err = json.dumps({"message": "boom", "exit_code": 3})
-    fake_app(root, "app-x1", state="FAILED", states="FSC", failed=[0, 0], structured_error_msg=err, msg="m")
+    fake_app(
+        root,
+        "app-x1",
+        state="FAILED",
+        states="FSC",
+        failed=[0, 0],
+        structured_error_msg=err,
+        msg="m",
+    )
     desc = sched.describe("app-x1")
     assert desc is not None
     assert desc.state == AppState.FAILED and desc.msg == "m" and desc.structured_error_msg == err
@@ -216,12 +252,17 @@ def test_describe_unknown_or_malformed_id_is_none(sched: LocalScheduler, root: s
     assert not sched.exists("nope-123")
 
 
-def test_status_of_app_whose_supervisor_died_becomes_failed(sched: LocalScheduler, root: str) -> None:
+def test_status_of_app_whose_supervisor_died_becomes_failed(
+    sched: LocalScheduler, root: str
+) -> None:
     app_dir = fake_app(root, "app-x2", state="RUNNING", states="RS", sup_pid=123)
     desc = sched.describe("app-x2")
     assert desc is not None and desc.state == AppState.FAILED
     assert "died" in desc.msg
-    assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.UNKNOWN, AppState.SUCCEEDED]
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [
+        AppState.UNKNOWN,
+        AppState.SUCCEEDED,
+    ]
     # the correction is persisted
     assert _state.read_json(os.path.join(app_dir, STATUS_FILE))["state"] == "FAILED"  # type: ignore[index]
 
@@ -232,7 +273,10 @@ def test_list_is_one_pass_over_the_root(sched: LocalScheduler, root: str) -> Non
     os.makedirs(os.path.join(root, _state.STAGING))
     assert [a.app_id for a in sched.list()] == ["a-1", "b-2"]  # oldest first
     listed = {a.app_id: a for a in sched.list()}
-    assert {k: v.state for k, v in listed.items()} == {"a-1": AppState.SUCCEEDED, "b-2": AppState.CANCELLED}
+    assert {k: v.state for k, v in listed.items()} == {
+        "a-1": AppState.SUCCEEDED,
+        "b-2": AppState.CANCELLED,
+    }
     assert listed["a-1"].app_handle == "local_cwd://sess/a-1" and listed["a-1"].name == "a"
     assert create_scheduler("s", root=os.path.join(root, "missing")).list() == []
 
@@ -246,7 +290,9 @@ def test_cancel_and_delete_of_finished_app(sched: LocalScheduler, root: str) -> 
     sched.cancel("app-x3")  # unknown: a no-op
 
 
-def test_cancel_of_app_whose_supervisor_died_reports_the_death(sched: LocalScheduler, root: str) -> None:
+def test_cancel_of_app_whose_supervisor_died_reports_the_death(
+    sched: LocalScheduler, root: str
+) -> None:
     # a status that claims RUNNING; its supervisor is gone: cancel notices, records FAILED
     fake_app(root, "app-x4", state="RUNNING", states="R", ended=None)
     sched.cancel("app-x4")
@@ -352,9 +398,13 @@ def test_unusable_root_is_a_typed_error(tmp_path: Path) -> None:
 def test_os_errors_of_the_root_become_typed_errors(tmp_path: Path, err: int, says: str) -> None:
     from torchx_core.schedulers.local._create import LocalDiskError, disk_error
 
-    e = disk_error(OSError(err, os.strerror(err), str(tmp_path / "x")), str(tmp_path), "cannot create app a-1")
+    e = disk_error(
+        OSError(err, os.strerror(err), str(tmp_path / "x")), str(tmp_path), "cannot create app a-1"
+    )
     assert isinstance(e, LocalDiskError) and e.errno == err
-    assert str(e).startswith("cannot create app a-1:") and says in str(e) and str(tmp_path) in str(e)
+    assert (
+        str(e).startswith("cannot create app a-1:") and says in str(e) and str(tmp_path) in str(e)
+    )
     if err == errno.ENOSPC:
         assert "bytes free" in str(e)
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from torchx_core.schedulers._logs import SharedEndCheck
 
 
-def _hold(check: SharedEndCheck, app_id: str, started: threading.Event,
-          release: threading.Event) -> None:
+def _hold(
+    check: SharedEndCheck, app_id: str, started: threading.Event, release: threading.Event
+) -> None:
     def lines() -> Iterator[str]:
         started.set()
         release.wait(30)
@@ -93,11 +94,20 @@ def test_iter_files_lines_follows_two_files_until_done(tmp_path) -> None:  # typ
 
     t = threading.Thread(target=writer)
     t.start()
-    lines = list(iter_files_lines([str(out), str(err)], should_tail=True, is_done=done.is_set,
-                                  poll_interval=0.01, wait_for_file=5.0))
+    lines = list(
+        iter_files_lines(
+            [str(out), str(err)],
+            should_tail=True,
+            is_done=done.is_set,
+            poll_interval=0.01,
+            wait_for_file=5.0,
+        )
+    )
     t.join()
     assert sorted(lines) == sorted(["o1\n", "o2\n", "e1\n", "e2 no newline"])
-    assert lines.index("o1\n") < lines.index("o2\n") and lines.index("e1\n") < lines.index("e2 no newline")
+    assert lines.index("o1\n") < lines.index("o2\n") and lines.index("e1\n") < lines.index(
+        "e2 no newline"
+    )
     assert list(iter_files_lines([str(out), str(err)])) == ["o1\n", "o2\n", "e1\n", "e2 no newline"]
     assert list(iter_files_lines([str(tmp_path / "missing.out")])) == []
 
@@ -114,8 +124,11 @@ def test_iter_files_lines_reads_a_file_that_appears_as_the_app_ends(tmp_path) ->
         err.write_text("e1\nlast")  # the replica's final words, then it ends
         return True
 
-    lines = list(iter_files_lines([str(out), str(err)], should_tail=True,
-                                  is_done=ends_writing_stderr, poll_interval=0.01))
+    lines = list(
+        iter_files_lines(
+            [str(out), str(err)], should_tail=True, is_done=ends_writing_stderr, poll_interval=0.01
+        )
+    )
     assert sorted(lines) == ["e1\n", "last", "o1\n"]
 
 
@@ -128,7 +141,14 @@ def test_iter_file_lines_reads_a_file_that_appears_as_the_app_ends(tmp_path) -> 
         log.write_text("only line\n")
         return True
 
-    assert list(iter_file_lines(str(log), should_tail=True, is_done=ends_writing,
-                                poll_interval=0.01)) == ["only line\n"]
-    assert list(iter_file_lines(str(tmp_path / "never"), should_tail=True,
-                                is_done=lambda: True, poll_interval=0.01)) == []
+    assert list(
+        iter_file_lines(str(log), should_tail=True, is_done=ends_writing, poll_interval=0.01)
+    ) == ["only line\n"]
+    assert (
+        list(
+            iter_file_lines(
+                str(tmp_path / "never"), should_tail=True, is_done=lambda: True, poll_interval=0.01
+            )
+        )
+        == []
+    )

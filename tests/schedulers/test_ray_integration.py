@@ -42,8 +42,15 @@ def jobs(ray_head: str) -> Iterator[Jobs]:
 
 
 def sh(name: str, script: str, replicas: int = 1, cpu: int = 1, **kwargs: Any) -> Role:
-    return Role(name=name, image="", entrypoint="sh", args=["-c", script],
-                num_replicas=replicas, resource=resource(cpu=cpu, memMB=64), **kwargs)
+    return Role(
+        name=name,
+        image="",
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=replicas,
+        resource=resource(cpu=cpu, memMB=64),
+        **kwargs,
+    )
 
 
 def _procs_with(marker: str) -> list[int]:
@@ -59,10 +66,13 @@ def _procs_with(marker: str) -> list[int]:
 
 
 def test_multi_role_success_per_replica_logs_and_list(jobs: Jobs) -> None:
-    app = AppDef("hello", roles=[
-        sh("worker", f'echo "worker {macros.replica_id} rank0=$TORCHX_RANK0_HOST"', replicas=2),
-        sh("ps", "echo ps up; echo ps err >&2"),
-    ])
+    app = AppDef(
+        "hello",
+        roles=[
+            sh("worker", f'echo "worker {macros.replica_id} rank0=$TORCHX_RANK0_HOST"', replicas=2),
+            sh("ps", "echo ps up; echo ps err >&2"),
+        ],
+    )
     app_id = jobs.submit(app)
     desc = jobs.wait(app_id)
     assert desc.state == AppState.SUCCEEDED, desc.msg
@@ -84,8 +94,9 @@ def test_failure_exit_code(jobs: Jobs) -> None:
 
 def test_cancel_stops_the_job_and_its_processes(jobs: Jobs) -> None:
     marker = "6011"  # unique sleep argument to find the replica processes
-    app_id = jobs.submit(AppDef("sleeper", roles=[sh("w", f"echo started; sleep {marker}",
-                                                     replicas=2)]))
+    app_id = jobs.submit(
+        AppDef("sleeper", roles=[sh("w", f"echo started; sleep {marker}", replicas=2)])
+    )
     jobs.wait(app_id, until=lambda s: s == AppState.RUNNING)
     deadline = time.monotonic() + 120
     while len(_procs_with(f"sleep\0{marker}")) < 2 and time.monotonic() < deadline:
@@ -101,16 +112,20 @@ def test_cancel_stops_the_job_and_its_processes(jobs: Jobs) -> None:
 
 def test_working_dir_is_uploaded(jobs: Jobs, tmp_path: Path) -> None:
     (tmp_path / "job.py").write_text("import sys\nprint('from job.py', sys.argv[1])\n")
-    role = Role(name="py", image="", entrypoint="python", args=["job.py", macros.replica_id],
-                resource=resource(cpu=1, memMB=64))
+    role = Role(
+        name="py",
+        image="",
+        entrypoint="python",
+        args=["job.py", macros.replica_id],
+        resource=resource(cpu=1, memMB=64),
+    )
     app_id = jobs.submit(AppDef("wd", roles=[role]), working_dir=str(tmp_path))
     assert jobs.wait(app_id).state == AppState.SUCCEEDED
     assert list(jobs.sched.log_iter(app_id, "py", 0)) == ["from job.py 0\n"]
 
 
 def test_unplaceable_replicas_fail_after_placement_timeout(jobs: Jobs) -> None:
-    app_id = jobs.submit(AppDef("huge", roles=[sh("w", "echo never", cpu=64)]),
-                         placement_timeout=3)
+    app_id = jobs.submit(AppDef("huge", roles=[sh("w", "echo never", cpu=64)]), placement_timeout=3)
     desc = jobs.wait(app_id)
     assert desc.state == AppState.FAILED
     assert "exit code 2" in desc.msg

@@ -30,12 +30,19 @@ from torchx_core.specs import (
 
 
 def _app(**trainer_kwargs: object) -> AppDef:
-    trainer = Role(name="trainer", image="", entrypoint="python",
-                   args=["-m", "train", "--rank", macros.replica_id, "--app", macros.app_id],
-                   env={"MASTER_VAR": macros.rank0_env}, num_replicas=2,
-                   resource=resource(cpu=2, gpu=1, memMB=1024), **trainer_kwargs)  # type: ignore[arg-type]
-    ps = Role(name="ps", image="", entrypoint="echo", args=["ps"],
-              resource=resource(cpu=1, memMB=64))
+    trainer = Role(
+        name="trainer",
+        image="",
+        entrypoint="python",
+        args=["-m", "train", "--rank", macros.replica_id, "--app", macros.app_id],
+        env={"MASTER_VAR": macros.rank0_env},
+        num_replicas=2,
+        resource=resource(cpu=2, gpu=1, memMB=1024),
+        **trainer_kwargs,
+    )  # type: ignore[arg-type]
+    ps = Role(
+        name="ps", image="", entrypoint="echo", args=["ps"], resource=resource(cpu=1, memMB=64)
+    )
     return AppDef("Ray App", roles=[trainer, ps])
 
 
@@ -52,8 +59,11 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     # dryrun prints the native request: exactly the golden file (random submission id replaced)
     check_golden("ray_dryrun.json", str(info).replace(sid, "SID"), __file__)
     assert json.loads(str(info)) == req.to_dict()
-    assert [(a.role, a.replica_id) for a in req.actors] == [("trainer", 0), ("trainer", 1),
-                                                           ("ps", 0)]
+    assert [(a.role, a.replica_id) for a in req.actors] == [
+        ("trainer", 0),
+        ("trainer", 1),
+        ("ps", 0),
+    ]
 
 
 def test_dashboard_address_from_option_env_or_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,11 +92,18 @@ def test_schedule_uploads_driver_actors_workspace_and_requirements(tmp_path: Pat
     assert app_id.endswith(job.submission_id)
     assert job.entrypoint == "python _ray_driver.py"
     assert job.runtime_env["pip"] == ["numpy==1.26", "requests"]
-    assert set(job.files) == {"_ray_driver.py", "torchx_ray_actors.json", "src/train.py",
-                              "src/requirements.txt"}
+    assert set(job.files) == {
+        "_ray_driver.py",
+        "torchx_ray_actors.json",
+        "src/train.py",
+        "src/requirements.txt",
+    }
     spec = json.loads(job.files["torchx_ray_actors.json"])
     assert [(a["role"], a["replica_id"]) for a in spec["actors"]] == [
-        ("trainer", 0), ("trainer", 1), ("ps", 0)]
+        ("trainer", 0),
+        ("trainer", 1),
+        ("ps", 0),
+    ]
     assert spec["placement_strategy"] == "PACK"
     assert not Path(job.runtime_env["working_dir"]).exists()  # temp dir removed after upload
 
@@ -100,9 +117,13 @@ def test_describe_states_list_logs_cancel_delete() -> None:
     assert desc is not None and desc.state == AppState.PENDING
     assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2), ("ps", 1)]
     assert desc.ui_url == f"http://127.0.0.1:8265/#/jobs/{sid}"
-    expected = {"PENDING": AppState.PENDING, "RUNNING": AppState.RUNNING,
-                "SUCCEEDED": AppState.SUCCEEDED, "FAILED": AppState.FAILED,
-                "STOPPED": AppState.CANCELLED}
+    expected = {
+        "PENDING": AppState.PENDING,
+        "RUNNING": AppState.RUNNING,
+        "SUCCEEDED": AppState.SUCCEEDED,
+        "FAILED": AppState.FAILED,
+        "STOPPED": AppState.CANCELLED,
+    }
     assert set(JOB_STATES) == set(expected)
     for native, state in expected.items():
         client.jobs[sid].status = FakeStatus(native)
@@ -110,14 +131,16 @@ def test_describe_states_list_logs_cancel_delete() -> None:
     client.jobs[sid].status = FakeStatus.RUNNING
     client.jobs["foreign"] = type(client.jobs[sid])("foreign", "x", {}, {}, {})
     assert [(a.app_id, a.state, a.name) for a in sched.list()] == [
-        (app_id, AppState.RUNNING, "Ray App")]
+        (app_id, AppState.RUNNING, "Ray App")
+    ]
     client.jobs[sid].logs = (
         "INFO worker.py -- Connected\n"
         "\x1b[36m(CommandActor pid=1)\x1b[0m [trainer/0] step 1\n"
         "\x1b[36m(CommandActor pid=2)\x1b[0m [trainer/1] step 1 on 1\n"
         "(CommandActor pid=1) [trainer/0] step 2\n"
         "(CommandActor pid=3) [ps/0] ps\n"
-        "(CommandActor pid=1) [trainer/0] partial")
+        "(CommandActor pid=1) [trainer/0] partial"
+    )
     assert list(sched.log_iter(app_id, "trainer", 0)) == ["step 1\n", "step 2\n"]
     assert list(sched.log_iter(app_id, "trainer", 1)) == ["step 1 on 1\n"]
     assert list(sched.log_iter(app_id, "trainer", 0, regex="2")) == ["step 2\n"]
@@ -128,7 +151,10 @@ def test_describe_states_list_logs_cancel_delete() -> None:
     assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
     # once finished, the partial last line is complete too
     assert list(sched.log_iter(app_id, "trainer", 0, should_tail=True)) == [
-        "step 1\n", "step 2\n", "partial\n"]
+        "step 1\n",
+        "step 2\n",
+        "partial\n",
+    ]
     sched.delete(app_id)
     assert client.deleted == [sid] and sched.describe(app_id) is None
 
@@ -151,7 +177,11 @@ def test_tail_polls_until_the_job_ends() -> None:
     client.jobs[app_id.split("-", 1)[1]].status = FakeStatus.RUNNING
     # the job ends during the 3rd read; one more read after the end collects the rest
     assert list(sched.log_iter(app_id, "ps", 0, should_tail=True)) == [
-        "line 1\n", "line 2\n", "line 3\n", "line 4\n"]
+        "line 1\n",
+        "line 2\n",
+        "line 3\n",
+        "line 4\n",
+    ]
 
 
 def test_unknown_apps_and_submit_errors() -> None:
@@ -190,11 +220,13 @@ def test_client_per_address_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> 
         sched.describe("127.0.0.1:8265-x")
 
 
-
 def test_bad_local_paths_and_unreachable_dashboard_are_typed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    with pytest.raises(InvalidRunConfigException, match="working_dir='/no/such/dir' is not a local"):
+    with pytest.raises(
+        InvalidRunConfigException, match="working_dir='/no/such/dir' is not a local"
+    ):
         _sched().submit_dryrun(_app(), {"working_dir": "/no/such/dir"})
     with pytest.raises(InvalidRunConfigException, match="requirements='/no/reqs.txt' is not a"):
         _sched().submit_dryrun(_app(), {"requirements": "/no/reqs.txt"})
@@ -209,10 +241,15 @@ def test_bad_local_paths_and_unreachable_dashboard_are_typed(
         raise ConnectionError(f"Failed to connect to Ray at address: http://{address}.")
 
     sched = RayScheduler("t", client_factory=refused)
-    for call in (lambda: sched.describe("127.0.0.1:1-x"), lambda: sched.list(),
-                 lambda: sched.submit(_app(), {"dashboard_address": "127.0.0.1:1"})):
-        with pytest.raises(SchedulerError, match="cannot reach the Ray Jobs API at http://127.0.0.1"
-                           ":(1|8265): .*dashboard_address"):
+    for call in (
+        lambda: sched.describe("127.0.0.1:1-x"),
+        lambda: sched.list(),
+        lambda: sched.submit(_app(), {"dashboard_address": "127.0.0.1:1"}),
+    ):
+        with pytest.raises(
+            SchedulerError,
+            match="cannot reach the Ray Jobs API at http://127.0.0.1:(1|8265): .*dashboard_address",
+        ):
             call()
 
 

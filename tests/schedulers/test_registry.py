@@ -156,7 +156,9 @@ def test_unknown_name_lists_valid_names_with_suggestion() -> None:
 
 
 def test_deferred_factory_reports_missing_backend_module() -> None:
-    reg = SchedulerRegistry({"ghost": "torchx_core.schedulers.no_such_scheduler"}, entry_points=Scans([]))
+    reg = SchedulerRegistry(
+        {"ghost": "torchx_core.schedulers.no_such_scheduler"}, entry_points=Scans([])
+    )
     with pytest.raises(SchedulerRegistryError, match="not installed"):
         reg.get("ghost")("s")
 

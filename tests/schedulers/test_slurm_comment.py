@@ -13,7 +13,10 @@ from torchx_core.schedulers.slurm._comment import JobComment, parse_comment, sub
         (JobComment(), ""),
         (JobComment(user="nightly run"), "nightly run"),
         (JobComment(app="train-1a2b"), "torchx:app=train-1a2b"),
-        (JobComment("nightly", "train", "airflow:d/t/r/-1#try=2"), "nightly torchx:app=train;owner=airflow:d/t/r/-1#try=2"),
+        (
+            JobComment("nightly", "train", "airflow:d/t/r/-1#try=2"),
+            "nightly torchx:app=train;owner=airflow:d/t/r/-1#try=2",
+        ),
         (JobComment("", "", "prefect:flow run 7"), "torchx:app=;owner=prefect:flow run 7"),
     ],
 )

@@ -23,9 +23,29 @@ from torchx_core.specs import AppState, is_terminal
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.timeout(300)]
 
 PY = sys.executable
-HOSTILE = [":", "\\:", "it's", '"dq"', "$HOME", "${SLURM_JOB_ID}", "`id`", "$(id)", "a\nb",
-           "ünï©ødé ✓", "\\", "*", "", " lead", "%j", "--het-group=1", ";", "|", "#",
-           "a\r\nb", "\r"]  # carriage returns: sbatch refuses a script with "\r\n" in it
+HOSTILE = [
+    ":",
+    "\\:",
+    "it's",
+    '"dq"',
+    "$HOME",
+    "${SLURM_JOB_ID}",
+    "`id`",
+    "$(id)",
+    "a\nb",
+    "ünï©ødé ✓",
+    "\\",
+    "*",
+    "",
+    " lead",
+    "%j",
+    "--het-group=1",
+    ";",
+    "|",
+    "#",
+    "a\r\nb",
+    "\r",
+]  # carriage returns: sbatch refuses a script with "\r\n" in it
 
 
 @pytest.fixture
@@ -46,12 +66,23 @@ def sched(slurm_cluster: SlurmCluster) -> Iterator[SlurmScheduler]:  # noqa: F81
 
 
 def role(name: str, code: str, replicas: int = 1, **kw: object) -> specs.Role:
-    return specs.Role(name, image="", entrypoint=PY, args=["-c", code], num_replicas=replicas,
-                      resource=specs.Resource(cpu=1, gpu=0, memMB=100), **kw)  # type: ignore[arg-type]
+    return specs.Role(
+        name,
+        image="",
+        entrypoint=PY,
+        args=["-c", code],
+        num_replicas=replicas,
+        resource=specs.Resource(cpu=1, gpu=0, memMB=100),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
-def wait(sched: SlurmScheduler, app_id: str, until: Callable[[DescribeAppResponse], bool],
-         timeout: float = 120) -> DescribeAppResponse:
+def wait(
+    sched: SlurmScheduler,
+    app_id: str,
+    until: Callable[[DescribeAppResponse], bool],
+    timeout: float = 120,
+) -> DescribeAppResponse:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -87,10 +118,13 @@ def test_single_role_multi_replica(sched: SlurmScheduler, tmp_path: Path) -> Non
 
 def test_heterogeneous_multi_role(sched: SlurmScheduler, tmp_path: Path) -> None:
     code = "import os,sys; print(sys.argv[1], os.environ['ROLE'], os.environ['TORCHX_RANK0_HOST'])"
-    app = specs.AppDef("het", roles=[
-        role("trainer", code, replicas=1, env={"ROLE": "t"}),
-        role("reader", code, replicas=2, env={"ROLE": "r"}),
-    ])
+    app = specs.AppDef(
+        "het",
+        roles=[
+            role("trainer", code, replicas=1, env={"ROLE": "t"}),
+            role("reader", code, replicas=2, env={"ROLE": "r"}),
+        ],
+    )
     for r in app.roles:
         r.args.append(f"{r.name}-{specs.macros.replica_id}-of-{specs.macros.app_id}")
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
@@ -102,10 +136,13 @@ def test_heterogeneous_multi_role(sched: SlurmScheduler, tmp_path: Path) -> None
 
 
 def test_failing_job(sched: SlurmScheduler, tmp_path: Path) -> None:
-    app = specs.AppDef("fail", roles=[
-        role("ok", "print('fine')"),
-        role("bad", "import sys; print('boom', file=sys.stderr); sys.exit(3)"),
-    ])
+    app = specs.AppDef(
+        "fail",
+        roles=[
+            role("ok", "print('fine')"),
+            role("bad", "import sys; print('boom', file=sys.stderr); sys.exit(3)"),
+        ],
+    )
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     d = wait(sched, app_id, finished)
     assert d.state == AppState.FAILED
@@ -115,8 +152,12 @@ def test_failing_job(sched: SlurmScheduler, tmp_path: Path) -> None:
 
 
 def test_cancelled_job(sched: SlurmScheduler, tmp_path: Path) -> None:
-    app = specs.AppDef("cancel", roles=[role("sleeper", "import time; print('up', flush=True);"
-                                                        " time.sleep(300)", replicas=2)])
+    app = specs.AppDef(
+        "cancel",
+        roles=[
+            role("sleeper", "import time; print('up', flush=True); time.sleep(300)", replicas=2)
+        ],
+    )
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "10"})
     wait(sched, app_id, lambda d: d.state == AppState.RUNNING)
     sched.cancel(app_id)
@@ -127,8 +168,10 @@ def test_cancelled_job(sched: SlurmScheduler, tmp_path: Path) -> None:
 
 
 def test_requeued_retry(sched: SlurmScheduler, tmp_path: Path) -> None:
-    code = ("import os,sys; n=int(os.environ.get('SLURM_RESTART_COUNT','0')); print('attempt', n);"
-            " sys.exit(0 if n >= 1 else 5)")
+    code = (
+        "import os,sys; n=int(os.environ.get('SLURM_RESTART_COUNT','0')); print('attempt', n);"
+        " sys.exit(0 if n >= 1 else 5)"
+    )
     app = specs.AppDef("retry", roles=[role("flaky", code, max_retries=1)])
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     # the first run fails and requeues the job (Slurm counts the restart) ...
@@ -143,8 +186,10 @@ def test_requeued_retry(sched: SlurmScheduler, tmp_path: Path) -> None:
 
 
 def test_logs_tail_and_regex(sched: SlurmScheduler, tmp_path: Path) -> None:
-    code = ("import time\nfor i in range(6):\n    print('line', i, flush=True)\n"
-            "    print('noise', flush=True)\n    time.sleep(0.3)")
+    code = (
+        "import time\nfor i in range(6):\n    print('line', i, flush=True)\n"
+        "    print('noise', flush=True)\n    time.sleep(0.3)"
+    )
     app = specs.AppDef("logs", roles=[role("talker", code)])
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     tailed = list(sched.log_iter(app_id, "talker", 0, regex=r"^line", should_tail=True))
@@ -174,11 +219,17 @@ def test_sacct_fallback_on_real_accounting(slurm_cluster: SlurmCluster, tmp_path
     real = create_scheduler("itest")
     forgetful = SlurmScheduler("itest", run_cmd=squeue_forgot_everything)
     done = tmp_path / "a-done"  # b fails only once a ended (else Slurm may kill a with it)
-    app = specs.AppDef("acct", roles=[
-        role("a", f"import pathlib; print(1); pathlib.Path({str(done)!r}).touch()"),
-        role("b", f"import os, sys, time\nwhile not os.path.exists({str(done)!r}):"
-                  " time.sleep(0.05)\ntime.sleep(1); sys.exit(2)"),
-    ])
+    app = specs.AppDef(
+        "acct",
+        roles=[
+            role("a", f"import pathlib; print(1); pathlib.Path({str(done)!r}).touch()"),
+            role(
+                "b",
+                f"import os, sys, time\nwhile not os.path.exists({str(done)!r}):"
+                " time.sleep(0.05)\ntime.sleep(1); sys.exit(2)",
+            ),
+        ],
+    )
     app_id = real.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     wait(real, app_id, finished)
     deadline = time.monotonic() + 30
@@ -193,9 +244,12 @@ def test_sacct_fallback_on_real_accounting(slurm_cluster: SlurmCluster, tmp_path
 
 def test_hostile_strings_reach_real_jobs(sched: SlurmScheduler, tmp_path: Path) -> None:
     code = "import json,os,sys; print(json.dumps([sys.argv[1:], os.environ['HOSTILE']]))"
-    app = specs.AppDef("hostile", roles=[
-        role("h", code, replicas=2, env={"HOSTILE": "x'y\"z $P `q`\n:"}),
-    ])
+    app = specs.AppDef(
+        "hostile",
+        roles=[
+            role("h", code, replicas=2, env={"HOSTILE": "x'y\"z $P `q`\n:"}),
+        ],
+    )
     app.roles[0].args += HOSTILE
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     d = wait(sched, app_id, finished)
@@ -226,26 +280,33 @@ dist.destroy_process_group()
 """
 
 
-def test_dist_ddp_rendezvous(sched: SlurmScheduler, tmp_path: Path,
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dist_ddp_rendezvous(
+    sched: SlurmScheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from torchx_core.components import dist as dist_components
 
     script = tmp_path / "check_ddp.py"
     script.write_text(DDP_SCRIPT)
     # the job inherits the submitting environment: `python` is the venv's (with torch)
     monkeypatch.setenv("PATH", f"{os.path.dirname(PY)}:{os.environ['PATH']}")
-    app = dist_components.ddp(script=str(script), j="2x1", cpu=1, memMB=1000,
-                              rdzv_port=_free_port())
+    app = dist_components.ddp(
+        script=str(script), j="2x1", cpu=1, memMB=1000, rdzv_port=_free_port()
+    )
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     d = wait(sched, app_id, finished, timeout=240)
     role_name = app.roles[0].name
     logs = {k: "".join(sched.log_iter(app_id, role_name, k)) for k in range(2)}
     assert d.state == AppState.SUCCEEDED, (d, logs)
-    lines = sorted(line.split("]:", 1)[-1].strip() for text in logs.values()
-                   for line in text.splitlines() if "rank=" in line)
+    lines = sorted(
+        line.split("]:", 1)[-1].strip()
+        for text in logs.values()
+        for line in text.splitlines()
+        if "rank=" in line
+    )
     assert [line.split()[0] for line in lines] == ["rank=0", "rank=1"], logs
-    assert all("world=2" in line and "sum=3" in line and "rank0=127.0.0.1" in line
-               for line in lines), lines
+    assert all(
+        "world=2" in line and "sum=3" in line and "rank0=127.0.0.1" in line for line in lines
+    ), lines
     assert {line.split()[2] for line in lines} == {"group_rank=0", "group_rank=1"}
 
 
@@ -254,23 +315,37 @@ def test_workspace_copied_into_job_dir(sched: SlurmScheduler, tmp_path: Path) ->
     ws.mkdir()
     (ws / "main.py").write_text("import os; print('ran in', os.getcwd())\n")
     job_dir = tmp_path / "job"
-    app = specs.AppDef("ws", roles=[specs.Role("main", image="", entrypoint=PY, args=["main.py"],
-                                               resource=specs.Resource(1, 0, 100))])
+    app = specs.AppDef(
+        "ws",
+        roles=[
+            specs.Role(
+                "main",
+                image="",
+                entrypoint=PY,
+                args=["main.py"],
+                resource=specs.Resource(1, 0, 100),
+            )
+        ],
+    )
     app_id = sched.submit(app, {"job_dir": str(job_dir), "time": "5"}, workspace=str(ws))
     d = wait(sched, app_id, finished)
     assert d.state == AppState.SUCCEEDED, d
     assert list(sched.log_iter(app_id, "main", 0)) == [f"ran in {job_dir}\n"]
 
 
-def test_stdout_stderr_apart_and_job_id_exported(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+def test_stdout_stderr_apart_and_job_id_exported(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:  # noqa: F811
     """Migration break 7, as TorchX: stdout (.out) and stderr (.err) kept apart, and the job
     sees TORCHX_JOB_ID = its app handle (set by the runner, expanded by the batch script)."""
     from torchx_core.runner import get_runner
     from torchx_core.schedulers.api import Stream
 
-    code = ("import os, sys, time\nfor i in range(3):\n    print('out', i, flush=True)\n"
-            "    print('err', i, file=sys.stderr, flush=True)\n    time.sleep(0.2)\n"
-            "print('job', os.environ['TORCHX_JOB_ID'], flush=True)")
+    code = (
+        "import os, sys, time\nfor i in range(3):\n    print('out', i, flush=True)\n"
+        "    print('err', i, file=sys.stderr, flush=True)\n    time.sleep(0.2)\n"
+        "print('job', os.environ['TORCHX_JOB_ID'], flush=True)"
+    )
     app = specs.AppDef("streams", roles=[role("talker", code)])
     with get_runner("itest") as runner:
         handle = runner.run(app, "slurm", cfg={"job_dir": str(tmp_path), "time": "5"})
@@ -284,8 +359,15 @@ def test_stdout_stderr_apart_and_job_id_exported(slurm_cluster: SlurmCluster, tm
         finally:
             runner.cancel(handle)
     assert [line.rstrip("\n") for line in out] == [
-        "out 0", "out 1", "out 2", f"job slurm://itest/{app_id}"]
+        "out 0",
+        "out 1",
+        "out 2",
+        f"job slurm://itest/{app_id}",
+    ]
     assert [line.rstrip("\n") for line in err] == ["err 0", "err 1", "err 2"]
     assert sorted(line.rstrip("\n") for line in tailed) == sorted(
-        [f"out {i}" for i in range(3)] + [f"err {i}" for i in range(3)] + [f"job slurm://itest/{app_id}"])
+        [f"out {i}" for i in range(3)]
+        + [f"err {i}" for i in range(3)]
+        + [f"job slurm://itest/{app_id}"]
+    )
     assert (tmp_path / f"slurm-{app_id}-talker-0.err").read_text() == "err 0\nerr 1\nerr 2\n"

@@ -22,12 +22,19 @@ def sched(slurm_cluster: SlurmCluster) -> Iterator[SlurmScheduler]:  # noqa: F81
 
 
 def _role(name: str) -> specs.Role:
-    return specs.Role(name, image="", entrypoint=sys.executable, args=["-c", "import time; time.sleep(120)"],
-                      resource=specs.Resource(cpu=1, gpu=0, memMB=100))
+    return specs.Role(
+        name,
+        image="",
+        entrypoint=sys.executable,
+        args=["-c", "import time; time.sleep(120)"],
+        resource=specs.Resource(cpu=1, gpu=0, memMB=100),
+    )
 
 
 @pytest.mark.parametrize("roles", [["worker"], ["trainer", "reader"]], ids=["job", "hetjob"])
-def test_owner_is_kept_by_slurm_for_every_process(sched: SlurmScheduler, tmp_path: Path, roles: list[str]) -> None:
+def test_owner_is_kept_by_slurm_for_every_process(
+    sched: SlurmScheduler, tmp_path: Path, roles: list[str]
+) -> None:
     app = specs.AppDef("owned", roles=[_role(r) for r in roles])
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "comment": "my nightly run"})
     try:
@@ -39,7 +46,9 @@ def test_owner_is_kept_by_slurm_for_every_process(sched: SlurmScheduler, tmp_pat
         assert fresh.set_owner(app_id, "prefect:flow run with spaces#2") is True
         assert sched.get_owner(app_id) == "prefect:flow run with spaces#2"
         (leader, *_) = sched._records([app_id])[app_id]  # the user's comment and the name stay
-        assert leader.comment == "my nightly run torchx:app=owned;owner=prefect:flow run with spaces#2"
+        assert (
+            leader.comment == "my nightly run torchx:app=owned;owner=prefect:flow run with spaces#2"
+        )
         (row,) = [r for r in sched.list() if r.app_id == app_id]
         assert row.name == "owned"
         # what the dashboard's apps page shows, from the same squeue read
@@ -50,7 +59,9 @@ def test_owner_is_kept_by_slurm_for_every_process(sched: SlurmScheduler, tmp_pat
         sched.cancel(app_id)
 
 
-def test_the_lifecycle_reattaches_to_a_slurm_job_by_name(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+def test_the_lifecycle_reattaches_to_a_slurm_job_by_name(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:  # noqa: F811
     from torchx_core.runner import AppLifecycle, get_runner
 
     app = specs.AppDef("reattach", roles=[_role("worker")])

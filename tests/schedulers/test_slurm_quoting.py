@@ -40,11 +40,44 @@ DUMP_STUB = r"""#!/bin/bash
 [ $# -eq 0 ] || printf '%s\0' "$@" > "$DUMP_DIR/$TEST_GROUP.argv"
 printf '%s\0' "$V1" "$V2" "$TORCHX_RANK0_HOST" > "$DUMP_DIR/$TEST_GROUP.env"
 """
-HOSTILE = [":", "\\:", "\\\\:", "::", "--het-group=1", "-", "=", "a=b", "$SLURM_JOB_ID",
-           "${app_id}", "$${app_id}", "$$", "`id`", "$(id)", "'", '"', "\\", "\n", "\t", " ",
-           "", "ünï©ødé ✓", "*", "~", "!", "#", ";", "&", "|", "<", ">", "%j", "\r\n"]
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-               max_size=20)
+HOSTILE = [
+    ":",
+    "\\:",
+    "\\\\:",
+    "::",
+    "--het-group=1",
+    "-",
+    "=",
+    "a=b",
+    "$SLURM_JOB_ID",
+    "${app_id}",
+    "$${app_id}",
+    "$$",
+    "`id`",
+    "$(id)",
+    "'",
+    '"',
+    "\\",
+    "\n",
+    "\t",
+    " ",
+    "",
+    "ünï©ødé ✓",
+    "*",
+    "~",
+    "!",
+    "#",
+    ";",
+    "&",
+    "|",
+    "<",
+    ">",
+    "%j",
+    "\r\n",
+]
+TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20
+)
 WORD = st.one_of(st.sampled_from(HOSTILE), TEXT)
 
 
@@ -62,23 +95,47 @@ STUBS = _stub_dir()
 
 def expected(value: str, replica_id: int) -> str:
     return Template(value).safe_substitute(
-        img_root="", app_id="4242", replica_id=str(replica_id), rank0_env="TORCHX_RANK0_HOST",
-        base_img_root="DEPRECATED")
+        img_root="",
+        app_id="4242",
+        replica_id=str(replica_id),
+        rank0_env="TORCHX_RANK0_HOST",
+        base_img_root="DEPRECATED",
+    )
 
 
-def run_script(args: list[str], v1: str, v2: str, replicas: int) -> dict[int, tuple[list[str], list[str]]]:
-    app = specs.AppDef("q", roles=[specs.Role(
-        "r", image="", entrypoint=str(STUBS / "dump"), args=args, env={"V1": v1, "V2": v2},
-        num_replicas=replicas, resource=specs.Resource(1, 0, 10))])
+def run_script(
+    args: list[str], v1: str, v2: str, replicas: int
+) -> dict[int, tuple[list[str], list[str]]]:
+    app = specs.AppDef(
+        "q",
+        roles=[
+            specs.Role(
+                "r",
+                image="",
+                entrypoint=str(STUBS / "dump"),
+                args=args,
+                env={"V1": v1, "V2": v2},
+                num_replicas=replicas,
+                resource=specs.Resource(1, 0, 10),
+            )
+        ],
+    )
     with tempfile.TemporaryDirectory() as dump_dir:
         sched = SlurmScheduler("t", run_cmd=None, probe=StaticSlurmProbe((22, 5)))
         script = str(sched.submit_dryrun(app, {"job_dir": dump_dir}))
         path = Path(dump_dir) / "job.sh"
         path.write_text(script)
-        env = {"PATH": f"{STUBS}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242",
-               "SLURMD_NODENAME": "node1", "DUMP_DIR": dump_dir, "V1": "outer", "V2": "outer"}
-        proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
-                              check=False)
+        env = {
+            "PATH": f"{STUBS}:{os.environ['PATH']}",
+            "SLURM_JOB_ID": "4242",
+            "SLURMD_NODENAME": "node1",
+            "DUMP_DIR": dump_dir,
+            "V1": "outer",
+            "V2": "outer",
+        }
+        proc = subprocess.run(
+            ["bash", str(path)], env=env, capture_output=True, text=True, check=False
+        )
         assert proc.returncode == 0, proc.stderr
         out = {}
         for g in range(replicas):
@@ -103,6 +160,7 @@ def test_hostile_strings_reach_the_job_exactly() -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(args=st.lists(WORD, max_size=6), v1=WORD, v2=WORD, replicas=st.integers(1, 2))
-def test_generated_script_round_trips_any_text(args: list[str], v1: str, v2: str,
-                                               replicas: int) -> None:
+def test_generated_script_round_trips_any_text(
+    args: list[str], v1: str, v2: str, replicas: int
+) -> None:
     check(args, v1, v2, replicas)

@@ -50,9 +50,16 @@ def make_app(gpu: int = 0, max_retries: int = 0) -> specs.AppDef:
                 name="trainer",
                 image="/shared/project",
                 entrypoint="python",
-                args=["-m", "train", "--run", f"{specs.macros.app_id}-{specs.macros.replica_id}",
-                      "--master", specs.macros.rank0_env, "it's $HOME `id` \"q\"\nline2",
-                      ":"],
+                args=[
+                    "-m",
+                    "train",
+                    "--run",
+                    f"{specs.macros.app_id}-{specs.macros.replica_id}",
+                    "--master",
+                    specs.macros.rank0_env,
+                    'it\'s $HOME `id` "q"\nline2',
+                    ":",
+                ],
                 env={"LR": "0.1 $x", "NAME": "ünï'code"},
                 num_replicas=2,
                 max_retries=max_retries,
@@ -69,13 +76,17 @@ def make_app(gpu: int = 0, max_retries: int = 0) -> specs.AppDef:
     )
 
 
-def scheduler(fake: FakeSlurm | None = None, version: tuple[int, int] | None = (22, 5)
-              ) -> SlurmScheduler:
+def scheduler(
+    fake: FakeSlurm | None = None, version: tuple[int, int] | None = (22, 5)
+) -> SlurmScheduler:
     return SlurmScheduler("test", run_cmd=fake or FakeSlurm(), probe=StaticSlurmProbe(version))
 
 
-def dryrun_request(app: specs.AppDef, cfg: dict[str, object] | None = None,
-                   version: tuple[int, int] | None = (22, 5)) -> SlurmBatchRequest:
+def dryrun_request(
+    app: specs.AppDef,
+    cfg: dict[str, object] | None = None,
+    version: tuple[int, int] | None = (22, 5),
+) -> SlurmBatchRequest:
     cfg = {"job_dir": "/shared/jobs/run1", **(cfg or {})}
     return scheduler(version=version).submit_dryrun(app, cfg).request
 
@@ -95,20 +106,41 @@ def check_golden(name: str, text: str) -> None:
 
 
 def test_hetjob_script_matches_golden_file() -> None:
-    req = dryrun_request(make_app(gpu=1, max_retries=2), {
-        "partition": "debug", "time": "10", "account": "proj", "qos": "high",
-        "constraint": "a100", "comment": "nightly run", "mail-user": "me@example.com",
-        "mail-type": "END,FAIL", "exclusive": True,
-    })
+    req = dryrun_request(
+        make_app(gpu=1, max_retries=2),
+        {
+            "partition": "debug",
+            "time": "10",
+            "account": "proj",
+            "qos": "high",
+            "constraint": "a100",
+            "comment": "nightly run",
+            "mail-user": "me@example.com",
+            "mail-type": "END,FAIL",
+            "exclusive": True,
+        },
+    )
     check_golden("hetjob.sbatch", req.materialize())
     # the dryrun info prints as the script itself
-    info = scheduler().submit_dryrun(make_app(gpu=1, max_retries=2), {"job_dir": "/shared/jobs/run1"})
+    info = scheduler().submit_dryrun(
+        make_app(gpu=1, max_retries=2), {"job_dir": "/shared/jobs/run1"}
+    )
     assert str(info).startswith("#!/bin/bash\n")
 
 
 def test_single_replica_script_matches_golden_file() -> None:
-    app = specs.AppDef("echo", roles=[specs.Role("echo", image="", entrypoint="echo",
-                                                 args=["hello"], resource=specs.Resource(1, 0, 64))])
+    app = specs.AppDef(
+        "echo",
+        roles=[
+            specs.Role(
+                "echo",
+                image="",
+                entrypoint="echo",
+                args=["hello"],
+                resource=specs.Resource(1, 0, 64),
+            )
+        ],
+    )
     req = dryrun_request(app, {"nomem": True})
     check_golden("single.sbatch", req.materialize())
     assert "hetjob" not in req.materialize() and "--het-group" not in req.materialize()
@@ -117,8 +149,11 @@ def test_single_replica_script_matches_golden_file() -> None:
 def test_hetjob_has_one_component_and_het_group_per_replica() -> None:
     script = dryrun_request(make_app()).materialize()
     assert script.count("#SBATCH hetjob") == 2
-    names = [line.split("--job-name=")[1].split()[0] for line in script.splitlines()
-             if line.startswith("#SBATCH --job-name=")]
+    names = [
+        line.split("--job-name=")[1].split()[0]
+        for line in script.splitlines()
+        if line.startswith("#SBATCH --job-name=")
+    ]
     assert names == ["trainer-0", "trainer-1", "ps-0"]
     for group in range(3):
         assert f"--het-group={group} " in script
@@ -129,9 +164,14 @@ def test_hetjob_has_one_component_and_het_group_per_replica() -> None:
 
 @pytest.mark.parametrize(
     "version,flag",
-    [((22, 5), "--gpus-per-task=1"), ((24, 5), "--gpus-per-task=1"),
-     ((24, 11), "--gpus-per-node=1"), ((25, 5), "--gpus-per-node=1"),
-     ((18, 8), "--gres=gpu:1"), (None, "--gpus-per-node=1")],
+    [
+        ((22, 5), "--gpus-per-task=1"),
+        ((24, 5), "--gpus-per-task=1"),
+        ((24, 11), "--gpus-per-node=1"),
+        ((25, 5), "--gpus-per-node=1"),
+        ((18, 8), "--gres=gpu:1"),
+        (None, "--gpus-per-node=1"),
+    ],
 )
 def test_gpu_flag_depends_on_slurm_version(version: tuple[int, int] | None, flag: str) -> None:
     script = dryrun_request(make_app(gpu=1), version=version).materialize()
@@ -173,8 +213,19 @@ def test_run_options_are_typed_structured_opts() -> None:
     opts = scheduler().run_opts()
     names = {name for name, _ in opts}
     # TorchX's names: sbatch's spelling for the mail options
-    assert {"partition", "time", "account", "qos", "constraint", "comment", "mail-user",
-            "mail-type", "exclusive", "nomem", "job_dir"} == names
+    assert {
+        "partition",
+        "time",
+        "account",
+        "qos",
+        "constraint",
+        "comment",
+        "mail-user",
+        "mail-type",
+        "exclusive",
+        "nomem",
+        "job_dir",
+    } == names
     assert opts.get("exclusive").opt_type is bool and opts.get("exclusive").default is False
     parsed = SlurmOpts.from_cfg({"exclusive": "True", "mailUser": "a@b"})
     assert parsed.exclusive is True and parsed.mail_user == "a@b"
@@ -212,10 +263,18 @@ def test_max_retries_requeues() -> None:
 
 
 def test_bad_apps_list_every_problem() -> None:
-    app = specs.AppDef("bad", roles=[
-        specs.Role("has space", image="", entrypoint="echo", env={"1BAD": "x"},
-                   resource=specs.Resource(1, 0, 10)),
-    ])
+    app = specs.AppDef(
+        "bad",
+        roles=[
+            specs.Role(
+                "has space",
+                image="",
+                entrypoint="echo",
+                env={"1BAD": "x"},
+                resource=specs.Resource(1, 0, 10),
+            ),
+        ],
+    )
     with pytest.raises(AppValidationError) as e:
         scheduler().submit_dryrun(app, {"job_dir": "/x", "comment": 'say "hi"'})
     msg = str(e.value)
@@ -246,23 +305,42 @@ def test_workspace_is_copied_into_job_dir_at_schedule(tmp_path: Path) -> None:
 # -- status ---------------------------------------------------------------------------------
 
 
-def submit(fake: FakeSlurm, tmp_path: Path, app: specs.AppDef | None = None) -> tuple[SlurmScheduler, str]:
+def submit(
+    fake: FakeSlurm, tmp_path: Path, app: specs.AppDef | None = None
+) -> tuple[SlurmScheduler, str]:
     sched = scheduler(fake)
     app_id = sched.submit(app or make_app(), {"job_dir": str(tmp_path)})
     return sched, app_id
 
 
-ISSUE_STATES = ["PENDING", "REQUEUED", "RUNNING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-                "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"]
-EXPECTED = {"PENDING": AppState.PENDING, "REQUEUED": AppState.PENDING,
-            "RUNNING": AppState.RUNNING, "COMPLETED": AppState.SUCCEEDED,
-            "CANCELLED": AppState.CANCELLED}
+ISSUE_STATES = [
+    "PENDING",
+    "REQUEUED",
+    "RUNNING",
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+]
+EXPECTED = {
+    "PENDING": AppState.PENDING,
+    "REQUEUED": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "COMPLETED": AppState.SUCCEEDED,
+    "CANCELLED": AppState.CANCELLED,
+}
 
 
 @pytest.mark.parametrize("version", [(22, 5), (23, 2), (23, 11), (24, 11)])
 @pytest.mark.parametrize("state", ISSUE_STATES)
-def test_describe_maps_states_across_versions(tmp_path: Path, version: tuple[int, int],
-                                              state: str) -> None:
+def test_describe_maps_states_across_versions(
+    tmp_path: Path, version: tuple[int, int], state: str
+) -> None:
     fake = FakeSlurm(version=version)
     sched, app_id = submit(fake, tmp_path)
     fake.set_state(app_id, state, exit_code=1 if state == "FAILED" else 0)
@@ -270,17 +348,39 @@ def test_describe_maps_states_across_versions(tmp_path: Path, version: tuple[int
     assert desc is not None and desc.app_id == app_id
     assert desc.state == EXPECTED.get(state, AppState.FAILED)
     assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [
-        ("trainer", [0, 1]), ("ps", [0])]
+        ("trainer", [0, 1]),
+        ("ps", [0]),
+    ]
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("trainer", 2), ("ps", 1)]
 
 
 # Every job state code of squeue(1)/sacct(1), written from Slurm's documentation, grouped by what a
 # TorchX user sees (independent of SLURM_STATES: a changed or missing entry there fails here).
-_WAITING = ["CONFIGURING", "PENDING", "POWER_UP_NODE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-            "RESV_DEL_HOLD", "STOPPED", "SUSPENDED"]
+_WAITING = [
+    "CONFIGURING",
+    "PENDING",
+    "POWER_UP_NODE",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESV_DEL_HOLD",
+    "STOPPED",
+    "SUSPENDED",
+]
 _RUNNING = ["COMPLETING", "RESIZING", "RUNNING", "SIGNALING", "STAGE_OUT", "UPDATE_DB"]
-_FAILED = ["BOOT_FAIL", "DEADLINE", "FAILED", "LAUNCH_FAILED", "NODE_FAIL", "OOM", "OUT_OF_MEMORY",
-           "PREEMPTED", "RECONFIG_FAIL", "SPECIAL_EXIT", "TIMEOUT"]
+_FAILED = [
+    "BOOT_FAIL",
+    "DEADLINE",
+    "FAILED",
+    "LAUNCH_FAILED",
+    "NODE_FAIL",
+    "OOM",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "RECONFIG_FAIL",
+    "SPECIAL_EXIT",
+    "TIMEOUT",
+]
 SLURM_EXPECTED: dict[str, AppState] = {
     **{s: AppState.PENDING for s in _WAITING},
     **{s: AppState.RUNNING for s in _RUNNING},
@@ -314,7 +414,9 @@ def test_unknown_slurm_state_is_unknown() -> None:
 
 
 @pytest.mark.parametrize("version", [(22, 5), (24, 11)])
-def test_out_of_memory_job_is_terminal_and_wait_returns(tmp_path: Path, version: tuple[int, int]) -> None:
+def test_out_of_memory_job_is_terminal_and_wait_returns(
+    tmp_path: Path, version: tuple[int, int]
+) -> None:
     fake = FakeSlurm(version=version)
     sched, app_id = submit(fake, tmp_path)
     fake.set_state(app_id, "OUT_OF_MEMORY", exit_code=0, reason="OutOfMemory")
@@ -334,8 +436,11 @@ def test_completed_job_with_a_failed_step_marks_that_replica_failed(
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.SUCCEEDED
     states = {(r.role, x.id): x.state for r in desc.roles_statuses for x in r.replicas}
-    assert states == {("trainer", 0): AppState.SUCCEEDED, ("trainer", 1): AppState.FAILED,
-                      ("ps", 0): AppState.SUCCEEDED}
+    assert states == {
+        ("trainer", 0): AppState.SUCCEEDED,
+        ("trainer", 1): AppState.FAILED,
+        ("ps", 0): AppState.SUCCEEDED,
+    }
 
 
 @pytest.mark.parametrize("version", [(22, 5), (24, 11)])
@@ -346,8 +451,11 @@ def test_describe_tells_failed_replica_apart(tmp_path: Path, version: tuple[int,
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.FAILED
     states = {(r.role, x.id): x.state for r in desc.roles_statuses for x in r.replicas}
-    assert states == {("trainer", 0): AppState.SUCCEEDED, ("trainer", 1): AppState.FAILED,
-                      ("ps", 0): AppState.SUCCEEDED}
+    assert states == {
+        ("trainer", 0): AppState.SUCCEEDED,
+        ("trainer", 1): AppState.FAILED,
+        ("ps", 0): AppState.SUCCEEDED,
+    }
     assert "exit code 3" in desc.msg and "NonZeroExitCode" in desc.msg
     hosts = [x.hostname for r in desc.roles_statuses for x in r.replicas]
     assert hosts == ["node1", "node2", "node3"]
@@ -377,8 +485,9 @@ def test_describe_unknown_without_accounting(tmp_path: Path) -> None:
 def test_status_of_many_apps_is_one_batched_call(tmp_path: Path, version: tuple[int, int]) -> None:
     fake = FakeSlurm(version=version)
     sched = scheduler(fake)
-    app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true",
-                                              resource=specs.Resource(1, 0, 10))])
+    app = specs.AppDef(
+        "a", roles=[specs.Role("r", image="", entrypoint="true", resource=specs.Resource(1, 0, 10))]
+    )
     ids = [sched.submit(app, {"job_dir": str(tmp_path)}) for _ in range(100)]
     for app_id in ids[:50]:
         fake.set_state(app_id, "COMPLETED")
@@ -392,8 +501,9 @@ def test_status_of_many_apps_is_one_batched_call(tmp_path: Path, version: tuple[
     assert result[ids[95]] is not None and result[ids[60]].state == AppState.PENDING  # type: ignore[union-attr]
 
 
-def test_list_is_batched_and_only_shows_my_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                ) -> None:
+def test_list_is_batched_and_only_shows_my_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torchx_core.schedulers.slurm.scheduler as mod
 
     monkeypatch.setattr(mod, "_current_user", lambda: {"alice", "1000"})
@@ -406,8 +516,10 @@ def test_list_is_batched_and_only_shows_my_jobs(tmp_path: Path, monkeypatch: pyt
     fake.forget(first)
     fake.calls.clear()
     rows = sched.list()
-    assert [(r.app_id, r.state) for r in rows] == [(first, AppState.SUCCEEDED),
-                                                   (second, AppState.PENDING)]
+    assert [(r.app_id, r.state) for r in rows] == [
+        (first, AppState.SUCCEEDED),
+        (second, AppState.PENDING),
+    ]
     assert rows[0].name == "trainer-0"
     assert len(fake.calls) == 2
 
@@ -417,8 +529,9 @@ def test_runner_list_uses_the_batched_call(tmp_path: Path) -> None:
 
     fake = FakeSlurm()
     runner = Runner("sess", {"slurm": create_scheduler}, scheduler_params={"run_cmd": fake})
-    app = specs.AppDef("a", roles=[specs.Role("r", image="", entrypoint="true",
-                                              resource=specs.Resource(1, 0, 10))])
+    app = specs.AppDef(
+        "a", roles=[specs.Role("r", image="", entrypoint="true", resource=specs.Resource(1, 0, 10))]
+    )
     handles = [runner.run(app, "slurm", {"job_dir": str(tmp_path)}) for _ in range(20)]
     for job in fake.jobs.values():  # jobs of the user running the tests
         job.user = pwd.getpwuid(os.getuid()).pw_name
@@ -437,14 +550,25 @@ def test_log_iter_reads_replica_file_with_regex(tmp_path: Path) -> None:
     (tmp_path / f"slurm-{app_id}-trainer-1.out").write_text("epoch 1\nloss 0.5\nepoch 2\n")
     (tmp_path / f"slurm-{app_id}-trainer-1.err").write_text("warning: slow\n")
     assert list(sched.log_iter(app_id, "trainer", 1)) == [
-        "epoch 1\n", "loss 0.5\n", "epoch 2\n", "warning: slow\n"]
+        "epoch 1\n",
+        "loss 0.5\n",
+        "epoch 2\n",
+        "warning: slow\n",
+    ]
     assert list(sched.log_iter(app_id, "trainer", 1, regex="^epoch")) == ["epoch 1\n", "epoch 2\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.COMBINED)) == [
-        "epoch 1\n", "loss 0.5\n", "epoch 2\n", "warning: slow\n"]
+        "epoch 1\n",
+        "loss 0.5\n",
+        "epoch 2\n",
+        "warning: slow\n",
+    ]
     # migration break 7: as TorchX, stdout (.out) and stderr (.err) are kept apart
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDERR)) == ["warning: slow\n"]
     assert list(sched.log_iter(app_id, "trainer", 1, streams=Stream.STDOUT)) == [
-        "epoch 1\n", "loss 0.5\n", "epoch 2\n"]
+        "epoch 1\n",
+        "loss 0.5\n",
+        "epoch 2\n",
+    ]
     with pytest.raises(InvalidLogQueryError, match="no role 'nope'"):
         sched.log_iter(app_id, "nope", 0)
     with pytest.raises(InvalidLogQueryError, match=r"replicas \[0, 1\]; got k=5"):
@@ -524,7 +648,12 @@ def test_sacct_placeholder_rows_are_not_an_answer() -> None:
     assert parse_sacct("28|28|allocation|COMPLETED|0:0|0:0|node1|root|\n") == []
     (rec,) = parse_sacct("28+1|29|w-1|FAILED|0:0|3:0|node2|root|/a|b\n")
     assert (rec.app_id, rec.offset, rec.job_id, rec.derived_exit_code, rec.work_dir) == (
-        "28", 1, "29", 3, "/a|b")
+        "28",
+        1,
+        "29",
+        3,
+        "/a|b",
+    )
 
 
 def test_het_job_is_not_succeeded_while_a_component_still_runs() -> None:
@@ -532,12 +661,24 @@ def test_het_job_is_not_succeeded_while_a_component_still_runs() -> None:
 
     def rec(offset: int, state: str) -> SlurmJobRecord:
         return SlurmJobRecord(
-            job_id=str(10 + offset), app_id="10", offset=offset, name=f"worker-{offset}",
-            state=state, reason="", exit_code=0, derived_exit_code=0, signal=None, restarts=0,
-            nodes="node1", work_dir="/tmp", user="root",
+            job_id=str(10 + offset),
+            app_id="10",
+            offset=offset,
+            name=f"worker-{offset}",
+            state=state,
+            reason="",
+            exit_code=0,
+            derived_exit_code=0,
+            signal=None,
+            restarts=0,
+            nodes="node1",
+            work_dir="/tmp",
+            user="root",
         )
 
-    d = describe_from_records("10", [rec(0, "COMPLETED"), rec(1, "COMPLETING"), rec(2, "COMPLETED")])
+    d = describe_from_records(
+        "10", [rec(0, "COMPLETED"), rec(1, "COMPLETING"), rec(2, "COMPLETED")]
+    )
     assert d.state == AppState.RUNNING
     d = describe_from_records("10", [rec(0, "COMPLETED"), rec(1, "COMPLETED"), rec(2, "COMPLETED")])
     assert d.state == AppState.SUCCEEDED
@@ -549,7 +690,8 @@ def test_srun_kills_the_job_as_torchx_does() -> None:
     golden = Path(__file__).parent / "slurm"
     for name in ("single.sbatch", "hetjob.sbatch"):
         srun_parts = [
-            line for line in (golden / name).read_text().splitlines()
+            line
+            for line in (golden / name).read_text().splitlines()
             if line.startswith(("srun ", "    : "))
         ]
         assert srun_parts and all("--wait=60 --kill-on-bad-exit=1" in p for p in srun_parts)

@@ -18,7 +18,12 @@ def test_kubernetes_orders_by_creation_then_id_and_puts_gone_objects_last() -> N
         "ns:a": {"metadata": {"creationTimestamp": "2026-11-26T10:00:01Z"}},
         "ns:c": {"metadata": {"creationTimestamp": "2026-11-26T09:59:59Z"}},
     }
-    assert _pods.by_creation(["ns:gone", "ns:b", "ns:a", "ns:c"], objs.get) == ["ns:c", "ns:a", "ns:b", "ns:gone"]
+    assert _pods.by_creation(["ns:gone", "ns:b", "ns:a", "ns:c"], objs.get) == [
+        "ns:c",
+        "ns:a",
+        "ns:b",
+        "ns:gone",
+    ]
 
 
 def test_local_locks_names_and_does_not_order(tmp_path) -> None:  # type: ignore[no-untyped-def]

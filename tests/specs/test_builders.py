@@ -135,7 +135,11 @@ def test_configured_varargs_fill_an_empty_command_line(source: str) -> None:
     """Silent incompatibility 2 (issue 25): TorchX fills ``*args`` from configuration (a
     ``.torchxconfig`` string is split on whitespace, ``config=`` may give a list) when the command
     line gives none; the command line wins otherwise."""
-    configured = {"args": "echo from-config"} if source == "cmpnt_defaults" else {"args": ["echo", "from-config"]}
+    configured = (
+        {"args": "echo from-config"}
+        if source == "cmpnt_defaults"
+        else {"args": ["echo", "from-config"]}
+    )
     kw = {source: configured}
     assert parse_args(_varargs_fn, ["--foo", "f"], **kw).args == ["echo", "from-config"]  # type: ignore[arg-type]
     assert parse_args(_varargs_fn, ["--foo", "f", "a1", "a2"], **kw).args == ["a1", "a2"]  # type: ignore[arg-type]

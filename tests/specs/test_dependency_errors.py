@@ -33,21 +33,37 @@ def declared_range(dist: str) -> str:
 
 
 def test_messages_for_the_three_cases() -> None:
-    missing = MissingDependencyError("airflow", "airflow", "torchx_airflow",
-                                     distribution="apache-airflow", required=">=3.0,<4")
+    missing = MissingDependencyError(
+        "airflow", "airflow", "torchx_airflow", distribution="apache-airflow", required=">=3.0,<4"
+    )
     assert str(missing).startswith("Optional dependency 'apache-airflow' is not installed")
     assert "apache-airflow>=3.0,<4" in str(missing)
     assert "pip install 'torchx-suite[airflow]'" in str(missing)
 
-    old = MissingDependencyError("airflow", "airflow", "torchx_airflow",
-                                 distribution="apache-airflow", found="2.10.5", required=">=3.0,<4")
+    old = MissingDependencyError(
+        "airflow",
+        "airflow",
+        "torchx_airflow",
+        distribution="apache-airflow",
+        found="2.10.5",
+        required=">=3.0,<4",
+    )
     assert "not installed" not in str(old)
-    assert "apache-airflow 2.10.5 is installed, but torchx_airflow needs apache-airflow>=3.0,<4" in str(old)
+    assert (
+        "apache-airflow 2.10.5 is installed, but torchx_airflow needs apache-airflow>=3.0,<4"
+        in str(old)
+    )
     assert old.pip_hint == "pip install 'apache-airflow>=3.0,<4'"
 
-    broken = MissingDependencyError("airflow", "airflow", "torchx_airflow",
-                                    distribution="apache-airflow", found="3.3.2",
-                                    required=">=3.0,<4", reason="cannot import name 'X'")
+    broken = MissingDependencyError(
+        "airflow",
+        "airflow",
+        "torchx_airflow",
+        distribution="apache-airflow",
+        found="3.3.2",
+        required=">=3.0,<4",
+        reason="cannot import name 'X'",
+    )
     assert "not installed" not in str(broken)
     assert "apache-airflow 3.3.2 is installed" in str(broken)
     assert "cannot import name 'X'" in str(broken)
@@ -67,8 +83,9 @@ def test_failed_import_of_an_installed_package_names_its_version() -> None:
 
 
 def test_distribution_named_for_a_shared_namespace() -> None:
-    e = missing_dependency("kfp.kubernetes", "kfp-kubernetes", distribution="kfp-kubernetes",
-                           cause=ImportError("boom"))
+    e = missing_dependency(
+        "kfp.kubernetes", "kfp-kubernetes", distribution="kfp-kubernetes", cause=ImportError("boom")
+    )
     assert e.distribution == "kfp-kubernetes"
     assert e.required == declared_range("kfp-kubernetes")
 
@@ -109,8 +126,14 @@ def _import_error(site: Path, module: str) -> str:
             print("IMPORTED")
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -123,8 +146,9 @@ def _import_error(site: Path, module: str) -> str:
         ("kfp", "kfp", "torchx_kfp.launcher"),
     ],
 )
-def test_too_old_engine_names_version_range_and_pip(tmp_path: Path, dist: str, package: str,
-                                                     module: str) -> None:
+def test_too_old_engine_names_version_range_and_pip(
+    tmp_path: Path, dist: str, package: str, module: str
+) -> None:
     site = _shadow(tmp_path, dist, "2.0.1", package, {})
     out = _import_error(site, module)
     wanted = f"{dist}{declared_range(dist)}"

@@ -119,7 +119,10 @@ def test_torchx_argument_help_formatter() -> None:
     parser.add_argument("--bar", type=int, default=1, help="bar")
     fmt = TorchXArgumentHelpFormatter(prog="p")
     assert [fmt._get_help_string(a) for a in parser._actions] == [
-        "show this help message and exit", "foo (required)", "bar (default: 1)"]
+        "show this help message and exit",
+        "foo (required)",
+        "bar (default: 1)",
+    ]
     parser.formatter_class = TorchXArgumentHelpFormatter
     assert "--foo int   foo (required)\n  --bar int   bar (default: 1)" in parser.format_help()
 

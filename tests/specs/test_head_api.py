@@ -23,8 +23,11 @@ def test_torchx_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_unknown_sentinel_and_cases() -> None:
     assert UNKNOWN == specs.UNKNOWN == "<UNKNOWN>"
-    for snake, camel in [("cluster_name", "clusterName"), ("hpc_cluster_uuid", "hpcClusterUuid"),
-                         ("name", "name")]:
+    for snake, camel in [
+        ("cluster_name", "clusterName"),
+        ("hpc_cluster_uuid", "hpcClusterUuid"),
+        ("name", "name"),
+    ]:
         assert cases.snake_to_camel(snake) == camel
         assert cases.camel_to_snake(camel) == snake
 
@@ -56,4 +59,6 @@ def test_workspace_string_forms_as_torchx() -> None:
     assert Workspace.from_str(str(ws)) == ws
     # TorchX's YAML form, one "path: remote" per line, with comments
     text = "#\n/home/foo/bar:\n/home/foo/third-party/verl: verl\n"
-    assert Workspace.from_str(text) == Workspace({"/home/foo/bar": "", "/home/foo/third-party/verl": "verl"})
+    assert Workspace.from_str(text) == Workspace(
+        {"/home/foo/bar": "", "/home/foo/third-party/verl": "verl"}
+    )

@@ -180,18 +180,31 @@ def test_module_level_factories() -> None:
 # TorchX's named_resources_aws (meta-pytorch/torchx @ cafea3f3): instance type ->
 # (cpu, gpu, host GiB, EFA, Neuron); memMB = GiB * int(1024 * 0.96) = GiB * 983
 TORCHX_AWS = {
-    "t3.medium": (2, 0, 4, 0, 0), "m5.large": (2, 0, 8, 0, 0), "m5.2xlarge": (8, 0, 32, 0, 0),
-    "m5.24xlarge": (96, 0, 384, 0, 0), "m5.metal": (96, 0, 384, 0, 0),
-    "m5d.large": (2, 0, 8, 0, 0), "m5d.12xlarge": (48, 0, 192, 0, 0),
-    "m5d.metal": (96, 0, 384, 0, 0), "c5.18xlarge": (72, 0, 142, 0, 0),
-    "p3.2xlarge": (8, 1, 61, 0, 0), "p3dn.24xlarge": (96, 8, 768, 1, 0),
-    "p4d.24xlarge": (96, 8, 1152, 4, 0), "p5.48xlarge": (192, 8, 2048, 32, 0),
-    "p5e.48xlarge": (192, 8, 2048, 32, 0), "p5en.48xlarge": (192, 8, 2048, 16, 0),
-    "p6-b200.48xlarge": (192, 8, 2048, 8, 0), "p6-b300.48xlarge": (192, 8, 4096, 16, 0),
-    "p6e-gb200.36xlarge": (144, 4, 960, 16, 0), "g4dn.metal": (96, 8, 384, 1, 0),
-    "g5.48xlarge": (192, 8, 768, 1, 0), "g6e.xlarge": (4, 1, 32, 0, 0),
-    "g6e.16xlarge": (64, 1, 512, 0, 0), "g6e.24xlarge": (96, 4, 768, 2, 0),
-    "g6e.48xlarge": (192, 8, 1536, 4, 0), "trn1.32xlarge": (128, 0, 512, 8, 16),
+    "t3.medium": (2, 0, 4, 0, 0),
+    "m5.large": (2, 0, 8, 0, 0),
+    "m5.2xlarge": (8, 0, 32, 0, 0),
+    "m5.24xlarge": (96, 0, 384, 0, 0),
+    "m5.metal": (96, 0, 384, 0, 0),
+    "m5d.large": (2, 0, 8, 0, 0),
+    "m5d.12xlarge": (48, 0, 192, 0, 0),
+    "m5d.metal": (96, 0, 384, 0, 0),
+    "c5.18xlarge": (72, 0, 142, 0, 0),
+    "p3.2xlarge": (8, 1, 61, 0, 0),
+    "p3dn.24xlarge": (96, 8, 768, 1, 0),
+    "p4d.24xlarge": (96, 8, 1152, 4, 0),
+    "p5.48xlarge": (192, 8, 2048, 32, 0),
+    "p5e.48xlarge": (192, 8, 2048, 32, 0),
+    "p5en.48xlarge": (192, 8, 2048, 16, 0),
+    "p6-b200.48xlarge": (192, 8, 2048, 8, 0),
+    "p6-b300.48xlarge": (192, 8, 4096, 16, 0),
+    "p6e-gb200.36xlarge": (144, 4, 960, 16, 0),
+    "g4dn.metal": (96, 8, 384, 1, 0),
+    "g5.48xlarge": (192, 8, 768, 1, 0),
+    "g6e.xlarge": (4, 1, 32, 0, 0),
+    "g6e.16xlarge": (64, 1, 512, 0, 0),
+    "g6e.24xlarge": (96, 4, 768, 2, 0),
+    "g6e.48xlarge": (192, 8, 1536, 4, 0),
+    "trn1.32xlarge": (128, 0, 512, 8, 16),
     "inf2.48xlarge": (192, 0, 768, 0, 12),
 }
 
@@ -203,9 +216,7 @@ def test_aws_resources_match_torchx_memory_formula(itype: str) -> None:
     cpu, gpu, gib, efa, neuron = TORCHX_AWS[itype]
     res = named_resources[f"aws_{itype}"]
     assert (res.cpu, res.gpu, res.memMB) == (cpu, gpu, gib * 983)
-    assert res.devices == {
-        k: v for k, v in ((EFA_DEVICE, efa), (NEURON_DEVICE, neuron)) if v
-    }
+    assert res.devices == {k: v for k, v in ((EFA_DEVICE, efa), (NEURON_DEVICE, neuron)) if v}
     assert res.capabilities == {K8S_ITYPE: itype}
     from torchx_core.specs import named_resources_aws
 

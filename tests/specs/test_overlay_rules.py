@@ -24,17 +24,32 @@ def test_operator_keys_are_stable_strings() -> None:
     # they are stored in metadata (and files), so their spelling is part of the format
     # (TorchX HEAD's spelling: overlays stored by one are read by the other)
     assert (PUT("env"), DEL("env"), JOIN("containers", on="name")) == (
-        "__put__:env", "__del__:env", "__join__:containers:name")
+        "__put__:env",
+        "__del__:env",
+        "__join__:containers:name",
+    )
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda: PUT(""), "PUT(key) needs a non-empty str field name, got ''"),
-    (lambda: DEL(3), "DEL(key) needs a non-empty str field name, got 3"),
-    (lambda: JOIN("", on="name"), "JOIN(key) needs a non-empty str field name, got ''"),
-    (lambda: JOIN("c", on=""), "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got ''"),
-    (lambda: JOIN("a:b", on="n"), "JOIN('a:b', on=...) needs a field name for on= (and a key without ':'), got 'n'"),
-    (lambda: JOIN("c", on=None), "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got None"),
-])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: PUT(""), "PUT(key) needs a non-empty str field name, got ''"),
+        (lambda: DEL(3), "DEL(key) needs a non-empty str field name, got 3"),
+        (lambda: JOIN("", on="name"), "JOIN(key) needs a non-empty str field name, got ''"),
+        (
+            lambda: JOIN("c", on=""),
+            "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got ''",
+        ),
+        (
+            lambda: JOIN("a:b", on="n"),
+            "JOIN('a:b', on=...) needs a field name for on= (and a key without ':'), got 'n'",
+        ),
+        (
+            lambda: JOIN("c", on=None),
+            "JOIN('c', on=...) needs a field name for on= (and a key without ':'), got None",
+        ),
+    ],
+)
 def test_operator_misuse_is_refused(make: object, message: str) -> None:
     with pytest.raises(InvalidOverlayError) as e:
         make()  # type: ignore[operator]
@@ -50,10 +65,15 @@ def test_keys_that_look_like_operators_but_are_not_stay_plain() -> None:
 def test_apply_overlay_type_errors() -> None:
     with pytest.raises(OverlayTypeError) as e:
         apply_overlay([], {})  # type: ignore[arg-type]
-    assert str(e.value) == "apply_overlay merges a dict overlay into a dict base; got base=list, overlay=dict"
+    assert (
+        str(e.value)
+        == "apply_overlay merges a dict overlay into a dict base; got base=list, overlay=dict"
+    )
     with pytest.raises(OverlayTypeError, match="needs a list value, got 'x'"):
         apply_overlay({}, {JOIN("c", on="n"): "x"})
-    with pytest.raises(OverlayTypeError, match=r"JOIN\('c', on='n'\): the base value is str, not a list"):
+    with pytest.raises(
+        OverlayTypeError, match=r"JOIN\('c', on='n'\): the base value is str, not a list"
+    ):
         apply_overlay({"c": "s"}, {JOIN("c", on="n"): []})
 
 
@@ -90,12 +110,19 @@ def test_accumulation_last_call_wins_per_field() -> None:
     set_overlay(role, "k8s", "Pod", {"spec": {"b": 2}, "n": 1})
     set_overlay(role, "k8s", "Pod", {"n": 2})
     assert get_overlay(role, "k8s", "Pod") == {
-        "tags": ["d"], JOIN("c", on="n"): [{"n": 1}, {"n": 2}], "spec": {"a": 1, "b": 2}, "n": 2}
+        "tags": ["d"],
+        JOIN("c", on="n"): [{"n": 1}, {"n": 2}],
+        "spec": {"a": 1, "b": 2},
+        "n": 2,
+    }
     request = {"tags": ["x"], "spec": {"c": 3}, "c": [{"n": 1, "v": 0}]}
     apply_overlay(request, get_overlay(role, "k8s", "Pod"))
     assert request == {
-        "tags": ["x", "d"], "spec": {"c": 3, "a": 1, "b": 2}, "c": [{"n": 1, "v": 0}, {"n": 2}],
-        "n": 2}
+        "tags": ["x", "d"],
+        "spec": {"c": 3, "a": 1, "b": 2},
+        "c": [{"n": 1, "v": 0}, {"n": 2}],
+        "n": 2,
+    }
 
 
 def test_tuples_replace_and_structural_mismatch_is_a_type_error() -> None:
@@ -152,12 +179,15 @@ def test_flat_namespace_warns_with_how_to_store_it(caplog: pytest.LogCaptureFixt
     assert get_overlay(marked, "k8s", "V1Pod") == {}
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("o.json", json.dumps({"V1Pod": {"a": [1]}})),
-    ("o.yaml", "V1Pod:\n  a: [1]\n"),
-    ("o.yml", "V1Pod: {a: [1]}\n"),
-    ("o.txt", "V1Pod: {a: [1]}\n"),  # neither extension: JSON first, then YAML
-])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("o.json", json.dumps({"V1Pod": {"a": [1]}})),
+        ("o.yaml", "V1Pod:\n  a: [1]\n"),
+        ("o.yml", "V1Pod: {a: [1]}\n"),
+        ("o.txt", "V1Pod: {a: [1]}\n"),  # neither extension: JSON first, then YAML
+    ],
+)
 def test_overlays_from_files(tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / name
     path.write_text(text)
@@ -169,8 +199,14 @@ def test_overlays_from_files(tmp_path: Path, name: str, text: str) -> None:
 
 def test_empty_overlay_file_is_no_overlay(tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("")
-    assert get_overlay(Role(name="r", image="i", metadata={"k8s": str(tmp_path / "empty.yaml")}),
-                       "k8s", "V1Pod") == {}
+    assert (
+        get_overlay(
+            Role(name="r", image="i", metadata={"k8s": str(tmp_path / "empty.yaml")}),
+            "k8s",
+            "V1Pod",
+        )
+        == {}
+    )
 
 
 def test_overlay_file_errors(tmp_path: Path) -> None:
@@ -187,7 +223,8 @@ def test_overlay_file_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidOverlayError) as e:
         load(tmp_path / "bad.txt")
     assert str(e.value).startswith(
-        f"overlay file {str(tmp_path / 'bad.txt')!r} is neither valid JSON nor YAML: ")
+        f"overlay file {str(tmp_path / 'bad.txt')!r} is neither valid JSON nor YAML: "
+    )
     with pytest.raises(InvalidOverlayError) as e:
         load(missing)
     assert str(e.value).startswith(f"cannot read overlay file {str(missing)!r}: ")
@@ -195,21 +232,33 @@ def test_overlay_file_errors(tmp_path: Path) -> None:
 
 def test_validate_overlay_messages() -> None:
     with pytest.raises(InvalidOverlayError) as e:
-        validate_overlay({PUT("env"): [], "command": [], "ok": 1}, blocklist=["env", "command"],
-                         overlay_name="PodSpec")
+        validate_overlay(
+            {PUT("env"): [], "command": [], "ok": 1},
+            blocklist=["env", "command"],
+            overlay_name="PodSpec",
+        )
     assert str(e.value) == (
         "PodSpec overlay sets `PodSpec.command`, `PodSpec.env`, which must be set via the"
-        " Role/AppDef attributes instead (not allowed in overlays: command, env)")
+        " Role/AppDef attributes instead (not allowed in overlays: command, env)"
+    )
     with pytest.raises(InvalidOverlayError) as e:
-        validate_overlay({"containers": [], "env": 1}, blocklist=["env"], forbidden_keys={"containers"},
-                         suggestion="use the V1Container overlay")
+        validate_overlay(
+            {"containers": [], "env": 1},
+            blocklist=["env"],
+            forbidden_keys={"containers"},
+            suggestion="use the V1Container overlay",
+        )
     assert str(e.value) == (
         "overlay overlay sets `overlay.env`, which must be set via the Role/AppDef attributes instead"
         " (not allowed in overlays: env); overlay overlay contains 'containers', which belong to"
-        " a different overlay type. use the V1Container overlay")
+        " a different overlay type. use the V1Container overlay"
+    )
     with pytest.raises(InvalidOverlayError) as e:
         validate_overlay({"containers": []}, forbidden_keys={"containers"})
-    assert str(e.value) == "overlay overlay contains 'containers', which belong to a different overlay type"
+    assert (
+        str(e.value)
+        == "overlay overlay contains 'containers', which belong to a different overlay type"
+    )
     with pytest.raises(InvalidOverlayError) as e:
         validate_overlay([], overlay_name="V1Pod")  # type: ignore[arg-type]
     assert str(e.value) == "V1Pod overlay must be a dict, got []"
@@ -224,9 +273,12 @@ def test_overlay_file_on_a_filesystem_that_is_not_installed_names_the_package() 
         get_overlay(role, "k8s", "Pod")
     assert str(e.value) == (
         "Optional dependency 's3fs' is not installed (needed by reading the overlay file"
-        " s3://bucket/o.yaml (s3://)). Install it with: pip install s3fs")
+        " s3://bucket/o.yaml (s3://)). Install it with: pip install s3fs"
+    )
     with pytest.raises(InvalidOverlayError, match="Protocol not known: nosuchproto"):
-        get_overlay(Role(name="r", image="i", metadata={"k8s": "nosuchproto://b/o.yaml"}), "k8s", "Pod")
+        get_overlay(
+            Role(name="r", image="i", metadata={"k8s": "nosuchproto://b/o.yaml"}), "k8s", "Pod"
+        )
 
 
 def test_overlay_spec_refuses_blocked_keys_both_ways() -> None:
@@ -238,7 +290,8 @@ def test_overlay_spec_refuses_blocked_keys_both_ways() -> None:
         spec.set(role, {PUT("env"): []})
     assert str(e.value) == (
         "V1Pod overlay sets `V1Pod.env`, which must be set via the Role/AppDef attributes instead"
-        " (not allowed in overlays: env)")
+        " (not allowed in overlays: env)"
+    )
     assert role.metadata == {}
     set_overlay(role, "kubernetes", "V1Pod", {"env": []})  # stored around the spec
     with pytest.raises(InvalidOverlayError, match="^V1Pod overlay sets `V1Pod.env`"):

@@ -94,7 +94,10 @@ def test_join_merges_matched_items_recursively() -> None:
                     "name": "main",
                     "resources": {"limits": {"cpu": "2"}},
                     "ports": [{"containerPort": 443}],
-                    JOIN("env", on="name"): [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}],
+                    JOIN("env", on="name"): [
+                        {"name": "A", "value": "2"},
+                        {"name": "B", "value": "3"},
+                    ],
                     PUT("args"): ["--y"],
                 }
             ]
@@ -117,7 +120,6 @@ def test_join_item_without_the_key_field_is_appended() -> None:
     base = {"c": [{"name": "a", "v": 1}]}
     apply_overlay(base, {JOIN("c", on="name"): [{"v": 2}]})
     assert base == {"c": [{"name": "a", "v": 1}, {"v": 2}]}
-
 
 
 def test_join_on_non_dict_items_is_type_error() -> None:

@@ -78,7 +78,10 @@ def test_all_lists_agree_and_resolve() -> None:
         obj = getattr(specs, name)
         assert obj is not None, name
         module = getattr(obj, "__module__", None) or type(obj).__module__
-        assert module.startswith(("torchx_core.specs", "builtins", "typing", "types")), (name, module)
+        assert module.startswith(("torchx_core.specs", "builtins", "typing", "types")), (
+            name,
+            module,
+        )
     for name in api.__all__:
         assert getattr(api, name) is getattr(specs, name), name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -106,6 +106,7 @@ def test_awaitables_resolve_in_every_context() -> None:
     t = threading.Thread(target=owner.run_forever, daemon=True)
     t.start()
     try:
+
         async def make() -> asyncio.Future[str]:
             fut = asyncio.get_running_loop().create_future()
             asyncio.get_running_loop().call_later(0.01, fut.set_result, "c")

@@ -47,8 +47,13 @@ def test_specs_page_examples_pass() -> None:
         "r, report = t.run_examples('\\n'.join(blocks), str(t.SPECS_PAGE))\n"
         "print(report); print('RESULT', len(blocks), r.attempted, r.failed)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)],
-                         capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     *report, last = out.stdout.rstrip("\n").split("\n")
     assert last.startswith("RESULT "), out.stdout + out.stderr
     blocks, attempted, failed = (int(x) for x in last.split()[1:])
@@ -59,11 +64,32 @@ def test_specs_page_examples_pass() -> None:
 
 def test_specs_page_covers_every_area() -> None:
     text = SPECS_PAGE.read_text(encoding="utf-8")
-    for api in ("AppDef(", "Role(", "Resource(", "resource(", "macros.Values", "runopts()",
-                "cfg_from_str", "cast_to_type", "StructuredOpts", ".format(", "to_json()",
-                "raise_for_status", "parse_app_handle", "parse_mounts", "set_overlay", "PUT(",
-                "JOIN(", "DEL(", "validate_overlay", "named_resources", "file_linter.validate",
-                "get_fn_docstring", "AppDryRunInfo", "Workspace"):
+    for api in (
+        "AppDef(",
+        "Role(",
+        "Resource(",
+        "resource(",
+        "macros.Values",
+        "runopts()",
+        "cfg_from_str",
+        "cast_to_type",
+        "StructuredOpts",
+        ".format(",
+        "to_json()",
+        "raise_for_status",
+        "parse_app_handle",
+        "parse_mounts",
+        "set_overlay",
+        "PUT(",
+        "JOIN(",
+        "DEL(",
+        "validate_overlay",
+        "named_resources",
+        "file_linter.validate",
+        "get_fn_docstring",
+        "AppDryRunInfo",
+        "Workspace",
+    ):
         assert any(api in block for block in pycon_blocks(text)), f"no runnable example uses {api}"
 
 

@@ -69,7 +69,8 @@ def test_cast_to_type_rules() -> None:
         assert opt.cast_to_type("a:1;b:2") == {"a": "1", "b": "2"}
         # each item splits at its first ':' so values may hold colons (image names, URLs)
         assert opt.cast_to_type("image:repo:tag,url:http://h:80") == {
-            "image": "repo:tag", "url": "http://h:80"
+            "image": "repo:tag",
+            "url": "http://h:80",
         }
         assert opt.is_type_dict_of_str
 

@@ -105,7 +105,9 @@ def test_format_and_filter_roles() -> None:
     ]
     replicas = [line for line in lines[4:-4] if "[" in line]
     assert [line.strip().lstrip("*").split(" ")[0] for line in replicas] == [
-        "trainer[0]:FAILED", "trainer[1]:SUCCEEDED", "ps[0]:RUNNING"
+        "trainer[0]:FAILED",
+        "trainer[1]:SUCCEEDED",
+        "ps[0]:RUNNING",
     ]
     # the replica 0 of each role is starred
     assert [line[:2] for line in replicas] == [" *", "  ", " *"]
@@ -188,14 +190,20 @@ def test_format_is_torchx_text() -> None:
         # exit code 0 or missing: <N/A>, as in TorchX
         ('{"message": {"message": "m", "errorCode": 0}}', ["FAILED (exitcode: <N/A>)"]),
         # not JSON / an unknown layout: verbatim, in the message's place
-        ("worker killed by SIGKILL", ["FAILED (exitcode: <N/A>)", "error_msg: worker killed by SIGKILL"]),
+        (
+            "worker killed by SIGKILL",
+            ["FAILED (exitcode: <N/A>)", "error_msg: worker killed by SIGKILL"],
+        ),
         ('{"error": "x"}', ['error_msg: {"error": "x"}']),
     ],
 )
 def test_format_error_layouts(error: str, block: list[str]) -> None:
     from datetime import datetime
 
-    st = AppStatus(AppState.FAILED, roles=[RoleStatus("r", [ReplicaStatus(0, AppState.FAILED, "r", "h", error)])])
+    st = AppStatus(
+        AppState.FAILED,
+        roles=[RoleStatus("r", [ReplicaStatus(0, AppState.FAILED, "r", "h", error)])],
+    )
     text = st.format()
     ts = str(datetime.fromtimestamp(0))
     for part in block:
@@ -226,16 +234,25 @@ def test_json_is_torchx_form_and_round_trips() -> None:
     assert list(data) == ["state", "num_restarts", "roles", "msg", "structured_error_msg", "url"]
     assert data["state"] == "RUNNING" and data["url"] is None
     assert data["roles"][0]["replicas"][0] == {
-        "id": 1, "state": 3, "role": "worker", "hostname": "localhost",
-        "structured_error_msg": "<NONE>", "hostaddr": "localhost",
+        "id": 1,
+        "state": 3,
+        "role": "worker",
+        "hostname": "localhost",
+        "structured_error_msg": "<NONE>",
+        "hostaddr": "localhost",
     }
     assert [r["role"] for r in st.to_json(filter_roles=["ps"])["roles"]] == ["ps"]
     assert AppStatus.from_json(json.loads(json.dumps(data))) == st
     full = _status()
     assert AppStatus.from_json(json.loads(json.dumps(full.to_json()))) == full
     # the form earlier releases of ours wrote (state names, ui_url) still reads
-    old = {"state": "FAILED", "ui_url": "http://ui", "roles": [
-        {"role": "r", "replicas": [{"id": 0, "state": "FAILED", "role": "r", "hostname": "h"}]}]}
+    old = {
+        "state": "FAILED",
+        "ui_url": "http://ui",
+        "roles": [
+            {"role": "r", "replicas": [{"id": 0, "state": "FAILED", "role": "r", "hostname": "h"}]}
+        ],
+    }
     back = AppStatus.from_json(old)
     assert back.ui_url == "http://ui" and back.roles[0].replicas[0].state == AppState.FAILED
 
@@ -305,14 +322,17 @@ def test_non_string_handle_is_typed_error() -> None:
         parse_app_handle(None)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("handle", "reason"), [
-    ("foo", "missing '://' after the scheduler name"),
-    ("k8s://x", "missing '/<app_id>' after the session name"),
-    ("k8s://x/", "the app_id after the session name is empty"),
-    ("k 8s://x/y", "scheduler name 'k 8s' must be non-empty letters, digits, '_', '-', '.'"),
-    ("://x/y", "scheduler name '' must be non-empty letters, digits, '_', '-', '.'"),
-    (3, "an app handle must be a str"),
-])
+@pytest.mark.parametrize(
+    ("handle", "reason"),
+    [
+        ("foo", "missing '://' after the scheduler name"),
+        ("k8s://x", "missing '/<app_id>' after the session name"),
+        ("k8s://x/", "the app_id after the session name is empty"),
+        ("k 8s://x/y", "scheduler name 'k 8s' must be non-empty letters, digits, '_', '-', '.'"),
+        ("://x/y", "scheduler name '' must be non-empty letters, digits, '_', '-', '.'"),
+        (3, "an app handle must be a str"),
+    ],
+)
 def test_malformed_handles_say_why(handle: object, reason: str) -> None:
     from torchx_core.specs import MalformedAppHandleException, parse_app_handle
 

@@ -79,7 +79,9 @@ def test_artifacts_upload_local_files_and_keep_references(
     client = _client(mlflow_server)
     mlflow_run = tracker.get_run_id(RUN)
     assert [f.path for f in client.list_artifacts(mlflow_run, "model")] == ["model/model.pt"]
-    assert [f.path for f in client.list_artifacts(mlflow_run, "tensorboard")] == ["tensorboard/events.1"]
+    assert [f.path for f in client.list_artifacts(mlflow_run, "tensorboard")] == [
+        "tensorboard/events.1"
+    ]
     local = client.download_artifacts(mlflow_run, "model/model.pt", str(tmp_path / "dl"))
     assert Path(local).read_bytes() == b"weights"
     assert arts["model"].path.endswith("/model")
@@ -96,7 +98,9 @@ def test_parent_child_lineage_nests_runs(tracker, mlflow_server: str) -> None:
         TrackerSource(PARENT, None),
         TrackerSource("s3://bucket/data/v1", "dataset"),
     ]
-    assert list(tracker.sources(RUN, "dataset")) == [TrackerSource("s3://bucket/data/v1", "dataset")]
+    assert list(tracker.sources(RUN, "dataset")) == [
+        TrackerSource("s3://bucket/data/v1", "dataset")
+    ]
     child = _client(mlflow_server).get_run(tracker.get_run_id(RUN))
     assert child.data.tags["mlflow.parentRunId"] == tracker.get_run_id(PARENT)
     assert tracker.run_ids() == sorted([RUN, PARENT])
@@ -150,8 +154,12 @@ def test_log_params_flat(tracker, mlflow_server: str) -> None:
     tracker.log_params_flat(RUN, _Cfg())
     params = _client(mlflow_server).get_run(tracker.get_run_id(RUN)).data.params
     assert params == {
-        "epochs": "2", "tags": "['a', 'b']", "opts._0.name": "sgd", "opts._0.lr": "0.1",
-        "opts._1.name": "adam", "opts._1.lr": "0.01",
+        "epochs": "2",
+        "tags": "['a', 'b']",
+        "opts._0.name": "sgd",
+        "opts._0.lr": "0.1",
+        "opts._1.name": "adam",
+        "opts._1.lr": "0.01",
     }
 
 
@@ -212,20 +220,34 @@ def test_a_real_local_app_tracks_to_mlflow(mlflow_server: str, tmp_path: Path) -
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHX_", "MLFLOW_"))}
-    env.update(HOME=str(tmp_path), NO_COLOR="1", TORCHX_LOCAL_ROOT=str(tmp_path / "root"),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    env.update(
+        HOME=str(tmp_path),
+        NO_COLOR="1",
+        TORCHX_LOCAL_ROOT=str(tmp_path / "root"),
+        PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+    )
 
     def torchx(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "torchx_core.cli.main", *args], cwd=work,
-                              env=env, capture_output=True, text=True, timeout=300, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "torchx_core.cli.main", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
-    run = torchx("run", "-s", "local_cwd", "--wait", "--parent_run_id", PARENT, "utils.python", "-c", code)
+    run = torchx(
+        "run", "-s", "local_cwd", "--wait", "--parent_run_id", PARENT, "utils.python", "-c", code
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     handle = re.search(r"local_cwd://torchx/[\w-]+", run.stdout + run.stderr).group(0)  # type: ignore[union-attr]
     md = torchx("tracker", "list", "metadata", "--json", handle)
     assert md.returncode == 0, md.stderr
     assert {r["key"]: r["value"] for r in map(json.loads, md.stdout.splitlines())} == {
-        "lr": 0.5, "optimizer": "adam"
+        "lr": 0.5,
+        "optimizer": "adam",
     }
     arts = torchx("tracker", "list", "artifacts", "--json", handle)
     (art,) = map(json.loads, arts.stdout.splitlines())

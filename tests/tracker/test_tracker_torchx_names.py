@@ -10,17 +10,40 @@ import pytest
 NAMES = {
     "torchx_core.tracker": ["app_run_from_env", "AppRun"],
     "torchx_core.tracker.api": [
-        "TrackerSource", "TrackerArtifact", "AppRunTrackableSource", "Lineage", "TrackerBase",
-        "tracker_config_env_var_name", "build_trackers", "trackers_from_environ", "AppRun",
-        "ENV_TORCHX_TRACKERS", "ENV_TORCHX_PARENT_RUN_ID", "ENV_TORCHX_JOB_ID",
+        "TrackerSource",
+        "TrackerArtifact",
+        "AppRunTrackableSource",
+        "Lineage",
+        "TrackerBase",
+        "tracker_config_env_var_name",
+        "build_trackers",
+        "trackers_from_environ",
+        "AppRun",
+        "ENV_TORCHX_TRACKERS",
+        "ENV_TORCHX_PARENT_RUN_ID",
+        "ENV_TORCHX_JOB_ID",
     ],
     "torchx_core.tracker.backend.fsspec": ["generate_filename", "FsspecTracker", "create"],
     "torchx_core.tracker.mlflow": ["MLflowTracker", "create_tracker"],
     "torchx_core.runtime.tracking": ["ResultTracker", "FsspecResultTracker"],
-    "torchx_core.runtime.tracking.api": ["KeyType", "ResultType", "ResultTracker", "FsspecResultTracker"],
+    "torchx_core.runtime.tracking.api": [
+        "KeyType",
+        "ResultType",
+        "ResultTracker",
+        "FsspecResultTracker",
+    ],
     "torchx_core.distributed": [
-        "local_rank", "local_cuda_device", "local_device", "rank", "world_size", "is_rank0",
-        "is_local_rank0", "Backend", "init_pg", "on_rank0_first", "on_local_rank0_first",
+        "local_rank",
+        "local_cuda_device",
+        "local_device",
+        "rank",
+        "world_size",
+        "is_rank0",
+        "is_local_rank0",
+        "Backend",
+        "init_pg",
+        "on_rank0_first",
+        "on_local_rank0_first",
     ],
     "torchx_core.cli.cmd_tracker": ["CmdTracker"],
     "torchx_core.runner.api": ["get_configured_trackers"],
@@ -39,13 +62,21 @@ def test_signatures_take_torchx_arguments() -> None:
     from torchx_core.tracker.backend.fsspec import FsspecTracker
 
     assert list(inspect.signature(TrackerBase.add_artifact).parameters) == [
-        "self", "run_id", "name", "path", "metadata"
+        "self",
+        "run_id",
+        "name",
+        "path",
+        "metadata",
     ]
     assert list(inspect.signature(TrackerBase.sources).parameters) == [
-        "self", "run_id", "artifact_name"
+        "self",
+        "run_id",
+        "artifact_name",
     ]
     assert list(inspect.signature(FsspecTracker.__init__).parameters) == ["self", "fs", "root_dir"]
     assert list(inspect.signature(AppRun.add_source).parameters) == [
-        "self", "source_id", "artifact_name"
+        "self",
+        "source_id",
+        "artifact_name",
     ]
     assert [f for f in AppRun.__dataclass_fields__] == ["id", "backends"]

@@ -9,17 +9,32 @@ from pathlib import Path
 import pytest
 
 SERVICES = Path(__file__).resolve().parents[2] / "scripts" / "services"
-SHARED_DAEMONS = ["docker/start.sh", "docker/registry-start.sh", "slurm/start.sh", "ray/start.sh",
-                  "mlflow/start.sh", "moto/start.sh"]
+SHARED_DAEMONS = [
+    "docker/start.sh",
+    "docker/registry-start.sh",
+    "slurm/start.sh",
+    "ray/start.sh",
+    "mlflow/start.sh",
+    "moto/start.sh",
+]
 
 
 def test_shared_daemon_env_drops_every_torchx_variable_and_keeps_the_rest(tmp_path: Path) -> None:
-    env = {**os.environ, "TORCHX_LOCAL_ROOT": "/some/test/root", "TORCHX_X": "1",
-           "KEEP_ME": "yes", "CI_RUN_DIR": str(tmp_path / "run"),
-           "CI_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "TORCHX_LOCAL_ROOT": "/some/test/root",
+        "TORCHX_X": "1",
+        "KEEP_ME": "yes",
+        "CI_RUN_DIR": str(tmp_path / "run"),
+        "CI_STATE_DIR": str(tmp_path / "state"),
+    }
     out = subprocess.run(
         ["bash", "-c", f'. "{SERVICES}/common.sh"; shared_daemon_env; env'],
-        env=env, capture_output=True, text=True, check=True).stdout
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
     assert not {n for n in names if n.startswith("TORCHX_")}
     assert "KEEP_ME" in names

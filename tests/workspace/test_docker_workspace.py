@@ -58,8 +58,10 @@ def test_build_context_maps_projects_to_subdirs(tmp_path: Path) -> None:
 
 
 def _app(workspace: Workspace) -> AppDef:
-    return AppDef("ws", roles=[Role("r", image=BUSYBOX, entrypoint="cat", args=["main.py"],
-                                    workspace=workspace)])
+    return AppDef(
+        "ws",
+        roles=[Role("r", image=BUSYBOX, entrypoint="cat", args=["main.py"], workspace=workspace)],
+    )
 
 
 def test_workspace_build_updates_role_image(tmp_path: Path) -> None:
@@ -80,7 +82,8 @@ def test_dockerfile_torchx_is_honoured(tmp_path: Path) -> None:
     client = FakeDockerClient()
     custom = "ARG IMAGE\nFROM $IMAGE\nCOPY main.py /opt/main.py\n"
     DockerScheduler("t", client=client).submit_dryrun(
-        _app(Workspace({str(_project(tmp_path, custom)): ""})), {})
+        _app(Workspace({str(_project(tmp_path, custom)): ""})), {}
+    )
     build = client.images.builds[0]
     assert build["dockerfile"] == TORCHX_DOCKERFILE
     assert build["files"][TORCHX_DOCKERFILE] == custom
@@ -89,9 +92,11 @@ def test_dockerfile_torchx_is_honoured(tmp_path: Path) -> None:
 def test_image_repo_renames_and_pushes(tmp_path: Path) -> None:
     client = FakeDockerClient()
     sched = DockerScheduler("t", client=client)
-    info = sched.submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})),
-                               {"image_repo": "127.0.0.1:5000/me/ws", "network": "host"})
-    (local, (repo, tag)), = info.request.images_to_push.items()
+    info = sched.submit_dryrun(
+        _app(Workspace({str(_project(tmp_path)): ""})),
+        {"image_repo": "127.0.0.1:5000/me/ws", "network": "host"},
+    )
+    ((local, (repo, tag)),) = info.request.images_to_push.items()
     assert repo == "127.0.0.1:5000/me/ws" and local.startswith("sha256:")
     assert info.request.containers[0].image == f"{repo}:{tag}"
     client.images.present[f"{repo}:{tag}"] = client.images.get(local)
@@ -104,8 +109,9 @@ def test_push_error_is_typed(tmp_path: Path) -> None:
     client = FakeDockerClient()
     client.push_error = "denied: requested access to the resource is denied"
     sched = DockerScheduler("t", client=client)
-    info = sched.submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})),
-                               {"image_repo": "127.0.0.1:5000/me/ws"})
+    info = sched.submit_dryrun(
+        _app(Workspace({str(_project(tmp_path)): ""})), {"image_repo": "127.0.0.1:5000/me/ws"}
+    )
     with pytest.raises(DockerWorkspaceError, match="denied.*docker login"):
         sched.schedule(info)
 
@@ -117,7 +123,9 @@ def test_special_files_in_the_workspace_are_skipped(tmp_path: Path) -> None:
     client = FakeDockerClient()
     with socket.socket(socket.AF_UNIX) as sock:  # a socket file cannot be copied: it is skipped
         sock.bind(str(proj / "daemon.sock"))
-        info = DockerScheduler("t", client=client).submit_dryrun(_app(Workspace({str(proj): ""})), {})
+        info = DockerScheduler("t", client=client).submit_dryrun(
+            _app(Workspace({str(proj): ""})), {}
+        )
     (build,) = client.images.builds
     # the image was built from the regular files, without the socket
     assert {"main.py", "pkg/mod.py"} <= set(build["files"])
@@ -125,8 +133,9 @@ def test_special_files_in_the_workspace_are_skipped(tmp_path: Path) -> None:
     assert info.request.containers[0].image.startswith("sha256:")
 
 
-def test_unreachable_engine_is_a_typed_error(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_engine_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from torchx_core.workspace.docker_workspace import DockerEngineError
 
     missing = tmp_path / "no-docker.sock"

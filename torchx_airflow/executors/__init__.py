@@ -30,8 +30,11 @@ def _check_airflow() -> None:
         parts.append(int(digits) if digits else 0)
     if tuple(parts) < MIN_AIRFLOW:
         raise MissingDependencyError(
-            "airflow", "airflow", "torchx_airflow.executors.TorchXExecutor",
-            distribution="apache-airflow", found=found,
+            "airflow",
+            "airflow",
+            "torchx_airflow.executors.TorchXExecutor",
+            distribution="apache-airflow",
+            found=found,
             required=">=" + ".".join(map(str, MIN_AIRFLOW)),
         )
 

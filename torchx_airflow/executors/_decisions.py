@@ -44,10 +44,14 @@ class Verdict(str, Enum):
 _LIVE = frozenset({"queued", "running"})
 #: states the task itself reports as it ends (its app then exits within seconds), and the states
 #: a user sets in the UI (marked failed/success), which the Task SDK also notices and stops on
-_ENDED = frozenset({"success", "failed", "up_for_retry", "up_for_reschedule", "skipped", "deferred"})
+_ENDED = frozenset(
+    {"success", "failed", "up_for_retry", "up_for_reschedule", "skipped", "deferred"}
+)
 
 
-def verdict(state: str | None, try_number: int | None, my_try: int, *, exists: bool = True) -> Verdict:
+def verdict(
+    state: str | None, try_number: int | None, my_try: int, *, exists: bool = True
+) -> Verdict:
     """Whether the app of try ``my_try`` may go on, given the task instance's current row.
 
     Args:

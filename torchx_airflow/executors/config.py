@@ -137,7 +137,9 @@ class ExecutorSettings:
         problems = _unknown(raw, SETTING_KEYS, f"[{SECTION}]")
         values = _checked({k: v for k, v in raw.items() if k in SETTING_KEYS}, problems)
         if problems:
-            raise InvalidExecutorConfigError(f"invalid [{SECTION}] settings: " + "; ".join(problems))
+            raise InvalidExecutorConfigError(
+                f"invalid [{SECTION}] settings: " + "; ".join(problems)
+            )
         task = TaskSettings(**{k: v for k, v in values.items() if k in OVERRIDE_KEYS})
         if not task.image:
             task = dataclasses.replace(task, image=os.getcwd())
@@ -152,13 +154,23 @@ class ExecutorSettings:
         if scheduler and task.scheduler == TaskSettings.scheduler:
             task = dataclasses.replace(task, scheduler=scheduler)
         task = dataclasses.replace(task, cfg={**dict(cfg), **task.cfg})
-        session = session_name if session_name and self.session_name == "airflow" else self.session_name
+        session = (
+            session_name if session_name and self.session_name == "airflow" else self.session_name
+        )
         return dataclasses.replace(self, task=task, session_name=session)
 
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_STR = ("scheduler", "image", "resource", "conn_id", "session_name", "python", "execution_api_server_url")
+_STR = (
+    "scheduler",
+    "image",
+    "resource",
+    "conn_id",
+    "session_name",
+    "python",
+    "execution_api_server_url",
+)
 _INT = {"cpu": 0, "gpu": 0, "memMB": 0, "tail_lines": 0}
 _FLOAT = {"poll_interval": 0.0, "unknown_timeout": 0.0, "kill_grace": 0.0}
 
@@ -198,7 +210,11 @@ def _convert(key: str, value: Any) -> Any:
         return number
     if key in _FLOAT:
         try:
-            number = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+            number = (
+                float(value)
+                if isinstance(value, (str, int, float)) and not isinstance(value, bool)
+                else None
+            )
         except ValueError:
             number = None
         if number is None or not number >= _FLOAT[key] or number == float("inf"):

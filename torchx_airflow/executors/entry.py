@@ -39,7 +39,7 @@ def unseal(value: str) -> str:
         return value
     from airflow.sdk.crypto import get_fernet
 
-    return get_fernet().decrypt(value[len(_SEALED):].encode()).decode()
+    return get_fernet().decrypt(value[len(_SEALED) :].encode()).decode()
 
 
 def main(argv: list[str] | None = None) -> int:

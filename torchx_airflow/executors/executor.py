@@ -135,18 +135,24 @@ class TorchXExecutor(BaseExecutor):
 
     def _owner(self, ti_id: object) -> str:
         """The owner token recorded with a task's app: this executor instance and the task."""
-        return f"airflow-executor:{socket.gethostname()}/job={self.job_id}/{self._instance}/ti={ti_id}"
+        return (
+            f"airflow-executor:{socket.gethostname()}/job={self.job_id}/{self._instance}/ti={ti_id}"
+        )
 
     def _life(self, app: _App) -> AppLifecycle:
         backend = parse_app_handle(app.handle).scheduler_backend
-        return AppLifecycle(self.runner, backend, owner=app.owner, tail_lines=self.settings.tail_lines)
+        return AppLifecycle(
+            self.runner, backend, owner=app.owner, tail_lines=self.settings.tail_lines
+        )
 
     def start(self) -> None:
         """Reads the settings (a wrong one fails the scheduler's start, with every problem)."""
         s = self.settings
         self.log.info(
             "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
-            s.task.scheduler, s.session_name, s.poll_interval,
+            s.task.scheduler,
+            s.session_name,
+            s.poll_interval,
         )
 
     # -- submit -----------------------------------------------------------------------------------
@@ -156,7 +162,9 @@ class TorchXExecutor(BaseExecutor):
 
         for workload in workload_items:
             if not isinstance(workload, ExecuteTask):
-                raise TypeError(f"TorchXExecutor runs task workloads only, got {type(workload).__name__}")
+                raise TypeError(
+                    f"TorchXExecutor runs task workloads only, got {type(workload).__name__}"
+                )
             key = workload.ti.key
             self.queued_tasks.pop(key, None)
             try:
@@ -164,7 +172,10 @@ class TorchXExecutor(BaseExecutor):
             except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
                 permanent = isinstance(e, TorchXError) and e.permanent
                 self.log.error("cannot start %s as an app: %s", key, e)
-                self.fail(key, info=f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}")
+                self.fail(
+                    key,
+                    info=f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}",
+                )
                 continue
             self._apps[key] = app
             self.running.add(key)
@@ -174,7 +185,9 @@ class TorchXExecutor(BaseExecutor):
     def _submit(self, workload: workloads.ExecuteTask) -> _App:
         ti = workload.ti
         task = self.settings.task.override(ti.executor_config)
-        name = app_name(f"af-{ti.task_id}", (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.try_number))
+        name = app_name(
+            f"af-{ti.task_id}", (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.try_number)
+        )
         app = self._app(workload, task, name)
         handle = self.runner.run(app, task.scheduler, cfg=task.cfg)
         owner = self._owner(ti.id)
@@ -198,7 +211,11 @@ class TorchXExecutor(BaseExecutor):
             name=ROLE,
             image=task.image,
             entrypoint=self.settings.python,
-            args=["-m", "torchx_airflow.executors.entry", workload.model_dump_json(exclude={"token"})],
+            args=[
+                "-m",
+                "torchx_airflow.executors.entry",
+                workload.model_dump_json(exclude={"token"}),
+            ],
             env=env,
             resource=task.role_resource(),
         )
@@ -260,8 +277,12 @@ class TorchXExecutor(BaseExecutor):
         else:
             state = status.state.name if status is not None else "?"
             err = (status.structured_error_msg or status.msg) if status is not None else ""
-            head = f"torchx app {app.handle} ended {state}" + (f": {err}" if err and err != "<NONE>" else "")
-        tail = self._life(app).failure_tail(app.handle, status) if decision != Outcome.VANISHED else []
+            head = f"torchx app {app.handle} ended {state}" + (
+                f": {err}" if err and err != "<NONE>" else ""
+            )
+        tail = (
+            self._life(app).failure_tail(app.handle, status) if decision != Outcome.VANISHED else []
+        )
         return "\n".join([head, *(["last log lines:"] + tail if tail else [])])
 
     # -- task instances that moved on -------------------------------------------------------------
@@ -344,7 +365,9 @@ class TorchXExecutor(BaseExecutor):
         except Exception as e:  # noqa: BLE001 - adopted all the same; kill paths still cancel
             self.log.warning("cannot record the owner of %s: %s", handle, e)
         key = ti.key
-        self._apps[key] = _App(key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
+        self._apps[key] = _App(
+            key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout)
+        )
         self.running.add(key)
         self.log.info("adopted %s running as %s (was owned by %s)", key, handle, recorded)
         return True
@@ -377,7 +400,9 @@ class TorchXExecutor(BaseExecutor):
         apps = [a for a in self._apps.values() if not a.cancelled]
         if not apps:
             return
-        with ThreadPoolExecutor(max_workers=min(16, len(apps)), thread_name_prefix="torchx-end") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(16, len(apps)), thread_name_prefix="torchx-end"
+        ) as pool:
             list(pool.map(lambda a: self._cancel(a, why), apps))
 
     # -- logs -------------------------------------------------------------------------------------

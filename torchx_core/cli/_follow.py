@@ -24,7 +24,9 @@ class LogSelectionError(TorchXError, ValueError):
     """A ``torchx log`` selection names a role or replica the app does not have."""
 
 
-def role_replicas(runner: Runner, app_handle: str, role: str | None = None) -> list[tuple[str, int]]:
+def role_replicas(
+    runner: Runner, app_handle: str, role: str | None = None
+) -> list[tuple[str, int]]:
     """(role, replica index) pairs of the app, optionally of one role.
 
     Raises:

@@ -25,11 +25,14 @@ class CmdCancel(SubCommand):
                 logger.error(
                     "app %s does not exist%s (or was deleted); nothing to cancel."
                     " `torchx list -s SCHEDULER` shows the known apps",
-                    args.app_handle, searched(runner, args.app_handle),
+                    args.app_handle,
+                    searched(runner, args.app_handle),
                 )
                 return 1
             if status.is_terminal():
-                logger.info("app %s already ended (%s); nothing to cancel", args.app_handle, status.state)
+                logger.info(
+                    "app %s already ended (%s); nothing to cancel", args.app_handle, status.state
+                )
                 return 0
             runner.cancel(args.app_handle)
         logger.info("cancel requested for %s", args.app_handle)

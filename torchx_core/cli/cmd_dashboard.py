@@ -59,24 +59,43 @@ class CmdDashboard(SubCommand):
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument(
-            "-s", "--schedulers", default="",
+            "-s",
+            "--schedulers",
+            default="",
             help="comma-separated schedulers to show (default: local_cwd plus those with a"
-            " .torchxconfig section)")
+            " .torchxconfig section)",
+        )
         subparser.add_argument(
-            "--host", default="127.0.0.1",
-            help="address to bind (default: %(default)s); any non-loopback address requires a token")
-        subparser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                               help="port (default: %(default)s; 0: any free port)")
+            "--host",
+            default="127.0.0.1",
+            help="address to bind (default: %(default)s); any non-loopback address requires a token",
+        )
         subparser.add_argument(
-            "--token", default=os.environ.get("TORCHX_DASHBOARD_TOKEN") or None,
+            "--port",
+            type=int,
+            default=DEFAULT_PORT,
+            help="port (default: %(default)s; 0: any free port)",
+        )
+        subparser.add_argument(
+            "--token",
+            default=os.environ.get("TORCHX_DASHBOARD_TOKEN") or None,
             help="the token every request must carry (default $TORCHX_DASHBOARD_TOKEN; on a"
-            " non-loopback --host one is generated and printed when not given)")
-        subparser.add_argument("--refresh", type=float, default=2.0,
-                               help="seconds between two reads of a scheduler (default: %(default)s)")
+            " non-loopback --host one is generated and printed when not given)",
+        )
         subparser.add_argument(
-            "--engine-url", action="append", default=[], metavar="ENGINE=URL",
+            "--refresh",
+            type=float,
+            default=2.0,
+            help="seconds between two reads of a scheduler (default: %(default)s)",
+        )
+        subparser.add_argument(
+            "--engine-url",
+            action="append",
+            default=[],
+            metavar="ENGINE=URL",
             help="base URL of an engine UI for owner links: airflow=..., prefect=..., kfp=..."
-            " (repeatable)")
+            " (repeatable)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.dashboard import serve
@@ -94,16 +113,22 @@ class CmdDashboard(SubCommand):
             unknown = [s for s in wanted if s not in known]
             if unknown:
                 raise DashboardArgumentError(
-                    f"unknown scheduler(s) {', '.join(unknown)}; registered: {', '.join(known)}")
+                    f"unknown scheduler(s) {', '.join(unknown)}; registered: {', '.join(known)}"
+                )
             schedulers = wanted or configured_schedulers(known)
             cfgs = {}
             for s in schedulers:
                 cfg: dict = {}
                 config.apply(s, cfg)
                 cfgs[s] = cfg
-            settings = Settings(schedulers=schedulers, token=token, loopback=loopback,
-                                refresh=args.refresh, engine_urls=_engine_urls(args.engine_url),
-                                cfgs=cfgs)
+            settings = Settings(
+                schedulers=schedulers,
+                token=token,
+                loopback=loopback,
+                refresh=args.refresh,
+                engine_urls=_engine_urls(args.engine_url),
+                cfgs=cfgs,
+            )
 
             def ready(url: str) -> None:
                 shown = f"{url}/?token={token}" if token else f"{url}/"

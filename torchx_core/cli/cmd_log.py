@@ -14,7 +14,9 @@ from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import MalformedAppHandleException
 
 ID_FORMAT = "SCHEDULER://[SESSION_NAME]/APP_ID[/ROLE_NAME[/REPLICA_IDS,...]]"
-_ID_RE = re.compile(r"^(?P<sched>[\w.\-]+)://(?P<sess>[^/]*)/(?P<app>[^/]+)(?:/(?P<role>[^/]+)(?:/(?P<ids>\d+(?:,\d+)*,?))?)?/?$")
+_ID_RE = re.compile(
+    r"^(?P<sched>[\w.\-]+)://(?P<sess>[^/]*)/(?P<app>[^/]+)(?:/(?P<role>[^/]+)(?:/(?P<ids>\d+(?:,\d+)*,?))?)?/?$"
+)
 
 
 def parse_identifier(identifier: str) -> tuple[str, str | None, list[int] | None]:

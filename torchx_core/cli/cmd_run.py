@@ -112,9 +112,7 @@ class CmdRun(SubCommand):
             action="store_true",
             help="print the app and the scheduler request without submitting",
         )
-        subparser.add_argument(
-            "--wait", action="store_true", help="wait for the app to finish"
-        )
+        subparser.add_argument("--wait", action="store_true", help="wait for the app to finish")
         subparser.add_argument(
             "--log", action="store_true", help="stream the app's logs while waiting"
         )
@@ -182,7 +180,9 @@ class CmdRun(SubCommand):
                 "parent_run_id": args.parent_run_id,
             }
             if args.dryrun:
-                _print_dryrun(runner.dryrun_component(component, component_args, scheduler, **submit))
+                _print_dryrun(
+                    runner.dryrun_component(component, component_args, scheduler, **submit)
+                )
                 return 0
             app_handle = runner.run_component(component, component_args, scheduler, **submit)
             print(app_handle, flush=True)

@@ -25,14 +25,16 @@ class CmdStatus(SubCommand):
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument(
-            "app_handle", nargs="+",
+            "app_handle",
+            nargs="+",
             help="app handle(s) (e.g. local_cwd://torchx/echo-abc123)",
         )
         subparser.add_argument(
             "--roles", default="", help="comma separated roles to show (default: all)"
         )
         subparser.add_argument(
-            "--json", action="store_true",
+            "--json",
+            action="store_true",
             help="print the status as JSON, one line as TorchX prints it (several handles: a"
             " list of them, each with its app_handle)",
         )
@@ -50,8 +52,12 @@ class CmdStatus(SubCommand):
             missing = [h for h, s in statuses.items() if s is None]
             for handle in missing:
                 scheduler, _, app_id = parse_app_handle(handle)
-                logger.error("app %s does not exist or has been removed from %s%s", app_id, scheduler,
-                             searched(runner, handle))
+                logger.error(
+                    "app %s does not exist or has been removed from %s%s",
+                    app_id,
+                    scheduler,
+                    searched(runner, handle),
+                )
         found = {h: s for h, s in statuses.items() if s is not None}
         for handle, status in found.items():
             _check_roles(handle, status, roles)

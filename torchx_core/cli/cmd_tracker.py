@@ -106,10 +106,16 @@ class CmdTracker(SubCommand):
         )
         commands = subparser.add_subparsers(title="tracker subcommands", metavar="list")
         lister = commands.add_parser("list", help="list jobs, metadata, artifacts or lineage")
-        kinds = lister.add_subparsers(title="what to list", metavar="{jobs,metadata,artifacts,lineage}")
+        kinds = lister.add_subparsers(
+            title="what to list", metavar="{jobs,metadata,artifacts,lineage}"
+        )
         table: dict[str, tuple[Callable[..., None], Callable[..., None] | None, str]] = {
             "jobs": (self.list_jobs_command, self.add_list_job_arguments, "the tracked runs"),
-            "metadata": (self.list_metadata_command, self.add_metadata_arguments, "a run's metadata"),
+            "metadata": (
+                self.list_metadata_command,
+                self.add_metadata_arguments,
+                "a run's metadata",
+            ),
             "artifacts": (
                 self.list_artifacts_command,
                 self.add_artifacts_arguments,

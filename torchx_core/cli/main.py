@@ -40,7 +40,11 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "configure": ("cmd_configure", "CmdConfigure", "write a .torchxconfig file"),
     "schedulers": ("cmd_schedulers", "CmdSchedulers", "list the registered schedulers"),
     "tracker": ("cmd_tracker", "CmdTracker", "list the jobs, metadata and artifacts of trackers"),
-    "dashboard": ("cmd_dashboard", "CmdDashboard", "serve a web page of every app (apps, logs, cancel)"),
+    "dashboard": (
+        "cmd_dashboard",
+        "CmdDashboard",
+        "serve a web page of every app (apps, logs, cancel)",
+    ),
 }
 
 #: entry point group of subcommand plugins: ``name = "pkg.module:SubCommandClass"``
@@ -171,7 +175,9 @@ def get_sub_cmds() -> dict[str, Any]:
     return cmds
 
 
-def create_parser(selected: str | None = None, command: Any | None = None) -> argparse.ArgumentParser:
+def create_parser(
+    selected: str | None = None, command: Any | None = None
+) -> argparse.ArgumentParser:
     """Builds the parser; only subcommand ``selected`` gets its full arguments."""
     parser = argparse.ArgumentParser(
         prog="torchx",

@@ -242,7 +242,9 @@ def spmd(
     """
     if "x" not in j:
         if not j.isdigit():
-            raise ComponentArgumentError(f"invalid -j {j!r}: use {{nnodes}}x{{nproc_per_node}} or {{nnodes}}")
+            raise ComponentArgumentError(
+                f"invalid -j {j!r}: use {{nnodes}}x{{nproc_per_node}} or {{nnodes}}"
+            )
         gpus = specs.resource(h=h).gpu
         j = f"{j}x{max(gpus, 1)}"
     return ddp(

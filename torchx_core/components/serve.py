@@ -26,8 +26,14 @@ def torchserve(
         params: extra registration parameters (e.g. initial_workers=1,synchronous=true)
         dryrun: print the registration request instead of sending it
     """
-    args = ["-m", "torchx_core.components._apps.serve_main", "--model_path", model_path,
-            "--management_api", management_api]
+    args = [
+        "-m",
+        "torchx_core.components._apps.serve_main",
+        "--model_path",
+        model_path,
+        "--management_api",
+        management_api,
+    ]
     for key, value in sorted((params or {}).items()):
         args += ["--param", f"{key}={value}"]
     if dryrun:

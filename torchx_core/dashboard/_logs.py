@@ -66,8 +66,12 @@ class LogRef:
         """The replica's lines (with their newline), following the log if ``follow``."""
         return iter(
             runner.log_lines(
-                self.handle, self.role, self.k, regex=self.regex or None,
-                should_tail=follow, streams=self.stream or None,  # type: ignore[arg-type] # str accepted
+                self.handle,
+                self.role,
+                self.k,
+                regex=self.regex or None,
+                should_tail=follow,
+                streams=self.stream or None,  # type: ignore[arg-type] # str accepted
             )
         )
 

@@ -137,8 +137,16 @@ def app_page(
     for role in status.roles:
         for r in role.replicas:
             err = r.structured_error_msg if r.structured_error_msg != NONE else ""
-            page.replicas.append(Replica(role.role, r.id, r.state.name, r.hostname,
-                                         _exit_code(err) if err else "", display(err)))
+            page.replicas.append(
+                Replica(
+                    role.role,
+                    r.id,
+                    r.state.name,
+                    r.hostname,
+                    _exit_code(err) if err else "",
+                    display(err),
+                )
+            )
     if not with_details:
         return page
     _details(runner, page, engine_urls, show_env)
@@ -154,7 +162,9 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
     try:
         cfg = runner.run_options(page.handle)
         if cfg is not None:
-            page.run_options = [(k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())]
+            page.run_options = [
+                (k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())
+            ]
     except Exception as e:  # noqa: BLE001
         page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")
     try:

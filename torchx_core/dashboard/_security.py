@@ -98,8 +98,12 @@ class Guard:
         if self.token is not None:
             given = _given_token(scope, headers)
             if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-                await _plain(send, 401, "a token is required: open the URL `torchx dashboard`"
-                             " printed (…?token=...) or send `Authorization: Bearer <token>`")
+                await _plain(
+                    send,
+                    401,
+                    "a token is required: open the URL `torchx dashboard`"
+                    " printed (…?token=...) or send `Authorization: Bearer <token>`",
+                )
                 return
             if _query_token(scope) is not None:  # move the token from the URL to a cookie
                 await _redirect_without_token(scope, send, self.token)
@@ -160,18 +164,38 @@ def _same_origin(headers: dict[str, str], scope: Scope) -> bool:
 
 async def _plain(send: Send, status: int, text: str) -> None:
     body = (text + "\n").encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", str(len(body)).encode()), *HEADERS]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                *HEADERS,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def _redirect_without_token(scope: Scope, send: Send, token: str) -> None:
-    query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-             if k != "token"]
+    query = [
+        (k, v)
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        if k != "token"
+    ]
     location = quote(scope.get("path", "/")) + (f"?{urlencode(query)}" if query else "")
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-    await send({"type": "http.response.start", "status": 303, "headers": [
-        (b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")),
-        (b"content-length", b"0"), *HEADERS]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [
+                (b"location", location.encode("latin-1")),
+                (b"set-cookie", cookie.encode("latin-1")),
+                (b"content-length", b"0"),
+                *HEADERS,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})

@@ -94,8 +94,12 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
 
     def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         body = env.get_template(name).render(
-            csrf=csrf, refresh_ms=int(settings.refresh * 1000), schedulers=board.schedulers,
-            path=request.url.path, **ctx)
+            csrf=csrf,
+            refresh_ms=int(settings.refresh * 1000),
+            schedulers=board.schedulers,
+            path=request.url.path,
+            **ctx,
+        )
         return HTMLResponse(body, status_code=status)
 
     def error(request: Request, status: int, message: str) -> HTMLResponse:
@@ -112,7 +116,8 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
         if sched not in board.schedulers:
             raise BadRequest(
                 f"scheduler {sched!r} of {handle!r} is not shown by this dashboard"
-                f" (shown: {', '.join(board.schedulers)}; start it with -s {sched})")
+                f" (shown: {', '.join(board.schedulers)}; start it with -s {sched})"
+            )
         return handle
 
     def filters(request: Request) -> Filters:
@@ -122,8 +127,13 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
     def apps_ctx(request: Request) -> dict[str, Any]:
         f = filters(request)
         rows, errors = board.rows(f)
-        return {"rows": rows, "errors": errors, "filters": f, "age": age,
-                "query": urlencode({"scheduler": f.scheduler, "state": f.state, "name": f.name})}
+        return {
+            "rows": rows,
+            "errors": errors,
+            "filters": f,
+            "age": age,
+            "query": urlencode({"scheduler": f.scheduler, "state": f.state, "name": f.name}),
+        }
 
     def apps(request: Request) -> Response:
         return render(request, "apps.html", **apps_ctx(request))
@@ -182,8 +192,15 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
         except ValueError as e:
             raise BadRequest(f"n={request.query_params.get('n')!r} is not a number of lines") from e
         lines, count = tail(runner, ref, n)
-        query = urlencode({"handle": ref.handle, "role": ref.role, "k": ref.k,
-                           "stream": ref.stream, "regex": ref.regex})
+        query = urlencode(
+            {
+                "handle": ref.handle,
+                "role": ref.role,
+                "k": ref.k,
+                "stream": ref.stream,
+                "regex": ref.regex,
+            }
+        )
         return render(request, "logs.html", ref=ref, lines=lines, count=count, n=n, query=query)
 
     async def logs_stream(request: Request) -> Response:
@@ -215,15 +232,19 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             finally:
                 follower.stop()
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"x-accel-buffering": "no"})
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+        )
 
     def logs_download(request: Request) -> Response:
         ref = log_ref(request)
         name = f"{ref.handle.rsplit('/', 1)[-1]}-{ref.role}-{ref.k}{'-' + ref.stream if ref.stream else ''}.log"
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        return StreamingResponse(whole(runner, ref), media_type="text/plain; charset=utf-8",
-                                 headers={"content-disposition": f'attachment; filename="{safe}"'})
+        return StreamingResponse(
+            whole(runner, ref),
+            media_type="text/plain; charset=utf-8",
+            headers={"content-disposition": f'attachment; filename="{safe}"'},
+        )
 
     def guarded(fn: Any) -> Any:
         async def endpoint(request: Request) -> Response:
@@ -234,11 +255,15 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             except (BadRequest, InvalidLogRequestError) as e:
                 return error(request, 400, str(e))
             except TorchXError as e:
-                return error(request, 404 if "nknown" in type(e).__name__ else 500,
-                             f"{type(e).__name__}: {e}")
+                return error(
+                    request,
+                    404 if "nknown" in type(e).__name__ else 500,
+                    f"{type(e).__name__}: {e}",
+                )
             except Exception as e:  # a backend's own error, shown on the page
                 logger.warning("%s %s failed", request.method, request.url.path, exc_info=True)
                 return error(request, 500, f"{type(e).__name__}: {e}")
+
         return endpoint
 
     routes = [

@@ -1,10 +1,10 @@
 """The Runner API that submits AppDefs as jobs (``torchx.runner`` compatible)::
 
-    from torchx_core.runner import get_runner
+from torchx_core.runner import get_runner
 
-    with get_runner() as runner:
-        handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
-        print(runner.wait(handle, wait_interval=0.1))
+with get_runner() as runner:
+    handle = runner.run_component("utils.echo", ["--msg", "hi"], scheduler="local_cwd")
+    print(runner.wait(handle, wait_interval=0.1))
 """
 
 from typing import TYPE_CHECKING, Any

@@ -46,8 +46,10 @@ def replicas_of(runner: Runner, app_handle: str, status: AppStatus | None) -> li
 
 
 def more_replicas(app_handle: str, shown: int, total: int) -> str:
-    return (f"(showing {shown} of {total} replicas; read the others with"
-            f" `torchx log {app_handle}/<role>/<k>`)")
+    return (
+        f"(showing {shown} of {total} replicas; read the others with"
+        f" `torchx log {app_handle}/<role>/<k>`)"
+    )
 
 
 def _default_format(role: str, k: int, line: str) -> str:
@@ -153,8 +155,10 @@ class LogFollower:
         ctx = contextvars.copy_context()  # e.g. Prefect's run context, for its logger
         for role, k in pairs:
             thread = threading.Thread(
-                target=ctx.copy().run, args=(self._pump, role, k),
-                name=f"torchx-log-{role}-{k}", daemon=True,
+                target=ctx.copy().run,
+                args=(self._pump, role, k),
+                name=f"torchx-log-{role}-{k}",
+                daemon=True,
             )
             self._threads.append(thread)
             thread.start()
@@ -174,8 +178,9 @@ class LogFollower:
                 break
             if time.monotonic() - max(self._progress, called) >= timeout:
                 if timeout > 0:  # 0: closed on purpose (e.g. before a deferral)
-                    logger.warning("log streams of %s gave no line for %g s: closed",
-                                   self.app_handle, timeout)
+                    logger.warning(
+                        "log streams of %s gave no line for %g s: closed", self.app_handle, timeout
+                    )
                 break
         with self._emit_lock:
             self._closed.set()

@@ -329,7 +329,9 @@ class Runner:
             try:
                 factory = self._scheduler_factories[scheduler]
             except KeyError:
-                raise UnknownSchedulerException(scheduler, list(self._scheduler_factories)) from None
+                raise UnknownSchedulerException(
+                    scheduler, list(self._scheduler_factories)
+                ) from None
             sched = factory(self._name, **self._scheduler_params)
             self._scheduler_instances[scheduler] = sched
             return sched
@@ -386,7 +388,9 @@ class Runner:
 
         return shared_status(self, app_handle, max_age)
 
-    def _to_status(self, app_handle: AppHandle, desc: DescribeAppResponse | None) -> AppStatus | None:
+    def _to_status(
+        self, app_handle: AppHandle, desc: DescribeAppResponse | None
+    ) -> AppStatus | None:
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
@@ -511,7 +515,9 @@ class Runner:
         """Deprecated alias of :meth:`cancel`."""
         import warnings
 
-        warnings.warn("Runner.stop is deprecated, use cancel", PendingDeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "Runner.stop is deprecated, use cancel", PendingDeprecationWarning, stacklevel=2
+        )
         self.cancel(app_handle)
 
     def delete(self, app_handle: AppHandle) -> None:
@@ -584,8 +590,7 @@ class Runner:
 
     def __repr__(self) -> str:
         return (
-            f"Runner(name={self._name}, schedulers={self._scheduler_factories},"
-            f" apps={self._apps})"
+            f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
         )
 
 
@@ -731,7 +736,7 @@ def _check_workspace(workspace: Workspace | None) -> None:
         raise InvalidWorkspaceError(
             f"workspace project(s) {', '.join(repr(m) for m in missing)} do not exist (working"
             f" directory: {os.getcwd()}); pass an existing local directory, e.g."
-            " `--workspace .` or `workspace=\"path/to/project\"`"
+            ' `--workspace .` or `workspace="path/to/project"`'
         )
 
 

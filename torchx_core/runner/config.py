@@ -226,9 +226,7 @@ def parse_value(value: str, opt_type: Any, name: str = "") -> CfgVal:
             return float(value)
         return value
     except ValueError as e:
-        raise ConfigError(
-            f"config option `{name}` = {value!r} is not a valid {kind}: {e}"
-        ) from e
+        raise ConfigError(f"config option `{name}` = {value!r} is not a valid {kind}: {e}") from e
 
 
 def _scheduler_run_opts(scheduler: str) -> runopts:

@@ -438,7 +438,9 @@ class AppLifecycle:
     ) -> None:
         problems = []
         if not isinstance(scheduler, str) or not scheduler:
-            problems.append(f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}")
+            problems.append(
+                f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}"
+            )
         if not isinstance(owner, str) or not owner.strip():
             problems.append(f"owner must be a non-empty token naming this attempt, got {owner!r}")
         if cfg is not None and not isinstance(cfg, Mapping):
@@ -458,7 +460,9 @@ class AppLifecycle:
             except InvalidTaskArgumentError as e:
                 problems.append(str(e))
         if problems:
-            raise InvalidTaskArgumentError("invalid app lifecycle arguments: " + "; ".join(problems))
+            raise InvalidTaskArgumentError(
+                "invalid app lifecycle arguments: " + "; ".join(problems)
+            )
         self.runner = runner
         self.scheduler = scheduler
         self.owner = owner
@@ -494,7 +498,9 @@ class AppLifecycle:
             # a deep copy: submitting fills the roles in (env, workspace), and the caller's AppDef
             # must stay as given (engines digest it into the identity of the next attempt)
             handle = self.runner.run(
-                dataclasses.replace(copy.deepcopy(app), name=name), self.scheduler, cfg=self.cfg,
+                dataclasses.replace(copy.deepcopy(app), name=name),
+                self.scheduler,
+                cfg=self.cfg,
                 workspace=self.workspace,
             )
         logger.info("submitted %s named %s", handle, name)
@@ -510,7 +516,12 @@ class AppLifecycle:
         try:
             return self.runner._scheduler(self.scheduler).name_lock(name)
         except Exception as e:  # noqa: BLE001 - without the lock, the reconcile still holds
-            logger.warning("cannot lock the name %s on %s (%s); reconciling after the submit", name, self.scheduler, e)
+            logger.warning(
+                "cannot lock the name %s on %s (%s); reconciling after the submit",
+                name,
+                self.scheduler,
+                e,
+            )
             return contextlib.nullcontext(False)
 
     def _reconcile(self, name: str, handle: str) -> Attachment | None:
@@ -529,12 +540,16 @@ class AppLifecycle:
             order = scheduler.submit_order(list(ids)) or []
             winner = ids[order[0]] if order else handle
         except Exception as e:  # noqa: BLE001 - reconciling only removes duplicates
-            logger.warning("cannot check for another app named %s (%s); keeping %s", name, e, handle)
+            logger.warning(
+                "cannot check for another app named %s (%s); keeping %s", name, e, handle
+            )
             return None
         found = self._adoptable(winner) if winner != handle else None
         if found is None:
             return None  # mine came first, or the earlier one already ended
-        logger.warning("%s and an earlier %s were both submitted as %s; cancelling mine", handle, winner, name)
+        logger.warning(
+            "%s and an earlier %s were both submitted as %s; cancelling mine", handle, winner, name
+        )
         self._scheduler_cancel(handle)
         self._record_owner(winner)
         return Attachment(winner, "reattached", found[1], name)
@@ -549,7 +564,9 @@ class AppLifecycle:
         try:
             rows = self._named(name)
         except Exception as e:  # noqa: BLE001 - listing only helps reattaching
-            logger.warning("cannot list apps on %s to reattach (%s); submitting anew", self.scheduler, e)
+            logger.warning(
+                "cannot list apps on %s to reattach (%s); submitting anew", self.scheduler, e
+            )
             return None
         live = [r for r in rows if not is_terminal(r.state)]
         done = [r for r in rows if r.state == AppState.SUCCEEDED]
@@ -566,7 +583,9 @@ class AppLifecycle:
             logger.warning("ignoring the malformed known handle %r: %s", handle, e)
             return False
         if scheduler != self.scheduler:
-            logger.info("not reattaching to %s: it runs on %s, not %s", handle, scheduler, self.scheduler)
+            logger.info(
+                "not reattaching to %s: it runs on %s, not %s", handle, scheduler, self.scheduler
+            )
             return False
         return True
 
@@ -577,8 +596,12 @@ class AppLifecycle:
             status = _read_status(self.runner, handle)
         except Exception as e:  # noqa: BLE001 - an unreadable old app must not block a new one
             if listed_live:  # the scheduler's list says it runs: a second copy would be a duplicate
-                logger.warning("cannot read the status of %s (%s); reattaching to it, as the"
-                               " scheduler lists it running", handle, e)
+                logger.warning(
+                    "cannot read the status of %s (%s); reattaching to it, as the"
+                    " scheduler lists it running",
+                    handle,
+                    e,
+                )
                 return handle, None, "reattached"
             logger.warning("cannot read the status of %s (%s); not reattaching to it", handle, e)
             return None
@@ -603,8 +626,11 @@ class AppLifecycle:
             logger.warning("cannot record owner %s of %s: %s", self.owner, handle, e)
             return False
         if not recorded:
-            logger.debug("scheduler %s keeps no owner; kill paths cancel %s unconditionally",
-                         self.scheduler, handle)
+            logger.debug(
+                "scheduler %s keeps no owner; kill paths cancel %s unconditionally",
+                self.scheduler,
+                handle,
+            )
         return recorded
 
     # -- watching ----------------------------------------------------------------------------
@@ -701,14 +727,20 @@ class AppLifecycle:
             last = self._last.get(app_handle)
             waited = f"{self.unknown_timeout:g} s (unknown_timeout)"
             if obs.phase == Phase.VANISHED:
-                detail = (f"vanished: the scheduler has not known it for {waited}; it was deleted"
-                          " or expired")
+                detail = (
+                    f"vanished: the scheduler has not known it for {waited}; it was deleted"
+                    " or expired"
+                )
                 raise AppVanishedError(app_handle, last, obs.phase, (), detail)
-            detail = (f"stayed UNKNOWN (or unreadable) for {waited}; check the scheduler, or raise"
-                      " unknown_timeout")
+            detail = (
+                f"stayed UNKNOWN (or unreadable) for {waited}; check the scheduler, or raise"
+                " unknown_timeout"
+            )
             if self.cancel(app_handle):
                 detail += "; it was cancelled"
-            raise AppVanishedError(app_handle, last, obs.phase, self.failure_tail(app_handle, last), detail)
+            raise AppVanishedError(
+                app_handle, last, obs.phase, self.failure_tail(app_handle, last), detail
+            )
         raise AppLifecycleError(
             f"app {app_handle} is still {obs.phase}; call result() only when observation.done"
         )
@@ -753,8 +785,12 @@ class AppLifecycle:
         written. ``options`` go to :class:`LogFollower`.
         """
         follower = LogFollower(
-            self.runner, app_handle, sink, max_replicas=self.max_log_replicas,
-            skip_existing=skip_existing, **options,
+            self.runner,
+            app_handle,
+            sink,
+            max_replicas=self.max_log_replicas,
+            skip_existing=skip_existing,
+            **options,
         )
         follower.start()
         return follower
@@ -772,6 +808,7 @@ class AppLifecycle:
             True if the cancel was made within ``timeout`` without error; False if the app is
             owned by someone else (superseded), or the cancel failed or timed out.
         """
+
         def _cancel() -> bool:
             if only_if_owned and not self._owns(app_handle):
                 return False
@@ -781,7 +818,9 @@ class AppLifecycle:
 
         return _bounded(f"cancelling {app_handle}", _cancel, timeout)
 
-    def cancel_by_name(self, name: str, *, timeout: float = 30.0, only_if_owned: bool = True) -> bool:
+    def cancel_by_name(
+        self, name: str, *, timeout: float = 30.0, only_if_owned: bool = True
+    ) -> bool:
         """Cancels the unfinished apps named ``name`` that this owner (still) owns, bounded.
 
         For a kill that interrupted :meth:`attach` before its handle was known.
@@ -789,6 +828,7 @@ class AppLifecycle:
         Returns:
             True if the listing and every cancel were made within ``timeout`` without error.
         """
+
         def _cancel() -> bool:
             for row in self._named(name):
                 if is_terminal(row.state) or (only_if_owned and not self._owns(row.app_handle)):
@@ -808,7 +848,9 @@ class AppLifecycle:
             return True
         if recorded is None or recorded == self.owner:
             return True
-        logger.warning("not cancelling %s: superseded by %s (I am %s)", handle, recorded, self.owner)
+        logger.warning(
+            "not cancelling %s: superseded by %s (I am %s)", handle, recorded, self.owner
+        )
         return False
 
     def _scheduler_cancel(self, handle: str) -> None:
@@ -848,7 +890,9 @@ def _seconds(name: str, value: object, *, allow_zero: bool) -> float:
             f"{name} must be a finite number of seconds, got {value!r} ({type(value).__name__})"
         )
     if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidTaskArgumentError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+        raise InvalidTaskArgumentError(
+            f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}"
+        )
     return float(value)
 
 

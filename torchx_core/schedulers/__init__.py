@@ -49,11 +49,7 @@ def get_scheduler_factories(
         group: the entry point group holding plugin schedulers
         skip_defaults: return only the plugins, without the built-ins
     """
-    registry = (
-        default_registry()
-        if group == ENTRY_POINT_GROUP
-        else SchedulerRegistry(group=group)
-    )
+    registry = default_registry() if group == ENTRY_POINT_GROUP else SchedulerRegistry(group=group)
     if skip_defaults:
         builtins = set(registry.builtin_names())
         return {k: v for k, v in registry.factories().items() if k not in builtins}

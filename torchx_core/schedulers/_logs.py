@@ -156,9 +156,7 @@ class SharedEndCheck:
                 else:
                     self._ended.pop(app_id, None)
 
-    def is_done(
-        self, app_id: str, ended_many: Callable[[list[str]], dict[str, bool]]
-    ) -> bool:
+    def is_done(self, app_id: str, ended_many: Callable[[list[str]], dict[str, bool]]) -> bool:
         """Whether ``app_id`` has ended (or is unknown), per the last batched read.
 
         Args:

@@ -264,9 +264,13 @@ class Scheduler(abc.ABC, Generic[T]):
                     " memMB=...)` or a named resource (`h=...`)"
                 )
             if role.num_replicas < 1:
-                problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
+                problems.append(
+                    f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1"
+                )
             problems += env_and_arg_problems(role.name, role.entrypoint, role.args, role.env)
-        too_many = too_many_replicas(sum(max(r.num_replicas, 0) for r in app.roles), f"app `{app.name}`")
+        too_many = too_many_replicas(
+            sum(max(r.num_replicas, 0) for r in app.roles), f"app `{app.name}`"
+        )
         if too_many:
             problems.append(too_many)
         if problems:
@@ -435,4 +439,3 @@ def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
             yield line + "\n"
     if buf:
         yield buf
-

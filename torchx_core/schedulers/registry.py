@@ -320,10 +320,9 @@ class SchedulerRegistry:
 def _same_factory(factory: Any, target: str) -> bool:
     """Whether a plugin factory is the built-in ``"module[:function]"`` itself."""
     module, _, attr = target.partition(":")
-    return (
-        getattr(factory, "__module__", None) == module
-        and getattr(factory, "__qualname__", None) == (attr or "create_scheduler")
-    )
+    return getattr(factory, "__module__", None) == module and getattr(
+        factory, "__qualname__", None
+    ) == (attr or "create_scheduler")
 
 
 def _describe(factory: Any) -> str:

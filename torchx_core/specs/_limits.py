@@ -43,7 +43,9 @@ def _surrogate(text: str) -> bool:
     return False
 
 
-def env_and_arg_problems(role_name: str, entrypoint: str, args: list[str], env: dict[str, str]) -> list[str]:
+def env_and_arg_problems(
+    role_name: str, entrypoint: str, args: list[str], env: dict[str, str]
+) -> list[str]:
     """What no process can be started with: NUL bytes or lone surrogates (not UTF-8 encodable)
     in arguments or environment values, and environment names that are empty or hold ``=``,
     NUL or a lone surrogate. Every scheduler checks this at dry run."""
@@ -53,20 +55,30 @@ def env_and_arg_problems(role_name: str, entrypoint: str, args: list[str], env: 
             continue
         where = "the entrypoint" if i == 0 else f"argument {i - 1}"
         if "\x00" in word:
-            problems.append(f"role `{role_name}`: {where} ({word!r}) holds a NUL byte, which no process argument can")
+            problems.append(
+                f"role `{role_name}`: {where} ({word!r}) holds a NUL byte, which no process argument can"
+            )
         elif _surrogate(word):
             problems.append(
                 f"role `{role_name}`: {where} ({word!r}) holds a lone surrogate, which is not valid"
                 " UTF-8; pass text that encodes as UTF-8 (decode bytes with errors='replace')"
             )
     for name, value in env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name or _surrogate(name):
+        if (
+            not isinstance(name, str)
+            or not name
+            or "=" in name
+            or "\x00" in name
+            or _surrogate(name)
+        ):
             problems.append(
                 f"role `{role_name}`: environment variable name {name!r} is not valid (it must be"
                 " non-empty, valid UTF-8, without `=` or NUL)"
             )
         if isinstance(value, str) and "\x00" in value:
-            problems.append(f"role `{role_name}`: environment variable {name}={value!r} holds a NUL byte")
+            problems.append(
+                f"role `{role_name}`: environment variable {name}={value!r} holds a NUL byte"
+            )
         elif isinstance(value, str) and _surrogate(value):
             problems.append(
                 f"role `{role_name}`: environment variable {name}={value!r} holds a lone surrogate,"

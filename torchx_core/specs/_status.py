@@ -154,7 +154,9 @@ def _format_error_message(msg: str, header: str, width: int = 80) -> str:
     import re
 
     if len(header) >= width:
-        raise ValueError(f"header {header!r} (len {len(header)}) must be shorter than width {width}")
+        raise ValueError(
+            f"header {header!r} (len {len(header)}) must be shorter than width {width}"
+        )
     rpc = re.search(_RPC_ERROR, msg)
     if rpc:
         msg = rpc.group(0)
@@ -204,7 +206,9 @@ def _format_replica(rep: ReplicaStatus) -> str:
     else:
         # an unknown layout is shown verbatim in the message's place
         msg, timestamp, code = _error_fields(rep.structured_error_msg) or (
-            rep.structured_error_msg, None, None
+            rep.structured_error_msg,
+            None,
+            None,
         )
         when = "<N/A>"
         if timestamp is not None:

@@ -224,7 +224,11 @@ def _defaults(
                 # TorchX ignores it (a .torchxconfig section may outlive a parameter): say so
                 logger.warning(
                     "component %s: %s set unknown argument %r; ignored.%s Valid arguments: %s",
-                    cmpnt_fn.__name__, source, name, did_you_mean(name, params), ", ".join(params),
+                    cmpnt_fn.__name__,
+                    source,
+                    name,
+                    did_you_mean(name, params),
+                    ", ".join(params),
                 )
                 continue
             try:

@@ -404,7 +404,12 @@ def missing_dependency(
         )
     reason = (str(cause) or type(cause).__name__) if cause is not None else "import failed"
     return MissingDependencyError(
-        top, extra, purpose, distribution=dist, found=found, required=required,
+        top,
+        extra,
+        purpose,
+        distribution=dist,
+        found=found,
+        required=required,
         reason=reason if found is not None else None,
     )
 
@@ -434,8 +439,12 @@ def check_dependency_version(
     required = req.specifier if req is not None else ""
     if found is not None and required and deps.satisfies(found, required) is False:
         raise MissingDependencyError(
-            module or distribution, extra, purpose, distribution=distribution,
-            found=found, required=required,
+            module or distribution,
+            extra,
+            purpose,
+            distribution=distribution,
+            found=found,
+            required=required,
         )
     _VERSIONS_OK.add(key)
 
@@ -464,9 +473,7 @@ def import_optional(
     try:
         mod = importlib.import_module(module)
     except ImportError as e:
-        raise missing_dependency(
-            module, extra, purpose, distribution=distribution, cause=e
-        ) from e
+        raise missing_dependency(module, extra, purpose, distribution=distribution, cause=e) from e
     top = module.split(".")[0]
     key = (top, extra, distribution or "")
     if key not in _IMPORTS_CHECKED:

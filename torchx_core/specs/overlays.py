@@ -94,8 +94,7 @@ def JOIN(key: str, *, on: str) -> str:
     _check_key(key, "JOIN")
     if not isinstance(on, str) or not on or ":" in key:
         raise InvalidOverlayError(
-            f"JOIN({key!r}, on=...) needs a field name for on= (and a key without ':'), got"
-            f" {on!r}"
+            f"JOIN({key!r}, on=...) needs a field name for on= (and a key without ':'), got {on!r}"
         )
     return f"{_JOIN_PREFIX}{key}:{on}"
 
@@ -119,11 +118,11 @@ def _field_of(key: str) -> str:
     if not isinstance(key, str):
         return key
     if key.startswith(_PUT_PREFIX):
-        return key[len(_PUT_PREFIX):]
+        return key[len(_PUT_PREFIX) :]
     if key.startswith(_DEL_PREFIX):
-        return key[len(_DEL_PREFIX):]
+        return key[len(_DEL_PREFIX) :]
     if key.startswith(_JOIN_PREFIX):
-        return key[len(_JOIN_PREFIX):].split(":", 1)[0]
+        return key[len(_JOIN_PREFIX) :].split(":", 1)[0]
     return key
 
 
@@ -145,7 +144,7 @@ def _fresh(value: Any) -> Any:
 
 
 def _join(base: dict[str, Any], key: str, items: Any) -> None:
-    field, _, on = key[len(_JOIN_PREFIX):].partition(":")
+    field, _, on = key[len(_JOIN_PREFIX) :].partition(":")
     if not on:
         raise InvalidOverlayError(f"malformed JOIN key {key!r}; write JOIN(field, on=key)")
     if not isinstance(items, list):
@@ -175,8 +174,10 @@ def _join(base: dict[str, Any], key: str, items: Any) -> None:
 
 def _merge(base: dict[str, Any], key: str, value: Any, resolve: bool) -> None:
     if key not in base:
-        base[key] = _fresh(value) if resolve else (
-            list(value) if isinstance(value, tuple) else copy.deepcopy(value)
+        base[key] = (
+            _fresh(value)
+            if resolve
+            else (list(value) if isinstance(value, tuple) else copy.deepcopy(value))
         )
         return
     current = base[key]
@@ -295,7 +296,8 @@ def _yaml(uri: str, text: str) -> Any:
         """SafeLoader that also reads ``!!python/tuple`` (as TorchX's overlay files may)."""
 
     _Loader.add_constructor(
-        "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node))
+        "tag:yaml.org,2002:python/tuple",
+        lambda loader, node: tuple(loader.construct_sequence(node)),
     )
     try:
         return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
@@ -314,7 +316,10 @@ def _missing_protocol(uri: str) -> Exception:
     impl = known_implementations.get(protocol, {})
     package = str(impl.get("class", protocol)).split(".", 1)[0]
     return MissingDependencyError(
-        package, "", f"reading the overlay file {uri} ({protocol}://)", pip_hint=f"pip install {package}"
+        package,
+        "",
+        f"reading the overlay file {uri} ({protocol}://)",
+        pip_hint=f"pip install {package}",
     )
 
 
@@ -348,7 +353,9 @@ def get_overlay(
         if ns is not None:
             logger.warning(
                 "metadata[%r] is a %s, not a dict of overlays or a file URI; no %s overlay read",
-                namespace, type(ns).__name__, kind,
+                namespace,
+                type(ns).__name__,
+                kind,
             )
         return {}
     if kind in ns:
@@ -363,16 +370,27 @@ def get_overlay(
         if kinds:
             logger.debug(
                 "overlay kind %r not found in namespace %r (available kinds: %s)",
-                kind, namespace, kinds,
+                kind,
+                namespace,
+                kinds,
             )
         return {}
-    if not flat_fallback or not ns or (len(ns) > 1 and all(isinstance(v, dict) for v in ns.values())):
+    if (
+        not flat_fallback
+        or not ns
+        or (len(ns) > 1 and all(isinstance(v, dict) for v in ns.values()))
+    ):
         return {}
     logger.warning(
         "overlay kind %r not found in namespace %r (available keys: %s); treating"
         " metadata[%r] as a flat overlay. Store it with set_overlay(target, %r, %r, overlay)"
         " for the nested format",
-        kind, namespace, kinds, namespace, namespace, kind,
+        kind,
+        namespace,
+        kinds,
+        namespace,
+        namespace,
+        kind,
     )
     return ns
 
@@ -407,7 +425,8 @@ def set_overlay(target: AppDef | Role, namespace: str, kind: str, overlay: _Over
             ns = {}
     elif ns is not None and not isinstance(ns, dict):
         logger.warning(
-            "replacing the %s in metadata[%r] with set_overlay's overlays", type(ns).__name__,
+            "replacing the %s in metadata[%r] with set_overlay's overlays",
+            type(ns).__name__,
             namespace,
         )
         ns = None

@@ -87,7 +87,9 @@ class _NamedResources(Mapping[str, Resource]):
             if name in merged and name not in self._overrides_logged:
                 self._overrides_logged.add(name)
                 if not plugins_equal(merged[name], factory, PluginType.NAMED_RESOURCE):
-                    logger.warning("named resource %r from a plugin replaces the built-in one", name)
+                    logger.warning(
+                        "named resource %r from a plugin replaces the built-in one", name
+                    )
             merged[name] = factory
         return merged
 

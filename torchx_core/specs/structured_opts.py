@@ -109,8 +109,8 @@ def _resolve_hints(cls: type) -> dict[str, Any]:
 def _is_nested(tp: Any) -> bool:
     # on Python 3.10 a parameterized builtin (``list[str]``) passes isinstance(tp, type), then
     # makes issubclass raise TypeError
-    return isinstance(tp, type) and not isinstance(tp, GenericAlias) and issubclass(
-        tp, StructuredOpts
+    return (
+        isinstance(tp, type) and not isinstance(tp, GenericAlias) and issubclass(tp, StructuredOpts)
     )
 
 
@@ -208,9 +208,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
         for f in cls._opt_fields():
             if f.nested is not None:
                 for key, sub in f.nested.as_runopts():
-                    opts.add(
-                        f"{f.key}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required
-                    )
+                    opts.add(f"{f.key}.{key}", sub.opt_type, sub.help, sub.default, sub.is_required)
                 continue
             default = None if f.required else f.make_default()
             if f.tp is float and isinstance(default, int) and not isinstance(default, bool):

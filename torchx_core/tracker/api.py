@@ -246,8 +246,7 @@ def build_trackers(
             raise
         except Exception as e:
             raise TrackerError(
-                f"tracker `{name}` failed to build from config {config!r}:"
-                f" {type(e).__name__}: {e}"
+                f"tracker `{name}` failed to build from config {config!r}: {type(e).__name__}: {e}"
             ) from e
         logger.debug("tracker `%s` built: %r", name, tracker)
         trackers.append(tracker)

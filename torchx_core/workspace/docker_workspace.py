@@ -99,7 +99,9 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         docker_client: a ``docker.DockerClient`` (or a fake); default ``docker.from_env()``
     """
 
-    def __init__(self, *args: Any, docker_client: DockerClient | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, docker_client: DockerClient | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.__docker_client = docker_client
 
@@ -171,7 +173,9 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
                     logger.info("docker build: %s", text.rstrip())
         role.image = image.id
 
-    def dryrun_push_images(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[str, tuple[str, str]]:
+    def dryrun_push_images(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> dict[str, tuple[str, str]]:
         """Renames locally built images to ``{image_repo}:{tag}``; returns what to push.
 
         Returns:
@@ -183,7 +187,7 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         images: dict[str, tuple[str, str]] = {}
         for role in app.roles:
             if role.image.startswith("sha256:"):
-                tag = role.image[len("sha256:"):][:12]
+                tag = role.image[len("sha256:") :][:12]
                 images[role.image] = (str(repo), tag)
                 role.image = f"{repo}:{tag}"
         return images

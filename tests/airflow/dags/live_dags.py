@@ -163,8 +163,11 @@ with live_dag("live_short_deferrable"):
         task_id="train",
         app=AppDef(
             name="short2s",
-            roles=[Role(name="r", image=WORK, entrypoint="sh",
-                        args=["-c", "sleep 2; echo short2s-done"])],
+            roles=[
+                Role(
+                    name="r", image=WORK, entrypoint="sh", args=["-c", "sleep 2; echo short2s-done"]
+                )
+            ],
         ),
         deferrable=True,
         poll_interval=1,
@@ -185,7 +188,9 @@ with DAG(
         scheduler="local_cwd",
         cfg={"grace_periodd": 1},
     )
-    TorchXOperator(task_id="bad_conn_option", app=waiting_app("badconn"),
-                   torchx_conn_id="torchx_badcfg")
-    TorchXOperator(task_id="missing_conn", app=waiting_app("noconn"),
-                   torchx_conn_id="torchx_absent")
+    TorchXOperator(
+        task_id="bad_conn_option", app=waiting_app("badconn"), torchx_conn_id="torchx_badcfg"
+    )
+    TorchXOperator(
+        task_id="missing_conn", app=waiting_app("noconn"), torchx_conn_id="torchx_absent"
+    )

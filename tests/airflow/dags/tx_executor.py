@@ -75,7 +75,13 @@ def build(dag_id: str, config: dict[str, Any] | None) -> DAG:
 
         @task(**opts)
         def final(value: int, tries: int, where: dict[str, Any], checked: str) -> dict[str, Any]:
-            return {"value": value, "tries": tries, "watched": where, "checked": checked, **_where()}
+            return {
+                "value": value,
+                "tries": tries,
+                "watched": where,
+                "checked": checked,
+                **_where(),
+            }
 
         first = start()
         parts = [add.override(task_id=f"add_{i}")(i, first) for i in range(4)]

@@ -32,5 +32,6 @@ def app(name: str) -> AppDef:
 
 with DAG("tx_tracker", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
     TorchXOperator(task_id="on_worker", app=app("tracked"), poll_interval=0.2)
-    TorchXOperator(task_id="deferred", app=app("tracked_deferred"), poll_interval=0.2,
-                   deferrable=True)
+    TorchXOperator(
+        task_id="deferred", app=app("tracked_deferred"), poll_interval=0.2, deferrable=True
+    )

@@ -23,8 +23,14 @@ with DAG(
 ):
     TorchXOperator(
         task_id="train",
-        app=AppDef(name="dash-af", roles=[
-            Role(name="r", image=WORK, entrypoint="sh", args=["-c", "echo trained-for-dashboard"])]),
+        app=AppDef(
+            name="dash-af",
+            roles=[
+                Role(
+                    name="r", image=WORK, entrypoint="sh", args=["-c", "echo trained-for-dashboard"]
+                )
+            ],
+        ),
         torchx_conn_id="torchx_dashboard",
         poll_interval=1,
     )

@@ -30,9 +30,11 @@ def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     for app_id, app_dir in _state.iter_app_dirs(root):
         if _state.supervisor_alive(app_dir):
             sched.cancel(app_id)
-    leaked = live_processes_with_env(marker) if not wait_until(
-        lambda: not live_processes_with_env(marker), timeout=5
-    ) else []
+    leaked = (
+        live_processes_with_env(marker)
+        if not wait_until(lambda: not live_processes_with_env(marker), timeout=5)
+        else []
+    )
     for pid in leaked:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(12
 
 
 def _sleepers(n: int) -> AppDef:
-    return AppDef("orig", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=n)])
+    return AppDef(
+        "orig", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=n)]
+    )
 
 
 @pytest.mark.parametrize("with_log_dir", [False, True])
@@ -36,7 +38,9 @@ def test_list_status_and_cancel_on_a_copy_of_the_root_leave_the_original_running
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-a", local_root, str(copy)], check=True)
     if with_log_dir:  # a backup of the log_dir too, with the root's links pointing at it
-        subprocess.run(["cp", "-a", str(tmp_path / "logs"), str(tmp_path / "logs-copy")], check=True)
+        subprocess.run(
+            ["cp", "-a", str(tmp_path / "logs"), str(tmp_path / "logs-copy")], check=True
+        )
         link = copy / app_id
         target = os.readlink(link).replace(str(tmp_path / "logs"), str(tmp_path / "logs-copy"))
         link.unlink()
@@ -50,7 +54,9 @@ def test_list_status_and_cancel_on_a_copy_of_the_root_leave_the_original_running
     assert desc is not None and desc.state == AppState.FAILED and "is a copy" in desc.msg, desc
     assert many is not None and many.state == AppState.FAILED
     other.cancel(app_id)
-    assert len(live_processes_with_env(marker)) == 3, "a read on the copy killed the original's replicas"
+    assert len(live_processes_with_env(marker)) == 3, (
+        "a read on the copy killed the original's replicas"
+    )
 
     original = sched.describe(app_id)
     assert original is not None and original.state == AppState.RUNNING
@@ -58,7 +64,9 @@ def test_list_status_and_cancel_on_a_copy_of_the_root_leave_the_original_running
     assert wait_until(lambda: not live_processes_with_env(marker), timeout=30)
 
 
-def test_a_dead_supervisor_is_still_swept_in_its_own_root(sched: LocalScheduler, local_root: str) -> None:
+def test_a_dead_supervisor_is_still_swept_in_its_own_root(
+    sched: LocalScheduler, local_root: str
+) -> None:
     """The instance check does not stop the real sweep: SIGKILL the supervisor, one status
     later its replicas are gone."""
     app_id = sched.submit(_sleepers(2), {})

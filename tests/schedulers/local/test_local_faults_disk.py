@@ -30,7 +30,9 @@ def small_fs(tmp_path: Path, local_root: str) -> Iterator[Path]:
     """A 2 MiB tmpfs mounted for this test (unmounted after it)."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mnt)], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mnt)], check=True
+    )
     try:
         yield mnt
     finally:
@@ -139,6 +141,8 @@ def test_read_only_root_is_a_typed_error_and_delete_reports_failure(small_fs: Pa
             timeout=120, check=False,
         )  # fmt: skip
         assert out.returncode != 0, out
-        assert "not (fully) deleted" in out.stderr and "Read-only file system" in out.stderr, out.stderr
+        assert "not (fully) deleted" in out.stderr and "Read-only file system" in out.stderr, (
+            out.stderr
+        )
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)

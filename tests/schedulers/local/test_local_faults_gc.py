@@ -104,7 +104,9 @@ def test_gc_in_a_root_holding_foreign_entries_touches_only_its_own_apps(
     assert [a.state for a in listed] == [AppState.SUCCEEDED]
 
 
-def test_delete_never_follows_a_foreign_symlink(local_root: str, sched: LocalScheduler, tmp_path: Path) -> None:
+def test_delete_never_follows_a_foreign_symlink(
+    local_root: str, sched: LocalScheduler, tmp_path: Path
+) -> None:
     root = Path(local_root)
     root.mkdir(parents=True, exist_ok=True)
     precious = tmp_path / "precious"

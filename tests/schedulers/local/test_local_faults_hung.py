@@ -37,7 +37,8 @@ def _started(sched: LocalScheduler, app: AppDef, cfg: dict | None = None) -> tup
     def running() -> bool:
         desc = sched.describe(app_id)
         return desc is not None and all(
-            r.state == AppState.RUNNING for rs in desc.roles_statuses for r in rs.replicas)
+            r.state == AppState.RUNNING for rs in desc.roles_statuses for r in rs.replicas
+        )
 
     assert wait_until(running, timeout=60)
     return app_id, _state.supervisor_pid(app_dir)
@@ -46,7 +47,9 @@ def _started(sched: LocalScheduler, app: AppDef, cfg: dict | None = None) -> tup
 def test_cancel_kills_a_stopped_supervisor_and_a_waiter_returns(
     sched: LocalScheduler, local_root: str
 ) -> None:
-    app = AppDef("hung", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=3)])
+    app = AppDef(
+        "hung", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=3)]
+    )
     app_id, sup = _started(sched, app, {"grace_period": 1.0})
     os.kill(sup, signal.SIGSTOP)
     assert wait_until(lambda: _proc_state(sup) == "T", timeout=10)
@@ -67,12 +70,16 @@ def test_cancel_kills_a_stopped_supervisor_and_a_waiter_returns(
 
 
 def test_status_of_a_stopped_supervisor_says_it_is_stale(sched: LocalScheduler) -> None:
-    role = Role("r", image="", entrypoint="sh", args=["-c", "read x < /dev/null; sleep 2"], num_replicas=2)
+    role = Role(
+        "r", image="", entrypoint="sh", args=["-c", "read x < /dev/null; sleep 2"], num_replicas=2
+    )
     app_id, sup = _started(sched, AppDef("stale", roles=[role]))
     os.kill(sup, signal.SIGSTOP)
     try:
         # the replicas exit while their supervisor cannot reap them (zombies)
-        assert wait_until(lambda: not live_processes_with_env(f"TORCHX_APP_ID={app_id}"), timeout=30)
+        assert wait_until(
+            lambda: not live_processes_with_env(f"TORCHX_APP_ID={app_id}"), timeout=30
+        )
         desc = sched.describe(app_id)
         assert desc is not None
         states = [r.state for rs in desc.roles_statuses for r in rs.replicas]

@@ -30,7 +30,9 @@ OLD = time.time() - 30 * 24 * 3600
 
 
 @pytest.mark.parametrize("folder", [_state.STAGING, _state.NAMES])
-def test_gc_does_not_follow_a_symlinked_staging_or_names_folder(local_root: str, tmp_path: Path, folder: str) -> None:
+def test_gc_does_not_follow_a_symlinked_staging_or_names_folder(
+    local_root: str, tmp_path: Path, folder: str
+) -> None:
     outside = tmp_path / "outside"
     (outside / "ws-precious").mkdir(parents=True)
     (outside / "ws-precious" / "data.txt").write_text("keep\n")
@@ -66,7 +68,9 @@ def test_a_deeply_nested_app_json_is_a_typed_error(sched: LocalScheduler, local_
     ],
     ids=["arg", "env", "entrypoint"],
 )
-def test_a_lone_surrogate_is_refused_at_submit_like_nul(sched: LocalScheduler, local_root: str, role: Role) -> None:
+def test_a_lone_surrogate_is_refused_at_submit_like_nul(
+    sched: LocalScheduler, local_root: str, role: Role
+) -> None:
     with pytest.raises(AppValidationError, match="lone surrogate"):
         sched.submit(AppDef("surrogate", roles=[role]), {})
     assert list(_state.iter_app_dirs(local_root)) == []  # nothing started
@@ -92,7 +96,12 @@ def test_a_root_made_read_only_under_a_running_app_keeps_its_outcome(
     sched: LocalScheduler, local_root: str, readonly_later: object, code: int, state: AppState
 ) -> None:
     go = Path(local_root).parent / f"go-{code}"
-    role = Role("r", image="", entrypoint="sh", args=["-c", f"while [ ! -e {go} ]; do sleep 0.05; done; exit {code}"])
+    role = Role(
+        "r",
+        image="",
+        entrypoint="sh",
+        args=["-c", f"while [ ! -e {go} ]; do sleep 0.05; done; exit {code}"],
+    )
     app_id = sched.submit(AppDef("ro", roles=[role]), {})
     assert wait_until(lambda: sched.describe(app_id).state == AppState.RUNNING, timeout=60)  # type: ignore[union-attr]
     readonly_later()  # type: ignore[operator]
@@ -109,13 +118,23 @@ def test_a_root_made_read_only_under_a_running_app_keeps_its_outcome(
 def test_cancel_and_status_with_a_handle_from_another_root_name_the_root_and_fail(
     sched: LocalScheduler, local_root: str, tmp_path: Path
 ) -> None:
-    app_id = sched.submit(AppDef("elsewhere", roles=[Role("r", image="", entrypoint="sleep", args=["600"])]), {})
+    app_id = sched.submit(
+        AppDef("elsewhere", roles=[Role("r", image="", entrypoint="sleep", args=["600"])]), {}
+    )
     handle = f"local_cwd://test/{app_id}"
     env = dict(os.environ, TORCHX_LOCAL_ROOT=str(tmp_path / "another-root"), NO_COLOR="1")
     for cmd in ("cancel", "status"):
-        proc = subprocess.run([sys.executable, "-m", "torchx_core.cli.main", cmd, handle],
-                              capture_output=True, text=True, env=env, timeout=120, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "torchx_core.cli.main", cmd, handle],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 1, (cmd, proc.stderr)
-        assert "does not exist" in proc.stderr and str(tmp_path / "another-root") in proc.stderr, proc.stderr
+        assert "does not exist" in proc.stderr and str(tmp_path / "another-root") in proc.stderr, (
+            proc.stderr
+        )
     assert sched.describe(app_id).state == AppState.RUNNING  # type: ignore[union-attr]
     sched.cancel(app_id)

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.local, pytest.mark.timeout(60
 
 
 def sleepers(n: int) -> AppDef:
-    return AppDef("orphans", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=n)])
+    return AppDef(
+        "orphans", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=n)]
+    )
 
 
 def _replicas(app_id: str) -> list[int]:

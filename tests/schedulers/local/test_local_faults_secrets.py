@@ -71,7 +71,9 @@ def _assert_private_and_clean(where: Path) -> int:
     seen = 0
     for p in _files(where):
         st = os.stat(p)
-        assert not st.st_mode & 0o077, f"{p} is mode {stat.filemode(st.st_mode)}: readable by others"
+        assert not st.st_mode & 0o077, (
+            f"{p} is mode {stat.filemode(st.st_mode)}: readable by others"
+        )
         if p.is_file():
             data = p.read_bytes()
             for secret in (SECRET, CONN):
@@ -122,5 +124,7 @@ def test_env_drop_keeps_names_and_prefixes_from_the_replicas(
 
 
 def test_env_drop_with_a_bad_pattern_is_refused_at_dry_run(sched: LocalScheduler) -> None:
-    with pytest.raises(AppValidationError, match=r"env_drop entry 'AIRFLOW_\*_KEY'.*prefix ending in `\*`"):
+    with pytest.raises(
+        AppValidationError, match=r"env_drop entry 'AIRFLOW_\*_KEY'.*prefix ending in `\*`"
+    ):
         sched.submit_dryrun(_checker(True, True), {"env_drop": ["AIRFLOW_*_KEY"]})

@@ -71,7 +71,9 @@ CASES = [*GARBLED, "100000 nested [", "truncated", "empty", "binary", "missing"]
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_corrupt_status_is_a_typed_error_for_that_app_only(sched: LocalScheduler, case: str) -> None:
+def test_corrupt_status_is_a_typed_error_for_that_app_only(
+    sched: LocalScheduler, case: str
+) -> None:
     healthy = _done(sched, "healthy")
     broken = _done(sched, "broken")
     _garble(Path(sched.root, broken, STATUS_FILE), case)
@@ -103,7 +105,9 @@ def test_corrupt_status_through_the_cli(sched: LocalScheduler, local_root: str) 
         )  # fmt: skip
 
     status = cli("status", f"local_cwd://test/{broken}")
-    assert status.returncode == 1 and "corrupt" in status.stderr and "Traceback" not in status.stderr
+    assert (
+        status.returncode == 1 and "corrupt" in status.stderr and "Traceback" not in status.stderr
+    )
     listed = cli("list", "-s", "local_cwd")
     assert listed.returncode == 0, listed.stderr
     assert healthy in listed.stdout and broken in listed.stdout
@@ -126,7 +130,9 @@ LAUNCHER = textwrap.dedent(
 )
 
 
-def test_launcher_killed_while_creating_apps_leaves_no_half_app(local_root: str, tmp_path: Path) -> None:
+def test_launcher_killed_while_creating_apps_leaves_no_half_app(
+    local_root: str, tmp_path: Path
+) -> None:
     """20 launchers SIGKILLed at random moments of a submit loop: every app directory in sight
     is complete (its status reads), and the hidden ones of interrupted creations are removed by
     the next garbage collection."""
@@ -134,7 +140,9 @@ def test_launcher_killed_while_creating_apps_leaves_no_half_app(local_root: str,
 
     rng = random.Random(7)
     for _ in range(20):
-        proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, local_root], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, local_root], stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         time.sleep(rng.uniform(0.0, 0.2))  # fault injection at a random moment
         proc.send_signal(signal.SIGKILL)

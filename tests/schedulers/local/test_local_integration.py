@@ -30,9 +30,15 @@ PROBE = (
 )
 
 
-def sh_app(script: str, num_replicas: int = 1, name: str = "app", **role_kw: object) -> specs.AppDef:
+def sh_app(
+    script: str, num_replicas: int = 1, name: str = "app", **role_kw: object
+) -> specs.AppDef:
     role = specs.Role(
-        name="r", image="unused", entrypoint="sh", args=["-c", script], num_replicas=num_replicas,
+        name="r",
+        image="unused",
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=num_replicas,
         **role_kw,  # type: ignore[arg-type]
     )
     return specs.AppDef(name=name, roles=[role])
@@ -46,7 +52,9 @@ def run(sched: LocalScheduler, app: specs.AppDef, cfg: dict | None = None, timeo
     return app_id, desc
 
 
-def logs(sched: LocalScheduler, app_id: str, role: str = "r", k: int = 0, streams: Stream | None = None) -> list[str]:
+def logs(
+    sched: LocalScheduler, app_id: str, role: str = "r", k: int = 0, streams: Stream | None = None
+) -> list[str]:
     return list(sched.log_iter(app_id, role, k, streams=streams))
 
 
@@ -93,7 +101,9 @@ def test_failure_includes_reply_file(sched: LocalScheduler) -> None:
 
 
 def test_replica_killed_by_signal_is_failed_with_signal_named(sched: LocalScheduler) -> None:
-    app = sh_app('if [ "$TORCHX_REPLICA_IDX" = 1 ]; then kill -KILL $$$$; fi; sleep 5', num_replicas=2)
+    app = sh_app(
+        'if [ "$TORCHX_REPLICA_IDX" = 1 ]; then kill -KILL $$$$; fi; sleep 5', num_replicas=2
+    )
     _, desc = run(sched, app)
     assert desc.state == AppState.FAILED
     assert desc.msg == "replica r/1 killed by SIGKILL"
@@ -115,7 +125,9 @@ def test_missing_entrypoint_fails_with_clear_message(sched: LocalScheduler) -> N
 def _flaky(marker_dir: Path, fail_replica: int, sleep: float = 0.0, wait_for: str = "") -> str:
     """Prints `start <replica>` per attempt; `fail_replica` fails on its first attempt only
     (after the file ``wait_for`` exists, when given: other replicas have started)."""
-    wait = f"for i in $(seq 600); do [ -e {wait_for} ] && break; sleep 0.05; done" if wait_for else ""
+    wait = (
+        f"for i in $(seq 600); do [ -e {wait_for} ] && break; sleep 0.05; done" if wait_for else ""
+    )
     return textwrap.dedent(
         f"""
         echo start $TORCHX_REPLICA_IDX $$$$  # $$ escapes $ in macros
@@ -132,8 +144,15 @@ def _starts(sched: LocalScheduler, app_id: str, role: str, k: int) -> int:
     return sum(line.startswith("start ") for line in logs(sched, app_id, role, k, Stream.STDOUT))
 
 
-def test_retry_replica_restarts_only_the_failed_replica(sched: LocalScheduler, tmp_path: Path) -> None:
-    app = sh_app(_flaky(tmp_path, 1, sleep=1.0), num_replicas=3, max_retries=1, retry_policy=RetryPolicy.REPLICA)
+def test_retry_replica_restarts_only_the_failed_replica(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
+    app = sh_app(
+        _flaky(tmp_path, 1, sleep=1.0),
+        num_replicas=3,
+        max_retries=1,
+        retry_policy=RetryPolicy.REPLICA,
+    )
     app_id, desc = run(sched, app)
     assert desc.state == AppState.SUCCEEDED, desc.msg
     assert desc.num_restarts == 1
@@ -146,12 +165,21 @@ def _two_roles(tmp_path: Path, policy: RetryPolicy) -> specs.AppDef:
     # a/0 fails once, but only after b has printed its first `start` (no race on a loaded machine)
     b_up = tmp_path / "b-up"
     flaky = specs.Role(
-        "a", image="", entrypoint="sh", args=["-c", _flaky(tmp_path, 0, sleep=0.5, wait_for=str(b_up))],
-        num_replicas=2, max_retries=1, retry_policy=policy,
+        "a",
+        image="",
+        entrypoint="sh",
+        args=["-c", _flaky(tmp_path, 0, sleep=0.5, wait_for=str(b_up))],
+        num_replicas=2,
+        max_retries=1,
+        retry_policy=policy,
     )
     steady = specs.Role(
-        "b", image="", entrypoint="sh", args=["-c", f"echo start $TORCHX_REPLICA_IDX; touch {b_up}; sleep 1.5"],
-        max_retries=1, retry_policy=policy,
+        "b",
+        image="",
+        entrypoint="sh",
+        args=["-c", f"echo start $TORCHX_REPLICA_IDX; touch {b_up}; sleep 1.5"],
+        max_retries=1,
+        retry_policy=policy,
     )
     return specs.AppDef("two", roles=[flaky, steady])
 
@@ -198,7 +226,9 @@ def test_cancel_kills_whole_process_groups(sched: LocalScheduler, local_root: st
     assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
 
 
-def test_cancel_kills_descendants_that_left_the_group(sched: LocalScheduler, local_root: str) -> None:
+def test_cancel_kills_descendants_that_left_the_group(
+    sched: LocalScheduler, local_root: str
+) -> None:
     # `setsid` puts the sleep in a new session: killing the replica's process group misses it
     app_id = sched.submit(sh_app("setsid sleep 100 & sleep 100"), {})
     marker = f"{_state.ROOT_ENV}={local_root}"
@@ -222,7 +252,9 @@ def test_cancel_escalates_to_sigkill(sched: LocalScheduler, local_root: str) -> 
     assert wait_until(lambda: logs(sched, app_id) == ["ready\n"])
     sched.cancel(app_id)
     assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
-    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+    assert wait_until(
+        lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5
+    )
 
 
 def test_delete_cancels_and_removes_state(sched: LocalScheduler) -> None:
@@ -233,7 +265,9 @@ def test_delete_cancels_and_removes_state(sched: LocalScheduler) -> None:
     assert app_id not in [a.app_id for a in sched.list()]
 
 
-def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root: str, tmp_path: Path) -> None:
+def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(
+    local_root: str, tmp_path: Path
+) -> None:
     launcher = tmp_path / "launcher.py"
     launcher.write_text(
         textwrap.dedent(
@@ -250,7 +284,12 @@ def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root:
         )
     )
     proc = subprocess.run(
-        [sys.executable, str(launcher)], capture_output=True, text=True, cwd=REPO, timeout=60, check=False
+        [sys.executable, str(launcher)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     app_id = proc.stdout.strip()
@@ -261,12 +300,19 @@ def test_app_survives_sigkill_of_launcher_and_is_queryable_elsewhere(local_root:
     assert logs(sched, app_id) == ["finished\n"]
     # and a third, fresh process can describe it
     probe = subprocess.run(
-        [sys.executable, "-c", PROBE, app_id], capture_output=True, text=True, cwd=REPO, timeout=60, check=True,
+        [sys.executable, "-c", PROBE, app_id],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=True,
     )
     assert probe.stdout.strip() == "SUCCEEDED", probe.stderr
 
 
-def test_dead_supervisor_is_reported_and_its_replicas_killed(sched: LocalScheduler, local_root: str) -> None:
+def test_dead_supervisor_is_reported_and_its_replicas_killed(
+    sched: LocalScheduler, local_root: str
+) -> None:
     app_id = sched.submit(sh_app("echo up; sleep 100"), {})
     assert wait_until(lambda: logs(sched, app_id) == ["up\n"])
     status = _state.read_json(os.path.join(sched.root, app_id, "status.json"))
@@ -276,7 +322,9 @@ def test_dead_supervisor_is_reported_and_its_replicas_killed(sched: LocalSchedul
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.FAILED
     assert "supervisor" in desc.msg and "died" in desc.msg
-    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+    assert wait_until(
+        lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5
+    )
 
 
 def test_200_apps_from_16_threads_all_succeed_with_distinct_ids(sched: LocalScheduler) -> None:
@@ -294,7 +342,9 @@ def test_200_apps_from_16_threads_all_succeed_with_distinct_ids(sched: LocalSche
 
 
 def test_log_iter_tail_follows_until_the_app_ends(sched: LocalScheduler) -> None:
-    app_id = sched.submit(sh_app("for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; printf tail"), {})
+    app_id = sched.submit(
+        sh_app("for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done; printf tail"), {}
+    )
     lines = list(sched.log_iter(app_id, "r", 0, should_tail=True))
     assert lines == [f"line {i}\n" for i in range(1, 6)] + ["tail"]
     assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
@@ -320,12 +370,24 @@ def test_log_iter_of_silent_replica_is_empty(sched: LocalScheduler) -> None:
 
 def test_macros_and_env(sched: LocalScheduler, tmp_path: Path) -> None:
     script = (
-        'echo "$1 $2 $3 $${' + specs.macros.rank0_env + '}"; echo "$TORCHX_RANK0_HOST $MASTER_ADDR $MASTER_PORT";'
+        'echo "$1 $2 $3 $${'
+        + specs.macros.rank0_env
+        + '}"; echo "$TORCHX_RANK0_HOST $MASTER_ADDR $MASTER_PORT";'
         ' echo "$TORCHX_APP_ID $TORCHX_ROLE_NAME $TORCHX_REPLICA_IDX $TORCHX_JOB_ID $FROM_ROLE"'
     )
     role = specs.Role(
-        "r", image="", entrypoint="sh", num_replicas=2,
-        args=["-c", script, "sh", specs.macros.app_id, specs.macros.replica_id, specs.macros.img_root],
+        "r",
+        image="",
+        entrypoint="sh",
+        num_replicas=2,
+        args=[
+            "-c",
+            script,
+            "sh",
+            specs.macros.app_id,
+            specs.macros.replica_id,
+            specs.macros.img_root,
+        ],
         env={"FROM_ROLE": f"v{specs.macros.replica_id}"},
     )
     app_id, desc = run(sched, specs.AppDef("macros", roles=[role]))
@@ -344,12 +406,16 @@ def test_local_dir_scheduler_runs_in_image_dir(local_root: str, tmp_path: Path) 
     app_id, desc = run(sched, app)
     assert desc.state == AppState.SUCCEEDED
     assert logs(sched, app_id) == [f"{tmp_path}\n"]
-    bad = specs.AppDef("pwd", roles=[specs.Role("r", image=str(tmp_path / "missing"), entrypoint="pwd")])
+    bad = specs.AppDef(
+        "pwd", roles=[specs.Role("r", image=str(tmp_path / "missing"), entrypoint="pwd")]
+    )
     with pytest.raises(AppValidationError, match="not an existing directory"):
         sched.submit(bad, {})
 
 
-def test_workspace_is_copied_into_the_app_dir_and_run_there(sched: LocalScheduler, tmp_path: Path) -> None:
+def test_workspace_is_copied_into_the_app_dir_and_run_there(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
     ws = tmp_path / "project"
     ws.mkdir()
     (ws / "hello.sh").write_text("echo from workspace; pwd\n")
@@ -386,12 +452,18 @@ def test_log_dir_option_uses_torchx_layout_and_keeps_app_findable_by_id(
     assert not app_dir.exists() and not os.path.lexists(os.path.join(sched.root, app_id))
 
 
-def test_log_dir_reply_file_is_in_the_replica_log_dir(sched: LocalScheduler, tmp_path: Path) -> None:
+def test_log_dir_reply_file_is_in_the_replica_log_dir(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
     app_id, _ = run(sched, sh_app('echo "$TORCHELASTIC_ERROR_FILE"'), {"log_dir": str(tmp_path)})
-    assert logs(sched, app_id) == [f"{tmp_path / sched.session_name / app_id / 'r' / '0' / 'error.json'}\n"]
+    assert logs(sched, app_id) == [
+        f"{tmp_path / sched.session_name / app_id / 'r' / '0' / 'error.json'}\n"
+    ]
 
 
-def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: LocalScheduler) -> None:
+def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(
+    sched: LocalScheduler,
+) -> None:
     import threading
 
     app_id = sched.submit(sh_app("sleep 3"), {})
@@ -403,7 +475,9 @@ def test_wait_with_timeout_returns_current_status_and_shares_one_waiter(sched: L
     waiters = [t for t in threading.enumerate() if t.name == "torchx-local-wait"]
     assert len(waiters) == 1
     assert sched.wait(app_id, timeout=30).state == AppState.SUCCEEDED  # type: ignore[union-attr]
-    assert wait_until(lambda: not [t for t in threading.enumerate() if t.name == "torchx-local-wait"])
+    assert wait_until(
+        lambda: not [t for t in threading.enumerate() if t.name == "torchx-local-wait"]
+    )
 
 
 _START_MODE_SCRIPT = """
@@ -431,7 +505,11 @@ def test_both_supervisor_start_modes(local_root: str, mode: str) -> None:
 
     env = {**os.environ, _launch.MODE_ENV: mode}
     out = subprocess.run(
-        [sys.executable, "-c", _START_MODE_SCRIPT, mode], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _START_MODE_SCRIPT, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "SUCCEEDED ['1\\n']"
@@ -453,7 +531,9 @@ def test_cancel_many_running_replicas(sched: LocalScheduler, local_root: str) ->
     sched.cancel(app_id)
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.CANCELLED
-    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+    assert wait_until(
+        lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5
+    )
 
 
 def test_submit_garbage_collects_old_finished_apps(
@@ -476,31 +556,43 @@ def test_cancel_right_after_submit(
         app_id = sched.submit(sh_app("sleep 100", num_replicas=4), {})
         sched.cancel(app_id)  # may run before the supervisor has even started
         assert sched.describe(app_id).state == AppState.CANCELLED  # type: ignore[union-attr]
-    assert wait_until(lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5)
+    assert wait_until(
+        lambda: not live_processes_with_env(f"{_state.ROOT_ENV}={local_root}"), timeout=5
+    )
 
 
 @pytest.mark.parametrize("num_replicas", [8, 16, 64])
-def test_replicas_that_end_while_others_are_spawned(sched: LocalScheduler, num_replicas: int) -> None:
+def test_replicas_that_end_while_others_are_spawned(
+    sched: LocalScheduler, num_replicas: int
+) -> None:
     # the supervisor handles exits every few spawns; when every replica has ended by the time
     # the last one is started, it must still finish (not wait for an exit that already came)
-    app = specs.AppDef("fast", roles=[specs.Role("r", image="", entrypoint="/bin/true", num_replicas=num_replicas)])
+    app = specs.AppDef(
+        "fast", roles=[specs.Role("r", image="", entrypoint="/bin/true", num_replicas=num_replicas)]
+    )
     for _ in range(5):
         _, desc = run(sched, app, timeout=30)
         assert desc.state == AppState.SUCCEEDED
 
 
-def test_entrypoint_that_cannot_be_executed_fails_the_app(sched: LocalScheduler, tmp_path: Path) -> None:
+def test_entrypoint_that_cannot_be_executed_fails_the_app(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
     bad = tmp_path / "not-a-program"
     bad.write_bytes(b"\x00\x01garbage")
     bad.chmod(0o755)
-    app = specs.AppDef("bad", roles=[specs.Role("r", image="", entrypoint=str(bad), num_replicas=2)])
+    app = specs.AppDef(
+        "bad", roles=[specs.Role("r", image="", entrypoint=str(bad), num_replicas=2)]
+    )
     _, desc = run(sched, app)
     assert desc.state == AppState.FAILED
     assert desc.msg.startswith("replica r/0 could not start:"), desc.msg
     assert json.loads(desc.structured_error_msg)["exit_code"] == 127
 
 
-def test_status_reads_only_the_status_file(sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_reads_only_the_status_file(
+    sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from torchx_core.schedulers.local.scheduler import create_scheduler
 
     app_id, _ = run(sched, sh_app("true"))

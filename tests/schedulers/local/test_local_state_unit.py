@@ -35,9 +35,19 @@ def _app_dir(root: Path, app_id: str = APP, marker: str | None = None) -> tuple[
     instance = new_instance(str(d))
     (d / MARKER_FILE).write_text(marker if marker is not None else f"{app_id}\n{instance}\n")
     (d / LOCK_FILE).write_text("999999\n")
-    status = {"v": 1, "app_id": app_id, "name": "unit", "state": "RUNNING", "sup_pid": 999999,
-              "created": 1.0, "updated": 1.0, "ended": None, "failed": None, "msg": "",
-              "roles": [{"name": "r", "states": "R", "pids": [0]}]}
+    status = {
+        "v": 1,
+        "app_id": app_id,
+        "name": "unit",
+        "state": "RUNNING",
+        "sup_pid": 999999,
+        "created": 1.0,
+        "updated": 1.0,
+        "ended": None,
+        "failed": None,
+        "msg": "",
+        "roles": [{"name": "r", "states": "R", "pids": [0]}],
+    }
     (d / STATUS_FILE).write_text(json.dumps(status))
     return d, instance
 
@@ -64,7 +74,9 @@ def _ended(p: subprocess.Popen[bytes], timeout: float = 10.0) -> bool:
     return p.poll() is not None
 
 
-def test_a_read_of_an_app_whose_supervisor_died_kills_its_leftovers(tmp_path: Path, procs: list) -> None:
+def test_a_read_of_an_app_whose_supervisor_died_kills_its_leftovers(
+    tmp_path: Path, procs: list
+) -> None:
     d, instance = _app_dir(tmp_path)
     mine = _sleeper(procs, TORCHX_APP_ID=APP, TORCHX_APP_INSTANCE=instance)
     status = _state.read_status(str(d), APP)
@@ -72,7 +84,9 @@ def test_a_read_of_an_app_whose_supervisor_died_kills_its_leftovers(tmp_path: Pa
     assert _ended(mine), "the leftover replica of a dead supervisor was not killed"
 
 
-def test_a_many_apps_read_collects_the_dead_and_the_caller_kills_them_together(tmp_path: Path, procs: list) -> None:
+def test_a_many_apps_read_collects_the_dead_and_the_caller_kills_them_together(
+    tmp_path: Path, procs: list
+) -> None:
     d, instance = _app_dir(tmp_path)
     dead: list[tuple[str, str | None]] = []
     mine = _sleeper(procs, TORCHX_APP_ID=APP, TORCHX_APP_INSTANCE=instance)
@@ -108,6 +122,9 @@ def test_a_marker_naming_another_app_is_not_ownership(tmp_path: Path) -> None:
     assert _state.is_owned(str(d), "someone-else-bcdfghjk")
     assert not _state.is_owned(str(d), APP)
     assert _state.remove_app_dir(str(d), APP) and d.exists()  # refused, named in the failures
-    (d / STATUS_FILE).write_text(json.dumps({**json.loads((d / STATUS_FILE).read_text()),
-                                             "state": "SUCCEEDED", "ended": 1.0}))
+    (d / STATUS_FILE).write_text(
+        json.dumps(
+            {**json.loads((d / STATUS_FILE).read_text()), "state": "SUCCEEDED", "ended": 1.0}
+        )
+    )
     assert _state.collect_garbage(str(tmp_path), ttl=0) == [] and d.exists()

@@ -70,9 +70,16 @@ def bsub(args: list[str]) -> int:
         job_id = str(t["next"])
         t["next"] += 1
         t["jobs"][job_id] = {
-            "id": job_id, "name": opts.get("-J", ""), "stat": "PEND", "exit_code": "",
-            "queue": opts.get("-q", "normal"), "cwd": opts.get("-cwd", os.getcwd()),
-            "out": opts.get("-o", ""), "host": "", "command": command[0], "opts": opts,
+            "id": job_id,
+            "name": opts.get("-J", ""),
+            "stat": "PEND",
+            "exit_code": "",
+            "queue": opts.get("-q", "normal"),
+            "cwd": opts.get("-cwd", os.getcwd()),
+            "out": opts.get("-o", ""),
+            "host": "",
+            "command": command[0],
+            "opts": opts,
         }
     where = f"queue <{opts['-q']}>" if "-q" in opts else "default queue <normal>"
     print(f"Job <{job_id}> is submitted to {where}.")
@@ -82,8 +89,12 @@ def bsub(args: list[str]) -> int:
 def _selected(jobs: dict, args: list[str]) -> list[dict]:
     pattern = args[args.index("-J") + 1] if "-J" in args else None
     ids = [a for a in args if a.isdigit()]
-    out = [j for j in jobs.values() if (pattern is None or fnmatch.fnmatchcase(j["name"], pattern))
-           and (not ids or j["id"] in ids)]
+    out = [
+        j
+        for j in jobs.values()
+        if (pattern is None or fnmatch.fnmatchcase(j["name"], pattern))
+        and (not ids or j["id"] in ids)
+    ]
     if "-a" not in args:
         out = [j for j in out if j["stat"] not in ("DONE", "EXIT")]
     return out
@@ -91,8 +102,10 @@ def _selected(jobs: dict, args: list[str]) -> list[dict]:
 
 def bjobs(args: list[str]) -> int:
     if "-json" in args and os.environ.get("LSF_FAKE_NO_JSON") == "1":
-        print("bjobs: illegal option -- json\nUsage: bjobs [-h] [-V] [-A] [-a] [-aps] [-w] ...",
-              file=sys.stderr)
+        print(
+            "bjobs: illegal option -- json\nUsage: bjobs [-h] [-V] [-A] [-a] [-aps] [-w] ...",
+            file=sys.stderr,
+        )
         return 255
     with table(write=False) as t:
         jobs = _selected(t["jobs"], args)
@@ -100,8 +113,14 @@ def bjobs(args: list[str]) -> int:
         fields = args[args.index("-o") + 1].split()
         records = []
         for j in jobs:
-            values = {"jobid": j["id"], "stat": j["stat"], "exit_code": str(j["exit_code"]),
-                      "job_name": j["name"], "exec_host": j["host"], "output_file": j["out"]}
+            values = {
+                "jobid": j["id"],
+                "stat": j["stat"],
+                "exit_code": str(j["exit_code"]),
+                "job_name": j["name"],
+                "exec_host": j["host"],
+                "output_file": j["out"],
+            }
             records.append({f.upper(): values[f] for f in fields})
         if not records:
             records = [{"ERROR": "No job found"}]
@@ -110,11 +129,15 @@ def bjobs(args: list[str]) -> int:
     if not jobs:
         print("No job found", file=sys.stderr)
         return 255
-    print(f"{'JOBID':<8}{'USER':<8}{'STAT':<6}{'QUEUE':<11}{'FROM_HOST':<12}{'EXEC_HOST':<12}"
-          f"{'JOB_NAME':<11}SUBMIT_TIME")
+    print(
+        f"{'JOBID':<8}{'USER':<8}{'STAT':<6}{'QUEUE':<11}{'FROM_HOST':<12}{'EXEC_HOST':<12}"
+        f"{'JOB_NAME':<11}SUBMIT_TIME"
+    )
     for j in jobs:
-        print(f"{j['id']:<8}{'alice':<8}{j['stat']:<6}{j['queue']:<11}{'hostA':<12}"
-              f"{j['host']:<12}{j['name']} Oct 22 10:02")
+        print(
+            f"{j['id']:<8}{'alice':<8}{j['stat']:<6}{j['queue']:<11}{'hostA':<12}"
+            f"{j['host']:<12}{j['name']} Oct 22 10:02"
+        )
     return 0
 
 
@@ -145,13 +168,24 @@ def run() -> int:
     for j in pending:
         env = {**os.environ, "LSB_JOBID": j["id"], "LSB_JOBNAME": j["name"]}
         with open(j["out"] or os.devnull, "a") as out:
-            procs.append((j, subprocess.Popen(["/bin/sh", "-c", j["command"]], cwd=j["cwd"],
-                                              env=env, stdout=out, stderr=subprocess.STDOUT)))
+            procs.append(
+                (
+                    j,
+                    subprocess.Popen(
+                        ["/bin/sh", "-c", j["command"]],
+                        cwd=j["cwd"],
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    ),
+                )
+            )
     for j, p in procs:
         rc = p.wait(timeout=60)
         with table() as t:
-            t["jobs"][j["id"]].update(stat="DONE" if rc == 0 else "EXIT",
-                                      exit_code="" if rc == 0 else rc)
+            t["jobs"][j["id"]].update(
+                stat="DONE" if rc == 0 else "EXIT", exit_code="" if rc == 0 else rc
+            )
     return 0
 
 

@@ -99,7 +99,9 @@ def test_reads_a_torchx_written_layout(tmp_path: Path) -> None:
 
 def test_create_from_config_file(tmp_path: Path) -> None:
     conf = tmp_path / "t.conf"
-    conf.write_text(f"# tracker\nprotocol = file\nroot_path = {tmp_path / 'data'}\nauto_mkdir = True\n")
+    conf.write_text(
+        f"# tracker\nprotocol = file\nroot_path = {tmp_path / 'data'}\nauto_mkdir = True\n"
+    )
     t = create(str(conf))
     assert isinstance(t, FsspecTracker)
     t.add_metadata(RUN, x=1)

@@ -16,7 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     import fsspec
 
     try:
-        with fsspec.open(args.src, "rb") as src, fsspec.open(args.dst, "wb", auto_mkdir=True) as dst:
+        with (
+            fsspec.open(args.src, "rb") as src,
+            fsspec.open(args.dst, "wb", auto_mkdir=True) as dst,
+        ):
             shutil.copyfileobj(src, dst, length=1 << 20)
     except (OSError, ValueError) as e:
         print(f"copy {args.src} -> {args.dst} failed: {e}", file=sys.stderr)

@@ -38,10 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"POST {url}")
         return 0
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=args.timeout) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, method="POST"), timeout=args.timeout
+        ) as r:
             print(r.read().decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError) as e:
-        print(f"registering {args.model_path} at {args.management_api} failed: {e}", file=sys.stderr)
+        print(
+            f"registering {args.model_path} at {args.management_api} failed: {e}", file=sys.stderr
+        )
         return 1
     return 0
 

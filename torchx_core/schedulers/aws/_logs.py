@@ -37,7 +37,11 @@ def make_client(service: str, scheduler: str) -> Any:
 
 
 def _not_found(e: BaseException) -> bool:
-    code = getattr(e, "response", {}).get("Error", {}).get("Code", "") if hasattr(e, "response") else ""
+    code = (
+        getattr(e, "response", {}).get("Error", {}).get("Code", "")
+        if hasattr(e, "response")
+        else ""
+    )
     return "ResourceNotFound" in (code or type(e).__name__) or "ResourceNotFound" in str(e)
 
 

@@ -141,8 +141,10 @@ class AWSBatchOpts(StructuredOpts):
     )
     array: bool = field(
         default=False,
-        metadata={"help": "single-role apps: submit an array job (one independent child job per"
-                  " replica, index in AWS_BATCH_JOB_ARRAY_INDEX) instead of a multi-node job"},
+        metadata={
+            "help": "single-role apps: submit an array job (one independent child job per"
+            " replica, index in AWS_BATCH_JOB_ARRAY_INDEX) instead of a multi-node job"
+        },
     )
     log_group: str = field(
         default=DEFAULT_LOG_GROUP, metadata={"help": "CloudWatch log group of the job logs"}
@@ -175,7 +177,6 @@ class BatchJob:
         return json.dumps(self.to_dict(), indent=2)
 
 
-
 #: Batch job names: up to 128 letters, digits, ``-`` and ``_``.
 JOB_NAME_RULES = IdRules(allowed="A-Za-z0-9_-", max_name_len=100)
 
@@ -191,15 +192,18 @@ def _parse_ulimits(specs: list[str]) -> list[dict[str, Any]]:
         name, sep, limits = spec.partition("=")
         soft, _, hard = limits.partition(":")
         try:
-            out.append({"name": name.strip(), "softLimit": int(soft),
-                        "hardLimit": int(hard or soft)})
+            out.append(
+                {"name": name.strip(), "softLimit": int(soft), "hardLimit": int(hard or soft)}
+            )
         except ValueError:
             raise SchedulerError(
                 f"invalid ulimit {spec!r}; use 'name=soft:hard' or 'name=limit',"
                 " e.g. 'nofile=1024:4096'"
             ) from None
         if not sep or not name.strip():
-            raise SchedulerError(f"invalid ulimit {spec!r}; use 'name=soft:hard', e.g. 'nofile=1024'")
+            raise SchedulerError(
+                f"invalid ulimit {spec!r}; use 'name=soft:hard', e.g. 'nofile=1024'"
+            )
     return out
 
 
@@ -213,18 +217,28 @@ def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
         name = f"mount_{i}"
         if isinstance(m, BindMount):
             volumes.append({"name": name, "host": {"sourcePath": m.src_path}})
-            points.append({"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name})
+            points.append(
+                {"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name}
+            )
         elif isinstance(m, VolumeMount):
             volumes.append({"name": name, "efsVolumeConfiguration": {"fileSystemId": m.src}})
-            points.append({"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name})
+            points.append(
+                {"containerPath": m.dst_path, "readOnly": m.read_only, "sourceVolume": name}
+            )
         elif isinstance(m, DeviceMount):
-            devices.append({"hostPath": m.src_path, "containerPath": m.dst_path,
-                            "permissions": [perms[p] for p in m.permissions if p in perms]})
+            devices.append(
+                {
+                    "hostPath": m.src_path,
+                    "containerPath": m.dst_path,
+                    "permissions": [perms[p] for p in m.permissions if p in perms],
+                }
+            )
     return volumes, points, devices
 
 
-def _container(role: Role, values: macros.Values, opts: AWSBatchOpts,
-               ulimits: list[dict[str, Any]]) -> dict[str, Any]:
+def _container(
+    role: Role, values: macros.Values, opts: AWSBatchOpts, ulimits: list[dict[str, Any]]
+) -> dict[str, Any]:
     replica = values.apply(role)
     res = role.resource
     reqs = [
@@ -265,7 +279,9 @@ def _parse_app_id(app_id: str) -> tuple[str, str]:
     if not sep or not queue or not name:
         raise InvalidAppIdError(
             f"invalid aws_batch app id {app_id!r}; expected `<job queue>:<job name>` (as returned"
-            " by `torchx run`), e.g. `my-queue:train-a1b2c3d4`", app_id)
+            " by `torchx run`), e.g. `my-queue:train-a1b2c3d4`",
+            app_id,
+        )
     return queue, name
 
 
@@ -326,8 +342,9 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             job_def = self._multinode_job_def(app, name, opts, ulimits)
         if opts.array:
             tags[TAG_ROLE_NAME] = app.roles[0].name
-        job_def.update({"retryStrategy": {"attempts": attempts}, "propagateTags": True,
-                        "tags": dict(tags)})
+        job_def.update(
+            {"retryStrategy": {"attempts": attempts}, "propagateTags": True, "tags": dict(tags)}
+        )
         submit: dict[str, Any] = {"jobName": name, "jobQueue": opts.queue, "tags": dict(tags)}
         if opts.array and app.roles[0].num_replicas > 1:
             submit["arrayProperties"] = {"size": app.roles[0].num_replicas}
@@ -335,46 +352,66 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             submit["shareIdentifier"] = opts.share_id
         if opts.share_id or opts.priority:
             submit["schedulingPriorityOverride"] = opts.priority
-        req = BatchJob(name=name, queue=opts.queue, job_def=job_def, submit=submit,
-                       images_to_push=images_to_push)
+        req = BatchJob(
+            name=name,
+            queue=opts.queue,
+            job_def=job_def,
+            submit=submit,
+            images_to_push=images_to_push,
+        )
         return AppDryRunInfo(req, str)
 
-    def _array_job_def(self, app: AppDef, name: str, opts: AWSBatchOpts,
-                       ulimits: list[dict[str, Any]]) -> dict[str, Any]:
+    def _array_job_def(
+        self, app: AppDef, name: str, opts: AWSBatchOpts, ulimits: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         role = app.roles[0]
         problems = []
         if len(app.roles) != 1:
-            problems.append(f"array=True needs a single-role app, got {len(app.roles)} roles"
-                            f" ({', '.join(r.name for r in app.roles)})")
+            problems.append(
+                f"array=True needs a single-role app, got {len(app.roles)} roles"
+                f" ({', '.join(r.name for r in app.roles)})"
+            )
         if _uses_replica_id(role):
-            problems.append(f"role `{role.name}` uses macros.replica_id, which an array job cannot"
-                            " substitute per child: read AWS_BATCH_JOB_ARRAY_INDEX instead")
+            problems.append(
+                f"role `{role.name}` uses macros.replica_id, which an array job cannot"
+                " substitute per child: read AWS_BATCH_JOB_ARRAY_INDEX instead"
+            )
         if problems:
-            raise AppValidationError(f"app `{app.name}` cannot run as an array job: "
-                                     + "; ".join(problems) + "; or drop array=True")
+            raise AppValidationError(
+                f"app `{app.name}` cannot run as an array job: "
+                + "; ".join(problems)
+                + "; or drop array=True"
+            )
         values = macros.Values(img_root="", app_id=name, replica_id="", rank0_env=RANK0_ENV)
         container = _container(role, values, opts, ulimits)
         container["environment"].append({"name": ENV_NUM_REPLICAS, "value": str(role.num_replicas)})
         return {"jobDefinitionName": name, "type": "container", "containerProperties": container}
 
-    def _multinode_job_def(self, app: AppDef, name: str, opts: AWSBatchOpts,
-                           ulimits: list[dict[str, Any]]) -> dict[str, Any]:
+    def _multinode_job_def(
+        self, app: AppDef, name: str, opts: AWSBatchOpts, ulimits: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         ranges: list[dict[str, Any]] = []
         node = 0
         for role in app.roles:
             if _uses_replica_id(role):
                 for i in range(role.num_replicas):
-                    values = macros.Values(img_root="", app_id=name, replica_id=str(i),
-                                           rank0_env=RANK0_ENV)
-                    ranges.append({"targetNodes": str(node),
-                                   "container": _container(role, values, opts, ulimits)})
+                    values = macros.Values(
+                        img_root="", app_id=name, replica_id=str(i), rank0_env=RANK0_ENV
+                    )
+                    ranges.append(
+                        {
+                            "targetNodes": str(node),
+                            "container": _container(role, values, opts, ulimits),
+                        }
+                    )
                     node += 1
             else:
                 values = macros.Values(img_root="", app_id=name, replica_id="", rank0_env=RANK0_ENV)
                 end = node + role.num_replicas - 1
                 target = str(node) if end == node else f"{node}:{end}"
-                ranges.append({"targetNodes": target,
-                               "container": _container(role, values, opts, ulimits)})
+                ranges.append(
+                    {"targetNodes": target, "container": _container(role, values, opts, ulimits)}
+                )
                 node = end + 1
         return {
             "jobDefinitionName": name,
@@ -391,7 +428,9 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             job_def = client.register_job_definition(**req.job_def)
             client.submit_job(jobDefinition=job_def["jobDefinitionArn"], **req.submit)
         except Exception as e:  # botocore ClientError / ParamValidationError
-            raise SchedulerError(f"AWS Batch rejected job {req.name} in queue {req.queue}: {e}") from e
+            raise SchedulerError(
+                f"AWS Batch rejected job {req.name} in queue {req.queue}: {e}"
+            ) from e
         return f"{req.queue}:{req.name}"
 
     # -- inspection -------------------------------------------------------------------------
@@ -495,7 +534,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         client = self._batch_client()
         for start in range(0, len(wanted), 100):
             try:
-                page = client.describe_jobs(jobs=wanted[start:start + 100]).get("jobs", [])
+                page = client.describe_jobs(jobs=wanted[start : start + 100]).get("jobs", [])
             except Exception as e:  # botocore ClientError
                 raise SchedulerError(f"AWS Batch could not describe jobs: {e}") from e
             by_job.update((job["jobId"], job) for job in page)
@@ -517,10 +556,16 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             for i in range(first, first + count):
                 replica_state = _job_state(children[i]) if i in children else state
                 status.replicas.append(
-                    ReplicaStatus(len(status.replicas), replica_state, role_name, ""))
+                    ReplicaStatus(len(status.replicas), replica_state, role_name, "")
+                )
             if not any(r.name == role_name for r in roles):
-                roles.append(Role(name=role_name, image=container.get("image", ""),
-                                  entrypoint=(container.get("command") or [""])[0]))
+                roles.append(
+                    Role(
+                        name=role_name,
+                        image=container.get("image", ""),
+                        entrypoint=(container.get("command") or [""])[0],
+                    )
+                )
         for role in roles:
             role.num_replicas = len(statuses[role.name].replicas)
         return DescribeAppResponse(
@@ -548,16 +593,23 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             queues = [q["jobQueueName"] for q in client.describe_job_queues().get("jobQueues", [])]
         out: builtins.list[ListAppResponse] = []
         for q in queues:
-            ids = list(dict.fromkeys(
-                s["jobId"] for status in JOB_STATES for s in self._list_jobs(q, status)
-                if ":" not in s["jobId"]  # array children are reported through their parent
-            ))
+            ids = list(
+                dict.fromkeys(
+                    s["jobId"]
+                    for status in JOB_STATES
+                    for s in self._list_jobs(q, status)
+                    if ":" not in s["jobId"]  # array children are reported through their parent
+                )
+            )
             for start in range(0, len(ids), 100):
-                for job in client.describe_jobs(jobs=ids[start:start + 100]).get("jobs", []):
+                for job in client.describe_jobs(jobs=ids[start : start + 100]).get("jobs", []):
                     if job.get("tags", {}).get(TAG_VERSION):
                         state = self._state(job, self._children(job))
-                        out.append(ListAppResponse(app_id=f"{q}:{job['jobName']}",
-                                                   state=state, name=job["jobName"]))
+                        out.append(
+                            ListAppResponse(
+                                app_id=f"{q}:{job['jobName']}", state=state, name=job["jobName"]
+                            )
+                        )
         return out
 
     def _list_jobs(self, queue: str, status: str) -> Iterator[dict[str, Any]]:
@@ -605,7 +657,9 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
     def _stream_name(self, job: dict[str, Any], node: int) -> str | None:
         # multi-node: "{id}#{node}"; array child: "{id}:{index}"; else the job's own stream
         sep = "#" if "nodeProperties" in job else ":"
-        part = self._batch_client().describe_jobs(jobs=[f"{job['jobId']}{sep}{node}"]).get("jobs", [])
+        part = (
+            self._batch_client().describe_jobs(jobs=[f"{job['jobId']}{sep}{node}"]).get("jobs", [])
+        )
         candidates = part if sep == ":" and part else (*part, job)
         for candidate in candidates:
             name = candidate.get("container", {}).get("logStreamName")
@@ -615,8 +669,15 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
                 return name
         return None
 
-    def _log_lines(self, app_id: str, job: dict[str, Any], node: int, since: datetime | None,
-                   until: datetime | None, should_tail: bool) -> Iterator[str]:
+    def _log_lines(
+        self,
+        app_id: str,
+        job: dict[str, Any],
+        node: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+    ) -> Iterator[str]:
         group = self._log_group(job)
         token: str | None = None
         stream: str | None = None
@@ -624,8 +685,9 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             finished = is_terminal(self._state(job, self._children(job)))
             stream = stream or self._stream_name(job, node)
             if stream:
-                token = yield from iter_log_events(self._log_client(), group, stream, token, since,
-                                                 until)
+                token = yield from iter_log_events(
+                    self._log_client(), group, stream, token, since, until
+                )
             if not should_tail or finished:
                 return
             time.sleep(self.poll_interval)
@@ -648,15 +710,17 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         if is_terminal(self._state(job, children)):
             return
         # the parent, and each unfinished array child (AWS cascades; moto does not)
-        ids = [job["jobId"]] + [c["jobId"] for c in children.values()
-                                if not is_terminal(_job_state(c))]
+        ids = [job["jobId"]] + [
+            c["jobId"] for c in children.values() if not is_terminal(_job_state(c))
+        ]
         client = self._batch_client()
         for job_id in ids:
             try:
                 client.terminate_job(jobId=job_id, reason=CANCEL_REASON)
             except Exception as e:
-                raise SchedulerError(f"AWS Batch could not terminate {app_id} ({job_id}): {e}") from e
-
+                raise SchedulerError(
+                    f"AWS Batch could not terminate {app_id} ({job_id}): {e}"
+                ) from e
 
     def _delete_existing(self, app_id: str) -> None:
         """Cancels the job if it runs and deregisters the job definition made for it."""
@@ -668,7 +732,8 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
             self._batch_client().deregister_job_definition(jobDefinition=job["jobDefinition"])
         except Exception as e:  # botocore ClientError
             raise SchedulerError(
-                f"AWS Batch could not deregister the job definition of {app_id}: {e}") from e
+                f"AWS Batch could not deregister the job definition of {app_id}: {e}"
+            ) from e
 
 
 def _job_state(job: Mapping[str, Any]) -> AppState:
@@ -682,7 +747,6 @@ def _node_range(target: str) -> tuple[int, int]:
     start, sep, end = target.partition(":")
     first = int(start or 0)
     return first, (int(end) if sep and end else first)
-
 
 
 def create_scheduler(
@@ -700,6 +764,9 @@ def create_scheduler(
     if kwargs:
         logger.debug("aws_batch_scheduler: ignoring scheduler params %s", sorted(kwargs))
     return AWSBatchScheduler(
-        session_name=session_name, client=client, log_client=log_client, docker_client=docker_client,
-        poll_interval=poll_interval
+        session_name=session_name,
+        client=client,
+        log_client=log_client,
+        docker_client=docker_client,
+        poll_interval=poll_interval,
     )

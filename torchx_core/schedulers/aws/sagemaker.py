@@ -93,18 +93,23 @@ class AWSSageMakerOpts(StructuredOpts):
     """Run options of the ``aws_sagemaker`` scheduler."""
 
     role: str = field(
-        metadata={"help": "ARN of the IAM role SageMaker assumes to run the job"
-                  " (arn:aws:iam::<account>:role/<name>)"}
+        metadata={
+            "help": "ARN of the IAM role SageMaker assumes to run the job"
+            " (arn:aws:iam::<account>:role/<name>)"
+        }
     )
     output_path: str = field(metadata={"help": "S3 URI for the job's output (model artifacts)"})
     instance_type: str | None = field(
         default=None,
-        metadata={"help": "instance type, e.g. ml.m5.xlarge (default: from the role's named resource)"},
+        metadata={
+            "help": "instance type, e.g. ml.m5.xlarge (default: from the role's named resource)"
+        },
     )
     volume_size: int = field(default=30, metadata={"help": "EBS volume size per instance in GB"})
     max_run: int = field(default=86400, metadata={"help": "maximum run time in seconds"})
     max_wait: int | None = field(
-        default=None, metadata={"help": "maximum wait time for spot capacity in seconds (>= max_run)"}
+        default=None,
+        metadata={"help": "maximum wait time for spot capacity in seconds (>= max_run)"},
     )
     use_spot_instances: bool = field(default=False, metadata={"help": "use managed spot training"})
     hyperparameters: dict[str, str] | None = field(
@@ -214,14 +219,19 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
                     " in the program instead"
                 )
         if problems:
-            raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
+            raise AppValidationError(
+                f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
+            )
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SageMakerJob]:
         opts = AWSSageMakerOpts.from_cfg(self._scheduler_cfg(cfg))
         if not opts.role.startswith("arn:"):
             raise InvalidRunConfigException(
                 f"role={opts.role!r} is not an IAM role ARN; give the role's full ARN, e.g."
-                f" arn:aws:iam::123456789012:role/{opts.role or 'SageMakerRole'}", "role", None)
+                f" arn:aws:iam::123456789012:role/{opts.role or 'SageMakerRole'}",
+                "role",
+                None,
+            )
         images_to_push = self.dryrun_push_images(app, cfg)
         role = app.roles[0]
         name = unique_id(app.name, JOB_NAME_RULES)
@@ -258,8 +268,10 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         if not replica.args:
             del request["AlgorithmSpecification"]["ContainerArguments"]
         if opts.subnets or opts.security_group_ids:
-            request["VpcConfig"] = {"Subnets": list(opts.subnets or []),
-                                    "SecurityGroupIds": list(opts.security_group_ids or [])}
+            request["VpcConfig"] = {
+                "Subnets": list(opts.subnets or []),
+                "SecurityGroupIds": list(opts.security_group_ids or []),
+            }
         return AppDryRunInfo(SageMakerJob(name, request, images_to_push), str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[SageMakerJob]) -> str:
@@ -290,9 +302,13 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         spec = job.get("AlgorithmSpecification", {})
         count = int(job.get("ResourceConfig", {}).get("InstanceCount", 1))
         role_name = (job.get("Environment") or {}).get(ENV_ROLE_NAME, "sagemaker")
-        role = Role(name=role_name, image=spec.get("TrainingImage", ""), num_replicas=count,
-                    entrypoint=(spec.get("ContainerEntrypoint") or ["<MISSING>"])[0],
-                    args=list(spec.get("ContainerArguments") or []))
+        role = Role(
+            name=role_name,
+            image=spec.get("TrainingImage", ""),
+            num_replicas=count,
+            entrypoint=(spec.get("ContainerEntrypoint") or ["<MISSING>"])[0],
+            args=list(spec.get("ContainerArguments") or []),
+        )
         replicas = [ReplicaStatus(i, state, role.name, f"algo-{i + 1}") for i in range(count)]
         return DescribeAppResponse(
             app_id=app_id,
@@ -308,8 +324,9 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         region = getattr(getattr(self._sm_client(), "meta", None), "region_name", None)
         if not region:
             return None
-        return (f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}"
-                f"#/jobs/{app_id}")
+        return (
+            f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{app_id}"
+        )
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         client = self._sm_client()
@@ -321,9 +338,13 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
             except Exception as e:  # botocore ClientError / NoCredentialsError
                 raise SchedulerError(f"SageMaker could not list training jobs: {e}") from e
             for s in page.get("TrainingJobSummaries", []):
-                out.append(ListAppResponse(
-                    app_id=s["TrainingJobName"], name=s["TrainingJobName"],
-                    state=JOB_STATES.get(s.get("TrainingJobStatus", ""), AppState.UNKNOWN)))
+                out.append(
+                    ListAppResponse(
+                        app_id=s["TrainingJobName"],
+                        name=s["TrainingJobName"],
+                        state=JOB_STATES.get(s.get("TrainingJobStatus", ""), AppState.UNKNOWN),
+                    )
+                )
             token = page.get("NextToken")
             if not token:
                 return out
@@ -349,19 +370,24 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         if (role is not None and role_name != role) or not 0 <= k < count:
             raise InvalidLogQueryError(
                 f"training job {app_id} has no replica {k} of role {role_name!r}; its only role is"
-                f" {role or role_name!r} with replicas 0-{count - 1}")
+                f" {role or role_name!r} with replicas 0-{count - 1}"
+            )
         lines = self._log_lines(app_id, k, since, until, should_tail)
         return filter_regex(regex, lines) if regex else lines
 
-    def _log_lines(self, app_id: str, k: int, since: datetime | None, until: datetime | None,
-                   should_tail: bool) -> Iterator[str]:
+    def _log_lines(
+        self, app_id: str, k: int, since: datetime | None, until: datetime | None, should_tail: bool
+    ) -> Iterator[str]:
         tokens: dict[str, str | None] = {}
         while True:
             job = self._describe_job(app_id) or {}
-            finished = is_terminal(JOB_STATES.get(job.get("TrainingJobStatus", ""), AppState.UNKNOWN))
+            finished = is_terminal(
+                JOB_STATES.get(job.get("TrainingJobStatus", ""), AppState.UNKNOWN)
+            )
             for stream in self._streams(app_id, k):
                 tokens[stream] = yield from iter_log_events(
-                    self._log_client(), LOG_GROUP, stream, tokens.get(stream), since, until)
+                    self._log_client(), LOG_GROUP, stream, tokens.get(stream), since, until
+                )
             if not should_tail or finished:
                 return
             time.sleep(self.poll_interval)
@@ -369,7 +395,8 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
     def _streams(self, app_id: str, k: int) -> Sequence[str]:
         try:
             page = self._log_client().describe_log_streams(
-                logGroupName=LOG_GROUP, logStreamNamePrefix=f"{app_id}/algo-{k + 1}-")
+                logGroupName=LOG_GROUP, logStreamNamePrefix=f"{app_id}/algo-{k + 1}-"
+            )
         except Exception as e:
             if "ResourceNotFound" in f"{type(e).__name__} {e}":
                 return []
@@ -384,7 +411,6 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
             self._sm_client().stop_training_job(TrainingJobName=app_id)
         except Exception as e:
             raise SchedulerError(f"SageMaker could not stop {app_id}: {e}") from e
-
 
 
 def create_scheduler(
@@ -402,6 +428,9 @@ def create_scheduler(
     if kwargs:
         logger.debug("aws_sagemaker_scheduler: ignoring scheduler params %s", sorted(kwargs))
     return AWSSageMakerScheduler(
-        session_name=session_name, client=client, log_client=log_client, docker_client=docker_client,
-        poll_interval=poll_interval
+        session_name=session_name,
+        client=client,
+        log_client=log_client,
+        docker_client=docker_client,
+        poll_interval=poll_interval,
     )

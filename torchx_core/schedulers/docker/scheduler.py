@@ -118,7 +118,9 @@ class DockerOpts(StructuredOpts):
 
     copy_env: list[str] | None = field(
         default=None,
-        metadata={"help": "glob patterns of local environment variables to copy into every container"},
+        metadata={
+            "help": "glob patterns of local environment variables to copy into every container"
+        },
     )
     env: dict[str, str] | None = field(
         default=None, metadata={"help": "extra environment variables for every container"}
@@ -126,13 +128,16 @@ class DockerOpts(StructuredOpts):
     privileged: bool = field(default=False, metadata={"help": "run the containers privileged"})
     network: str = field(
         default="torchx",
-        metadata={"help": "docker network to attach the containers to (created if missing);"
-                  " 'host' shares the host network"},
+        metadata={
+            "help": "docker network to attach the containers to (created if missing);"
+            " 'host' shares the host network"
+        },
     )
     pull_policy: str = field(
         default="missing",
-        metadata={"help": "when to pull images: 'missing' (default), 'never' (fail if absent),"
-                  " 'always'"},
+        metadata={
+            "help": "when to pull images: 'missing' (default), 'never' (fail if absent), 'always'"
+        },
     )
 
 
@@ -177,7 +182,6 @@ class DockerJob:
         return json.dumps(self.to_dict(), indent=2)
 
 
-
 #: Container names: lowercase letters, digits, ``_``, ``.`` and ``-``.
 APP_ID_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=24, lower=True)
 _ROLE_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=20, lower=True)
@@ -185,11 +189,19 @@ _ROLE_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=20, lower=True)
 
 def _mount_to_data(mount: BindMount | VolumeMount | DeviceMount) -> tuple[str, Any]:
     if isinstance(mount, BindMount):
-        return "mounts", {"Target": mount.dst_path, "Source": mount.src_path, "Type": "bind",
-                          "ReadOnly": mount.read_only}
+        return "mounts", {
+            "Target": mount.dst_path,
+            "Source": mount.src_path,
+            "Type": "bind",
+            "ReadOnly": mount.read_only,
+        }
     if isinstance(mount, VolumeMount):
-        return "mounts", {"Target": mount.dst_path, "Source": mount.src, "Type": "volume",
-                          "ReadOnly": mount.read_only}
+        return "mounts", {
+            "Target": mount.dst_path,
+            "Source": mount.src,
+            "Type": "volume",
+            "ReadOnly": mount.read_only,
+        }
     if isinstance(mount, DeviceMount):
         return "devices", f"{mount.src_path}:{mount.dst_path}:{mount.permissions}"
     raise SchedulerError(f"unsupported mount {mount!r}; use BindMount, VolumeMount or DeviceMount")
@@ -278,8 +290,12 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         rank0 = "localhost" if host_net else f"{app_id}-{_ROLE_RULES.clean(first.name)}-0"
         base_env = _copy_env(opts.copy_env or [])
         base_env.update(opts.env or {})
-        req = DockerJob(app_id=app_id, network=opts.network, pull_policy=opts.pull_policy,
-                        images_to_push=self.dryrun_push_images(app, cfg))
+        req = DockerJob(
+            app_id=app_id,
+            network=opts.network,
+            pull_policy=opts.pull_policy,
+            images_to_push=self.dryrun_push_images(app, cfg),
+        )
         for role in app.roles:
             for replica_id in range(role.num_replicas):
                 req.containers.append(
@@ -360,8 +376,12 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 kwargs = _materialize(c.kwargs)
                 if ncpu and kwargs.get("nano_cpus", 0) > ncpu * 10**9:
                     # the engine rejects a CPU limit above its CPU count: cap it
-                    logger.warning("%s asks for %.1f CPUs, the docker engine has %d; capping",
-                                   kwargs["name"], kwargs["nano_cpus"] / 1e9, ncpu)
+                    logger.warning(
+                        "%s asks for %.1f CPUs, the docker engine has %d; capping",
+                        kwargs["name"],
+                        kwargs["nano_cpus"] / 1e9,
+                        ncpu,
+                    )
                     kwargs["nano_cpus"] = ncpu * 10**9
                 client.containers.run(c.image, c.command, detach=True, **kwargs)
         except errors as e:
@@ -376,8 +396,12 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         if client.networks.list(names=[name]):
             return
         try:
-            client.networks.create(name, driver="bridge", check_duplicate=True,
-                                   labels={LABEL_VERSION: LABEL_VERSION_VALUE})
+            client.networks.create(
+                name,
+                driver="bridge",
+                check_duplicate=True,
+                labels={LABEL_VERSION: LABEL_VERSION_VALUE},
+            )
         except _docker_errors() as e:  # created concurrently by another submit
             if not client.networks.list(names=[name]):
                 raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
@@ -427,9 +451,12 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         apps = self._containers_by_app()
-        return [ListAppResponse(app_id=a, state=_app_state(cs),
-                                name=cs[0].labels.get(LABEL_APP_NAME, ""))
-                for a, cs in sorted(apps.items())]
+        return [
+            ListAppResponse(
+                app_id=a, state=_app_state(cs), name=cs[0].labels.get(LABEL_APP_NAME, "")
+            )
+            for a, cs in sorted(apps.items())
+        ]
 
     def log_iter(
         self,
@@ -443,7 +470,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         streams: Stream | None = None,
     ) -> Iterable[str]:
         matches = [
-            c for c in self._containers(app_id)
+            c
+            for c in self._containers(app_id)
             if c.labels.get(LABEL_ROLE_NAME) == role_name
             and c.labels.get(LABEL_REPLICA_ID) == str(k)
         ]
@@ -471,7 +499,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 lines = split_lines(matches[0].logs(**kwargs).decode("utf-8", errors="replace"))
         except _docker_errors() as e:
             raise SchedulerError(
-                f"the docker engine failed to read the logs of {matches[0].name}: {e}") from e
+                f"the docker engine failed to read the logs of {matches[0].name}: {e}"
+            ) from e
         return filter_regex(regex, lines) if regex else lines
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -484,7 +513,9 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                     c.rename(c.name + CANCELLED_SUFFIX)
                 except _docker_errors() as e:
                     logger.warning("cannot mark container %s cancelled: %s", c.name, e)
-        alive = [c for c in containers if c.status in ("running", "restarting", "created", "paused")]
+        alive = [
+            c for c in containers if c.status in ("running", "restarting", "created", "paused")
+        ]
         for c in alive:
             self._quietly(c.kill, signal="SIGTERM")
         deadline = time.monotonic() + self.stop_timeout
@@ -530,19 +561,19 @@ def _materialize(kwargs: dict[str, Any]) -> dict[str, Any]:
         types = import_optional("docker.types", "docker", "the local_docker scheduler")
         if "mounts" in out:
             out["mounts"] = [
-                types.Mount(target=m["Target"], source=m["Source"], type=m["Type"],
-                            read_only=m["ReadOnly"])
+                types.Mount(
+                    target=m["Target"], source=m["Source"], type=m["Type"], read_only=m["ReadOnly"]
+                )
                 for m in out["mounts"]
             ]
         if "device_requests" in out:
             out["device_requests"] = [
-                types.DeviceRequest(driver=d["Driver"], count=d["Count"],
-                                    capabilities=d["Capabilities"])
+                types.DeviceRequest(
+                    driver=d["Driver"], count=d["Count"], capabilities=d["Capabilities"]
+                )
                 for d in out["device_requests"]
             ]
     return out
-
-
 
 
 def _describe_containers(app_id: str, containers: list[Container]) -> DescribeAppResponse | None:
@@ -554,8 +585,10 @@ def _describe_containers(app_id: str, containers: list[Container]) -> DescribeAp
     restarts = 0
     failures: list[str] = []
     # creation order = role order of the AppDef, then replica order
-    order = sorted(containers, key=lambda c: (str(c.attrs.get("Created", "")),
-                                              int(c.labels.get(LABEL_REPLICA_ID, "0"))))
+    order = sorted(
+        containers,
+        key=lambda c: (str(c.attrs.get("Created", "")), int(c.labels.get(LABEL_REPLICA_ID, "0"))),
+    )
     for c in order:
         role = c.labels.get(LABEL_ROLE_NAME, "")
         state = _replica_state(c)
@@ -568,16 +601,19 @@ def _describe_containers(app_id: str, containers: list[Container]) -> DescribeAp
         if state == AppState.FAILED:
             info = c.attrs.get("State", {})
             oom = " (out of memory)" if info.get("OOMKilled") else ""
-            failures.append(f"{role}/{c.labels.get(LABEL_REPLICA_ID, '0')} exited with"
-                            f" {info.get('ExitCode')}{oom}")
+            failures.append(
+                f"{role}/{c.labels.get(LABEL_REPLICA_ID, '0')} exited with"
+                f" {info.get('ExitCode')}{oom}"
+            )
     return DescribeAppResponse(
         app_id=app_id,
         state=_app_state(containers),
         num_restarts=restarts,
         msg="; ".join(failures) or NONE,
         roles_statuses=[RoleStatus(r, reps) for r, reps in by_role.items()],
-        roles=[Role(name=r, image=images[r], num_replicas=len(reps))
-               for r, reps in by_role.items()],
+        roles=[
+            Role(name=r, image=images[r], num_replicas=len(reps)) for r, reps in by_role.items()
+        ],
     )
 
 
@@ -593,6 +629,4 @@ def create_scheduler(
     """
     if kwargs:
         logger.debug("docker_scheduler: ignoring scheduler params %s", sorted(kwargs))
-    return DockerScheduler(
-        session_name=session_name, client=client, stop_timeout=stop_timeout
-    )
+    return DockerScheduler(session_name=session_name, client=client, stop_timeout=stop_timeout)

@@ -153,7 +153,8 @@ def parse_app_id(app_id: str) -> tuple[str, str]:
     if not namespace or not name:
         raise InvalidAppIdError(
             f"invalid Kubernetes app id {app_id!r}; expected `<namespace>:<name>` (as returned by"
-            " `torchx run`), e.g. `default:my-app-1a2b3c4d5e`", app_id
+            " `torchx run`), e.g. `default:my-app-1a2b3c4d5e`",
+            app_id,
         )
     return namespace, name
 
@@ -236,7 +237,10 @@ def volumes_and_mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str,
             mounts.append({"name": name, "mountPath": m.dst_path, "readOnly": m.read_only})
         elif isinstance(m, VolumeMount):
             volumes.append(
-                {"name": name, "persistentVolumeClaim": {"claimName": m.src, "readOnly": m.read_only}}
+                {
+                    "name": name,
+                    "persistentVolumeClaim": {"claimName": m.src, "readOnly": m.read_only},
+                }
             )
             mounts.append({"name": name, "mountPath": m.dst_path, "readOnly": m.read_only})
         elif isinstance(m, DeviceMount):
@@ -262,7 +266,9 @@ class PodOptions:
     efa_device_count: int | None = None
 
 
-def env_list(env: Mapping[str, str], first: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def env_list(
+    env: Mapping[str, str], first: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Turns an env mapping into the API's list of ``{name, value}`` (``first`` entries first)."""
     out = list(first or [])
     out.extend({"name": k, "value": str(v)} for k, v in env.items())
@@ -373,8 +379,13 @@ def replica_pods(
     if "${" in repr(role.metadata):
         return [
             role_to_pod(
-                values_of(i).apply(role), name_of(i), labels_of(i), opts, extra_env,
-                hostname=name_of(i) if subdomain else None, subdomain=subdomain,
+                values_of(i).apply(role),
+                name_of(i),
+                labels_of(i),
+                opts,
+                extra_env,
+                hostname=name_of(i) if subdomain else None,
+                subdomain=subdomain,
             )
             for i in range(role.num_replicas)
         ]
@@ -395,7 +406,11 @@ def replica_pods(
         spec = {**base["spec"], "containers": [replica_container, *other_containers]}
         if subdomain:
             spec["hostname"] = name
-        meta = {**base["metadata"], "name": name, "labels": {**base["metadata"]["labels"], **labels_of(i)}}
+        meta = {
+            **base["metadata"],
+            "name": name,
+            "labels": {**base["metadata"]["labels"], **labels_of(i)},
+        }
         out.append({**base, "metadata": meta, "spec": spec})
     return out
 

@@ -256,9 +256,7 @@ def jobset(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any]:
     for role_idx, role in enumerate(app.roles):
         replica_role = _values(app_id, f"$({REPLICA_ID_ENV})").apply(role)
         labels = pods.role_labels(app.name, app_id, role_idx, role)
-        pod = pods.role_to_pod(
-            replica_role, "", labels, pod_opts, extra_env, env_first=replica_env
-        )
+        pod = pods.role_to_pod(replica_role, "", labels, pod_opts, extra_env, env_first=replica_env)
         template = pods.pod_template(pod)
         del template["metadata"]["name"]
         replica_level = role.retry_policy == RetryPolicy.REPLICA
@@ -427,8 +425,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             for kind in JOB_KINDS:
                 group, version, plural = _gvp(kind)
                 with api_errors(f"listing {kind} jobs in {namespace}"):
-                    resp = to_dict(custom.list_namespaced_custom_object(
-                        group, version, namespace, plural, label_selector=selector))
+                    resp = to_dict(
+                        custom.list_namespaced_custom_object(
+                            group, version, namespace, plural, label_selector=selector
+                        )
+                    )
                 for obj in (resp or {}).get("items", []):
                     name = (obj.get("metadata") or {}).get("name", "")
                     if name in names:
@@ -437,19 +438,20 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 continue
             app_pods: dict[str, list[dict[str, Any]]] = {}
             for pod in self._clients.app_pods(namespace, pods.MANAGED_BY, pods.LABEL_ORGANIZATION):
-                label = ((pod.get("metadata") or {}).get("labels") or {}).get(pods.LABEL_UNIQUE_NAME)
+                label = ((pod.get("metadata") or {}).get("labels") or {}).get(
+                    pods.LABEL_UNIQUE_NAME
+                )
                 app_pods.setdefault(label or "", []).append(pod)
             for name, (kind, obj) in found.items():
                 out[names[name]] = self._describe_obj(
-                    names[name], kind, obj, app_pods.get(pods.label_value(name), []))
+                    names[name], kind, obj, app_pods.get(pods.label_value(name), [])
+                )
         return out
 
     def _describe_obj(
         self, app_id: str, kind: str, obj: dict[str, Any], app_pods: list[dict[str, Any]]
     ) -> DescribeAppResponse:
-        state, restarts, msg = (
-            _volcano_state(obj) if kind == "volcano" else _jobset_state(obj)
-        )
+        state, restarts, msg = _volcano_state(obj) if kind == "volcano" else _jobset_state(obj)
         role_shape = _roles_of(kind, obj)
         replica_states = pods.replica_status_from_pods(app_pods)
         if kind == "volcano":
@@ -547,7 +549,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 pods.LABEL_REPLICA_ID,
                 (meta.get("annotations") or {}).get(pods.JOB_COMPLETION_INDEX_ANNOTATION),
             )
-            if labels.get(pods.LABEL_ROLE_NAME) == pods.label_value(role_name) and str(rid) == str(k):
+            if labels.get(pods.LABEL_ROLE_NAME) == pods.label_value(role_name) and str(rid) == str(
+                k
+            ):
                 return meta["name"]
         known = sorted(f"{r}/{i}" for r, i in replicas)
         raise UnsupportedFeatureError(
@@ -641,7 +645,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         namespace, name = pods.parse_app_id(app_id)
         group, version, plural = _gvp(kind)
         with api_errors(f"deleting {kind} {namespace}/{name}"):
-            self._clients.custom().delete_namespaced_custom_object(group, version, namespace, plural, name)
+            self._clients.custom().delete_namespaced_custom_object(
+                group, version, namespace, plural, name
+            )
 
 
 def _gvp(kind: str) -> tuple[str, str, str]:
@@ -713,7 +719,9 @@ def _roles_of(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, int]]:
     for rj in spec.get("replicatedJobs") or []:
         labels = ((rj.get("template") or {}).get("metadata") or {}).get("labels") or {}
         role = labels.get(pods.LABEL_ROLE_NAME) or rj.get("name", "")
-        out.append((role, int(((rj.get("template") or {}).get("spec") or {}).get("completions") or 1)))
+        out.append(
+            (role, int(((rj.get("template") or {}).get("spec") or {}).get("completions") or 1))
+        )
     return out
 
 
@@ -761,6 +769,8 @@ def _until(lines: Iterable[str], until: datetime) -> Iterable[str]:
         yield rest
 
 
-def create_scheduler(session_name: str, client: Any | None = None, **kwargs: Any) -> KubernetesScheduler:
+def create_scheduler(
+    session_name: str, client: Any | None = None, **kwargs: Any
+) -> KubernetesScheduler:
     """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
     return KubernetesScheduler(session_name=session_name, client=client)

@@ -117,7 +117,9 @@ def create_app_dir(
     try:
         # locked before the marker: garbage collection removes a `.new-*` directory only when
         # it holds the marker and its lock is free (its creator is gone)
-        lock_fd = os.open(os.path.join(tmp, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        lock_fd = os.open(
+            os.path.join(tmp, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         # the instance binds the marker (and the replicas) to this very directory: see new_instance
         plan["instance"] = new_instance(tmp)

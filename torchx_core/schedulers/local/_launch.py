@@ -58,7 +58,9 @@ def choose_mode() -> str:
     return "fork" if _single_threaded() else "spawn"
 
 
-def start_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int, mode: str | None = None) -> None:
+def start_supervisor(
+    plan: dict[str, Any], app_dir: str, lock_fd: int, mode: str | None = None
+) -> None:
     """Starts the supervisor of the app in ``app_dir``, handing it the locked ``lock_fd``.
 
     The caller keeps (and then closes) its own ``lock_fd``. ``plan.json`` must already be

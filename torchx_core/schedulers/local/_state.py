@@ -92,7 +92,9 @@ def ensure_root(root: str) -> str:
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except FileExistsError as e:
-        raise NotADirectoryError(f"local scheduler root {root} exists and is not a directory") from e
+        raise NotADirectoryError(
+            f"local scheduler root {root} exists and is not a directory"
+        ) from e
     st = os.stat(root)
     if st.st_uid != os.getuid():
         raise PermissionError(
@@ -300,7 +302,8 @@ def read_status(
     recorded = final_from_lock(app_dir)
     if recorded is not None:
         recorded["msg"] = (recorded.get("msg") or recorded["state"].lower()) + (
-            f" (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {app_dir})")
+            f" (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {app_dir})"
+        )
         return recorded
     status["state"] = "FAILED"
     target = sweep_target(app_dir, app_id)
@@ -459,7 +462,15 @@ def check_status(status: Any) -> None:
         and type(g("msg", "")) is str
         and type(g("structured_error_msg", "")) is str
         and type(g("name", "")) is str
-        and (failed is None or (type(failed) is list and len(failed) == 2 and type(failed[0]) is int and type(failed[1]) is int))
+        and (
+            failed is None
+            or (
+                type(failed) is list
+                and len(failed) == 2
+                and type(failed[0]) is int
+                and type(failed[1]) is int
+            )
+        )
     )
     if ok:
         for r in roles:
@@ -607,7 +618,9 @@ def _hide(app_dir: str, app_id: str, failures: list[str]) -> str:
         return app_dir
 
 
-def maybe_gc(root: str, ttl: float, interval: float = GC_INTERVAL, now: float | None = None) -> list[str]:
+def maybe_gc(
+    root: str, ttl: float, interval: float = GC_INTERVAL, now: float | None = None
+) -> list[str]:
     """Removes finished apps older than ``ttl`` seconds, at most once per ``interval``.
 
     Cheap when there is nothing to do: one ``stat`` of the stamp file. Returns the removed ids.
@@ -695,7 +708,9 @@ def _just_begun(path: str, now: float) -> bool:
     """A creation killed before its marker was written: nothing but the lock (and an empty
     marker), a minute old."""
     try:
-        return set(os.listdir(path)) <= {LOCK_FILE, MARKER_FILE} and now - os.lstat(path).st_mtime > 60
+        return (
+            set(os.listdir(path)) <= {LOCK_FILE, MARKER_FILE} and now - os.lstat(path).st_mtime > 60
+        )
     except OSError:
         return False
 

@@ -74,7 +74,9 @@ _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 _FINAL_WRITE_SECONDS = 30.0  # how long the final status write is retried on a full disk
 _OTHER_ERROR_SECONDS = 2.0  # ... and on another error (a root made read-only or unwritable)
 _ERROR_FILE_MAX = 16 << 10  # bytes of a reply file kept in the structured error (fits the reserve)
-TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # how long to wait for log pipes after the last replica exited
+TRACE = bool(
+    os.environ.get("TORCHX_LOCAL_TRACE")
+)  # how long to wait for log pipes after the last replica exited
 
 
 def log_path(app_dir: str, role: str, k: int, stream: str, layout: str | None = None) -> str:
@@ -185,7 +187,9 @@ class _Role:
         "slots",
     )  # fmt: skip
 
-    def __init__(self, idx: int, spec: dict[str, Any], base_env: dict[str, str], instance: str = "") -> None:
+    def __init__(
+        self, idx: int, spec: dict[str, Any], base_env: dict[str, str], instance: str = ""
+    ) -> None:
         self.idx = idx
         self.name: str = spec["name"]
         self.cwd: str = spec["cwd"]
@@ -215,7 +219,9 @@ class _Role:
             path = os.path.join(self.cwd, ep)
             if os.access(path, os.X_OK) and not os.path.isdir(path):
                 return path
-            raise FileNotFoundError(f"entrypoint `{ep}` not found or not executable (cwd {self.cwd})")
+            raise FileNotFoundError(
+                f"entrypoint `{ep}` not found or not executable (cwd {self.cwd})"
+            )
         for d in self.env.get("PATH", os.defpath).split(os.pathsep):
             path = os.path.join(self.cwd, d or ".", ep)
             if os.access(path, os.X_OK) and not os.path.isdir(path):
@@ -302,7 +308,11 @@ class Supervisor:
                 return True
             except OSError as e:
                 if e.errno not in _FULL_DISK:  # read-only or unwritable: retrying helps little
-                    deadline = min(deadline, time.monotonic() + _OTHER_ERROR_SECONDS) if ended else deadline
+                    deadline = (
+                        min(deadline, time.monotonic() + _OTHER_ERROR_SECONDS)
+                        if ended
+                        else deadline
+                    )
                 err = e
             if ended and release_reserve(self.app_dir):
                 continue
@@ -327,7 +337,9 @@ class Supervisor:
             "state": self.state,
             "num_restarts": self.num_restarts,
             "msg": self.msg,
-            "structured_error_msg": self._structured_error() if ended and self.failure else "<NONE>",
+            "structured_error_msg": self._structured_error()
+            if ended and self.failure
+            else "<NONE>",
             "sup_pid": os.getpid(),
             "created": self.created,
             "updated": time.time(),
@@ -596,7 +608,9 @@ class Supervisor:
         slot.partial = [b"", b""]
         what = f"{slot.role.name}/{slot.k}"
         _note(f"replica {what}: logs truncated ({err.strerror}); the replica keeps running")
-        marker = f"\n[torchx: log truncated here: {err.strerror}; the replica kept running]\n".encode()
+        marker = (
+            f"\n[torchx: log truncated here: {err.strerror}; the replica kept running]\n".encode()
+        )
         for fd in slot.files:
             if fd < 0:
                 continue
@@ -612,7 +626,11 @@ class Supervisor:
 
     def _open_logs(self, slot: _Slot) -> None:
         role = slot.role.name
-        os.makedirs(os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)), 0o700, exist_ok=True)
+        os.makedirs(
+            os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)),
+            0o700,
+            exist_ok=True,
+        )
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         for i, stream in enumerate(STREAMS):
             if slot.files[i] < 0:
@@ -678,7 +696,9 @@ class Supervisor:
                     break
             elif self.dirty and (self.retry_at is None or time.monotonic() >= self.retry_at):
                 self.write_status()
-            deadlines = [d for d in (self.kill_deadline, drain_deadline, self.retry_at) if d is not None]
+            deadlines = [
+                d for d in (self.kill_deadline, drain_deadline, self.retry_at) if d is not None
+            ]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else -1.0
             self.pump(timeout)
         t2 = time.perf_counter()

@@ -113,8 +113,11 @@ def make_unique(name: str, length: int = 12) -> str:
     >>> make_unique("trainer").startswith("trainer-")
     True
     """
-    rules = APP_ID_RULES if length == APP_ID_RULES.suffix_len else APP_ID_RULES._replace(
-        suffix_len=length)
+    rules = (
+        APP_ID_RULES
+        if length == APP_ID_RULES.suffix_len
+        else APP_ID_RULES._replace(suffix_len=length)
+    )
     return unique_id(name, rules)
 
 
@@ -289,7 +292,13 @@ def _env_drop_problems(patterns: Any) -> list[str]:
     problems = []
     for p in patterns or []:
         name = p[:-1] if isinstance(p, str) and p.endswith("*") else p
-        if not isinstance(name, str) or "*" in name or "=" in name or "\0" in name or not (name or p == "*"):
+        if (
+            not isinstance(name, str)
+            or "*" in name
+            or "=" in name
+            or "\0" in name
+            or not (name or p == "*")
+        ):
             problems.append(
                 f"env_drop entry {p!r} is not a variable name or a prefix ending in `*`"
                 " (e.g. `AWS_SECRET_ACCESS_KEY` or `AIRFLOW_CONN_*`)"
@@ -409,7 +418,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             seen.add(role.name)
             if not role.entrypoint or role.entrypoint == "<MISSING>":
                 problems.append(f"role `{role.name}` has no entrypoint; set `entrypoint=...`")
-            if self.backend == "local" and not role.workspace and not os.path.isdir(role.image or ""):
+            if (
+                self.backend == "local"
+                and not role.workspace
+                and not os.path.isdir(role.image or "")
+            ):
                 problems.append(
                     f"role `{role.name}` has image={role.image!r}, which is not an existing"
                     " directory; the `local` scheduler runs each role in the directory named by"
@@ -417,7 +430,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 )
         problems.extend(_env_drop_problems(cfg.get("env_drop")))
         if problems:
-            raise AppValidationError(f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems))
+            raise AppValidationError(
+                f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
+            )
 
     # -- workspaces ---------------------------------------------------------------------------
 
@@ -442,7 +457,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
         # cfg is already resolved against run_opts() (defaults filled, types checked)
-        given: dict[str, Any] = {f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None}
+        given: dict[str, Any] = {
+            f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None
+        }
         opts = LocalOpts(**given)
         app_id = make_unique(app.name)
         root = self.root
@@ -450,7 +467,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = os.path.join(root, app_id)
         if opts.log_dir:  # TorchX's layout: {log_dir}/{session}/{app_id}
             layout = TORCHX_LAYOUT
-            app_dir = os.path.join(os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id)
+            app_dir = os.path.join(
+                os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id
+            )
         req = LocalRequest(
             app_id=app_id,
             app_dir=app_dir,
@@ -605,7 +624,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 app_json = app.to_dict()
                 json.dumps(app_json)
             except (TypeError, ValueError) as e:  # e.g. metadata that is not JSON-serializable
-                logger.warning("app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e)
+                logger.warning(
+                    "app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e
+                )
                 app_json = None
         plan = req.materialize()
         if app is not None:
@@ -617,7 +638,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         link = os.path.join(root, req.app_id)
         try:
             lock_fd = _create.create_app_dir(
-                req.app_id, req.app_dir, link if req.app_dir != link else None, plan, app_json, req.staged
+                req.app_id,
+                req.app_dir,
+                link if req.app_dir != link else None,
+                plan,
+                app_json,
+                req.staged,
             )
         except OSError as e:
             raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
@@ -625,7 +651,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             _launch.start_supervisor(plan, req.app_dir, lock_fd)
         except OSError as e:
             status = _state.read_json(os.path.join(req.app_dir, STATUS_FILE)) or {}
-            status.update(state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time())
+            status.update(
+                state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time()
+            )
             write_json_atomic(os.path.join(req.app_dir, STATUS_FILE), status)
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
@@ -658,8 +686,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         try:
             for app_id in dict.fromkeys(app_ids):
                 app_dir = self._app_dir(app_id)
-                found[app_id] = ("", None) if app_dir is None else (
-                    app_dir, _state.read_status(app_dir, app_id, dead=dead))
+                found[app_id] = (
+                    ("", None)
+                    if app_dir is None
+                    else (app_dir, _state.read_status(app_dir, app_id, dead=dead))
+                )
         finally:
             kill_apps_processes(dead)
         return {a: self._response(a, d, s) if d else None for a, (d, s) in found.items()}
@@ -720,7 +751,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         that are not apps of this scheduler are skipped.
         """
         rows = []
-        dead: list[tuple[str, str | None]] = []  # apps whose supervisor died: their leftovers are killed together
+        dead: list[
+            tuple[str, str | None]
+        ] = []  # apps whose supervisor died: their leftovers are killed together
         try:
             for app_id, app_dir in _state.iter_app_dirs(self.root):
                 try:
@@ -760,7 +793,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         while True:
             # mostly blocked on the lock; a status read per second catches a final status
             # written while the supervisor still holds it (a cancel of a hung supervisor)
-            step = _WAIT_CHECK if deadline is None else min(_WAIT_CHECK, max(0.0, deadline - time.monotonic()))
+            step = (
+                _WAIT_CHECK
+                if deadline is None
+                else min(_WAIT_CHECK, max(0.0, deadline - time.monotonic()))
+            )
             if _state.wait_supervisor(app_dir, step):
                 return self.describe(app_id)
             desc = self.describe(app_id)
@@ -805,15 +842,21 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
         except ValueError as e:
             valid = ", ".join(s.value for s in Stream)
-            raise InvalidLogQueryError(f"unknown log stream {streams!r}; valid streams: {valid}") from e
+            raise InvalidLogQueryError(
+                f"unknown log stream {streams!r}; valid streams: {valid}"
+            ) from e
         if since or until:
-            logger.warning("since/until are ignored by the local scheduler: its logs carry no timestamps")
+            logger.warning(
+                "since/until are ignored by the local scheduler: its logs carry no timestamps"
+            )
         pattern = None
         if regex:
             try:
                 pattern = re.compile(regex)
             except re.error as e:
-                raise InvalidLogQueryError(f"invalid log regex {regex!r}: {e}; pass a Python regular expression") from e
+                raise InvalidLogQueryError(
+                    f"invalid log regex {regex!r}: {e}; pass a Python regular expression"
+                ) from e
         path = log_path(app_dir, role_name, k, stream, status.get("layout"))
         if should_tail and status["state"] not in TERMINAL:
             lines: Iterator[str] = _logio.follow(path, app_dir)
@@ -829,7 +872,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         if app_dir is None:
             return False
         # apps created before the marker existed have a status file only
-        return _state.is_owned(app_dir, app_id) or os.path.isfile(os.path.join(app_dir, STATUS_FILE))
+        return _state.is_owned(app_dir, app_id) or os.path.isfile(
+            os.path.join(app_dir, STATUS_FILE)
+        )
 
     def _cancel_existing(self, app_id: str) -> None:
         """Stops the app: through its supervisor while it lives, else by killing its processes.
@@ -846,7 +891,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             logger.warning("%s; stopping its processes anyway", e)
             status = None
         if status is not None and status["state"] in TERMINAL:
-            _state.kill_leftovers(app_dir, app_id)  # survivors of a supervisor that died (or was killed)
+            _state.kill_leftovers(
+                app_dir, app_id
+            )  # survivors of a supervisor that died (or was killed)
             return
         self._stop_supervisor(app_id, app_dir, status)
         try:
@@ -880,7 +927,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
         if not _state.is_stopped(pid) and _state.wait_supervisor(app_dir, grace + _CANCEL_MARGIN):
             return False
-        logger.warning("the supervisor (pid %d) of %s is stopped or hung; killing it and the app's processes", pid, app_id)
+        logger.warning(
+            "the supervisor (pid %d) of %s is stopped or hung; killing it and the app's processes",
+            pid,
+            app_id,
+        )
         # recorded first: a reader that sees the lock go free must find CANCELLED, not "died"
         raw = _state.read_json(os.path.join(app_dir, STATUS_FILE))
         if raw is None or raw.get("state") not in TERMINAL:
@@ -916,7 +967,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             return
         failures = _state.remove_app_dir(app_dir, app_id)
         if failures:
-            shown = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+            shown = "; ".join(failures[:5]) + (
+                f"; and {len(failures) - 5} more" if len(failures) > 5 else ""
+            )
             raise SchedulerError(f"app {app_id} was stopped but not (fully) deleted: {shown}")
 
     def close(self) -> None:
@@ -1046,4 +1099,6 @@ def _create(session_name: str, backend: str, kwargs: dict[str, Any]) -> LocalSch
     ignored = sorted(set(kwargs) - accepted)
     if ignored:
         logger.debug("local scheduler ignores kwargs: %s", ", ".join(ignored))
-    return LocalScheduler(session_name, backend=backend, **{k: v for k, v in kwargs.items() if k in accepted})
+    return LocalScheduler(
+        session_name, backend=backend, **{k: v for k, v in kwargs.items() if k in accepted}
+    )

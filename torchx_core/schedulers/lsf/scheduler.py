@@ -110,8 +110,10 @@ class LsfOpts(StructuredOpts):
     lsf_queue: str | None = field(default=None, metadata={"help": "the queue to submit to (-q)"})
     jobdir: str | None = field(
         default=None,
-        metadata={"help": "directory for the job files and logs (a shared filesystem for"
-                  " multi-host apps); default: the current directory"},
+        metadata={
+            "help": "directory for the job files and logs (a shared filesystem for"
+            " multi-host apps); default: the current directory"
+        },
     )
     container_workdir: str | None = field(
         default=None, metadata={"help": "working directory inside the container (-w of docker run)"}
@@ -155,7 +157,11 @@ class LsfBsubRequest:
 
     def materialize(self) -> str:
         """The exact commands ``schedule`` runs, as a shell script."""
-        lines = ["#!/bin/sh", f"# torchx-suite lsf app {self.app_id}", f"mkdir -p {shlex.quote(self.jobdir)}"]
+        lines = [
+            "#!/bin/sh",
+            f"# torchx-suite lsf app {self.app_id}",
+            f"mkdir -p {shlex.quote(self.jobdir)}",
+        ]
         lines += [shlex.join(job.argv()) for job in self.jobs]
         return "\n".join(lines) + "\n"
 
@@ -204,10 +210,16 @@ def parse_bjobs_json(text: str) -> list[LsfJobRecord]:
     for row in rows:
         if "ERROR" in row or "JOBID" not in row:
             continue
-        out.append(LsfJobRecord(
-            job_id=str(row["JOBID"]), stat=str(row.get("STAT", "UNKWN")),
-            exit_code=_code(row.get("EXIT_CODE", "")), name=str(row.get("JOB_NAME", "")),
-            exec_host=_empty(row.get("EXEC_HOST")), output_file=_empty(row.get("OUTPUT_FILE"))))
+        out.append(
+            LsfJobRecord(
+                job_id=str(row["JOBID"]),
+                stat=str(row.get("STAT", "UNKWN")),
+                exit_code=_code(row.get("EXIT_CODE", "")),
+                name=str(row.get("JOB_NAME", "")),
+                exec_host=_empty(row.get("EXEC_HOST")),
+                output_file=_empty(row.get("OUTPUT_FILE")),
+            )
+        )
     return out
 
 
@@ -233,8 +245,9 @@ def parse_bjobs_table(text: str) -> list[LsfJobRecord]:
         else:
             logger.debug("skipping bjobs line %r", line)
             continue
-        out.append(LsfJobRecord(job_id=words[0], stat=words[2], exit_code=None, name=name,
-                                exec_host=host))
+        out.append(
+            LsfJobRecord(job_id=words[0], stat=words[2], exit_code=None, name=name, exec_host=host)
+        )
     return out
 
 
@@ -280,11 +293,14 @@ CommandRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 def run_command(args: Sequence[str], input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Runs an LSF command, capturing text output (the default ``run_cmd``)."""
     try:
-        return subprocess.run(list(args), input=input, capture_output=True, text=True,
-                              check=False, timeout=120)
+        return subprocess.run(
+            list(args), input=input, capture_output=True, text=True, check=False, timeout=120
+        )
     except FileNotFoundError as e:
-        raise SchedulerError(f"`{args[0]}` is not on PATH; source your LSF profile"
-                             " (e.g. `. $LSF_ENVDIR/profile.lsf`)") from e
+        raise SchedulerError(
+            f"`{args[0]}` is not on PATH; source your LSF profile"
+            " (e.g. `. $LSF_ENVDIR/profile.lsf`)"
+        ) from e
 
 
 class LsfScheduler(Scheduler[LsfBsubRequest]):
@@ -305,37 +321,53 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
 
     # -- dry run ----------------------------------------------------------------------------
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LsfBsubRequest]:
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[LsfBsubRequest]:
         opts = LsfOpts.from_cfg(cfg)
         jobdir = os.path.abspath(os.path.expanduser(opts.jobdir or os.getcwd()))
         app_id = unique_id(app.name, APP_ID_RULES)
         problems = []
         if "%" in jobdir:
-            problems.append(f"jobdir {jobdir!r} holds '%', which bsub reads as a file name"
-                            " pattern (%J, %I); choose a directory without '%'")
+            problems.append(
+                f"jobdir {jobdir!r} holds '%', which bsub reads as a file name"
+                " pattern (%J, %I); choose a directory without '%'"
+            )
         jobs = []
         for role in app.roles:
             if role.max_retries:
-                logger.warning("role %s: the lsf scheduler does not retry (max_retries=%s ignored)",
-                               role.name, role.max_retries)
+                logger.warning(
+                    "role %s: the lsf scheduler does not retry (max_retries=%s ignored)",
+                    role.name,
+                    role.max_retries,
+                )
             if not _NAME.match(role.name):
-                problems.append(f"role name {role.name!r} is not usable in an LSF job name; use"
-                                " letters, digits, '_' and '.'")
+                problems.append(
+                    f"role name {role.name!r} is not usable in an LSF job name; use"
+                    " letters, digits, '_' and '.'"
+                )
             bad_env = [k for k in role.env if not _ENV_NAME.match(k)]
             if bad_env:
-                problems.append(f"role `{role.name}` has invalid environment variable names {bad_env}")
+                problems.append(
+                    f"role `{role.name}` has invalid environment variable names {bad_env}"
+                )
             for k in range(role.num_replicas):
-                jobs.append(self._job(app_id, role, k, opts, jobdir,
-                                      is_rank0=role is app.roles[0] and k == 0))
+                jobs.append(
+                    self._job(
+                        app_id, role, k, opts, jobdir, is_rank0=role is app.roles[0] and k == 0
+                    )
+                )
         if problems:
             raise AppValidationError(f"app `{app.name}` cannot run on lsf: " + "; ".join(problems))
         return AppDryRunInfo(LsfBsubRequest(app_id, jobdir, jobs), str)
 
-    def _job(self, app_id: str, role: Role, k: int, opts: LsfOpts, jobdir: str,
-             is_rank0: bool) -> LsfJob:
+    def _job(
+        self, app_id: str, role: Role, k: int, opts: LsfOpts, jobdir: str, is_rank0: bool
+    ) -> LsfJob:
         name = f"{app_id}-{role.name}-{k}"
-        values = macros.Values(img_root=role.image, app_id=app_id, replica_id=str(k),
-                               rank0_env=RANK0_ENV)
+        values = macros.Values(
+            img_root=role.image, app_id=app_id, replica_id=str(k), rank0_env=RANK0_ENV
+        )
         resolved = values.apply(role)
         args = ["-J", name, "-cwd", jobdir, "-o", os.path.join(jobdir, f"{name}.out")]
         if opts.lsf_queue:
@@ -352,8 +384,17 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         env = {**resolved.env}
         use_container = bool(role.image) and not role.image.startswith("/")
         if use_container:
-            run = ["docker", "run", "--rm", f"--name={name}", f"--shm-size={opts.shm_size}",
-                   "-v", f"{jobdir}:{jobdir}", "-e", RANK0_ENV]
+            run = [
+                "docker",
+                "run",
+                "--rm",
+                f"--name={name}",
+                f"--shm-size={opts.shm_size}",
+                "-v",
+                f"{jobdir}:{jobdir}",
+                "-e",
+                RANK0_ENV,
+            ]
             if opts.host_network:
                 run.append("--network=host")
             if opts.container_workdir:
@@ -365,19 +406,29 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             run += ["--entrypoint", role.entrypoint, role.image, *resolved.args]
             command = shlex.join(run)
         else:
-            command = shlex.join(["env", *(f"{k2}={v}" for k2, v in env.items()),
-                                  role.entrypoint, *resolved.args])
+            command = shlex.join(
+                ["env", *(f"{k2}={v}" for k2, v in env.items()), role.entrypoint, *resolved.args]
+            )
             if role.image.startswith("/"):
                 command = f"cd {shlex.quote(role.image)} && exec {command}"
         rank0 = shlex.quote(os.path.join(jobdir, f"{app_id}.rank0"))
         if is_rank0:
-            prologue = (f"{RANK0_ENV}=$(hostname); echo \"${RANK0_ENV}\" > {rank0}.tmp &&"
-                        f" mv {rank0}.tmp {rank0}; export {RANK0_ENV}; ")
+            prologue = (
+                f'{RANK0_ENV}=$(hostname); echo "${RANK0_ENV}" > {rank0}.tmp &&'
+                f" mv {rank0}.tmp {rank0}; export {RANK0_ENV}; "
+            )
         else:
-            prologue = (f"while [ ! -s {rank0} ]; do sleep 1; done;"
-                        f" {RANK0_ENV}=$(cat {rank0}); export {RANK0_ENV}; ")
-        return LsfJob(name=name, role=role.name, replica_id=k, bsub_args=args,
-                      command=prologue + ("" if command.startswith("cd ") else "exec ") + command)
+            prologue = (
+                f"while [ ! -s {rank0} ]; do sleep 1; done;"
+                f" {RANK0_ENV}=$(cat {rank0}); export {RANK0_ENV}; "
+            )
+        return LsfJob(
+            name=name,
+            role=role.name,
+            replica_id=k,
+            bsub_args=args,
+            command=prologue + ("" if command.startswith("cd ") else "exec ") + command,
+        )
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -391,7 +442,8 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             if result.returncode != 0 or not m:
                 raise SchedulerError(
                     f"bsub for {job.name} failed (exit {result.returncode}):"
-                    f" {(result.stderr or result.stdout).strip()}")
+                    f" {(result.stderr or result.stdout).strip()}"
+                )
             logger.info("submitted LSF job %s as %s", job.name, m.group(1))
         return req.app_id
 
@@ -433,8 +485,10 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """Every app of the current user that ``bjobs -a`` still shows (one call)."""
-        return [ListAppResponse(app_id=a, state=_app_state([_state(r) for _, _, r in recs]))
-                for a, recs in sorted(self._records(None).items())]
+        return [
+            ListAppResponse(app_id=a, state=_app_state([_state(r) for _, _, r in recs]))
+            for a, recs in sorted(self._records(None).items())
+        ]
 
     # -- logs & cancel ----------------------------------------------------------------------
 
@@ -458,7 +512,8 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         if rec is None:
             raise InvalidLogQueryError(
                 f"app {app_id} has no replica {role_name}/{k}; it has"
-                f" {sorted((role, i) for role, i, _ in found)}")
+                f" {sorted((role, i) for role, i, _ in found)}"
+            )
         path = rec.output_file
         if not path:
             cwd_guess = os.getcwd()
@@ -468,9 +523,13 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             d = self.describe(app_id)
             return d is None or is_terminal(d.state)
 
-        lines: Iterable[str] = iter_file_lines(path, should_tail=should_tail, is_done=is_done,
-                                               poll_interval=0.5,
-                                               wait_for_file=5.0 if should_tail else 0.0)
+        lines: Iterable[str] = iter_file_lines(
+            path,
+            should_tail=should_tail,
+            is_done=is_done,
+            poll_interval=0.5,
+            wait_for_file=5.0 if should_tail else 0.0,
+        )
         return filter_regex(regex, lines) if regex else lines
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -480,7 +539,6 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
             r = self._run_cmd(["bkill", *ids])
             if r.returncode != 0 and "already finished" not in r.stderr:
                 raise SchedulerError(f"bkill {' '.join(ids)} failed: {r.stderr.strip()}")
-
 
 
 def _describe_records(
@@ -494,12 +552,14 @@ def _describe_records(
         roles.setdefault(role, []).append(ReplicaStatus(k, _state(rec), role, rec.exec_host))
     state = _app_state([_state(rec) for _, _, rec in found])
     resp = DescribeAppResponse(
-        app_id=app_id, state=state,
-        roles_statuses=[RoleStatus(r, sorted(reps, key=lambda x: x.id))
-                        for r, reps in roles.items()],
-        roles=[Role(name=r, image="", num_replicas=len(reps)) for r, reps in roles.items()])
-    failed = [f"{rec.name}: exit code {rec.exit_code}" for _, _, rec in found
-              if rec.stat == "EXIT"]
+        app_id=app_id,
+        state=state,
+        roles_statuses=[
+            RoleStatus(r, sorted(reps, key=lambda x: x.id)) for r, reps in roles.items()
+        ],
+        roles=[Role(name=r, image="", num_replicas=len(reps)) for r, reps in roles.items()],
+    )
+    failed = [f"{rec.name}: exit code {rec.exit_code}" for _, _, rec in found if rec.stat == "EXIT"]
     if failed:
         resp.msg = "; ".join(failed)
     return resp

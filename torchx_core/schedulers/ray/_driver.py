@@ -99,7 +99,9 @@ def main() -> int:
     ]
     rank0 = ray.get(handles[0].node_ip.remote())
     pending = {
-        h.run.remote(a["command"], {**a["env"], RANK0_ENV: rank0}, f"[{a['role']}/{a['replica_id']}] "): a
+        h.run.remote(
+            a["command"], {**a["env"], RANK0_ENV: rank0}, f"[{a['role']}/{a['replica_id']}] "
+        ): a
         for h, a in zip(handles, actors)
     }
     while pending:
@@ -108,8 +110,10 @@ def main() -> int:
             actor = pending.pop(ref)
             code = ray.get(ref)
             if code != 0:
-                print(f"torchx: replica {actor['role']}/{actor['replica_id']} exited with {code}",
-                      flush=True)
+                print(
+                    f"torchx: replica {actor['role']}/{actor['replica_id']} exited with {code}",
+                    flush=True,
+                )
                 for h in handles:
                     ray.kill(h)
                 return code if 0 < code < 256 else 1

@@ -99,13 +99,17 @@ class RayOpts(StructuredOpts):
 
     dashboard_address: str | None = field(
         default=None,
-        metadata={"help": "Ray dashboard (Jobs API) address host:port; default: RAY_ADDRESS if it"
-                  " is an http URL, else 127.0.0.1:8265"},
+        metadata={
+            "help": "Ray dashboard (Jobs API) address host:port; default: RAY_ADDRESS if it"
+            " is an http URL, else 127.0.0.1:8265"
+        },
     )
     working_dir: str | None = field(
         default=None,
-        metadata={"help": "local directory uploaded as the job's working directory"
-                  " (default: the first role's workspace)"},
+        metadata={
+            "help": "local directory uploaded as the job's working directory"
+            " (default: the first role's workspace)"
+        },
     )
     requirements: str | None = field(
         default=None, metadata={"help": "local requirements.txt installed into the job's env (pip)"}
@@ -182,7 +186,9 @@ def _parse_app_id(app_id: str) -> tuple[str, str]:
     if not match:
         raise InvalidAppIdError(
             f"invalid ray app id {app_id!r}; expected `<dashboard host:port>-<submission id>` (as"
-            " returned by `torchx run`), e.g. `127.0.0.1:8265-train-a1b2c3d4`", app_id)
+            " returned by `torchx run`), e.g. `127.0.0.1:8265-train-a1b2c3d4`",
+            app_id,
+        )
     return match["addr"], match["sid"]
 
 
@@ -265,12 +271,17 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         if opts.working_dir is not None and not os.path.isdir(opts.working_dir):
             raise InvalidRunConfigException(
                 f"working_dir={opts.working_dir!r} is not a local directory; give the directory"
-                " to upload as the job's working directory", "working_dir", None)
+                " to upload as the job's working directory",
+                "working_dir",
+                None,
+            )
         if opts.requirements is not None and not os.path.isfile(opts.requirements):
             raise InvalidRunConfigException(
                 f"requirements={opts.requirements!r} is not a local file; give the path of a"
-                " requirements.txt to pip-install into the job's environment", "requirements",
-                None)
+                " requirements.txt to pip-install into the job's environment",
+                "requirements",
+                None,
+            )
         address = _resolve_address(opts.dashboard_address)
         sid = unique_id(app.name, SUBMISSION_ID_RULES)
         working_dir = opts.working_dir
@@ -279,24 +290,30 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             working_dir = str(app.roles[0].workspace)
         elif working_dir is None and app.roles[0].image and os.path.isdir(app.roles[0].image):
             working_dir = app.roles[0].image  # as in TorchX: the image is a local directory
-        if requirements is None and working_dir and os.path.isfile(
-                os.path.join(working_dir, "requirements.txt")):
+        if (
+            requirements is None
+            and working_dir
+            and os.path.isfile(os.path.join(working_dir, "requirements.txt"))
+        ):
             requirements = os.path.join(working_dir, "requirements.txt")  # as in TorchX
         actors = []
         for role in app.roles:
             res = role.resource
             for i in range(role.num_replicas):
-                replica = macros.Values(img_root="", app_id=sid, replica_id=str(i),
-                                        rank0_env=RANK0_ENV).apply(role)
-                actors.append(RayActor(
-                    role=role.name,
-                    replica_id=i,
-                    command=[replica.entrypoint, *replica.args],
-                    env=dict(replica.env),
-                    num_cpus=float(res.cpu) if res.cpu and res.cpu > 0 else 1.0,
-                    num_gpus=int(res.gpu) if res.gpu and res.gpu > 0 else 0,
-                    memory=int(res.memMB) * 1024 * 1024 if res.memMB and res.memMB > 0 else 0,
-                ))
+                replica = macros.Values(
+                    img_root="", app_id=sid, replica_id=str(i), rank0_env=RANK0_ENV
+                ).apply(role)
+                actors.append(
+                    RayActor(
+                        role=role.name,
+                        replica_id=i,
+                        command=[replica.entrypoint, *replica.args],
+                        env=dict(replica.env),
+                        num_cpus=float(res.cpu) if res.cpu and res.cpu > 0 else 1.0,
+                        num_gpus=int(res.gpu) if res.gpu and res.gpu > 0 else 0,
+                        memory=int(res.memMB) * 1024 * 1024 if res.memMB and res.memMB > 0 else 0,
+                    )
+                )
         req = RayJob(
             app_id=f"{address}-{sid}",
             dashboard_address=address,
@@ -329,7 +346,8 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                     ]
             except OSError as e:
                 raise SchedulerError(
-                    f"cannot read the requirements file {req.requirements}: {e}") from e
+                    f"cannot read the requirements file {req.requirements}: {e}"
+                ) from e
         tmp = tempfile.mkdtemp(prefix="torchx_ray_")
         try:
             if req.working_dir:
@@ -341,11 +359,19 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                         f" {_short(e)}; point working_dir (or the workspace) at a project"
                         " directory"
                     ) from e
-            shutil.copy(os.path.join(os.path.dirname(__file__), "_driver.py"), os.path.join(tmp, DRIVER_FILE))
+            shutil.copy(
+                os.path.join(os.path.dirname(__file__), "_driver.py"),
+                os.path.join(tmp, DRIVER_FILE),
+            )
             with open(os.path.join(tmp, ACTORS_FILE), "w", encoding="utf-8") as f:
-                json.dump({"actors": [asdict(a) for a in req.actors],
-                           "placement_strategy": req.placement_strategy,
-                           "placement_timeout": req.placement_timeout}, f)
+                json.dump(
+                    {
+                        "actors": [asdict(a) for a in req.actors],
+                        "placement_strategy": req.placement_strategy,
+                        "placement_timeout": req.placement_timeout,
+                    },
+                    f,
+                )
             runtime_env["working_dir"] = tmp
             try:
                 self._client(req.dashboard_address).submit_job(
@@ -417,8 +443,13 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             if META_VERSION not in metadata or not job.submission_id:
                 continue
             state = JOB_STATES.get(str(getattr(job.status, "value", job.status)), AppState.UNKNOWN)
-            out.append(ListAppResponse(app_id=f"{address}-{job.submission_id}", state=state,
-                                       name=metadata.get(META_APP_NAME, "")))
+            out.append(
+                ListAppResponse(
+                    app_id=f"{address}-{job.submission_id}",
+                    state=state,
+                    name=metadata.get(META_APP_NAME, ""),
+                )
+            )
         return out
 
     def log_iter(
@@ -443,7 +474,8 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         if roles and not 0 <= k < roles.get(role_name, 0):
             valid = ", ".join(f"{r} (replicas 0-{n - 1})" for r, n in roles.items())
             raise InvalidLogQueryError(
-                f"app {app_id} has no replica {k} of role {role_name!r}; its roles are {valid}")
+                f"app {app_id} has no replica {k} of role {role_name!r}; its roles are {valid}"
+            )
         lines = self._replica_lines(app_id, role_name, k, should_tail)
         return filter_regex(regex, lines) if regex else lines
 
@@ -456,7 +488,8 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                 return
             client, info = found
             finished = is_terminal(
-                JOB_STATES.get(str(getattr(info.status, "value", info.status)), AppState.UNKNOWN))
+                JOB_STATES.get(str(getattr(info.status, "value", info.status)), AppState.UNKNOWN)
+            )
             text = client.get_job_logs(sid)
             # only complete lines, unless the job has ended
             end = len(text) if finished else text.rfind("\n") + 1
@@ -495,13 +528,13 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
                 found = self._job_info(app_id)
                 if found is None:
                     return
-                state = JOB_STATES.get(str(getattr(found[1].status, "value", found[1].status)),
-                                       AppState.UNKNOWN)
+                state = JOB_STATES.get(
+                    str(getattr(found[1].status, "value", found[1].status)), AppState.UNKNOWN
+                )
         try:
             client.delete_job(info.submission_id)
         except Exception as e:
             raise SchedulerError(f"Ray could not delete {app_id}: {e}") from e
-
 
 
 def _describe_info(app_id: str, info: Any) -> DescribeAppResponse:
@@ -548,6 +581,8 @@ def create_scheduler(
     if kwargs:
         logger.debug("ray_scheduler: ignoring scheduler params %s", sorted(kwargs))
     return RayScheduler(
-        session_name=session_name, client=client if client is not None else ray_client,
-        client_factory=client_factory, poll_interval=poll_interval,
+        session_name=session_name,
+        client=client if client is not None else ray_client,
+        client_factory=client_factory,
+        poll_interval=poll_interval,
     )

@@ -53,9 +53,9 @@ COLON_UNESCAPE = (
 # runs. Its address is the node's NodeAddr (the name Slurm itself uses to reach it), which also
 # works for "fake" nodes whose NodeName does not resolve.
 _RANK0_LINE = (
-    f"{RANK0_ENV}=\"$(scontrol show node \"${{SLURMD_NODENAME:-}}\" 2>/dev/null"
+    f'{RANK0_ENV}="$(scontrol show node "${{SLURMD_NODENAME:-}}" 2>/dev/null'
     " | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)\"\n"
-    f"export {RANK0_ENV}=\"${{{RANK0_ENV}:-${{SLURMD_NODENAME:-$(hostname)}}}}\""
+    f'export {RANK0_ENV}="${{{RANK0_ENV}:-${{SLURMD_NODENAME:-$(hostname)}}}}"'
 )
 
 
@@ -236,10 +236,14 @@ class SlurmBatchRequest:
             "set +e",
             self._srun_line(),
             "exitcode=$?",
-            ('echo "torchx: job ${SLURM_JOB_ID} run ${SLURM_RESTART_COUNT:-0} exited with code'
-             ' ${exitcode}"'),
-            ('if [ "${exitcode}" -ne 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt'
-             ' "${TORCHX_MAX_RETRIES}" ]; then'),
+            (
+                'echo "torchx: job ${SLURM_JOB_ID} run ${SLURM_RESTART_COUNT:-0} exited with code'
+                ' ${exitcode}"'
+            ),
+            (
+                'if [ "${exitcode}" -ne 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt'
+                ' "${TORCHX_MAX_RETRIES}" ]; then'
+            ),
             '    echo "torchx: requeueing job ${SLURM_JOB_ID}"',
             '    scontrol requeue "${SLURM_JOB_ID}"',
             "fi",

@@ -70,8 +70,17 @@ SLURM_STATES: Mapping[str, AppState] = {
 }
 
 # sacct columns we read (WorkDir last: it is the one field that may hold a '|').
-SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "State", "ExitCode", "DerivedExitCode",
-                "NodeList", "User", "WorkDir")
+SACCT_FIELDS = (
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "NodeList",
+    "User",
+    "WorkDir",
+)
 
 
 def appstate_from_slurm_state(state: str) -> AppState:
@@ -327,8 +336,9 @@ def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> Describ
         app_id=app_id,
         state=state,
         num_restarts=leader.restarts if leader.restarts is not None else -1,
-        roles_statuses=[RoleStatus(role, sorted(reps, key=lambda x: x.id))
-                        for role, reps in roles.items()],
+        roles_statuses=[
+            RoleStatus(role, sorted(reps, key=lambda x: x.id)) for role, reps in roles.items()
+        ],
         # what Slurm can tell of the roles as submitted: their names and replica counts
         roles=[Role(name=role, image="", num_replicas=len(reps)) for role, reps in roles.items()],
     )

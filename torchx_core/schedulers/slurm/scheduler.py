@@ -113,20 +113,27 @@ class SlurmOpts(StructuredOpts):
     """Run options of the ``slurm`` scheduler (sbatch options of the same name)."""
 
     partition: str | None = field(
-        default=None, metadata={"help": "the partition to run in (--partition); cluster default if unset"}
+        default=None,
+        metadata={"help": "the partition to run in (--partition); cluster default if unset"},
     )
     time: str | None = field(
         default=None,
         metadata={"help": "wall time limit per job (--time), e.g. '30', '1:00:00', '2-00:00:00'"},
     )
-    account: str | None = field(default=None, metadata={"help": "the account to charge (--account)"})
+    account: str | None = field(
+        default=None, metadata={"help": "the account to charge (--account)"}
+    )
     qos: str | None = field(default=None, metadata={"help": "the quality of service (--qos)"})
     constraint: str | None = field(
         default=None, metadata={"help": "node features the job needs (--constraint)"}
     )
-    comment: str | None = field(default=None, metadata={
-        "help": "a comment on the job (--comment); torchx appends `torchx:app=<name>` (and the"
-                " owner of the app, see ARCHITECTURE.md)"})
+    comment: str | None = field(
+        default=None,
+        metadata={
+            "help": "a comment on the job (--comment); torchx appends `torchx:app=<name>` (and the"
+            " owner of the app, see ARCHITECTURE.md)"
+        },
+    )
     mail_user: str | None = field(
         default=None, metadata={"help": "who gets mail about the job (--mail-user)"}
     )
@@ -143,8 +150,10 @@ class SlurmOpts(StructuredOpts):
     )
     job_dir: str | None = field(
         default=None,
-        metadata={"help": "the directory the job runs in and writes its logs to; the workspace is"
-                  " copied there. Default: the current directory"},
+        metadata={
+            "help": "the directory the job runs in and writes its logs to; the workspace is"
+            " copied there. Default: the current directory"
+        },
     )
 
 
@@ -243,8 +252,13 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         # SlurmOpts' fields, listed under TorchX's option names (``mail-user``, ``mail-type``)
         opts = runopts()
         for name, opt in SlurmOpts.as_runopts():
-            opts.add(_TORCHX_OPT_NAMES.get(name, name), opt.opt_type, opt.help,
-                     default=opt.default, required=opt.is_required)
+            opts.add(
+                _TORCHX_OPT_NAMES.get(name, name),
+                opt.opt_type,
+                opt.help,
+                default=opt.default,
+                required=opt.is_required,
+            )
         return opts
 
     def build_workspace_and_update_role(
@@ -273,8 +287,10 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         log_dir = os.path.abspath(os.path.expanduser(opts.job_dir or os.getcwd()))
         problems = []
         if "%" in log_dir:
-            problems.append(f"job_dir {log_dir!r} holds '%', which Slurm reads as a file name"
-                            " pattern; choose a directory without '%'")
+            problems.append(
+                f"job_dir {log_dir!r} holds '%', which Slurm reads as a file name"
+                " pattern; choose a directory without '%'"
+            )
         replicas: list[SlurmReplicaRequest] = []
         for role in app.roles:
             if not _ROLE_NAME.match(role.name):
@@ -285,18 +301,23 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             if role.retry_policy != RetryPolicy.APPLICATION and role.max_retries:
                 logger.warning(
                     "role %s: slurm requeues the whole job; retry_policy %s acts as APPLICATION",
-                    role.name, role.retry_policy,
+                    role.name,
+                    role.retry_policy,
                 )
             if role.mounts:
-                logger.warning("role %s: slurm ignores mounts (jobs see the node's filesystem)",
-                               role.name)
+                logger.warning(
+                    "role %s: slurm ignores mounts (jobs see the node's filesystem)", role.name
+                )
             for k in range(role.num_replicas):
                 replica = self._replica_request(role, k, opts)
                 problems += [p for p in replica.validate() if p not in problems]
                 replicas.append(replica)
         job_opts: dict[str, str | None] = {"chdir": log_dir, "output": "slurm-%j.out"}
-        for key, value in (("comment", submit_comment(opts.comment, app.name)),
-                           ("mail-user", opts.mail_user), ("mail-type", opts.mail_type)):
+        for key, value in (
+            ("comment", submit_comment(opts.comment, app.name)),
+            ("mail-user", opts.mail_user),
+            ("mail-type", opts.mail_type),
+        ):
             if value:
                 job_opts[key] = value
         max_retries = max((r.max_retries for r in app.roles), default=0)
@@ -316,7 +337,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         except AppValidationError as e:
             problems.append(str(e))
         if problems:
-            raise AppValidationError(f"app `{app.name}` cannot run on slurm: " + "; ".join(problems))
+            raise AppValidationError(
+                f"app `{app.name}` cannot run on slurm: " + "; ".join(problems)
+            )
         return AppDryRunInfo(request, _format_request)
 
     def _replica_request(self, role: Role, k: int, opts: SlurmOpts) -> SlurmReplicaRequest:
@@ -383,11 +406,17 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         logger.info("submitted slurm job %s (logs in %s)", job_id, req.log_dir)
         return job_id
 
-    def _run(self, args: Sequence[str], input: str | None = None,
-             ok: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
-             ) -> subprocess.CompletedProcess[str]:
-        result = self._run_cmd(list(args), input=input) if input is not None else self._run_cmd(
-            list(args))
+    def _run(
+        self,
+        args: Sequence[str],
+        input: str | None = None,
+        ok: Callable[[subprocess.CompletedProcess[str]], bool] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        result = (
+            self._run_cmd(list(args), input=input)
+            if input is not None
+            else self._run_cmd(list(args))
+        )
         if result.returncode != 0 and not (ok and ok(result)):
             raise SchedulerError(
                 f"`{' '.join(args)}` failed with exit code {result.returncode}:"
@@ -462,10 +491,16 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             for r in records:
                 state = appstate_from_slurm_state(r.state).name
                 replicas[state] = replicas.get(state, 0) + 1
-            out.append(ListAppResponse(
-                app_id=app_id, state=appstate_from_slurm_state(leader.state),
-                name=comment.app or leader.name, created=leader.submitted,
-                owner=comment.owner or None, replicas=replicas))
+            out.append(
+                ListAppResponse(
+                    app_id=app_id,
+                    state=appstate_from_slurm_state(leader.state),
+                    name=comment.app or leader.name,
+                    created=leader.submitted,
+                    owner=comment.owner or None,
+                    replicas=replicas,
+                )
+            )
         return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
 
     # -- logs -------------------------------------------------------------------------------
@@ -510,11 +545,16 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         paths = [os.path.join(work_dir, log_file_name(app_id, role_name, k, e)) for e in exts]
 
         def ended_many(ids: list[str]) -> dict[str, bool]:
-            return {a: d is None or is_terminal(d.state) for a, d in self.describe_many(ids).items()}
+            return {
+                a: d is None or is_terminal(d.state) for a, d in self.describe_many(ids).items()
+            }
 
         lines: Iterable[str] = iter_files_lines(
-            paths, should_tail=should_tail, is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
-            poll_interval=0.5, wait_for_file=5.0 if should_tail else 0.0,
+            paths,
+            should_tail=should_tail,
+            is_done=lambda: _FOLLOWED.is_done(app_id, ended_many),
+            poll_interval=0.5,
+            wait_for_file=5.0 if should_tail else 0.0,
         )
         if should_tail:
             lines = _FOLLOWED.follow(app_id, lines)
@@ -538,8 +578,11 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         comment = replace(parse_comment(records[0].comment), owner=owner)
         result = self._run_cmd(["scontrol", "update", f"JobId={app_id}", f"Comment={comment}"])
         if result.returncode != 0:
-            logger.warning("cannot record the owner of slurm job %s: %s", app_id,
-                           (result.stderr or result.stdout).strip())
+            logger.warning(
+                "cannot record the owner of slurm job %s: %s",
+                app_id,
+                (result.stderr or result.stdout).strip(),
+            )
             return False
         return True
 

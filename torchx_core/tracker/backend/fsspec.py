@@ -201,9 +201,7 @@ def _read_config(config_file: str) -> dict[str, Any]:
                     continue
                 key, sep, value = line.partition("=")
                 if not sep:
-                    raise TrackerError(
-                        f"{config_file}:{lineno}: {line!r} is not `key = value`"
-                    )
+                    raise TrackerError(f"{config_file}:{lineno}: {line!r} is not `key = value`")
                 _put(config, key.strip(), value.strip(), f"{config_file}:{lineno}")
     except FileNotFoundError as e:
         raise TrackerError(
@@ -235,4 +233,3 @@ def create(config_file: str | None) -> TrackerBase:
     protocol = config.pop("protocol")
     root = config.pop("root_path")
     return FsspecTracker(fsspec.filesystem(protocol, **config), root)
-
