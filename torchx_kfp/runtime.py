@@ -409,9 +409,9 @@ def _run(
             attached = life.attach(app, identity)
             handle = attached.app_handle
             if stream_logs:
-                follower = life.follow_logs(
-                    handle, log_sink, skip_existing=attached.how != "submitted"
-                )
+                # from each replica's first line, also for an app an earlier attempt started:
+                # that attempt's step log is gone with its pod (every line reaches this log once)
+                follower = life.follow_logs(handle, log_sink)
             status = life.wait(handle, on_change=lambda obs: _log_phase(attached.app_handle, obs))
         except (_Terminated, KeyboardInterrupt) as e:
             _ignore_stop_signals()  # a repeated signal must not interrupt the cancel

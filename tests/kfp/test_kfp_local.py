@@ -285,10 +285,11 @@ LAUNCH_IN_SUBPROCESS = textwrap.dedent(
 
 
 def test_retried_step_reattaches_to_the_app_its_killed_attempt_left_running(
-    local_apps: Path, tmp_path: Path
+    local_apps: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Attempt 1 is SIGKILLed (a lost pod: no handler runs) while its app runs; attempt 2 of
-    the same job and task finds that app by name and waits for it instead of submitting."""
+    the same job and task finds that app by name and waits for it instead of submitting, and
+    its step log holds every replica line once, those written before it attached too."""
     from torchx_kfp.launcher import torchx_launcher
 
     out_dir = tmp_path / "lost"
@@ -315,6 +316,13 @@ def test_retried_step_reattaches_to_the_app_its_killed_attempt_left_running(
     assert second.state == "SUCCEEDED"
     assert list(apps_named("kfplost-")) == [handle]
     assert sorted(read_pids(out_dir)) == started  # no replica started twice
+    out = capfd.readouterr().out.splitlines()
+    for k in ("0", "1"):
+        for line in (
+            f"[worker/{k}] replica {k} started",
+            f"[worker/{k}] replica {k} exiting with 0",
+        ):
+            assert sum(x.endswith(line) for x in out) == 1, (line, out)
 
 
 def test_sigterm_on_the_step_cancels_the_app(local_apps: Path, tmp_path: Path) -> None:
