@@ -16,7 +16,7 @@ OUR_PYTHON = REPO / ".venv" / "bin" / "python"
 
 
 def torchx070_python() -> Path:
-    """Returns the python of a separate venv holding TorchX 0.7.0 from PyPI (created on first use)."""
+    """Returns the python of a separate venv holding TorchX 0.7.0 from PyPI (made on first use)."""
     py = BASELINE_DIR / "bin" / "python"
     if not (py.exists() and _imports(py, "torchx")):
         subprocess.run([sys.executable, "-m", "venv", str(BASELINE_DIR)], check=True)

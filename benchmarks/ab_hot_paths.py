@@ -151,7 +151,8 @@ def main() -> int:
             ib = base.instructions(*CLI, "status", f"local_cwd://x/{base.app_id}")
             ih = head.instructions(*CLI, "status", f"local_cwd://x/{head.app_id}")
             print(
-                f"  {'cli_status':17s} base {ib / 1e6:8.1f} M   head {ih / 1e6:8.1f} M   {ih / ib:.3f}x"
+                f"  {'cli_status':17s} base {ib / 1e6:8.1f} M   head {ih / 1e6:8.1f} M"
+                f"   {ih / ib:.3f}x"
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -58,11 +58,14 @@ class TimedTorchXOperator(TorchXOperator):
 
 
 def app(name):
-    return AppDef(name=name, roles=[Role(name="r", image="/tmp", entrypoint="sleep", args=[SECONDS])])
+    role = Role(name="r", image="/tmp", entrypoint="sleep", args=[SECONDS])
+    return AppDef(name=name, roles=[role])
 
 
 with DAG("bench_worker_time", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
-    TimedTorchXOperator(task_id="on_worker", app=app("on-worker"), deferrable=False, poll_interval=1)
+    TimedTorchXOperator(
+        task_id="on_worker", app=app("on-worker"), deferrable=False, poll_interval=1
+    )
     TimedTorchXOperator(task_id="deferred", app=app("deferred"), deferrable=True, poll_interval=1)
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Whole-process time of ``torchx run --scheduler local_cwd utils.echo --msg hi``: ours vs TorchX 0.7.0.
+"""Whole-process time of ``torchx run --scheduler local_cwd utils.echo --msg hi``, ours vs 0.7.0.
 
 Runs the same command with our CLI (``.venv``) and with TorchX 0.7.0 from PyPI (a separate venv
 under ``.bench/``, created on first use), alternating, each in a fresh process that waits for
@@ -80,7 +80,8 @@ def main() -> int:
     print(f"  {'torchx-suite':12s} {ours_best:8.3f} {ours_med:8.3f} s")
     print(f"  {'TorchX 0.7.0':12s} {base_best:8.3f} {base_med:8.3f} s")
     print(
-        f"  ratio (median): {ratio:.2f}x  (best: {ours_best / base_best:.2f}x), target <= {TARGET_RATIO}x"
+        f"  ratio (median): {ratio:.2f}x  (best: {ours_best / base_best:.2f}x),"
+        f" target <= {TARGET_RATIO}x"
         f" -> {'OK' if ratio <= TARGET_RATIO else 'MISSED'}"
     )
     return 0

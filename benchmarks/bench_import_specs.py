@@ -92,7 +92,8 @@ def main() -> int:
     print(f"  {'-X importtime torchx_core.specs (cumulative)':<42} {it_ours / 1000:8.1f} ms")
     print(f"ratio, whole process (incl. interpreter start-up): {theirs / ours:.1f}x")
     print(
-        f"ratio, net import time (minus 'python -c pass'):   {theirs_net / max(ours_net, 1e-4):.1f}x"
+        "ratio, net import time (minus 'python -c pass'):  "
+        f" {theirs_net / max(ours_net, 1e-4):.1f}x"
     )
     print(f"ratio, -X importtime cumulative:                   {it_theirs / it_ours:.1f}x")
     ratios = (theirs / ours, theirs_net / max(ours_net, 1e-4), it_theirs / it_ours)

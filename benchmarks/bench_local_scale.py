@@ -45,7 +45,8 @@ RUNNER = textwrap.dedent(
     from {pkg} import specs
     from {pkg}.runner import get_runner
     n = int(sys.argv[1])
-    app = specs.AppDef("bench", roles=[specs.Role("r", image=".", entrypoint="/bin/true", num_replicas=n)])
+    role = specs.Role("r", image=".", entrypoint="/bin/true", num_replicas=n)
+    app = specs.AppDef("bench", roles=[role])
     with get_runner() as runner:
         t = time.perf_counter()
         handle = runner.run(app, "local_cwd", {{}})
@@ -62,7 +63,8 @@ SUBMIT_POLL = textwrap.dedent(
     from torchx_core import specs
     from torchx_core.schedulers.local.scheduler import create_scheduler
     n = int(sys.argv[1])
-    app = specs.AppDef("bench", roles=[specs.Role("r", image=".", entrypoint="/bin/true", num_replicas=n)])
+    role = specs.Role("r", image=".", entrypoint="/bin/true", num_replicas=n)
+    app = specs.AppDef("bench", roles=[role])
     sched = create_scheduler("bench")
     t = time.perf_counter()
     app_id = sched.submit(app, {})

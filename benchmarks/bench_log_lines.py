@@ -1,4 +1,4 @@
-"""Reading a finished replica's log: ``Runner.log_lines`` over 1,000,000 lines, ours vs TorchX 0.7.0.
+"""Reading a finished replica's log: ``Runner.log_lines`` over 1,000,000 lines, ours vs TorchX.
 
 Usage: .venv/bin/python benchmarks/bench_log_lines.py [--lines N] [--repeat R]
 
@@ -24,8 +24,12 @@ SNIPPET = textwrap.dedent(
     from {pkg} import specs
     from {pkg}.runner import get_runner
     n, repeat = int(sys.argv[1]), int(sys.argv[2])
-    printer = "import sys; sys.stdout.writelines(f'line {{i}} of the benchmark output\\\\n' for i in range(%d))" % n
-    app = specs.AppDef("logs", roles=[specs.Role("r", image=".", entrypoint=sys.executable, args=["-c", printer])])
+    printer = (
+        "import sys; sys.stdout.writelines("
+        "f'line {{i}} of the benchmark output\\\\n' for i in range(%d))" % n
+    )
+    role = specs.Role("r", image=".", entrypoint=sys.executable, args=["-c", printer])
+    app = specs.AppDef("logs", roles=[role])
     with get_runner() as runner:
         handle = runner.run(app, "local_cwd", {{}})
         status = runner.wait(handle, wait_interval=0.05)
@@ -65,7 +69,8 @@ def main() -> None:
         ours = measure(str(OUR_PYTHON), "torchx_core", args.lines, args.repeat, env)
         theirs = measure(str(torchx070_python()), "torchx", args.lines, args.repeat, env)
     print(
-        f"log_lines over a finished replica's {args.lines:,} lines (lines/s; {os.cpu_count()} cores)"
+        f"log_lines over a finished replica's {args.lines:,} lines"
+        f" (lines/s; {os.cpu_count()} cores)"
     )
     print(f"{'':14} {'best':>12} {'median':>12} {'lines yielded':>14}")
     for name, (count, best, median) in (("ours", ours), ("torchx 0.7.0", theirs)):

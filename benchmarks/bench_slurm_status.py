@@ -22,13 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 from torchx_core import specs
 from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, run_command
 from torchx_core.specs import is_terminal
 
+REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts" / "services" / "slurm"
 
 

@@ -28,6 +28,7 @@ usage: .venv/bin/python benchmarks/bench_watchers.py slurm|aws_batch|local [N=20
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -37,14 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import logging
-
 from torchx_core import specs
 from torchx_core.runner import get_runner, status_watch
 
+REPO = Path(__file__).resolve().parent.parent
 logging.getLogger("botocore").setLevel(logging.WARNING)
 
 SERVICES = REPO / "scripts" / "services"

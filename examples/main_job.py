@@ -57,7 +57,8 @@ def _aggregate(world: int, out: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
     pi = sum(parts.values())
     print(
-        f"aggregate: pi ~= {pi:.12f} from {world} workers (error {abs(pi - 3.141592653589793):.2e})",
+        f"aggregate: pi ~= {pi:.12f} from {world} workers"
+        f" (error {abs(pi - 3.141592653589793):.2e})",
         flush=True,
     )
 

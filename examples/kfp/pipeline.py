@@ -10,7 +10,8 @@ Compile the cluster variant to KFP IR YAML (submit it to a KFP backend with
 (``make kfp-launcher-image``, pushed where the cluster pulls), the apps in your training image::
 
     python examples/kfp/pipeline.py compile --output pipeline.yaml \
-        --image registry.example.com/ml/train:1 --launcher-image registry.example.com/ml/torchx-kfp:0.1
+        --image registry.example.com/ml/train:1 \
+        --launcher-image registry.example.com/ml/torchx-kfp:0.1
 
 The local pipeline has two launcher steps: ``train`` runs a two-replica app, then ``report``
 runs the builtin ``utils.echo`` component with the first step's app handle as its message. The

@@ -28,11 +28,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from cells import CELLS, TEST_DEPS, Cell, table  # beside this script: on sys.path when it runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
-from cells import CELLS, TEST_DEPS, Cell, table
 
 STATE = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci")) / "matrix"
 PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"

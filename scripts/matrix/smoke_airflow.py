@@ -1,7 +1,8 @@
 """One real use of torchx_airflow in the interpreter's environment (run by scripts/matrix/run.py).
 
 A DAG with a TorchXOperator (utils.echo on local_cwd) through ``dag.test()`` on SQLite in a
-temporary AIRFLOW_HOME; the provider and its ``torchx`` connection type listed (Airflow's ProvidersManager).
+temporary AIRFLOW_HOME; the provider and its ``torchx`` connection type listed (Airflow's
+ProvidersManager).
 Exits non-zero on any failure.
 """
 
@@ -28,7 +29,8 @@ if __name__ == "__main__":
     dr = dag.test()
     states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
     print("MATRIX_STATES", states)
-    raise SystemExit(0 if str(dr.state).endswith("success") and states.get("echo", "").endswith("success") else 1)
+    ok = str(dr.state).endswith("success") and states.get("echo", "").endswith("success")
+    raise SystemExit(0 if ok else 1)
 """
 
 PROVIDERS = """

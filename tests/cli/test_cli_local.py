@@ -177,8 +177,10 @@ def test_tail_follows_until_the_app_ends(env: dict[str, str], isolated_config: P
                 """
                 return specs.AppDef(
                     name="ticker",
-                    roles=[specs.Role(name="tick", image="/", entrypoint="sh",
-                                      args=["-c", f"for i in $(seq {n}); do echo tick $i; sleep 0.2; done"])],
+                    roles=[specs.Role(
+                        name="tick", image="/", entrypoint="sh",
+                        args=["-c", f"for i in $(seq {n}); do echo tick $i; sleep 0.2; done"],
+                    )],
                 )
             '''
         )
@@ -255,8 +257,9 @@ def test_run_hot_path_imports_no_plugin_scan_or_heavy_modules(env: dict[str, str
         "import sys\n"
         "from torchx_core.cli.main import run_main\n"
         "rc = run_main(['run', '-s', 'local_cwd', 'utils.echo', '--msg', 'hi'])\n"
-        "bad = [m for m in ('importlib.metadata', 'fsspec', 'yaml', 'torch', 'docker', 'kubernetes',\n"
-        "       'boto3', 'ray', 'torchx_core.specs.finder', 'torchx_core.cli.cmd_status') if m in sys.modules]\n"
+        "bad = [m for m in ('importlib.metadata', 'fsspec', 'yaml', 'torch', 'docker',\n"
+        "       'kubernetes', 'boto3', 'ray', 'torchx_core.specs.finder',\n"
+        "       'torchx_core.cli.cmd_status') if m in sys.modules]\n"
         "print(rc, bad, file=sys.stderr)\n"
     )
     p = subprocess.run(

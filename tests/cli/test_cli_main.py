@@ -340,8 +340,9 @@ def test_only_the_used_subcommand_is_imported() -> None:
         "from torchx_core.cli.main import run_main\n"
         "try:\n    run_main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
         "mods = sorted(m for m in sys.modules if m.startswith('torchx_core.cli.cmd_'))\n"
-        "heavy = [m for m in ('importlib.metadata', 'torchx_core.runner', 'torchx_core.schedulers.local.scheduler',\n"
-        "         'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray') if m in sys.modules]\n"
+        "heavy = [m for m in ('importlib.metadata', 'torchx_core.runner',\n"
+        "         'torchx_core.schedulers.local.scheduler', 'yaml', 'fsspec', 'torch',\n"
+        "         'docker', 'kubernetes', 'boto3', 'ray') if m in sys.modules]\n"
         "print(mods, heavy, file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -52,7 +52,10 @@ def test_unknown_backend_is_rejected_before_torch_is_touched() -> None:
 
 
 def test_import_does_not_import_torch() -> None:
-    code = "import sys, torchx_core.distributed as d; d.rank(); d.world_size(); d.local_rank(); print('torch' in sys.modules)"
+    code = (
+        "import sys, torchx_core.distributed as d; d.rank(); d.world_size(); d.local_rank();"
+        " print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

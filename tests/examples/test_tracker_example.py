@@ -122,7 +122,7 @@ def test_example_runs_untracked_outside_torchx(tmp_path: Path) -> None:
 
 
 def test_torchx_example_imports_resolve_after_the_rename() -> None:
-    """The torchx names TorchX's examples/apps/tracker/main.py imports, renamed torchx -> torchx_core."""
+    """The torchx names TorchX's examples/apps/tracker/main.py imports, renamed to torchx_core."""
     code = (
         "import torchx_core.tracker as tracker\n"
         "r = tracker.app_run_from_env()\n"

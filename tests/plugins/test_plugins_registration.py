@@ -146,7 +146,9 @@ def test_scheduler_plugin_from_namespace_reaches_the_scheduler_registry(plugin_s
     plugin_site(
         "torchx_plugins/schedulers/mine.py",
         "from torchx_core.plugins import register\n"
-        "@register.scheduler()\ndef ns_only(session_name, **kw):\n    return ('ns', session_name)\n",
+        "@register.scheduler()\n"
+        "def ns_only(session_name, **kw):\n"
+        "    return ('ns', session_name)\n",
     )
     assert get_scheduler_factory("ns_only")("s") == ("ns", "s")
     assert "ns_only" in get_scheduler_factories()

@@ -219,7 +219,8 @@ def test_register_tags_the_function() -> None:
 def test_importing_plugins_is_light() -> None:
     code = (
         "import sys, torchx_core.plugins as p\n"
-        "print(sorted(m for m in ('importlib.metadata', 'dataclasses', 'pkgutil', 'torchx_core.specs')"
+        "print(sorted(m for m in"
+        " ('importlib.metadata', 'dataclasses', 'pkgutil', 'torchx_core.specs')"
         " if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -105,7 +105,7 @@ def test_dryrun_without_share_or_priority_and_custom_log_group() -> None:
 def test_dryrun_requires_queue_and_validates_ulimits() -> None:
     with pytest.raises(InvalidRunConfigException, match="queue"):
         _sched().submit_dryrun(_app(), {})
-    with pytest.raises(SchedulerError, match="invalid ulimit 'nofile'.*name=soft:hard"):
+    with pytest.raises(SchedulerError, match=r"invalid ulimit 'nofile'.*name=soft:hard"):
         _sched().submit_dryrun(_app(), {**CFG, "ulimits": ["nofile"]})
     with pytest.raises(SchedulerError, match="invalid ulimit 'nofile=a:b'"):
         _sched().submit_dryrun(_app(), {**CFG, "ulimits": ["nofile=a:b"]})
@@ -253,7 +253,7 @@ def test_node_index_maps_roles_to_ranges() -> None:
 
 def test_schedule_errors_are_typed() -> None:
     sched = _sched()
-    with pytest.raises(SchedulerError, match="rejected job .* in queue nope"):
+    with pytest.raises(SchedulerError, match=r"rejected job .* in queue nope"):
         sched.submit(_app(), {**CFG, "queue": "nope"})
 
 
@@ -364,7 +364,7 @@ def test_unknown_queue_means_unknown_app() -> None:
 
     sched = _sched(NoQueues())
     assert sched.describe("gone:app-1") is None
-    with pytest.raises(SchedulerError, match="could not list jobs of queue q: .*Rate exceeded"):
+    with pytest.raises(SchedulerError, match=r"could not list jobs of queue q: .*Rate exceeded"):
         sched.describe("q:app-1")
 
 

@@ -81,7 +81,7 @@ def test_instance_type_option_wins_and_is_required_without_named_resource() -> N
         .request
     )
     assert req.request["ResourceConfig"]["InstanceType"] == "ml.g5.xlarge"
-    with pytest.raises(AppValidationError, match="no instance type.*instance_type"):
+    with pytest.raises(AppValidationError, match=r"no instance type.*instance_type"):
         _sched().submit_dryrun(AppDef("a", roles=[_role(resource=resource(cpu=1, memMB=1))]), CFG)
 
 
@@ -154,7 +154,7 @@ def test_schedule_error_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> No
         def create_training_job(self, **kwargs: object) -> dict[str, object]:
             raise RuntimeError("ResourceLimitExceeded")
 
-    with pytest.raises(SchedulerError, match="rejected training job .*ResourceLimitExceeded"):
+    with pytest.raises(SchedulerError, match=r"rejected training job .*ResourceLimitExceeded"):
         _sched(Rejecting()).submit(AppDef("a", roles=[_role()]), CFG)
     assert isinstance(create_scheduler("s", client=FakeSageMaker()), AWSSageMakerScheduler)
     monkeypatch.setitem(sys.modules, "boto3", None)
@@ -186,7 +186,7 @@ def test_role_must_be_an_arn() -> None:
     assert opts.get("role") is not None and opts.get("role").is_required  # type: ignore[union-attr]
     with pytest.raises(
         InvalidRunConfigException,
-        match="role='sm' is not an IAM role ARN.*arn:aws:iam::123456789012:role/sm",
+        match=r"role='sm' is not an IAM role ARN.*arn:aws:iam::123456789012:role/sm",
     ):
         _sched().submit_dryrun(AppDef("a", roles=[_role()]), {**CFG, "role": "sm"})
 

@@ -91,7 +91,7 @@ def test_dryrun_host_network_has_no_hostname_or_ports() -> None:
 
 
 def test_dryrun_rejects_bad_pull_policy() -> None:
-    with pytest.raises(SchedulerError, match="pull_policy='sometimes'.*missing, never, always"):
+    with pytest.raises(SchedulerError, match=r"pull_policy='sometimes'.*missing, never, always"):
         _sched().submit_dryrun(_app(1), {"pull_policy": "sometimes"})
 
 

@@ -77,7 +77,7 @@ BAD_INPUT = {
 @pytest.mark.parametrize("name", SCHEDULERS)
 @pytest.mark.parametrize("case", sorted(BAD_INPUT))
 def test_unstartable_args_and_env_are_refused_at_dryrun(name: str, case: str) -> None:
-    with pytest.raises(AppValidationError, match="NUL|not valid") as err:
+    with pytest.raises(AppValidationError, match=r"NUL|not valid") as err:
         _dryrun(name, _app(**BAD_INPUT[case]))  # type: ignore[arg-type]
     assert isinstance(err.value, TorchXError)
 
@@ -109,5 +109,5 @@ def test_overlay_url_of_a_missing_filesystem_is_a_typed_error() -> None:
     from torchx_core.specs.overlays import get_overlay
 
     role = specs.Role("r", image="x", metadata={"ns": "s3://bucket/overlay.yaml"})
-    with pytest.raises(MissingDependencyError, match="s3fs.*pip install s3fs"):
+    with pytest.raises(MissingDependencyError, match=r"s3fs.*pip install s3fs"):
         get_overlay(role, "ns", "k")

@@ -1,4 +1,4 @@
-"""Unit tests of the kubernetes and kubernetes_mcad schedulers: pure dry runs, validated strictly."""
+"""Unit tests of the kubernetes and kubernetes_mcad schedulers: pure dry runs, validated."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_replica_retry_policy_maps_to_restart_task() -> None:
 
 
 def test_role_retry_policy_is_a_clear_error() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="RetryPolicy.ROLE.*APPLICATION.*REPLICA"):
+    with pytest.raises(UnsupportedFeatureError, match=r"RetryPolicy.ROLE.*APPLICATION.*REPLICA"):
         create_scheduler("s").submit_dryrun(_app(retry_policy=specs.RetryPolicy.ROLE), {})
 
 
@@ -266,8 +266,11 @@ def test_state_tables_are_the_documented_ones() -> None:
 
 @pytest.mark.parametrize(
     ("phase", "expected"),
-    sorted(VOLCANO_EXPECTED.items())
-    + [("", specs.AppState.PENDING), ("Weird", specs.AppState.UNKNOWN)],
+    [
+        *sorted(VOLCANO_EXPECTED.items()),
+        ("", specs.AppState.PENDING),
+        ("Weird", specs.AppState.UNKNOWN),
+    ],
 )
 def test_volcano_state_table(phase: str, expected: specs.AppState) -> None:
     obj = {"status": {"state": {"phase": phase}, "retryCount": 2}}
@@ -363,7 +366,8 @@ def test_dryrun_needs_no_kubernetes_import() -> None:
     code = (
         "import sys; from torchx_core import specs;"
         "from torchx_core.schedulers.kubernetes.scheduler import create_scheduler;"
-        "app = specs.AppDef('a', [specs.Role('r', image='i', entrypoint='e', resource=specs.resource(cpu=1, memMB=64))]);"
+        "res = specs.resource(cpu=1, memMB=64);"
+        "app = specs.AppDef('a', [specs.Role('r', image='i', entrypoint='e', resource=res)]);"
         "create_scheduler('s').submit_dryrun(app, {});"
         "print('kubernetes' in sys.modules)"
     )

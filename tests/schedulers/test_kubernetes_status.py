@@ -1,4 +1,4 @@
-"""Unit tests of the Kubernetes status mapping: pods, Volcano jobs and tasks, JobSets, tolerations."""
+"""Unit tests of the Kubernetes status mapping: pods, Volcano jobs and tasks, JobSets, taints."""
 
 from __future__ import annotations
 

@@ -204,7 +204,10 @@ def test_bad_names_are_rejected() -> None:
 
 @pytest.mark.integration
 def test_submit_run_describe_logs(lsf: LsfScheduler, tmp_path: Path) -> None:
-    code = "import os,sys,json; print(json.dumps([sys.argv[1:], os.environ['V'], os.environ['TORCHX_RANK0_HOST']]))"
+    code = (
+        "import os,sys,json;"
+        " print(json.dumps([sys.argv[1:], os.environ['V'], os.environ['TORCHX_RANK0_HOST']]))"
+    )
     app = specs.AppDef("hostile", roles=[py_role("w", code, replicas=2, env={"V": "x'y\"z $P\n"})])
     app.roles[0].args += [*HOSTILE, specs.macros.replica_id]
     app_id = lsf.submit(app, {"jobdir": str(tmp_path / "jobs")})

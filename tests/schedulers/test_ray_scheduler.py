@@ -76,7 +76,7 @@ def test_dashboard_address_from_option_env_or_default(monkeypatch: pytest.Monkey
 
 
 def test_bad_placement_strategy() -> None:
-    with pytest.raises(SchedulerError, match="placement_strategy='ROUND'.*PACK, SPREAD"):
+    with pytest.raises(SchedulerError, match=r"placement_strategy='ROUND'.*PACK, SPREAD"):
         _sched().submit_dryrun(_app(), {"placement_strategy": "ROUND"})
 
 
@@ -193,7 +193,7 @@ def test_unknown_apps_and_submit_errors() -> None:
     with pytest.raises(UnknownAppException):
         sched.log_iter("127.0.0.1:8265-nope", "ps")
     client.fail_submit = "Connection refused"
-    with pytest.raises(SchedulerError, match="rejected job .*Connection refused"):
+    with pytest.raises(SchedulerError, match=r"rejected job .*Connection refused"):
         sched.submit(_app(), {})
 
 
@@ -228,13 +228,13 @@ def test_bad_local_paths_and_unreachable_dashboard_are_typed(
         InvalidRunConfigException, match="working_dir='/no/such/dir' is not a local"
     ):
         _sched().submit_dryrun(_app(), {"working_dir": "/no/such/dir"})
-    with pytest.raises(InvalidRunConfigException, match="requirements='/no/reqs.txt' is not a"):
+    with pytest.raises(InvalidRunConfigException, match=r"requirements='/no/reqs\.txt' is not a"):
         _sched().submit_dryrun(_app(), {"requirements": "/no/reqs.txt"})
     gone = tmp_path / "gone"
     gone.mkdir()
     info = _sched().submit_dryrun(_app(), {"working_dir": str(gone)})
     gone.rmdir()  # removed between dryrun and schedule
-    with pytest.raises(SchedulerError, match="cannot copy the working directory .*gone"):
+    with pytest.raises(SchedulerError, match=r"cannot copy the working directory .*gone"):
         _sched().schedule(info)
 
     def refused(address: str) -> FakeJobClient:
@@ -248,7 +248,10 @@ def test_bad_local_paths_and_unreachable_dashboard_are_typed(
     ):
         with pytest.raises(
             SchedulerError,
-            match="cannot reach the Ray Jobs API at http://127.0.0.1:(1|8265): .*dashboard_address",
+            match=(
+                r"cannot reach the Ray Jobs API at http://127\.0\.0\.1:(1|8265):"
+                r" .*dashboard_address"
+            ),
         ):
             call()
 

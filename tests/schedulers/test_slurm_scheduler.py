@@ -198,7 +198,7 @@ def test_default_probe_reads_sbatch_version_once() -> None:
     assert "--gpus-per-node=2" in script
     sched.submit_dryrun(make_app(gpu=2), {"job_dir": "/x"})
     assert fake.commands("sbatch") == [["sbatch", "--version"]]
-    with pytest.raises(SchedulerError, match="probe='22.05' has no version"):
+    with pytest.raises(SchedulerError, match=r"probe='22\.05' has no version"):
         create_scheduler("t", probe="22.05")
 
 
@@ -382,9 +382,9 @@ _FAILED = [
     "TIMEOUT",
 ]
 SLURM_EXPECTED: dict[str, AppState] = {
-    **{s: AppState.PENDING for s in _WAITING},
-    **{s: AppState.RUNNING for s in _RUNNING},
-    **{s: AppState.FAILED for s in _FAILED},
+    **dict.fromkeys(_WAITING, AppState.PENDING),
+    **dict.fromkeys(_RUNNING, AppState.RUNNING),
+    **dict.fromkeys(_FAILED, AppState.FAILED),
     "COMPLETED": AppState.SUCCEEDED,
     "CANCELLED": AppState.CANCELLED,
     "REVOKED": AppState.CANCELLED,
@@ -494,7 +494,7 @@ def test_status_of_many_apps_is_one_batched_call(tmp_path: Path, version: tuple[
     for app_id in ids[90:]:
         fake.forget(app_id)
     fake.calls.clear()
-    result = sched.describe_many(ids + ["424242"])
+    result = sched.describe_many([*ids, "424242"])
     assert len(fake.commands("squeue")) <= 2 and len(fake.commands("sacct")) == 1
     assert result["424242"] is None
     assert [result[a].state for a in ids[:2]] == [AppState.SUCCEEDED] * 2  # type: ignore[union-attr]
@@ -594,7 +594,7 @@ def test_log_iter_tails_until_the_job_ends(tmp_path: Path) -> None:
 
     def read() -> None:
         for line in sched.log_iter(app_id, "ps", 0, should_tail=True):
-            lines.append(line)  # noqa: PERF402  (one by one: the test watches them arrive)
+            lines.append(line)  # one by one: the test watches them arrive
 
     t = threading.Thread(target=read, daemon=True)
     t.start()

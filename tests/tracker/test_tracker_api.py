@@ -142,7 +142,7 @@ def test_trackers_registered_as_plugins(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("TORCHX_TRACKERS", "recording,fsspec")
     monkeypatch.setenv("TORCHX_TRACKER_RECORDING_CONFIG", "c")
     monkeypatch.setenv("TORCHX_TRACKER_FSSPEC_CONFIG", "/no/such.conf")
-    with pytest.raises(TrackerError, match="/no/such.conf"):  # fsspec still found (entry point)
+    with pytest.raises(TrackerError, match=r"/no/such\.conf"):  # fsspec still found (entry point)
         trackers_from_environ()
     monkeypatch.setenv("TORCHX_TRACKERS", "recording")
     (t,) = trackers_from_environ()

@@ -170,7 +170,8 @@ def test_create_tracker_from_uri_and_from_an_ini_section(
 
     name = _experiment()
     (tmp_path / ".torchxconfig").write_text(
-        f"[tracker:mlflow]\nconfig = {tmp_path}\ntracking_uri = {mlflow_server}\nexperiment_name = {name}\n"
+        f"[tracker:mlflow]\nconfig = {tmp_path}\ntracking_uri = {mlflow_server}\n"
+        f"experiment_name = {name}\n"
     )
     t = create_tracker(str(tmp_path))  # TorchX's form: a directory holding .torchxconfig
     assert (t.experiment_name, t.tracking_uri) == (name, mlflow_server)

@@ -1,4 +1,4 @@
-"""The public names TorchX users import from the tracking/runtime modules exist (torchx -> torchx_core)."""
+"""The public names TorchX users import from the tracking/runtime modules exist (as torchx_core)."""
 
 from __future__ import annotations
 
@@ -79,4 +79,4 @@ def test_signatures_take_torchx_arguments() -> None:
         "source_id",
         "artifact_name",
     ]
-    assert [f for f in AppRun.__dataclass_fields__] == ["id", "backends"]
+    assert list(AppRun.__dataclass_fields__) == ["id", "backends"]

@@ -1,4 +1,4 @@
-"""Tracker factories referenced by ``module:function`` in the tests (importable by child processes)."""
+"""Tracker factories named by ``module:function`` in the tests (importable by child processes)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_load_and_default(site: Path) -> None:
     assert entrypoints.load("eptest.group", "fn")(3) == 6  # type: ignore[operator]
     assert entrypoints.load("eptest.group", "missing", default=None) is None
-    with pytest.raises(KeyError, match="entrypoint eptest.group.missing not found"):
+    with pytest.raises(KeyError, match=r"entrypoint eptest\.group\.missing not found"):
         entrypoints.load("eptest.group", "missing")
 
 

@@ -112,7 +112,7 @@ def test_push_error_is_typed(tmp_path: Path) -> None:
     info = sched.submit_dryrun(
         _app(Workspace({str(_project(tmp_path)): ""})), {"image_repo": "127.0.0.1:5000/me/ws"}
     )
-    with pytest.raises(DockerWorkspaceError, match="denied.*docker login"):
+    with pytest.raises(DockerWorkspaceError, match=r"denied.*docker login"):
         sched.schedule(info)
 
 

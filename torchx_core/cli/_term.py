@@ -55,7 +55,7 @@ def sanitize(text: str) -> str:
     if len(parts) == 1:
         return _CONTROL.sub(_escaped, text)
     out = [_CONTROL.sub(_escaped, parts[0])]
-    for sgr, part in zip(_SGR.findall(text), parts[1:]):
+    for sgr, part in zip(_SGR.findall(text), parts[1:], strict=True):
         out += [sgr, _CONTROL.sub(_escaped, part)]
     return "".join(out)
 
@@ -73,7 +73,8 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns with a dashed rule under the headers (no trailing spaces)."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [headers, *rows]
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+        for row in [headers, *rows]
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

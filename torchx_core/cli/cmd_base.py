@@ -28,7 +28,7 @@ class SubCommand(abc.ABC):
 
 
 def searched(runner: Runner, handle: str) -> str:
-    """``" in <where the scheduler looked>"`` for a "does not exist" message ("" if it does not say)."""
+    """``" in <where the scheduler looked>"`` for a "does not exist" message ("" if not said)."""
     from torchx_core.specs import parse_app_handle
 
     try:

@@ -68,7 +68,9 @@ class CmdDashboard(SubCommand):
         subparser.add_argument(
             "--host",
             default="127.0.0.1",
-            help="address to bind (default: %(default)s); any non-loopback address requires a token",
+            help=(
+                "address to bind (default: %(default)s); any non-loopback address requires a token"
+            ),
         )
         subparser.add_argument(
             "--port",

@@ -16,6 +16,7 @@ command-line arguments (argparse's, an unknown scheduler, a bad component argume
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -287,10 +288,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         # stdout closed early (e.g. `torchx log ... | head`): not an error of ours
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - avoid a second error at exit
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open as stdout: no error at exit
         return 0
     except (ValueError, TypeError, OSError) as e:
         # bad input surfacing from user code (components) or the file system

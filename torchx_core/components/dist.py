@@ -87,7 +87,7 @@ def get_role_name(script: str | None, m: str | None) -> str:
 
 
 def _names(name: str, script: str | None, m: str | None) -> tuple[str, str]:
-    """(experiment name, run name) from ``{experiment}/{run}``, ``{experiment}/``, ``/{run}``, ``{run}``.
+    """(experiment, run) from ``{experiment}/{run}``, ``{experiment}/``, ``/{run}``, ``{run}``.
 
     As in TorchX, the run name defaults to the script or module name and the experiment name to
     ``default-experiment``.
@@ -133,18 +133,21 @@ def ddp(
         script: script or binary to run within the image
         m: the python module path to run
         image: image (e.g. docker)
-        name: job name as ``{experimentname}/{runname}``, ``{experimentname}/``, ``/{runname}`` or ``{runname}``; the run name defaults to the script or module name
+        name: job name as ``{experimentname}/{runname}``, ``{experimentname}/``, ``/{runname}``
+            or ``{runname}``; the run name defaults to the script or module name
         h: a registered named resource (takes precedence over cpu, gpu, memMB)
         cpu: number of cpus per replica
         gpu: number of gpus per replica
         memMB: cpu memory in MB per replica
-        j: [{min_nnodes}:]{nnodes}x{nproc_per_node}; on gpu hosts nproc_per_node must not exceed the gpus
+        j: [{min_nnodes}:]{nnodes}x{nproc_per_node}; on gpu hosts nproc_per_node must not exceed
+            the gpus
         env: environment variables for the job (e.g. ENV1=v1,ENV2=v2)
         metadata: metadata for the scheduler, set on the AppDef (e.g. KEY1=v1,KEY2=v2)
         max_retries: the number of scheduler retries allowed
         rdzv_port: port on the rank-0 host for the c10d rendezvous store (multi-node only)
         rdzv_backend: the rendezvous backend (multi-node only)
-        rdzv_conf: more rendezvous configuration (e.g. join_timeout=600,close_timeout=600,timeout=600)
+        rdzv_conf: more rendezvous configuration
+            (e.g. join_timeout=600,close_timeout=600,timeout=600)
         mounts: mounts for the workers (e.g. type=bind,src=/host,dst=/job[,readonly])
         debug: set the torch distributed debug environment variables
         tee: tee these streams to console and file: 0 none, 1 stdout, 2 stderr, 3 both

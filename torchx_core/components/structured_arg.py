@@ -1,4 +1,6 @@
-"""Structured component arguments: one CLI value that carries several (``torchx.components.structured_arg``).
+"""Structured component arguments: one CLI value that carries several.
+
+TorchX's ``torchx.components.structured_arg``.
 
 ``--name exp/run`` names an experiment and a run for trackers; ``-j 2x8`` gives the number of
 nodes and processes per node (the processes default to the host's GPUs).

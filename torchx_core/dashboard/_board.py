@@ -100,7 +100,7 @@ class Board:
         return self._snaps[scheduler].reads
 
     def rows(self, filters: Filters = Filters()) -> tuple[list[AppRow], dict[str, str]]:
-        """The apps passing ``filters``, newest first, and ``{scheduler: error}`` of failed reads."""
+        """The apps passing ``filters``, newest first; ``{scheduler: error}`` of failed reads."""
         rows: list[AppRow] = []
         errors: dict[str, str] = {}
         for sched in self.schedulers:

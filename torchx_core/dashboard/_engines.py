@@ -2,10 +2,14 @@
 
 Owner tokens (recorded by the adapters through ``Runner.set_owner``)::
 
-    airflow:<dag>/<task>/<run>/<map index>#try=<n>      -> <airflow>/dags/<dag>/runs/<run>/tasks/<task>
-    prefect:<flow run>#run=<n>/<task>/<task run>#try=<n> -> <prefect>/runs/flow-run/<flow run>
-    prefect-worker:<flow run>                          -> <prefect>/runs/flow-run/<flow run>
-    kfp:<job>/<task>/<task id>@<host>/<pid>             -> <kfp>/#/runs/details/<job>
+    airflow:<dag>/<task>/<run>/<map index>#try=<n>
+        -> <airflow>/dags/<dag>/runs/<run>/tasks/<task>
+    prefect:<flow run>#run=<n>/<task>/<task run>#try=<n>
+        -> <prefect>/runs/flow-run/<flow run>
+    prefect-worker:<flow run>
+        -> <prefect>/runs/flow-run/<flow run>
+    kfp:<job>/<task>/<task id>@<host>/<pid>
+        -> <kfp>/#/runs/details/<job>
 
 The engines' base URLs are given to ``torchx dashboard --engine-url airflow=http://...``; without
 one the owner is shown as text.

@@ -9,7 +9,8 @@
   an ``Origin`` equal to the dashboard's and ``Sec-Fetch-Site`` of ``same-origin``; otherwise 403.
   No CORS header is ever sent, so other sites cannot read pages either.
 * Every response carries a strict Content-Security-Policy (scripts and styles only from the
-  dashboard's own ``/static``, no inline script), ``nosniff``, ``same-origin`` referrers and no framing.
+  dashboard's own ``/static``, no inline script), ``nosniff``, ``same-origin`` referrers and no
+  framing.
 """
 
 from __future__ import annotations

@@ -238,7 +238,8 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
 
     def logs_download(request: Request) -> Response:
         ref = log_ref(request)
-        name = f"{ref.handle.rsplit('/', 1)[-1]}-{ref.role}-{ref.k}{'-' + ref.stream if ref.stream else ''}.log"
+        stream = f"-{ref.stream}" if ref.stream else ""
+        name = f"{ref.handle.rsplit('/', 1)[-1]}-{ref.role}-{ref.k}{stream}.log"
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         return StreamingResponse(
             whole(runner, ref),

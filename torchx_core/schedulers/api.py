@@ -3,12 +3,12 @@
 A backend subclasses :class:`Scheduler` and fills in a few hooks. The public, final-by-convention
 methods (``submit``, ``submit_dryrun``, ``cancel``, ``delete``) are template methods built on them:
 
-* ``_submit_dryrun(app, cfg)`` – pure: builds the native request (no cluster access);
-* ``schedule(dryrun_info)`` – the only call with side effects: submits the request, returns app id;
-* ``describe(app_id)`` – status (``None`` when the app is unknown);
-* ``list()`` – the apps this scheduler can see;
-* ``_cancel_existing(app_id)`` – cancels an app known to exist;
-* ``log_iter(...)`` – optional: the log lines of one replica.
+* ``_submit_dryrun(app, cfg)`` - pure: builds the native request (no cluster access);
+* ``schedule(dryrun_info)`` - the only call with side effects: submits the request, returns app id;
+* ``describe(app_id)`` - status (``None`` when the app is unknown);
+* ``list()`` - the apps this scheduler can see;
+* ``_cancel_existing(app_id)`` - cancels an app known to exist;
+* ``log_iter(...)`` - optional: the log lines of one replica.
 
 A backend missing an abstract hook fails when instantiated, not when the hook is first called.
 """

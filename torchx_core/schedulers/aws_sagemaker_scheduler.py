@@ -1,4 +1,4 @@
-"""``torchx_core.schedulers.aws_sagemaker_scheduler``: TorchX's import path of this backend, an alias.
+"""TorchX's import path ``torchx_core.schedulers.aws_sagemaker_scheduler``, an alias.
 
 The code lives in :mod:`torchx_core.schedulers.aws.sagemaker`; this module IS that module (the same
 object in ``sys.modules``), so every name, private ones and ``mock.patch`` targets included,

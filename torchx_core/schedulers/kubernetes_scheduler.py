@@ -1,8 +1,8 @@
 """``torchx_core.schedulers.kubernetes_scheduler``: TorchX's import path of this backend, an alias.
 
-The code lives in :mod:`torchx_core.schedulers.kubernetes.scheduler`; this module IS that module (the same
-object in ``sys.modules``), so every name, private ones and ``mock.patch`` targets included,
-works under both paths.
+The code lives in :mod:`torchx_core.schedulers.kubernetes.scheduler`; this module IS that module
+(the same object in ``sys.modules``), so every name, private ones and ``mock.patch`` targets
+included, works under both paths.
 """
 
 import sys

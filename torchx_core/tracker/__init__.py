@@ -32,5 +32,5 @@ __all__ = ["AppRun", "app_run_from_env"]
 
 
 def app_run_from_env() -> AppRun:
-    """The :class:`~torchx_core.tracker.api.AppRun` of this process (see ``AppRun.run_from_env``)."""
+    """The :class:`~torchx_core.tracker.api.AppRun` of this process (``AppRun.run_from_env``)."""
     return AppRun.run_from_env()

@@ -359,7 +359,10 @@ class MLflowTracker(TrackerBase):
             self._client.log_batch(self.get_run_id(run_name), params=params)
 
     def __repr__(self) -> str:
-        return f"MLflowTracker(experiment={self.experiment_name!r}, tracking_uri={self.tracking_uri!r})"
+        return (
+            f"MLflowTracker(experiment={self.experiment_name!r},"
+            f" tracking_uri={self.tracking_uri!r})"
+        )
 
 
 def _primitive(v: object) -> bool:

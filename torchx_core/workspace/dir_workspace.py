@@ -1,4 +1,6 @@
-"""Directory workspaces: the job runs from a copy of the workspace (``torchx.workspace.dir_workspace``).
+"""Directory workspaces: the job runs from a copy of the workspace.
+
+TorchX's ``torchx.workspace.dir_workspace``.
 
 Mix one of these into a scheduler whose replicas read a shared or local filesystem:
 :class:`DirWorkspaceMixin` copies into the ``job_dir`` run option, :class:`TmpDirWorkspaceMixin`

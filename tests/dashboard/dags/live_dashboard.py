@@ -1,5 +1,6 @@
-"""The DAG of the dashboard's Airflow link test (``tests/dashboard/test_dashboard_airflow_link.py``):
-one TorchX task on the ``torchx_dashboard`` connection, whose ``dashboard_url`` the test sets."""
+"""The DAG of the dashboard's Airflow link test (``test_dashboard_airflow_link.py``).
+
+One TorchX task on the ``torchx_dashboard`` connection, whose ``dashboard_url`` the test sets."""
 
 from __future__ import annotations
 

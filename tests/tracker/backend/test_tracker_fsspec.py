@@ -85,7 +85,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_reads_a_torchx_written_layout(tmp_path: Path) -> None:
-    """Directories written by TorchX's FsspecTracker (b32 run dirs, extension-less entries) read back."""
+    """Directories written by TorchX's FsspecTracker (b32 run dirs, bare entries) read back."""
     run_dir = tmp_path / base64.b32encode(RUN.encode()).decode()
     (run_dir / "metadata").mkdir(parents=True)
     (run_dir / "metadata" / "1700000000000000000").write_text(json.dumps({"metadata": {"a": 1}}))

@@ -1,4 +1,7 @@
-"""``python -m torchx_core.components._apps.copy_main --src URL --dst URL``: copy one file (fsspec)."""
+"""Copies one file (fsspec).
+
+``python -m torchx_core.components._apps.copy_main --src URL --dst URL``
+"""
 
 from __future__ import annotations
 

@@ -281,7 +281,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         opts = DockerOpts.from_cfg(self._scheduler_cfg(cfg))
         if opts.pull_policy not in PULL_POLICIES:
             raise SchedulerError(
-                f"pull_policy={opts.pull_policy!r} is not valid; use one of {', '.join(PULL_POLICIES)}"
+                f"pull_policy={opts.pull_policy!r} is not valid;"
+                f" use one of {', '.join(PULL_POLICIES)}"
             )
         # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
         app_id = unique_id(app.name, APP_ID_RULES)

@@ -354,5 +354,5 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
 def create_scheduler(
     session_name: str, client: Any | None = None, **kwargs: Any
 ) -> KubernetesMCADScheduler:
-    """Creates the ``kubernetes_mcad`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
+    """Creates the ``kubernetes_mcad`` scheduler (``client``: an optional kubernetes ApiClient)."""
     return KubernetesMCADScheduler(session_name=session_name, client=client)

@@ -4,9 +4,10 @@
   Job with one task per replica (``{role}-{replica_id}``), ``minAvailable`` from ``min_replicas``
   (elastic), ``maxRetry`` and restart policies from ``max_retries``/``RetryPolicy``, the ``svc``
   plugin for DNS so replicas find rank 0 (see ``rank0_host``).
-* **JobSet** (``job_kind=jobset``, no Volcano needed, Kueue-friendly): a ``jobset.x-k8s.io/v1alpha2``
-  JobSet with one replicated Job per role (an Indexed Job with ``num_replicas`` pods), DNS hostnames
-  on, and the ``kueue.x-k8s.io/queue-name`` label when ``queue`` is set.
+* **JobSet** (``job_kind=jobset``, no Volcano needed, Kueue-friendly): a
+  ``jobset.x-k8s.io/v1alpha2`` JobSet with one replicated Job per role (an Indexed Job with
+  ``num_replicas`` pods), DNS hostnames on, and the ``kueue.x-k8s.io/queue-name`` label when
+  ``queue`` is set.
 
 Both carry the same env (``TORCHX_RANK0_HOST``, the ``rank0_env`` macro), labels, pods (see
 ``_k8s_pods``) and the ``kubernetes``/``V1Pod``, ``kubernetes``/``VolcanoJob`` and
@@ -110,9 +111,9 @@ class KubernetesOpts(StructuredOpts):
     namespace: str | None = None
     """Kubernetes namespace (default: the kubeconfig context's namespace, else `default`)."""
     job_kind: str = "volcano"
-    """`volcano` (a Volcano Job, the default) or `jobset` (a JobSet; no Volcano needed, works with Kueue)."""
+    """`volcano` (a Volcano Job, the default) or `jobset` (a JobSet: no Volcano; Kueue works)."""
     queue: str | None = None
-    """Volcano queue (volcano) or Kueue LocalQueue name (jobset: sets the kueue.x-k8s.io/queue-name label)."""
+    """Volcano queue, or Kueue LocalQueue (jobset: sets the kueue.x-k8s.io/queue-name label)."""
     service_account: str | None = None
     """Service account the pods run as."""
     image_pull_secrets: list[str] | None = None

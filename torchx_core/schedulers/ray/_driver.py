@@ -56,7 +56,7 @@ class CommandActor:
             text=True,
             errors="replace",
             # only a prctl() call between fork and exec: no locks that other threads could hold
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=_die_with_parent,
         )
         for line in self.proc.stdout or ():
             print(prefix + line, end="", flush=True)
@@ -102,7 +102,7 @@ def main() -> int:
         h.run.remote(
             a["command"], {**a["env"], RANK0_ENV: rank0}, f"[{a['role']}/{a['replica_id']}] "
         ): a
-        for h, a in zip(handles, actors)
+        for h, a in zip(handles, actors, strict=True)
     }
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)

@@ -237,8 +237,8 @@ def parse_sacct(text: str) -> list[SlurmJobRecord]:
         if len(cols) < n:
             logger.debug("skipping sacct line %r", line)
             continue
-        cols = cols[: n - 1] + ["|".join(cols[n - 1 :])]
-        row = dict(zip(SACCT_FIELDS, cols))
+        cols = [*cols[: n - 1], "|".join(cols[n - 1 :])]
+        row = dict(zip(SACCT_FIELDS, cols, strict=True))
         job_id = row["JobID"]
         if "." in job_id:  # a step (only without -X)
             continue

@@ -15,7 +15,8 @@
   (``scontrol requeue``) while ``SLURM_RESTART_COUNT`` is below it. Slurm delays a requeued job's
   start (by about two minutes on 22.05).
 * **Logs**: each replica writes ``slurm-{app_id}-{role}-{replica_id}.out`` (stdout) and
-  ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the submitting process's cwd. The dir is the job's
+  ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the
+  submitting process's cwd. The dir is the job's
   ``--chdir``, so ``log_iter`` finds it again through Slurm from any process.
 * **Status**: ``describe`` asks ``squeue --json`` (filtered client side: Slurm 22.05 ignores
   ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten; :meth:`describe_many` and

@@ -1,1 +1,1 @@
-"""Tracker backends shipped with torchx-suite (``fsspec``; MLflow is ``torchx_core.tracker.mlflow``)."""
+"""Tracker backends shipped with torchx-suite: ``fsspec`` (MLflow: ``tracker.mlflow``)."""
