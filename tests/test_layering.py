@@ -10,7 +10,7 @@ Every import counts: module level, inside functions, and under ``TYPE_CHECKING``
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -125,81 +125,96 @@ _DASHBOARD = (
 )
 
 
+def _core_import(imp: str) -> bool:
+    """An import of a ``torchx_core`` module (the package's own ``__init__`` excepted)."""
+    return _under(imp, "torchx_core") and imp != "torchx_core"
+
+
+def _only(imp: str, allowed: Iterable[str]) -> bool:
+    return any(_under(imp, a) for a in allowed)
+
+
+def _specs_rule(mod: str, imp: str) -> Iterator[str]:
+    if (
+        _under(mod, "torchx_core.specs")
+        and _core_import(imp)
+        and not _only(imp, ("torchx_core.specs", *_BASE))
+    ):
+        yield "specs may only import torchx_core.specs, .plugins and .util"
+
+
+def _base_rule(mod: str, imp: str) -> Iterator[str]:
+    for low, allowed in _BASE.items():
+        if _under(mod, low) and _core_import(imp) and not _only(imp, allowed):
+            yield f"{low} may only import {', '.join(allowed)}"
+
+
+def _job_side_rule(mod: str, imp: str) -> Iterator[str]:
+    for job_side, allowed in _JOB_SIDE.items():
+        if _under(mod, job_side) and _core_import(imp) and not _only(imp, allowed):
+            yield f"job-side {job_side} may only import {', '.join(allowed)}"
+
+
+def _scheduler_rule(mod: str, imp: str) -> Iterator[str]:
+    if not (_under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace")):
+        return
+    for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
+        if _under(imp, upper):
+            yield f"schedulers/workspace must not import {upper}"
+    mine, theirs = scheduler_of(mod), scheduler_of(imp)
+    if theirs is not None and theirs != mine:
+        owner = f"the {mine} scheduler" if mine else "a neutral scheduler helper"
+        yield f"{owner} must not import the {theirs} scheduler"
+
+
+def _runner_rule(mod: str, imp: str) -> Iterator[str]:
+    if _under(mod, "torchx_core.runner") and _under(imp, "torchx_core.cli"):
+        yield "runner must not import cli"
+
+
+def _dashboard_rule(mod: str, imp: str) -> Iterator[str]:
+    if (
+        _under(imp, "torchx_core.dashboard")
+        and not _under(mod, "torchx_core.dashboard")
+        and mod != "torchx_core.cli.cmd_dashboard"
+    ):
+        yield "only the `torchx dashboard` command imports the dashboard"
+    if _under(mod, "torchx_core.dashboard") and _core_import(imp) and not _only(imp, _DASHBOARD):
+        yield f"the dashboard may only import {', '.join(_DASHBOARD)}"
+
+
+def _adapter_rule(mod: str, imp: str) -> Iterator[str]:
+    for adapter in ADAPTERS:
+        if not _under(mod, adapter):
+            continue
+        if _core_import(imp) and not _only(imp, ("torchx_core.specs", "torchx_core.runner")):
+            yield "adapters use only torchx_core.specs / torchx_core.runner"
+        if _under(imp, "torchx_core") and any(part.startswith("_") for part in imp.split(".")):
+            yield "adapters use only the public API (no private names)"
+        if any(other != adapter and _under(imp, other) for other in ADAPTERS):
+            yield "adapters must not import another adapter"
+
+
+_RULES: tuple[Callable[[str, str], Iterator[str]], ...] = (
+    _specs_rule,
+    _base_rule,
+    _job_side_rule,
+    _scheduler_rule,
+    _runner_rule,
+    _dashboard_rule,
+    _adapter_rule,
+)
+
+
 def violations() -> list[str]:
     found: list[str] = []
     for path in _source_files():
         mod = _module_name(path)
         rel = path.relative_to(REPO)
         for line, imp in imports_of(path):
-            where = f"{rel}:{line} imports {imp}"
-            if (
-                _under(mod, "torchx_core.specs")
-                and _under(imp, "torchx_core")
-                and not any(_under(imp, low) for low in ("torchx_core.specs", *_BASE))
-                and imp != "torchx_core"
-            ):
-                found.append(
-                    f"{where}: specs may only import torchx_core.specs, .plugins and .util"
-                )
-            for low, allowed in _BASE.items():
-                if (
-                    _under(mod, low)
-                    and _under(imp, "torchx_core")
-                    and imp != "torchx_core"
-                    and not any(_under(imp, a) for a in allowed)
-                ):
-                    found.append(f"{where}: {low} may only import {', '.join(allowed)}")
-            for job_side, allowed in _JOB_SIDE.items():
-                if (
-                    _under(mod, job_side)
-                    and _under(imp, "torchx_core")
-                    and imp != "torchx_core"
-                    and not any(_under(imp, a) for a in allowed)
-                ):
-                    found.append(
-                        f"{where}: job-side {job_side} may only import {', '.join(allowed)}"
-                    )
-            if _under(mod, "torchx_core.schedulers") or _under(mod, "torchx_core.workspace"):
-                for upper in ("torchx_core.runner", "torchx_core.cli", "torchx_core.components"):
-                    if _under(imp, upper):
-                        found.append(f"{where}: schedulers/workspace must not import {upper}")
-                mine, theirs = scheduler_of(mod), scheduler_of(imp)
-                if theirs is not None and theirs != mine:
-                    owner = f"the {mine} scheduler" if mine else "a neutral scheduler helper"
-                    found.append(f"{where}: {owner} must not import the {theirs} scheduler")
-            if _under(mod, "torchx_core.runner") and _under(imp, "torchx_core.cli"):
-                found.append(f"{where}: runner must not import cli")
-            if (
-                _under(imp, "torchx_core.dashboard")
-                and not _under(mod, "torchx_core.dashboard")
-                and mod != "torchx_core.cli.cmd_dashboard"
-            ):
-                found.append(f"{where}: only the `torchx dashboard` command imports the dashboard")
-            if (
-                _under(mod, "torchx_core.dashboard")
-                and _under(imp, "torchx_core")
-                and imp != "torchx_core"
-                and not any(_under(imp, a) for a in _DASHBOARD)
-            ):
-                found.append(f"{where}: the dashboard may only import {', '.join(_DASHBOARD)}")
-            for adapter in ADAPTERS:
-                if not _under(mod, adapter):
-                    continue
-                if (
-                    _under(imp, "torchx_core")
-                    and imp != "torchx_core"
-                    and not (_under(imp, "torchx_core.specs") or _under(imp, "torchx_core.runner"))
-                ):
-                    found.append(
-                        f"{where}: adapters use only torchx_core.specs / torchx_core.runner"
-                    )
-                if _under(imp, "torchx_core") and any(
-                    part.startswith("_") for part in imp.split(".")
-                ):
-                    found.append(f"{where}: adapters use only the public API (no private names)")
-                for other in ADAPTERS:
-                    if other != adapter and _under(imp, other):
-                        found.append(f"{where}: adapters must not import another adapter")
+            found += [
+                f"{rel}:{line} imports {imp}: {msg}" for rule in _RULES for msg in rule(mod, imp)
+            ]
     return found
 
 

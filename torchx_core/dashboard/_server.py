@@ -26,7 +26,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from torchx_core.dashboard._board import Board, Filters
-from torchx_core.dashboard._logs import InvalidLogRequestError, LogRef, follow, tail, whole
+from torchx_core.dashboard._logs import (
+    Follower,
+    InvalidLogRequestError,
+    LogRef,
+    follow,
+    tail,
+    whole,
+)
 from torchx_core.dashboard._pages import age, app_page
 from torchx_core.dashboard._security import Guard
 from torchx_core.specs import AppState
@@ -84,28 +91,62 @@ def _env() -> Environment:
     return env
 
 
-def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
-    """The ASGI application of a dashboard over ``runner`` (wrapped in its security guard),
-    and the board of apps it serves (its read counters are what benchmarks look at)."""
-    board = Board(runner, settings.schedulers, settings.refresh, settings.cfgs)
-    env = _env()
-    csrf = secrets.token_urlsafe(24)
-    guard_box: list[Guard] = []
+async def _events(follower: Follower) -> AsyncIterator[str]:
+    """The server-sent events of a log follow: batches of lines, then an ``end`` event."""
+    # the follower's thread reads; this loop only drains its queue (no pool thread held)
+    try:
+        yield ": following\n\n"
+        idle = 0
+        while True:
+            lines = follower.batch(0)
+            if lines:
+                idle = 0
+                yield f"data: {json.dumps(lines)}\n\n"
+            elif follower.drained():
+                yield f"event: end\ndata: {json.dumps(follower.error)}\n\n"
+                return
+            else:
+                idle += 1
+                if idle % 100 == 0:
+                    yield ": idle\n\n"  # notices a closed browser
+                await asyncio.sleep(_FOLLOW_POLL_S)
+    finally:
+        follower.stop()
 
-    def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
-        body = env.get_template(name).render(
-            csrf=csrf,
-            refresh_ms=int(settings.refresh * 1000),
-            schedulers=board.schedulers,
+
+def _int_param(request: Request, name: str, default: str, problem: str) -> int:
+    """The integer query parameter ``name``; a :class:`BadRequest` saying ``problem`` if not one."""
+    try:
+        return int(request.query_params.get(name, default))
+    except ValueError as e:
+        raise BadRequest(problem.format(request.query_params.get(name))) from e
+
+
+class _Pages:
+    """The pages of one dashboard: each route a method over the runner, board and templates."""
+
+    def __init__(self, runner: Runner, settings: Settings, board: Board, csrf: str) -> None:
+        self.runner = runner
+        self.settings = settings
+        self.board = board
+        self.csrf = csrf
+        self.env = _env()
+        self.guard: Guard | None = None  # set by create_app once the guard wraps the routes
+
+    def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        body = self.env.get_template(name).render(
+            csrf=self.csrf,
+            refresh_ms=int(self.settings.refresh * 1000),
+            schedulers=self.board.schedulers,
             path=request.url.path,
             **ctx,
         )
         return HTMLResponse(body, status_code=status)
 
-    def error(request: Request, status: int, message: str) -> HTMLResponse:
-        return render(request, "error.html", status=status, message=message)
+    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
+        return self.render(request, "error.html", status=status, message=message)
 
-    def handle_of(request: Request) -> str:
+    def handle_of(self, request: Request) -> str:
         from torchx_core.specs import parse_app_handle
 
         handle = request.query_params.get("handle", "")
@@ -113,20 +154,17 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             sched = parse_app_handle(handle).scheduler_backend
         except TorchXError as e:
             raise BadRequest(f"bad app handle {handle!r}: {e}") from e
-        if sched not in board.schedulers:
+        if sched not in self.board.schedulers:
             raise BadRequest(
                 f"scheduler {sched!r} of {handle!r} is not shown by this dashboard"
-                f" (shown: {', '.join(board.schedulers)}; start it with -s {sched})"
+                f" (shown: {', '.join(self.board.schedulers)}; start it with -s {sched})"
             )
         return handle
 
-    def filters(request: Request) -> Filters:
+    def apps_ctx(self, request: Request) -> dict[str, Any]:
         q = request.query_params
-        return Filters(q.get("scheduler", ""), q.get("state", ""), q.get("name", ""))
-
-    def apps_ctx(request: Request) -> dict[str, Any]:
-        f = filters(request)
-        rows, errors = board.rows(f)
+        f = Filters(q.get("scheduler", ""), q.get("state", ""), q.get("name", ""))
+        rows, errors = self.board.rows(f)
         return {
             "rows": rows,
             "errors": errors,
@@ -135,63 +173,67 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
             "query": urlencode({"scheduler": f.scheduler, "state": f.state, "name": f.name}),
         }
 
-    def apps(request: Request) -> Response:
-        return render(request, "apps.html", **apps_ctx(request))
+    def apps(self, request: Request) -> Response:
+        return self.render(request, "apps.html", **self.apps_ctx(request))
 
-    def apps_rows(request: Request) -> Response:
-        return render(request, "_rows.html", **apps_ctx(request))
+    def apps_rows(self, request: Request) -> Response:
+        return self.render(request, "_rows.html", **self.apps_ctx(request))
 
-    def app(request: Request) -> Response:
+    def app(self, request: Request) -> Response:
         show_env = request.query_params.get("show_env") == "1"
-        page = app_page(runner, handle_of(request), settings.engine_urls, show_env=show_env)
-        return render(request, "app.html", page=page, show_env=show_env)
+        page = app_page(
+            self.runner, self.handle_of(request), self.settings.engine_urls, show_env=show_env
+        )
+        return self.render(request, "app.html", page=page, show_env=show_env)
 
-    def app_status(request: Request) -> Response:
-        page = app_page(runner, handle_of(request), settings.engine_urls, with_details=False)
-        return render(request, "_status.html", page=page)
+    def app_status(self, request: Request) -> Response:
+        page = app_page(
+            self.runner, self.handle_of(request), self.settings.engine_urls, with_details=False
+        )
+        return self.render(request, "_status.html", page=page)
 
-    def confirm(request: Request) -> Response:
+    def confirm(self, request: Request) -> Response:
         action = request.query_params.get("action", "")
         if action not in ACTIONS:
             raise BadRequest(f"action {action!r} is not one of {', '.join(ACTIONS)}")
-        return render(request, "confirm.html", handle=handle_of(request), action=action)
+        return self.render(request, "confirm.html", handle=self.handle_of(request), action=action)
 
-    async def act(request: Request) -> Response:
+    async def act(self, request: Request) -> Response:
         form = await request.form()
-        if not guard_box[0].csrf_ok(str(form.get("csrf", ""))):
-            return error(request, 403, "the form's CSRF token is missing or wrong; reload the page")
+        assert self.guard is not None  # create_app sets it before serving
+        if not self.guard.csrf_ok(str(form.get("csrf", ""))):
+            return self.error(
+                request, 403, "the form's CSRF token is missing or wrong; reload the page"
+            )
         action, handle = str(form.get("action", "")), str(form.get("handle", ""))
         if action not in ACTIONS:
             raise BadRequest(f"action {action!r} is not one of {', '.join(ACTIONS)}")
         request.scope["query_string"] = urlencode({"handle": handle}).encode()
-        handle = handle_of(Request(request.scope))
+        handle = self.handle_of(Request(request.scope))
         if action == "cancel":
-            await run_in_threadpool(runner.cancel, handle)
+            await run_in_threadpool(self.runner.cancel, handle)
         else:
-            await run_in_threadpool(runner.delete, handle)
+            await run_in_threadpool(self.runner.delete, handle)
             return RedirectResponse("/", status_code=303)
         return RedirectResponse(f"/app?handle={quote(handle, safe='')}", status_code=303)
 
-    def log_ref(request: Request) -> LogRef:
+    def log_ref(self, request: Request) -> LogRef:
         q = request.query_params
-        try:
-            k = int(q.get("k", "0"))
-        except ValueError as e:
-            raise BadRequest(f"replica index k={q.get('k')!r} is not an integer") from e
+        k = _int_param(request, "k", "0", "replica index k={!r} is not an integer")
         role = q.get("role", "")
         if not role:
             raise BadRequest("role is required (the role whose replica's log to show)")
-        ref = LogRef(handle_of(request), role, k, q.get("stream", ""), q.get("regex", ""))
+        ref = LogRef(self.handle_of(request), role, k, q.get("stream", ""), q.get("regex", ""))
         ref.check()
         return ref
 
-    def logs(request: Request) -> Response:
-        ref = log_ref(request)
-        try:
-            n = max(1, min(int(request.query_params.get("n", settings.tail_lines)), 100_000))
-        except ValueError as e:
-            raise BadRequest(f"n={request.query_params.get('n')!r} is not a number of lines") from e
-        lines, count = tail(runner, ref, n)
+    def logs(self, request: Request) -> Response:
+        ref = self.log_ref(request)
+        asked = _int_param(
+            request, "n", str(self.settings.tail_lines), "n={!r} is not a number of lines"
+        )
+        n = max(1, min(asked, 100_000))
+        lines, count = tail(self.runner, ref, n)
         query = urlencode(
             {
                 "handle": ref.handle,
@@ -201,85 +243,74 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
                 "regex": ref.regex,
             }
         )
-        return render(request, "logs.html", ref=ref, lines=lines, count=count, n=n, query=query)
-
-    async def logs_stream(request: Request) -> Response:
-        ref = log_ref(request)
-        try:
-            skip = max(0, int(request.query_params.get("skip", "0")))
-        except ValueError as e:
-            raise BadRequest("skip must be a number of lines") from e
-        follower = follow(runner, ref, skip)
-
-        async def events() -> AsyncIterator[str]:
-            # the follower's thread reads; this loop only drains its queue (no pool thread held)
-            try:
-                yield ": following\n\n"
-                idle = 0
-                while True:
-                    lines = follower.batch(0)
-                    if lines:
-                        idle = 0
-                        yield f"data: {json.dumps(lines)}\n\n"
-                    elif follower.drained():
-                        yield f"event: end\ndata: {json.dumps(follower.error)}\n\n"
-                        return
-                    else:
-                        idle += 1
-                        if idle % 100 == 0:
-                            yield ": idle\n\n"  # notices a closed browser
-                        await asyncio.sleep(_FOLLOW_POLL_S)
-            finally:
-                follower.stop()
-
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+        return self.render(
+            request, "logs.html", ref=ref, lines=lines, count=count, n=n, query=query
         )
 
-    def logs_download(request: Request) -> Response:
-        ref = log_ref(request)
+    async def logs_stream(self, request: Request) -> Response:
+        ref = self.log_ref(request)
+        skip = max(0, _int_param(request, "skip", "0", "skip must be a number of lines"))
+        return StreamingResponse(
+            _events(follow(self.runner, ref, skip)),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    def logs_download(self, request: Request) -> Response:
+        ref = self.log_ref(request)
         stream = f"-{ref.stream}" if ref.stream else ""
         name = f"{ref.handle.rsplit('/', 1)[-1]}-{ref.role}-{ref.k}{stream}.log"
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         return StreamingResponse(
-            whole(runner, ref),
+            whole(self.runner, ref),
             media_type="text/plain; charset=utf-8",
             headers={"content-disposition": f'attachment; filename="{safe}"'},
         )
 
-    def guarded(fn: Any) -> Any:
+    def guarded(self, fn: Any) -> Any:
+        """``fn`` as an endpoint: errors become error pages (400, 404 or 500)."""
+
         async def endpoint(request: Request) -> Response:
             try:
                 if asyncio.iscoroutinefunction(fn):
                     return await fn(request)
                 return await run_in_threadpool(fn, request)
             except (BadRequest, InvalidLogRequestError) as e:
-                return error(request, 400, str(e))
+                return self.error(request, 400, str(e))
             except TorchXError as e:
-                return error(
+                return self.error(
                     request,
                     404 if "nknown" in type(e).__name__ else 500,
                     f"{type(e).__name__}: {e}",
                 )
             except Exception as e:  # a backend's own error, shown on the page
                 logger.warning("%s %s failed", request.method, request.url.path, exc_info=True)
-                return error(request, 500, f"{type(e).__name__}: {e}")
+                return self.error(request, 500, f"{type(e).__name__}: {e}")
 
         return endpoint
 
-    routes = [
-        Route("/", guarded(apps)),
-        Route("/rows", guarded(apps_rows)),
-        Route("/app", guarded(app)),
-        Route("/app/status", guarded(app_status)),
-        Route("/app/confirm", guarded(confirm)),
-        Route("/app/action", guarded(act), methods=["POST"]),
-        Route("/logs", guarded(logs)),
-        Route("/logs/stream", guarded(logs_stream)),
-        Route("/logs/download", guarded(logs_download)),
-        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-    ]
-    inner = Starlette(routes=routes)
-    guard = Guard(inner, settings.token, csrf, settings.loopback)
-    guard_box.append(guard)
+    def routes(self) -> list[Route | Mount]:
+        g = self.guarded
+        return [
+            Route("/", g(self.apps)),
+            Route("/rows", g(self.apps_rows)),
+            Route("/app", g(self.app)),
+            Route("/app/status", g(self.app_status)),
+            Route("/app/confirm", g(self.confirm)),
+            Route("/app/action", g(self.act), methods=["POST"]),
+            Route("/logs", g(self.logs)),
+            Route("/logs/stream", g(self.logs_stream)),
+            Route("/logs/download", g(self.logs_download)),
+            Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+        ]
+
+
+def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
+    """The ASGI application of a dashboard over ``runner`` (wrapped in its security guard),
+    and the board of apps it serves (its read counters are what benchmarks look at)."""
+    board = Board(runner, settings.schedulers, settings.refresh, settings.cfgs)
+    csrf = secrets.token_urlsafe(24)
+    pages = _Pages(runner, settings, board, csrf)
+    guard = Guard(Starlette(routes=pages.routes()), settings.token, csrf, settings.loopback)
+    pages.guard = guard
     return guard, board
