@@ -101,7 +101,7 @@ def test_dump_yaml_round_trips_inf_and_nan() -> None:
 def test_overlay_url_of_a_missing_filesystem_is_a_typed_error() -> None:
     pytest.importorskip("fsspec")
     try:
-        import s3fs  # noqa: F401
+        import s3fs  # noqa: F401 - only checks it is missing
 
         pytest.fail("s3fs is installed: this test needs a protocol whose package is missing")
     except ImportError:

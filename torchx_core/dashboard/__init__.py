@@ -36,9 +36,9 @@ class MissingDashboardDependencyError(TorchXError, ImportError):
 
 def _require() -> None:
     try:
-        import jinja2  # noqa: F401
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
+        import jinja2  # noqa: F401 - only checks it is installed
+        import starlette  # noqa: F401 - only checks it is installed
+        import uvicorn  # noqa: F401 - only checks it is installed
     except ImportError as e:
         raise MissingDashboardDependencyError(
             f"`torchx dashboard` needs Starlette, uvicorn and Jinja2 ({e}); install them with"

@@ -165,11 +165,11 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
             page.run_options = [
                 (k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())
             ]
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
         page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")
     try:
         page.owner = engine_link(runner.owner(page.handle), engine_urls)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
         page.problems.append(f"owner unavailable: {type(e).__name__}: {e}")
     if page.status is not None and page.status.state.name in ("FAILED", "CANCELLED"):
         from torchx_core.runner.lifecycle import AppLifecycle
@@ -183,5 +183,5 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
         if results is not None:
             page.tracker = [(k, display(n), display(v)) for k, n, v in results.rows()]
             page.metrics = metric_bars(results.metrics())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
         page.problems.append(f"tracker unavailable: {type(e).__name__}: {e}")

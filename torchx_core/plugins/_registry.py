@@ -337,7 +337,7 @@ class PluginRegistry:
         try:
             for info in pkgutil.iter_modules(paths):
                 names[info.name] = info.ispkg
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a broken plugin package is recorded, not fatal
             self._record(fqn, f"failed to scan `{fqn}`: {e}")
             return
         for root in paths:  # implicit namespace sub-packages (no __init__.py)
