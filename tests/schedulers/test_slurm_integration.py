@@ -205,7 +205,7 @@ def test_list_and_batched_status(sched: SlurmScheduler, tmp_path: Path) -> None:
         wait(sched, app_id, finished)
     listed = {r.app_id: r.state for r in sched.list()}
     assert all(listed[a] == AppState.SUCCEEDED for a in ids)
-    many = sched.describe_many(ids + ["99999999"])
+    many = sched.describe_many([*ids, "99999999"])
     assert many["99999999"] is None
     assert all(many[a].state == AppState.SUCCEEDED for a in ids)  # type: ignore[union-attr]
 
