@@ -23,3 +23,15 @@ def test_workspacefile_writes_cells_into_the_workspace(capsys: pytest.CaptureFix
 def test_version() -> None:
     assert version.__version__ == torchx_core.__version__
     assert version.TORCHX_IMAGE.startswith("ghcr.io/")
+
+
+def test_the_package_version_is_torchx_core_version() -> None:
+    """One source: pyproject.toml's version is dynamic, read by hatchling from ``__version__``."""
+    import importlib.metadata
+    import re
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, re.MULTILINE)
+    assert not re.search(r"^version = ", pyproject, re.MULTILINE)
+    assert '[tool.hatch.version]\npath = "torchx_core/__init__.py"\n' in pyproject
+    assert importlib.metadata.version("torchx-suite") == torchx_core.__version__
