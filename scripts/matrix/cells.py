@@ -64,8 +64,23 @@ _KFP_USE = (
     "unit tests; a launcher step compiled and run with"
     " `kfp.local.SubprocessRunner(use_venv=False)`; kfp-kubernetes settings compiled"
 )
-_CORE_UNIT = ("tests/specs", "tests/runner", "tests/cli", "-m", "not integration")
-_CORE_USE = "torchx_core unit tests (specs, runner, cli)"
+#: the core's unit tests that need no extra (the backends' and adapters' need their clients)
+_CORE_UNIT = (
+    "tests/specs",
+    "tests/runner",
+    "tests/cli",
+    "tests/util",
+    "tests/plugins",
+    "tests/components",
+    "tests/runtime",
+    "tests/test_import_hygiene.py",
+    "-m",
+    "not integration",
+)
+_CORE_USE = (
+    "torchx_core unit tests that need no extra (specs, runner, cli, util, plugins, components,"
+    " runtime, import hygiene)"
+)
 
 CELLS: tuple[Cell, ...] = (
     Cell(
