@@ -37,8 +37,8 @@ def dashboard(airflow_deployment: AirflowDeployment) -> Iterator[str]:  # noqa: 
 
 
 def test_the_extra_link_of_a_real_task_opens_its_app_page(
-    airflow_deployment: AirflowDeployment,
-    dashboard: str,  # noqa: F811
+    airflow_deployment: AirflowDeployment,  # noqa: F811 - the fixture imported above
+    dashboard: str,
 ) -> None:
     dep = airflow_deployment
     dep.cli("connections", "delete", CONN_ID, check=False)

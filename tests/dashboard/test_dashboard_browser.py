@@ -42,8 +42,9 @@ def _py_role(name: str, code: str) -> Role:
 
 @pytest.fixture(scope="module")
 def env(
-    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:  # noqa: F811
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture imported above
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, str]]:
     root = tmp_path_factory.mktemp("local-root")
     saved = os.environ.get("TORCHX_LOCAL_ROOT")
     os.environ["TORCHX_LOCAL_ROOT"] = str(root)

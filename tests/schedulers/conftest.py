@@ -4,7 +4,7 @@
 file are imported instead; this directory is on ``sys.path`` while its tests run.)
 """
 
-from aws_fixtures import *
-from docker_fixtures import *
-from kubernetes_fixtures import *
-from ray_fixtures import *
+from aws_fixtures import *  # noqa: F403 - pytest finds the fixtures by name
+from docker_fixtures import *  # noqa: F403 - pytest finds the fixtures by name
+from kubernetes_fixtures import *  # noqa: F403 - pytest finds the fixtures by name
+from ray_fixtures import *  # noqa: F403 - pytest finds the fixtures by name

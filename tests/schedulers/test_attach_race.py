@@ -50,7 +50,8 @@ def test_two_attempts_at_once_start_one_local_app(
 @pytest.mark.slurm
 @pytest.mark.timeout(900)
 def test_two_attempts_at_once_keep_one_slurm_job(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:  # noqa: F811
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
     result = race("slurm", {"job_dir": str(tmp_path)}, _app(), TRIALS)
     assert check(result, TRIALS) == []

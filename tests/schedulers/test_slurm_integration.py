@@ -334,8 +334,9 @@ def test_workspace_copied_into_job_dir(sched: SlurmScheduler, tmp_path: Path) ->
 
 
 def test_stdout_stderr_apart_and_job_id_exported(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:  # noqa: F811
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
     """Migration break 7, as TorchX: stdout (.out) and stderr (.err) kept apart, and the job
     sees TORCHX_JOB_ID = its app handle (set by the runner, expanded by the batch script)."""
     from torchx_core.runner import get_runner

@@ -60,8 +60,9 @@ def test_owner_is_kept_by_slurm_for_every_process(
 
 
 def test_the_lifecycle_reattaches_to_a_slurm_job_by_name(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:  # noqa: F811
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
     from torchx_core.runner import AppLifecycle, get_runner
 
     app = specs.AppDef("reattach", roles=[_role("worker")])
