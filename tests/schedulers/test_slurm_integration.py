@@ -136,13 +136,16 @@ def test_heterogeneous_multi_role(sched: SlurmScheduler, tmp_path: Path) -> None
 
 
 def test_failing_job(sched: SlurmScheduler, tmp_path: Path) -> None:
-    app = specs.AppDef(
-        "fail",
-        roles=[
-            role("ok", "print('fine')"),
-            role("bad", "import sys; print('boom', file=sys.stderr); sys.exit(3)"),
-        ],
+    # "bad" fails only once "ok" has ended: a replica still running when another fails is
+    # killed by Slurm (exit 143), which is another case than this one (seen on a loaded machine)
+    done = str(tmp_path / "ok.done")
+    ok = f"import os; print('fine', flush=True); open({done!r}, 'w').close(); os._exit(0)"
+    bad = (
+        "import os, sys, time\n"
+        f"for _ in range(6000):\n    if os.path.exists({done!r}): break\n    time.sleep(0.05)\n"
+        "time.sleep(0.5); print('boom', file=sys.stderr); sys.exit(3)"
     )
+    app = specs.AppDef("fail", roles=[role("ok", ok), role("bad", bad)])
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     d = wait(sched, app_id, finished)
     assert d.state == AppState.FAILED
