@@ -21,12 +21,7 @@ from typing import Any
 import pytest
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import (
-    LOCK_FILE,
-    MARKER_FILE,
-    STATUS_FILE,
-    new_instance,
-)
+from torchx_core.schedulers.local._layout import LOCK_FILE, MARKER_FILE, STATUS_FILE, new_instance
 
 APP = "fn-bcdfghjklmnp"
 DAY = 24 * 3600.0

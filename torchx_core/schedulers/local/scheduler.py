@@ -48,20 +48,21 @@ from torchx_core.schedulers.api import (
 )
 from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
-from torchx_core.schedulers.local._state import CorruptAppStateError
-from torchx_core.schedulers.local._supervisor import (
+from torchx_core.schedulers.local._layout import (
     APP_FILE,
     PLAN_FILE,
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
     TORCHX_LAYOUT,
+    cancelled_status,
+    check_status,
     error_file_path,
-    kill_apps_processes,
-    killpg_or_kill,
     log_path,
-    write_json_atomic,
+    write_status,
 )
+from torchx_core.schedulers.local._procs import kill_apps_processes, killpg_or_kill
+from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -405,7 +406,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         for role in app.roles:
             if len(role.name or "") > MAX_NAME_CHARS:
                 problems.append(
-                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at most {MAX_NAME_CHARS}"
+                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at"
+                    f" most {MAX_NAME_CHARS}"
                 )
                 continue
             if not _SAFE_NAME.match(role.name or ""):
@@ -654,7 +656,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             status.update(
                 state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time()
             )
-            write_json_atomic(os.path.join(req.app_dir, STATUS_FILE), status)
+            write_status(req.app_dir, status)
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
@@ -832,11 +834,13 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         roles = {r["name"]: len(r["states"]) for r in status["roles"]}
         if role_name not in roles:
             raise InvalidLogQueryError(
-                f"app {app_id} has no role {role_name!r}; its roles are: {', '.join(roles) or '(none)'}"
+                f"app {app_id} has no role {role_name!r}; its roles are:"
+                f" {', '.join(roles) or '(none)'}"
             )
         if not 0 <= k < roles[role_name]:
             raise InvalidLogQueryError(
-                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1}; got k={k}"
+                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1};"
+                f" got k={k}"
             )
         try:
             stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
@@ -918,10 +922,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             pid = _state.supervisor_pid(app_dir)
         if not pid or not _state.supervisor_alive(app_dir):
             return False
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
         grace = plan.get("grace")
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
@@ -943,14 +945,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
         """Writes a CANCELLED status for an app stopped without its supervisor's help."""
-        if status is None:
-            status = {"v": 1, "app_id": app_id, "name": "", "created": time.time(), "roles": []}
-        for r in status.get("roles", []):
-            r["states"] = "".join("C" if c in "PRU" else c for c in r["states"])
-            r["pids"] = [0] * len(r["states"])
-        status.update(state="CANCELLED", msg="cancelled", ended=time.time(), updated=time.time())
         try:
-            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+            write_status(app_dir, cancelled_status(status, app_id, time.time()))
         except OSError as e:
             logger.warning("app %s: could not record the cancellation: %s", app_id, e)
 
@@ -1014,7 +1010,7 @@ _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace per
 def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
     """``status`` if it is a well-formed status document, else None."""
     try:
-        _state.check_status(status)
+        check_status(status)
     except ValueError:
         return None
     return status
