@@ -55,6 +55,7 @@ from torchx_core.schedulers.local._layout import (
     STATUS_FILE,
     TERMINAL,
     TORCHX_LAYOUT,
+    StatusDoc,
     cancelled_status,
     check_status,
     error_file_path,
@@ -702,14 +703,15 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     ) -> DescribeAppResponse | None:
         if status is None:
             return None
-        failed = status.get("failed")
-        error = status.get("structured_error_msg") or NONE
+        doc = StatusDoc.from_json(status, app_id)
+        failed = doc.failed
+        error = doc.structured_error_msg or NONE
         roles_statuses = []
-        for ridx, r in enumerate(status["roles"]):
-            name = r["name"]
+        for ridx, r in enumerate(doc.roles):
+            name = r.name
             replicas = [
                 ReplicaStatus(k, LOCAL_STATES.get(c, AppState.UNKNOWN), name, "localhost")
-                for k, c in enumerate(r["states"])
+                for k, c in enumerate(r.states)
             ]
             if failed and failed[0] == ridx and failed[1] < len(replicas):
                 replicas[failed[1]].structured_error_msg = error
@@ -717,9 +719,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return _LazyRolesResponse(
             lambda: self._roles(app_id, app_dir),
             app_id=app_id,
-            state=AppState[status["state"]],
-            num_restarts=int(status.get("num_restarts", 0)),
-            msg=status.get("msg") or "",
+            state=AppState[doc.state],
+            num_restarts=doc.num_restarts,
+            msg=doc.msg,
             structured_error_msg=error,
             ui_url=f"file://{os.path.realpath(app_dir)}",
             roles_statuses=roles_statuses,
@@ -765,15 +767,16 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
                 if status is None:
                     continue
-                created = float(status.get("created") or 0.0)
+                doc = StatusDoc.from_json(status, app_id)
+                created = float(doc.created or 0.0)
                 app = ListAppResponse(
                     app_id=app_id,
-                    state=AppState[status["state"]],
+                    state=AppState[doc.state],
                     app_handle=f"{self.backend}://{self.session_name}/{app_id}",
-                    name=status.get("name", ""),
+                    name=doc.name,
                     created=created or None,
                     owner=_owner.read_owner(app_dir),
-                    replicas=_replica_counts(status),
+                    replicas=_replica_counts(doc),
                 )
                 rows.append((created, app_id, app))
         finally:
@@ -831,7 +834,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         status = _state.read_status(app_dir, app_id) if app_dir else None
         if app_dir is None or status is None:
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        roles = {r["name"]: len(r["states"]) for r in status["roles"]}
+        doc = StatusDoc.from_json(status, app_id)
+        roles = {r.name: len(r.states) for r in doc.roles}
         if role_name not in roles:
             raise InvalidLogQueryError(
                 f"app {app_id} has no role {role_name!r}; its roles are:"
@@ -861,8 +865,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 raise InvalidLogQueryError(
                     f"invalid log regex {regex!r}: {e}; pass a Python regular expression"
                 ) from e
-        path = log_path(app_dir, role_name, k, stream, status.get("layout"))
-        if should_tail and status["state"] not in TERMINAL:
+        path = log_path(app_dir, role_name, k, stream, doc.layout)
+        if should_tail and doc.state not in TERMINAL:
             lines: Iterator[str] = _logio.follow(path, app_dir)
         else:
             lines = _logio.read_lines(path)
@@ -1030,11 +1034,11 @@ def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _replica_counts(status: dict[str, Any]) -> dict[str, int] | None:
+def _replica_counts(doc: StatusDoc) -> dict[str, int] | None:
     """How many replicas of a status document are in each state (by ``AppState`` name)."""
     counts: dict[str, int] = {}
-    for role in status.get("roles") or ():
-        for code in role.get("states") or ():
+    for role in doc.roles:
+        for code in role.states:
             name = LOCAL_STATES.get(code, AppState.UNKNOWN).name
             counts[name] = counts.get(name, 0) + 1
     return counts or None
