@@ -646,3 +646,11 @@ def test_collect_garbage_goes_on_past_leftovers_it_cannot_remove(
     assert _state.collect_garbage(str(tmp_path), DAY, now) == []
     assert stuck_new.exists() and (staging / "ws-old").exists()
     assert sorted(os.listdir(staging)) == ["ws-edge", "ws-old"]
+
+
+def test_a_reader_that_cannot_record_the_correction_still_answers(tmp_path: Path) -> None:
+    d = _app(tmp_path, status=_status(sup_pid=999999))
+    (d / f"{STATUS_FILE}.{os.getpid()}.tmp").mkdir()  # the atomic write's temporary file fails
+    status = _state.read_status(str(d), APP)
+    assert status is not None and status["state"] == "FAILED"
+    assert _on_disk(d)["state"] == "RUNNING"  # not recorded, and no error
