@@ -227,6 +227,7 @@ TARGETS: dict[str, Target] = {
         },
         tests=(
             "tests/schedulers/local/test_local_state_unit.py",
+            "tests/schedulers/local/test_local_state_functions.py",
             "tests/schedulers/test_local_scheduler.py",
         ),
     ),

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from torchx_core.schedulers.local._supervisor import Supervisor, _Slot
+from torchx_core.schedulers.local._replicas import Slot
+from torchx_core.schedulers.local._supervisor import Supervisor
 from torchx_core.schedulers.local.scheduler import LOCAL_STATES
 from torchx_core.specs import AppState
 
@@ -26,14 +27,14 @@ class RecordingSupervisor(Supervisor):
         self.spawned: list[tuple[str, int]] = []
         self.stopped: list[tuple[str, int]] = []
 
-    def spawn(self, slot: _Slot) -> None:
+    def spawn(self, slot: Slot) -> None:
         self.next_pid += 1
         slot.pid = self.next_pid
         slot.state = "R"
         self.procs[slot.pid] = slot
         self.spawned.append((slot.role.name, slot.k))
 
-    def stop(self, slots: list[_Slot]) -> None:
+    def stop(self, slots: list[Slot]) -> None:
         for slot in slots:
             if slot.pid and not slot.stopping:
                 slot.stopping = True
@@ -41,7 +42,7 @@ class RecordingSupervisor(Supervisor):
 
     # -- driving -------------------------------------------------------------------------------
 
-    def slot(self, role: str, k: int) -> _Slot:
+    def slot(self, role: str, k: int) -> Slot:
         return next(s for r in self.roles if r.name == role for s in r.slots if s.k == k)
 
     def exit(self, role: str, k: int, code: int) -> None:

@@ -17,7 +17,7 @@ import pytest
 from torchx_core import specs
 from torchx_core.schedulers.api import AppValidationError, InvalidLogQueryError, Stream
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import (
+from torchx_core.schedulers.local._layout import (
     MARKER_FILE,
     STATUS_FILE,
     log_path,
@@ -111,8 +111,8 @@ def _dryrun(sched: LocalScheduler, role: specs.Role, cfg: dict | None = None) ->
 def test_dryrun_substitutes_macros_per_replica(sched: LocalScheduler, root: str) -> None:
     role = specs.Role(
         "trainer", image="img", entrypoint="python", num_replicas=2,
-        args=["--id", specs.macros.app_id, "--rep", specs.macros.replica_id, "--root", specs.macros.img_root,
-              f"$${{{specs.macros.rank0_env}}}:29500"],
+        args=["--id", specs.macros.app_id, "--rep", specs.macros.replica_id,
+              "--root", specs.macros.img_root, f"$${{{specs.macros.rank0_env}}}:29500"],
         env={"A": specs.macros.app_id, "R": f"r{specs.macros.replica_id}"},
     )  # fmt: skip
     req = _dryrun(sched, role)
@@ -359,7 +359,7 @@ def test_log_iter_rejects_bad_queries(sched: LocalScheduler, root: str) -> None:
         sched.log_iter("missing-1", "r", 0)
     with pytest.raises(InvalidLogQueryError, match="no role 'x'; its roles are: r"):
         sched.log_iter("app-l2", "x", 0)
-    with pytest.raises(InvalidLogQueryError, match="replicas 0..1; got k=5"):
+    with pytest.raises(InvalidLogQueryError, match=r"replicas 0\.\.1; got k=5"):
         sched.log_iter("app-l2", "r", 5)
     with pytest.raises(InvalidLogQueryError, match="invalid log regex"):
         sched.log_iter("app-l2", "r", 0, regex="(")

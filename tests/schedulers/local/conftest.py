@@ -7,6 +7,7 @@ started as a fresh interpreter) is a leak: it is killed by pid and the test fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from torchx_core.schedulers.local.scheduler import LocalScheduler, create_schedu
 
 @pytest.fixture
 def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A fresh state root (``TORCHX_LOCAL_ROOT``) for one test; fails the test on leaked processes."""
+    """A fresh state root (``TORCHX_LOCAL_ROOT``) for one test; fails it on leaked processes."""
     root = str(tmp_path / "torchx-local")
     monkeypatch.setenv(_state.ROOT_ENV, root)
     yield root
@@ -36,10 +37,8 @@ def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
         else []
     )
     for pid in leaked:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     assert not leaked, f"processes left behind by the test: {leaked}"
     running = [a for a, d in _state.iter_app_dirs(root) if _state.supervisor_alive(d)]
     assert not running, f"supervisors still running after cancel: {running}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from torchx_core.schedulers.local._create import LocalDiskError
-from torchx_core.schedulers.local._supervisor import MARKER_FILE, STATUS_FILE
+from torchx_core.schedulers.local._layout import MARKER_FILE, STATUS_FILE
 from torchx_core.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from torchx_core.specs import AppDef, AppState, Role
 
@@ -128,7 +128,7 @@ def test_read_only_root_is_a_typed_error_and_delete_reports_failure(small_fs: Pa
     try:
         with pytest.raises(LocalDiskError, match=rf"{root} is on a read-only filesystem"):
             sched.submit(_sh("late", "true"), {})
-        with pytest.raises(Exception, match="not .*deleted.*Read-only file system") as err:
+        with pytest.raises(Exception, match=r"not .*deleted.*Read-only file system") as err:
             sched.delete(app_id)
         from torchx_core.specs.errors import TorchXError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import LOCK_FILE, MARKER_FILE
+from torchx_core.schedulers.local._layout import LOCK_FILE, MARKER_FILE
 from torchx_core.schedulers.local.scheduler import LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 
@@ -86,7 +86,8 @@ def test_gc_in_a_root_holding_foreign_entries_touches_only_its_own_apps(
     # what the issue ran: one `torchx run -s local_cwd utils.echo`
     env = {**os.environ, _state.ROOT_ENV: local_root, _state.TTL_ENV: str(7 * 24 * 3600)}
     out = subprocess.run(
-        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
+        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "utils.echo",
+         "--msg", "hi"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -19,7 +19,7 @@ from local_helpers import wait_until
 
 from torchx_core.schedulers.api import AppValidationError
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import APP_FILE
+from torchx_core.schedulers.local._layout import APP_FILE
 from torchx_core.schedulers.local.scheduler import CorruptAppStateError, LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 from torchx_core.specs.errors import TorchXError

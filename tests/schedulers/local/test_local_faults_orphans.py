@@ -18,7 +18,7 @@ import pytest
 from local_helpers import live_processes_with_env, wait_until
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import STATUS_FILE
+from torchx_core.schedulers.local._layout import STATUS_FILE, write_json_atomic
 from torchx_core.schedulers.local.scheduler import LocalScheduler
 from torchx_core.specs import AppDef, AppState, Role
 
@@ -123,7 +123,7 @@ def test_describe_many_sweeps_the_apps_of_dead_supervisors_in_one_scan(
 ) -> None:
     """A watcher of many apps (a triggerer, ``torchx status a b c``) that finds several dead
     supervisors reads each status once and kills all their replicas in one scan of /proc."""
-    from torchx_core.schedulers.local import _supervisor
+    from torchx_core.schedulers.local import _procs
 
     dead = [sched.submit(sleepers(2), {}) for _ in range(3)]
     alive = sched.submit(sleepers(1), {})
@@ -142,7 +142,7 @@ def test_describe_many_sweeps_the_apps_of_dead_supervisors_in_one_scan(
             scans.append(path)
         return real(path)
 
-    monkeypatch.setattr(_supervisor.os, "listdir", counting)
+    monkeypatch.setattr(_procs.os, "listdir", counting)
     out = sched.describe_many([*dead, alive, "never-submitted"])
     monkeypatch.undo()
     assert [out[a].state for a in dead] == [AppState.FAILED] * 3  # type: ignore[union-attr]
@@ -169,7 +169,7 @@ def test_cancel_of_a_failed_app_still_kills_its_survivors(sched: LocalScheduler)
     status = _state.read_json(path)
     assert status is not None
     status.update(state="FAILED", ended=1.0)
-    _state.write_json_atomic(path, status)
+    write_json_atomic(path, status)
     assert _replicas(app_id)
     assert sched.describe(app_id).state == AppState.FAILED  # type: ignore[union-attr]
     sched.cancel(app_id)

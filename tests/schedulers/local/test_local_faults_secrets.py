@@ -61,7 +61,7 @@ def _compare_script(expect_fernet: bool, expect_conn: bool) -> str:
 
 
 def _files(path: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
+    for dirpath, _dirnames, filenames in os.walk(path, followlinks=True):
         yield Path(dirpath)
         for name in filenames:
             yield Path(dirpath, name)

@@ -131,9 +131,10 @@ def _flaky(marker_dir: Path, fail_replica: int, sleep: float = 0.0, wait_for: st
     return textwrap.dedent(
         f"""
         echo start $TORCHX_REPLICA_IDX $$$$  # $$ escapes $ in macros
-        if [ "$TORCHX_REPLICA_IDX" = {fail_replica} ] && [ ! -e {marker_dir}/failed.$TORCHX_ROLE_NAME ]; then
+        failed={marker_dir}/failed.$TORCHX_ROLE_NAME
+        if [ "$TORCHX_REPLICA_IDX" = {fail_replica} ] && [ ! -e "$failed" ]; then
             {wait}
-            touch {marker_dir}/failed.$TORCHX_ROLE_NAME; exit 7
+            touch "$failed"; exit 7
         fi
         sleep {sleep}
         """
@@ -487,7 +488,9 @@ from torchx_core.schedulers.local import _launch
 from torchx_core.schedulers.local.scheduler import create_scheduler
 assert _launch.choose_mode() == sys.argv[1], _launch.choose_mode()
 sched = create_scheduler("t")
-role = specs.Role("r", image="unused", entrypoint="sh", args=["-c", "echo $TORCHX_REPLICA_IDX"], num_replicas=2)
+role = specs.Role(
+    "r", image="unused", entrypoint="sh", args=["-c", "echo $TORCHX_REPLICA_IDX"], num_replicas=2
+)
 app_id = sched.submit(specs.AppDef("app", roles=[role]), {})
 desc = sched.wait(app_id, 60)
 print(desc.state.name, list(sched.log_iter(app_id, "r", 1)))

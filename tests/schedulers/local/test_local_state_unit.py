@@ -17,19 +17,15 @@ from pathlib import Path
 import pytest
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._supervisor import (
-    LOCK_FILE,
-    MARKER_FILE,
-    STATUS_FILE,
-    kill_apps_processes,
-    new_instance,
-)
+from torchx_core.schedulers.local._layout import LOCK_FILE, MARKER_FILE, STATUS_FILE, new_instance
+from torchx_core.schedulers.local._procs import kill_apps_processes
 
 APP = "unit-bcdfghjklmnp"
 
 
 def _app_dir(root: Path, app_id: str = APP, marker: str | None = None) -> tuple[Path, str]:
-    """An app directory whose supervisor is gone (lock free), status RUNNING; returns its instance."""
+    """An app directory whose supervisor is gone (lock free), status RUNNING; returns its
+    instance."""
     d = root / app_id
     d.mkdir(parents=True)
     instance = new_instance(str(d))

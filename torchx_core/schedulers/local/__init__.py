@@ -1,10 +1,15 @@
 """Internals of the local scheduler (private; the public API is ``local_scheduler``).
 
-* :mod:`._state` – the on-disk layout: one root per user, one directory per app, the status file
-  (written atomically), the supervisor lock, listing and garbage collection;
-* :mod:`._supervisor` – the small detached process that runs one app's replicas (stdlib only);
-* :mod:`._launch` – starting a supervisor (fork when safe, a fresh interpreter otherwise);
-* :mod:`._logio` – reading and following replica logs.
+* :mod:`._layout` - the files of an app and the status document (names, writes, format);
+* :mod:`._procs` - finding and killing an app's processes in ``/proc``, the process title;
+* :mod:`._replicas`, :mod:`._supervisor`, :mod:`._detached` - the small detached process that
+  runs one app's replicas (its model, its event loop, its daemon entry points);
+* :mod:`._state` - the state root: reading statuses, dead supervisors, listing, garbage
+  collection;
+* :mod:`._create`, :mod:`._launch` - creating an app directory, starting its supervisor;
+* :mod:`._logio`, :mod:`._owner` - reading and following logs, the owner token.
 
-Everything here imports only the standard library, so the supervisor starts fast.
+The first five import only the standard library (and each other), so that the supervisor starts
+fast in a bare interpreter (`test_local_layout.py` checks it); `_state`, `_create` and the
+scheduler also use the scheduler API (errors, specs).
 """

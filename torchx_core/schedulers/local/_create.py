@@ -18,11 +18,11 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from typing import Any
 
 from torchx_core.schedulers.api import SchedulerError
-from torchx_core.schedulers.local._state import CREATING
-from torchx_core.schedulers.local._supervisor import (
+from torchx_core.schedulers.local._layout import (
     APP_FILE,
     LOCK_FILE,
     MARKER_FILE,
@@ -35,6 +35,7 @@ from torchx_core.schedulers.local._supervisor import (
     pending_status,
     write_json_atomic,
 )
+from torchx_core.schedulers.local._state import CREATING
 
 MIN_FREE_BYTES = 256 << 10  # below this a submit is refused (the app could not even log)
 
@@ -58,7 +59,10 @@ def disk_error(e: OSError, root: str, what: str) -> LocalDiskError:
         except OSError:
             free = "free space unknown"
         cause = f"the filesystem of {root} is full ({free})"
-        hint = "Free some space there (`torchx delete` finished apps) or point $TORCHX_LOCAL_ROOT elsewhere."
+        hint = (
+            "Free some space there (`torchx delete` finished apps) or point $TORCHX_LOCAL_ROOT"
+            " elsewhere."
+        )
     elif e.errno == errno.EROFS:
         cause = f"{root} is on a read-only filesystem"
     elif e.errno in (errno.EACCES, errno.EPERM):
@@ -100,8 +104,8 @@ def create_app_dir(
     Sets ``plan["instance"]`` (kept in the marker and given to every replica) before writing it.
 
     The lock is taken first (before the marker and the status file exist), so whoever sees
-    the status also sees a live supervisor (the caller hands the descriptor to it). Raises ``OSError`` after removing
-    whatever it created.
+    the status also sees a live supervisor (the caller hands the descriptor to it). Raises
+    ``OSError`` after removing whatever it created.
     """
     parent = os.path.dirname(app_dir)
     os.makedirs(parent, 0o700, exist_ok=True)
@@ -130,7 +134,9 @@ def create_app_dir(
         if app is not None:
             write_json_atomic(os.path.join(tmp, APP_FILE), app)
         write_json_atomic(os.path.join(tmp, PLAN_FILE), plan)
-        write_json_atomic(os.path.join(tmp, STATUS_FILE), pending_status(plan))
+        write_json_atomic(
+            os.path.join(tmp, STATUS_FILE), pending_status(plan, time.time()).to_json()
+        )
         _reserve(os.path.join(tmp, RESERVE_FILE))
         os.rename(tmp, app_dir)
         placed = True

@@ -9,7 +9,7 @@ and readers report the app as failed.
 Two ways to start it, same result (a process in its own session, re-parented away from the
 launcher):
 
-* ``fork``: double fork + ``setsid`` of the launcher itself – about a millisecond. Only safe when
+* ``fork``: double fork + ``setsid`` of the launcher itself - about a millisecond. Only safe when
   the launcher has a single thread (a forked child of a multithreaded process may inherit locks
   held by threads that do not exist in it), so it is used only then;
 * ``spawn``: ``posix_spawn`` of a fresh ``python -S -E`` running the supervisor module by path
@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Any
 
-from torchx_core.schedulers.local import _supervisor
+from torchx_core.schedulers.local import _detached
 
 MODE_ENV = "TORCHX_LOCAL_SUPERVISOR"
 
@@ -87,7 +87,7 @@ def _fork_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int) -> int:
         os.setsid()
         if os.fork() != 0:
             os._exit(0)
-        code = _supervisor.run_detached(plan, app_dir, lock_fd)
+        code = _detached.run_detached(plan, app_dir, lock_fd)
     finally:
         os._exit(code)
 
@@ -96,7 +96,7 @@ def _spawn_supervisor(app_dir: str, lock_fd: int) -> int:
     # dup2 onto a different number gives the child a copy without close-on-exec
     target = 3 if lock_fd != 3 else 4
     python = sys.executable or "python3"
-    argv = [python, "-S", "-E", _supervisor.__file__, app_dir, str(target)]
+    argv = [python, "-S", "-E", _detached.__file__, app_dir, str(target)]
     return os.posix_spawn(
         python,
         argv,

@@ -45,16 +45,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from torchx_core.schedulers.api import SchedulerError
-from torchx_core.schedulers.local._supervisor import (
+from torchx_core.schedulers.local._layout import (
     LOCK_FILE,
     MARKER_FILE,
-    STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
+    check_status,
     instance_is_here,
-    kill_app_processes,
-    write_json_atomic,
+    write_status,
 )
+from torchx_core.schedulers.local._procs import is_stopped, kill_app_processes, process_state
 
 ROOT_ENV = "TORCHX_LOCAL_ROOT"
 TTL_ENV = "TORCHX_LOCAL_TTL"
@@ -339,25 +339,9 @@ def read_status(
         kill_app_processes(*target)
     else:
         dead.append(target)
-    try:
-        write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_status(app_dir, status)
     return status
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter of process ``pid`` in ``/proc`` (``R``, ``S``, ``T``, ``Z``...), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return None
-
-
-def is_stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (SIGSTOP, a debugger): it cannot make progress."""
-    return process_state(pid) in ("T", "t")
 
 
 def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
@@ -379,8 +363,8 @@ def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
     if not any(c in "PR" for role in status["roles"] for c in role["states"]):
         status["state"] = "UNKNOWN"
     status["msg"] = (
-        f"the local supervisor (pid {sup_pid}) is stopped (SIGSTOP or a debugger), so this status is"
-        f" stale{f': {exited} replica(s) it shows running have exited' if exited else ''};"
+        f"the local supervisor (pid {sup_pid}) is stopped (SIGSTOP or a debugger), so this status"
+        f" is stale{f': {exited} replica(s) it shows running have exited' if exited else ''};"
         f" `kill -CONT {sup_pid}` resumes it, `torchx cancel` stops the app"
     )
     return status
@@ -430,107 +414,6 @@ def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
         _FINISHED[path] = (data, status)
         return dict(status)
     return status
-
-
-_STATE_NAMES = frozenset(STATE_CHARS.values())
-_STATE_CHAR_SET = "".join(STATE_CHARS)
-
-
-_NUMBER = (int, float)
-_INT = {int}
-
-
-def check_status(status: Any) -> None:
-    """Raises ``ValueError`` naming the first field of a status file that is not as written.
-
-    Straight-line checks on the common path (a status is read on every ``describe``, in fresh
-    processes too); the field at fault is looked for only when one fails.
-    """
-    if type(status) is not dict:
-        raise _invalid("content: not a JSON object")
-    g = status.get
-    roles = g("roles")
-    failed = g("failed")
-    ok = (
-        g("state") in _STATE_NAMES
-        and type(roles) is list
-        and type(g("num_restarts", 0)) is int
-        and type(g("sup_pid", 0)) is int
-        and type(g("created") or 0) in _NUMBER
-        and type(g("updated") or 0) in _NUMBER
-        and type(g("ended") or 0) in _NUMBER
-        and type(g("msg", "")) is str
-        and type(g("structured_error_msg", "")) is str
-        and type(g("name", "")) is str
-        and (
-            failed is None
-            or (
-                type(failed) is list
-                and len(failed) == 2
-                and type(failed[0]) is int
-                and type(failed[1]) is int
-            )
-        )
-    )
-    if ok:
-        for r in roles:
-            states = r.get("states") if type(r) is dict else None
-            if (
-                type(states) is not str
-                or states.strip(_STATE_CHAR_SET)
-                or type(r.get("name")) is not str
-                or type(r.get("pids", ())) not in (list, tuple)
-                or len(r.get("pids", states)) != len(states)
-            ):
-                ok = False
-                break
-    if not ok:
-        _explain(status)
-        raise _invalid("content")
-
-
-def _explain(status: Any) -> None:
-    """Raises ``ValueError`` naming the first field that is not as the supervisor writes it."""
-    if not isinstance(status, dict):
-        raise _invalid("not a JSON object")
-    if status.get("state") not in _STATE_NAMES:
-        raise _invalid(f"state {_short(status.get('state'))}")
-    roles = status.get("roles")
-    if not isinstance(roles, list):
-        raise _invalid(f"roles {_short(roles)}")
-    for role in roles:
-        if not isinstance(role, dict) or not isinstance(role.get("name"), str):
-            raise _invalid(f"role {_short(role)}")
-        states = role.get("states")
-        if not isinstance(states, str) or states.strip(_STATE_CHAR_SET):
-            raise _invalid(f"states of role {role['name']!r}: {_short(states)}")
-        pids = role.get("pids", [])
-        if not isinstance(pids, list) or len(pids) != len(states):
-            raise _invalid(f"pids of role {role['name']!r}: {_short(pids)}")
-    for key in ("num_restarts", "sup_pid"):
-        if type(status.get(key, 0)) is not int:
-            raise _invalid(f"{key} {_short(status.get(key))}")
-    for key in ("created", "updated", "ended"):
-        value = status.get(key)
-        if value is not None and type(value) not in (int, float):
-            raise _invalid(f"{key} {_short(value)}")
-    for key in ("msg", "structured_error_msg", "name", "app_id"):
-        if not isinstance(status.get(key, ""), str):
-            raise _invalid(f"{key} {_short(status.get(key))}")
-    failed = status.get("failed")
-    if failed is not None and not (
-        isinstance(failed, list) and len(failed) == 2 and all(type(i) is int for i in failed)
-    ):
-        raise _invalid(f"failed {_short(failed)}")
-
-
-def _invalid(what: str) -> ValueError:
-    return ValueError(f"unexpected {what}")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def supervisor_pid(app_dir: str) -> int:
@@ -670,7 +553,7 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
         if owned and not supervisor_alive(path):
             shutil.rmtree(path, ignore_errors=True)
     names = os.path.join(root, NAMES)
-    for name, path in [] if os.path.islink(names) else _entries(names, hidden=False):
+    for _name, path in [] if os.path.islink(names) else _entries(names, hidden=False):
         try:
             if now - os.lstat(path).st_mtime > ttl and not os.path.islink(path):
                 os.unlink(path)

@@ -22,141 +22,38 @@ same replica id; ``ROLE``: restart all replicas of the role; ``APPLICATION``: re
 up to ``max_retries``. Cancel (``SIGTERM``/``SIGINT`` to the supervisor) sends ``SIGTERM`` to every
 replica process group, ``SIGKILL`` after the grace period, and ends in ``CANCELLED``.
 
-This module imports only the standard library and no other module of the project, so that a
-fresh interpreter can load it by path (``python -S``) in a few milliseconds. It also holds the
-on-disk layout constants shared with :mod:`._state`.
+This module imports only the standard library and its two stdlib-only siblings ``_layout`` (the
+files and the status document) and ``_procs`` (the ``/proc`` sweep, ``killpg``, the process
+title), so that a fresh interpreter can load it by path (``python -S``) in a few milliseconds;
+run that way, it imports them as top-level modules (``sys.path[0]`` is this directory).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import signal
-import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
-#: set in every replica's environment to its app id: how the processes of an app are found
-_APP_ID_ENV = "TORCHX_APP_ID"
-#: set in every replica's environment to the app's instance (see :func:`new_instance`): a sweep
-#: kills only the processes that carry both the app id and the instance of the app directory
-_INSTANCE_ENV = "TORCHX_APP_INSTANCE"
+if __package__:
+    from torchx_core.schedulers.local import _layout, _procs
+    from torchx_core.schedulers.local._replicas import ReplicaRole, Slot, inherited_env
+else:  # run by path (``python -S``, see _launch): the sibling modules are top-level
+    import _layout  # type: ignore[no-redef]
+    import _procs  # type: ignore[no-redef]
+    from _replicas import ReplicaRole, Slot, inherited_env  # type: ignore[no-redef]
 
-# -- on-disk layout (shared with _state) -----------------------------------------------------
-
-STATUS_FILE = "status.json"
-APP_FILE = "app.json"
-PLAN_FILE = "plan.json"
-LOCK_FILE = "supervisor.lock"
-SUPERVISOR_LOG = "supervisor.log"
-MARKER_FILE = ".torchx-app"  # written first at creation: app id, instance (proof of ownership)
-RESERVE_FILE = "status.reserve"  # space set aside so the final status fits on a full disk
-RESERVE_BYTES = 64 << 10
-SUCCESS_FILE = "SUCCESS"  # TorchX's "logs are complete" file (``log_dir`` layout)
-TORCHX_LAYOUT = "torchx"  # <role>/<k>/<stream>.log instead of <role>/<k>.<stream>.log
-STREAMS = ("stdout", "stderr", "combined")
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-# one character per replica in the status file
-STATE_CHARS = {
-    "P": "PENDING",
-    "R": "RUNNING",
-    "S": "SUCCEEDED",
-    "F": "FAILED",
-    "C": "CANCELLED",
-    "U": "UNKNOWN",
-}
 STDERR_TAIL_LINES = 20
 _READ_SIZE = 1 << 16
-_DRAIN_SECONDS = 2.0
+_DRAIN_SECONDS = 2.0  # how long to wait for log pipes after the last replica exited
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 _FINAL_WRITE_SECONDS = 30.0  # how long the final status write is retried on a full disk
 _OTHER_ERROR_SECONDS = 2.0  # ... and on another error (a root made read-only or unwritable)
 _ERROR_FILE_MAX = 16 << 10  # bytes of a reply file kept in the structured error (fits the reserve)
-TRACE = bool(
-    os.environ.get("TORCHX_LOCAL_TRACE")
-)  # how long to wait for log pipes after the last replica exited
-
-
-def log_path(app_dir: str, role: str, k: int, stream: str, layout: str | None = None) -> str:
-    """Path of replica ``k`` of ``role``'s log for ``stream`` (stdout, stderr or combined).
-
-    ``layout="torchx"`` (apps run with ``log_dir``) gives TorchX's ``<role>/<k>/<stream>.log``.
-    """
-    if layout == TORCHX_LAYOUT:
-        return os.path.join(app_dir, role, str(k), f"{stream}.log")
-    return os.path.join(app_dir, role, f"{k}.{stream}.log")
-
-
-def error_file_path(app_dir: str, role: str, k: int, layout: str | None = None) -> str:
-    """Path of the reply (error) file a replica may write (``TORCHELASTIC_ERROR_FILE``)."""
-    if layout == TORCHX_LAYOUT:
-        return os.path.join(app_dir, role, str(k), "error.json")
-    return os.path.join(app_dir, role, f"{k}.error.json")
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Writes ``obj`` as JSON to ``path`` atomically (temporary file + rename).
-
-    On failure (a full disk) nothing is left behind: the temporary file is removed and ``path``
-    keeps its previous content.
-    """
-    data = json.dumps(obj, separators=(",", ":")).encode()
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def dir_identity(path: str) -> str:
-    """``<st_dev>-<st_ino>`` of the directory ``path`` (symlinks followed): a copy differs."""
-    st = os.stat(path)
-    return f"{st.st_dev:x}-{st.st_ino:x}"
-
-
-def new_instance(app_dir: str) -> str:
-    """The instance of a new app directory: its identity plus a random nonce.
-
-    Kept in the marker and in every replica's environment. A copy of the directory (``cp -a``,
-    a restored backup, an rsync of the root) carries the same marker but has another identity,
-    so a sweep started from the copy knows that the processes are not its own.
-    """
-    return f"{dir_identity(app_dir)}-{os.urandom(6).hex()}"
-
-
-def instance_is_here(instance: str, app_dir: str) -> bool:
-    """Whether ``instance`` (read from the marker in ``app_dir``) was made for ``app_dir``."""
-    try:
-        return instance.rsplit("-", 1)[0] == dir_identity(app_dir)
-    except OSError:
-        return False
-
-
-def inherited_env(environ: Any, drop: Iterable[str]) -> dict[str, str]:
-    """What replicas inherit: ``environ`` (the supervisor's own, i.e. the launcher's) less
-    ``drop``, names or prefixes ending in ``*``."""
-    names = {d for d in drop if not d.endswith("*")}
-    prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
-    if not names and not prefixes:
-        return dict(environ)
-    return {k: v for k, v in environ.items() if k not in names and not k.startswith(prefixes)}
+TRACE = bool(os.environ.get("TORCHX_LOCAL_TRACE"))  # timings in supervisor.log
 
 
 def signal_name(signum: int) -> str:
@@ -168,90 +65,6 @@ def signal_name(signum: int) -> str:
 
 
 # -- the supervisor ------------------------------------------------------------------------
-
-
-class _Role:
-    __slots__ = (
-        "argv",
-        "cwd",
-        "entrypoint",
-        "env",
-        "exe",
-        "idx",
-        "max_retries",
-        "name",
-        "policy",
-        "replica_argv",
-        "replica_env",
-        "restarts",
-        "slots",
-    )  # fmt: skip
-
-    def __init__(
-        self, idx: int, spec: dict[str, Any], base_env: dict[str, str], instance: str = ""
-    ) -> None:
-        self.idx = idx
-        self.name: str = spec["name"]
-        self.cwd: str = spec["cwd"]
-        self.entrypoint: str = spec["entrypoint"]
-        self.argv: list[str] = spec["argv"]
-        self.replica_argv: dict[str, list[str]] = spec.get("replica_argv") or {}
-        env = dict(base_env)
-        env.update(spec["env"])
-        before, after = spec.get("path") or ("", "")
-        path = os.pathsep.join(p for p in (before, base_env.get("PATH"), after) if p)
-        if path or "PATH" in base_env:
-            env["PATH"] = path
-        if instance:
-            env[_INSTANCE_ENV] = instance
-        self.env = env
-        self.replica_env: list[dict[str, str]] = spec["replica_env"]
-        self.max_retries: int = spec["max_retries"]
-        self.policy: str = spec["retry_policy"]
-        self.restarts = 0
-        self.exe: str | None = None
-        self.slots = [_Slot(self, k) for k in range(spec["num_replicas"])]
-
-    def resolve_exe(self) -> str:
-        """Finds the entrypoint like ``execvpe`` would, with the replica's PATH and cwd."""
-        ep = self.entrypoint
-        if "/" in ep:
-            path = os.path.join(self.cwd, ep)
-            if os.access(path, os.X_OK) and not os.path.isdir(path):
-                return path
-            raise FileNotFoundError(
-                f"entrypoint `{ep}` not found or not executable (cwd {self.cwd})"
-            )
-        for d in self.env.get("PATH", os.defpath).split(os.pathsep):
-            path = os.path.join(self.cwd, d or ".", ep)
-            if os.access(path, os.X_OK) and not os.path.isdir(path):
-                return path
-        raise FileNotFoundError(
-            f"entrypoint `{ep}` not found on PATH={self.env.get('PATH', '')!r} (cwd {self.cwd})"
-        )
-
-
-class _Slot:
-    """One replica position (role, k); survives restarts of the process behind it."""
-
-    __slots__ = (
-        "exitcode", "files", "k", "last_pid", "nfds", "partial", "pid", "restarts", "role", "state",
-        "stopping", "truncated",
-    )  # fmt: skip
-
-    def __init__(self, role: _Role, k: int) -> None:
-        self.role = role
-        self.k = k
-        self.pid = 0
-        self.last_pid = 0
-        self.exitcode: int | None = None
-        self.state = "P"
-        self.restarts = 0
-        self.stopping = False
-        self.files: list[int] = [-1, -1, -1]  # stdout, stderr, combined (opened lazily)
-        self.partial = [b"", b""]  # incomplete last line per stream, for the combined log
-        self.nfds = 0  # open output pipes
-        self.truncated = False  # a log write failed (full disk): output is drained, not kept
 
 
 class Supervisor:
@@ -267,19 +80,19 @@ class Supervisor:
         self.layout: str | None = plan.get("layout")
         base_env = inherited_env(os.environ, plan.get("env_drop") or ())
         instance = plan.get("instance") or ""
-        self.roles = [_Role(i, r, base_env, instance) for i, r in enumerate(plan["roles"])]
-        self.procs: dict[int, _Slot] = {}
-        self.pipes: dict[int, tuple[_Slot, int]] = {}
+        self.roles = [ReplicaRole(i, r, base_env, instance) for i, r in enumerate(plan["roles"])]
+        self.procs: dict[int, Slot] = {}
+        self.pipes: dict[int, tuple[Slot, int]] = {}
         self.ep = select.epoll()
         self._epollin = select.EPOLLIN
         self.state = "PENDING"
         self.num_restarts = 0
         self.app_restarts = 0
         self.msg = ""
-        self.failure: tuple[_Slot, int | None, int | None] | None = None
+        self.failure: tuple[Slot, int | None, int | None] | None = None
         self.cancelling = False
         self.kill_deadline: float | None = None
-        self.barriers: list[list[_Slot]] = []
+        self.barriers: list[list[Slot]] = []
         self.created = time.time()
         self.dirty = True
         self.cwd = ""
@@ -297,12 +110,12 @@ class Supervisor:
         it, then retries for up to 30 s, and as a last resort drops the structured error.
         """
         status = self._status(ended)
-        path = os.path.join(self.app_dir, STATUS_FILE)
+        path = os.path.join(self.app_dir, _layout.STATUS_FILE)
         deadline = time.monotonic() + (_FINAL_WRITE_SECONDS if ended else 0.0)
         delay = 0.05
         while True:
             try:
-                write_json_atomic(path, status)
+                _layout.write_json_atomic(path, status)
                 self.dirty = False
                 self.retry_at = None
                 return True
@@ -314,49 +127,44 @@ class Supervisor:
                         else deadline
                     )
                 err = e
-            if ended and release_reserve(self.app_dir):
+            if ended and _layout.release_reserve(self.app_dir):
                 continue
             if time.monotonic() >= deadline:
-                if ended and status["structured_error_msg"] != "<NONE>":
-                    status["structured_error_msg"] = "<NONE>"
+                if ended and status["structured_error_msg"] != _layout.NO_ERROR:
+                    status["structured_error_msg"] = _layout.NO_ERROR
                     continue
                 break
             time.sleep(delay)
             delay = min(2 * delay, 1.0)
-        _note(f"could not write the status file: {err}")
+        note(f"could not write the status file: {err}")
         self.dirty = True
         self.retry_at = time.monotonic() + 1.0
         return False
 
     def _status(self, ended: float | None) -> dict[str, Any]:
-        plan = self.plan
-        status: dict[str, Any] = {
-            "v": 1,
-            "app_id": plan["app_id"],
-            "name": plan["name"],
-            "state": self.state,
-            "num_restarts": self.num_restarts,
-            "msg": self.msg,
-            "structured_error_msg": self._structured_error()
-            if ended and self.failure
-            else "<NONE>",
-            "sup_pid": os.getpid(),
-            "created": self.created,
-            "updated": time.time(),
-            "ended": ended,
-            "failed": [self.failure[0].role.idx, self.failure[0].k] if self.failure else None,
-            "roles": [
-                {
-                    "name": r.name,
-                    "states": "".join(s.state for s in r.slots),
-                    "pids": [s.pid for s in r.slots],
-                }
+        failure = self.failure
+        return _layout.StatusDoc(
+            self.plan["app_id"],
+            self.plan["name"],
+            self.state,
+            [
+                _layout.RoleStates(
+                    r.name, "".join(s.state for s in r.slots), [s.pid for s in r.slots]
+                )
                 for r in self.roles
             ],
-        }
-        if self.layout:
-            status["layout"] = self.layout
-        return status
+            created=self.created,
+            updated=time.time(),
+            ended=ended,
+            num_restarts=self.num_restarts,
+            msg=self.msg,
+            structured_error_msg=(
+                self._structured_error() if ended and failure else _layout.NO_ERROR
+            ),
+            sup_pid=os.getpid(),
+            failed=(failure[0].role.idx, failure[0].k) if failure else None,
+            layout=self.layout,
+        ).to_json()
 
     def _structured_error(self) -> str:
         assert self.failure is not None
@@ -368,7 +176,9 @@ class Supervisor:
             "replica_id": slot.k,
             "exit_code": code,
             "signal": signal_name(sig) if sig else None,
-            "stderr_tail": _tail(log_path(self.app_dir, role.name, slot.k, "stderr", self.layout)),
+            "stderr_tail": _tail(
+                _layout.log_path(self.app_dir, role.name, slot.k, "stderr", self.layout)
+            ),
             "error_file": None,
         }
         err_file = slot.role.replica_env[slot.k].get("TORCHELASTIC_ERROR_FILE") or ""
@@ -385,7 +195,7 @@ class Supervisor:
 
     # -- spawning -----------------------------------------------------------------------------
 
-    def spawn(self, slot: _Slot) -> None:
+    def spawn(self, slot: Slot) -> None:
         role = slot.role
         if self.cwd != role.cwd:
             os.chdir(role.cwd)
@@ -431,7 +241,7 @@ class Supervisor:
         self.procs[pid] = slot
         self.dirty = True
 
-    def spawn_all(self, slots: list[_Slot]) -> None:
+    def spawn_all(self, slots: list[Slot]) -> None:
         """Starts ``slots``; handles events every few spawns.
 
         Each spawn copies the supervisor's fd table into the child, so handling the exits (and
@@ -457,15 +267,15 @@ class Supervisor:
 
     # -- stopping -----------------------------------------------------------------------------
 
-    def alive_slots(self) -> list[_Slot]:
+    def alive_slots(self) -> list[Slot]:
         return list(self.procs.values())
 
-    def stop(self, slots: list[_Slot]) -> None:
+    def stop(self, slots: list[Slot]) -> None:
         """SIGTERM each slot's process group; SIGKILL follows after the grace period."""
         for slot in slots:
             if slot.pid and not slot.stopping:
                 slot.stopping = True
-                _killpg(slot.pid, signal.SIGTERM)
+                _procs.killpg_quietly(slot.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         if self.kill_deadline is None or deadline < self.kill_deadline:
             self.kill_deadline = deadline
@@ -474,7 +284,7 @@ class Supervisor:
         self.kill_deadline = None
         for slot in self.procs.values():
             if slot.stopping:
-                _killpg(slot.pid, signal.SIGKILL)
+                _procs.killpg_quietly(slot.pid, signal.SIGKILL)
 
     def cancel(self) -> None:
         if self.cancelling:
@@ -501,7 +311,7 @@ class Supervisor:
                 return
             pid = info.si_pid
             # the leader is a zombie: its group id cannot be reused yet; kill what is left of it
-            _killpg(pid, signal.SIGKILL)
+            _procs.killpg_quietly(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             slot = self.procs.pop(pid, None)
             if slot is None:
@@ -511,7 +321,7 @@ class Supervisor:
             else:
                 self.on_exit(slot, None, info.si_status)
 
-    def on_exit(self, slot: _Slot, code: int | None, sig: int | None) -> None:
+    def on_exit(self, slot: Slot, code: int | None, sig: int | None) -> None:
         slot.pid = 0
         slot.exitcode = code if sig is None else -sig
         self.dirty = True
@@ -545,10 +355,10 @@ class Supervisor:
             self.barriers.clear()
             self.stop(self.alive_slots())
 
-    def restart(self, slots: list[_Slot], reason: str) -> None:
+    def restart(self, slots: list[Slot], reason: str) -> None:
         self.num_restarts += 1
         self.msg = f"restarting after: {reason}"
-        _note(f"{reason}; restart {self.num_restarts}")
+        note(f"{reason}; restart {self.num_restarts}")
         for slot in slots:
             if not slot.pid:
                 slot.state = "P"
@@ -583,23 +393,23 @@ class Supervisor:
         except OSError as e:
             self._truncate_logs(slot, e)
 
-    def _write_logs(self, slot: _Slot, stream: int, data: bytes) -> None:
+    def _write_logs(self, slot: Slot, stream: int, data: bytes) -> None:
         files = slot.files
         if files[stream] < 0:
             self._open_logs(slot)
-        _write_all(files[stream], data)
+        _layout.write_all(files[stream], data)
         buf = slot.partial[stream] + data if slot.partial[stream] else data
         cut = buf.rfind(b"\n") + 1
         if cut:
-            _write_all(files[2], buf[:cut] if cut < len(buf) else buf)
+            _layout.write_all(files[2], buf[:cut] if cut < len(buf) else buf)
             slot.partial[stream] = buf[cut:]
         elif len(buf) > _READ_SIZE:
-            _write_all(files[2], buf)
+            _layout.write_all(files[2], buf)
             slot.partial[stream] = b""
         else:
             slot.partial[stream] = buf
 
-    def _truncate_logs(self, slot: _Slot, err: OSError) -> None:
+    def _truncate_logs(self, slot: Slot, err: OSError) -> None:
         """A log write failed (full disk): end the replica's logs with a marker, keep it running.
 
         The marker replaces the logs' last partial page when there is no room left for it.
@@ -607,7 +417,7 @@ class Supervisor:
         slot.truncated = True
         slot.partial = [b"", b""]
         what = f"{slot.role.name}/{slot.k}"
-        _note(f"replica {what}: logs truncated ({err.strerror}); the replica keeps running")
+        note(f"replica {what}: logs truncated ({err.strerror}); the replica keeps running")
         marker = (
             f"\n[torchx: log truncated here: {err.strerror}; the replica kept running]\n".encode()
         )
@@ -624,17 +434,17 @@ class Supervisor:
                 except OSError:
                     pass
 
-    def _open_logs(self, slot: _Slot) -> None:
+    def _open_logs(self, slot: Slot) -> None:
         role = slot.role.name
         os.makedirs(
-            os.path.dirname(log_path(self.app_dir, role, slot.k, "stdout", self.layout)),
+            os.path.dirname(_layout.log_path(self.app_dir, role, slot.k, "stdout", self.layout)),
             0o700,
             exist_ok=True,
         )
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        for i, stream in enumerate(STREAMS):
+        for i, stream in enumerate(_layout.STREAMS):
             if slot.files[i] < 0:
-                path = log_path(self.app_dir, role, slot.k, stream, self.layout)
+                path = _layout.log_path(self.app_dir, role, slot.k, stream, self.layout)
                 slot.files[i] = os.open(path, flags, 0o600)
 
     def close_pipe(self, fd: int) -> None:
@@ -644,7 +454,7 @@ class Supervisor:
         rest = slot.partial[stream]
         if rest and not slot.truncated:
             try:
-                _write_all(slot.files[2], rest)
+                _layout.write_all(slot.files[2], rest)
             except OSError as e:
                 self._truncate_logs(slot, e)
         slot.partial[stream] = b""
@@ -682,7 +492,7 @@ class Supervisor:
         self.spawn_all([s for r in self.roles for s in r.slots])
         t1 = time.perf_counter()
         self.write_status()
-        set_process_title(f"torchx-supervisor {self.plan['app_id']}")
+        _procs.set_process_title(f"torchx-supervisor {self.plan['app_id']}")
         drain_deadline: float | None = None
         while True:
             # check before blocking: every replica may already have ended while spawning
@@ -703,14 +513,14 @@ class Supervisor:
             self.pump(timeout)
         t2 = time.perf_counter()
         # processes that left their replica's group (setsid, daemons) end with the app too
-        kill_app_processes(self.plan["app_id"], self.plan.get("instance"))
+        _procs.kill_app_processes(self.plan["app_id"], self.plan.get("instance"))
         self.close_files()
         if TRACE:
             import resource
 
             ru = resource.getrusage(resource.RUSAGE_SELF)
             rc = resource.getrusage(resource.RUSAGE_CHILDREN)
-            _note(
+            note(
                 f"spawned {sum(len(r.slots) for r in self.roles)} in {t1 - t0:.4f}s, all done"
                 f" {t2 - t0:.4f}s; cpu self {ru.ru_utime:.3f}u {ru.ru_stime:.3f}s,"
                 f" children {rc.ru_utime:.3f}u {rc.ru_stime:.3f}s"
@@ -729,9 +539,9 @@ class Supervisor:
             # the app directory cannot take a new file (made read-only or unwritable under the
             # app): the outcome goes into the lock file, open since the start, for the readers
             _record_final(self.lock_fd, self._status(ended))
-        if self.layout == TORCHX_LAYOUT:
+        if self.layout == _layout.TORCHX_LAYOUT:
             self.write_success_file(ended)
-        release_reserve(self.app_dir)
+        _layout.release_reserve(self.app_dir)
         return 0
 
     def write_success_file(self, ended: float) -> None:
@@ -742,9 +552,9 @@ class Supervisor:
                     "replica_id": s.k,
                     "pid": s.last_pid,
                     "exitcode": s.exitcode,
-                    "stdout": log_path(self.app_dir, r.name, s.k, "stdout", self.layout),
-                    "stderr": log_path(self.app_dir, r.name, s.k, "stderr", self.layout),
-                    "error_file": error_file_path(self.app_dir, r.name, s.k, self.layout),
+                    "stdout": _layout.log_path(self.app_dir, r.name, s.k, "stdout", self.layout),
+                    "stderr": _layout.log_path(self.app_dir, r.name, s.k, "stderr", self.layout),
+                    "error_file": _layout.error_file_path(self.app_dir, r.name, s.k, self.layout),
                 }
                 for s in r.slots
             ]
@@ -758,9 +568,9 @@ class Supervisor:
             "roles": roles,
         }
         try:
-            write_json_atomic(os.path.join(self.app_dir, SUCCESS_FILE), info)
+            _layout.write_json_atomic(os.path.join(self.app_dir, _layout.SUCCESS_FILE), info)
         except OSError as e:
-            _note(f"could not write {SUCCESS_FILE}: {e}")
+            note(f"could not write {_layout.SUCCESS_FILE}: {e}")
 
     def pump(self, timeout: float) -> None:
         """Waits up to ``timeout`` seconds (-1: forever) for events, then handles them all."""
@@ -798,118 +608,10 @@ def _noop(signum: int, frame: object) -> None:
     """Python-level handler; the real work happens when the wakeup fd is read."""
 
 
-def _read_proc_file(path: str) -> bytes | None:
-    """The bytes of a ``/proc`` file (raw ``os.read``: no file objects), None if unreadable."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def kill_app_processes(app_id: str, instance: str | None) -> int:
-    """SIGKILLs every other process whose environment carries the app's id and instance.
-
-    Every replica gets ``TORCHX_APP_ID=<app_id>`` and ``TORCHX_APP_INSTANCE=<instance>`` and
-    leads its own process group, so this finds the replicas of an app whatever its supervisor
-    managed to record (it may have died while spawning them), their children, and descendants
-    that left the group (``setsid``, daemons). A process found that leads its group has its
-    whole group killed. ``instance`` None: an app made before instances existed, matched by id
-    alone. Returns how many processes were found.
-    """
-    return kill_apps_processes([(app_id, instance)])
-
-
-def kill_apps_processes(apps: Iterable[tuple[str, str | None]]) -> int:
-    """:func:`kill_app_processes` for several ``(app_id, instance)`` in one scan of ``/proc``."""
-    wanted: dict[bytes, bytes | None] = {
-        f"{_APP_ID_ENV}={a}".encode(): None if i is None else f"{_INSTANCE_ENV}={i}".encode()
-        for a, i in apps
-    }
-    if not wanted:
-        return 0
-    prefix = next(iter(wanted)) if len(wanted) == 1 else f"{_APP_ID_ENV}=".encode()
-    me = os.getpid()
-    found = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        env = _read_proc_file(f"/proc/{name}/environ")
-        # the substring test rejects almost every process without splitting its environment
-        # (5x faster on a full machine: this scan runs before an app's final status)
-        if env is None or prefix not in env:
-            continue
-        items = set(env.split(b"\0"))
-        if any(m in items and (i is None or i in items) for m, i in wanted.items()):
-            pid = int(name)
-            found += 1
-            killpg_or_kill(pid)
-    return found
-
-
-def killpg_or_kill(pid: int) -> None:
-    """SIGKILLs ``pid`` and, if it leads one (a supervisor does), its process group."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def release_reserve(app_dir: str) -> bool:
-    """Removes the app's reserved space (see ``RESERVE_FILE``); True if there was one."""
-    try:
-        os.unlink(os.path.join(app_dir, RESERVE_FILE))
-        return True
-    except OSError:
-        return False
-
-
-def set_process_title(title: str) -> None:
-    """Shows ``title`` in ``ps``/``top`` (as ``setproctitle`` does, without a dependency).
-
-    Sets the thread name (``comm``, 15 bytes) and rewrites the process's original argv area
-    (``/proc/self/cmdline``) in place through ``/proc/self/mem``; a title longer than that area
-    is cut. Best effort: failures are ignored.
-    """
-    try:
-        with open("/proc/self/comm", "w") as f:
-            f.write(title[:15])
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
-        data = title.encode()[: end - start - 1]
-        fd = os.open("/proc/self/mem", os.O_WRONLY)
-        try:
-            os.pwrite(fd, data + b"\0" * (end - start - len(data)), start)
-        finally:
-            os.close(fd)
-    except (OSError, ValueError, IndexError):
-        pass
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _note(text: str) -> None:
-    try:
+def note(text: str) -> None:
+    """Writes a timestamped line to the supervisor's log (its stderr)."""
+    with contextlib.suppress(OSError):
         os.write(2, f"{time.strftime('%H:%M:%S')} supervisor: {text}\n".encode())
-    except OSError:
-        pass
 
 
 def _tail(path: str, n: int = STDERR_TAIL_LINES) -> list[str]:
@@ -933,67 +635,6 @@ def _raise_nofile_limit(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
 
 
-def _reset_process_state() -> None:
-    """Makes a forked (or spawned) process a clean daemon: default signals, stdio to the log."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.alarm(0)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2,
-                signal.SIGALRM, signal.SIGPIPE, signal.SIGQUIT):  # fmt: skip
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-
-
-def _redirect_stdio(app_dir: str) -> None:
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    out = os.open(
-        os.path.join(app_dir, SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
-    )
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
-
-
-def _fail_startup(app_dir: str, plan: dict[str, Any] | None, err: BaseException) -> None:
-    """Records a supervisor crash in the status file (so the app is not stuck RUNNING)."""
-    import traceback
-
-    text = "".join(traceback.format_exception(err))
-    _note(f"crashed:\n{text}")
-    try:
-        status = {
-            "v": 1,
-            "app_id": (plan or {}).get("app_id", os.path.basename(app_dir)),
-            "name": (plan or {}).get("name", ""),
-            "state": "FAILED",
-            "num_restarts": 0,
-            "msg": f"local supervisor crashed: {err!r} (see {SUPERVISOR_LOG})",
-            "structured_error_msg": "<NONE>",
-            "sup_pid": os.getpid(),
-            "created": time.time(),
-            "updated": time.time(),
-            "ended": time.time(),
-            "failed": None,
-            "roles": [],
-        }
-        path = os.path.join(app_dir, STATUS_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                old = json.load(f)
-            status["roles"] = old.get("roles", [])
-            status["created"] = old.get("created", status["created"])
-            if old.get("layout"):
-                status["layout"] = old["layout"]
-        except (OSError, ValueError):
-            pass
-        write_json_atomic(path, status)
-    except OSError:
-        pass
-
-
 def _record_pid(lock_fd: int) -> None:
     """Writes our pid into the lock file: cancel finds us even if the status file is unreadable."""
     try:
@@ -1009,81 +650,6 @@ def _record_final(lock_fd: int, status: dict[str, Any]) -> None:
         if lock_fd >= 0:
             data = f"{os.getpid()}\n{json.dumps(status, separators=(',', ':'))}\n".encode()
             os.pwrite(lock_fd, data, 0)
-            _note("the status file could not be written: the final status is in the lock file")
+            note("the status file could not be written: the final status is in the lock file")
     except OSError as e:
-        _note(f"could not record the final status anywhere: {e}")
-
-
-def pending_status(plan: dict[str, Any]) -> dict[str, Any]:
-    """The status the launcher writes before the supervisor runs (``PENDING``, no pid yet)."""
-    now = time.time()
-    status = {
-        "v": 1,
-        "app_id": plan["app_id"],
-        "name": plan["name"],
-        "state": "PENDING",
-        "num_restarts": 0,
-        "msg": "",
-        "structured_error_msg": "<NONE>",
-        "sup_pid": 0,
-        "created": now,
-        "updated": now,
-        "ended": None,
-        "failed": None,
-        "roles": [
-            {"name": r["name"], "states": "P" * r["num_replicas"], "pids": [0] * r["num_replicas"]}
-            for r in plan["roles"]
-        ],
-    }
-    if plan.get("layout"):
-        status["layout"] = plan["layout"]
-    return status
-
-
-def run_detached(plan: dict[str, Any] | None, app_dir: str, lock_fd: int) -> int:
-    """Entry point once detached: cleans up the process, runs the app, returns an exit code.
-
-    ``lock_fd`` is the app's lock file, locked (``flock``) by the launcher before the status
-    file existed and inherited by this process; as long as it is open here, the supervisor
-    counts as alive (see ``_state.supervisor_alive``).
-    """
-    import gc
-
-    gc.disable()  # short-lived and allocation-light; also keeps a forked host's finalizers away
-    try:
-        os.closerange(3, lock_fd)
-        os.closerange(lock_fd + 1, 1 << 20)
-        os.set_inheritable(lock_fd, False)  # replicas must not hold the lock
-        _redirect_stdio(app_dir)
-        _reset_process_state()
-        if plan is None:
-            with open(os.path.join(app_dir, PLAN_FILE), encoding="utf-8") as f:
-                plan = json.load(f)
-        sup = Supervisor(plan, app_dir, lock_fd)
-    except BaseException as e:  # noqa: BLE001 - anything here must end up in the status file
-        _fail_startup(app_dir, plan, e)
-        return 1
-    try:
-        return sup.run()
-    except BaseException as e:  # noqa: BLE001
-        for slot in list(sup.procs.values()):
-            _killpg(slot.pid, signal.SIGKILL)
-        _fail_startup(app_dir, plan, e)
-        return 1
-
-
-def main_spawned(argv: list[str] | None = None) -> None:
-    """Entry point of ``python -S <this file> APP_DIR LOCK_FD`` (a fresh interpreter).
-
-    The launcher started us with ``setsid``; fork once more so that our parent exits at once
-    (the launcher reaps it) and the supervisor is re-parented (fully detached).
-    """
-    args = sys.argv[1:] if argv is None else argv
-    app_dir, lock_fd = args[0], int(args[1])
-    if os.fork() != 0:
-        os._exit(0)
-    os._exit(run_detached(None, app_dir, lock_fd))
-
-
-if __name__ == "__main__":
-    main_spawned()
+        note(f"could not record the final status anywhere: {e}")

@@ -48,20 +48,22 @@ from torchx_core.schedulers.api import (
 )
 from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
-from torchx_core.schedulers.local._state import CorruptAppStateError
-from torchx_core.schedulers.local._supervisor import (
+from torchx_core.schedulers.local._layout import (
     APP_FILE,
     PLAN_FILE,
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
     TORCHX_LAYOUT,
+    StatusDoc,
+    cancelled_status,
+    check_status,
     error_file_path,
-    kill_apps_processes,
-    killpg_or_kill,
     log_path,
-    write_json_atomic,
+    write_status,
 )
+from torchx_core.schedulers.local._procs import kill_apps_processes, killpg_or_kill
+from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -405,7 +407,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         for role in app.roles:
             if len(role.name or "") > MAX_NAME_CHARS:
                 problems.append(
-                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at most {MAX_NAME_CHARS}"
+                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at"
+                    f" most {MAX_NAME_CHARS}"
                 )
                 continue
             if not _SAFE_NAME.match(role.name or ""):
@@ -654,7 +657,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             status.update(
                 state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time()
             )
-            write_json_atomic(os.path.join(req.app_dir, STATUS_FILE), status)
+            write_status(req.app_dir, status)
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
@@ -700,14 +703,15 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     ) -> DescribeAppResponse | None:
         if status is None:
             return None
-        failed = status.get("failed")
-        error = status.get("structured_error_msg") or NONE
+        doc = StatusDoc.from_json(status, app_id)
+        failed = doc.failed
+        error = doc.structured_error_msg or NONE
         roles_statuses = []
-        for ridx, r in enumerate(status["roles"]):
-            name = r["name"]
+        for ridx, r in enumerate(doc.roles):
+            name = r.name
             replicas = [
                 ReplicaStatus(k, LOCAL_STATES.get(c, AppState.UNKNOWN), name, "localhost")
-                for k, c in enumerate(r["states"])
+                for k, c in enumerate(r.states)
             ]
             if failed and failed[0] == ridx and failed[1] < len(replicas):
                 replicas[failed[1]].structured_error_msg = error
@@ -715,9 +719,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return _LazyRolesResponse(
             lambda: self._roles(app_id, app_dir),
             app_id=app_id,
-            state=AppState[status["state"]],
-            num_restarts=int(status.get("num_restarts", 0)),
-            msg=status.get("msg") or "",
+            state=AppState[doc.state],
+            num_restarts=doc.num_restarts,
+            msg=doc.msg,
             structured_error_msg=error,
             ui_url=f"file://{os.path.realpath(app_dir)}",
             roles_statuses=roles_statuses,
@@ -763,15 +767,16 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
                 if status is None:
                     continue
-                created = float(status.get("created") or 0.0)
+                doc = StatusDoc.from_json(status, app_id)
+                created = float(doc.created or 0.0)
                 app = ListAppResponse(
                     app_id=app_id,
-                    state=AppState[status["state"]],
+                    state=AppState[doc.state],
                     app_handle=f"{self.backend}://{self.session_name}/{app_id}",
-                    name=status.get("name", ""),
+                    name=doc.name,
                     created=created or None,
                     owner=_owner.read_owner(app_dir),
-                    replicas=_replica_counts(status),
+                    replicas=_replica_counts(doc),
                 )
                 rows.append((created, app_id, app))
         finally:
@@ -829,14 +834,17 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         status = _state.read_status(app_dir, app_id) if app_dir else None
         if app_dir is None or status is None:
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        roles = {r["name"]: len(r["states"]) for r in status["roles"]}
+        doc = StatusDoc.from_json(status, app_id)
+        roles = {r.name: len(r.states) for r in doc.roles}
         if role_name not in roles:
             raise InvalidLogQueryError(
-                f"app {app_id} has no role {role_name!r}; its roles are: {', '.join(roles) or '(none)'}"
+                f"app {app_id} has no role {role_name!r}; its roles are:"
+                f" {', '.join(roles) or '(none)'}"
             )
         if not 0 <= k < roles[role_name]:
             raise InvalidLogQueryError(
-                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1}; got k={k}"
+                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1};"
+                f" got k={k}"
             )
         try:
             stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
@@ -857,8 +865,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 raise InvalidLogQueryError(
                     f"invalid log regex {regex!r}: {e}; pass a Python regular expression"
                 ) from e
-        path = log_path(app_dir, role_name, k, stream, status.get("layout"))
-        if should_tail and status["state"] not in TERMINAL:
+        path = log_path(app_dir, role_name, k, stream, doc.layout)
+        if should_tail and doc.state not in TERMINAL:
             lines: Iterator[str] = _logio.follow(path, app_dir)
         else:
             lines = _logio.read_lines(path)
@@ -918,10 +926,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             pid = _state.supervisor_pid(app_dir)
         if not pid or not _state.supervisor_alive(app_dir):
             return False
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
         grace = plan.get("grace")
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
@@ -943,14 +949,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
         """Writes a CANCELLED status for an app stopped without its supervisor's help."""
-        if status is None:
-            status = {"v": 1, "app_id": app_id, "name": "", "created": time.time(), "roles": []}
-        for r in status.get("roles", []):
-            r["states"] = "".join("C" if c in "PRU" else c for c in r["states"])
-            r["pids"] = [0] * len(r["states"])
-        status.update(state="CANCELLED", msg="cancelled", ended=time.time(), updated=time.time())
         try:
-            write_json_atomic(os.path.join(app_dir, STATUS_FILE), status)
+            write_status(app_dir, cancelled_status(status, app_id, time.time()))
         except OSError as e:
             logger.warning("app %s: could not record the cancellation: %s", app_id, e)
 
@@ -1014,7 +1014,7 @@ _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace per
 def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
     """``status`` if it is a well-formed status document, else None."""
     try:
-        _state.check_status(status)
+        check_status(status)
     except ValueError:
         return None
     return status
@@ -1034,11 +1034,11 @@ def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _replica_counts(status: dict[str, Any]) -> dict[str, int] | None:
+def _replica_counts(doc: StatusDoc) -> dict[str, int] | None:
     """How many replicas of a status document are in each state (by ``AppState`` name)."""
     counts: dict[str, int] = {}
-    for role in status.get("roles") or ():
-        for code in role.get("states") or ():
+    for role in doc.roles:
+        for code in role.states:
             name = LOCAL_STATES.get(code, AppState.UNKNOWN).name
             counts[name] = counts.get(name, 0) + 1
     return counts or None
