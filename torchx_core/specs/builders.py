@@ -31,7 +31,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, NoReturn
 
-from torchx_core.specs._app import AppDef, BindMount, DeviceMount, VolumeMount, parse_mounts
+from torchx_core.specs._app import AppDef
+from torchx_core.specs._mounts import BindMount, DeviceMount, VolumeMount, parse_mounts
 from torchx_core.specs._status import make_app_handle
 from torchx_core.specs.errors import (
     ComponentArgumentError,
