@@ -477,6 +477,24 @@ class AppDef:
         return appdef_from_dict(data)
 
 
+def replica_pairs(app: AppDef, role: str | None = None) -> list[tuple[str, int]]:
+    """``(role name, replica index)`` for every replica ``app`` asks for, in role order.
+
+    >>> replica_pairs(AppDef("a", [Role("w", image="i", num_replicas=2), Role("ps", image="i")]))
+    [('w', 0), ('w', 1), ('ps', 0)]
+
+    Args:
+        app: the app definition
+        role: only this role's replicas (an unknown role gives ``[]``)
+    """
+    return [
+        (r.name, k)
+        for r in app.roles
+        if role is None or r.name == role
+        for k in range(r.num_replicas)
+    ]
+
+
 # The dict form (shared readers and the format version: _serde)
 
 
