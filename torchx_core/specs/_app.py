@@ -429,7 +429,7 @@ class Role:
                 return d[attrname]
         return _object_getattribute(self, attrname)
 
-    def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo) -> AppDryRunInfo:
+    def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
         """Hook for role-specific scheduler request modifications.
 
         Called per-role during ``Scheduler.submit_dryrun``, in the order of ``AppDef.roles``.

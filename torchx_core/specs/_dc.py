@@ -280,7 +280,7 @@ def _dc_repr(self: Any) -> str:
 
 def _dc_eq(self: Any, other: object) -> bool:
     if other.__class__ is not self.__class__:
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]  # typeshed: NotImplemented is Any
     names = _names(_EQ, type(self), "compare")
     return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 

@@ -93,7 +93,7 @@ class cases:
 def get_type_name(tp: Any) -> str:
     """Returns a readable name for a run option type (``int``, ``list[str]``, ...)."""
     if _origin(tp) is None and hasattr(tp, "__name__"):
-        return tp.__name__
+        return str(tp.__name__)
     return str(tp).replace("typing.", "")
 
 
@@ -184,7 +184,8 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
     if tp is str:
         return value
     try:
-        return tp(value.strip() if tp in (int, float) else value)
+        converted: CfgVal = tp(value.strip() if tp in (int, float) else value)
+        return converted
     except (TypeError, ValueError) as e:
         raise InvalidRunConfigException(
             f"{where}cannot cast {value!r} to {get_type_name(tp)}; expected a valid"
@@ -529,7 +530,8 @@ class runopts:
         elif tp is float and isinstance(val, (int, float)) and not isinstance(val, bool):
             return float(val)
         elif runopts.is_type(val, tp):
-            return val
+            checked: CfgVal = val
+            return checked
         if isinstance(val, str):
             return _cast(opt.opt_type, val, key)
         raise _wrong_type(key, opt.opt_type, val, None)

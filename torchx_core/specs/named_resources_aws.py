@@ -139,7 +139,7 @@ def instance_type_resource(itype: str) -> Resource:
     )
 
 
-def instance_type_from_resource(resource: Resource) -> str:
+def instance_type_from_resource(resource: Resource) -> str | None:
     """The AWS instance type a resource asks for (its ``node.kubernetes.io/instance-type``).
 
     Warns (``UserWarning``) and returns None when the resource has no such capability: jobs
@@ -156,7 +156,8 @@ def instance_type_from_resource(resource: Resource) -> str:
             " to the resource.",
             stacklevel=2,
         )
-    return itype  # type: ignore[no-any-return]
+    found: str | None = itype
+    return found
 
 
 NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {

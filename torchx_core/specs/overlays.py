@@ -292,7 +292,7 @@ def _read(uri: str) -> str:
 def _yaml(uri: str, text: str) -> Any:
     import yaml
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # no yaml stubs: SafeLoader is Any
         """SafeLoader that also reads ``!!python/tuple`` (as TorchX's overlay files may)."""
 
     _Loader.add_constructor(

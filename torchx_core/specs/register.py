@@ -148,7 +148,7 @@ class _NamedResources(Mapping[str, Resource]):
 def _as_factory(obj: object) -> ResourceFactory | None:
     if isinstance(obj, Resource):
         return _constant(obj)
-    return obj if callable(obj) else None  # type: ignore[return-value]
+    return obj if callable(obj) else None
 
 
 def _constant(res: Resource) -> ResourceFactory:

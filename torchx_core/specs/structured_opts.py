@@ -143,7 +143,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
 
     @classmethod
     def _opt_fields(cls) -> list[_OptField]:
-        cached = cls.__dict__.get(_CACHE_ATTR)
+        cached: list[_OptField] | None = cls.__dict__.get(_CACHE_ATTR)
         if cached is not None:
             return cached
         if not dataclasses.is_dataclass(cls):
@@ -319,7 +319,8 @@ class StructuredOpts(Mapping[str, CfgVal]):
             if not isinstance(value, StructuredOpts):
                 raise KeyError(key)
             return value[rest]
-        return value
+        plain: CfgVal = value
+        return plain
 
     def __iter__(self) -> Iterator[str]:
         keys: list[str] = []
