@@ -217,12 +217,11 @@ def _format_replica(rep: ReplicaStatus) -> str:
         )
         when = "<N/A>"
         if timestamp is not None:
+            import contextlib
             from datetime import datetime
 
-            try:
+            with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
                 when = str(datetime.fromtimestamp(int(timestamp)))
-            except (TypeError, ValueError, OverflowError, OSError):
-                pass
         data = (
             f"{state} (exitcode: {code or '<N/A>'})\n"
             f"        timestamp: {when}\n"
@@ -309,10 +308,11 @@ class AppStatus:
             "ui_url": self.ui_url,
         }
         if self.structured_error_msg != NONE:
-            try:
+            import contextlib
+
+            # not JSON (job- or scheduler-written): shown verbatim
+            with contextlib.suppress(ValueError):
                 data["structured_error_msg"] = json.loads(self.structured_error_msg)
-            except ValueError:
-                pass  # not JSON (job- or scheduler-written): shown verbatim
         return str(yaml.dump({"AppStatus": data}))
 
     def raise_for_status(self) -> None:

@@ -18,8 +18,6 @@ statuses. Malformed input raises :py:class:`AppDefSerializationError` naming the
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time
-
 from torchx_core.specs._app import (
     ALL,
     MISSING,
@@ -77,6 +75,8 @@ from torchx_core.specs.errors import (
     UnknownSchedulerException,
     import_optional,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time
 
 # Loaded on first use (module __getattr__ below): they are not needed to define an app and
 # importing them eagerly would cost import time.

@@ -140,9 +140,7 @@ def _check(tp: Any, value: Any) -> Any:
         raise ValueError(f"{value!r} is a bool, not an int")
     if not isinstance(value, tp):
         # ValueError on purpose: callers turn it into ComponentArgumentError
-        raise ValueError(  # noqa: TRY004
-            f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}"
-        )
+        raise ValueError(f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}")
     return value
 
 
@@ -277,7 +275,8 @@ def parse_args(
     """
     if isinstance(cmpnt_args, str) or not all(isinstance(a, str) for a in cmpnt_args):
         raise ComponentArgumentError(
-            f"component {cmpnt_fn.__name__}: arguments must be a list of strings, got {cmpnt_args!r}"
+            f"component {cmpnt_fn.__name__}: arguments must be a list of strings,"
+            f" got {cmpnt_args!r}"
         )
     parser = _create_args_parser(cmpnt_fn, cmpnt_defaults, config)
     parsed = parser.parse_args(list(cmpnt_args))

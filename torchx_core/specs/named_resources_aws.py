@@ -4,8 +4,8 @@ Values follow https://aws.amazon.com/ec2/instance-types/: vCPUs, GPUs and memory
 reduced by :data:`MEM_TAX` (the share the OS, kubelet and agents keep for themselves) so a
 replica asking for the whole host still fits. As in TorchX, :data:`GiB` is 1024 (MB per GiB)
 and ``memMB = GiB_of_the_host * int(GiB * MEM_TAX)`` (e.g. p4d.24xlarge: 1152 * 983 =
-1,132,416); define your own instance types the same way. Each resource carries the instance type as the
-``node.kubernetes.io/instance-type`` capability, and EFA network interfaces
+1,132,416); define your own instance types the same way. Each resource carries the instance
+type as the ``node.kubernetes.io/instance-type`` capability, and EFA network interfaces
 (``vpc.amazonaws.com/efa``) or Neuron devices (``aws.amazon.com/neurondevice``) as ``devices``.
 
 These definitions may change between releases; register your own named resources for what
