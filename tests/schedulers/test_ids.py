@@ -1,4 +1,4 @@
-"""The one app-id builder (``schedulers/_ids.py``) and each backend's rules."""
+"""The one app-id builder (``schedulers/_app_ids.py``) and each backend's rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.aws.batch import JOB_NAME_RULES as BATCH
 from torchx_core.schedulers.aws.sagemaker import JOB_NAME_RULES as SAGEMAKER
 from torchx_core.schedulers.docker.scheduler import APP_ID_RULES as DOCKER

@@ -36,8 +36,8 @@ from torchx_core.specs import (
 def test_sentinels() -> None:
     assert MISSING == "<MISSING>"
     assert NONE == "<NONE>"
-    assert NULL_RESOURCE == Resource(cpu=-1, gpu=-1, memMB=-1)
-    assert ALL == Resource(cpu=-1, gpu=-1, memMB=-1)
+    assert Resource(cpu=-1, gpu=-1, memMB=-1) == NULL_RESOURCE
+    assert Resource(cpu=-1, gpu=-1, memMB=-1) == ALL
 
 
 def test_role_signature_matches_torchx() -> None:
@@ -351,3 +351,14 @@ def test_subclass_of_a_spec_dataclass_keeps_working() -> None:
         "test_subclass_of_a_spec_dataclass_keeps_working.<locals>.MyRole(name='r'"
     )
     assert r.extra == "x" and r == MyRole("r", "img")
+
+
+def test_replica_pairs_lists_every_replica_in_role_order_or_one_role() -> None:
+    from torchx_core.specs._app import replica_pairs
+
+    app = AppDef(
+        "a", [Role("w", "img", num_replicas=2), Role("ps", "img"), Role("z", "img", num_replicas=0)]
+    )
+    assert replica_pairs(app) == [("w", 0), ("w", 1), ("ps", 0)]
+    assert replica_pairs(app, "w") == [("w", 0), ("w", 1)]
+    assert replica_pairs(app, "nope") == []

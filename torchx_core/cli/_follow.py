@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from torchx_core.cli._term import ENDC, GREEN, is_terminal, prefix_line, sanitize, use_color
 from torchx_core.specs import AppState, AppStatus, UnknownAppException
+from torchx_core.specs._app import replica_pairs
 from torchx_core.specs.errors import TorchXError, did_you_mean
 
 if TYPE_CHECKING:
@@ -36,12 +37,7 @@ def role_replicas(
     app = runner.describe(app_handle)
     if app is None:
         raise UnknownAppException(app_handle)
-    pairs = [
-        (r.name, k)
-        for r in app.roles
-        if role is None or r.name == role
-        for k in range(r.num_replicas)
-    ]
+    pairs = replica_pairs(app, role)
     if role is not None and not pairs:
         names = [r.name for r in app.roles]
         raise LogSelectionError(
@@ -68,7 +64,7 @@ class _Printer:
         return f"{GREEN}{tag}{ENDC} " if self.color else f"{tag} "
 
     def write(self, prefix: str, lines: Iterable[str]) -> None:
-        """Writes a finished log with ``prefix``, in large chunks (it may have millions of lines)."""
+        """Writes a finished log with ``prefix``, in large chunks (it may have many lines)."""
         buf: list[str] = []
         for line in lines:
             buf.append(self.line(prefix, line))

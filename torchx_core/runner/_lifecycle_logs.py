@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from torchx_core.runner._status_read import read_status
 from torchx_core.specs import AppState, AppStatus
+from torchx_core.specs._app import replica_pairs
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def replicas_of(runner: Runner, app_handle: str, status: AppStatus | None) -> li
     app = runner.describe(app_handle)
     if app is None:
         return []
-    return [(r.name, k) for r in app.roles for k in range(r.num_replicas)]
+    return replica_pairs(app)
 
 
 def more_replicas(app_handle: str, shown: int, total: int) -> str:

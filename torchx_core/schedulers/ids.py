@@ -1,7 +1,7 @@
-"""Random ids for app names (``torchx.schedulers.ids``).
+"""TorchX's public ``torchx.schedulers.ids``: random ids for app names.
 
-The schedulers of this package name apps with :func:`torchx_core.schedulers._ids.unique_id`
-(per-backend rules); these functions keep TorchX's public helpers for code that calls them.
+Kept for code that calls TorchX's helpers. The schedulers of this package do not use it: they
+name apps with :func:`torchx_core.schedulers._app_ids.unique_id` (per-backend rules).
 """
 
 from __future__ import annotations

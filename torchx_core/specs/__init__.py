@@ -61,6 +61,10 @@ from torchx_core.specs.api import (
     UnknownSchedulerException,
     VolumeMount,
     Workspace,
+    appdef_from_dict,
+    appdef_from_json,
+    appdef_to_dict,
+    appdef_to_json,
     cases,
     get_type_name,
     import_optional,
@@ -70,7 +74,6 @@ from torchx_core.specs.api import (
     make_app_handle,
     parse_app_handle,
     parse_mounts,
-    resource,
     runopt,
     runopts,
 )
@@ -82,13 +85,10 @@ _LAZY: dict[str, str] = {
     "TORCHX_CONTEXT_NAME": "torchx_core.specs.metadata_keys",
     "app_metadata": "torchx_core.specs.metadata_keys",
     "StructuredOpts": "torchx_core.specs.structured_opts",
-    "appdef_from_dict": "torchx_core.specs._serde",
-    "appdef_from_json": "torchx_core.specs._serde",
-    "appdef_to_dict": "torchx_core.specs._serde",
-    "appdef_to_json": "torchx_core.specs._serde",
     "named_resources": "torchx_core.specs.register",
     "get_named_resources": "torchx_core.specs.register",
     "named_resource": "torchx_core.specs.register",
+    "resource": "torchx_core.specs.register",
     "materialize_appdef": "torchx_core.specs.builders",
     "parse_args": "torchx_core.specs.builders",
 }
@@ -183,14 +183,13 @@ def __dir__() -> list[str]:
 
 TYPE_CHECKING = False  # typing is not imported at run time
 if TYPE_CHECKING:
-    from torchx_core.specs._serde import (
-        appdef_from_dict,
-        appdef_from_json,
-        appdef_to_dict,
-        appdef_to_json,
-    )
     from torchx_core.specs.builders import materialize_appdef, parse_args
     from torchx_core.specs.capabilities import CapabilityKey
     from torchx_core.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
-    from torchx_core.specs.register import get_named_resources, named_resource, named_resources
+    from torchx_core.specs.register import (
+        get_named_resources,
+        named_resource,
+        named_resources,
+        resource,
+    )
     from torchx_core.specs.structured_opts import StructuredOpts

@@ -10,15 +10,19 @@ import os
 from enum import Enum
 
 from torchx_core.specs._dc import data, field, field_names
-from torchx_core.specs.errors import (
-    InvalidMountError,
-    InvalidResourceError,
-    InvalidWorkspaceError,
-    did_you_mean,
+from torchx_core.specs._mounts import (
+    BindMount,
+    DeviceMount,
+    VolumeMount,
+    mount_from_dict,
+    mount_to_dict,
 )
+from torchx_core.specs._serde import FORMAT_VERSION, jsonable, opt, req
+from torchx_core.specs.errors import AppDefSerializationError, InvalidWorkspaceError
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -142,65 +146,6 @@ def _null_resource() -> Resource:
     return Resource(cpu=-1, gpu=-1, memMB=-1)
 
 
-_DEFAULT_CPU = 2
-_DEFAULT_GPU = 0
-_DEFAULT_MEM_MB = 1024
-
-
-def _check_count(name: str, value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidResourceError(
-            f"resource({name}={value!r}): {name} must be a non-negative int (or None for the default)"
-        )
-    if value < 0:
-        raise InvalidResourceError(
-            f"resource({name}={value!r}): {name} must be >= 0 (or None for the default)"
-        )
-    return value
-
-
-def resource(
-    cpu: int | None = None,
-    gpu: int | None = None,
-    memMB: int | None = None,
-    h: str | None = None,
-) -> Resource:
-    """Creates a Resource from raw specs or a named resource.
-
-    When ``h`` is set, it takes precedence (raw specs are ignored). Unset raw specs default to
-    ``cpu=2, gpu=0, memMB=1024``.
-
-    >>> resource(cpu=4, gpu=1, memMB=8192)
-    Resource(cpu=4, gpu=1, memMB=8192, capabilities={}, devices={}, tags={})
-
-    Args:
-        cpu: number of logical cpu cores
-        gpu: number of gpus
-        memMB: MB of ram
-        h: a registered named resource (e.g. ``"gpu.small"``, ``"aws_p3.2xlarge"``)
-
-    Raises:
-        UnknownNamedResourceError: ``h`` is not a registered named resource
-        InvalidResourceError: a raw value is not a non-negative int
-    """
-    if h is not None and h != "":
-        if not isinstance(h, str):
-            raise InvalidResourceError(f"resource(h={h!r}): h must be a named-resource name (str)")
-        from torchx_core.specs.register import get_named_resources
-
-        return get_named_resources(h)
-    cpu_v = _check_count("cpu", cpu)
-    gpu_v = _check_count("gpu", gpu)
-    mem_v = _check_count("memMB", memMB)
-    return Resource(
-        cpu=cpu_v or _DEFAULT_CPU,
-        gpu=gpu_v or _DEFAULT_GPU,
-        memMB=mem_v or _DEFAULT_MEM_MB,
-    )
-
-
 class RetryPolicy(str, Enum):
     """Defines the retry policy for the Roles in the AppDef.
 
@@ -217,174 +162,6 @@ class RetryPolicy(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-class MountType(str, Enum):
-    """Kinds of mounts accepted by :py:func:`parse_mounts`."""
-
-    BIND = "bind"
-    VOLUME = "volume"
-    DEVICE = "device"
-
-
-@data
-class BindMount:
-    """Bind-mounts a host path into the worker container.
-
-    Args:
-        src_path: the path on the host
-        dst_path: the path in the worker environment/container
-        read_only: whether the mount is read only
-    """
-
-    src_path: str
-    dst_path: str
-    read_only: bool = False
-
-
-@data
-class VolumeMount:
-    """Mounts a persistent volume into the worker container.
-
-    Args:
-        src: the name or ID of the volume to mount
-        dst_path: the path in the worker environment/container
-        read_only: whether the mount is read only
-    """
-
-    src: str
-    dst_path: str
-    read_only: bool = False
-
-
-@data
-class DeviceMount:
-    """Mounts a host device into the container.
-
-    Args:
-        src_path: the path on the host
-        dst_path: the path in the worker environment/container
-        permissions: the permissions to set on the device (any of ``r``, ``w``, ``m``)
-    """
-
-    src_path: str
-    dst_path: str
-    permissions: str = "rwm"
-
-
-_MOUNT_FORMAT = (
-    "type=bind,src=<host path>,dst=<container path>[,readonly] | "
-    "type=volume,src=<name/id>,dst=<container path>[,readonly] | "
-    "type=device,src=/dev/<dev>[,dst=<container path>][,perm=rwm]"
-)
-_MOUNT_KEYS: dict[str, set[str]] = {
-    "bind": {"type", "src", "dst", "readonly"},
-    "volume": {"type", "src", "dst", "readonly"},
-    "device": {"type", "src", "dst", "perm"},
-}
-# Docker's spellings, accepted as in TorchX
-_MOUNT_ALIASES: dict[str, str] = {
-    "source": "src",
-    "target": "dst",
-    "destination": "dst",
-    "read_only": "readonly",
-}
-_MOUNT_OPTIONS = sorted({*_MOUNT_ALIASES, *(k for keys in _MOUNT_KEYS.values() for k in keys)})
-
-
-def parse_mounts(opts: list[str]) -> list[BindMount | VolumeMount | DeviceMount]:
-    """Parses a list of options into typed mounts, in a format similar to Docker's bind mounts.
-
-    Multiple mounts can be given in the same list; ``type`` must come first in each. Elements
-    may also hold several comma separated options. Docker's spellings ``source``, ``target``,
-    ``destination`` and ``read_only`` are aliases of ``src``, ``dst`` and ``readonly``; a bind
-    mount's ``~`` is expanded to the home directory.
-
-    Supported types::
-
-        BindMount:   type=bind,src=<host path>,dst=<container path>[,readonly]
-        VolumeMount: type=volume,src=<name/id>,dst=<container path>[,readonly]
-        DeviceMount: type=device,src=/dev/<dev>[,dst=<container path>][,perm=rwm]
-
-    >>> parse_mounts(["type=bind", "src=/a", "dst=/b", "readonly"])
-    [BindMount(src_path='/a', dst_path='/b', read_only=True)]
-
-    Args:
-        opts: the options, e.g. ``["type=bind", "src=/host", "dst=/container"]``
-
-    Raises:
-        InvalidMountError: the options do not describe valid mounts
-    """
-    if isinstance(opts, str) or not isinstance(opts, (list, tuple)):
-        raise InvalidMountError(
-            f"parse_mounts expects a list of option strings, got {opts!r}. Valid: {_MOUNT_FORMAT}"
-        )
-    groups: list[dict[str, str]] = []
-    for opt in opts:
-        if not isinstance(opt, str):
-            raise InvalidMountError(f"mount option {opt!r} is not a string. Valid: {_MOUNT_FORMAT}")
-        for part in opt.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            key, _, val = part.partition("=")
-            key = _MOUNT_ALIASES.get(key.strip(), key.strip())
-            if key not in _MOUNT_OPTIONS:
-                raise InvalidMountError(
-                    f"unknown mount option {key}, must be one of {_MOUNT_OPTIONS} (given:"
-                    f" {part!r}).{did_you_mean(key, _MOUNT_OPTIONS)} Valid: {_MOUNT_FORMAT}"
-                )
-            if key == "type":
-                groups.append({})
-            elif not groups:
-                raise InvalidMountError(
-                    f"mount option {part!r} comes before any 'type=...'; type must be specified"
-                    f" first. Valid: {_MOUNT_FORMAT}"
-                )
-            if key in groups[-1]:
-                raise InvalidMountError(f"mount option {key!r} given twice in one mount: {opts!r}")
-            groups[-1][key] = val.strip()
-    return [_make_mount(g) for g in groups]
-
-
-def _make_mount(opts: dict[str, str]) -> BindMount | VolumeMount | DeviceMount:
-    typ = opts.get("type", "")
-    if typ not in _MOUNT_KEYS:
-        raise InvalidMountError(
-            f"invalid mount type {typ!r}, must be one of bind, volume, device. Valid: {_MOUNT_FORMAT}"
-        )
-    unknown = set(opts) - _MOUNT_KEYS[typ]
-    if unknown:
-        raise InvalidMountError(
-            f"unknown option(s) {sorted(unknown)} for a {typ} mount;"
-            f" valid options: {sorted(_MOUNT_KEYS[typ])}"
-        )
-    src = opts.get("src", "")
-    if not src:
-        raise InvalidMountError(
-            f"{typ} mount {opts!r} needs a non-empty src=. Valid: {_MOUNT_FORMAT}"
-        )
-    if typ == "device":
-        perm = opts.get("perm", "rwm")
-        bad = [c for c in perm if c not in "rwm"]
-        if not perm or bad:
-            raise InvalidMountError(
-                f"device mount perm={perm!r} is invalid; use a combination of 'r', 'w', 'm'"
-            )
-        return DeviceMount(src_path=src, dst_path=opts.get("dst") or src, permissions=perm)
-    dst = opts.get("dst", "")
-    if not dst:
-        raise InvalidMountError(
-            f"{typ} mount {opts!r} needs a non-empty dst=. Valid: {_MOUNT_FORMAT}"
-        )
-    if opts.get("readonly", "") not in ("", "true", "True", "1"):
-        raise InvalidMountError(
-            f"readonly={opts['readonly']!r} is invalid; write 'readonly' (or readonly=true)"
-        )
-    read_only = "readonly" in opts
-    if typ == "bind":
-        return BindMount(src_path=os.path.expanduser(src), dst_path=dst, read_only=read_only)
-    return VolumeMount(src=src, dst_path=dst, read_only=read_only)
 
 
 @data
@@ -542,7 +319,7 @@ class macros:
             import copy
 
             overrides = role.overrides
-            if all(k == OVERRIDES_LOCK_KEY for k in overrides):  # nothing to share
+            if not overrides or _only_lock(overrides):  # nothing to share
                 role = copy.deepcopy(role)
             else:
                 role.overrides = {}
@@ -571,9 +348,14 @@ class macros:
 
 
 _OVERRIDABLE: frozenset[str] = frozenset()
-#: the reserved key under which an overrides dict keeps its resolution lock (see _overrides)
-OVERRIDES_LOCK_KEY = "<overrides resolution lock>"
 _object_getattribute = object.__getattribute__
+
+
+def _only_lock(overrides: dict[str, Any]) -> bool:
+    """True if ``overrides`` holds nothing but the resolution lock of ``_overrides``."""
+    from torchx_core.specs._overrides import LOCK_KEY
+
+    return all(k == LOCK_KEY for k in overrides)
 
 
 def _resolve_override(overrides: dict[str, Any], name: str) -> Any:
@@ -647,7 +429,7 @@ class Role:
                 return d[attrname]
         return _object_getattribute(self, attrname)
 
-    def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo) -> AppDryRunInfo:
+    def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
         """Hook for role-specific scheduler request modifications.
 
         Called per-role during ``Scheduler.submit_dryrun``, in the order of ``AppDef.roles``.
@@ -683,8 +465,6 @@ class AppDef:
 
         See :py:func:`torchx_core.specs.api.appdef_to_dict` for what is kept.
         """
-        from torchx_core.specs._serde import appdef_to_dict
-
         return appdef_to_dict(self)
 
     @staticmethod
@@ -694,6 +474,182 @@ class AppDef:
         Raises:
             AppDefSerializationError: ``data`` is not a valid AppDef dict
         """
-        from torchx_core.specs._serde import appdef_from_dict
-
         return appdef_from_dict(data)
+
+
+def replica_pairs(app: AppDef, role: str | None = None) -> list[tuple[str, int]]:
+    """``(role name, replica index)`` for every replica ``app`` asks for, in role order.
+
+    >>> replica_pairs(AppDef("a", [Role("w", image="i", num_replicas=2), Role("ps", image="i")]))
+    [('w', 0), ('w', 1), ('ps', 0)]
+
+    Args:
+        app: the app definition
+        role: only this role's replicas (an unknown role gives ``[]``)
+    """
+    return [
+        (r.name, k)
+        for r in app.roles
+        if role is None or r.name == role
+        for k in range(r.num_replicas)
+    ]
+
+
+# The dict form (shared readers and the format version: _serde)
+
+
+def resource_to_dict(res: Resource) -> dict[str, Any]:
+    """Returns the dict form of a Resource."""
+    return {
+        "cpu": res.cpu,
+        "gpu": res.gpu,
+        "memMB": res.memMB,
+        "capabilities": dict(res.capabilities),
+        "devices": dict(res.devices),
+        "tags": dict(res.tags),
+        "name": res.get_resource_name(),
+        "fractional": res.is_fractional(),
+    }
+
+
+def role_to_dict(role: Role) -> dict[str, Any]:
+    """Returns the dict form of a Role (fields read through its overrides)."""
+    from torchx_core.specs._overrides import ResolvedOverride
+
+    overrides = {
+        k: v.value if isinstance(v, ResolvedOverride) else v for k, v in role.overrides.items()
+    }
+    overrides = {k: v for k, v in overrides.items() if jsonable(v)}
+    return {
+        "name": role.name,
+        "image": role.image,
+        "min_replicas": role.min_replicas,
+        "entrypoint": role.entrypoint,
+        "args": list(role.args),
+        "env": dict(role.env),
+        "num_replicas": role.num_replicas,
+        "max_retries": role.max_retries,
+        "retry_policy": RetryPolicy(role.retry_policy).value,
+        "resource": resource_to_dict(role.resource),
+        "port_map": dict(role.port_map),
+        "metadata": dict(role.metadata),
+        "mounts": [mount_to_dict(m) for m in role.mounts],
+        "workspace": dict(role.workspace.projects) if role.workspace is not None else None,
+        "overrides": overrides,
+        "base_image": role.base_image,
+    }
+
+
+def appdef_to_dict(app: AppDef) -> dict[str, Any]:
+    """Returns a JSON-compatible dict of ``app``; :py:func:`appdef_from_dict` reverses it.
+
+    >>> from torchx_core.specs import AppDef, Role
+    >>> d = appdef_to_dict(AppDef("echo", [Role("r", image="img", args=["hi"])]))
+    >>> appdef_from_dict(d) == AppDef("echo", [Role("r", image="img", args=["hi"])])
+    True
+    """
+    return {
+        "version": FORMAT_VERSION,
+        "name": app.name,
+        "roles": [role_to_dict(r) for r in app.roles],
+        "metadata": dict(app.metadata),
+    }
+
+
+def resource_from_dict(data: Mapping[str, Any], where: str = "resource") -> Resource:
+    """Builds a Resource from :py:func:`resource_to_dict` output."""
+    res = Resource(
+        cpu=req(data, "cpu", int, where),
+        gpu=req(data, "gpu", int, where),
+        memMB=req(data, "memMB", int, where),
+        capabilities=dict(opt(data, "capabilities", dict, where, {})),
+        devices=dict(opt(data, "devices", dict, where, {})),
+        tags=dict(opt(data, "tags", dict, where, {})),
+    )
+    name = opt(data, "name", str, where, None)
+    if name is not None or data.get("fractional"):
+        res._set_named(name, bool(data.get("fractional")))
+    return res
+
+
+def role_from_dict(data: Mapping[str, Any], where: str = "role") -> Role:
+    """Builds a Role from :py:func:`role_to_dict` output."""
+    policy = opt(data, "retry_policy", str, where, "APPLICATION")
+    try:
+        retry_policy = RetryPolicy(policy)
+    except ValueError:
+        raise AppDefSerializationError(
+            f"{where}.retry_policy: {policy!r} is not one of {[p.value for p in RetryPolicy]}"
+        ) from None
+    ws = opt(data, "workspace", dict, where, None)
+    return Role(
+        name=req(data, "name", str, where),
+        image=req(data, "image", str, where),
+        min_replicas=opt(data, "min_replicas", int, where, None),
+        entrypoint=opt(data, "entrypoint", str, where, "<MISSING>"),
+        args=list(opt(data, "args", list, where, [])),
+        env=dict(opt(data, "env", dict, where, {})),
+        num_replicas=opt(data, "num_replicas", int, where, 1),
+        max_retries=opt(data, "max_retries", int, where, 0),
+        retry_policy=retry_policy,
+        resource=resource_from_dict(
+            opt(data, "resource", dict, where, {"cpu": -1, "gpu": -1, "memMB": -1}),
+            f"{where}.resource",
+        ),
+        port_map=dict(opt(data, "port_map", dict, where, {})),
+        metadata=dict(opt(data, "metadata", dict, where, {})),
+        mounts=[
+            mount_from_dict(m, f"{where}.mounts[{i}]")
+            for i, m in enumerate(opt(data, "mounts", list, where, []))
+        ],
+        workspace=Workspace(projects=dict(ws)) if ws is not None else None,
+        overrides=dict(opt(data, "overrides", dict, where, {})),
+        base_image=opt(data, "base_image", str, where, None),
+    )
+
+
+def appdef_from_dict(data: Mapping[str, Any]) -> AppDef:
+    """Builds an AppDef from :py:func:`appdef_to_dict` output.
+
+    Raises:
+        AppDefSerializationError: ``data`` is not a valid AppDef dict (the message names the
+            offending path, e.g. ``app.roles[0].resource.cpu``)
+    """
+    where = "app"
+    version = opt(data, "version", int, where, FORMAT_VERSION)
+    if version > FORMAT_VERSION:
+        raise AppDefSerializationError(
+            f"app: format version {version} is newer than this torchx-suite supports"
+            f" ({FORMAT_VERSION}); upgrade torchx-suite"
+        )
+    roles = opt(data, "roles", list, where, [])
+    return AppDef(
+        name=req(data, "name", str, where),
+        roles=[role_from_dict(r, f"{where}.roles[{i}]") for i, r in enumerate(roles)],
+        metadata=dict(opt(data, "metadata", dict, where, {})),
+    )
+
+
+def appdef_to_json(app: AppDef) -> str:
+    """Returns the JSON string of :py:func:`appdef_to_dict`."""
+    import json
+
+    return json.dumps(appdef_to_dict(app))
+
+
+def appdef_from_json(text: str) -> AppDef:
+    """Parses :py:func:`appdef_to_json` output.
+
+    Raises:
+        AppDefSerializationError: not valid JSON or not a valid AppDef dict
+    """
+    try:
+        import json
+
+        data = json.loads(text)
+    except (TypeError, ValueError) as e:
+        shown = text if len(str(text)) <= 80 else f"{str(text)[:77]}..."
+        raise AppDefSerializationError(
+            f"AppDef JSON {shown!r} is not valid JSON ({e}); pass the output of appdef_to_json"
+        ) from None
+    return appdef_from_dict(data)

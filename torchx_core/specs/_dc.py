@@ -134,7 +134,7 @@ def _own_fields(cls: type) -> list[_F]:
         value = cls.__dict__.get(name, _MISSING)
         spec = value if isinstance(value, _Spec) else _field(default=value)
         if isinstance(spec.default, (list, dict, set)):
-            raise ValueError(  # noqa: TRY004 - the error dataclasses raises
+            raise ValueError(  # the error dataclasses raises
                 f"mutable default {type(spec.default)} for field {name} is not allowed:"
                 " use default_factory"
             )
@@ -202,7 +202,7 @@ def _make_init(cls: type, fields: tuple[_F, ...]) -> Any:
         body.append("    self.__post_init__()")
     params = ", ".join(["self", *positional, *(["*", *kw_only] if kw_only else [])])
     src = f"def __init__({params}) -> None:\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(src, env)  # noqa: S102 - our own generated source, as dataclasses does
+    exec(src, env)  # our own generated source, as dataclasses does
     fn = env["__init__"]
     annotations["return"] = None
     fn.__annotations__ = annotations
@@ -280,13 +280,13 @@ def _dc_repr(self: Any) -> str:
 
 def _dc_eq(self: Any, other: object) -> bool:
     if other.__class__ is not self.__class__:
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]  # typeshed: NotImplemented is Any
     names = _names(_EQ, type(self), "compare")
     return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 
 
 def field_names(cls: type) -> tuple[str, ...]:
-    """Names of the fields of a dataclass, in order (no ``dataclasses`` import for ``data`` ones)."""
+    """Names of the fields of a dataclass, in order (``data`` ones: no ``dataclasses`` import)."""
     if cls in _FIELDS:
         return tuple(f.name for f in _FIELDS[cls])
     import dataclasses

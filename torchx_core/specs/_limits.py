@@ -56,7 +56,8 @@ def env_and_arg_problems(
         where = "the entrypoint" if i == 0 else f"argument {i - 1}"
         if "\x00" in word:
             problems.append(
-                f"role `{role_name}`: {where} ({word!r}) holds a NUL byte, which no process argument can"
+                f"role `{role_name}`: {where} ({word!r}) holds a NUL byte,"
+                " which no process argument can"
             )
         elif _surrogate(word):
             problems.append(

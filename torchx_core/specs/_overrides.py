@@ -26,8 +26,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from torchx_core.specs._app import OVERRIDES_LOCK_KEY as LOCK_KEY
-
+#: the reserved key under which an overrides dict keeps its resolution lock
+LOCK_KEY = "<overrides resolution lock>"
 # LOCK_KEY is not an identifier, so no attribute name collides with it; a copy sharing the
 # dict shares the lock
 

@@ -93,7 +93,7 @@ class cases:
 def get_type_name(tp: Any) -> str:
     """Returns a readable name for a run option type (``int``, ``list[str]``, ...)."""
     if _origin(tp) is None and hasattr(tp, "__name__"):
-        return tp.__name__
+        return str(tp.__name__)
     return str(tp).replace("typing.", "")
 
 
@@ -131,6 +131,51 @@ def _split_items(value: str) -> list[str]:
     return [v for v in value.replace(";", ",").split(",") if v != ""]
 
 
+def _cast_choice(tp: Any, value: str, where: str, key: str) -> CfgVal:
+    """The ``Literal`` choice or ``Enum`` member of ``tp`` that ``value`` names."""
+    if _is_literal(_origin(tp)):
+        for choice in _args(tp):
+            if str(choice) == value:
+                return choice  # type: ignore[no-any-return]  # Literal args are untyped
+        choices = ", ".join(repr(c) for c in _args(tp))
+    else:
+        for member in tp:
+            if value in (member.name, str(member.value)):
+                return member  # type: ignore[no-any-return]  # an Enum member (of Any tp)
+        choices = ", ".join(repr(m.name) for m in tp)
+    raise InvalidRunConfigException(
+        f"{where}{value!r} is not one of the valid choices: {choices}", key, None
+    )
+
+
+def _cast_bool(value: str, where: str, key: str) -> bool:
+    low = value.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise InvalidRunConfigException(
+        f"{where}{value!r} is not a bool; use one of true/false (also 1/0, yes/no, on/off)",
+        key,
+        None,
+    )
+
+
+def _cast_dict(value: str, where: str, key: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in _split_items(value):
+        k, sep, v = item.partition(":")
+        if not sep or not k:
+            raise InvalidRunConfigException(
+                f"{where}{item!r} in {value!r} is not a 'key:value' pair;"
+                " write dict options as 'k1:v1,k2:v2' (or 'k1:v1;k2:v2')",
+                key,
+                None,
+            )
+        out[k] = v
+    return out
+
+
 def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
     """Casts a string to ``opt_type``; raises InvalidRunConfigException naming ``key``."""
     tp = _unwrap_optional(opt_type)
@@ -139,52 +184,19 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
         raise InvalidRunConfigException(
             f"{where}expected a string to cast to {get_type_name(tp)}, got {value!r}", key, None
         )
-    if _is_literal(_origin(tp)):
-        for choice in _args(tp):
-            if str(choice) == value:
-                return choice  # type: ignore[no-any-return]
-        choices = ", ".join(repr(c) for c in _args(tp))
-        raise InvalidRunConfigException(
-            f"{where}{value!r} is not one of the valid choices: {choices}", key, None
-        )
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        for member in tp:
-            if value in (member.name, str(member.value)):
-                return member  # type: ignore[return-value]
-        choices = ", ".join(repr(m.name) for m in tp)
-        raise InvalidRunConfigException(
-            f"{where}{value!r} is not one of the valid choices: {choices}", key, None
-        )
+    if _is_literal(_origin(tp)) or (isinstance(tp, type) and issubclass(tp, Enum)):
+        return _cast_choice(tp, value, where, key)
     if tp is bool:
-        low = value.strip().lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise InvalidRunConfigException(
-            f"{where}{value!r} is not a bool; use one of true/false (also 1/0, yes/no, on/off)",
-            key,
-            None,
-        )
+        return _cast_bool(value, where, key)
     if _is_list_of_str(tp):
         return _split_items(value)
     if _is_dict_of_str(tp):
-        out: dict[str, str] = {}
-        for item in _split_items(value):
-            k, sep, v = item.partition(":")
-            if not sep or not k:
-                raise InvalidRunConfigException(
-                    f"{where}{item!r} in {value!r} is not a 'key:value' pair;"
-                    " write dict options as 'k1:v1,k2:v2' (or 'k1:v1;k2:v2')",
-                    key,
-                    None,
-                )
-            out[k] = v
-        return out
+        return _cast_dict(value, where, key)
     if tp is str:
         return value
     try:
-        return tp(value.strip() if tp in (int, float) else value)
+        converted: CfgVal = tp(value.strip() if tp in (int, float) else value)
+        return converted
     except (TypeError, ValueError) as e:
         raise InvalidRunConfigException(
             f"{where}cannot cast {value!r} to {get_type_name(tp)}; expected a valid"
@@ -529,7 +541,8 @@ class runopts:
         elif tp is float and isinstance(val, (int, float)) and not isinstance(val, bool):
             return float(val)
         elif runopts.is_type(val, tp):
-            return val
+            checked: CfgVal = val
+            return checked
         if isinstance(val, str):
             return _cast(opt.opt_type, val, key)
         raise _wrong_type(key, opt.opt_type, val, None)

@@ -11,7 +11,12 @@ from enum import Enum
 
 from torchx_core.specs._app import NONE
 from torchx_core.specs._dc import data, field
-from torchx_core.specs.errors import AppStatusError, MalformedAppHandleException
+from torchx_core.specs._serde import opt, req
+from torchx_core.specs.errors import (
+    AppDefSerializationError,
+    AppStatusError,
+    MalformedAppHandleException,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time: it costs import time
 if TYPE_CHECKING:
@@ -212,12 +217,11 @@ def _format_replica(rep: ReplicaStatus) -> str:
         )
         when = "<N/A>"
         if timestamp is not None:
+            import contextlib
             from datetime import datetime
 
-            try:
+            with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
                 when = str(datetime.fromtimestamp(int(timestamp)))
-            except (TypeError, ValueError, OverflowError, OSError):
-                pass
         data = (
             f"{state} (exitcode: {code or '<N/A>'})\n"
             f"        timestamp: {when}\n"
@@ -278,8 +282,6 @@ class AppStatus:
         Raises:
             AppDefSerializationError: ``data`` is malformed
         """
-        from torchx_core.specs._serde import app_status_from_json
-
         return app_status_from_json(data)
 
     def __repr__(self) -> str:
@@ -306,10 +308,11 @@ class AppStatus:
             "ui_url": self.ui_url,
         }
         if self.structured_error_msg != NONE:
-            try:
+            import contextlib
+
+            # not JSON (job- or scheduler-written): shown verbatim
+            with contextlib.suppress(ValueError):
                 data["structured_error_msg"] = json.loads(self.structured_error_msg)
-            except ValueError:
-                pass  # not JSON (job- or scheduler-written): shown verbatim
         return str(yaml.dump({"AppStatus": data}))
 
     def raise_for_status(self) -> None:
@@ -451,3 +454,50 @@ def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> A
     'local_cwd://default/echo-abc'
     """
     return f"{scheduler_backend}://{session_name}/{app_id}"
+
+
+def _state(value: Any, where: str) -> AppState:
+    if isinstance(value, str) and value in AppState.__members__:
+        return AppState[value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return AppState(value)
+        except ValueError:
+            pass
+    raise AppDefSerializationError(
+        f"{where}: {value!r} is not an AppState; valid: {list(AppState.__members__)}"
+    )
+
+
+def app_status_from_json(data: Mapping[str, Any]) -> AppStatus:
+    """Builds an AppStatus from ``AppStatus.to_json()`` output (states by name or number)."""
+    where = "status"
+    roles = []
+    for i, r in enumerate(opt(data, "roles", list, where, [])):
+        rw = f"{where}.roles[{i}]"
+        replicas = [
+            ReplicaStatus(
+                id=req(rep, "id", int, f"{rw}.replicas[{j}]"),
+                state=_state(
+                    req(rep, "state", (str, int), f"{rw}.replicas[{j}]"),
+                    f"{rw}.replicas[{j}].state",
+                ),
+                role=req(rep, "role", str, f"{rw}.replicas[{j}]"),
+                hostname=opt(rep, "hostname", str, f"{rw}.replicas[{j}]", ""),
+                structured_error_msg=opt(
+                    rep, "structured_error_msg", str, f"{rw}.replicas[{j}]", "<NONE>"
+                ),
+                hostaddr=opt(rep, "hostaddr", str, f"{rw}.replicas[{j}]", None),
+            )
+            for j, rep in enumerate(opt(r, "replicas", list, rw, []))
+        ]
+        roles.append(RoleStatus(role=req(r, "role", str, rw), replicas=replicas))
+    return AppStatus(
+        state=_state(req(data, "state", (str, int), where), f"{where}.state"),
+        num_restarts=opt(data, "num_restarts", int, where, 0),
+        msg=opt(data, "msg", str, where, ""),
+        structured_error_msg=opt(data, "structured_error_msg", str, where, "<NONE>"),
+        # TorchX writes "url"; earlier releases of ours wrote "ui_url"
+        ui_url=opt(data, "url" if "url" in data else "ui_url", str, where, None),
+        roles=roles,
+    )

@@ -1,7 +1,8 @@
 """The public ``torchx_core.specs.api`` module: TorchX's core data types.
 
-The implementation is split into private modules (``_app``, ``_status``, ``_runopts``,
-``_serde``) and :mod:`torchx_core.specs.errors`; everything public is re-exported here and from
+The implementation is split into private modules (``_app``, ``_mounts``, ``_status``,
+``_runopts``, ``_serde``), :mod:`torchx_core.specs.register` (``resource``) and
+:mod:`torchx_core.specs.errors`; everything public is re-exported here and from
 :mod:`torchx_core.specs`.
 
 Pure data: importing this module imports only the standard library.
@@ -17,8 +18,6 @@ statuses. Malformed input raises :py:class:`AppDefSerializationError` naming the
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time
-
 from torchx_core.specs._app import (
     ALL,
     MISSING,
@@ -27,19 +26,18 @@ from torchx_core.specs._app import (
     TORCHX_HOME,
     UNKNOWN,
     AppDef,
-    BindMount,
-    DeviceMount,
     GiB,
-    MountType,
     Resource,
     RetryPolicy,
     Role,
-    VolumeMount,
     Workspace,
+    appdef_from_dict,
+    appdef_from_json,
+    appdef_to_dict,
+    appdef_to_json,
     macros,
-    parse_mounts,
-    resource,
 )
+from torchx_core.specs._mounts import BindMount, DeviceMount, MountType, VolumeMount, parse_mounts
 from torchx_core.specs._runopts import CfgVal, cases, get_type_name, runopt, runopts
 from torchx_core.specs._status import (  # _TERMINAL_STATES: TorchX's tests import it from here
     _TERMINAL_STATES,  # noqa: F401
@@ -78,14 +76,14 @@ from torchx_core.specs.errors import (
     import_optional,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time
+
 # Loaded on first use (module __getattr__ below): they are not needed to define an app and
 # importing them eagerly would cost import time.
 _LAZY: dict[str, str] = {
     "StructuredOpts": "torchx_core.specs.structured_opts",
-    "appdef_from_dict": "torchx_core.specs._serde",
-    "appdef_from_json": "torchx_core.specs._serde",
-    "appdef_to_dict": "torchx_core.specs._serde",
-    "appdef_to_json": "torchx_core.specs._serde",
+    # beside the named-resource registry it reads (which loads logging and threading)
+    "resource": "torchx_core.specs.register",
 }
 
 __all__ = [
@@ -164,10 +162,5 @@ def __getattr__(name: str) -> object:
 
 
 if TYPE_CHECKING:
-    from torchx_core.specs._serde import (
-        appdef_from_dict,
-        appdef_from_json,
-        appdef_to_dict,
-        appdef_to_json,
-    )
+    from torchx_core.specs.register import resource
     from torchx_core.specs.structured_opts import StructuredOpts

@@ -31,7 +31,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, NoReturn
 
-from torchx_core.specs._app import AppDef, BindMount, DeviceMount, VolumeMount, parse_mounts
+from torchx_core.specs._app import AppDef
+from torchx_core.specs._mounts import BindMount, DeviceMount, VolumeMount, parse_mounts
 from torchx_core.specs._status import make_app_handle
 from torchx_core.specs.errors import (
     ComponentArgumentError,
@@ -139,9 +140,7 @@ def _check(tp: Any, value: Any) -> Any:
         raise ValueError(f"{value!r} is a bool, not an int")
     if not isinstance(value, tp):
         # ValueError on purpose: callers turn it into ComponentArgumentError
-        raise ValueError(  # noqa: TRY004
-            f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}"
-        )
+        raise ValueError(f"{value!r} ({type(value).__name__}) is not a {_type_name(tp)}")
     return value
 
 
@@ -276,7 +275,8 @@ def parse_args(
     """
     if isinstance(cmpnt_args, str) or not all(isinstance(a, str) for a in cmpnt_args):
         raise ComponentArgumentError(
-            f"component {cmpnt_fn.__name__}: arguments must be a list of strings, got {cmpnt_args!r}"
+            f"component {cmpnt_fn.__name__}: arguments must be a list of strings,"
+            f" got {cmpnt_args!r}"
         )
     parser = _create_args_parser(cmpnt_fn, cmpnt_defaults, config)
     parsed = parser.parse_args(list(cmpnt_args))

@@ -68,4 +68,4 @@ class CapabilityKey(Generic[V]):
                 f"capability `{self.key}` expected `{self.type.__name__}`,"
                 f" got `{type(value).__name__}`: {value!r}"
             )
-        return value  # type: ignore[no-any-return]
+        return value

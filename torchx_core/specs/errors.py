@@ -149,7 +149,7 @@ class InvalidRunConfigException(TorchXError, ValueError):
 
 
 class RunOptDefinitionError(TorchXError, ValueError, TypeError):
-    """A run option was declared wrongly (scheduler-author error, e.g. a required opt with a default)."""
+    """A run option was declared wrongly (a scheduler bug, e.g. required with a default)."""
 
     permanent = True
 

@@ -143,7 +143,8 @@ class TorchxFunctionArgsValidator(ComponentFunctionValidator):
             if arg.annotation is None:
                 msgs.append(
                     self._gen_linter_message(
-                        f"Arg {arg.arg} missing type annotation; annotate it, e.g. `{arg.arg}: str`",
+                        f"Arg {arg.arg} missing type annotation;"
+                        f" annotate it, e.g. `{arg.arg}: str`",
                         arg.lineno,
                     )
                 )
@@ -267,7 +268,8 @@ def validate_source(
         return [
             LinterMessage(
                 "TorchxFunctionValidator",
-                f"Function {component_function} not found (functions defined: {', '.join(names) or 'none'})",
+                f"Function {component_function} not found"
+                f" (functions defined: {', '.join(names) or 'none'})",
                 0,
                 0,
             )

@@ -221,7 +221,8 @@ def _get_fn(module: ModuleType, fn_name: str, name: str) -> Callable[..., Any]:
             f"component {name!r}: {module.__name__} has no function {fn_name!r}."
             f"{did_you_mean(fn_name, fns)} Functions: {', '.join(fns) or 'none'}"
         )
-    return fn
+    found: Callable[..., Any] = fn
+    return found
 
 
 def _custom_component(name: str) -> _Component:

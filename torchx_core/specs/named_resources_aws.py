@@ -4,8 +4,8 @@ Values follow https://aws.amazon.com/ec2/instance-types/: vCPUs, GPUs and memory
 reduced by :data:`MEM_TAX` (the share the OS, kubelet and agents keep for themselves) so a
 replica asking for the whole host still fits. As in TorchX, :data:`GiB` is 1024 (MB per GiB)
 and ``memMB = GiB_of_the_host * int(GiB * MEM_TAX)`` (e.g. p4d.24xlarge: 1152 * 983 =
-1,132,416); define your own instance types the same way. Each resource carries the instance type as the
-``node.kubernetes.io/instance-type`` capability, and EFA network interfaces
+1,132,416); define your own instance types the same way. Each resource carries the instance
+type as the ``node.kubernetes.io/instance-type`` capability, and EFA network interfaces
 (``vpc.amazonaws.com/efa``) or Neuron devices (``aws.amazon.com/neurondevice``) as ``devices``.
 
 These definitions may change between releases; register your own named resources for what
@@ -139,7 +139,7 @@ def instance_type_resource(itype: str) -> Resource:
     )
 
 
-def instance_type_from_resource(resource: Resource) -> str:
+def instance_type_from_resource(resource: Resource) -> str | None:
     """The AWS instance type a resource asks for (its ``node.kubernetes.io/instance-type``).
 
     Warns (``UserWarning``) and returns None when the resource has no such capability: jobs
@@ -156,7 +156,8 @@ def instance_type_from_resource(resource: Resource) -> str:
             " to the resource.",
             stacklevel=2,
         )
-    return itype  # type: ignore[no-any-return]
+    found: str | None = itype
+    return found
 
 
 NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {

@@ -160,7 +160,8 @@ def _join(base: dict[str, Any], key: str, items: Any) -> None:
     for item in [*current, *items]:
         if not isinstance(item, dict):
             raise OverlayTypeError(
-                f"JOIN({field!r}, on={on!r}) merges lists of dicts; found the non-dict item {item!r}"
+                f"JOIN({field!r}, on={on!r}) merges lists of dicts;"
+                f" found the non-dict item {item!r}"
             )
     for item in items:
         match = None
@@ -292,7 +293,7 @@ def _read(uri: str) -> str:
 def _yaml(uri: str, text: str) -> Any:
     import yaml
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # no yaml stubs: SafeLoader is Any
         """SafeLoader that also reads ``!!python/tuple`` (as TorchX's overlay files may)."""
 
     _Loader.add_constructor(

@@ -1,4 +1,4 @@
-"""Named resources: ``named_resources``, ``get_named_resources``, ``named_resource``.
+"""Named resources: ``named_resources``, ``get_named_resources``, ``named_resource``, ``resource``.
 
 Sources, merged on first lookup (never at import time):
 
@@ -148,7 +148,7 @@ class _NamedResources(Mapping[str, Resource]):
 def _as_factory(obj: object) -> ResourceFactory | None:
     if isinstance(obj, Resource):
         return _constant(obj)
-    return obj if callable(obj) else None  # type: ignore[return-value]
+    return obj if callable(obj) else None
 
 
 def _constant(res: Resource) -> ResourceFactory:
@@ -251,3 +251,61 @@ def named_resource(
         return decorator
     register(resource)
     return None
+
+
+_DEFAULT_CPU = 2
+_DEFAULT_GPU = 0
+_DEFAULT_MEM_MB = 1024
+
+
+def _check_count(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidResourceError(
+            f"resource({name}={value!r}): {name} must be a non-negative int"
+            " (or None for the default)"
+        )
+    if value < 0:
+        raise InvalidResourceError(
+            f"resource({name}={value!r}): {name} must be >= 0 (or None for the default)"
+        )
+    return value
+
+
+def resource(
+    cpu: int | None = None,
+    gpu: int | None = None,
+    memMB: int | None = None,
+    h: str | None = None,
+) -> Resource:
+    """Creates a Resource from raw specs or a named resource.
+
+    When ``h`` is set, it takes precedence (raw specs are ignored). Unset raw specs default to
+    ``cpu=2, gpu=0, memMB=1024``.
+
+    >>> resource(cpu=4, gpu=1, memMB=8192)
+    Resource(cpu=4, gpu=1, memMB=8192, capabilities={}, devices={}, tags={})
+
+    Args:
+        cpu: number of logical cpu cores
+        gpu: number of gpus
+        memMB: MB of ram
+        h: a registered named resource (e.g. ``"gpu.small"``, ``"aws_p3.2xlarge"``)
+
+    Raises:
+        UnknownNamedResourceError: ``h`` is not a registered named resource
+        InvalidResourceError: a raw value is not a non-negative int
+    """
+    if h is not None and h != "":
+        if not isinstance(h, str):
+            raise InvalidResourceError(f"resource(h={h!r}): h must be a named-resource name (str)")
+        return get_named_resources(h)
+    cpu_v = _check_count("cpu", cpu)
+    gpu_v = _check_count("gpu", gpu)
+    mem_v = _check_count("memMB", memMB)
+    return Resource(
+        cpu=cpu_v or _DEFAULT_CPU,
+        gpu=gpu_v or _DEFAULT_GPU,
+        memMB=mem_v or _DEFAULT_MEM_MB,
+    )

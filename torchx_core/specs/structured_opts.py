@@ -143,7 +143,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
 
     @classmethod
     def _opt_fields(cls) -> list[_OptField]:
-        cached = cls.__dict__.get(_CACHE_ATTR)
+        cached: list[_OptField] | None = cls.__dict__.get(_CACHE_ATTR)
         if cached is not None:
             return cached
         if not dataclasses.is_dataclass(cls):
@@ -245,14 +245,10 @@ class StructuredOpts(Mapping[str, CfgVal]):
         return cls._from_cfg(cfg, prefix="", full_cfg=cfg)
 
     @classmethod
-    def _from_cfg(cls, cfg: Mapping[str, Any], prefix: str, full_cfg: Mapping[str, Any]) -> Self:
-        if not isinstance(cfg, Mapping):
-            raise InvalidRunConfigException(
-                f"{cls.__name__}.from_cfg expects a mapping of option name to value, got {cfg!r}",
-                "",
-                None,
-            )
-        fields = {f.name: f for f in cls._opt_fields()}
+    def _sort_keys(
+        cls, cfg: Mapping[str, Any], fields: Mapping[str, _OptField]
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+        """Splits ``cfg`` into ``({field: value}, {nested field: its cfg}, unknown keys)``."""
         flat: dict[str, Any] = {}
         nested_cfg: dict[str, dict[str, Any]] = {n: {} for n, f in fields.items() if f.nested}
         unknown: list[str] = []
@@ -273,6 +269,18 @@ class StructuredOpts(Mapping[str, CfgVal]):
                     flat[f.name] = val
             else:
                 unknown.append(key)
+        return flat, nested_cfg, unknown
+
+    @classmethod
+    def _from_cfg(cls, cfg: Mapping[str, Any], prefix: str, full_cfg: Mapping[str, Any]) -> Self:
+        if not isinstance(cfg, Mapping):
+            raise InvalidRunConfigException(
+                f"{cls.__name__}.from_cfg expects a mapping of option name to value, got {cfg!r}",
+                "",
+                None,
+            )
+        fields = {f.name: f for f in cls._opt_fields()}
+        flat, nested_cfg, unknown = cls._sort_keys(cfg, fields)
         problems: list[str] = []
         if unknown:
             valid = cls._valid_keys()
@@ -319,7 +327,8 @@ class StructuredOpts(Mapping[str, CfgVal]):
             if not isinstance(value, StructuredOpts):
                 raise KeyError(key)
             return value[rest]
-        return value
+        plain: CfgVal = value
+        return plain
 
     def __iter__(self) -> Iterator[str]:
         keys: list[str] = []

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,

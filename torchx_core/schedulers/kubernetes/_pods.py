@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import InvalidAppIdError
 from torchx_core.specs import (
     AppState,

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from torchx_core.schedulers._ids import IdRules, unique_id
+from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers._logs import iter_file_lines
 from torchx_core.schedulers.api import (
     AppValidationError,

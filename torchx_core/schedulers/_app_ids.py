@@ -1,5 +1,7 @@
 """The one app-id builder of the schedulers (kept neutral: no scheduler imports another).
 
+Private; TorchX's public id helpers are :mod:`torchx_core.schedulers.ids`.
+
 Every backend names a new app ``<app name, cleaned>`` + separator + a random suffix; only the
 rules differ (which characters the backend accepts, case, length). Each backend states its rules
 as an :class:`IdRules` next to its other constants and calls :func:`unique_id`.
