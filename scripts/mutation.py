@@ -1,4 +1,4 @@
-"""Mutation testing of the core logic with mutmut, one target (a few modules + their unit tests) at a time.
+"""Mutation testing of the core logic with mutmut, one target (modules + their tests) at a time.
 
 Usage (from the repository root, after ``make venv``)::
 
@@ -195,7 +195,7 @@ TARGETS: dict[str, Target] = {
         functions={"torchx_core/runner/status_watch.py": ("*",)},
         tests=("tests/runner/test_status_watch.py", "tests/runner/test_shared_list.py"),
     ),
-    # the Runner: handles, status_many, wait, cancel
+    # the Runner: handles, status_many, wait, cancel (and the events they record)
     "runner": Target(
         functions={
             "torchx_core/runner/api.py": (
@@ -208,7 +208,13 @@ TARGETS: dict[str, Target] = {
                 "Runner.list",
             ),
         },
-        tests=("tests/runner/test_runner_api.py",),
+        tests=(
+            "tests/runner/test_runner_api.py",
+            "tests/runner/test_runner_events.py",
+            # mutmut's own instrumentation imports importlib.metadata into every test process
+            "--deselect",
+            "tests/runner/test_runner_api.py::test_importing_the_runner_is_light",
+        ),
     ),
     # the local scheduler's state: markers, instances, dead-supervisor sweep, GC
     "local_state": Target(
@@ -286,7 +292,8 @@ def prepare(name: str, target: Target) -> Path:
         "\n[tool.mutmut]\n"
         'source_paths = ["torchx_core", "torchx_airflow", "torchx_kfp", "torchx_prefect"]\n'
         f"only_mutate = {_toml_list(list(target.functions))}\n"
-        f"pytest_add_cli_args_test_selection = {_toml_list([*target.tests, '-m', 'not integration'])}\n"
+        "pytest_add_cli_args_test_selection = "
+        f"{_toml_list([*target.tests, '-m', 'not integration'])}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
         "use_git_change_detection = false\n"
         f"also_copy = {_toml_list(_ALSO_COPY)}\n"

@@ -179,3 +179,24 @@ def test_the_lifecycle_finds_apps_by_name_through_the_shared_list(
     assert result["a"].how == "reattached"
     assert runner.status(existing).state == AppState.RUNNING  # type: ignore[union-attr]
     assert status_watch.lists_made(runner, "fake") == 1
+
+
+def test_a_caller_asking_during_the_second_read_gets_a_third(
+    runner: Runner, gates: GatedLists
+) -> None:
+    out: dict[int, Any] = {}
+    first = _ask(runner, out, 0)
+    _wait_reads(gates, 1)
+    second = _ask(runner, out, 1)  # waits for read 1, then makes read 2
+    gates.release[0].set()
+    first.join(10)
+    _wait_reads(gates, 2)
+    _submit(runner, "late")  # read 2 is running: it cannot see this app
+    third = _ask(runner, out, 2)
+    gates.release[1].set()
+    second.join(10)
+    _wait_reads(gates, 3)
+    gates.release[2].set()
+    third.join(10)
+    assert out == {0: [], 1: [], 2: ["late"]}
+    assert status_watch.lists_made(runner, "fake") == 3

@@ -204,13 +204,189 @@ def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
         AppLifecycle(Runner("t", {"fake": factory}), "fake", owner=f"o{i}", poll_interval=30.0)
         for i in range(len(handles))
     ]
-    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles, strict=True)]
     assert seen == [Phase.WAITING] * len(handles)
     # the first poll read its own app; every later app was asked once, read in its own batch...
     assert len(table.batches) == len(handles)
     # ...and from now on one read answers every lifecycle for a whole poll interval
     table.batches.clear()  # type: ignore[attr-defined]
     status_watch._groups[next(iter(status_watch._groups))].cache.clear()
-    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles, strict=True)]
     assert seen == [Phase.WAITING] * len(handles)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids(handles))
+
+
+def test_an_app_watched_twice_stays_until_its_last_watcher_leaves(table: JobTable) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    status_watch.unwatch(runner, b)  # never watched: nothing to do
+    status_watch.watch(runner, a)
+    status_watch.watch(runner, a)
+    status_watch.unwatch(runner, a)
+    runner.watch_status(b, max_age=0.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
+    status_watch.unwatch(runner, a)
+    runner.watch_status(b, max_age=0.0)
+    assert table.batches[-1] == handles_ids([b])
+
+
+def test_unwatching_forgets_the_asked_app_and_its_cached_status(table: JobTable) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    status_watch.watch(runner, b)
+    runner.watch_status(b, max_age=5.0)  # asked for, and cached
+    status_watch.unwatch(runner, b)
+    runner.watch_status(a, max_age=0.0)
+    assert table.batches[-1] == handles_ids([a])  # b left the batches at once
+    runner.watch_status(b, max_age=5.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))  # not from a forgotten cache
+
+
+def test_each_scheduler_and_cfg_has_its_own_shared_list(table: JobTable) -> None:
+    def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table, **kwargs)
+
+    runner = Runner("t", {"a": factory, "b": factory})
+    submit(runner, 1, "a")
+    assert status_watch.lists_made(runner, "a") == 0
+    rows = status_watch.shared_list(runner, "a")
+    assert [r.app_handle.split(":")[0] for r in rows] == ["a"]
+    assert [r.app_handle.split(":")[0] for r in status_watch.shared_list(runner, "b")] == ["b"]
+    status_watch.shared_list(runner, "a", {"queue": "q"})
+    assert status_watch.lists_made(runner, "a") == 1
+    assert status_watch.lists_made(runner, "b") == 1
+    assert status_watch.lists_made(runner, "a", {"queue": "q"}) == 1
+    assert status_watch.lists_made(runner, "a", {"queue": "other"}) == 0
+
+
+def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+
+    async def ask(handle: str) -> Any:
+        return await status_watch.ashared_status(runner, handle, max_age=5.0)
+
+    first = asyncio.run(ask(a))
+    now[0] += 1.0
+    again = asyncio.run(ask(a))  # from the cache
+    assert len(table.batches) == 1 and again is first
+    now[0] += 5.0
+    runner.watch_status(b, max_age=5.0)  # a, asked 6 s ago by an async watcher, is read too
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
+
+
+def test_an_async_watcher_joins_a_read_a_thread_makes(table: JobTable) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    status_watch.watch(runner, b)
+    table.delay = 0.1  # type: ignore[attr-defined]
+    reader = threading.Thread(target=runner.watch_status, args=(a, 5.0))
+    start = time.monotonic()
+    reader.start()
+    time.sleep(0.05)  # the thread's read is in flight (gathering, then reading)
+    status = asyncio.run(status_watch.ashared_status(runner, b, max_age=5.0))
+    elapsed = time.monotonic() - start
+    reader.join()
+    assert status is not None and status.state == AppState.RUNNING
+    assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
+    assert elapsed < 0.9  # the read took ~0.35 s; the waiter saw its end promptly
+
+
+def test_a_quick_async_watcher_gathers_briefly(table: JobTable) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    start = time.monotonic()
+    asyncio.run(status_watch.ashared_status(runner, a, max_age=0.2))
+    assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
+
+
+def test_each_scheduler_configuration_has_its_own_group(table: JobTable) -> None:
+    def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table)
+
+    def other_factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table)
+
+    runner = Runner("t", {"a": factory, "b": factory})
+    (a,) = submit(runner, 1, "a")
+    (b,) = submit(runner, 1, "b")
+    status_watch.watch(runner, a)
+    status_watch.watch(runner, b)
+    runner.watch_status(a, max_age=5.0)
+    assert table.batches == [handles_ids([a])]  # b is watched in its own group
+    for other in (
+        Runner("t", {"a": factory}, scheduler_params={"region": "eu"}),
+        Runner("t", {"a": other_factory}),
+    ):
+        other.watch_status(a, max_age=5.0)  # another configuration: its own read
+    same = Runner("t2", {"a": factory})
+    same.watch_status(a, max_age=5.0)  # the same configuration: the cached status
+    assert len(table.batches) == 3
+    assert status_watch.reads_made(runner, a) == 1
+    assert status_watch.reads_made(same, a) == 1
+
+
+def test_a_status_exactly_max_age_old_is_fresh(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    runner.watch_status(a, max_age=5.0)
+    now[0] += 5.0
+    runner.watch_status(a, max_age=5.0)
+    assert len(table.batches) == 1
+    assert status_watch.reads_made(runner, a) == 1
+
+
+@pytest.mark.parametrize(
+    ("max_age", "kept_until"),
+    [(5.0, 30.0), (10.0, 40.0)],  # max(30 s, 4 x max_age)
+)
+def test_an_app_asked_for_stays_in_the_batches_for_a_while(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch, max_age: float, kept_until: float
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.watch_status(a, max_age=max_age)
+    now[0] = 100.0 + kept_until
+    runner.watch_status(b, max_age=0.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))  # still kept
+    runner.watch_status(a, max_age=max_age)  # asked again: kept for another while
+    now[0] += kept_until + 0.5
+    runner.watch_status(b, max_age=0.0)
+    assert table.batches[-1] == handles_ids([b])  # forgotten...
+    reads = len(table.batches)
+    runner.watch_status(a, max_age=10**6)  # ...with its cached status: read anew
+    assert len(table.batches) == reads + 1
+
+
+def test_a_watched_app_keeps_its_cached_status_when_no_longer_asked_for(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    status_watch.watch(runner, a)
+    runner.watch_status(a, max_age=5.0)
+    now[0] += 31.0
+    runner.watch_status(b, max_age=0.0)  # reads a too (watched) and forgets it was asked
+    batches = len(table.batches)
+    runner.watch_status(a, max_age=10**6)
+    assert len(table.batches) == batches  # still cached
+
+
+def test_a_quick_watcher_gathers_briefly(table: JobTable) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    start = time.monotonic()
+    runner.watch_status(a, max_age=0.2)
+    assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
