@@ -8,6 +8,7 @@ scheduler across processes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pickle
 import subprocess
@@ -936,8 +937,13 @@ def test_the_follower_reads_status_through_the_shared_read(
 # -- what the lifecycle tells the operator, and what a failure carries ---------------------------
 
 
-def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "torchx_core.runner.lifecycle"]
+def _messages(caplog: pytest.LogCaptureFixture, level: int = logging.WARNING) -> list[str]:
+    """What the lifecycle logged at ``level`` or above (other tests may enable INFO)."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "torchx_core.runner.lifecycle" and r.levelno >= level
+    ]
 
 
 def test_why_an_app_of_the_name_is_or_is_not_adopted_is_logged(
@@ -948,7 +954,7 @@ def test_why_an_app_of_the_name_is_or_is_not_adopted_is_logged(
     table.set_state(app_id(first), AppState.FAILED)
     caplog.clear()
     life(runner).attach(make_app(), IDENTITY, known_handle=first)
-    assert f"not reattaching to {first}: it is failed" in _messages(caplog)
+    assert f"not reattaching to {first}: it is failed" in _messages(caplog, logging.INFO)
 
     table.describe_error = TimeoutError("describe timed out")
     caplog.clear()
