@@ -190,19 +190,27 @@ TARGETS: dict[str, Target] = {
         },
         tests=("tests/runner/test_lifecycle.py",),
     ),
-    # the shared status and list reads
+    # the shared status and list reads (the StatusWatcher object)
     "status_watch": Target(
         functions={"torchx_core/runner/status_watch.py": ("*",)},
         tests=("tests/runner/test_status_watch.py", "tests/runner/test_shared_list.py"),
     ),
-    # the Runner: handles, status_many, wait, cancel (and the events they record)
+    # the Runner: handles, status_many, shared reads, wait, cancel (and the events they record)
     "runner": Target(
         functions={
             "torchx_core/runner/api.py": (
                 "Runner.status",
                 "Runner.status_many",
+                "Runner.watch_key",
+                "Runner.watch_status",
+                "Runner.awatch_status",
+                "Runner.watch",
+                "Runner.unwatch",
+                "Runner.shared_list",
                 "Runner._wait",
                 "Runner.cancel",
+                "Runner.name_lock",
+                "Runner.submit_order",
                 "Runner.set_owner",
                 "Runner.owner",
                 "Runner.list",
@@ -211,6 +219,8 @@ TARGETS: dict[str, Target] = {
         tests=(
             "tests/runner/test_runner_api.py",
             "tests/runner/test_runner_events.py",
+            "tests/runner/test_status_watch.py",
+            "tests/runner/test_shared_list.py",
             # mutmut's own instrumentation imports importlib.metadata into every test process
             "--deselect",
             "tests/runner/test_runner_api.py::test_importing_the_runner_is_light",

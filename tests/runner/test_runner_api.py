@@ -528,3 +528,33 @@ def test_list_passes_the_cfg_only_when_given(
     runner.list("fake", {"queue": "q"})
     assert seen == [(), ({"queue": "q"},)]
     assert [parse_app_handle(r.app_handle)[:2] for r in rows] == [("fake", "sess")]
+
+
+def test_cancel_even_if_ended_hands_every_cancel_to_the_scheduler(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    table.jobs[app_id].state = AppState.SUCCEEDED
+    runner.cancel(handle, even_if_ended=True)  # e.g. to sweep what is left of it
+    assert table.jobs[app_id].cancelled == 1
+    assert table.jobs[app_id].state == AppState.SUCCEEDED
+    runner.cancel("fake://sess/unknown", even_if_ended=True)  # unknown: nothing to cancel
+
+
+def test_the_schedulers_name_lock_and_submit_order_through_the_runner(
+    runner: Runner, table: JobTable
+) -> None:
+    with runner.name_lock("fake", "train-1") as serialized:
+        assert serialized is False  # the fake cannot serialize submits
+    assert runner.submit_order("fake", []) is None
+    table.ordered = True
+    assert runner.submit_order("fake", ["x-12", "x-3"]) == ["x-3", "x-12"]
+    with pytest.raises(UnknownSchedulerException):
+        runner.submit_order("nope", [])
+
+
+def test_a_scheduler_without_a_blocking_wait_says_so(runner: Runner) -> None:
+    sched = FakeScheduler("sess", JobTable())
+    with pytest.raises(NotImplementedError, match="has no blocking wait"):
+        sched.wait("x-0", timeout=1)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 from fake_scheduler import FakeScheduler, JobTable
 
-from torchx_core.runner import Runner, status_watch
+from torchx_core.runner import Runner
+from torchx_core.runner.status_watch import StatusWatcher
 from torchx_core.schedulers.api import DescribeAppResponse
 from torchx_core.specs import AppDef, AppState, Role
 
@@ -34,20 +35,31 @@ class CountingScheduler(FakeScheduler):
 
 
 @pytest.fixture
-def table() -> Iterator[JobTable]:
+def table() -> JobTable:
     t = JobTable()
     t.batches = []  # type: ignore[attr-defined]
     t.delay = 0.0  # type: ignore[attr-defined]
     t.fail = None  # type: ignore[attr-defined]
-    yield t
-    status_watch.reset()
+    return t
 
 
-def runner_for(table: JobTable, backend: str = "fake") -> Runner:
+def runner_for(
+    table: JobTable, backend: str = "fake", clock: Callable[[], float] = time.monotonic
+) -> Runner:
+    """A Runner with its own watcher (reading ``clock``)."""
+
     def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
         return CountingScheduler(session_name, table, **kwargs)
 
-    return Runner("t", {backend: factory})
+    return Runner("t", {backend: factory}, status_watcher=StatusWatcher(clock))
+
+
+def reads_made(runner: Runner, handle: str) -> int:
+    return runner.status_watcher.reads_made(runner.watch_key(handle.split(":")[0]))
+
+
+def lists_made(runner: Runner, scheduler: str, cfg: dict[str, Any] | None = None) -> int:
+    return runner.status_watcher.lists_made(runner.watch_key(scheduler), cfg)
 
 
 def submit(runner: Runner, n: int, backend: str = "fake") -> list[str]:
@@ -75,7 +87,7 @@ def test_concurrent_watchers_share_one_read(table: JobTable) -> None:
     runner = runner_for(table)
     handles = submit(runner, 200)
     for h in handles:
-        status_watch.watch(runner, h)
+        runner.watch(h)
     table.delay = 0.3  # type: ignore[attr-defined]  # a slow scheduler: watchers pile up
     results: dict[str, Any] = {}
     start = threading.Barrier(len(handles))
@@ -101,11 +113,10 @@ def test_a_watcher_polling_a_moment_later_reads_the_cache(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
     runner.watch_status(a, max_age=5.0)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
     now[0] += 1.0
@@ -121,9 +132,9 @@ def test_a_watcher_polling_a_moment_later_reads_the_cache(
 def test_unwatched_apps_leave_the_batches(table: JobTable) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
-    status_watch.unwatch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
+    runner.unwatch(b)
     runner.watch_status(a, max_age=0.0)
     assert table.batches == [handles_ids([a])]
 
@@ -133,8 +144,8 @@ def test_a_read_error_reaches_every_watcher_of_that_read_and_the_next_read_retri
 ) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
     table.fail = RuntimeError("squeue: slurmctld not responding")  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="not responding"):
         runner.watch_status(a, max_age=5.0)
@@ -148,7 +159,7 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     runner = runner_for(table)
     handles = submit(runner, 200)
     for h in handles:
-        status_watch.watch(runner, h)
+        runner.watch(h)
     table.delay = 0.5  # type: ignore[attr-defined]
     ticks: list[float] = []
 
@@ -160,9 +171,7 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     async def main() -> list[Any]:
         stop = asyncio.Event()
         beat = asyncio.create_task(heartbeat(stop))
-        out = await asyncio.gather(
-            *(status_watch.ashared_status(runner, h, max_age=5.0) for h in handles)
-        )
+        out = await asyncio.gather(*(runner.awatch_status(h, max_age=5.0) for h in handles))
         stop.set()
         await beat
         return out
@@ -178,8 +187,7 @@ def test_apps_asked_recently_join_the_batches_and_are_forgotten_later(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [0.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
     runner.watch_status(a, max_age=5.0)  # no explicit watch(): asking registers the app
     now[0] += 6.0
@@ -210,8 +218,11 @@ def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
     assert len(table.batches) == len(handles)
     # ...and from now on one read answers every lifecycle for a whole poll interval
     table.batches.clear()  # type: ignore[attr-defined]
-    status_watch._groups[next(iter(status_watch._groups))].cache.clear()
-    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles, strict=True)]
+    # the first poll asks for a status newer than the cache: one read of every app asked for
+    seen = [
+        lc.poll(h, max_age=1e-9 if i == 0 else None).phase
+        for i, (lc, h) in enumerate(zip(lifecycles, handles, strict=True))
+    ]
     assert seen == [Phase.WAITING] * len(handles)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids(handles))
 
@@ -219,13 +230,13 @@ def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
 def test_an_app_watched_twice_stays_until_its_last_watcher_leaves(table: JobTable) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.unwatch(runner, b)  # never watched: nothing to do
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, a)
-    status_watch.unwatch(runner, a)
+    runner.unwatch(b)  # never watched: nothing to do
+    runner.watch(a)
+    runner.watch(a)
+    runner.unwatch(a)
     runner.watch_status(b, max_age=0.0)
     assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
-    status_watch.unwatch(runner, a)
+    runner.unwatch(a)
     runner.watch_status(b, max_age=0.0)
     assert table.batches[-1] == handles_ids([b])
 
@@ -233,9 +244,9 @@ def test_an_app_watched_twice_stays_until_its_last_watcher_leaves(table: JobTabl
 def test_unwatching_forgets_the_asked_app_and_its_cached_status(table: JobTable) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, b)
+    runner.watch(b)
     runner.watch_status(b, max_age=5.0)  # asked for, and cached
-    status_watch.unwatch(runner, b)
+    runner.unwatch(b)
     runner.watch_status(a, max_age=0.0)
     assert table.batches[-1] == handles_ids([a])  # b left the batches at once
     runner.watch_status(b, max_age=5.0)
@@ -248,27 +259,26 @@ def test_each_scheduler_and_cfg_has_its_own_shared_list(table: JobTable) -> None
 
     runner = Runner("t", {"a": factory, "b": factory})
     submit(runner, 1, "a")
-    assert status_watch.lists_made(runner, "a") == 0
-    rows = status_watch.shared_list(runner, "a")
+    assert lists_made(runner, "a") == 0
+    rows = runner.shared_list("a")
     assert [r.app_handle.split(":")[0] for r in rows] == ["a"]
-    assert [r.app_handle.split(":")[0] for r in status_watch.shared_list(runner, "b")] == ["b"]
-    status_watch.shared_list(runner, "a", {"queue": "q"})
-    assert status_watch.lists_made(runner, "a") == 1
-    assert status_watch.lists_made(runner, "b") == 1
-    assert status_watch.lists_made(runner, "a", {"queue": "q"}) == 1
-    assert status_watch.lists_made(runner, "a", {"queue": "other"}) == 0
+    assert [r.app_handle.split(":")[0] for r in runner.shared_list("b")] == ["b"]
+    runner.shared_list("a", {"queue": "q"})
+    assert lists_made(runner, "a") == 1
+    assert lists_made(runner, "b") == 1
+    assert lists_made(runner, "a", {"queue": "q"}) == 1
+    assert lists_made(runner, "a", {"queue": "other"}) == 0
 
 
 def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
 
     async def ask(handle: str) -> Any:
-        return await status_watch.ashared_status(runner, handle, max_age=5.0)
+        return await runner.awatch_status(handle, max_age=5.0)
 
     first = asyncio.run(ask(a))
     now[0] += 1.0
@@ -282,13 +292,13 @@ def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
 def test_an_async_watcher_joins_a_read_a_thread_makes(table: JobTable) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, b)
+    runner.watch(b)
     table.delay = 0.1  # type: ignore[attr-defined]
     reader = threading.Thread(target=runner.watch_status, args=(a, 5.0))
     start = time.monotonic()
     reader.start()
     time.sleep(0.05)  # the thread's read is in flight (gathering, then reading)
-    status = asyncio.run(status_watch.ashared_status(runner, b, max_age=5.0))
+    status = asyncio.run(runner.awatch_status(b, max_age=5.0))
     elapsed = time.monotonic() - start
     reader.join()
     assert status is not None and status.state == AppState.RUNNING
@@ -300,7 +310,7 @@ def test_a_quick_async_watcher_gathers_briefly(table: JobTable) -> None:
     runner = runner_for(table)
     (a,) = submit(runner, 1)
     start = time.monotonic()
-    asyncio.run(status_watch.ashared_status(runner, a, max_age=0.2))
+    asyncio.run(runner.awatch_status(a, max_age=0.2))
     assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
 
 
@@ -314,8 +324,8 @@ def test_each_scheduler_configuration_has_its_own_group(table: JobTable) -> None
     runner = Runner("t", {"a": factory, "b": factory})
     (a,) = submit(runner, 1, "a")
     (b,) = submit(runner, 1, "b")
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
     runner.watch_status(a, max_age=5.0)
     assert table.batches == [handles_ids([a])]  # b is watched in its own group
     for other in (
@@ -326,22 +336,21 @@ def test_each_scheduler_configuration_has_its_own_group(table: JobTable) -> None
     same = Runner("t2", {"a": factory})
     same.watch_status(a, max_age=5.0)  # the same configuration: the cached status
     assert len(table.batches) == 3
-    assert status_watch.reads_made(runner, a) == 1
-    assert status_watch.reads_made(same, a) == 1
+    assert reads_made(runner, a) == 1
+    assert reads_made(same, a) == 1
 
 
 def test_a_status_exactly_max_age_old_is_fresh(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     (a,) = submit(runner, 1)
     runner.watch_status(a, max_age=5.0)
     now[0] += 5.0
     runner.watch_status(a, max_age=5.0)
     assert len(table.batches) == 1
-    assert status_watch.reads_made(runner, a) == 1
+    assert reads_made(runner, a) == 1
 
 
 @pytest.mark.parametrize(
@@ -352,8 +361,7 @@ def test_an_app_asked_for_stays_in_the_batches_for_a_while(
     table: JobTable, monkeypatch: pytest.MonkeyPatch, max_age: float, kept_until: float
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
     runner.watch_status(a, max_age=max_age)
     now[0] = 100.0 + kept_until
@@ -372,10 +380,9 @@ def test_a_watched_app_keeps_its_cached_status_when_no_longer_asked_for(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
+    runner.watch(a)
     runner.watch_status(a, max_age=5.0)
     now[0] += 31.0
     runner.watch_status(b, max_age=0.0)  # reads a too (watched) and forgets it was asked

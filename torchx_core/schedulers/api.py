@@ -3,12 +3,12 @@
 A backend subclasses :class:`Scheduler` and fills in a few hooks. The public, final-by-convention
 methods (``submit``, ``submit_dryrun``, ``cancel``, ``delete``) are template methods built on them:
 
-* ``_submit_dryrun(app, cfg)`` – pure: builds the native request (no cluster access);
-* ``schedule(dryrun_info)`` – the only call with side effects: submits the request, returns app id;
-* ``describe(app_id)`` – status (``None`` when the app is unknown);
-* ``list()`` – the apps this scheduler can see;
-* ``_cancel_existing(app_id)`` – cancels an app known to exist;
-* ``log_iter(...)`` – optional: the log lines of one replica.
+* ``_submit_dryrun(app, cfg)`` - pure: builds the native request (no cluster access);
+* ``schedule(dryrun_info)`` - the only call with side effects: submits the request, returns app id;
+* ``describe(app_id)`` - status (``None`` when the app is unknown);
+* ``list()`` - the apps this scheduler can see;
+* ``_cancel_existing(app_id)`` - cancels an app known to exist;
+* ``log_iter(...)`` - optional: the log lines of one replica.
 
 A backend missing an abstract hook fails when instantiated, not when the hook is first called.
 """
@@ -349,6 +349,16 @@ class Scheduler(abc.ABC, Generic[T]):
             self._cancel_existing(app_id)
         else:
             logger.warning("app %s does not exist on %s; nothing to cancel", app_id, self.backend)
+
+    def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Optional hook: blocks until the app ends (or ``timeout`` seconds pass) and returns its
+        description (None: unknown app).
+
+        Backends that can block on an app's end (the local scheduler) implement it and
+        ``Runner.wait`` uses it; the default raises ``NotImplementedError``, and ``Runner.wait``
+        polls :meth:`describe` instead.
+        """
+        raise NotImplementedError(f"scheduler `{self.backend}` has no blocking wait")
 
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
