@@ -1023,8 +1023,9 @@ def test_a_vanished_error_carries_the_last_status_read_and_says_why(
 def test_an_unknown_error_carries_the_last_status_its_log_tail_and_says_why(
     runner: Runner, table: JobTable
 ) -> None:
-    lc = life(runner, unknown_timeout=0, tail_lines=1)
-    handle = lc.attach(make_app(replicas=1), IDENTITY).app_handle
+    handle = life(runner).attach(make_app(replicas=1), IDENTITY).app_handle
+    # a lifecycle in another process: its Runner knows the app only from the scheduler
+    lc = life(make_runner(table), unknown_timeout=0, tail_lines=1)
     table.set_state(app_id(handle), AppState.RUNNING)
     lc.poll(handle, max_age=0)
     table.describe_error = OSError("connection reset")
@@ -1145,7 +1146,7 @@ def test_a_plain_attach_warns_about_nothing_and_a_failed_list_is_logged(
 @pytest.mark.parametrize(
     ("base", "max_len", "prefix"),
     [
-        ("a" * 50, 40, "a" * 40),  # the default cut
+        ("a" * 50, None, "a" * 40),  # the default cut
         ("train", 1, "t"),  # the shortest prefix
         ("___abcdef", 4, "abcd"),  # cut after stripping the ends
         ("ab-cd", 3, "ab"),  # and stripped again after the cut
@@ -1153,8 +1154,12 @@ def test_a_plain_attach_warns_about_nothing_and_a_failed_list_is_logged(
         ("!!!", 40, "app"),
     ],
 )
-def test_app_name_prefix_is_the_sanitized_cut_base(base: str, max_len: int, prefix: str) -> None:
-    name = app_name(base, IDENTITY, max_len=max_len)
+def test_app_name_prefix_is_the_sanitized_cut_base(
+    base: str, max_len: int | None, prefix: str
+) -> None:
+    name = (
+        app_name(base, IDENTITY) if max_len is None else app_name(base, IDENTITY, max_len=max_len)
+    )
     assert name == f"{prefix}-{app_name('x', IDENTITY).rpartition('-')[2]}"
 
 
@@ -1178,3 +1183,17 @@ def test_bad_seconds_are_explained() -> None:
     with pytest.raises(InvalidTaskArgumentError) as e:
         _seconds("poll_interval", 0, allow_zero=False)
     assert str(e.value) == "poll_interval must be > 0, got 0"
+
+
+def test_a_lost_race_reattaches_with_the_earlier_apps_status_and_says_so(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    table.ordered = True
+    twin = _twin(runner, table, "try=1")
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert att.status is not None and att.status.state == AppState.SUBMITTED
+    mine = [h for h in (f"fake://test/{j}" for j in table.jobs) if h != twin[0]]
+    assert _messages(caplog) == [
+        f"{mine[0]} and an earlier {twin[0]} were both submitted as {att.app_name}; cancelling mine"
+    ]
