@@ -273,10 +273,11 @@ class StatusWatcher:
                 read = state.current = _List()
                 lead = True
             else:
-                lead = state.pending is None
-                if lead:
-                    state.pending = _List()
-                read = state.pending
+                pending = state.pending
+                lead = pending is None
+                if pending is None:
+                    pending = state.pending = _List()
+                read = pending
         if before is not None:
             before.done.wait()  # the list in flight was asked for before this call
         if lead:
