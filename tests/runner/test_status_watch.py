@@ -396,3 +396,15 @@ def test_a_quick_watcher_gathers_briefly(table: JobTable) -> None:
     start = time.monotonic()
     runner.watch_status(a, max_age=0.2)
     assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
+
+
+def test_an_async_watcher_gets_the_read_error_and_reads_count(table: JobTable) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    table.fail = RuntimeError("DescribeJobs throttled")  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="throttled"):
+        asyncio.run(asyncio.wait_for(runner.awatch_status(a, max_age=0.01), timeout=10))
+    table.fail = None  # type: ignore[attr-defined]
+    status = asyncio.run(runner.awatch_status(a, max_age=0.01))
+    assert status is not None and status.state == AppState.RUNNING
+    assert reads_made(runner, a) == 2
