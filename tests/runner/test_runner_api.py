@@ -558,3 +558,13 @@ def test_a_scheduler_without_a_blocking_wait_says_so(runner: Runner) -> None:
     sched = FakeScheduler("sess", JobTable())
     with pytest.raises(NotImplementedError, match="has no blocking wait"):
         sched.wait("x-0", timeout=1)
+
+
+def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = runner.run(_app(), "fake")
+    assert runner.describe(handle) is not None
+    table.vanish(parse_app_handle(handle).app_id)
+    assert runner.status_many([handle]) == {handle: None}
+    assert runner.describe(handle) is None  # not the AppDef this runner submitted
