@@ -289,29 +289,48 @@ def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
     assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
 
 
-def test_an_async_watcher_joins_a_read_a_thread_makes(table: JobTable) -> None:
+def _recording_async_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Records the pauses asked of ``asyncio.sleep`` (each still yields to the loop)."""
+    slept: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        slept.append(delay)
+        return await real(min(delay, 0.01), *args)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return slept
+
+
+def test_an_async_watcher_joins_a_read_a_thread_makes(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
     runner.watch(b)
-    table.delay = 0.1  # type: ignore[attr-defined]
+    table.delay = 0.3  # type: ignore[attr-defined]
     reader = threading.Thread(target=runner.watch_status, args=(a, 5.0))
-    start = time.monotonic()
     reader.start()
-    time.sleep(0.05)  # the thread's read is in flight (gathering, then reading)
+    for _ in range(500):  # until the thread's batched read is in flight
+        if table.batches:
+            break
+        time.sleep(0.01)
+    slept = _recording_async_sleep(monkeypatch)
     status = asyncio.run(runner.awatch_status(b, max_age=5.0))
-    elapsed = time.monotonic() - start
     reader.join()
     assert status is not None and status.state == AppState.RUNNING
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
-    assert elapsed < 0.9  # the read took ~0.35 s; the waiter saw its end promptly
+    assert slept and set(slept) == {0.05}  # checked the thread's read every 50 ms, no own read
 
 
-def test_a_quick_async_watcher_gathers_briefly(table: JobTable) -> None:
+def test_a_quick_async_watcher_gathers_briefly(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = runner_for(table)
     (a,) = submit(runner, 1)
-    start = time.monotonic()
+    slept = _recording_async_sleep(monkeypatch)
     asyncio.run(runner.awatch_status(a, max_age=0.2))
-    assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
+    assert slept[0] == pytest.approx(0.01)  # gathers max_age / 20, not 250 ms
 
 
 def test_each_scheduler_configuration_has_its_own_group(table: JobTable) -> None:
@@ -390,12 +409,13 @@ def test_a_watched_app_keeps_its_cached_status_when_no_longer_asked_for(
     assert len(table.batches) == batches  # still cached
 
 
-def test_a_quick_watcher_gathers_briefly(table: JobTable) -> None:
+def test_a_quick_watcher_gathers_briefly(table: JobTable, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = runner_for(table)
     (a,) = submit(runner, 1)
-    start = time.monotonic()
+    slept: list[float] = []
+    monkeypatch.setattr("torchx_core.runner.status_watch.time.sleep", slept.append)
     runner.watch_status(a, max_age=0.2)
-    assert time.monotonic() - start < 0.2  # gathers max_age / 20 = 10 ms, not 250 ms
+    assert slept == [pytest.approx(0.01)]  # gathers max_age / 20, not 250 ms
 
 
 def test_an_async_watcher_gets_the_read_error_and_reads_count(table: JobTable) -> None:
