@@ -190,25 +190,41 @@ TARGETS: dict[str, Target] = {
         },
         tests=("tests/runner/test_lifecycle.py",),
     ),
-    # the shared status and list reads
+    # the shared status and list reads (the StatusWatcher object)
     "status_watch": Target(
         functions={"torchx_core/runner/status_watch.py": ("*",)},
         tests=("tests/runner/test_status_watch.py", "tests/runner/test_shared_list.py"),
     ),
-    # the Runner: handles, status_many, wait, cancel
+    # the Runner: handles, status_many, shared reads, wait, cancel (and the events they record)
     "runner": Target(
         functions={
             "torchx_core/runner/api.py": (
                 "Runner.status",
                 "Runner.status_many",
+                "Runner.watch_key",
+                "Runner.watch_status",
+                "Runner.awatch_status",
+                "Runner.watch",
+                "Runner.unwatch",
+                "Runner.shared_list",
                 "Runner._wait",
                 "Runner.cancel",
+                "Runner.name_lock",
+                "Runner.submit_order",
                 "Runner.set_owner",
                 "Runner.owner",
                 "Runner.list",
             ),
         },
-        tests=("tests/runner/test_runner_api.py",),
+        tests=(
+            "tests/runner/test_runner_api.py",
+            "tests/runner/test_runner_events.py",
+            "tests/runner/test_status_watch.py",
+            "tests/runner/test_shared_list.py",
+            # mutmut's own instrumentation imports importlib.metadata into every test process
+            "--deselect",
+            "tests/runner/test_runner_api.py::test_importing_the_runner_is_light",
+        ),
     ),
     # the local scheduler's state: markers, instances, dead-supervisor sweep, GC
     "local_state": Target(

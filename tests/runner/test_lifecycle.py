@@ -8,6 +8,7 @@ scheduler across processes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pickle
 import subprocess
@@ -931,3 +932,268 @@ def test_the_follower_reads_status_through_the_shared_read(
     assert follower.join(timeout=60)
     assert asked and set(asked) == {0.05}
     assert len(sink.lines) == 6
+
+
+# -- what the lifecycle tells the operator, and what a failure carries ---------------------------
+
+
+def _messages(caplog: pytest.LogCaptureFixture, level: int = logging.WARNING) -> list[str]:
+    """What the lifecycle logged at ``level`` or above (other tests may enable INFO)."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "torchx_core.runner.lifecycle" and r.levelno >= level
+    ]
+
+
+def test_why_an_app_of_the_name_is_or_is_not_adopted_is_logged(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="torchx_core.runner.lifecycle")
+    first = life(runner).attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(first), AppState.FAILED)
+    caplog.clear()
+    life(runner).attach(make_app(), IDENTITY, known_handle=first)
+    assert f"not reattaching to {first}: it is failed" in _messages(caplog, logging.INFO)
+
+    table.describe_error = TimeoutError("describe timed out")
+    caplog.clear()
+    life(runner).attach(make_app(), ("run-2", "t"), known_handle=first)
+    assert (
+        f"cannot read the status of {first} (describe timed out); not reattaching to it"
+        in _messages(caplog)
+    )
+
+
+def test_reattaching_to_a_listed_app_with_an_unreadable_status_is_logged(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = life(runner).attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(first), AppState.RUNNING)
+    table.describe_error = ConnectionError("scheduler unreachable")
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    life(runner).attach(make_app(), IDENTITY)
+    assert (
+        f"cannot read the status of {first} (scheduler unreachable); reattaching to it, as the"
+        " scheduler lists it running" in _messages(caplog)
+    )
+
+
+def test_an_unreadable_poll_is_logged_with_the_handle_and_the_error(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.describe_error = OSError("connection reset")
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    lc.poll(handle, max_age=0)
+    assert _messages(caplog) == [f"cannot read the status of {handle}: connection reset"]
+
+
+def test_the_grace_clock_of_an_app_runs_across_polls(runner: Runner, table: JobTable) -> None:
+    lc = life(runner, unknown_timeout=0.05)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.vanish(app_id(handle))
+    assert lc.poll(handle, max_age=0).expired is False
+    import time
+
+    time.sleep(0.06)
+    assert lc.poll(handle, max_age=0).expired is True
+
+
+def test_a_vanished_error_carries_the_last_status_read_and_says_why(
+    runner: Runner, table: JobTable
+) -> None:
+    lc = life(runner, unknown_timeout=0)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+    table.set_state(app_id(handle), AppState.RUNNING)
+    assert lc.poll(handle, max_age=0).phase == Phase.WAITING
+    table.vanish(app_id(handle))
+    obs = lc.poll(handle, max_age=0)
+    with pytest.raises(AppVanishedError) as e:
+        lc.result(handle, obs)
+    assert e.value.status is not None and e.value.status.state == AppState.RUNNING
+    assert e.value.phase is Phase.VANISHED and e.value.log_tail == []
+    assert e.value.detail == (
+        "vanished: the scheduler has not known it for 0 s (unknown_timeout); it was deleted"
+        " or expired"
+    )
+
+
+def test_an_unknown_error_carries_the_last_status_its_log_tail_and_says_why(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = life(runner).attach(make_app(replicas=1), IDENTITY).app_handle
+    # a lifecycle in another process: its Runner knows the app only from the scheduler
+    lc = life(make_runner(table), unknown_timeout=0, tail_lines=1)
+    table.set_state(app_id(handle), AppState.RUNNING)
+    lc.poll(handle, max_age=0)
+    table.describe_error = OSError("connection reset")
+    obs = lc.poll(handle, max_age=0)
+    with pytest.raises(AppVanishedError) as e:
+        lc.result(handle, obs)  # still unreadable: the replicas are the last status read's
+    assert e.value.status is not None and e.value.status.state == AppState.RUNNING
+    assert e.value.phase is Phase.UNKNOWN
+    assert e.value.log_tail == ["[worker/0] <logs unavailable: connection reset>"]
+    assert e.value.detail == (
+        "stayed UNKNOWN (or unreadable) for 0 s (unknown_timeout); check the scheduler, or raise"
+        " unknown_timeout"
+    )
+    table.describe_error = None
+    table.set_state(app_id(handle), AppState.UNKNOWN)
+    with pytest.raises(AppVanishedError) as e:
+        lc.result(handle, lc.poll(handle, max_age=0))
+    assert e.value.log_tail == ["[worker/0] worker 0 line 2"]
+    assert e.value.detail.endswith("raise unknown_timeout; it was cancelled")
+
+
+def test_an_unreadable_owner_is_cancelled_and_logged(
+    runner: Runner,
+    table: JobTable,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lc = life(runner)
+    handle = lc.attach(make_app(), IDENTITY).app_handle
+
+    def unreadable(handle: str) -> str | None:
+        raise ConnectionError("owner store down")
+
+    monkeypatch.setattr(runner, "owner", unreadable)
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    assert lc.cancel(handle) is True
+    assert table.job(app_id(handle)).cancelled == 1
+    assert f"cannot read the owner of {handle} (owner store down); cancelling it" in _messages(
+        caplog
+    )
+
+
+def test_a_superseded_cancel_is_logged_with_both_owners(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    handle = life(runner, owner="try=1").attach(make_app(), IDENTITY).app_handle
+    runner.set_owner(handle, "try=2")
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    assert life(runner, owner="try=1").cancel(handle) is False
+    assert f"not cancelling {handle}: superseded by try=2 (I am try=1)" in _messages(caplog)
+
+
+def test_a_twin_that_already_ended_does_not_take_over(runner: Runner, table: JobTable) -> None:
+    """Only live apps of the name compete: an ended twin (even SUCCEEDED) leaves mine alone."""
+    table.ordered = True
+
+    def ended_twin(info: Any) -> None:
+        twin = runner.schedule(info)
+        table.set_state(app_id(twin), AppState.SUCCEEDED)
+
+    table.before_schedule = ended_twin
+    att = life(runner).attach(make_app(), IDENTITY)
+    assert att.how == "submitted"
+    assert table.job(app_id(att.app_handle)).cancelled == 0
+
+
+def test_a_failed_reconcile_keeps_my_app_and_says_so(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    table.ordered = True
+
+    def list_breaks(info: Any) -> None:
+        table.list_error = ConnectionError("list failed")
+
+    table.before_schedule = list_breaks
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    att = life(runner).attach(make_app(), IDENTITY)
+    assert att.how == "submitted" and table.job(app_id(att.app_handle)).cancelled == 0
+    assert (
+        f"cannot check for another app named {att.app_name} (list failed); keeping"
+        f" {att.app_handle}" in _messages(caplog)
+    )
+
+
+@pytest.mark.parametrize(
+    ("listed_name", "listed_id", "named"),
+    [
+        ("", "ns:train-e1b0369d8c-x7", True),  # a namespace prefix and a backend suffix
+        ("", "NS:TRAIN-E1B0369D8C", True),  # case-insensitive, no suffix
+        ("", "ns:train-e1b0369d8cx", False),  # a longer name is another name
+        ("TRAIN-E1B0369D8C-1", "q:1", True),  # a derived listed name
+        ("", "train-e1b0369d8c:x", False),
+    ],
+)
+def test_a_listed_app_is_named_by_its_name_or_app_id(
+    listed_name: str, listed_id: str, named: bool
+) -> None:
+    from torchx_core.runner.lifecycle import _is_named
+    from torchx_core.schedulers.api import ListAppResponse
+
+    row = ListAppResponse(app_id=listed_id, state=AppState.RUNNING, name=listed_name)
+    assert _is_named(row, "train-e1b0369d8c") is named
+
+
+def test_a_plain_attach_warns_about_nothing_and_a_failed_list_is_logged(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    life(runner).attach(make_app(), IDENTITY)
+    assert _messages(caplog) == []
+    table.list_error = ConnectionError("scheduler down")
+    life(runner).attach(make_app(), ("run-2", "t"))
+    assert _messages(caplog) == [
+        "cannot list apps on fake to reattach (scheduler down); submitting anew"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("base", "max_len", "prefix"),
+    [
+        ("a" * 50, None, "a" * 40),  # the default cut
+        ("train", 1, "t"),  # the shortest prefix
+        ("___abcdef", 4, "abcd"),  # cut after stripping the ends
+        ("ab-cd", 3, "ab"),  # and stripped again after the cut
+        ("X-trainX", 40, "X-trainX"),  # only '-' and '_' are stripped
+        ("!!!", 40, "app"),
+    ],
+)
+def test_app_name_prefix_is_the_sanitized_cut_base(
+    base: str, max_len: int | None, prefix: str
+) -> None:
+    name = (
+        app_name(base, IDENTITY) if max_len is None else app_name(base, IDENTITY, max_len=max_len)
+    )
+    assert name == f"{prefix}-{app_name('x', IDENTITY).rpartition('-')[2]}"
+
+
+def test_app_name_says_what_is_wrong() -> None:
+    with pytest.raises(InvalidTaskArgumentError, match=r"identity must name the step .*got ''"):
+        app_name("train", "")
+    for bad in (0, True, "5"):
+        with pytest.raises(InvalidTaskArgumentError, match=r"max_len must be an int >= 1, got"):
+            app_name("train", IDENTITY, max_len=bad)  # type: ignore[arg-type]
+
+
+def test_bad_seconds_are_explained() -> None:
+    from torchx_core.runner.lifecycle import _seconds
+
+    with pytest.raises(InvalidTaskArgumentError) as e:
+        GraceClock("5")  # type: ignore[arg-type]
+    assert str(e.value) == "unknown_timeout must be a finite number of seconds, got '5' (str)"
+    with pytest.raises(InvalidTaskArgumentError) as e:
+        GraceClock(-1)
+    assert str(e.value) == "unknown_timeout must be >= 0, got -1"
+    with pytest.raises(InvalidTaskArgumentError) as e:
+        _seconds("poll_interval", 0, allow_zero=False)
+    assert str(e.value) == "poll_interval must be > 0, got 0"
+
+
+def test_a_lost_race_reattaches_with_the_earlier_apps_status_and_says_so(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    table.ordered = True
+    twin = _twin(runner, table, "try=1")
+    caplog.set_level("WARNING", logger="torchx_core.runner.lifecycle")
+    att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert att.status is not None and att.status.state == AppState.SUBMITTED
+    mine = [h for h in (f"fake://test/{j}" for j in table.jobs) if h != twin[0]]
+    assert _messages(caplog) == [
+        f"{mine[0]} and an earlier {twin[0]} were both submitted as {att.app_name}; cancelling mine"
+    ]

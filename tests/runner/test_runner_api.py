@@ -8,6 +8,7 @@ import pytest
 from fake_scheduler import FakeScheduler, JobTable, make_factory
 
 from torchx_core.runner import Runner, RunnerError, get_runner
+from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse
 from torchx_core.specs import (
     AppDef,
     AppState,
@@ -281,8 +282,9 @@ def test_importing_the_runner_is_light() -> None:
 
     code = (
         "import sys, torchx_core.runner\n"
-        "heavy = ('importlib.metadata', 'yaml', 'fsspec', 'torch', 'docker', 'kubernetes', 'boto3', 'ray',\n"
-        "         'airflow', 'kfp', 'prefect', 'torchx_core.schedulers.local.scheduler', 'torchx_core.specs.finder')\n"
+        "heavy = ('importlib.metadata', 'yaml', 'fsspec', 'torch', 'docker', 'kubernetes',"
+        " 'boto3', 'ray', 'airflow', 'kfp', 'prefect', 'torchx_core.schedulers.local.scheduler',"
+        " 'torchx_core.specs.finder')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -317,7 +319,7 @@ def test_workspace_accepts_torchx_070_file_url(runner: Runner, tmp_path) -> None
 
 @pytest.mark.parametrize("bad", [None, "app", 42])
 def test_run_rejects_what_is_not_an_appdef(runner: Runner, bad: object) -> None:
-    with pytest.raises(RunnerError, match="expected a `specs.AppDef`"):
+    with pytest.raises(RunnerError, match=r"expected a `specs\.AppDef`"):
         runner.run(bad, "fake")  # type: ignore[arg-type]
 
 
@@ -361,3 +363,208 @@ def test_get_runner_reads_component_defaults_from_torchxconfig(
         assert runner.dryrun_component("utils.echo", [], "fake").request.roles[0][3] == [
             "hello world"
         ]
+
+
+# -- status_many, wait's polls, cancel's decisions, owners, list -----------------------------------
+
+
+def test_status_many_reads_each_app_once_in_the_order_given(
+    runner: Runner, table: JobTable
+) -> None:
+    a = runner.run(_app("a"), "fake")
+    b = runner.run(_app("b"), "fake")
+    gone = "fake://sess/never-submitted"
+    out = runner.status_many([b, gone, a, b])
+    assert list(out) == [b, gone, a] and out[gone] is None
+    status = out[a]
+    assert status is not None and status.state == AppState.RUNNING
+    assert (status.msg, status.num_restarts) == ("fake RUNNING", 0)
+    assert [r.role for r in status.roles] == ["worker"]
+    assert table.jobs[parse_app_handle(a).app_id].describes == 1
+    assert runner.status_many([]) == {}
+
+
+def test_wait_polls_fast_first_then_backs_off_to_the_interval(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = Runner("sess", {"fake": make_factory(table, steps=8)})
+    handle = runner.run(_app(), "fake")
+    pauses: list[float] = []
+    monkeypatch.setattr("torchx_core.runner.api.time.sleep", pauses.append)
+    final = runner.wait(handle, wait_interval=0.05)
+    assert final is not None and final.state == AppState.SUCCEEDED
+    assert pauses == [0.005, 0.01, 0.02, 0.04, 0.05, 0.05, 0.05]
+    pauses.clear()
+    other = runner.run(_app(), "fake")
+    runner.wait(other, wait_interval=0.002)  # never longer than the interval
+    assert pauses == [0.002] * 7
+
+
+def test_wait_with_a_timeout_sleeps_no_longer_than_what_is_left(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = Runner("sess", {"fake": make_factory(table, steps=10**9)})
+    handle = runner.run(_app(), "fake")
+    now = [1000.0]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr("torchx_core.runner.api.time.sleep", sleep)
+    monkeypatch.setattr("torchx_core.runner.api.time.monotonic", lambda: now[0])
+    last = runner.wait(handle, wait_interval=1.0, timeout=0.03)
+    assert last is not None and last.state == AppState.RUNNING
+    assert [round(p, 6) for p in pauses] == [0.005, 0.01, 0.015]
+
+
+class BlockingWaitScheduler(FakeScheduler):
+    """A fake whose ``wait`` blocks until the app ends (as the local scheduler's does)."""
+
+    def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        self.table.waits.append((app_id, timeout))  # type: ignore[attr-defined]
+        job = self.table.jobs.get(app_id)
+        if job is None:
+            return None
+        job.state = AppState.SUCCEEDED
+        return self.describe(app_id)
+
+
+def test_wait_uses_the_schedulers_blocking_wait(table: JobTable) -> None:
+    table.waits = []  # type: ignore[attr-defined]
+
+    def factory(session_name: str, **kwargs: object) -> BlockingWaitScheduler:
+        return BlockingWaitScheduler(session_name, table, steps=10**9)
+
+    runner = Runner("sess", {"fake": factory})
+    handle = runner.run(_app(), "fake")
+    final = runner.wait(handle, wait_interval=5, timeout=7)
+    assert final is not None and final.state == AppState.SUCCEEDED
+    assert final.msg == "fake SUCCEEDED"
+    app_id = parse_app_handle(handle).app_id
+    assert table.waits == [(app_id, 7)]  # type: ignore[attr-defined]
+    assert table.jobs[app_id].describes == 1  # the wait's own answer, no polling
+    assert runner.wait("fake://sess/gone") is None
+
+
+def test_cancel_of_a_finished_app_goes_to_schedulers_that_sweep_leftovers(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    table.jobs[app_id].state = AppState.SUCCEEDED
+    runner.cancel(handle)
+    assert table.jobs[app_id].cancelled == 0
+    monkeypatch.setattr(FakeScheduler, "cancels_finished_apps", True, raising=False)
+    runner.cancel(handle)
+    assert table.jobs[app_id].cancelled == 1
+    runner.cancel("fake://sess/unknown")  # unknown: still nothing to cancel
+
+
+def test_cancel_of_an_app_whose_status_cannot_be_read_still_cancels(
+    runner: Runner, table: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    from torchx_core.specs.errors import TorchXError
+
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    broken = TorchXError("status file unreadable")
+    calls = []
+    original = FakeScheduler.describe
+
+    def describe(self: FakeScheduler, app_id: str) -> DescribeAppResponse | None:
+        calls.append(app_id)
+        if len(calls) == 1:
+            raise broken  # the runner's status read; the scheduler's own cancel then reads fine
+        return original(self, app_id)
+
+    caplog.set_level("WARNING", logger="torchx_core.runner.api")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FakeScheduler, "describe", describe)
+        runner.cancel(handle)
+    assert table.jobs[app_id].cancelled == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "torchx_core.runner.api"] == [
+        "status file unreadable; cancelling anyway"
+    ]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "a\nb", "x" * 201, 3, None])
+def test_set_owner_rejects_bad_tokens_and_says_what_a_token_is(runner: Runner, bad: object) -> None:
+    handle = runner.run(_app(), "fake")
+    with pytest.raises(RunnerError) as e:
+        runner.set_owner(handle, bad)  # type: ignore[arg-type]
+    assert str(e.value).startswith(
+        "owner must be a non-empty printable single-line string of at most 200 characters, got"
+    )
+    assert str(e.value).endswith("e.g. 'airflow:dag/task/run#try=2'")
+    assert runner.owner(handle) is None
+
+
+def test_set_owner_records_the_owner_for_every_runner(runner: Runner, table: JobTable) -> None:
+    handle = runner.run(_app(), "fake")
+    longest = "o" * 200
+    assert runner.set_owner(handle, longest) is True
+    assert Runner("other", {"fake": make_factory(table)}).owner(handle) == longest
+    assert runner.set_owner("fake://sess/unknown", "me") is False
+    assert runner.owner("fake://sess/unknown") is None
+    table.supports_owner = False
+    assert runner.set_owner(handle, "me") is False and runner.owner(handle) is None
+
+
+def test_list_passes_the_cfg_only_when_given(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner.run(_app("a"), "fake")
+    seen: list[object] = []
+    original = FakeScheduler.list
+
+    def listing(self: FakeScheduler, *args: object) -> list[ListAppResponse]:
+        seen.append(args)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FakeScheduler, "list", listing)
+    rows = runner.list("fake")
+    runner.list("fake", {"queue": "q"})
+    assert seen == [(), ({"queue": "q"},)]
+    assert [parse_app_handle(r.app_handle)[:2] for r in rows] == [("fake", "sess")]
+
+
+def test_cancel_even_if_ended_hands_every_cancel_to_the_scheduler(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = runner.run(_app(), "fake")
+    app_id = parse_app_handle(handle).app_id
+    table.jobs[app_id].state = AppState.SUCCEEDED
+    runner.cancel(handle, even_if_ended=True)  # e.g. to sweep what is left of it
+    assert table.jobs[app_id].cancelled == 1
+    assert table.jobs[app_id].state == AppState.SUCCEEDED
+    runner.cancel("fake://sess/unknown", even_if_ended=True)  # unknown: nothing to cancel
+
+
+def test_the_schedulers_name_lock_and_submit_order_through_the_runner(
+    runner: Runner, table: JobTable
+) -> None:
+    with runner.name_lock("fake", "train-1") as serialized:
+        assert serialized is False  # the fake cannot serialize submits
+    assert runner.submit_order("fake", []) is None
+    table.ordered = True
+    assert runner.submit_order("fake", ["x-12", "x-3"]) == ["x-3", "x-12"]
+    with pytest.raises(UnknownSchedulerException):
+        runner.submit_order("nope", [])
+
+
+def test_a_scheduler_without_a_blocking_wait_says_so(runner: Runner) -> None:
+    sched = FakeScheduler("sess", JobTable())
+    with pytest.raises(NotImplementedError, match="has no blocking wait"):
+        sched.wait("x-0", timeout=1)
+
+
+def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = runner.run(_app(), "fake")
+    assert runner.describe(handle) is not None
+    table.vanish(parse_app_handle(handle).app_id)
+    assert runner.status_many([handle]) == {handle: None}
+    assert runner.describe(handle) is None  # not the AppDef this runner submitted

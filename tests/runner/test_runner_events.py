@@ -333,7 +333,8 @@ def test_nothing_is_built_or_recorded_without_a_handler(monkeypatch: pytest.Monk
     assert logger is logging.getLogger("torchx-events-null") and logger.propagate is False
     # pytest attaches its log capture to non-propagating loggers: take it off, as in a user's
     # process where only our NullHandler is there
-    nulls = [h for h in logger.handlers if isinstance(h, logging.NullHandler)]
+    # (pytest's live-logging handler is a NullHandler subclass: only ours is exactly one)
+    nulls = [h for h in logger.handlers if type(h) is logging.NullHandler]
     assert len(nulls) == 1
     monkeypatch.setattr(logger, "handlers", nulls)
     assert not events.is_recording()

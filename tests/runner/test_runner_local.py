@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.local]
 
 @pytest.fixture
 def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private local-scheduler state root; the venv's bin first on PATH (like an activated venv)."""
+    """A private local-scheduler state root; the venv's bin first on PATH (as if activated)."""
     root = tmp_path / "local-root"
     monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(root))
     monkeypatch.setenv(
@@ -217,8 +217,6 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
     times each reach their own final state, and an app that vanishes does not affect the others."""
     import threading
 
-    from torchx_core.runner import status_watch
-
     def app(name: str, script: str) -> AppDef:
         return AppDef(
             name, roles=[Role(name="r", image=str(tmp_path), entrypoint="sh", args=["-c", script])]
@@ -239,7 +237,7 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
 
     def watch(key: str) -> None:
         h = handles[key]
-        status_watch.watch(runner, h)
+        runner.watch(h)
         try:
             while not done.is_set():
                 s = runner.watch_status(h, max_age=0.05)
@@ -253,12 +251,15 @@ def test_batched_watchers_each_see_their_own_app(runner: Runner, tmp_path: Path)
         except Exception as e:  # noqa: BLE001 - reported by the waits below
             errors[key] = e
         finally:
-            status_watch.unwatch(runner, h)
+            runner.unwatch(h)
 
     threads = [threading.Thread(target=watch, args=(k,)) for k in handles]
     for t in threads:
         t.start()
-    what = lambda: f"seen {seen}, errors {errors}"
+
+    def what() -> str:
+        return f"seen {seen}, errors {errors}"
+
     _wait_until(lambda: seen["quick"][-1:] == [AppState.SUCCEEDED], what)
     # (a loaded machine may take a while to start the others' replicas)
     _wait_until(lambda: all(seen[k][-1:] == [AppState.RUNNING] for k in ("fails", "slow")), what)

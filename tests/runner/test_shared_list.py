@@ -1,16 +1,17 @@
-"""``status_watch.shared_list``: callers that look for their apps at the same time share a list
+"""``Runner.shared_list``: callers that look for their apps at the same time share a list
 read, and never get a list read before they asked."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from fake_scheduler import FakeScheduler, JobTable
 
-from torchx_core.runner import Runner, status_watch
+from torchx_core.runner import Runner
+from torchx_core.runner.status_watch import StatusWatcher
 from torchx_core.schedulers.api import ListAppResponse
 from torchx_core.specs import AppDef, AppState, CfgVal, Role
 
@@ -46,9 +47,8 @@ class ListingScheduler(FakeScheduler):
 
 
 @pytest.fixture
-def gates() -> Iterator[GatedLists]:
-    yield GatedLists()
-    status_watch.reset()
+def gates() -> GatedLists:
+    return GatedLists()
 
 
 @pytest.fixture
@@ -58,7 +58,11 @@ def runner(gates: GatedLists) -> Runner:
     def factory(session_name: str, **kwargs: Any) -> ListingScheduler:
         return ListingScheduler(session_name, table, gates, **kwargs)
 
-    return Runner("t", {"fake": factory})
+    return Runner("t", {"fake": factory}, status_watcher=StatusWatcher())
+
+
+def lists_made(runner: Runner, scheduler: str) -> int:
+    return runner.status_watcher.lists_made(runner.watch_key(scheduler))
 
 
 def _submit(runner: Runner, name: str) -> str:
@@ -70,7 +74,7 @@ def _ask(
 ) -> threading.Thread:
     def run() -> None:
         try:
-            out[i] = sorted(r.name for r in status_watch.shared_list(runner, "fake", cfg))
+            out[i] = sorted(r.name for r in runner.shared_list("fake", cfg))
         except BaseException as e:  # noqa: BLE001 - checked by the test
             out[i] = e
 
@@ -98,7 +102,7 @@ def test_a_lone_caller_reads_at_once(runner: Runner, gates: GatedLists) -> None:
     gates.release[0].set()
     thread.join(10)
     assert out[0] == ["a"]
-    assert status_watch.lists_made(runner, "fake") == 1
+    assert lists_made(runner, "fake") == 1
 
 
 def test_callers_asking_during_a_read_share_the_next_one_which_sees_their_apps(
@@ -119,7 +123,7 @@ def test_callers_asking_during_a_read_share_the_next_one_which_sees_their_apps(
     assert all(out[i] == ["late"] for i in range(1, 21)), out  # never the older read 1
     with gates.lock:
         assert len(gates.started) == 2  # 21 callers, two reads
-    assert status_watch.lists_made(runner, "fake") == 2
+    assert lists_made(runner, "fake") == 2
 
 
 def test_a_read_error_reaches_every_caller_of_that_read_and_the_next_read_recovers(
@@ -178,4 +182,25 @@ def test_the_lifecycle_finds_apps_by_name_through_the_shared_list(
     assert result["a"].app_handle == existing
     assert result["a"].how == "reattached"
     assert runner.status(existing).state == AppState.RUNNING  # type: ignore[union-attr]
-    assert status_watch.lists_made(runner, "fake") == 1
+    assert lists_made(runner, "fake") == 1
+
+
+def test_a_caller_asking_during_the_second_read_gets_a_third(
+    runner: Runner, gates: GatedLists
+) -> None:
+    out: dict[int, Any] = {}
+    first = _ask(runner, out, 0)
+    _wait_reads(gates, 1)
+    second = _ask(runner, out, 1)  # waits for read 1, then makes read 2
+    gates.release[0].set()
+    first.join(10)
+    _wait_reads(gates, 2)
+    _submit(runner, "late")  # read 2 is running: it cannot see this app
+    third = _ask(runner, out, 2)
+    gates.release[1].set()
+    second.join(10)
+    _wait_reads(gates, 3)
+    gates.release[2].set()
+    third.join(10)
+    assert out == {0: [], 1: [], 2: ["late"]}
+    assert lists_made(runner, "fake") == 3

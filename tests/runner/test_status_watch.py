@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 from fake_scheduler import FakeScheduler, JobTable
 
-from torchx_core.runner import Runner, status_watch
+from torchx_core.runner import Runner
+from torchx_core.runner.status_watch import StatusWatcher
 from torchx_core.schedulers.api import DescribeAppResponse
 from torchx_core.specs import AppDef, AppState, Role
 
@@ -34,20 +35,31 @@ class CountingScheduler(FakeScheduler):
 
 
 @pytest.fixture
-def table() -> Iterator[JobTable]:
+def table() -> JobTable:
     t = JobTable()
     t.batches = []  # type: ignore[attr-defined]
     t.delay = 0.0  # type: ignore[attr-defined]
     t.fail = None  # type: ignore[attr-defined]
-    yield t
-    status_watch.reset()
+    return t
 
 
-def runner_for(table: JobTable, backend: str = "fake") -> Runner:
+def runner_for(
+    table: JobTable, backend: str = "fake", clock: Callable[[], float] = time.monotonic
+) -> Runner:
+    """A Runner with its own watcher (reading ``clock``)."""
+
     def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
         return CountingScheduler(session_name, table, **kwargs)
 
-    return Runner("t", {backend: factory})
+    return Runner("t", {backend: factory}, status_watcher=StatusWatcher(clock))
+
+
+def reads_made(runner: Runner, handle: str) -> int:
+    return runner.status_watcher.reads_made(runner.watch_key(handle.split(":")[0]))
+
+
+def lists_made(runner: Runner, scheduler: str, cfg: dict[str, Any] | None = None) -> int:
+    return runner.status_watcher.lists_made(runner.watch_key(scheduler), cfg)
 
 
 def submit(runner: Runner, n: int, backend: str = "fake") -> list[str]:
@@ -75,7 +87,7 @@ def test_concurrent_watchers_share_one_read(table: JobTable) -> None:
     runner = runner_for(table)
     handles = submit(runner, 200)
     for h in handles:
-        status_watch.watch(runner, h)
+        runner.watch(h)
     table.delay = 0.3  # type: ignore[attr-defined]  # a slow scheduler: watchers pile up
     results: dict[str, Any] = {}
     start = threading.Barrier(len(handles))
@@ -101,11 +113,10 @@ def test_a_watcher_polling_a_moment_later_reads_the_cache(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
     runner.watch_status(a, max_age=5.0)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
     now[0] += 1.0
@@ -121,9 +132,9 @@ def test_a_watcher_polling_a_moment_later_reads_the_cache(
 def test_unwatched_apps_leave_the_batches(table: JobTable) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
-    status_watch.unwatch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
+    runner.unwatch(b)
     runner.watch_status(a, max_age=0.0)
     assert table.batches == [handles_ids([a])]
 
@@ -133,8 +144,8 @@ def test_a_read_error_reaches_every_watcher_of_that_read_and_the_next_read_retri
 ) -> None:
     runner = runner_for(table)
     a, b = submit(runner, 2)
-    status_watch.watch(runner, a)
-    status_watch.watch(runner, b)
+    runner.watch(a)
+    runner.watch(b)
     table.fail = RuntimeError("squeue: slurmctld not responding")  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="not responding"):
         runner.watch_status(a, max_age=5.0)
@@ -148,7 +159,7 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     runner = runner_for(table)
     handles = submit(runner, 200)
     for h in handles:
-        status_watch.watch(runner, h)
+        runner.watch(h)
     table.delay = 0.5  # type: ignore[attr-defined]
     ticks: list[float] = []
 
@@ -160,9 +171,7 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     async def main() -> list[Any]:
         stop = asyncio.Event()
         beat = asyncio.create_task(heartbeat(stop))
-        out = await asyncio.gather(
-            *(status_watch.ashared_status(runner, h, max_age=5.0) for h in handles)
-        )
+        out = await asyncio.gather(*(runner.awatch_status(h, max_age=5.0) for h in handles))
         stop.set()
         await beat
         return out
@@ -178,8 +187,7 @@ def test_apps_asked_recently_join_the_batches_and_are_forgotten_later(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [0.0]
-    monkeypatch.setattr(status_watch, "_clock", lambda: now[0])
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: now[0])
     a, b = submit(runner, 2)
     runner.watch_status(a, max_age=5.0)  # no explicit watch(): asking registers the app
     now[0] += 6.0
@@ -204,13 +212,219 @@ def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
         AppLifecycle(Runner("t", {"fake": factory}), "fake", owner=f"o{i}", poll_interval=30.0)
         for i in range(len(handles))
     ]
-    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles, strict=True)]
     assert seen == [Phase.WAITING] * len(handles)
     # the first poll read its own app; every later app was asked once, read in its own batch...
     assert len(table.batches) == len(handles)
     # ...and from now on one read answers every lifecycle for a whole poll interval
     table.batches.clear()  # type: ignore[attr-defined]
-    status_watch._groups[next(iter(status_watch._groups))].cache.clear()
-    seen = [lc.poll(h).phase for lc, h in zip(lifecycles, handles)]
+    # the first poll asks for a status newer than the cache: one read of every app asked for
+    seen = [
+        lc.poll(h, max_age=1e-9 if i == 0 else None).phase
+        for i, (lc, h) in enumerate(zip(lifecycles, handles, strict=True))
+    ]
     assert seen == [Phase.WAITING] * len(handles)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids(handles))
+
+
+def test_an_app_watched_twice_stays_until_its_last_watcher_leaves(table: JobTable) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.unwatch(b)  # never watched: nothing to do
+    runner.watch(a)
+    runner.watch(a)
+    runner.unwatch(a)
+    runner.watch_status(b, max_age=0.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
+    runner.unwatch(a)
+    runner.watch_status(b, max_age=0.0)
+    assert table.batches[-1] == handles_ids([b])
+
+
+def test_unwatching_forgets_the_asked_app_and_its_cached_status(table: JobTable) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.watch(b)
+    runner.watch_status(b, max_age=5.0)  # asked for, and cached
+    runner.unwatch(b)
+    runner.watch_status(a, max_age=0.0)
+    assert table.batches[-1] == handles_ids([a])  # b left the batches at once
+    runner.watch_status(b, max_age=5.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))  # not from a forgotten cache
+
+
+def test_each_scheduler_and_cfg_has_its_own_shared_list(table: JobTable) -> None:
+    def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table, **kwargs)
+
+    runner = Runner("t", {"a": factory, "b": factory})
+    submit(runner, 1, "a")
+    assert lists_made(runner, "a") == 0
+    rows = runner.shared_list("a")
+    assert [r.app_handle.split(":")[0] for r in rows] == ["a"]
+    assert [r.app_handle.split(":")[0] for r in runner.shared_list("b")] == ["b"]
+    runner.shared_list("a", {"queue": "q"})
+    assert lists_made(runner, "a") == 1
+    assert lists_made(runner, "b") == 1
+    assert lists_made(runner, "a", {"queue": "q"}) == 1
+    assert lists_made(runner, "a", {"queue": "other"}) == 0
+
+
+def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    runner = runner_for(table, clock=lambda: now[0])
+    a, b = submit(runner, 2)
+
+    async def ask(handle: str) -> Any:
+        return await runner.awatch_status(handle, max_age=5.0)
+
+    first = asyncio.run(ask(a))
+    now[0] += 1.0
+    again = asyncio.run(ask(a))  # from the cache
+    assert len(table.batches) == 1 and again is first
+    now[0] += 5.0
+    runner.watch_status(b, max_age=5.0)  # a, asked 6 s ago by an async watcher, is read too
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
+
+
+def _recording_async_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Records the pauses asked of ``asyncio.sleep`` (each still yields to the loop)."""
+    slept: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        slept.append(delay)
+        return await real(min(delay, 0.01), *args)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return slept
+
+
+def test_an_async_watcher_joins_a_read_a_thread_makes(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.watch(b)
+    table.delay = 0.3  # type: ignore[attr-defined]
+    reader = threading.Thread(target=runner.watch_status, args=(a, 5.0))
+    reader.start()
+    for _ in range(500):  # until the thread's batched read is in flight
+        if table.batches:
+            break
+        time.sleep(0.01)
+    slept = _recording_async_sleep(monkeypatch)
+    status = asyncio.run(runner.awatch_status(b, max_age=5.0))
+    reader.join()
+    assert status is not None and status.state == AppState.RUNNING
+    assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
+    assert slept and set(slept) == {0.05}  # checked the thread's read every 50 ms, no own read
+
+
+def test_a_quick_async_watcher_gathers_briefly(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    slept = _recording_async_sleep(monkeypatch)
+    asyncio.run(runner.awatch_status(a, max_age=0.2))
+    assert slept[0] == pytest.approx(0.01)  # gathers max_age / 20, not 250 ms
+
+
+def test_each_scheduler_configuration_has_its_own_group(table: JobTable) -> None:
+    def factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table)
+
+    def other_factory(session_name: str, **kwargs: Any) -> CountingScheduler:
+        return CountingScheduler(session_name, table)
+
+    runner = Runner("t", {"a": factory, "b": factory})
+    (a,) = submit(runner, 1, "a")
+    (b,) = submit(runner, 1, "b")
+    runner.watch(a)
+    runner.watch(b)
+    runner.watch_status(a, max_age=5.0)
+    assert table.batches == [handles_ids([a])]  # b is watched in its own group
+    for other in (
+        Runner("t", {"a": factory}, scheduler_params={"region": "eu"}),
+        Runner("t", {"a": other_factory}),
+    ):
+        other.watch_status(a, max_age=5.0)  # another configuration: its own read
+    same = Runner("t2", {"a": factory})
+    same.watch_status(a, max_age=5.0)  # the same configuration: the cached status
+    assert len(table.batches) == 3
+    assert reads_made(runner, a) == 1
+    assert reads_made(same, a) == 1
+
+
+def test_a_status_exactly_max_age_old_is_fresh(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    runner = runner_for(table, clock=lambda: now[0])
+    (a,) = submit(runner, 1)
+    runner.watch_status(a, max_age=5.0)
+    now[0] += 5.0
+    runner.watch_status(a, max_age=5.0)
+    assert len(table.batches) == 1
+    assert reads_made(runner, a) == 1
+
+
+@pytest.mark.parametrize(
+    ("max_age", "kept_until"),
+    [(5.0, 30.0), (10.0, 40.0)],  # max(30 s, 4 x max_age)
+)
+def test_an_app_asked_for_stays_in_the_batches_for_a_while(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch, max_age: float, kept_until: float
+) -> None:
+    now = [100.0]
+    runner = runner_for(table, clock=lambda: now[0])
+    a, b = submit(runner, 2)
+    runner.watch_status(a, max_age=max_age)
+    now[0] = 100.0 + kept_until
+    runner.watch_status(b, max_age=0.0)
+    assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))  # still kept
+    now[0] += 0.5
+    runner.watch_status(b, max_age=0.0)
+    assert table.batches[-1] == handles_ids([b])  # forgotten...
+    reads = len(table.batches)
+    runner.watch_status(a, max_age=10**6)  # ...with its cached status: read anew
+    assert len(table.batches) == reads + 1
+
+
+def test_a_watched_app_keeps_its_cached_status_when_no_longer_asked_for(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]
+    runner = runner_for(table, clock=lambda: now[0])
+    a, b = submit(runner, 2)
+    runner.watch(a)
+    runner.watch_status(a, max_age=5.0)
+    now[0] += 31.0
+    runner.watch_status(b, max_age=0.0)  # reads a too (watched) and forgets it was asked
+    batches = len(table.batches)
+    runner.watch_status(a, max_age=10**6)
+    assert len(table.batches) == batches  # still cached
+
+
+def test_a_quick_watcher_gathers_briefly(table: JobTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    slept: list[float] = []
+    monkeypatch.setattr("torchx_core.runner.status_watch.time.sleep", slept.append)
+    runner.watch_status(a, max_age=0.2)
+    assert slept == [pytest.approx(0.01)]  # gathers max_age / 20, not 250 ms
+
+
+def test_an_async_watcher_gets_the_read_error_and_reads_count(table: JobTable) -> None:
+    runner = runner_for(table)
+    (a,) = submit(runner, 1)
+    table.fail = RuntimeError("DescribeJobs throttled")  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="throttled"):
+        asyncio.run(asyncio.wait_for(runner.awatch_status(a, max_age=0.01), timeout=10))
+    table.fail = None  # type: ignore[attr-defined]
+    status = asyncio.run(runner.awatch_status(a, max_age=0.01))
+    assert status is not None and status.state == AppState.RUNNING
+    assert reads_made(runner, a) == 2

@@ -2,7 +2,7 @@
 
 A refresh of the apps page (by any number of open browsers) reads each scheduler at most once per
 ``max_age`` seconds: the first request after the snapshot aged lists the scheduler (through
-:func:`torchx_core.runner.status_watch.shared_list`, so requests that arrive meanwhile share that
+``Runner.shared_list``, so requests that arrive meanwhile share that
 one read) and every other request is answered from the snapshot.
 """
 
@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from torchx_core.runner.status_watch import shared_list
 
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
@@ -120,7 +118,7 @@ class Board:
             if self._clock() - snap.read_at < self.max_age:
                 return snap
             try:
-                listed = shared_list(self.runner, sched, self._cfgs.get(sched))
+                listed = self.runner.shared_list(sched, self._cfgs.get(sched))
                 snap.rows, snap.error = [_row(sched, a) for a in listed], ""
             except Exception as e:  # noqa: BLE001 - shown on the page; other schedulers still list
                 snap.error = f"{type(e).__name__}: {e}"

@@ -21,11 +21,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from torchx_core.runner.events import log_event
+from torchx_core.settings import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+)
 from torchx_core.specs import (
     MISSING,
     AppDef,
@@ -44,8 +49,10 @@ from torchx_core.specs import (
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
+    import contextlib
     from datetime import datetime
 
+    from torchx_core.runner.status_watch import StatusWatcher
     from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
     from torchx_core.schedulers.registry import SchedulerFactory
 
@@ -82,6 +89,8 @@ class Runner:
         scheduler_factories: scheduler name -> factory ``(session_name, **kwargs) -> Scheduler``
         component_defaults: component name -> {argument: default as str} (``[component:...]``)
         scheduler_params: keyword arguments passed to every scheduler factory
+        status_watcher: where :meth:`watch_status` and :meth:`shared_list` share their reads
+            (default: the process-wide watcher, shared by every Runner of the process)
     """
 
     def __init__(
@@ -90,6 +99,7 @@ class Runner:
         scheduler_factories: Mapping[str, SchedulerFactory],
         component_defaults: dict[str, dict[str, str]] | None = None,
         scheduler_params: dict[str, Any] | None = None,
+        status_watcher: StatusWatcher | None = None,
     ) -> None:
         self._name: str = name
         self._scheduler_factories = scheduler_factories
@@ -99,10 +109,11 @@ class Runner:
         self._component_defaults: dict[str, dict[str, str]] = component_defaults or {}
         self._lock = threading.Lock()
         self._closed = False
+        self._watcher = status_watcher  # the process-wide one when None (imported on first use)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def __enter__(self) -> Runner:  # noqa: PYI034 - TorchX-compatible signature
+    def __enter__(self) -> Runner:
         return self
 
     def __exit__(
@@ -306,7 +317,7 @@ class Runner:
         return self._scheduler(scheduler).run_opts()
 
     def supports_workspaces(self, scheduler: str) -> bool:
-        """Whether scheduler ``scheduler`` can build workspaces (``workspace=`` / ``--workspace``)."""
+        """Whether scheduler ``scheduler`` builds workspaces (``workspace=`` / ``--workspace``)."""
         from torchx_core.workspace.api import WorkspaceMixin
 
         return isinstance(self._scheduler(scheduler), WorkspaceMixin)
@@ -376,17 +387,64 @@ class Runner:
                 out[handle] = self._to_status(handle, described.get(app_id))
         return {h: out[h] for h in handles}
 
+    # -- shared reads (many watchers, one scheduler call) -------------------------------------
+
+    @property
+    def status_watcher(self) -> StatusWatcher:
+        """Where this runner's shared reads are made (:mod:`torchx_core.runner.status_watch`)."""
+        if self._watcher is None:
+            from torchx_core.runner.status_watch import default_watcher
+
+            self._watcher = default_watcher()
+        return self._watcher
+
+    def watch_key(self, scheduler: str) -> Hashable:
+        """What identifies scheduler ``scheduler``'s configuration for shared reads: runners with
+        the same key (same scheduler name, factory and parameters) share their reads."""
+        factory = self._scheduler_factories.get(scheduler)
+        return (scheduler, factory, repr(sorted(self._scheduler_params.items())))
+
     def watch_status(self, app_handle: AppHandle, max_age: float) -> AppStatus | None:
-        """The app's status as shared by every watcher in this process (coalesced, batched).
+        """The app's status, at most ``max_age`` seconds old, as shared by every watcher.
 
         Concurrent watchers of apps on one scheduler (Airflow triggers in one triggerer, Prefect
         tasks in one flow run) share one :meth:`status_many` call per ``max_age`` seconds: a status
         read less than ``max_age`` seconds ago is returned as is, and a fresh read fetches every
         watched app of that scheduler at once. See :mod:`torchx_core.runner.status_watch`.
-        """
-        from torchx_core.runner.status_watch import shared_status
 
-        return shared_status(self, app_handle, max_age)
+        Raises:
+            MalformedAppHandleException: the handle is malformed.
+            UnknownSchedulerException: the handle names an unknown scheduler.
+            Whatever the shared read raised (the scheduler could not be asked).
+        """
+        key = self.watch_key(parse_app_handle(app_handle).scheduler_backend)
+        return self.status_watcher.status(key, app_handle, max_age, self.status_many)
+
+    async def awatch_status(self, app_handle: AppHandle, max_age: float) -> AppStatus | None:
+        """:meth:`watch_status` for event loops (triggers): the loop never blocks, and waiting
+        for another watcher's read holds no worker thread."""
+        key = self.watch_key(parse_app_handle(app_handle).scheduler_backend)
+        return await self.status_watcher.astatus(key, app_handle, max_age, self.status_many)
+
+    def watch(self, app_handle: AppHandle) -> None:
+        """Keeps the app in every shared read of its scheduler until :meth:`unwatch` (apps read
+        with :meth:`watch_status` are kept while they are asked for)."""
+        key = self.watch_key(parse_app_handle(app_handle).scheduler_backend)
+        self.status_watcher.watch(key, app_handle)
+
+    def unwatch(self, app_handle: AppHandle) -> None:
+        """Undoes one :meth:`watch` (the app leaves the shared reads with its last watcher)."""
+        key = self.watch_key(parse_app_handle(app_handle).scheduler_backend)
+        self.status_watcher.unwatch(key, app_handle)
+
+    def shared_list(
+        self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> list[ListAppResponse]:
+        """:meth:`list`, shared by the callers that ask while a list of the same scheduler
+        configuration and ``cfg`` is read; never a list read that began before this call."""
+        return self.status_watcher.list(
+            self.watch_key(scheduler), cfg, lambda: self.list(scheduler, cfg)
+        )
 
     def _to_status(
         self, app_handle: AppHandle, desc: DescribeAppResponse | None
@@ -438,10 +496,10 @@ class Runner:
         wait_interval: float,
         timeout: float | None,
     ) -> AppStatus | None:
-        blocking_wait = _blocking_wait(scheduler)
-        if blocking_wait is not None:
-            # the scheduler can block until the app ends (e.g. the local scheduler)
-            return self._to_status(app_handle, blocking_wait(app_id, timeout=timeout))
+        try:  # the scheduler's own blocking wait, where it has one (e.g. the local scheduler)
+            return self._to_status(app_handle, scheduler.wait(app_id, timeout=timeout))
+        except NotImplementedError:
+            pass
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = min(_FIRST_POLL_INTERVAL, wait_interval)
         while True:
@@ -454,16 +512,25 @@ class Runner:
             time.sleep(sleep)
             pause = min(pause * 2, wait_interval)
 
-    def cancel(self, app_handle: AppHandle) -> None:
+    def cancel(self, app_handle: AppHandle, *, even_if_ended: bool = False) -> None:
         """Asks the scheduler to cancel the app.
 
         Idempotent: cancelling an unknown or already finished app does nothing (except on
         schedulers whose ``cancels_finished_apps`` is set, whose cancel of a finished app still
         stops its leftovers). Returns once the request is made; the app ends as CANCELLED (or
         FAILED if it could not be stopped).
+
+        Args:
+            app_handle: the app
+            even_if_ended: hand the cancel to the scheduler without reading the status first,
+                whatever the app's state (the scheduler may sweep what is left of an ended app;
+                a kill path does not wait for a status read)
         """
         scheduler, backend, app_id = self._scheduler_app_id(app_handle)
         with log_event("cancel", backend, app_id):
+            if even_if_ended:
+                scheduler.cancel(app_id)
+                return
             try:
                 app_status = self.status(app_handle)
             except TorchXError as e:  # e.g. an unreadable local status file: cancel still stops it
@@ -474,6 +541,16 @@ class Runner:
                 return
             if not app_status.is_terminal() or getattr(scheduler, "cancels_finished_apps", False):
                 scheduler.cancel(app_id)
+
+    def name_lock(self, scheduler: str, name: str) -> contextlib.AbstractContextManager[bool]:
+        """Scheduler ``scheduler``'s lock on the app name ``name`` (``Scheduler.name_lock``):
+        yields True where the backend serializes look-up and submit across processes."""
+        return self._scheduler(scheduler).name_lock(name)
+
+    def submit_order(self, scheduler: str, app_ids: Sequence[str]) -> list[str] | None:
+        """``app_ids`` earliest submitted first, or None when scheduler ``scheduler`` cannot tell
+        (``Scheduler.submit_order``; ``[]`` asks whether it can)."""
+        return self._scheduler(scheduler).submit_order(app_ids)
 
     def set_owner(self, app_handle: AppHandle, owner: str) -> bool:
         """Records ``owner`` with the app, where the scheduler keeps it for every process.
@@ -495,7 +572,8 @@ class Runner:
         ):
             raise RunnerError(
                 f"owner must be a non-empty printable single-line string of at most"
-                f" {_MAX_OWNER_LEN} characters, got {owner!r:.80}; e.g. 'airflow:dag/task/run#try=2'"
+                f" {_MAX_OWNER_LEN} characters, got {owner!r:.80};"
+                " e.g. 'airflow:dag/task/run#try=2'"
             )
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         return scheduler.set_owner(app_id, owner)
@@ -592,13 +670,6 @@ class Runner:
         return (
             f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
         )
-
-
-from torchx_core.settings import (
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
-)
 
 
 def get_configured_tracker_factories() -> dict[str, str]:
@@ -784,21 +855,7 @@ def _builtin_component(name: str) -> Callable[..., AppDef] | None:
     ret = fn.__annotations__.get("return")
     if ret is not AppDef and not (isinstance(ret, str) and ret.rpartition(".")[2] == "AppDef"):
         return None
-    return fn  # type: ignore[no-any-return]  # checked above: a component function
-
-
-def _blocking_wait(scheduler: Scheduler[Any]) -> Callable[..., DescribeAppResponse | None] | None:
-    """The scheduler's ``wait(app_id, timeout=...)`` if it has one (blocks until the app ends)."""
-    fn = getattr(scheduler, "wait", None)
-    if not callable(fn):
-        return None
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return None
-    return fn if "timeout" in params else None
+    return fn  # checked above: a component function
 
 
 def get_runner(

@@ -68,7 +68,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from torchx_core.runner._lifecycle_logs import LogFollower, more_replicas, replicas_of
 from torchx_core.runner._status_read import aread_status as _aread_status
 from torchx_core.runner._status_read import read_status as _read_status
-from torchx_core.runner.status_watch import shared_list
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -212,9 +211,9 @@ def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) 
     """The deterministic app name of a step: the same for every attempt of that step.
 
     ``<base>-<digest>``: ``base`` sanitized to ``[A-Za-z0-9_-]`` (no ``-``/``_`` at its ends) and
-    cut to ``max_len`` characters, then 10 hex digits of the SHA-256 of the identity parts (``str()`` of each,
-    joined by ``\\x1f``). Schedulers derive their app ids from this name (adding their own
-    suffix, case or length rules).
+    cut to ``max_len`` characters, then 10 hex digits of the SHA-256 of the identity parts
+    (``str()`` of each, joined by ``\\x1f``). Schedulers derive their app ids from this name
+    (adding their own suffix, case or length rules).
 
     >>> app_name("train", ("d", "t", "r", -1))
     'train-e1b0369d8c'
@@ -367,11 +366,11 @@ class Observation:
 
     @property
     def done(self) -> bool:
-        """True when :meth:`AppLifecycle.result` decides (returns or raises) for this observation."""
+        """True when :meth:`AppLifecycle.result` decides (returns or raises) on this observation."""
         return self.expired or self.phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-compatible form (e.g. an Airflow trigger event's payload); see :meth:`from_json`."""
+        """A JSON-compatible form (e.g. an Airflow trigger event's payload): :meth:`from_json`."""
         return {
             "phase": self.phase.value,
             "status": None if self.status is None else self.status.to_json(),
@@ -514,7 +513,7 @@ class AppLifecycle:
     def _name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
         """The scheduler's lock on ``name`` (yields False where the backend has none)."""
         try:
-            return self.runner._scheduler(self.scheduler).name_lock(name)
+            return self.runner.name_lock(self.scheduler, name)
         except Exception as e:  # noqa: BLE001 - without the lock, the reconcile still holds
             logger.warning(
                 "cannot lock the name %s on %s (%s); reconciling after the submit",
@@ -529,15 +528,14 @@ class AppLifecycle:
         the earliest submitted keeps running, and this attempt cancels its own app (if it is
         the later one) and reattaches to the earliest. None: keep this attempt's app."""
         try:
-            scheduler = self.runner._scheduler(self.scheduler)
-            if scheduler.submit_order([]) is None:
+            if self.runner.submit_order(self.scheduler, []) is None:
                 return None  # the backend cannot tell which came first
             rows = [r for r in self._named(name) if not is_terminal(r.state)]
             ids = {parse_app_handle(r.app_handle).app_id: r.app_handle for r in rows}
             ids.setdefault(parse_app_handle(handle).app_id, handle)
             if len(ids) < 2:
                 return None
-            order = scheduler.submit_order(list(ids)) or []
+            order = self.runner.submit_order(self.scheduler, list(ids)) or []
             winner = ids[order[0]] if order else handle
         except Exception as e:  # noqa: BLE001 - reconciling only removes duplicates
             logger.warning(
@@ -616,7 +614,7 @@ class AppLifecycle:
     def _named(self, name: str) -> list[ListAppResponse]:
         """The apps on the scheduler named ``name`` (see :func:`_is_named`); the list is shared
         with the other steps of this process that look for theirs at the same time."""
-        rows = shared_list(self.runner, self.scheduler, self.cfg or None)
+        rows = self.runner.shared_list(self.scheduler, self.cfg or None)
         return [r for r in rows if _is_named(r, name)]
 
     def _record_owner(self, handle: str) -> bool:
@@ -640,7 +638,7 @@ class AppLifecycle:
 
         The read is shared with every watcher of the same scheduler in this process: a status
         at most ``max_age`` seconds old (default: ``poll_interval``), one batched scheduler call
-        per interval for all of them (see :mod:`torchx_core.runner.status_watch`); ``0`` reads
+        per interval for all of them (``Runner.watch_status``); ``0`` reads
         this app alone, now.
 
         A read that raises is UNKNOWN (logged), never an error; only a malformed handle or an
@@ -854,8 +852,7 @@ class AppLifecycle:
         return False
 
     def _scheduler_cancel(self, handle: str) -> None:
-        scheduler, _, app_id = self.runner._scheduler_app_id(handle)
-        scheduler.cancel(app_id)
+        self.runner.cancel(handle, even_if_ended=True)
 
 
 # -- helpers ----------------------------------------------------------------------------------

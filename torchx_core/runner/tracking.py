@@ -64,7 +64,7 @@ class TrackerResults:
         """A JSON-serializable dict (for XComs, task results, files)."""
         import json
 
-        return json.loads(
+        data: dict[str, object] = json.loads(
             json.dumps(
                 {
                     "app_handle": self.app_handle,
@@ -78,6 +78,7 @@ class TrackerResults:
                 default=str,
             )
         )
+        return data
 
 
 def _text(value: object) -> str:

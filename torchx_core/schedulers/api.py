@@ -350,6 +350,16 @@ class Scheduler(abc.ABC, Generic[T]):
         else:
             logger.warning("app %s does not exist on %s; nothing to cancel", app_id, self.backend)
 
+    def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Optional hook: blocks until the app ends (or ``timeout`` seconds pass) and returns its
+        description (None: unknown app).
+
+        Backends that can block on an app's end (the local scheduler) implement it and
+        ``Runner.wait`` uses it; the default raises ``NotImplementedError``, and ``Runner.wait``
+        polls :meth:`describe` instead.
+        """
+        raise NotImplementedError(f"scheduler `{self.backend}` has no blocking wait")
+
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
         """Cancels an app known to exist."""
