@@ -60,6 +60,7 @@ from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.lifecycle import (
     AppFailedError,
     AppLifecycle,
@@ -663,6 +664,13 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             _log_group(self.log, f"TorchX app {handle}: {status.state.name}", [status.format()])
 
 
+_NAMES = {
+    "scheduler": "scheduler (or None: the connection's)",
+    "unknown_timeout": "unknown_state_timeout",
+    "tail_lines": "log_tail_lines",
+}
+
+
 def _validate(
     *,
     app: object,
@@ -680,7 +688,43 @@ def _validate(
     runner_factory: object,
     torchx_conn_id: object,
 ) -> None:
-    """Collects every problem with the operator arguments, then raises once."""
+    """Collects every problem with the operator arguments, then raises once.
+
+    The options every engine shares are checked by
+    :class:`~torchx_core.runner.launch_options.LaunchOptions`; the rest is the operator's own.
+    """
+    problems = _app_problems(app, component, component_args)
+    options = LaunchOptions(
+        # None: the connection's scheduler, read when the task runs
+        scheduler="local_cwd" if scheduler is None else scheduler,  # type: ignore[arg-type]
+        cfg=cfg,  # type: ignore[arg-type]
+        poll_interval=poll_interval,  # type: ignore[arg-type]
+        unknown_timeout=unknown_state_timeout,  # type: ignore[arg-type]
+        tail_lines=log_tail_lines,  # type: ignore[arg-type]
+        flags=flags,  # type: ignore[arg-type]
+    )
+    problems += options.problems(_NAMES)
+    if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
+        problems.append(
+            f"torchx_conn_id must name a connection of type torchx, got {torchx_conn_id!r}"
+        )
+    if isinstance(workspace, (int, float, bool)):
+        problems.append(f"workspace must be a path/URL string or a Workspace, got {workspace!r}")
+    if explicit_deferrable is True and flags.get("wait") is False:
+        problems.append(
+            "deferrable=True needs wait=True (there is nothing to defer without waiting)"
+        )
+    check_number(problems, "defer_after", defer_after, minimum=0)  # inf: never defer
+    if runner_factory is not None and not callable(runner_factory):
+        problems.append(
+            f"runner_factory must be callable (returning a Runner), got {runner_factory!r}"
+        )
+    if problems:
+        raise InvalidTaskArgumentError("TorchXOperator", problems)
+
+
+def _app_problems(app: object, component: object, component_args: object) -> list[str]:
+    """What is wrong with the app (or component and its arguments) an operator runs."""
     problems: list[str] = []
     if (app is None) == (component is None):
         problems.append(
@@ -699,41 +743,7 @@ def _validate(
                 "component_args must be a list of CLI-style strings or a {param: value} dict,"
                 f" got {type(component_args).__name__}"
             )
-    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-        problems.append(
-            f"scheduler must be a scheduler name such as 'local_cwd' (or None: the"
-            f" connection's), got {scheduler!r}"
-        )
-    if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
-        problems.append(
-            f"torchx_conn_id must name a connection of type torchx, got {torchx_conn_id!r}"
-        )
-    if cfg is not None and not isinstance(cfg, Mapping):
-        problems.append(f"cfg must be a dict of scheduler run options, got {type(cfg).__name__}")
-    if isinstance(workspace, (int, float, bool)):
-        problems.append(f"workspace must be a path/URL string or a Workspace, got {workspace!r}")
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            problems.append(f"{name} must be True or False, got {value!r}")
-    if explicit_deferrable is True and flags.get("wait") is False:
-        problems.append(
-            "deferrable=True needs wait=True (there is nothing to defer without waiting)"
-        )
-    check_number(problems, "poll_interval", poll_interval, minimum=0, strict=True)
-    check_number(problems, "defer_after", defer_after, minimum=0)
-    check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
-    if (
-        not isinstance(log_tail_lines, int)
-        or isinstance(log_tail_lines, bool)
-        or log_tail_lines < 0
-    ):
-        problems.append(f"log_tail_lines must be an int >= 0, got {log_tail_lines!r}")
-    if runner_factory is not None and not callable(runner_factory):
-        problems.append(
-            f"runner_factory must be callable (returning a Runner), got {runner_factory!r}"
-        )
-    if problems:
-        raise InvalidTaskArgumentError("TorchXOperator", problems)
+    return problems
 
 
 def _replica(key: str) -> tuple[str, int]:
