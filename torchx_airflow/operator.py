@@ -52,7 +52,6 @@ from torchx_airflow._runtime import (
     conn_id_to_look_up,
     open_runner,
     owner_token,
-    status_from_payload,
     status_payload,
     task_identity,
 )
@@ -60,6 +59,7 @@ from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_airflow.trigger import TriggerEnd
 from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.lifecycle import (
     AppFailedError,
@@ -69,7 +69,6 @@ from torchx_core.runner.lifecycle import (
     Observation,
     Phase,
     app_name,
-    phase_of,
 )
 from torchx_core.specs import AppDef, AppStatus
 from torchx_core.specs.errors import is_permanent_error
@@ -269,25 +268,22 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         deferring (``log_positions``), maps the event to the task outcome."""
         handle = str(event.get("app_handle", ""))
         self._handle = handle
-        kind = event.get("event")
-        status = status_from_payload(event["status"]) if event.get("status") else None
+        end = TriggerEnd(event.get("event"))
+        obs = Observation.from_json(event["observation"]) if event.get("observation") else None
+        status = obs.status if obs is not None else None
         self._remember_ui_url(status)
         try:
             self._start_try(context)
-            if kind == "timeout":
+            if end is TriggerEnd.TIMEOUT:
                 self._log_status(handle, status)
                 raise AirflowTaskTimeout(str(event.get("message", "")))
-            if kind == "error":
+            if end is TriggerEnd.ERROR or obs is None:
                 message = str(event.get("message", ""))
                 if event.get("permanent"):
                     raise AirflowFailException(f"{message} ({self._config_origin()}; not retried)")
                 raise AirflowException(message)
-            if kind == "unknown_timeout":
-                obs = Observation(Phase.UNKNOWN, status, expired=True)
-            else:
-                obs = Observation(phase_of(status), status, expired=kind == "vanished")
             streamed = self.stream_logs and log_positions is not None
-            if streamed and kind == "terminal":
+            if streamed and not obs.expired:
                 self._give_rest_of_log(handle, log_positions or {})
             result = self._finish(handle, obs, tail=not streamed)
             self._show_tracker_results(context, result)

@@ -17,7 +17,8 @@ from torchx_airflow._airflow import (
     AirflowSkipException,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError
-from torchx_core.specs import AppState
+from torchx_core.runner.lifecycle import Observation, Phase
+from torchx_core.specs import AppState, AppStatus
 
 
 def _sensor(cluster: Cluster, handle: str, **kwargs: Any) -> TorchXSensor:
@@ -112,12 +113,16 @@ def test_deferrable_returns_at_once_when_already_done(cluster: Cluster) -> None:
 
 def test_execute_complete(cluster: Cluster) -> None:
     s = _sensor(cluster, "fake://test/a-1", deferrable=True)
-    ok = {"state": "SUCCEEDED", "num_restarts": 0, "msg": "", "ui_url": None, "roles": []}
-    ok["structured_error_msg"] = "<NONE>"
-    event = {"event": "terminal", "app_handle": "fake://test/a-1", "status": ok}
+    ok = Observation(Phase.SUCCEEDED, AppStatus(AppState.SUCCEEDED), expired=False)
+    event = {"event": "observed", "app_handle": "fake://test/a-1", "observation": ok.to_json()}
     assert s.execute_complete(make_context(), event)["state"] == "SUCCEEDED"
     with pytest.raises(AirflowSensorTimeout):
         s.execute_complete(make_context(), {"event": "timeout", "message": "late"})
+    gone = Observation(Phase.VANISHED, None, expired=True).to_json()
+    with pytest.raises(AirflowException, match="gone"):
+        s.execute_complete(
+            make_context(), {"event": "observed", "observation": gone, "message": "gone"}
+        )
 
 
 def test_bad_arguments() -> None:
