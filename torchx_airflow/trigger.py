@@ -67,7 +67,7 @@ class TorchXTrigger(BaseTrigger):
         app_handle: the app to wait for (``{scheduler}://{session}/{app_id}``)
         poll_interval: seconds between status checks
         unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
-            trigger fires an ``unknown_timeout`` (or ``vanished``) event
+            trigger fires its expired observation (``observed``)
         cancel_on_kill: cancel the app when a user kills the deferred task (``on_kill``) and at
             the deadline; the sensor passes False because it does not own the app
         timeout_at: a UNIX time; past it the app is cancelled (if ``cancel_on_kill``) and a
