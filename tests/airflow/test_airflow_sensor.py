@@ -138,11 +138,11 @@ def test_a_handle_that_rendered_to_garbage_fails_at_once(cluster: Cluster) -> No
     """``xcom_pull`` found nothing: the template rendered "None" (retrying cannot fix it)."""
     s = _sensor(cluster, "{{ ti.xcom_pull(task_ids='nope', key='app_handle') }}")
     s.app_handle = "None"  # what Airflow's rendering leaves
-    with pytest.raises(AirflowFailException, match="'None'.*scheduler_backend"):
+    with pytest.raises(AirflowFailException, match=r"'None'.*scheduler_backend"):
         s.poke(make_context())
     assert cluster.runners == []  # no scheduler was asked
 
 
 def test_a_literal_malformed_handle_is_rejected_at_construction() -> None:
-    with pytest.raises(InvalidTaskArgumentError, match="app_handle.*'train-1'"):
+    with pytest.raises(InvalidTaskArgumentError, match=r"app_handle.*'train-1'"):
         TorchXSensor(task_id="s", app_handle="train-1")
