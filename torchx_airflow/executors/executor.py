@@ -442,10 +442,13 @@ def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | N
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
+    ti = TaskInstance
+    matching = ti.filter_for_tis(keys)
+    if matching is None:  # no keys
+        return {}
     with create_session() as session:
-        ti = TaskInstance
         cols = (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.state, ti.try_number)
-        rows = session.execute(select(*cols).where(ti.filter_for_tis(keys))).all()
+        rows = session.execute(select(*cols).where(matching)).all()
     return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
 
 
