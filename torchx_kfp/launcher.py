@@ -104,10 +104,10 @@ def _image(base_image: str | None) -> str:
 def torchx_launcher(
     app_json: str = "",
     component: str = "",
-    component_args: Optional[list] = None,  # noqa: UP045 - KFP needs typing.Optional
+    component_args: Optional[list[str]] = None,  # noqa: UP045 - KFP needs typing.Optional
     scheduler: str = "local_cwd",
     cfg_json: str = "",
-    env: Optional[dict] = None,  # noqa: UP045
+    env: Optional[dict[str, str]] = None,  # noqa: UP045
     job_id: str = "",
     task_name: str = "",
     task_id: str = "",
@@ -116,9 +116,9 @@ def torchx_launcher(
     pass_resources: bool = False,
     dashboard_url: str = "",
     task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
-    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment,name-defined] # KFP fills it
-    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment,name-defined] # KFP fills it
-) -> NamedTuple(  # type: ignore[misc,valid-type] # KFP's functional output syntax
+    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[name-defined] # KFP fills it
+    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[name-defined] # KFP fills it
+) -> NamedTuple(  # type: ignore[valid-type] # KFP's functional output syntax
     "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
 ):
     """Runs a TorchX app through the Runner and waits for it (KFP launcher step).
@@ -178,7 +178,7 @@ def torchx_cancel_job_apps(
     scheduler: str = "local_cwd",
     cfg_json: str = "",
     final_status: dsl.PipelineTaskFinalStatus = None,  # type: ignore[name-defined] # KFP fills it
-) -> list:
+) -> list[str]:
     """Cancels the unfinished apps of this pipeline job's launcher steps (KFP exit handler).
 
     Args:
