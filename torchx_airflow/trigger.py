@@ -92,7 +92,8 @@ class TorchXTrigger(BaseTrigger):
         torchx_conn_id: str | None = None,
         runner_factory: RunnerFactory | None = None,
     ) -> None:
-        super().__init__()
+        # Airflow's BaseTrigger and TriggerEvent are untyped (no-untyped-call under --strict)
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
         problems: list[str] = []
         try:
             parse_app_handle(app_handle)
@@ -169,7 +170,7 @@ class TorchXTrigger(BaseTrigger):
         }
         if end is TriggerEnd.ERROR:
             payload["permanent"] = permanent
-        return TriggerEvent(payload)
+        return TriggerEvent(payload)  # type: ignore[no-untyped-call,unused-ignore]
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Polls until the app ends; yields one event, then returns."""
