@@ -37,7 +37,7 @@ try:
         AirflowTaskTimeout,
     )
 except ImportError:  # Airflow 3.0-3.1: the same classes the task runner catches live here
-    from airflow.exceptions import (  # type: ignore[assignment,no-redef]
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
         AirflowException,
         AirflowFailException,
         AirflowSensorTimeout,
@@ -64,7 +64,10 @@ try:
     from airflow.sdk import ResumableJobMixin
 except ImportError:  # pragma: no cover - Airflow 3.0-3.2
     try:
-        from airflow.providers.common.compat.sdk import ResumableJobMixin  # type: ignore[no-redef]
+        # no-redef under the project config; unused under --strict (untyped provider package)
+        from airflow.providers.common.compat.sdk import (  # type: ignore[no-redef,unused-ignore]
+            ResumableJobMixin,
+        )
     except ImportError:
         from torchx_airflow._resumable_fallback import (  # type: ignore[assignment]
             ResumableJobMixin,

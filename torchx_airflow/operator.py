@@ -52,7 +52,6 @@ from torchx_airflow._runtime import (
     conn_id_to_look_up,
     open_runner,
     owner_token,
-    status_from_payload,
     status_payload,
     task_identity,
 )
@@ -60,6 +59,8 @@ from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_airflow.trigger import TriggerEnd
+from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.lifecycle import (
     AppFailedError,
     AppLifecycle,
@@ -68,7 +69,6 @@ from torchx_core.runner.lifecycle import (
     Observation,
     Phase,
     app_name,
-    phase_of,
 )
 from torchx_core.specs import AppDef, AppStatus
 from torchx_core.specs.errors import is_permanent_error
@@ -268,25 +268,22 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         deferring (``log_positions``), maps the event to the task outcome."""
         handle = str(event.get("app_handle", ""))
         self._handle = handle
-        kind = event.get("event")
-        status = status_from_payload(event["status"]) if event.get("status") else None
+        end = TriggerEnd(event.get("event"))
+        obs = Observation.from_json(event["observation"]) if event.get("observation") else None
+        status = obs.status if obs is not None else None
         self._remember_ui_url(status)
         try:
             self._start_try(context)
-            if kind == "timeout":
+            if end is TriggerEnd.TIMEOUT:
                 self._log_status(handle, status)
                 raise AirflowTaskTimeout(str(event.get("message", "")))
-            if kind == "error":
+            if end is TriggerEnd.ERROR or obs is None:
                 message = str(event.get("message", ""))
                 if event.get("permanent"):
                     raise AirflowFailException(f"{message} ({self._config_origin()}; not retried)")
                 raise AirflowException(message)
-            if kind == "unknown_timeout":
-                obs = Observation(Phase.UNKNOWN, status, expired=True)
-            else:
-                obs = Observation(phase_of(status), status, expired=kind == "vanished")
             streamed = self.stream_logs and log_positions is not None
-            if streamed and kind == "terminal":
+            if streamed and not obs.expired:
                 self._give_rest_of_log(handle, log_positions or {})
             result = self._finish(handle, obs, tail=not streamed)
             self._show_tracker_results(context, result)
@@ -663,6 +660,13 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             _log_group(self.log, f"TorchX app {handle}: {status.state.name}", [status.format()])
 
 
+_NAMES = {
+    "scheduler": "scheduler (or None: the connection's)",
+    "unknown_timeout": "unknown_state_timeout",
+    "tail_lines": "log_tail_lines",
+}
+
+
 def _validate(
     *,
     app: object,
@@ -680,7 +684,43 @@ def _validate(
     runner_factory: object,
     torchx_conn_id: object,
 ) -> None:
-    """Collects every problem with the operator arguments, then raises once."""
+    """Collects every problem with the operator arguments, then raises once.
+
+    The options every engine shares are checked by
+    :class:`~torchx_core.runner.launch_options.LaunchOptions`; the rest is the operator's own.
+    """
+    problems = _app_problems(app, component, component_args)
+    options = LaunchOptions(
+        # None: the connection's scheduler, read when the task runs
+        scheduler="local_cwd" if scheduler is None else scheduler,  # type: ignore[arg-type]
+        cfg=cfg,  # type: ignore[arg-type]
+        poll_interval=poll_interval,  # type: ignore[arg-type]
+        unknown_timeout=unknown_state_timeout,  # type: ignore[arg-type]
+        tail_lines=log_tail_lines,  # type: ignore[arg-type]
+        flags=flags,  # type: ignore[arg-type]
+    )
+    problems += options.problems(_NAMES)
+    if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
+        problems.append(
+            f"torchx_conn_id must name a connection of type torchx, got {torchx_conn_id!r}"
+        )
+    if isinstance(workspace, (int, float, bool)):
+        problems.append(f"workspace must be a path/URL string or a Workspace, got {workspace!r}")
+    if explicit_deferrable is True and flags.get("wait") is False:
+        problems.append(
+            "deferrable=True needs wait=True (there is nothing to defer without waiting)"
+        )
+    check_number(problems, "defer_after", defer_after, minimum=0)  # inf: never defer
+    if runner_factory is not None and not callable(runner_factory):
+        problems.append(
+            f"runner_factory must be callable (returning a Runner), got {runner_factory!r}"
+        )
+    if problems:
+        raise InvalidTaskArgumentError("TorchXOperator", problems)
+
+
+def _app_problems(app: object, component: object, component_args: object) -> list[str]:
+    """What is wrong with the app (or component and its arguments) an operator runs."""
     problems: list[str] = []
     if (app is None) == (component is None):
         problems.append(
@@ -699,41 +739,7 @@ def _validate(
                 "component_args must be a list of CLI-style strings or a {param: value} dict,"
                 f" got {type(component_args).__name__}"
             )
-    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-        problems.append(
-            f"scheduler must be a scheduler name such as 'local_cwd' (or None: the"
-            f" connection's), got {scheduler!r}"
-        )
-    if not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip():
-        problems.append(
-            f"torchx_conn_id must name a connection of type torchx, got {torchx_conn_id!r}"
-        )
-    if cfg is not None and not isinstance(cfg, Mapping):
-        problems.append(f"cfg must be a dict of scheduler run options, got {type(cfg).__name__}")
-    if isinstance(workspace, (int, float, bool)):
-        problems.append(f"workspace must be a path/URL string or a Workspace, got {workspace!r}")
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            problems.append(f"{name} must be True or False, got {value!r}")
-    if explicit_deferrable is True and flags.get("wait") is False:
-        problems.append(
-            "deferrable=True needs wait=True (there is nothing to defer without waiting)"
-        )
-    check_number(problems, "poll_interval", poll_interval, minimum=0, strict=True)
-    check_number(problems, "defer_after", defer_after, minimum=0)
-    check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
-    if (
-        not isinstance(log_tail_lines, int)
-        or isinstance(log_tail_lines, bool)
-        or log_tail_lines < 0
-    ):
-        problems.append(f"log_tail_lines must be an int >= 0, got {log_tail_lines!r}")
-    if runner_factory is not None and not callable(runner_factory):
-        problems.append(
-            f"runner_factory must be callable (returning a Runner), got {runner_factory!r}"
-        )
-    if problems:
-        raise InvalidTaskArgumentError("TorchXOperator", problems)
+    return problems
 
 
 def _replica(key: str) -> tuple[str, int]:

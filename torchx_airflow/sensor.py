@@ -25,19 +25,18 @@ from torchx_airflow._runtime import (
     conn_id_to_look_up,
     open_runner,
     scheduler_of,
-    status_from_payload,
     status_payload,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.states import exception_for
+from torchx_airflow.trigger import TriggerEnd
 from torchx_core.runner.lifecycle import (
     AppFailedError,
     AppLifecycle,
     GraceClock,
     Observation,
     Phase,
-    phase_of,
 )
 from torchx_core.specs import parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException
@@ -170,17 +169,15 @@ class TorchXSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Maps the trigger's event to the sensor outcome."""
-        kind = event.get("event")
+        end = TriggerEnd(event.get("event"))
         message = str(event.get("message", ""))
-        if kind == "timeout":
+        if end is TriggerEnd.TIMEOUT:
             raise AirflowSensorTimeout(message)
-        if kind in ("unknown_timeout", "vanished", "error"):
+        obs = Observation.from_json(event["observation"]) if event.get("observation") else None
+        if end is TriggerEnd.ERROR or obs is None or obs.expired:
             raise AirflowException(message)
-        status = status_from_payload(event["status"]) if event.get("status") else None
         with open_runner(self._new_runner) as runner:
-            return self._final(
-                self._lifecycle(runner), Observation(phase_of(status), status, False)
-            )
+            return self._final(self._lifecycle(runner), obs)
 
     def _trigger_conn_id(self) -> str | None:
         """The connection the trigger looks up: none when the default one is absent."""

@@ -8,11 +8,17 @@ marked the deferred task failed/success or cleared it) cancels the app only if t
 deferred still owns it: after a clear, the new try records itself as the owner when it adopts the
 app, and the old trigger then leaves it alone.
 
-Event payload (plain JSON)::
+Event payload (plain JSON; :class:`TriggerEnd` says why the trigger fired)::
 
-    {"event": "terminal" | "vanished" | "unknown_timeout" | "timeout" | "error",
-     "app_handle": str, "status": <status dict> | None, "message": str,
+    {"event": "observed" | "timeout" | "error",
+     "app_handle": str, "message": str,
+     "observation": Observation.to_json() | None,
      "permanent": bool (only for "error": a configuration error a retry cannot fix)}
+
+``observed``: the lifecycle decided (``Observation.done``: the app ended, or stayed VANISHED or
+UNKNOWN past its grace; the last status read is kept). ``timeout``: the task's deadline passed
+(the observation holds the last status read, if any). ``error``: no Runner could be built
+(no observation).
 
 ``torchx_conn_id=None`` builds the Runner without looking a connection up (the operator and the
 sensor pass None when the default ``torchx_default`` connection does not exist).
@@ -21,29 +27,37 @@ sensor pass None when the default ``torchx_default`` connection does not exist).
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
-from torchx_airflow._runtime import (
-    RunnerFactory,
-    scheduler_of,
-    status_payload,
-)
+from torchx_airflow._runtime import RunnerFactory, scheduler_of
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
-from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase
+from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase, phase_of
 from torchx_core.specs import AppStatus, parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException, is_permanent_error
 
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
 
-__all__ = ["TorchXTrigger"]
+__all__ = ["TorchXTrigger", "TriggerEnd"]
 
 #: ``on_kill`` and the deadline give up waiting for the cancel call after this long (Airflow
 #: allows ``on_kill`` 30 s).
 ON_KILL_TIMEOUT_S = 25.0
+
+
+class TriggerEnd(str, enum.Enum):
+    """Why a :class:`TorchXTrigger` fired (the event's ``"event"``)."""
+
+    OBSERVED = "observed"
+    """The lifecycle decided: the event's observation is ``done``."""
+    TIMEOUT = "timeout"
+    """The task's deadline (``timeout_at``) passed."""
+    ERROR = "error"
+    """The trigger could not watch the app (no Runner)."""
 
 
 class TorchXTrigger(BaseTrigger):
@@ -53,7 +67,7 @@ class TorchXTrigger(BaseTrigger):
         app_handle: the app to wait for (``{scheduler}://{session}/{app_id}``)
         poll_interval: seconds between status checks
         unknown_state_timeout: seconds the app may stay UNKNOWN, unreachable or vanished before the
-            trigger fires an ``unknown_timeout`` (or ``vanished``) event
+            trigger fires its expired observation (``observed``)
         cancel_on_kill: cancel the app when a user kills the deferred task (``on_kill``) and at
             the deadline; the sensor passes False because it does not own the app
         timeout_at: a UNIX time; past it the app is cancelled (if ``cancel_on_kill``) and a
@@ -78,7 +92,8 @@ class TorchXTrigger(BaseTrigger):
         torchx_conn_id: str | None = None,
         runner_factory: RunnerFactory | None = None,
     ) -> None:
-        super().__init__()
+        # Airflow's BaseTrigger and TriggerEvent are untyped (no-untyped-call under --strict)
+        super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
         problems: list[str] = []
         try:
             parse_app_handle(app_handle)
@@ -140,17 +155,22 @@ class TorchXTrigger(BaseTrigger):
         )
 
     def _event(
-        self, kind: str, status: AppStatus | None, message: str = "", *, permanent: bool = False
+        self,
+        end: TriggerEnd,
+        obs: Observation | None,
+        message: str,
+        *,
+        permanent: bool = False,
     ) -> TriggerEvent:
-        payload = {
-            "event": kind,
+        payload: dict[str, Any] = {
+            "event": end.value,
             "app_handle": self.app_handle,
-            "status": status_payload(self.app_handle, status) if kind != "error" else None,
             "message": message,
+            "observation": None if obs is None else obs.to_json(),
         }
-        if kind == "error":
+        if end is TriggerEnd.ERROR:
             payload["permanent"] = permanent
-        return TriggerEvent(payload)
+        return TriggerEvent(payload)  # type: ignore[no-untyped-call,unused-ignore]
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Polls until the app ends; yields one event, then returns."""
@@ -158,7 +178,7 @@ class TorchXTrigger(BaseTrigger):
             runner = await asyncio.to_thread(self._new_runner)
         except Exception as e:  # noqa: BLE001 - reported to the task as an error event
             yield self._event(
-                "error",
+                TriggerEnd.ERROR,
                 None,
                 f"cannot create a TorchX Runner: {e!r}",
                 permanent=is_permanent_error(e),
@@ -175,9 +195,10 @@ class TorchXTrigger(BaseTrigger):
         while True:
             if self.timeout_at is not None and time.time() >= self.timeout_at:
                 cancelled = self.cancel_on_kill and await self._cancel(life)
+                last_obs = None if last is None else Observation(phase_of(last), last, False)
                 return self._event(
-                    "timeout",
-                    last,
+                    TriggerEnd.TIMEOUT,
+                    last_obs,
                     f"TorchX app {self.app_handle} passed the task's execution_timeout"
                     + (" and was cancelled" if cancelled else ""),
                 )
@@ -190,21 +211,21 @@ class TorchXTrigger(BaseTrigger):
     def _final_event(self, obs: Observation, last: AppStatus | None) -> TriggerEvent:
         grace = f"{self.unknown_state_timeout:g} s"
         if obs.expired and obs.phase is Phase.VANISHED:
-            return self._event(
-                "vanished",
-                None,
+            message = (
                 f"TorchX app {self.app_handle} is gone: its scheduler has not known it for more"
-                f" than {grace}",
+                f" than {grace}"
             )
-        if obs.expired:
-            return self._event(
-                "unknown_timeout",
-                last,
+        elif obs.expired:
+            # keep the last status read: an unreadable status is None
+            obs = Observation(obs.phase, last, expired=True)
+            message = (
                 f"TorchX app {self.app_handle} stayed UNKNOWN (or unreachable) for more than"
-                f" {grace}",
+                f" {grace}"
             )
-        state = obs.status.state.name if obs.status is not None else obs.phase.name
-        return self._event("terminal", obs.status, f"TorchX app {self.app_handle} {state}")
+        else:
+            state = obs.status.state.name if obs.status is not None else obs.phase.name
+            message = f"TorchX app {self.app_handle} {state}"
+        return self._event(TriggerEnd.OBSERVED, obs, message)
 
     def _sleep_time(self) -> float:
         if self.timeout_at is None:

@@ -50,6 +50,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
+from torchx_core.runner.launch_options import (
+    LaunchOptions,
+    count_problem,
+    seconds_problem,
+)
 from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
 from torchx_core.specs import (
     AppDef,
@@ -99,10 +104,10 @@ def _image(base_image: str | None) -> str:
 def torchx_launcher(
     app_json: str = "",
     component: str = "",
-    component_args: Optional[list] = None,  # noqa: UP045 - KFP needs typing.Optional
+    component_args: Optional[list[str]] = None,  # noqa: UP045 - KFP needs typing.Optional
     scheduler: str = "local_cwd",
     cfg_json: str = "",
-    env: Optional[dict] = None,  # noqa: UP045
+    env: Optional[dict[str, str]] = None,  # noqa: UP045
     job_id: str = "",
     task_name: str = "",
     task_id: str = "",
@@ -111,9 +116,9 @@ def torchx_launcher(
     pass_resources: bool = False,
     dashboard_url: str = "",
     task_config: dsl.TaskConfig = None,  # type: ignore[name-defined] # KFP fills it
-    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[assignment,name-defined] # KFP fills it
-    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[assignment,name-defined] # KFP fills it
-) -> NamedTuple(  # type: ignore[misc,valid-type] # KFP's functional output syntax
+    tracker_metrics: dsl.Output[dsl.Metrics] = None,  # type: ignore[name-defined] # KFP fills it
+    tracker_artifacts: dsl.Output[dsl.Artifact] = None,  # type: ignore[name-defined] # KFP fills it
+) -> NamedTuple(  # type: ignore[valid-type] # KFP's functional output syntax
     "Outputs", [("app_handle", str), ("state", str), ("status_json", str), ("ui_url", str)]
 ):
     """Runs a TorchX app through the Runner and waits for it (KFP launcher step).
@@ -173,7 +178,7 @@ def torchx_cancel_job_apps(
     scheduler: str = "local_cwd",
     cfg_json: str = "",
     final_status: dsl.PipelineTaskFinalStatus = None,  # type: ignore[name-defined] # KFP fills it
-) -> list:
+) -> list[str]:
     """Cancels the unfinished apps of this pipeline job's launcher steps (KFP exit handler).
 
     Args:
@@ -246,7 +251,7 @@ def cancel_apps_on_exit(
         cfg: the scheduler's run config (for listing apps)
         base_image: the step's image (default :data:`DEFAULT_BASE_IMAGE`)
     """
-    problems = _common_problems(scheduler, cfg)
+    problems = _options_problems(LaunchOptions(scheduler=scheduler, cfg=cfg))
     if problems:
         raise InvalidKfpOptionsError(
             "Invalid cancel_apps_on_exit(...) arguments: " + "; ".join(problems)
@@ -290,17 +295,18 @@ def _launcher_component(base_image: str, pass_resources: bool) -> Any:
     )
 
 
-def _common_problems(scheduler: object, cfg: object) -> list[str]:
-    problems = []
-    if not isinstance(scheduler, str) or not scheduler:
-        problems.append(
-            f"scheduler must be a scheduler name such as 'local_cwd', 'slurm' or 'kubernetes'"
-            f" (`torchx schedulers` lists them), got {scheduler!r}"
-        )
-    elif cfg is None or isinstance(cfg, Mapping):
+def _options_problems(options: LaunchOptions) -> list[str]:
+    """The shared checks of ``options``, then (when the scheduler and cfg pass them) the
+    scheduler's runopts check of ``cfg``."""
+    problems = options.problems({"unknown_timeout": "unknown_state_timeout"})
+    scheduler: object = options.scheduler
+    cfg: object = options.cfg
+    if (
+        isinstance(scheduler, str)
+        and scheduler.strip()
+        and (cfg is None or isinstance(cfg, Mapping))
+    ):
         problems += _run_option_problems(scheduler, dict(cfg or {}))
-    if cfg is not None and not isinstance(cfg, Mapping):
-        problems.append(f"cfg must be a dict of run options, got {cfg!r}")
     return problems
 
 
@@ -431,6 +437,61 @@ def _app_json(app: AppDef | str) -> str:
     )
 
 
+def _app_arg_problems(
+    app: object, component: object, component_args: object, env: object
+) -> list[str]:
+    """What is wrong with the app (or component and its arguments) and the env of a step."""
+    problems = []
+    if not isinstance(component, str):
+        problems.append(f"component must be a component name (str), got {component!r}")
+    if (app is None) == (not component):
+        problems.append("give exactly one of app (an AppDef) or component (a component name)")
+    if component_args is not None and not component:
+        problems.append("component_args needs component")
+    if component_args is not None and (
+        not isinstance(component_args, Sequence)
+        or isinstance(component_args, str)
+        or not all(_is_str_like(a) for a in component_args)
+    ):
+        args = list(component_args) if isinstance(component_args, Sequence) else []
+        problems += _artifact_problems("component_args", args) or [
+            f"component_args must be a list of str or pipeline outputs, got {component_args!r}"
+        ]
+    if env is not None and (
+        not isinstance(env, Mapping)
+        or not all(isinstance(k, str) and _is_str_like(v) for k, v in env.items())
+    ):
+        problems += _artifact_problems(
+            "env", list(env.values()) if isinstance(env, Mapping) else []
+        ) or [f"env must be a dict of str to str or pipeline outputs, got {env!r}"]
+    return problems
+
+
+def _step_problems(
+    wait_interval: object, retries: object, dashboard_url: object, display_name: object
+) -> list[str]:
+    """What is wrong with the KFP step's own settings."""
+    problems = [
+        p
+        for p in (
+            # 0: poll as often as the launcher allows
+            seconds_problem("wait_interval", wait_interval, allow_zero=True),
+            count_problem("retries", retries),
+        )
+        if p is not None
+    ]
+    if not isinstance(dashboard_url, str):
+        problems.append(f"dashboard_url must be an http(s) URL string, got {dashboard_url!r}")
+    elif dashboard_url:
+        try:
+            dashboard_base(dashboard_url)
+        except InvalidDashboardUrlError as e:
+            problems.append(str(e))
+    if display_name is not None and not isinstance(display_name, str):
+        problems.append(f"display_name must be a str, got {display_name!r}")
+    return problems
+
+
 def launch(
     app: AppDef | str | None = None,
     *,
@@ -494,46 +555,17 @@ def launch(
         InvalidKfpOptionsError: the arguments are invalid or contradict each other, or the
             scheduler's dry-run refuses the app
     """
-    problems = _common_problems(scheduler, cfg)
-    if not isinstance(component, str):
-        problems.append(f"component must be a component name (str), got {component!r}")
-    if (app is None) == (not component):
-        problems.append("give exactly one of app (an AppDef) or component (a component name)")
-    if component_args is not None and not component:
-        problems.append("component_args needs component")
-    if component_args is not None and (
-        isinstance(component_args, str) or not all(_is_str_like(a) for a in component_args)
-    ):
-        problems += _artifact_problems("component_args", list(component_args)) or [
-            f"component_args must be a list of str or pipeline outputs, got {component_args!r}"
-        ]
-    if env is not None and (
-        not isinstance(env, Mapping)
-        or not all(isinstance(k, str) and _is_str_like(v) for k, v in env.items())
-    ):
-        problems += _artifact_problems(
-            "env", list(env.values()) if isinstance(env, Mapping) else []
-        ) or [f"env must be a dict of str to str or pipeline outputs, got {env!r}"]
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        problems.append(f"retries must be an int >= 0, got {retries!r}")
-    for name, seconds in (
-        ("wait_interval", wait_interval),
-        ("unknown_state_timeout", unknown_state_timeout),
-    ):
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            problems.append(f"{name} must be a number of seconds >= 0, got {seconds!r}")
-    for name, flag in (("pass_resources", pass_resources), ("enable_caching", enable_caching)):
-        if not isinstance(flag, bool):
-            problems.append(f"{name} must be a bool, got {flag!r}")
-    if not isinstance(dashboard_url, str):
-        problems.append(f"dashboard_url must be an http(s) URL string, got {dashboard_url!r}")
-    elif dashboard_url:
-        try:
-            dashboard_base(dashboard_url)
-        except InvalidDashboardUrlError as e:
-            problems.append(str(e))
-    if display_name is not None and not isinstance(display_name, str):
-        problems.append(f"display_name must be a str, got {display_name!r}")
+    options = LaunchOptions(
+        scheduler=scheduler,
+        cfg=cfg,
+        unknown_timeout=unknown_state_timeout,
+        flags={"pass_resources": pass_resources, "enable_caching": enable_caching},
+    )
+    problems = [
+        *_options_problems(options),
+        *_app_arg_problems(app, component, component_args, env),
+        *_step_problems(wait_interval, retries, dashboard_url, display_name),
+    ]
     upstream = [] if after is None else list(after) if isinstance(after, (list, tuple)) else [after]
     bad = [u for u in upstream if not isinstance(u, dsl.PipelineTask)]
     if bad:

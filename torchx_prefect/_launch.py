@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchx_core.runner.launch_options import LaunchOptions, seconds_problem
 from torchx_core.runner.lifecycle import InvalidTaskArgumentError
 from torchx_core.specs import NONE, AppDef, AppState, AppStatus
 
@@ -49,42 +49,12 @@ class LaunchSpec:
         return re.split(r"[.:/]", self.component)[-1] or "app"
 
 
-def _positive(name: str, value: object, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidTaskArgumentError(
-            f"{name} must be a finite number of seconds, got {value!r} ({type(value).__name__})."
-        )
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidTaskArgumentError(f"{name} must be {bound}, got {value!r}.")
-    return float(value)
-
-
-def validate_args(
-    app: AppDef | str,
-    app_args: list[str] | Mapping[str, Any] | None,
-    scheduler: str,
-    cfg: Mapping[str, Any] | None,
-    workspace: str | None,
-    poll_interval: float,
-    unknown_state_timeout: float,
-    stream_logs: bool,
-    log_tail_lines: int,
-    create_artifacts: bool,
-    reattach: bool,
-    cancel_timeout: float,
-) -> LaunchSpec:
-    """Checks every task argument, collecting all problems before raising once.
-
-    Raises:
-        InvalidTaskArgumentError: an argument has the wrong type or value, or two contradict
-    """
-    problems: list[str] = []
-    appdef: AppDef | None = None
-    component: str | None = None
-    args: list[str] | dict[str, Any] = []
+def _app_problems(
+    app: object, app_args: object
+) -> tuple[AppDef | None, str | None, list[str] | dict[str, Any], list[str]]:
+    """The AppDef or component name (and its arguments) of a call, and what is wrong with them."""
     if isinstance(app, AppDef):
-        appdef = app
+        problems = []
         if app_args:
             problems.append(
                 "app_args is only used with a component name, but app is an AppDef; put the"
@@ -93,55 +63,80 @@ def validate_args(
             )
         if not app.roles:
             problems.append(f"the AppDef {app.name!r} has no roles; add at least one Role")
-    elif isinstance(app, str) and app.strip():
-        component = app.strip()
-        if app_args is None:
-            args = []
-        elif isinstance(app_args, Mapping):
-            args = dict(app_args)
-        elif isinstance(app_args, (list, tuple)) and all(isinstance(a, str) for a in app_args):
-            args = list(app_args)
-        else:
-            problems.append(
-                f"app_args must be a list of strings (CLI style, e.g. ['--msg', 'hi']) or a dict"
-                f" of component arguments, got {app_args!r}"
-            )
-    else:
-        problems.append(
-            f"app must be an AppDef or a component name such as 'utils.echo', got {app!r}"
-            f" ({type(app).__name__})"
+        return app, None, [], problems
+    if not isinstance(app, str) or not app.strip():
+        return (
+            None,
+            None,
+            [],
+            [
+                f"app must be an AppDef or a component name such as 'utils.echo', got {app!r}"
+                f" ({type(app).__name__})"
+            ],
         )
-    if not isinstance(scheduler, str) or not scheduler:
-        problems.append(
-            f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}"
-        )
-    if cfg is not None and not isinstance(cfg, Mapping):
-        problems.append(f"cfg must be a mapping of run options, got {type(cfg).__name__}")
+    if app_args is None:
+        return None, app.strip(), [], []
+    if isinstance(app_args, Mapping):
+        return None, app.strip(), dict(app_args), []
+    if isinstance(app_args, (list, tuple)) and all(isinstance(a, str) for a in app_args):
+        return None, app.strip(), list(app_args), []
+    return (
+        None,
+        app.strip(),
+        [],
+        [
+            f"app_args must be a list of strings (CLI style, e.g. ['--msg', 'hi']) or a dict"
+            f" of component arguments, got {app_args!r}"
+        ],
+    )
+
+
+_NAMES = {"unknown_timeout": "unknown_state_timeout", "tail_lines": "log_tail_lines"}
+
+
+def validate_args(
+    app: AppDef | str,
+    app_args: list[str] | Mapping[str, Any] | None = None,
+    *,
+    scheduler: str = "local_cwd",
+    cfg: Mapping[str, Any] | None = None,
+    workspace: str | None = None,
+    poll_interval: float = 5.0,
+    unknown_state_timeout: float = 120.0,
+    stream_logs: bool = True,
+    log_tail_lines: int = 50,
+    create_artifacts: bool = True,
+    reattach: bool = True,
+    cancel_timeout: float = 30.0,
+) -> LaunchSpec:
+    """Checks every task argument, collecting all problems before raising once.
+
+    The options every engine shares are :class:`~torchx_core.runner.launch_options.LaunchOptions`'
+    checks; this adds the task's own (the app or component and its arguments, the workspace as
+    a path string, ``cancel_timeout``). Defaults are ``run_app``'s.
+
+    Raises:
+        InvalidTaskArgumentError: an argument has the wrong type or value, or two contradict
+    """
+    appdef, component, args, problems = _app_problems(app, app_args)
+    options = LaunchOptions(
+        scheduler=scheduler,
+        cfg=cfg,
+        poll_interval=poll_interval,
+        unknown_timeout=unknown_state_timeout,
+        tail_lines=log_tail_lines,
+        flags={
+            "stream_logs": stream_logs,
+            "create_artifacts": create_artifacts,
+            "reattach": reattach,
+        },
+    )
+    problems += options.problems(_NAMES)
     if workspace is not None and not isinstance(workspace, str):
-        problems.append(f"workspace must be a path string or None, got {type(workspace).__name__}")
-    if (
-        isinstance(log_tail_lines, bool)
-        or not isinstance(log_tail_lines, int)
-        or log_tail_lines < 0
-    ):
-        problems.append(f"log_tail_lines must be an int >= 0, got {log_tail_lines!r}")
-    for flag_name, flag in (
-        ("stream_logs", stream_logs),
-        ("create_artifacts", create_artifacts),
-        ("reattach", reattach),
-    ):
-        if not isinstance(flag, bool):
-            problems.append(f"{flag_name} must be True or False, got {flag!r}")
-    numbers: dict[str, float] = {}
-    for num_name, value, zero_ok in (
-        ("poll_interval", poll_interval, False),
-        ("unknown_state_timeout", unknown_state_timeout, True),
-        ("cancel_timeout", cancel_timeout, False),
-    ):
-        try:
-            numbers[num_name] = _positive(num_name, value, allow_zero=zero_ok)
-        except InvalidTaskArgumentError as e:
-            problems.append(str(e).rstrip("."))
+        problems.append(f"workspace must be a path string or None, got {workspace!r}")
+    cancel = seconds_problem("cancel_timeout", cancel_timeout, allow_zero=False)
+    if cancel is not None:
+        problems.append(cancel)
     if problems:
         raise InvalidTaskArgumentError(
             "Invalid arguments for the torchx_prefect task: " + "; ".join(problems) + "."
@@ -153,13 +148,13 @@ def validate_args(
         scheduler=scheduler,
         cfg=dict(cfg or {}),
         workspace=workspace,
-        poll_interval=numbers["poll_interval"],
-        unknown_state_timeout=numbers["unknown_state_timeout"],
+        poll_interval=float(poll_interval),
+        unknown_state_timeout=float(unknown_state_timeout),
         stream_logs=stream_logs,
         log_tail_lines=log_tail_lines,
         create_artifacts=create_artifacts,
         reattach=reattach,
-        cancel_timeout=numbers["cancel_timeout"],
+        cancel_timeout=float(cancel_timeout),
     )
 
 
@@ -192,8 +187,7 @@ def call_digest(spec: LaunchSpec) -> str:
     scheduler, its run options and the workspace. Equal for equal calls, in any process.
 
     >>> def spec(msg):
-    ...     return validate_args("utils.echo", ["--msg", msg], "local_cwd", None, None, 5, 0,
-    ...                          True, 50, True, True, 30)
+    ...     return validate_args("utils.echo", ["--msg", msg], scheduler="local_cwd")
     >>> call_digest(spec("hi")) == call_digest(spec("hi")) != call_digest(spec("ho"))
     True
     """

@@ -318,16 +318,13 @@ class TorchXJob(JobBlock):
         return validate_args(
             app,
             self.component_args or None,
-            self.scheduler.scheduler,
-            self.scheduler.merged_cfg(self.cfg),
-            None,
-            self.poll_interval,
-            self.unknown_state_timeout,
-            self.stream_logs,
-            self.log_tail_lines,
-            True,
-            True,
-            self.cancel_timeout,
+            scheduler=self.scheduler.scheduler,
+            cfg=self.scheduler.merged_cfg(self.cfg),
+            poll_interval=self.poll_interval,
+            unknown_state_timeout=self.unknown_state_timeout,
+            stream_logs=self.stream_logs,
+            log_tail_lines=self.log_tail_lines,
+            cancel_timeout=self.cancel_timeout,
         )
 
     async def trigger(self) -> TorchXJobRun:

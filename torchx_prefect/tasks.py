@@ -454,16 +454,16 @@ async def run_app(
     spec = validate_args(
         app,
         app_args,
-        block.scheduler if block else scheduler,  # type: ignore[arg-type]
-        block.merged_cfg(cfg) if block else cfg,
-        workspace,
-        poll_interval,
-        unknown_state_timeout,
-        stream_logs,
-        log_tail_lines,
-        create_artifacts,
-        reattach,
-        cancel_timeout,
+        scheduler=block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        cfg=block.merged_cfg(cfg) if block else cfg,
+        workspace=workspace,
+        poll_interval=poll_interval,
+        unknown_state_timeout=unknown_state_timeout,
+        stream_logs=stream_logs,
+        log_tail_lines=log_tail_lines,
+        create_artifacts=create_artifacts,
+        reattach=reattach,
+        cancel_timeout=cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()
@@ -517,16 +517,16 @@ def run_app_sync(
     spec = validate_args(
         app,
         app_args,
-        block.scheduler if block else scheduler,  # type: ignore[arg-type]
-        block.merged_cfg(cfg) if block else cfg,
-        workspace,
-        poll_interval,
-        unknown_state_timeout,
-        stream_logs,
-        log_tail_lines,
-        create_artifacts,
-        reattach,
-        cancel_timeout,
+        scheduler=block.scheduler if block else scheduler,  # type: ignore[arg-type]
+        cfg=block.merged_cfg(cfg) if block else cfg,
+        workspace=workspace,
+        poll_interval=poll_interval,
+        unknown_state_timeout=unknown_state_timeout,
+        stream_logs=stream_logs,
+        log_tail_lines=log_tail_lines,
+        create_artifacts=create_artifacts,
+        reattach=reattach,
+        cancel_timeout=cancel_timeout,
     )
     identity = pio.current_identity(call_digest(spec))
     run_logger = get_run_logger()

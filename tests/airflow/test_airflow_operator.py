@@ -19,8 +19,8 @@ from torchx_airflow._airflow import (
     AirflowTaskTimeout,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError, TorchXAirflowError
-from torchx_core.runner.lifecycle import AppFailedError, app_name
-from torchx_core.specs import AppDef, AppState
+from torchx_core.runner.lifecycle import AppFailedError, Observation, Phase, app_name, phase_of
+from torchx_core.specs import AppDef, AppState, AppStatus
 from torchx_core.specs.errors import TorchXError
 
 FAST = {"poll_interval": 0.001, "stream_logs": False, "scheduler": "fake", "defer_after": 0}
@@ -198,18 +198,21 @@ def test_deferrable_defers_to_the_trigger_after_pushing_the_handle(
 
 
 def _event(kind: str, state: str | None, handle: str) -> dict[str, Any]:
+    """A trigger event: ``kind`` is a TriggerEnd, or "vanished"/"unknown_timeout" (an expired
+    observation); ``state`` the status read (None: none)."""
     status = None
-    if state is not None:
-        status = {
-            "app_handle": handle,
-            "state": state,
-            "num_restarts": 0,
-            "msg": "m",
-            "structured_error_msg": ERROR if state == "FAILED" else "<NONE>",
-            "ui_url": "http://dashboard/app",
-            "roles": [],
-        }
-    return {"event": kind, "app_handle": handle, "status": status, "message": "msg"}
+    if state not in (None, "VANISHED"):
+        error = ERROR if state == "FAILED" else "<NONE>"
+        status = AppStatus(
+            AppState[state], msg="m", structured_error_msg=error, ui_url="http://dashboard/app"
+        )
+    expired = kind in ("vanished", "unknown_timeout")
+    phase = Phase.VANISHED if kind == "vanished" else Phase.UNKNOWN if expired else None
+    obs = None
+    if status is not None or expired:
+        obs = Observation(phase or phase_of(status), status, expired).to_json()
+    end = "observed" if kind in ("terminal", "vanished", "unknown_timeout") else kind
+    return {"event": end, "app_handle": handle, "observation": obs, "message": "msg"}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from torchx_airflow._airflow import (
     AirflowSkipException,
 )
 from torchx_airflow.errors import InvalidTaskArgumentError
-from torchx_core.specs import AppState
+from torchx_core.runner.lifecycle import Observation, Phase
+from torchx_core.specs import AppState, AppStatus
 
 
 def _sensor(cluster: Cluster, handle: str, **kwargs: Any) -> TorchXSensor:
@@ -112,12 +113,16 @@ def test_deferrable_returns_at_once_when_already_done(cluster: Cluster) -> None:
 
 def test_execute_complete(cluster: Cluster) -> None:
     s = _sensor(cluster, "fake://test/a-1", deferrable=True)
-    ok = {"state": "SUCCEEDED", "num_restarts": 0, "msg": "", "ui_url": None, "roles": []}
-    ok["structured_error_msg"] = "<NONE>"
-    event = {"event": "terminal", "app_handle": "fake://test/a-1", "status": ok}
+    ok = Observation(Phase.SUCCEEDED, AppStatus(AppState.SUCCEEDED), expired=False)
+    event = {"event": "observed", "app_handle": "fake://test/a-1", "observation": ok.to_json()}
     assert s.execute_complete(make_context(), event)["state"] == "SUCCEEDED"
     with pytest.raises(AirflowSensorTimeout):
         s.execute_complete(make_context(), {"event": "timeout", "message": "late"})
+    gone = Observation(Phase.VANISHED, None, expired=True).to_json()
+    with pytest.raises(AirflowException, match="gone"):
+        s.execute_complete(
+            make_context(), {"event": "observed", "observation": gone, "message": "gone"}
+        )
 
 
 def test_bad_arguments() -> None:
@@ -133,11 +138,11 @@ def test_a_handle_that_rendered_to_garbage_fails_at_once(cluster: Cluster) -> No
     """``xcom_pull`` found nothing: the template rendered "None" (retrying cannot fix it)."""
     s = _sensor(cluster, "{{ ti.xcom_pull(task_ids='nope', key='app_handle') }}")
     s.app_handle = "None"  # what Airflow's rendering leaves
-    with pytest.raises(AirflowFailException, match="'None'.*scheduler_backend"):
+    with pytest.raises(AirflowFailException, match=r"'None'.*scheduler_backend"):
         s.poke(make_context())
     assert cluster.runners == []  # no scheduler was asked
 
 
 def test_a_literal_malformed_handle_is_rejected_at_construction() -> None:
-    with pytest.raises(InvalidTaskArgumentError, match="app_handle.*'train-1'"):
+    with pytest.raises(InvalidTaskArgumentError, match=r"app_handle.*'train-1'"):
         TorchXSensor(task_id="s", app_handle="train-1")

@@ -9,7 +9,15 @@ from torchx_airflow._airflow import (
     AirflowFailException,
     AirflowSkipException,
 )
-from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
+from torchx_airflow.states import (
+    ACTIVE_PHASES,
+    PHASE_OUTCOMES,
+    VANISHED_STATUS,
+    Outcome,
+    exception_for,
+    outcome_for,
+    phase_for,
+)
 from torchx_core.runner.lifecycle import Phase
 from torchx_core.specs import AppState
 
@@ -57,7 +65,7 @@ def test_phase_per_state(name: str, phase: Phase) -> None:
 
 
 def test_unknown_state_name_is_a_value_error_listing_valid_names() -> None:
-    with pytest.raises(ValueError, match="RUNNING.*VANISHED"):
+    with pytest.raises(ValueError, match=r"RUNNING.*VANISHED"):
         phase_for("RUNING")
 
 
@@ -72,4 +80,23 @@ def test_exception_per_phase(key: tuple[Phase, bool, bool], raised: type | None)
 
 
 def test_active_phases_are_the_reattachable_ones() -> None:
-    assert ACTIVE_PHASES == {Phase.WAITING, Phase.UNKNOWN}
+    assert {Phase.WAITING, Phase.UNKNOWN} == ACTIVE_PHASES
+
+
+def test_the_outcome_table_covers_every_phase() -> None:
+    assert set(PHASE_OUTCOMES) == set(Phase)
+
+
+@pytest.mark.parametrize(("key", "raised"), list(EXCEPTIONS.items()))
+def test_outcome_for_names_the_exception_raised(
+    key: tuple[Phase, bool, bool], raised: type[BaseException] | None
+) -> None:
+    phase, fail_fast, skip_on_cancel = key
+    outcome = outcome_for(phase, fail_fast=fail_fast, skip_on_cancel=skip_on_cancel)
+    by_outcome = {
+        Outcome.CONTINUE: None,
+        Outcome.RETRY: AirflowException,
+        Outcome.FAIL: AirflowFailException,
+        Outcome.SKIP: AirflowSkipException,
+    }
+    assert by_outcome[outcome] is raised

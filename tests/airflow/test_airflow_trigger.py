@@ -15,6 +15,7 @@ from airflow_versions import import_string
 
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.trigger import TorchXTrigger
+from torchx_core.runner.lifecycle import Observation, Phase
 from torchx_core.specs import AppState
 
 OWNER = "airflow:dag/task/run/-1#try=1"
@@ -82,13 +83,20 @@ def test_bad_arguments_are_all_reported_at_once() -> None:
     assert isinstance(ei.value, ValueError)
 
 
+def _state(payload: dict[str, Any]) -> str:
+    """The app state an "observed" event carries."""
+    obs = Observation.from_json(payload["observation"])
+    assert obs.status is not None and not obs.expired
+    return obs.status.state.name
+
+
 def test_success_event_carries_the_status(cluster: Cluster) -> None:
     h = cluster.add("a", AppState.PENDING)
     _after_reads(cluster, h, 3, AppState.SUCCEEDED)
     closed = cluster.table.closed
     payload = _first_event(_trigger(cluster, h))
-    assert payload["event"] == "terminal" and payload["app_handle"] == h
-    assert payload["status"]["state"] == "SUCCEEDED"
+    assert payload["event"] == "observed" and payload["app_handle"] == h
+    assert _state(payload) == "SUCCEEDED"
     assert cluster.job(h).cancelled == 0
     assert cluster.table.closed == closed + 1  # the trigger's Runner was closed
 
@@ -96,10 +104,11 @@ def test_success_event_carries_the_status(cluster: Cluster) -> None:
 def test_failed_and_vanished_events(cluster: Cluster) -> None:
     failed = cluster.add("a", AppState.RUNNING)
     _after_reads(cluster, failed, 2, AppState.FAILED)
-    assert _first_event(_trigger(cluster, failed))["status"]["state"] == "FAILED"
+    assert _state(_first_event(_trigger(cluster, failed))) == "FAILED"
     payload = _first_event(_trigger(cluster, "fake://test/never-existed", unknown_state_timeout=0))
-    assert payload["event"] == "vanished"
-    assert payload["status"]["state"] == "VANISHED"
+    obs = Observation.from_json(payload["observation"])
+    assert payload["event"] == "observed" and obs.phase is Phase.VANISHED and obs.expired
+    assert obs.status is None and "is gone" in payload["message"]
 
 
 def test_unreadable_status_is_waited_for_within_the_grace(cluster: Cluster) -> None:
@@ -113,7 +122,7 @@ def test_unreadable_status_is_waited_for_within_the_grace(cluster: Cluster) -> N
 
     cluster.table.on_describe = flaky
     payload = _first_event(_trigger(cluster, h, unknown_state_timeout=3600))
-    assert payload["event"] == "terminal" and payload["status"]["state"] == "SUCCEEDED"
+    assert payload["event"] == "observed" and _state(payload) == "SUCCEEDED"
 
 
 @pytest.mark.parametrize("cause", ["unknown", "unreadable"])
@@ -122,7 +131,9 @@ def test_unknown_past_grace_fires_unknown_timeout(cluster: Cluster, cause: str) 
     if cause == "unreadable":
         cluster.table.describe_error = ConnectionError("scheduler unreachable")
     payload = _first_event(_trigger(cluster, h, unknown_state_timeout=0))
-    assert payload["event"] == "unknown_timeout"
+    obs = Observation.from_json(payload["observation"])
+    assert payload["event"] == "observed" and obs.phase is Phase.UNKNOWN and obs.expired
+    assert "stayed UNKNOWN" in payload["message"]
     assert cluster.job(h).cancelled == 0  # the task decides (execute_complete), not the trigger
 
 
@@ -184,7 +195,7 @@ def test_run_never_blocks_the_event_loop(cluster: Cluster) -> None:
         return event.payload
 
     payload = asyncio.run(go())
-    assert payload["status"]["state"] == "SUCCEEDED"
+    assert _state(payload) == "SUCCEEDED"
     assert len(released) >= 3 and all(released)
     assert not any(on_loop_thread)
 

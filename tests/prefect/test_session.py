@@ -267,16 +267,10 @@ def test_the_call_digest_separates_different_calls() -> None:
         return validate_args(
             app,
             kw.pop("args", None),
-            kw.pop("scheduler", "local_cwd"),
-            kw.pop("cfg", None),
-            None,
-            5,
-            0,
-            True,
-            50,
-            True,
-            True,
-            30,
+            scheduler=kw.pop("scheduler", "local_cwd"),
+            cfg=kw.pop("cfg", None),
+            poll_interval=5,
+            unknown_state_timeout=0,
         )
 
     base = call_digest(spec(echo_app()))
@@ -445,7 +439,7 @@ def test_a_submission_that_outlasts_the_aborts_wait_cancels_its_app(table: JobTa
 
 def test_invalid_arguments_are_the_lifecycles_error() -> None:
     with pytest.raises(InvalidTaskArgumentError, match="poll_interval"):
-        validate_args(echo_app(), None, "fake", None, None, -1, 0, True, 50, True, True, 30)
+        validate_args(echo_app(), scheduler="fake", poll_interval=-1)
 
 
 # -- the label store -----------------------------------------------------------------------------
@@ -528,14 +522,14 @@ def test_the_callers_appdef_is_not_changed_by_submitting(table: JobTable) -> Non
     """A retry gets the same AppDef object again: its digest (the identity) must not change."""
     app = echo_app()
     before = call_digest(
-        validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30)
+        validate_args(app, scheduler="fake", poll_interval=5, unknown_state_timeout=0)
     )
     drive(session(table, app=app))
     (job,) = table.jobs.values()
     assert "TORCHX_JOB_ID" in job.app.roles[0].env  # the submitted copy was filled in
     assert app.roles[0].env == {} and app.name == "echo"
     after = call_digest(
-        validate_args(app, None, "fake", None, None, 5, 0, True, 50, True, True, 30)
+        validate_args(app, scheduler="fake", poll_interval=5, unknown_state_timeout=0)
     )
     assert after == before
 

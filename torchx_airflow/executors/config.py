@@ -204,29 +204,45 @@ def _convert(key: str, value: Any) -> Any:
             raise TypeError(f"must be a non-empty string, got {value!r}")
         return value.strip()
     if key in _INT:
-        number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
-        if isinstance(number, bool) or not isinstance(number, int) or number < _INT[key]:
-            raise ValueError(f"must be an int >= {_INT[key]}, got {value!r}")
-        return number
+        return _int(key, value)
     if key in _FLOAT:
-        try:
-            number = (
-                float(value)
-                if isinstance(value, (str, int, float)) and not isinstance(value, bool)
-                else None
-            )
-        except ValueError:
-            number = None
-        if number is None or not number >= _FLOAT[key] or number == float("inf"):
-            raise ValueError(f"must be a number of seconds >= {_FLOAT[key]:g}, got {value!r}")
-        return number
+        return _float(key, value)
     if key == "cancel_on_end":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-            return value.strip().lower() in ("true", "1")
-        raise ValueError(f"must be true or false, got {value!r}")
-    # cfg, env: JSON objects (a string in the config file)
+        return _bool(value)
+    return _object(key, value)
+
+
+def _int(key: str, value: Any) -> int:
+    number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    if isinstance(number, bool) or not isinstance(number, int) or number < _INT[key]:
+        raise ValueError(f"must be an int >= {_INT[key]}, got {value!r}")
+    return number
+
+
+def _float(key: str, value: Any) -> float:
+    try:
+        number = (
+            float(value)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool)
+            else None
+        )
+    except ValueError:
+        number = None
+    if number is None or not number >= _FLOAT[key] or number == float("inf"):
+        raise ValueError(f"must be a number of seconds >= {_FLOAT[key]:g}, got {value!r}")
+    return number
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _object(key: str, value: Any) -> dict[str, Any]:
+    """cfg, env: JSON objects (a string in the config file)."""
     if isinstance(value, str):
         try:
             value = json.loads(value)

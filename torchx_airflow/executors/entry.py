@@ -7,9 +7,10 @@ The workload's token arrives in the environment (:data:`TOKEN_ENV`), never on th
 the task starts. When Airflow has a ``[core] fernet_key`` the token is sealed with it
 (:func:`seal`; ``fernet:<ciphertext>``), so a scheduler that keeps a copy of the app's
 environment on disk (a Slurm batch script, a local app's plan) keeps no usable token; the app's
-Airflow configuration then needs the same key. The rest is Airflow's ``execute_workload``: the Task SDK's supervisor talks to the
-Execution API (``AIRFLOW__CORE__EXECUTION_API_SERVER_URL``), runs the task in a child process and
-writes its log where Airflow reads it (the log is also copied to stdout, the app's log).
+Airflow configuration then needs the same key. The rest is Airflow's ``execute_workload``: the
+Task SDK's supervisor talks to the Execution API (``AIRFLOW__CORE__EXECUTION_API_SERVER_URL``),
+runs the task in a child process and writes its log where Airflow reads it (the log is also
+copied to stdout, the app's log).
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args[0])
     data["token"] = unseal(token)
     workload = TypeAdapter(workloads.All).validate_python(data)
+    if not isinstance(workload, workloads.ExecuteTask):
+        print(
+            f"torchx_airflow.executors.entry runs ExecuteTask workloads only, got"
+            f" {type(workload).__name__}",
+            file=sys.stderr,
+        )
+        return 2
     execute_workload(workload)
     return 0
 

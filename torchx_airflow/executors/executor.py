@@ -174,7 +174,10 @@ class TorchXExecutor(BaseExecutor):
                 self.log.error("cannot start %s as an app: %s", key, e)
                 self.fail(
                     key,
-                    info=f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}",
+                    info=(
+                        "TorchXExecutor could not start the app"
+                        f"{' (configuration)' * permanent}: {e}"
+                    ),
                 )
                 continue
             self._apps[key] = app
@@ -235,12 +238,12 @@ class TorchXExecutor(BaseExecutor):
             self._report(app, status)
         self._reconcile()
 
-    def _read(self, handles: list[str]) -> dict[str, AppStatus | None | Exception]:
+    def _read(self, handles: list[str]) -> dict[str, AppStatus | Exception | None]:
         """``{handle: status}``; a scheduler whose read failed gives its exception for its apps."""
         by_backend: dict[str, list[str]] = {}
         for handle in handles:
             by_backend.setdefault(parse_app_handle(handle).scheduler_backend, []).append(handle)
-        out: dict[str, AppStatus | None | Exception] = {}
+        out: dict[str, AppStatus | Exception | None] = {}
         for backend, group in by_backend.items():
             self.reads += 1
             try:
@@ -250,7 +253,7 @@ class TorchXExecutor(BaseExecutor):
                 out.update(dict.fromkeys(group, e))
         return out
 
-    def _report(self, app: _App, status: AppStatus | None | Exception) -> None:
+    def _report(self, app: _App, status: AppStatus | Exception | None) -> None:
         if isinstance(status, Exception):
             phase_, status = Phase.UNKNOWN, None
         else:
@@ -283,7 +286,7 @@ class TorchXExecutor(BaseExecutor):
         tail = (
             self._life(app).failure_tail(app.handle, status) if decision != Outcome.VANISHED else []
         )
-        return "\n".join([head, *(["last log lines:"] + tail if tail else [])])
+        return "\n".join([head, *(["last log lines:", *tail] if tail else [])])
 
     # -- task instances that moved on -------------------------------------------------------------
 
@@ -301,7 +304,8 @@ class TorchXExecutor(BaseExecutor):
             if app.cancelled:
                 continue
             row = rows.get(app.key.primary)
-            decision = verdict(*(row or (None, None)), app.key.try_number, exists=row is not None)
+            state, try_number = row or (None, None)
+            decision = verdict(state, try_number, app.key.try_number, exists=row is not None)
             if decision == Verdict.KEEP:
                 app.ended_since = None
                 continue
@@ -438,10 +442,13 @@ def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | N
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
+    ti = TaskInstance
+    matching = ti.filter_for_tis(keys)
+    if matching is None:  # no keys
+        return {}
     with create_session() as session:
-        ti = TaskInstance
         cols = (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.state, ti.try_number)
-        rows = session.execute(select(*cols).where(ti.filter_for_tis(keys))).all()
+        rows = session.execute(select(*cols).where(matching)).all()
     return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
 
 

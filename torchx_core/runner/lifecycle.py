@@ -55,7 +55,6 @@ import copy
 import dataclasses
 import hashlib
 import logging
-import math
 import re
 import threading
 import time
@@ -68,6 +67,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from torchx_core.runner._lifecycle_logs import LogFollower, more_replicas, replicas_of
 from torchx_core.runner._status_read import aread_status as _aread_status
 from torchx_core.runner._status_read import read_status as _read_status
+from torchx_core.runner.launch_options import (
+    InvalidTaskArgumentError,
+    LaunchOptions,
+    seconds_problem,
+)
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -239,12 +243,6 @@ def app_name(base: str, identity: str | Sequence[object], *, max_len: int = 40) 
 
 
 # -- errors -----------------------------------------------------------------------------------
-
-
-class InvalidTaskArgumentError(TorchXError, ValueError):
-    """An argument of a lifecycle (or of an engine task built on it) is wrong."""
-
-    permanent = True
 
 
 class AppLifecycleError(TorchXError, RuntimeError):
@@ -435,40 +433,27 @@ class AppLifecycle:
         max_log_replicas: int = 16,
         tail_lines: int = 50,
     ) -> None:
-        problems = []
-        if not isinstance(scheduler, str) or not scheduler:
-            problems.append(
-                f"scheduler must be a scheduler name such as 'local_cwd', got {scheduler!r}"
-            )
-        if not isinstance(owner, str) or not owner.strip():
-            problems.append(f"owner must be a non-empty token naming this attempt, got {owner!r}")
-        if cfg is not None and not isinstance(cfg, Mapping):
-            problems.append(f"cfg must be a mapping of run options, got {type(cfg).__name__}")
-        if workspace is not None and not isinstance(workspace, (str, Workspace)):
-            problems.append(f"workspace must be a path, a Workspace or None, got {workspace!r}")
-        for name, count in (("max_log_replicas", max_log_replicas), ("tail_lines", tail_lines)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                problems.append(f"{name} must be an int >= 0, got {count!r}")
-        numbers: dict[str, float] = {}
-        for name, seconds, zero_ok in (
-            ("unknown_timeout", unknown_timeout, True),
-            ("poll_interval", poll_interval, False),
-        ):
-            try:
-                numbers[name] = _seconds(name, seconds, allow_zero=zero_ok)
-            except InvalidTaskArgumentError as e:
-                problems.append(str(e))
-        if problems:
-            raise InvalidTaskArgumentError(
-                "invalid app lifecycle arguments: " + "; ".join(problems)
-            )
+        LaunchOptions(
+            scheduler=scheduler,
+            cfg=cfg,
+            workspace=workspace,
+            poll_interval=poll_interval,
+            unknown_timeout=unknown_timeout,
+            tail_lines=tail_lines,
+            max_log_replicas=max_log_replicas,
+        ).check(
+            "app lifecycle arguments",
+            more=[]
+            if isinstance(owner, str) and owner.strip()
+            else [f"owner must be a non-empty token naming this attempt, got {owner!r}"],
+        )
         self.runner = runner
         self.scheduler = scheduler
         self.owner = owner
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.workspace = workspace
-        self.unknown_timeout = numbers["unknown_timeout"]
-        self.poll_interval = numbers["poll_interval"]
+        self.unknown_timeout = float(unknown_timeout)
+        self.poll_interval = float(poll_interval)
         self.max_log_replicas = max_log_replicas
         self.tail_lines = tail_lines
         self._clocks: dict[str, GraceClock] = {}
@@ -882,15 +867,10 @@ def _is_named(row: ListAppResponse, name: str) -> bool:
 
 
 def _seconds(name: str, value: object, *, allow_zero: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidTaskArgumentError(
-            f"{name} must be a finite number of seconds, got {value!r} ({type(value).__name__})"
-        )
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidTaskArgumentError(
-            f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}"
-        )
-    return float(value)
+    problem = seconds_problem(name, value, allow_zero=allow_zero)
+    if problem is not None:
+        raise InvalidTaskArgumentError(problem)
+    return float(value)  # type: ignore[arg-type] # seconds_problem checked it is a number
 
 
 def _bounded(what: str, fn: Callable[[], _T], timeout: float) -> _T | bool:
