@@ -1176,13 +1176,13 @@ def test_bad_seconds_are_explained() -> None:
 
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock("5")  # type: ignore[arg-type]
-    assert str(e.value) == "unknown_timeout must be a finite number of seconds, got '5' (str)"
+    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got '5'"
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock(-1)
-    assert str(e.value) == "unknown_timeout must be >= 0, got -1"
+    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got -1"
     with pytest.raises(InvalidTaskArgumentError) as e:
         _seconds("poll_interval", 0, allow_zero=False)
-    assert str(e.value) == "poll_interval must be > 0, got 0"
+    assert str(e.value) == "poll_interval must be a finite number of seconds > 0, got 0"
 
 
 def test_a_lost_race_reattaches_with_the_earlier_apps_status_and_says_so(
