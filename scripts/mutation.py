@@ -1,4 +1,4 @@
-"""Mutation testing of the core logic with mutmut, one target (a few modules + their unit tests) at a time.
+"""Mutation testing of the core logic with mutmut, one target (a few modules + tests) at a time.
 
 Usage (from the repository root, after ``make venv``)::
 
@@ -286,7 +286,8 @@ def prepare(name: str, target: Target) -> Path:
         "\n[tool.mutmut]\n"
         'source_paths = ["torchx_core", "torchx_airflow", "torchx_kfp", "torchx_prefect"]\n'
         f"only_mutate = {_toml_list(list(target.functions))}\n"
-        f"pytest_add_cli_args_test_selection = {_toml_list([*target.tests, '-m', 'not integration'])}\n"
+        "pytest_add_cli_args_test_selection = "
+        f"{_toml_list([*target.tests, '-m', 'not integration'])}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
         "use_git_change_detection = false\n"
         f"also_copy = {_toml_list(_ALSO_COPY)}\n"
