@@ -263,7 +263,7 @@ TARGETS: dict[str, Target] = {
             "torchx_core/cli/cmd_status.py": ("*",),
             "torchx_core/cli/cmd_cancel.py": ("*",),
         },
-        tests=("tests/cli/test_cli_main.py",),
+        tests=("tests/cli/test_cli_main.py", "tests/cli/test_cli_status_cancel.py"),
     ),
 }
 
