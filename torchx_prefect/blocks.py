@@ -17,26 +17,33 @@ cluster, and name it in tasks::
 
 The block's environment is applied to this process while a task or job uses it (its scheduler
 client, e.g. ``sbatch``, reads it), so replicas that inherit the submitting environment (local
-processes; Slurm jobs, which sbatch exports it to) see it too, ``secret_env`` included; two blocks that need different values for the same variable
-cannot run at the same time in one process (a clear error says so).
+processes; Slurm jobs, which sbatch exports it to) see it too, ``secret_env`` included; two
+blocks that need different values for the same variable cannot run at the same time in one
+process (a clear error says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from torchx_core.specs import MissingDependencyError
 from torchx_core.specs.errors import check_dependency_version, missing_dependency
+from torchx_prefect import _prefect_io as pio
+from torchx_prefect import _session
+from torchx_prefect._launch import AppResult, LaunchSpec, call_digest
+from torchx_prefect._session import Session, awatch
+from torchx_prefect.errors import InvalidTaskArgumentError, JobTimeoutError, TorchXPrefectError
 
 check_dependency_version("prefect", "prefect", "torchx_prefect")
 
@@ -49,7 +56,14 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "prefect", "prefect", "torchx_prefect", distribution="prefect", cause=e
     ) from e
 
-from torchx_prefect.errors import InvalidTaskArgumentError, JobTimeoutError, TorchXPrefectError
+
+if TYPE_CHECKING:
+    _JobBlockBase = JobBlock[AppResult]
+    _JobRunBase = JobRun[AppResult]
+else:  # JobBlock is a pydantic model: subscripting it at runtime would make another model class
+    _JobBlockBase, _JobRunBase = JobBlock, JobRun
+
+_T = TypeVar("_T")
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -242,13 +256,13 @@ def _load(name: str, given: str, known: list[str] | None = None) -> TorchXSchedu
             f" ({e}).{valid} Save a block with TorchXScheduler(scheduler='slurm', ...)"
             f".save({name!r}) after `prefect block register -m torchx_prefect`."
         ) from e
-    return block  # type: ignore[no-any-return]
+    return cast(TorchXScheduler, block)  # _sync=True: the block itself, not a coroutine
 
 
 # -- the job block ----------------------------------------------------------------------------
 
 
-class TorchXJob(JobBlock):
+class TorchXJob(_JobBlockBase):
     """A TorchX app as a Prefect job: an AppDef (``AppDef.to_dict()`` form) or a component
     name with arguments, and the :class:`TorchXScheduler` it runs on.
 
@@ -290,7 +304,7 @@ class TorchXJob(JobBlock):
 
     @field_validator("poll_interval", "unknown_state_timeout", "cancel_timeout", "timeout_seconds")
     @classmethod
-    def _seconds(cls, value: float | None, info: Any) -> float | None:
+    def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
         if value is None and info.field_name == "timeout_seconds":
             return None  # no limit
         zero_ok = info.field_name == "unknown_state_timeout"
@@ -303,7 +317,7 @@ class TorchXJob(JobBlock):
             )
         return value
 
-    def _spec(self) -> Any:
+    def _spec(self) -> LaunchSpec:
         from torchx_core.specs import AppDef
         from torchx_prefect._launch import validate_args
 
@@ -329,28 +343,15 @@ class TorchXJob(JobBlock):
 
     async def trigger(self) -> TorchXJobRun:
         """Submits (or reattaches to) the app; returns its run."""
-        from torchx_prefect import _prefect_io as pio
-        from torchx_prefect._launch import call_digest
-        from torchx_prefect.tasks import _new_runner, _Session
-
         spec = self._spec()
         identity = pio.current_identity(call_digest(spec))
-        lease = self.scheduler.applied()
-        lease.__enter__()  # left by TorchXJobRun._close
-        try:
-            runner = await asyncio.to_thread(_new_runner)
-        except BaseException:
-            lease.__exit__(None, None, None)
-            raise
-        session = _Session(
-            runner,
-            spec,
-            identity,
-            self.logger,
-            pio.FlowRunHandleStore(identity.flow_run_id),
-            kind="job",
-        )
-        run = TorchXJobRun(self, session, lease)
+        with contextlib.ExitStack() as stack:  # handed to the run, which closes it at its end
+            stack.enter_context(self.scheduler.applied())
+            runner = await asyncio.to_thread(_session.new_runner)
+            stack.callback(_session.close_runner, runner)
+            store = pio.FlowRunHandleStore(identity.flow_run_id)
+            session = Session(runner, spec, identity, self.logger, store, kind="job")
+            run = TorchXJobRun(self, session, stack.pop_all())
         try:
             await asyncio.to_thread(session.start)
         except BaseException as exc:
@@ -359,14 +360,21 @@ class TorchXJob(JobBlock):
         return run
 
 
-class TorchXJobRun(JobRun):  # type: ignore[type-arg]
-    """One run of a :class:`TorchXJob` (see there)."""
+class TorchXJobRun(_JobRunBase):
+    """One run of a :class:`TorchXJob` (see there).
 
-    def __init__(self, job: TorchXJob, session: Any, lease: Any) -> None:
+    Args:
+        job: the job
+        session: the attempt over the app lifecycle, started
+        resources: what the run holds until it ends (the block's environment lease, the
+            runner), closed once by :meth:`wait_for_completion` or a failed trigger
+    """
+
+    def __init__(self, job: TorchXJob, session: Session, resources: contextlib.ExitStack) -> None:
         self.job = job
         self._session = session
-        self._lease = lease
-        self._result: Any = None
+        self._resources = resources
+        self._result: AppResult | None = None
         self._closed = False
 
     @property
@@ -374,7 +382,7 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
         """The app's handle."""
         return str(self._session.handle)
 
-    async def wait_for_completion(self) -> None:
+    async def wait_for_completion(self) -> None:  # type: ignore[override]  # Prefect's stub says Logger; nothing is returned
         """Waits until the app ends; streams its logs.
 
         Raises:
@@ -382,36 +390,20 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
             JobTimeoutError: it ran longer than ``timeout_seconds`` (the app was cancelled); a
                 ``TimeoutError`` naming the app handle and the limit
         """
-        from torchx_prefect.states import Outcome, outcome_for
-
         session = self._session
+        limit = self.job.timeout_seconds
         started = time.monotonic()
 
-        async def watch() -> None:
-            while True:
-                obs = await asyncio.to_thread(session.poll_once)
-                outcome = outcome_for(obs)
-                if outcome is Outcome.CANCEL:
-                    session.terminal = True
-                    await asyncio.to_thread(session.life.result, session.handle, obs)
-                if outcome is not Outcome.WAIT:
-                    self._result = await asyncio.to_thread(session.finish, obs)
-                    return
-                await asyncio.sleep(session.spec.poll_interval)
+        async def watch_and_finish() -> AppResult:
+            obs = await awatch(session)
+            return await asyncio.to_thread(session.finish, obs)
 
         try:
-            try:
-                # wait_for, not asyncio.timeout (3.11+)
-                await asyncio.wait_for(watch(), self.job.timeout_seconds)
-            except asyncio.TimeoutError as e:
-                if isinstance(e, TimeoutError):  # 3.11+: already the builtin
-                    raise
-                raise TimeoutError(  # 3.10: asyncio's own class
-                    f"{session.handle} ran longer than timeout_seconds={self.job.timeout_seconds}"
-                ) from e
+            self._result = await _within(
+                watch_and_finish(), limit, f"{session.handle} ran longer than {limit} seconds"
+            )
         except BaseException as exc:
             self._close(exc)
-            limit = self.job.timeout_seconds
             if (
                 isinstance(exc, TimeoutError)
                 and limit is not None
@@ -421,7 +413,7 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
             raise
         self._close(None)
 
-    async def fetch_result(self) -> Any:
+    async def fetch_result(self) -> AppResult:
         """The :class:`~torchx_prefect.AppResult` of a SUCCEEDED app.
 
         Raises:
@@ -438,11 +430,18 @@ class TorchXJobRun(JobRun):  # type: ignore[type-arg]
         if self._closed:
             return
         self._closed = True
-        try:
+        with self._resources:  # the runner closed, then the lease left, whatever abort() does
             if exc is not None:
                 self._session.abort(exc)
-        finally:
-            close = getattr(self._session.runner, "close", None)
-            if callable(close):
-                close()
-            self._lease.__exit__(None, None, None)
+
+
+async def _within(aw: Awaitable[_T], seconds: float | None, message: str) -> _T:
+    """``aw``'s result, or the builtin ``TimeoutError(message)`` after ``seconds`` (None: no
+    limit). ``asyncio.timeout`` is Python 3.11+, and 3.10's ``wait_for`` raises asyncio's own
+    ``TimeoutError`` class: this raises the builtin one on every supported version."""
+    try:
+        return await asyncio.wait_for(aw, seconds)
+    except asyncio.TimeoutError as e:
+        if isinstance(e, TimeoutError):  # 3.11+: asyncio's is the builtin
+            raise
+        raise TimeoutError(message) from e

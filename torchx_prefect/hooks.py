@@ -15,10 +15,14 @@ back from the Prefect API and cancel the apps (idempotent, bounded in time)::
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchx_core.specs import parse_app_handle
 from torchx_prefect import _prefect_io as pio
+
+if TYPE_CHECKING:
+    from prefect import Flow
+    from prefect.client.schemas.objects import FlowRun, State
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -28,7 +32,7 @@ HOOK_CANCEL_TIMEOUT = 30.0
 """Seconds allowed for each app's cancellation in a hook."""
 
 
-def cancel_flow_apps(flow: Any, flow_run: Any, state: Any) -> list[str]:
+def cancel_flow_apps(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> list[str]:
     """Cancels every TorchX app recorded on ``flow_run`` that this flow-run execution still
     owns; use as ``on_cancellation``, ``on_crashed`` (or ``on_failure``) hook of a ``@flow``.
 

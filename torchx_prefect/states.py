@@ -2,9 +2,9 @@
 
 This module imports nothing from Prefect, so the mapping can be read and tested on its own.
 
-==================  ==================  ==============================================================
+==================  ==================  ============================================================
 Phase               :class:`Outcome`    Prefect task
-==================  ==================  ==============================================================
+==================  ==================  ============================================================
 WAITING             ``WAIT``            keep polling (task RUNNING), stream logs
 SUCCEEDED           ``COMPLETE``        return an ``AppResult`` -> Completed
 FAILED              ``FAIL``            raise ``AppFailedError`` -> Failed (task retries apply)
@@ -12,7 +12,7 @@ CANCELLED           ``CANCEL``          return ``Cancelled(...)`` -> Cancelled (
 UNKNOWN             ``WAIT``            keep polling; past ``unknown_state_timeout``: ``FAIL``
                                         (``AppVanishedError``; the app is cancelled if still owned)
 VANISHED            ``WAIT``            same grace, then ``FAIL`` (``AppVanishedError``)
-==================  ==================  ==============================================================
+==================  ==================  ============================================================
 """
 
 from __future__ import annotations

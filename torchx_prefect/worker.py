@@ -194,15 +194,18 @@ class TorchXWorkerResult(BaseWorkerResult):
     """The app's handle (``identifier``) and its exit status (0 when it SUCCEEDED)."""
 
 
-try:
-    _Worker: Any = BaseWorker[  # type: ignore[type-arg,misc]
-        TorchXWorkerJobConfiguration, TorchXWorkerVariables, TorchXWorkerResult
-    ]
-except TypeError:  # Prefect < 3.1: BaseWorker is not generic
-    _Worker = BaseWorker
+if TYPE_CHECKING:
+    _Worker = BaseWorker[TorchXWorkerJobConfiguration, TorchXWorkerVariables, TorchXWorkerResult]
+else:
+    try:
+        _Worker = BaseWorker[
+            TorchXWorkerJobConfiguration, TorchXWorkerVariables, TorchXWorkerResult
+        ]
+    except TypeError:  # Prefect < 3.1: BaseWorker is not generic
+        _Worker = BaseWorker
 
 
-class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
+class TorchXWorker(_Worker):
     """Runs flow runs as TorchX apps on any TorchX scheduler (see the module docstring)."""
 
     type = "torchx"
@@ -219,7 +222,9 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
         self,
         flow_run: FlowRun,
         configuration: TorchXWorkerJobConfiguration,
-        task_status: anyio.abc.TaskStatus[str] | None = None,
+        # Prefect types task_status as TaskStatus[int] (a process id); this worker reports the
+        # app handle, a str, as the flow run's infrastructure id (Prefect stores it as a str)
+        task_status: anyio.abc.TaskStatus[str] | None = None,  # type: ignore[override]
     ) -> TorchXWorkerResult:
         run_logger = self.get_flow_run_logger(flow_run)
         try:
@@ -248,12 +253,9 @@ class TorchXWorker(_Worker):  # type: ignore[misc,valid-type]
         follower = None
         if configuration.stream_output:
             # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
-            # the worker's log and the server's logs of the flow run at Prefect's default level
-            follower = lifecycle.follow_logs(
-                handle,
-                lambda line: run_logger.info("%s", line),
-                skip_existing=attachment.how != "submitted",
-            )
+            # the worker's log and the server's logs of the flow run at Prefect's default level;
+            # from the start, a reattached app's too (this run's log gets every line once)
+            follower = lifecycle.follow_logs(handle, lambda line: run_logger.info("%s", line))
         try:
             code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
         finally:

@@ -45,9 +45,11 @@ def sleeper_app(name: str, seconds: int = 600) -> AppDef:
 
 
 def waiter_app(name: str, release: str) -> AppDef:
-    """Prints ``before``, waits (bounded) for the file ``release``, prints ``after``, exits 0."""
+    """Prints five numbered lines and ``before``, waits (bounded) for the file ``release``,
+    prints ``after``, exits 0."""
     code = (
         "import os, time\n"
+        "for i in range(1, 6): print(f'early line {i} of 5', flush=True)\n"
         "print('before release', flush=True)\n"
         "deadline = time.monotonic() + 900\n"
         f"while not os.path.exists({release!r}) and time.monotonic() < deadline:\n"

@@ -206,8 +206,9 @@ def test_rerun_after_sigkill_reattaches_to_the_running_apps(
     """Fault 2 of issue 13. Two calls of the task with the same AppDef run two apps; the
     flow-run process is SIGKILLed (no hook, no cleanup runs in it) and Prefect marks the run
     Crashed, the apps keep running; the flow run is re-run (what the UI's "Retry" does: an
-    AwaitingRetry state); the re-run reattaches to both apps, submits none, does not log again
-    what the apps printed before the reattach, and completes when the apps finish."""
+    AwaitingRetry state); the re-run reattaches to both apps, submits none, logs each app's
+    lines from the start once (issue 22: also what the app printed before the reattach), and
+    completes when the apps finish."""
     from prefect import get_client
     from prefect.states import AwaitingRetry
 
@@ -262,12 +263,17 @@ def test_rerun_after_sigkill_reattaches_to_the_running_apps(
 
     rerun_task_runs = [tr for tr in task_runs(fr_id) if tr.id not in first_task_runs]
     assert len(rerun_task_runs) == 2 and all(tr.state.is_completed() for tr in rerun_task_runs)
-    logs = flow_run_logs(fr_id, "[worker/0] after release", "Reattached")
+    logs = flow_run_logs(fr_id, "[worker/0] after release", "Reattached", "early line 5 of 5")
     rerun_logs = [m for m, tr in logs_by_task_run(fr_id) if tr in {t.id for t in rerun_task_runs}]
     assert sum("Reattached" in m for m in rerun_logs) == 2, rerun_logs
-    assert sum("[worker/0] after release" in m for m in rerun_logs) == 2, rerun_logs
-    # lines streamed before the reattach are not logged again by the re-run
-    assert not any("[worker/0] before release" in m for m in rerun_logs), rerun_logs
+    # each re-run task run logs its app's lines from the start, each once: the early numbered
+    # lines printed before the SIGKILL too
+    wanted = [f"[worker/0] early line {i} of 5" for i in range(1, 6)]
+    wanted += ["[worker/0] before release", "[worker/0] after release"]
+    for tr in rerun_task_runs:
+        mine = [m for m, t in logs_by_task_run(fr_id) if t == tr.id]
+        counts = {w: sum(m.endswith(w) for m in mine) for w in wanted}
+        assert counts == dict.fromkeys(wanted, 1), mine
     assert logs  # the run's logs were read
 
 

@@ -1,5 +1,5 @@
-"""Unit tests of one task attempt (``_Session``) over the shared lifecycle: attach, persist,
-outcomes, identity, ownership and the abort policy.
+"""Unit tests of one task attempt (``_session.Session``) over the shared lifecycle: attach,
+persist, outcomes, identity, ownership, the abort policy and its decision table.
 
 A real :class:`~torchx_core.runner.Runner` over the shared fake scheduler
 (``tests/runner/fake_scheduler.py``) stands in for the cluster; an in-memory store for the
@@ -23,9 +23,16 @@ from fake_scheduler import JobTable, make_runner
 from torchx_core.specs import AppDef, AppState, Role
 from torchx_prefect._launch import call_digest, validate_args
 from torchx_prefect._prefect_io import TaskIdentity, flow_run_owner_prefix
+from torchx_prefect._session import (
+    ABORT_ACTIONS,
+    AbortAction,
+    Session,
+    SessionState,
+    abort_action,
+    leaves_for_retry,
+)
 from torchx_prefect.errors import AppFailedError, AppVanishedError, InvalidTaskArgumentError
 from torchx_prefect.states import Outcome, outcome_for
-from torchx_prefect.tasks import _Session
 
 LOG = logging.getLogger("test-session")
 
@@ -90,7 +97,7 @@ def table() -> JobTable:
 
 def session(
     table: JobTable, store: Any = None, ident: TaskIdentity | None = None, **kw: Any
-) -> _Session:
+) -> Session:
     args: dict[str, Any] = {
         "app_args": None,
         "scheduler": "fake",
@@ -107,20 +114,20 @@ def session(
     app = kw.pop("app", None) or echo_app()
     args.update(kw)
     spec = validate_args(app, **args)
-    return _Session(
+    return Session(
         make_runner(table),
         spec,
         ident or identity(),
         LOG,
         store if store is not None else MemoryStore(),
-    )  # type: ignore[arg-type]
+    )
 
 
-def drive(s: _Session) -> Any:
+def drive(s: Session) -> Any:
     s.start()
     while outcome_for(obs := s.poll_once()) is Outcome.WAIT:
         pass
-    return s.finish(obs)
+    return s.end_task(obs)
 
 
 def running(table: JobTable) -> None:
@@ -128,7 +135,7 @@ def running(table: JobTable) -> None:
     table.hold = True
 
 
-def start_running(s: _Session, table: JobTable) -> str:
+def start_running(s: Session, table: JobTable) -> str:
     handle = s.start()
     table.set_state(handle.rsplit("/", 1)[1], AppState.RUNNING)
     return handle
@@ -164,7 +171,7 @@ def test_failure_raises_with_a_tail_over_every_replica_and_the_error_once(table:
     table.jobs[app_id(handle)].error = "boom: exit 3"
     table.set_state(app_id(handle), AppState.FAILED)
     with pytest.raises(AppFailedError) as info:
-        s.finish(s.poll_once())
+        s.end_task(s.poll_once())
     err = info.value
     # the failed replica first, then the others (cancelled because of it); 3 lines each
     assert err.log_tail == [
@@ -191,7 +198,7 @@ def test_vanished_app_fails_after_the_grace(table: JobTable) -> None:
     obs = s.poll_once()
     assert outcome_for(obs) is Outcome.FAIL
     with pytest.raises(AppVanishedError):
-        s.finish(obs)
+        s.end_task(obs)
 
 
 def test_component_apps_are_materialized_and_renamed(table: JobTable) -> None:
@@ -329,6 +336,103 @@ def test_abort_policy(
     assert (table.jobs[app_id(handle)].state == AppState.CANCELLED) is cancelled
 
 
+class PermanentError(InvalidTaskArgumentError):
+    """A permanent error (``is_permanent_error``): no retry follows it."""
+
+
+@pytest.mark.parametrize(
+    ("exc", "reattach", "retries_left", "leaves"),
+    [
+        (ConnectionError("blip"), True, True, True),  # the retry reattaches
+        (ConnectionError("blip"), True, False, False),  # last attempt
+        (ConnectionError("blip"), False, True, False),  # the retry would not find it
+        (PermanentError("bad"), True, True, False),  # no retry follows a permanent error
+        (TimeoutError("task timed out"), True, True, False),
+        (asyncio.CancelledError(), True, True, False),  # a stop
+        (KeyboardInterrupt(), True, True, False),
+    ],
+)
+def test_leaves_for_retry_table(
+    exc: BaseException, reattach: bool, retries_left: bool, leaves: bool
+) -> None:
+    assert leaves_for_retry(exc, reattach=reattach, retries_left=retries_left) is leaves
+
+
+@pytest.mark.parametrize(
+    ("state", "leave", "action"),
+    [
+        (SessionState.NEW, False, AbortAction.NOTHING),
+        (SessionState.NEW, True, AbortAction.NOTHING),
+        (SessionState.SUBMITTING, False, AbortAction.CANCEL_BY_NAME),
+        (SessionState.SUBMITTING, True, AbortAction.LEAVE_BY_NAME),
+        (SessionState.INTERRUPTED, False, AbortAction.CANCEL_BY_NAME),
+        (SessionState.INTERRUPTED, True, AbortAction.LEAVE_BY_NAME),
+        (SessionState.WATCHING, False, AbortAction.CANCEL),
+        (SessionState.WATCHING, True, AbortAction.LEAVE),
+        (SessionState.ENDED, False, AbortAction.NOTHING),
+        (SessionState.ENDED, True, AbortAction.NOTHING),
+    ],
+)
+def test_abort_action_table(state: SessionState, leave: bool, action: AbortAction) -> None:
+    assert abort_action(state, leave) is action
+
+
+def test_abort_actions_cover_every_state() -> None:
+    assert set(ABORT_ACTIONS) == {(st, leave) for st in SessionState for leave in (False, True)}
+
+
+def test_the_session_state_follows_the_app(table: JobTable) -> None:
+    running(table)
+    s = session(table)
+    assert s.state is SessionState.NEW
+    handle = start_running(s, table)
+    assert s.state is SessionState.WATCHING
+    table.set_state(app_id(handle), AppState.SUCCEEDED)
+    s.poll_once()
+    assert s.state is SessionState.ENDED
+
+
+def test_a_job_session_raises_for_a_cancelled_app(table: JobTable) -> None:
+    """A JobRun has no Cancelled state to end in: its finish raises AppCancelledError."""
+    from torchx_prefect.errors import AppCancelledError
+
+    table.final = AppState.CANCELLED
+    s = session(table)
+    s.kind = "job"
+    s.start()
+    while outcome_for(obs := s.poll_once()) is Outcome.WAIT:
+        pass
+    with pytest.raises(AppCancelledError):
+        s.finish(obs)
+
+
+@pytest.mark.parametrize("how", ["reattached", "reused"])
+def test_a_later_attempt_logs_the_apps_lines_from_the_start_once(
+    table: JobTable, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 22: a reattached or reused app's earlier lines reach the new attempt's log, once."""
+    running(table)
+    store = MemoryStore()
+    handle = start_running(session(table, store, identity(1, retries=1)), table)
+    table.append_log(app_id(handle), "worker", 0, "early 1", "early 2")
+    if how == "reused":
+        table.set_state(app_id(handle), AppState.SUCCEEDED)
+    later = session(table, store, identity(2, retries=1), stream_logs=True)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert later.start() == handle and later.attachment.how == how
+        table.set_state(app_id(handle), AppState.SUCCEEDED)
+        assert drive_started(later).state == AppState.SUCCEEDED
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[worker/0]")]
+    assert lines.count("[worker/0] early 1") == 1 and lines.count("[worker/0] early 2") == 1
+    assert len(lines) == len(set(lines))  # one attempt never gives a line twice
+
+
+def drive_started(s: Session) -> Any:
+    while outcome_for(obs := s.poll_once()) is Outcome.WAIT:
+        pass
+    return s.end_task(obs)
+
+
 def test_abort_does_not_cancel_an_app_a_newer_attempt_adopted(table: JobTable) -> None:
     running(table)
     store = MemoryStore()
@@ -360,7 +464,7 @@ class SlowSubmit:
         self.before = before  # True: the app appears only when the submission returns
         self.table = table
 
-    def install(self, s: _Session) -> None:
+    def install(self, s: Session) -> None:
         sched = s.runner._scheduler("fake")
         real = sched.schedule
 

@@ -63,7 +63,8 @@ def local_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 @pytest.fixture
 def env(prefect_server: None, local_root: Path) -> Iterator[Path]:
-    """A real Prefect API and a local-scheduler root; asserts no app process is left after the test."""
+    """A real Prefect API and a local-scheduler root; asserts no app process is left after the
+    test."""
     yield local_root
     leftovers = wait_no_app_processes(local_root)
     assert leftovers == [], f"app processes left behind: {leftovers}"
@@ -447,26 +448,39 @@ class BlipOnce:
 
     The app waits for ``release`` to exist, and the file is created only when the scheduler's
     apps are listed after that failure (the retry looking for its app), so the app is still
-    running when the retry looks for it however slow the machine is.
+    running when the retry looks for it however slow the machine is. With ``written``, that
+    listing first waits (bounded) until the app's log holds that line, so the retry attaches
+    to an app whose early lines are already written.
     """
 
-    def __init__(self, runner: Any, blips: list[int], release: Path) -> None:
+    def __init__(
+        self, runner: Any, blips: list[str], release: Path, written: str | None = None
+    ) -> None:
         self._runner = runner
         self._blips = blips
         self._release = release
+        self._written = written
 
     def run(self, *args: Any, **kwargs: Any) -> str:
         handle = self._runner.run(*args, **kwargs)
         if not self._blips:
-            self._blips.append(1)
+            self._blips.append(handle)
             raise ConnectionError(f"scheduler API blip after {handle} was created")
         return handle
 
     def list(self, *args: Any, **kwargs: Any) -> Any:
         rows = self._runner.list(*args, **kwargs)
         if self._blips:
+            self._wait_for_log(self._blips[0])
             self._release.touch()
         return rows
+
+    def _wait_for_log(self, handle: str) -> None:
+        deadline = time.monotonic() + 120
+        while self._written is not None and time.monotonic() < deadline:
+            if any(self._written in line for line in self._runner.log_lines(handle, "worker", 0)):
+                return
+            time.sleep(0.1)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
@@ -478,15 +492,20 @@ def test_retry_reattaches_instead_of_submitting_twice(
 ) -> None:
     from prefect import flow
 
-    from torchx_prefect import run_app, run_app_sync, tasks
+    from torchx_prefect import _session, run_app, run_app_sync
 
-    blips: list[int] = []
+    blips: list[str] = []
     release = env / f"release-{flavour}"
-    monkeypatch.setattr(tasks, "_new_runner", lambda: BlipOnce(get_runner(), blips, release))
     name = f"reattach{flavour}"
+    last_early = f"early line 5 of 5 ({name})"
+    monkeypatch.setattr(
+        _session, "new_runner", lambda: BlipOnce(get_runner(), blips, release, last_early)
+    )
     app = py_app(
         name,
         "import os, time\n"
+        # written before the retry reattaches (the app waits for it): issue 22, every line once
+        f"for i in range(1, 6): print(f'early line {{i}} of 5 ({name})', flush=True)\n"
         "deadline = time.monotonic() + 300\n"
         f"while not os.path.exists({str(release)!r}) and time.monotonic() < deadline:\n"
         "    time.sleep(0.05)\n"
@@ -519,6 +538,12 @@ def test_retry_reattaches_instead_of_submitting_twice(
     )
     assert any("for the retry" in m for m in logs), logs
     assert any("Reattached to running TorchX app" in m for m in logs), logs
+    # the reattaching attempt streams the app's log from its start: every line, once
+    wanted = [f"[worker/0] early line {i} of 5 ({name})" for i in range(1, 6)]
+    wanted.append("[worker/0] finished once")
+    logs = flow_run_logs(state.state_details.flow_run_id, *wanted)
+    counts = {w: sum(m.endswith(w) for m in logs) for w in wanted}
+    assert {w: n for w, n in counts.items() if n != 1} == {}, logs
 
 
 # ---------------------------------------------------------------------------------------------
