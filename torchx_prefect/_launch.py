@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchx_core.runner.launch_options import LaunchOptions, seconds_problem
+from torchx_core.runner.launch_options import LaunchOptions, given, seconds_problem
 from torchx_core.runner.lifecycle import InvalidTaskArgumentError
 from torchx_core.specs import NONE, AppDef, AppState, AppStatus
 
@@ -133,7 +133,7 @@ def validate_args(
     )
     problems += options.problems(_NAMES)
     if workspace is not None and not isinstance(workspace, str):
-        problems.append(f"workspace must be a path string or None, got {workspace!r}")
+        problems.append(f"workspace must be a path string or None, got {given(workspace)}")
     cancel = seconds_problem("cancel_timeout", cancel_timeout, allow_zero=False)
     if cancel is not None:
         problems.append(cancel)

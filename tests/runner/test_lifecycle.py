@@ -1176,7 +1176,7 @@ def test_bad_seconds_are_explained() -> None:
 
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock("5")  # type: ignore[arg-type]
-    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got '5'"
+    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got '5' (str)"
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock(-1)
     assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got -1"

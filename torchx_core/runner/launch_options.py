@@ -60,6 +60,17 @@ class InvalidLaunchOptionsError(InvalidTaskArgumentError):
         return (type(self), (self.what, self.problems))
 
 
+def given(value: object) -> str:
+    """How a message shows the value a user gave: its repr, with its type unless a number.
+
+    >>> given(0.5), given("30"), given(None)
+    ('0.5', "'30' (str)", 'None (NoneType)')
+    """
+    if type(value) in (int, float):
+        return repr(value)
+    return f"{value!r} ({type(value).__name__})"
+
+
 def seconds_problem(name: str, value: object, allow_zero: bool) -> str | None:
     """The problem with a duration ``value`` (a finite ``int``/``float`` > 0, or >= 0), or None.
 
@@ -72,19 +83,19 @@ def seconds_problem(name: str, value: object, allow_zero: bool) -> str | None:
     if number and math.isfinite(value) and (value > 0 or (allow_zero and value == 0)):  # type: ignore[arg-type,operator]
         return None
     bound = ">= 0" if allow_zero else "> 0"
-    return f"{name} must be a finite number of seconds {bound}, got {value!r}"
+    return f"{name} must be a finite number of seconds {bound}, got {given(value)}"
 
 
 def count_problem(name: str, value: object) -> str | None:
     """The problem with a count ``value`` (an ``int`` >= 0, not a bool), or None."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return None
-    return f"{name} must be an int >= 0, got {value!r}"
+    return f"{name} must be an int >= 0, got {given(value)}"
 
 
 def flag_problem(name: str, value: object) -> str | None:
     """The problem with an on/off switch ``value`` (``True`` or ``False``), or None."""
-    return None if isinstance(value, bool) else f"{name} must be True or False, got {value!r}"
+    return None if isinstance(value, bool) else f"{name} must be True or False, got {given(value)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,19 +136,19 @@ class LaunchOptions:
         if not isinstance(scheduler, str) or not scheduler.strip():
             found.append(
                 f"{name('scheduler', 'scheduler')} must be a scheduler name such as 'local_cwd'"
-                f" (`torchx schedulers` lists them), got {scheduler!r}"
+                f" (`torchx schedulers` lists them), got {given(scheduler)}"
             )
         cfg: object = self.cfg
         if cfg is not None and not isinstance(cfg, Mapping):
             found.append(
                 f"{name('cfg', 'cfg')} must be a mapping (dict) of the scheduler's run options,"
-                f" got {cfg!r}"
+                f" got {given(cfg)}"
             )
         workspace: object = self.workspace
         if workspace is not None and not isinstance(workspace, (str, Workspace)):
             found.append(
                 f"{name('workspace', 'workspace')} must be a path or URL string, a Workspace or"
-                f" None, got {workspace!r}"
+                f" None, got {given(workspace)}"
             )
         found += [
             seconds_problem(name("poll_interval", "poll_interval"), self.poll_interval, False),
