@@ -7,7 +7,10 @@ There is no task state store before Airflow 3.3, so every try calls ``submit_job
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class ResumableJobMixin:
@@ -19,7 +22,7 @@ class ResumableJobMixin:
         super().__init__(**kwargs)
         self.durable = durable
 
-    def execute_resumable(self, context: Any) -> Any:
+    def execute_resumable(self, context: Context) -> Any:
         """Submits the job, waits for it, returns its result."""
         external_id = self.submit_job(context)  # type: ignore[attr-defined]
         self.poll_until_complete(external_id, context)  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Airflow glue around the shared app lifecycle (no Airflow imports).
+"""Airflow glue around the shared app lifecycle (no Airflow imports at run time).
 
 * the identity of a task instance (names its app) and the owner token of a task try;
 * opening and closing Runners;
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from torchx_core.specs import AppState, AppStatus, parse_app_handle
 
 if TYPE_CHECKING:
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
+
     from torchx_airflow.hook import ConnectionSettings
     from torchx_core.runner import Runner
 
@@ -34,13 +36,13 @@ def open_runner(factory: RunnerFactory) -> Iterator[Runner]:
         runner.close()
 
 
-def task_identity(ti: Any) -> tuple[str, str, str, int]:
+def task_identity(ti: RuntimeTaskInstanceProtocol) -> tuple[str, str, str, int]:
     """``(dag_id, task_id, run_id, map_index)``: the same on every try of a task instance."""
     map_index = ti.map_index if ti.map_index is not None else -1
     return (str(ti.dag_id), str(ti.task_id), str(ti.run_id), int(map_index))
 
 
-def owner_token(ti: Any) -> str:
+def owner_token(ti: RuntimeTaskInstanceProtocol) -> str:
     """The owner token of one task try, recorded with the app it submits or adopts:
     ``airflow:<dag>/<task>/<run>/<map index>#try=<n>``."""
     dag_id, task_id, run_id, map_index = task_identity(ti)

@@ -5,10 +5,14 @@ else the app's UI URL (when its scheduler has one)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torchx_airflow._airflow import BaseOperatorLink
 from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_app_url
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -51,7 +55,7 @@ class TorchXAppLink(BaseOperatorLink):
 
     name = "TorchX app"
 
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         """Returns the link for the app the task ran (``""`` when there is none)."""
         return app_link(
             getattr(operator, HANDLE_ATTR, None),

@@ -74,6 +74,9 @@ from torchx_core.specs import AppDef, AppStatus
 from torchx_core.specs.errors import is_permanent_error
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pydantic import JsonValue
+
     from torchx_core.runner import Runner
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -247,7 +250,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
 
     # -- entry points -------------------------------------------------------------------------
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         """Submits (or reattaches to) the app and waits for it; see the module docstring."""
         try:
             self._start_try(context)
@@ -262,7 +265,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             self._close_runner()
 
     def execute_complete(
-        self, context: Any, event: dict[str, Any], log_positions: dict[str, int] | None = None
+        self, context: Context, event: dict[str, Any], log_positions: dict[str, int] | None = None
     ) -> dict[str, Any]:
         """Resumes after :py:class:`TorchXTrigger` fired: gives the log lines not given before
         deferring (``log_positions``), maps the event to the task outcome."""
@@ -295,7 +298,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         finally:
             self._close_runner()
 
-    def _show_tracker_results(self, context: Any, result: Any) -> None:
+    def _show_tracker_results(self, context: Context, result: Any) -> None:
         """What a SUCCEEDED app recorded through its tracker (``torchx_core.tracker``): the
         ``tracker_metadata`` XCom and a log line (nothing without a configured tracker)."""
         if not isinstance(result, Mapping) or not result.get("app_handle"):
@@ -343,14 +346,14 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
 
     # -- ResumableJobMixin hooks ----------------------------------------------------------------
 
-    def submit_job(self, context: Any) -> str:
+    def submit_job(self, context: Context) -> str:
         """Attaches to this task's app (submitting it if needed); returns the app handle."""
         runner = self._get_runner()
         # unknown keys are an error here (the Runner only warns): says which keys are valid
         check_run_options(runner, self._scheduler, self._cfg)
         return self._attach(context, known_handle=None)
 
-    def get_job_status(self, external_id: Any, context: Any) -> str:
+    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
         """The app's phase name (``"VANISHED"`` when the scheduler does not know it)."""
         obs = self._lifecycle().poll(str(external_id), max_age=0)
         return VANISHED_STATUS if obs.phase is Phase.VANISHED else obs.phase.name
@@ -364,7 +367,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         return self._phase(status) is Phase.SUCCEEDED
 
     # The mixin declares ``-> None`` but returns this value on its reconnect path.
-    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def poll_until_complete(self, external_id: JsonValue, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """Pushes the handle to XCom and waits (blocking or deferred); returns the status dict."""
         handle = str(external_id)
         if self._attachment is None or self._attachment.app_handle != handle:
@@ -390,7 +393,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
                 self._defer_to_trigger(handle, context, positions)
         return self._wait_on_worker(handle, obs, follower)
 
-    def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
+    def get_job_result(self, external_id: JsonValue, context: Context) -> dict[str, Any]:
         """The final status dict (checked again when a retry finds a finished app)."""
         if self._result is not None:
             return self._result
@@ -405,7 +408,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         except KeyError:
             return phase_for(status)
 
-    def _start_try(self, context: Any) -> None:
+    def _start_try(self, context: Context) -> None:
         ti = context["ti"]
         self._owner = owner_token(ti)
         self._identity = task_identity(ti)
@@ -475,7 +478,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         if runner is not None:
             runner.close()
 
-    def _build_app(self, runner: Runner, context: Any) -> AppDef:
+    def _build_app(self, runner: Runner, context: Context) -> AppDef:
         """The rendered AppDef, or the materialized component (named by the lifecycle)."""
         if self.app is not None:
             app = copy.deepcopy(self.app)
@@ -485,7 +488,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         app.name = app.name or context["ti"].task_id
         return app
 
-    def _attach(self, context: Any, known_handle: str | None) -> str:
+    def _attach(self, context: Context, known_handle: str | None) -> str:
         """Submits, reattaches or reuses (the lifecycle's policy); this try becomes the owner."""
         life = self._lifecycle()
         app = self._build_app(life.runner, context)
@@ -508,7 +511,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             )
         return att.app_handle
 
-    def _reattach(self, context: Any, handle: str) -> str:
+    def _reattach(self, context: Context, handle: str) -> str:
         """Adopts the stored handle's app (recording this try as owner); a failed or vanished one
         is replaced by a new app, whose handle is stored."""
         new = self._attach(context, known_handle=handle)
@@ -517,7 +520,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             store.set(self.external_id_key, new)
         return new
 
-    def _announce(self, handle: str, context: Any) -> Observation:
+    def _announce(self, handle: str, context: Context) -> Observation:
         """Reads the status and pushes ``app_handle`` / ``ui_url`` to XCom (before waiting)."""
         obs = self._lifecycle().poll(handle, max_age=0)
         ti = context["ti"]
@@ -578,7 +581,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         return obs
 
     def _defer_to_trigger(
-        self, handle: str, context: Any, log_positions: dict[str, int] | None
+        self, handle: str, context: Context, log_positions: dict[str, int] | None
     ) -> NoReturn:
         from torchx_airflow.trigger import TorchXTrigger
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import (
     AirflowException,
@@ -40,6 +40,11 @@ from torchx_core.runner.lifecycle import (
 )
 from torchx_core.specs import parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from torchx_core.runner import Runner
 
 __all__ = ["TorchXSensor"]
 
@@ -115,7 +120,7 @@ class TorchXSensor(BaseSensorOperator):
         self.torchx_conn_id = torchx_conn_id
         self._unknown_since: float | None = None
 
-    def poke(self, context: Any) -> bool | PokeReturnValue:
+    def poke(self, context: Context) -> bool | PokeReturnValue:
         """One status check: done (with the status dict), not yet, or raise per the state table."""
         try:
             parse_app_handle(self.app_handle)
@@ -144,7 +149,7 @@ class TorchXSensor(BaseSensorOperator):
                 return False
             return PokeReturnValue(is_done=True, xcom_value=self._final(life, obs))
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         """Pokes (or reschedules) as configured; in deferrable mode, defers after one poke."""
         if not self.deferrable:
             return super().execute(context)
@@ -167,7 +172,7 @@ class TorchXSensor(BaseSensorOperator):
             timeout=timedelta(seconds=timeout_s + 60) if timeout_s is not None else None,
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Maps the trigger's event to the sensor outcome."""
         end = TriggerEnd(event.get("event"))
         message = str(event.get("message", ""))
@@ -186,10 +191,10 @@ class TorchXSensor(BaseSensorOperator):
         settings = TorchXHook(DEFAULT_CONN_ID).settings(missing_ok=True)
         return conn_id_to_look_up(DEFAULT_CONN_ID, settings, DEFAULT_CONN_ID)
 
-    def _new_runner(self) -> Any:
+    def _new_runner(self) -> Runner:
         return runner_for(self.torchx_conn_id, self.runner_factory)
 
-    def _lifecycle(self, runner: Any) -> AppLifecycle:
+    def _lifecycle(self, runner: Runner) -> AppLifecycle:
         # the sensor never cancels: it only reads statuses and logs through the lifecycle
         return AppLifecycle(
             runner,
@@ -209,7 +214,7 @@ class TorchXSensor(BaseSensorOperator):
             raise (exc if exc is not None else AirflowException(str(e))) from e
         return status_payload(self.app_handle, status)
 
-    def _grace_expired(self, phase: Phase, context: Any) -> bool:
+    def _grace_expired(self, phase: Phase, context: Context) -> bool:
         """UNKNOWN/VANISHED grace across pokes; in reschedule mode (a new sensor object per poke)
         the streak's start is kept in the task state store."""
         store = context.get("task_state_store") if self.mode == "reschedule" else None
