@@ -448,13 +448,13 @@ def test_validate_args_defaults_are_the_tasks_defaults() -> None:
 
     from torchx_prefect.tasks import run_app, run_app_sync
 
-    checked = inspect.signature(validate_args).parameters
+    spec = validate_args("utils.echo")  # every option left to its default
     for task in (run_app, run_app_sync):
         for name, param in inspect.signature(task.fn).parameters.items():
-            if name in ("app", "app_args"):
+            if name in ("app", "app_args", "cfg"):
                 continue
-            assert checked[name].default == param.default, (task.name, name)
-    assert "scheduler" in checked and checked["scheduler"].default == "local_cwd"
+            assert getattr(spec, name) == param.default, (task.name, name)
+    assert spec.scheduler == "local_cwd" and spec.cfg == {}
 
 
 def test_app_args_with_an_appdef_says_where_the_arguments_go() -> None:
