@@ -2,13 +2,13 @@
 
 Public names (imported lazily, so ``import torchx_airflow`` alone does not import Airflow):
 
-* :py:class:`TorchXOperator` – submit an AppDef or component and wait for it
-* :py:class:`TorchXTrigger` – the deferrable wait, in the triggerer
-* :py:class:`TorchXSensor` – wait on an existing app handle
-* :py:class:`TorchXAppLink` – the "TorchX app" UI link
-* :py:class:`TorchXHook` – a Runner from an Airflow connection of type ``torchx``
-* :py:mod:`torchx_airflow.states` – the lifecycle phase -> Airflow outcome table
-* :py:class:`TorchXAirflowError` – the root of this package's errors
+* :py:class:`TorchXOperator` - submit an AppDef or component and wait for it
+* :py:class:`TorchXTrigger` - the deferrable wait, in the triggerer
+* :py:class:`TorchXSensor` - wait on an existing app handle
+* :py:class:`TorchXAppLink` - the "TorchX app" UI link
+* :py:class:`TorchXHook` - a Runner from an Airflow connection of type ``torchx``
+* :py:mod:`torchx_airflow.states` - the lifecycle phase -> Airflow outcome table
+* :py:class:`TorchXAirflowError` - the root of this package's errors
   (:py:mod:`torchx_airflow.errors`)
 
 Without Airflow installed, using them raises

@@ -3,12 +3,12 @@
 
 A ``torchx`` connection holds, in its ``extra`` (JSON):
 
-* ``scheduler`` – the TorchX scheduler (``"slurm"``, ``"kubernetes"``, ``"aws_batch"``...)
-* ``cfg`` – the scheduler's run options (a JSON object)
-* ``session_name`` – the Runner's session name (default ``"torchx"``)
-* ``env`` – environment for the scheduler client (a JSON object: ``SLURM_CONF``, ``KUBECONFIG``,
+* ``scheduler`` - the TorchX scheduler (``"slurm"``, ``"kubernetes"``, ``"aws_batch"``...)
+* ``cfg`` - the scheduler's run options (a JSON object)
+* ``session_name`` - the Runner's session name (default ``"torchx"``)
+* ``env`` - environment for the scheduler client (a JSON object: ``SLURM_CONF``, ``KUBECONFIG``,
   ``AWS_PROFILE``, ``AWS_DEFAULT_REGION``...)
-* ``dashboard_url`` – a ``torchx dashboard``'s address: the task's "TorchX app" link opens the
+* ``dashboard_url`` - a ``torchx dashboard``'s address: the task's "TorchX app" link opens the
   app's page there (default ``$TORCHX_DASHBOARD_URL``; unset: the scheduler's UI URL)
 
 and in its ``password``: secret environment variables (a JSON object, e.g.

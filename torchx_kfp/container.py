@@ -296,7 +296,7 @@ def _build_component(app: AppDef, role: Role, inputs: Mapping[str, type]) -> Any
     entrypoint, args = role.entrypoint, list(role.args)
 
     def container_fn(*placeholders: Any) -> Any:
-        by_name = dict(zip(inputs, placeholders))
+        by_name = dict(zip(inputs, placeholders, strict=True))
         return dsl.ContainerSpec(
             image=role.image,
             command=[_substitute_inputs(entrypoint, by_name)],

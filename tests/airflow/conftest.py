@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_harness import AirflowEnv, DagRunResult
 from airflow_versions import AIRFLOW_VERSION
+from support.airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
+from support.airflow_fakes import Cluster
+
+from torchx_core.specs import AppDef, Role
 
 #: the executor needs Airflow >= 3.3 (torchx_airflow.executors.MIN_AIRFLOW); on older releases
 #: test_airflow_executor_version.py checks that importing it says so, and its own tests (which
@@ -36,11 +41,6 @@ collect_ignore = (
     if AIRFLOW_VERSION < (3, 3)
     else []
 )
-from airflow_harness import AirflowEnv, DagRunResult
-from support.airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
-from support.airflow_fakes import Cluster
-
-from torchx_core.specs import AppDef, Role
 
 if "airflow" not in sys.modules and "AIRFLOW_HOME" not in os.environ:
     # Unit tests import Airflow in this process: keep its config/log files out of ~/airflow.

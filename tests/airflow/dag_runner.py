@@ -13,6 +13,7 @@ once).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import runpy
 import sys
@@ -37,10 +38,8 @@ def _xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
         for row in rows:
             value = row.value
             if isinstance(value, str):
-                try:
+                with contextlib.suppress(ValueError):
                     value = json.loads(value)
-                except ValueError:
-                    pass
             key = row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"
             out.setdefault(key, {})[row.key] = value
     return out

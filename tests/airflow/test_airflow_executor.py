@@ -73,7 +73,9 @@ class Harness:
         self.runner = _runner(table)
         self.ex = TorchXExecutor(parallelism=300, runner=self.runner, ti_reader=self._rows)
         self.ex._settings = settings or ExecutorSettings(
-            task=TaskSettings(scheduler="fake", image="/tmp"), poll_interval=0.0, unknown_timeout=0.0,
+            task=TaskSettings(scheduler="fake", image="/tmp"),
+            poll_interval=0.0,
+            unknown_timeout=0.0,
             kill_grace=0.0,
         )  # fmt: skip
         self.ex.job_id = 7

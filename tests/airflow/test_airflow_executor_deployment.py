@@ -171,7 +171,8 @@ def test_dag_with_dependencies_xcoms_and_retries_runs_on_local_cwd(
 
 
 def slurm_jobs(dep: AirflowDeployment, since: str) -> dict[str, str]:
-    """``{job id: state}`` of the executor's Slurm jobs (``sacct``) started at ``since`` or later."""
+    """``{job id: state}`` of the executor's Slurm jobs (``sacct``) started at ``since`` or
+    later."""
     proc = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-S", since, "--name", "airflow-task-0",
          "-o", "JobID,State,WorkDir"],
@@ -263,8 +264,11 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
         wait_until(lambda: not alive(old), 30, "the scheduler to die")
         mark = len(dep.service_log("scheduler"))
         restart_scheduler(dep)
-        wait_until(lambda: dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey") >= 5,
-                   240, "the new scheduler to adopt the 5 running tasks")  # fmt: skip
+
+        def adopted() -> int:
+            return dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey")
+
+        wait_until(lambda: adopted() >= 5, 240, "the new scheduler to adopt the 5 running tasks")
     finally:
         release(dep, run)
     assert wait_run(dep, dag, run) == "success"
@@ -277,8 +281,11 @@ def test_sigkilled_scheduler_restarts_and_adopts_the_running_jobs(
     def run_jobs() -> dict[str, str]:  # sacct -S also lists earlier tests' jobs that ended since
         return {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier}
 
-    jobs = wait_until(lambda: (j := run_jobs()) and len(j) >= 6 and not live & set(j.values()) and j,
-                      120, "the run's jobs to end")  # fmt: skip
+    def ended_jobs() -> dict[str, str] | None:  # falsy until the run's 6 jobs have all ended
+        j = run_jobs()
+        return j if len(j) >= 6 and not live & set(j.values()) else None
+
+    jobs = wait_until(ended_jobs, 120, "the run's jobs to end")
     assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs
 
 
@@ -296,7 +303,10 @@ def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
         mark = len(dep.service_log("scheduler"))
         dep.clear_ti(dag, run, "hold_0")
         dep.set_ti_state(dag, run, "hold_1", "failed")
-        log = lambda: dep.service_log("scheduler")[mark:]
+
+        def log() -> str:
+            return dep.service_log("scheduler")[mark:]
+
         cancelled = (
             "task_id='hold_0', run_id='{}', try_number=1, map_index=-1): its task instance is"
         )

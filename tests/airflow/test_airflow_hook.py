@@ -106,7 +106,9 @@ def test_a_connection_of_another_type_is_refused(monkeypatch: pytest.MonkeyPatch
 
 
 def test_missing_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(InvalidConnectionError, match="no connection 'absent'.*AIRFLOW_CONN_ABSENT"):
+    with pytest.raises(
+        InvalidConnectionError, match=r"no connection 'absent'.*AIRFLOW_CONN_ABSENT"
+    ):
         TorchXHook("absent").settings()
     assert TorchXHook("absent").settings(missing_ok=True) == ConnectionSettings()
 

@@ -370,7 +370,7 @@ def test_execution_timeout_reaches_on_kill_without_draining_the_logs(
 
 
 def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) -> None:
-    with pytest.raises(AirflowFailException, match="queu.*Did you mean.*queue") as ei:
+    with pytest.raises(AirflowFailException, match=r"queu.*Did you mean.*queue") as ei:
         _op(cluster, app, cfg={"queu": "x"}).execute(make_context(FakeStore()))
     assert isinstance(ei.value.__cause__, InvalidRunConfigException)  # not retried
     assert "the task (scheduler 'fake', cfg ['queu'])" in str(ei.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -68,10 +69,8 @@ def local_apps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
         problems.append(f"apps left running after the test (cancelled now): {leftover_apps}")
     leftover = _leftover_processes(root, marker)
     for pid in leftover:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     if leftover:
         problems.append(f"processes left behind by the test (killed now): {leftover}")
     if problems:
@@ -95,8 +94,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def moto_batch_queue(
-    moto_server: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[str, Any]]:  # noqa: F811
+    moto_server: str,  # noqa: F811 - the fixture imported above
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[str, Any]]:
     """A fresh Batch job queue on the moto server (the session's), and the AWS environment the
     launcher step (a kfp.local subprocess) reads."""
     import boto3

@@ -320,7 +320,7 @@ def test_gpu_plus_devices_is_rejected() -> None:
 
 
 def test_not_an_appdef_is_rejected() -> None:
-    with pytest.raises(UnsupportedAppError, match="expected a torchx_core.specs.AppDef"):
+    with pytest.raises(UnsupportedAppError, match=r"expected a torchx_core\.specs\.AppDef"):
         component_from_app({"name": "x"})  # type: ignore[arg-type]
 
 

@@ -12,7 +12,8 @@ def test_unknown_kfp_state_lists_the_known_ones() -> None:
     with pytest.raises(UnknownKfpStateError) as e:
         app_state_from_kfp("nope")
     assert str(e.value) == (
-        "Unknown KFP state 'nope'. Known states: RUNTIME_STATE_UNSPECIFIED, PENDING, PAUSED, RUNNING,"
+        "Unknown KFP state 'nope'. Known states: RUNTIME_STATE_UNSPECIFIED, PENDING, PAUSED,"
+        " RUNNING,"
         " CANCELING, SUCCEEDED, SKIPPED, FAILED, CANCELED, CANCELLED, SUCCESS, FAILURE."
     )
 
@@ -21,5 +22,6 @@ def test_unknown_phase_lists_the_lifecycle_phases() -> None:
     with pytest.raises(UnknownKfpStateError) as e:
         step_outcome("nope")  # type: ignore[arg-type]
     assert str(e.value) == (
-        "'nope' is not a lifecycle phase; valid: waiting, succeeded, failed, cancelled, unknown, vanished"
+        "'nope' is not a lifecycle phase; valid: waiting, succeeded, failed, cancelled, unknown,"
+        " vanished"
     )

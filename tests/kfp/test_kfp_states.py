@@ -96,7 +96,7 @@ def test_enum_by_value_is_accepted() -> None:
 
 
 def test_unknown_kfp_state_raises_typed_error_listing_valid_states() -> None:
-    with pytest.raises(UnknownKfpStateError, match="Known states: .*SUCCEEDED") as info:
+    with pytest.raises(UnknownKfpStateError, match=r"Known states: .*SUCCEEDED") as info:
         app_state_from_kfp("EXPLODED")
     assert isinstance(info.value, ValueError)
 

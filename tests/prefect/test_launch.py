@@ -440,3 +440,27 @@ def test_status_markdown_cells_are_one_line_and_at_most_300_characters() -> None
     assert f"**Message:** {'x' * 297}...\n" in md
     md = status_markdown("h", AppStatus(AppState.FAILED, msg="line one\nline two"))
     assert "**Message:** line one line two\n" in md
+
+
+def test_validate_args_defaults_are_the_tasks_defaults() -> None:
+    """The tasks and blocks pass every option; a direct caller gets exactly run_app's defaults."""
+    import inspect
+
+    from torchx_prefect.tasks import run_app, run_app_sync
+
+    checked = inspect.signature(validate_args).parameters
+    for task in (run_app, run_app_sync):
+        for name, param in inspect.signature(task.fn).parameters.items():
+            if name in ("app", "app_args"):
+                continue
+            assert checked[name].default == param.default, (task.name, name)
+    assert "scheduler" in checked and checked["scheduler"].default == "local_cwd"
+
+
+def test_app_args_with_an_appdef_says_where_the_arguments_go() -> None:
+    with pytest.raises(InvalidTaskArgumentError) as info:
+        _validate(echo_app("given"), app_args=["--msg", "hi"])
+    assert (
+        "app_args is only used with a component name, but app is an AppDef; put the arguments"
+        " into the AppDef's roles or pass a component name such as 'utils.echo' instead"
+    ) in str(info.value)

@@ -58,7 +58,7 @@ def test_env_override_reads_only_that_file(
     config.apply("fake", cfg, run_opts=_opts())
     assert cfg == {"queue": "env"}
     monkeypatch.setenv("TORCHXCONFIG", str(tmp_path / "missing.ini"))
-    with pytest.raises(ConfigError, match="missing.ini"):
+    with pytest.raises(ConfigError, match=r"missing\.ini"):
         config.find_configs()
 
 
@@ -120,7 +120,8 @@ def test_component_and_cli_sections(dirs: tuple[Path, Path]) -> None:
     home, cwd = dirs
     (home / ".torchxconfig").write_text("[component:dist.ddp]\nj = 2x2\n")
     (cwd / ".torchxconfig").write_text(
-        "[component:dist.ddp]\nj = 1x1\ncpu = 4\n[cli:run]\nscheduler = fake\ncomponent = utils.echo\n"
+        "[component:dist.ddp]\nj = 1x1\ncpu = 4\n"
+        "[cli:run]\nscheduler = fake\ncomponent = utils.echo\n"
         "[:bad]\nx = 1\n[component:]\ny = 2\n"
     )
     assert config.load_sections("component") == {"dist.ddp": {"j": "2x2", "cpu": "4"}}

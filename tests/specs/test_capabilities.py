@@ -22,7 +22,7 @@ def test_set_get_default_and_plain_key() -> None:
 def test_wrong_type_is_a_type_error(stored: object) -> None:
     bw = CapabilityKey("aws", "bw", int)
     res = Resource(cpu=1, gpu=0, memMB=1, capabilities={"aws.bw": stored})
-    with pytest.raises(TypeError, match="capability `aws.bw` expected `int`"):
+    with pytest.raises(TypeError, match=r"capability `aws\.bw` expected `int`"):
         bw.get(res)
 
 

@@ -27,7 +27,8 @@ def test_accepts_old_and_new_style_hints(tmp_path: Path) -> None:
     src.write_text(
         "from typing import Dict, List, Optional, Union\n"
         "def c(a: List[str], b: list[int], c: Dict[str, str], d: dict[str, float],\n"
-        "      e: Optional[int] = None, f: 'str | None' = None, g: Union[bool, None] = None) -> 'AppDef':\n"
+        "      e: Optional[int] = None, f: 'str | None' = None,"
+        " g: Union[bool, None] = None) -> 'AppDef':\n"
         "    '''Doc.\n\n    Args:\n        a: a\n    '''\n"
     )
     assert validate(str(src), "c") == []
@@ -101,7 +102,9 @@ def test_get_fn_docstring_without_docstring() -> None:
 
 def test_parse_google_docstring_sections() -> None:
     desc, args = parse_google_docstring(
-        "Summary.\n\nMore.\n\nArgs:\n    x (int): the x\n    y: the y\n        more y\n\nRaises:\n    ValueError: bad\n"
+        "Summary.\n\nMore.\n\n"
+        "Args:\n    x (int): the x\n    y: the y\n        more y\n\n"
+        "Raises:\n    ValueError: bad\n"
     )
     assert desc == "Summary.\nMore."  # short then long description, as TorchX joins them
     assert args == {"x": "the x", "y": "the y more y"}

@@ -1,4 +1,5 @@
-"""Unit tests for named resources (register.py, named_resources_generic.py, named_resources_aws.py)."""
+"""Unit tests for named resources (register.py, named_resources_generic.py,
+named_resources_aws.py)."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ def test_tuples_replace_and_structural_mismatch_is_a_type_error() -> None:
     base = {"containers": [{"name": "old"}], "spec": {"a": 1}}
     apply_overlay(base, {"containers": ({"name": "new"},), "items": (1, 2)})
     assert base == {"containers": [{"name": "new"}], "spec": {"a": 1}, "items": [1, 2]}
-    with pytest.raises(OverlayTypeError, match="type mismatch for attr: `spec`. dict != str"):
+    with pytest.raises(OverlayTypeError, match=r"type mismatch for attr: `spec`\. dict != str"):
         apply_overlay(base, {"spec": "x"})
     with pytest.raises(OverlayTypeError, match="list != str"):
         apply_overlay({"a": [1]}, {"a": "b"})
@@ -249,7 +249,8 @@ def test_validate_overlay_messages() -> None:
             suggestion="use the V1Container overlay",
         )
     assert str(e.value) == (
-        "overlay overlay sets `overlay.env`, which must be set via the Role/AppDef attributes instead"
+        "overlay overlay sets `overlay.env`, which must be set via the Role/AppDef attributes"
+        " instead"
         " (not allowed in overlays: env); overlay overlay contains 'containers', which belong to"
         " a different overlay type. use the V1Container overlay"
     )
@@ -294,7 +295,7 @@ def test_overlay_spec_refuses_blocked_keys_both_ways() -> None:
     )
     assert role.metadata == {}
     set_overlay(role, "kubernetes", "V1Pod", {"env": []})  # stored around the spec
-    with pytest.raises(InvalidOverlayError, match="^V1Pod overlay sets `V1Pod.env`"):
+    with pytest.raises(InvalidOverlayError, match=r"^V1Pod overlay sets `V1Pod\.env`"):
         spec.get(role)
     bad = Role(name="r", image="i", metadata={"kubernetes": {"V1Pod": [1]}})
     with pytest.raises(InvalidOverlayError) as e:

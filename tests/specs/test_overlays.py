@@ -74,7 +74,8 @@ def test_join_merges_by_key_and_appends() -> None:
 
 
 def test_join_merges_matched_items_recursively() -> None:
-    """A matched item merges like a dict overlay: nested dicts merge, lists append, operators act."""
+    """A matched item merges like a dict overlay: nested dicts merge, lists append, operators
+    act."""
     base = {
         "containers": [
             {
@@ -187,7 +188,7 @@ def test_get_overlay_from_file_uri(tmp_path: Path, suffix: str, text: str) -> No
 def test_get_overlay_bad_file(tmp_path: Path) -> None:
     role = _role()
     role.metadata["kubernetes"] = str(tmp_path / "missing.json")
-    with pytest.raises(InvalidOverlayError, match="missing.json"):
+    with pytest.raises(InvalidOverlayError, match=r"missing\.json"):
         get_overlay(role, "kubernetes", "V1Pod")
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
@@ -240,7 +241,7 @@ def test_overlay_spec_declares_namespace_kind_and_blocklist() -> None:
     assert v1pod.get(role) == {
         "spec": {"nodeSelector": {"gpu": "true"}, "tolerations": [{"key": "gpu"}]}
     }
-    with pytest.raises(InvalidOverlayError, match="V1Pod.env"):
+    with pytest.raises(InvalidOverlayError, match=r"V1Pod\.env"):
         v1pod.set(role, {"env": {"A": "b"}})
     # a flat namespace dict written for another kind is not read as this kind
     other = Role(name="o", image="i", entrypoint="e", metadata={"kubernetes": {"spec": {}}})

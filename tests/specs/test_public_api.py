@@ -55,8 +55,12 @@ SPECS_NAMES = [
 ]
 
 SUBMODULE_NAMES = {
-    "torchx_core.specs.overlays": "set_overlay get_overlay apply_overlay validate_overlay PUT JOIN DEL",
-    "torchx_core.specs.file_linter": "validate get_fn_docstring LinterMessage ComponentFunctionValidator",
+    "torchx_core.specs.overlays": (
+        "set_overlay get_overlay apply_overlay validate_overlay PUT JOIN DEL"
+    ),
+    "torchx_core.specs.file_linter": (
+        "validate get_fn_docstring LinterMessage ComponentFunctionValidator"
+    ),
     "torchx_core.specs.named_resources_generic": "NAMED_RESOURCES",
     "torchx_core.specs.named_resources_aws": "NAMED_RESOURCES",
     "torchx_core.specs.builders": "materialize_appdef parse_args",

@@ -272,7 +272,8 @@ def test_resolve_keeps_unknown_keys_with_a_warning(caplog: pytest.LogCaptureFixt
         }  # type: ignore[dict-item]
     assert caplog.messages == [
         (
-            "unknown run option 'clusterNam'. Did you mean: 'cluster_name'? Valid options: cluster_name;"
+            "unknown run option 'clusterNam'. Did you mean: 'cluster_name'?"
+            " Valid options: cluster_name;"
             " passing it through unchecked"
         ),
         "unknown run option '3'. Valid options: cluster_name; passing it through unchecked",
@@ -298,9 +299,9 @@ def test_camel_case_keys_resolve_and_the_snake_spelling_wins(opts: runopts) -> N
         (True, bool, True),
         (1, bool, False),
         (1.0, float, True),
-        (None, Optional[int], True),
-        (3, Optional[int], True),
-        ("3", Optional[int], False),  # noqa: UP045
+        (None, Optional[int], True),  # noqa: UP045 - the typing spelling is under test
+        (3, Optional[int], True),  # noqa: UP045 - the typing spelling is under test
+        ("3", Optional[int], False),  # noqa: UP045 - the typing spelling is under test
         (["a"], list[str], True),
         (["a", 1], list[str], False),
         ("a", list[str], False),
@@ -326,7 +327,7 @@ def test_optional_types_cast_like_their_inner_type() -> None:
     assert runopt(None, Optional[bool], False, "").cast_to_type("no") is False  # noqa: UP045
     assert runopt(None, int | None, False, "").cast_to_type("5") == 5
     # a union of two real types is not unwrapped: it is cast as a whole and fails clearly
-    with pytest.raises(InvalidRunConfigException, match="cannot cast 'x' to int | str"):
+    with pytest.raises(InvalidRunConfigException, match=r"cannot cast 'x' to int \| str"):
         runopt(None, int | str, False, "").cast_to_type("x")  # type: ignore[arg-type]
 
 
@@ -371,7 +372,8 @@ def test_cfg_from_json_repr_errors_name_the_key(
         caplog.messages
         == [
             (
-                "unknown run option 'nn'. Did you mean: 'n'? Valid options: n, f, b, d, lit, col, opt, l;"
+                "unknown run option 'nn'. Did you mean: 'n'?"
+                " Valid options: n, f, b, d, lit, col, opt, l;"
                 " ignoring it"
             )
         ]

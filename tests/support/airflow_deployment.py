@@ -208,8 +208,8 @@ class AirflowDeployment:
 
         A user action before the triggerer picked the trigger up finds no trigger to run ``on_kill``
         on (Airflow only kills triggers a triggerer runs). And the deferring worker run's exit may
-        reach the scheduler seconds late (LocalExecutor): if the resumed task is running by then, the
-        scheduler marks it failed ("finished with state success, but the task instance's state
+        reach the scheduler seconds late (LocalExecutor): if the resumed task is running by then,
+        the scheduler marks it failed ("finished with state success, but the task instance's state
         attribute is running", an Airflow race independent of our code), so the tests let the apps
         end only after it.
         """

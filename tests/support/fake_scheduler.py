@@ -21,11 +21,15 @@ users take is the one tested.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from torchx_core.runner import Runner
 from torchx_core.schedulers.api import (
@@ -181,7 +185,7 @@ class FakeScheduler(Scheduler[FakeRequest]):
         assert app is not None
         steps = self.table.steps if self.table.steps is not None else self.steps
         job = FakeJob(app=app, request=req, steps=steps, final=self.table.final)
-        for name, n, entrypoint, args in req.roles:
+        for name, n, _entrypoint, _args in req.roles:
             for k in range(n):
                 job.logs[(name, k)] = [f"{name} {k} line {i}\n" for i in range(3)]
         self.table.jobs[app_id] = job
@@ -340,11 +344,6 @@ def create_scheduler(session_name: str, **kwargs: Any) -> FakeScheduler:
 
 
 # -- pytest fixtures (imported by the conftest files that need them) ---------------------------
-
-import sys
-from pathlib import Path
-
-import pytest
 
 
 def write_plugin_dist(site: Path, entry_points: str, name: str = "torchx_fake_plugin") -> Path:

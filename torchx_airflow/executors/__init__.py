@@ -41,6 +41,7 @@ def _check_airflow() -> None:
 
 _check_airflow()
 
-from torchx_airflow.executors.executor import TorchXExecutor
+# the version check must run before the executor module imports Airflow 3.3's classes
+from torchx_airflow.executors.executor import TorchXExecutor  # noqa: E402 - after the version check
 
 __all__ = ["MIN_AIRFLOW", "TorchXExecutor"]

@@ -71,7 +71,8 @@ class ConfigError(TorchXError, ValueError):
 
 
 class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
-    """``$TORCHXCONFIG`` names a file that does not exist (a ``FileNotFoundError``, as in TorchX)."""
+    """``$TORCHXCONFIG`` names a file that does not exist (a ``FileNotFoundError``, as in
+    TorchX)."""
 
 
 def _default_dirs() -> list[str]:

@@ -120,7 +120,8 @@ txe_hold_slurm = build_hold("txe_hold_slurm", SLURM, 5)
 
 def build_latency() -> DAG:
     """Three independent tasks that return when their code started (benchmarks/
-    bench_airflow_executor.py --latency): LocalExecutor, TorchXExecutor on local_cwd and on Slurm."""
+    bench_airflow_executor.py --latency): LocalExecutor, TorchXExecutor on local_cwd and on
+    Slurm."""
     with DAG("txe_latency", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
 
         @task

@@ -155,7 +155,7 @@ class log_event:
         for name, value in fields.items():
             setattr(event, name, value)
 
-    def __enter__(self) -> log_event:  # noqa: PYI034 - a plain class, not subclassed
+    def __enter__(self) -> log_event:
         if self.recording:
             self._cpu = time.process_time_ns()
             self._wall = time.perf_counter_ns()
