@@ -1,7 +1,9 @@
 """Repository-wide pytest configuration.
 
-Service fixtures live in `tests/**/**_fixtures.py` modules registered here (pytest only accepts
-``pytest_plugins`` in the root conftest). Append one line per module; never remove others' lines.
+Service fixtures live in `tests/support/<svc>_fixtures.py` modules, imported by name in the conftest
+of each directory that uses them; a module whose fixtures every directory needs is registered here
+instead (pytest only accepts ``pytest_plugins`` in the root conftest). Append one line per module;
+never remove others' lines.
 """
 
 pytest_plugins: list[str] = [

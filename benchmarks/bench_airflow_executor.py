@@ -1,7 +1,7 @@
 """TorchXExecutor: what one ``sync()`` costs with many queued tasks, and how fast a task starts.
 
 1. **200 queued tasks on Slurm** (the real ``slurm`` scheduler over the stateful fake Slurm of
-   ``tests/schedulers/slurm_fixtures.py``, so the shared test cluster is not filled with 200
+   ``tests/support/slurm_fixtures.py``, so the shared test cluster is not filled with 200
    jobs): Slurm commands per ``sync()`` cycle (one ``squeue`` for all) and the executor's CPU
    per cycle, as a share of one core at the default ``poll_interval``.
 2. **The same on the real test cluster** with N jobs (``sleep``; they hold the cluster's slots
@@ -32,8 +32,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "schedulers"))
-sys.path.insert(0, str(REPO / "tests" / "airflow"))
+sys.path.insert(0, str(REPO / "tests"))  # tests/support: the shared test helpers
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-executor-"))
 
 DEFAULT_POLL_S = 2.0  # ExecutorSettings.poll_interval
@@ -95,7 +94,7 @@ def cycles(ex: Any, calls: list[list[str]], n: int) -> dict[str, float]:
 
 
 def bench_fake(tasks: int, n: int) -> None:
-    from slurm_fixtures import FakeSlurm
+    from support.slurm_fixtures import FakeSlurm
 
     fake = FakeSlurm()
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +146,7 @@ def bench_real(tasks: int, n: int) -> None:
 
 
 def bench_latency(home: Path, runs: int) -> None:
-    from airflow_deployment import AirflowDeployment, wait_until
+    from support.airflow_deployment import AirflowDeployment, wait_until
 
     dep = AirflowDeployment(home)
     rows: dict[str, list[float]] = {}

@@ -1,7 +1,7 @@
 """Fixtures for the Airflow provider tests.
 
 Unit tests use ``airflow_fakes.py``: real Runners over the shared fake scheduler
-(``tests/runner/fake_scheduler.py``) and a fake task context; no database, no Airflow run.
+(``tests/support/fake_scheduler.py``) and a fake task context; no database, no Airflow run.
 
 Integration tests (``integration`` + ``airflow``) run DAG files with ``dag.test()``, one
 subprocess per run (``dag_runner.py``), against a real Airflow 3 with SQLite in a temporary
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
-from airflow_fakes import Cluster
 from airflow_harness import AirflowEnv, DagRunResult
 from airflow_versions import AIRFLOW_VERSION
+from support.airflow_deployment import airflow_deployment  # noqa: F401  (the real deployment)
+from support.airflow_fakes import Cluster
 
 from torchx_core.specs import AppDef, Role
 
@@ -51,7 +51,7 @@ if "airflow" not in sys.modules and "AIRFLOW_HOME" not in os.environ:
 
 @pytest.fixture
 def cluster() -> Cluster:
-    """The shared fake scheduler (``tests/runner/fake_scheduler.py``) under real Runners."""
+    """The shared fake scheduler (``tests/support/fake_scheduler.py``) under real Runners."""
     return Cluster()
 
 

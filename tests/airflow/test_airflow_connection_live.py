@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from airflow_deployment import CONN_SECRET, AirflowDeployment, no_leftover_apps, wait_until
+from support.airflow_deployment import CONN_SECRET, AirflowDeployment, no_leftover_apps, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow_deployment import AirflowDeployment, no_leftover_apps, wait_until
 from processes import app_processes
+from support.airflow_deployment import AirflowDeployment, no_leftover_apps, wait_until
 
 from torchx_core.specs import AppState
 

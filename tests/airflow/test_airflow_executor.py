@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
-
-from fake_scheduler import FakeScheduler, JobTable
+from support.fake_scheduler import FakeScheduler, JobTable
 
 from torchx_airflow.executors import TorchXExecutor
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict

@@ -14,14 +14,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_deployment import (
+from support.airflow_deployment import (
     DEPLOYMENT,
     HERE,
     RUN_DIR,
@@ -31,10 +30,7 @@ from airflow_deployment import (
     _start,
     wait_until,
 )
-
-sys.path.insert(0, str(HERE.parent / "schedulers"))
-
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (the real cluster)
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (the real cluster)
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_fakes import Cluster, FakeStore, make_context
 from airflow_versions import TaskDeferred
+from support.airflow_fakes import Cluster, FakeStore, make_context
 
 from torchx_airflow import TorchXOperator, TorchXSensor
 from torchx_airflow._airflow import AirflowFailException

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 from airflow_versions import HAS_TASK_STATE_STORE, TaskDeferred
+from support.airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 
 from torchx_airflow import TorchXOperator, TorchXTrigger
 from torchx_airflow._airflow import (

@@ -8,8 +8,8 @@ import threading
 from typing import Any
 
 import pytest
-from airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 from airflow_versions import HAS_TASK_STATE_STORE
+from support.airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 
 from torchx_airflow import TorchXOperator
 from torchx_airflow._airflow import AirflowException, AirflowFailException, AirflowTaskTimeout

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow_fakes import Cluster, FakeStore, make_context
 from airflow_versions import TaskDeferred
+from support.airflow_fakes import Cluster, FakeStore, make_context
 
 from torchx_airflow import TorchXSensor, TorchXTrigger
 from torchx_airflow._airflow import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_fakes import Cluster, FakeStore, make_context
+from support.airflow_fakes import Cluster, FakeStore, make_context
 
 from torchx_airflow import TorchXAppLink, TorchXOperator
 from torchx_core.specs import AppDef, AppState, Role

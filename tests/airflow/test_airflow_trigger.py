@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from airflow_fakes import Cluster
 from airflow_versions import import_string
+from support.airflow_fakes import Cluster
 
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.trigger import TorchXTrigger

@@ -1,11 +1,7 @@
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runner"))
-
-from fake_scheduler import fake_plugin  # noqa: F401  (fixture)
+from support.fake_scheduler import fake_plugin  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)

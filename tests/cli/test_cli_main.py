@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_scheduler import JobTable
+from support.fake_scheduler import JobTable
 
 from torchx_core.cli.cmd_log import parse_identifier
 from torchx_core.cli.cmd_run import parse_component_and_args
@@ -218,7 +218,7 @@ def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixtu
 def test_status_of_several_apps_is_one_batched_call(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fake_scheduler import FakeScheduler
+    from support.fake_scheduler import FakeScheduler
 
     h1, h2 = launch(capsys), launch(capsys)
     gone = h1.rsplit("/", 1)[0] + "/never-submitted"
@@ -358,7 +358,7 @@ def test_workspace_defaults_to_cwd_only_on_workspace_schedulers(
     isolated_config: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import fake_scheduler
+    from support import fake_scheduler
 
     from torchx_core.workspace.api import WorkspaceMixin
 
@@ -395,7 +395,7 @@ def test_ddp_through_the_cli(fake_plugin: JobTable, capsys: pytest.CaptureFixtur
 def test_plugin_subcommand_from_entry_point(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fake_scheduler import write_plugin_dist
+    from support.fake_scheduler import write_plugin_dist
 
     site = tmp_path / "cmdsite"
     write_plugin_dist(
@@ -418,7 +418,7 @@ def test_plugin_subcommand_replaces_a_builtin_and_broken_one_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """TorchX: `torchx.cli.cmds` entry points take priority over the built-in subcommands."""
-    from fake_scheduler import write_plugin_dist
+    from support.fake_scheduler import write_plugin_dist
 
     from torchx_core.cli.cmd_base import SubCommand
     from torchx_core.cli.main import get_default_sub_cmds, get_sub_cmds
@@ -456,7 +456,7 @@ def test_broken_plugin_for_a_builtin_name_falls_back_to_the_builtin(
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from fake_scheduler import write_plugin_dist
+    from support.fake_scheduler import write_plugin_dist
 
     site = tmp_path / "cmdsite3"
     write_plugin_dist(site, "[torchx.cli.cmds]\nbuiltins = gone_mod:Cmd\n", name="gone_plugin")
@@ -510,7 +510,7 @@ def test_unknown_cli_run_config_key_is_warned_about(
 def test_schedulers_lists_a_broken_plugin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fake_scheduler import write_plugin_dist
+    from support.fake_scheduler import write_plugin_dist
 
     from torchx_core.schedulers.registry import default_registry
 
@@ -590,7 +590,7 @@ def test_torchx_style_scheduler_plugins_through_real_entry_points(
     """Migration break 2: TorchX users re-register the built-ins next to their plugin (TorchX's
     plugins replace the defaults); that re-registration is idempotent, a real override of a
     built-in is allowed and shown, and neither breaks the other plugin schedulers."""
-    from fake_scheduler import write_plugin_dist
+    from support.fake_scheduler import write_plugin_dist
 
     from torchx_core.schedulers.registry import default_registry
 
@@ -599,8 +599,8 @@ def test_torchx_style_scheduler_plugins_through_real_entry_points(
         site,
         "[torchx.schedulers]\n"
         "local_cwd = torchx_core.schedulers.local_scheduler:create_scheduler\n"
-        "slurm = fake_scheduler:create_scheduler\n"
-        "fake = fake_scheduler:create_scheduler\n",
+        "slurm = support.fake_scheduler:create_scheduler\n"
+        "fake = support.fake_scheduler:create_scheduler\n",
         name="torchx_style_plugins",
     )
     monkeypatch.syspath_prepend(str(site))
@@ -614,7 +614,7 @@ def test_torchx_style_scheduler_plugins_through_real_entry_points(
         assert "(plugin)" in rows["fake"] and "BROKEN" not in out
         from torchx_core.schedulers import get_scheduler_factory
 
-        assert get_scheduler_factory("slurm").__module__ == "fake_scheduler"
+        assert get_scheduler_factory("slurm").__module__ == "support.fake_scheduler"
     finally:
         default_registry().refresh()
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_scheduler import FakeJob, FakeRequest, FakeScheduler, JobTable
+from support.fake_scheduler import FakeJob, FakeRequest, FakeScheduler, JobTable
 
 from torchx_core.cli.cmd_status import StatusSelectionError, _check_roles
 from torchx_core.cli.main import run_main

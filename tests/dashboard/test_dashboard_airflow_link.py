@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_deployment import AirflowDeployment, airflow_deployment  # noqa: F401  (fixture)
 from dashboard_browser import artifacts_dir, chromium, dashboard_process
+from support.airflow_deployment import AirflowDeployment, airflow_deployment  # noqa: F401  (fixture)
 
 pytestmark = [
     pytest.mark.integration,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from dashboard_browser import artifacts_dir, chromium, dashboard_process, processes_of
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core.runner import Runner, get_runner
 from torchx_core.specs import AppDef, AppState, Resource, Role

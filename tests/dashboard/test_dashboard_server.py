@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from fake_scheduler import JobTable, make_runner
 from starlette.testclient import TestClient
+from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core.dashboard import create_app
 from torchx_core.dashboard._board import Board, Filters

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,10 +16,8 @@ from kfp_helpers import AWS_TEST_ENV, processes_of
 
 # the shared fake scheduler (a real Runner over it) of the unit tests, and the session fixtures
 # of the real dockerd and moto server (started by our scripts, stopped at session end if started)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))
-from aws_fixtures import moto_server  # noqa: F401
-from docker_fixtures import docker_engine  # noqa: F401
+from support.aws_fixtures import moto_server  # noqa: F401
+from support.docker_fixtures import docker_engine  # noqa: F401
 
 LOCAL_ROOT_ENV = "TORCHX_LOCAL_ROOT"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fake_scheduler import JobTable, make_runner
 from kfp_helpers import wait_until
+from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core import specs
 from torchx_core.runner import AppCancelledError, AppFailedError, AppVanishedError

@@ -25,8 +25,7 @@ from torchx_core.specs import AppDef, AppState, Resource, Role
 pytestmark = [pytest.mark.integration, pytest.mark.prefect]
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "schedulers"))
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: E402, F401 - a fixture, put on sys.path above
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: E402, F401 - a fixture
 
 SECRET_VAR, MARK_VAR = "TORCHX_BLOCK_SECRET", "TORCHX_BLOCK_MARK"
 

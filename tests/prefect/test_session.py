@@ -2,7 +2,7 @@
 persist, outcomes, identity, ownership, the abort policy and its decision table.
 
 A real :class:`~torchx_core.runner.Runner` over the shared fake scheduler
-(``tests/runner/fake_scheduler.py``) stands in for the cluster; an in-memory store for the
+(``tests/support/fake_scheduler.py``) stands in for the cluster; an in-memory store for the
 flow-run labels.
 """
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is 3.11+
 
 import pytest
-from fake_scheduler import JobTable, make_runner
+from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core.specs import AppDef, AppState, Role
 from torchx_prefect._launch import call_digest, validate_args

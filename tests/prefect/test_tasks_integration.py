@@ -31,8 +31,6 @@ from torchx_core.specs import AppDef, AppState, Role
 pytestmark = [pytest.mark.integration, pytest.mark.prefect]
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # the example is imported as `examples.prefect.pipeline`
-    sys.path.insert(0, str(REPO))
 
 
 def example_flow(name: str) -> Any:

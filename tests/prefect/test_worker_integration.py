@@ -22,9 +22,7 @@ from typing import Any
 import pytest
 from prefect_fixtures import PrefectAPI, ServedProcess
 from prefect_helpers import flow_run_logs, wait_no_app_processes, wait_terminal
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core.runner import app_name, get_runner
 from torchx_core.specs import AppState

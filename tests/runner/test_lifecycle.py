@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_scheduler import JobTable, make_runner
+from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core.runner import Runner, get_runner
 from torchx_core.runner.lifecycle import (

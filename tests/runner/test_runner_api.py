@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from fake_scheduler import FakeScheduler, JobTable, make_factory
+from support.fake_scheduler import FakeScheduler, JobTable, make_factory
 
 from torchx_core.runner import Runner, RunnerError, get_runner
 from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse

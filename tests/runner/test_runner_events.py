@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_scheduler import JobTable, make_runner
+from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core.runner import Runner, events
 from torchx_core.runner.events import SourceType, TorchxEvent, log_event, record

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_scheduler import JobTable, make_factory
+from support.fake_scheduler import JobTable, make_factory
 
 from torchx_core.runner import Runner, get_runner
 from torchx_core.runner.api import get_configured_tracker_factories, get_configured_trackers

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from fake_scheduler import FakeScheduler, JobTable
+from support.fake_scheduler import FakeScheduler, JobTable
 
 from torchx_core.runner import Runner
 from torchx_core.runner.status_watch import StatusWatcher

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from attach_race import check, race
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
 

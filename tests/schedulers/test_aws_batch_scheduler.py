@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from aws_fixtures import FakeBatch, FakeLogs
 from golden_files import check_golden
+from support.aws_fixtures import FakeBatch, FakeLogs
 
 from torchx_core.schedulers.api import (
     AppValidationError,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service_helpers import wait_for_app
+from support.service_helpers import wait_for_app
 
 from torchx_core.schedulers.aws.batch import AWSBatchScheduler
 from torchx_core.schedulers.aws.sagemaker import AWSSageMakerScheduler

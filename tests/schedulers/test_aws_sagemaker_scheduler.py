@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_fixtures import FakeLogs, FakeSageMaker
 from golden_files import check_golden
+from support.aws_fixtures import FakeLogs, FakeSageMaker
 
 from torchx_core.schedulers.api import AppValidationError, SchedulerError
 from torchx_core.schedulers.aws.sagemaker import (

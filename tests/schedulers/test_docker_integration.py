@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_fixtures import BUSYBOX
-from service_helpers import wait_for_app
+from support.docker_fixtures import BUSYBOX
+from support.service_helpers import wait_for_app
 
 from torchx_core.schedulers.api import Stream
 from torchx_core.schedulers.docker.scheduler import DockerScheduler

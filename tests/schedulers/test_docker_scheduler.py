@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_fixtures import BUSYBOX, FakeDockerClient
 from golden_files import check_golden
+from support.docker_fixtures import BUSYBOX, FakeDockerClient
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
 from torchx_core.schedulers.docker.scheduler import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import wait_for_app
+from support.service_helpers import wait_for_app
 
 from torchx_core.schedulers.ray.scheduler import RayScheduler, _parse_app_id
 from torchx_core.specs import AppDef, AppState, Role, is_terminal, macros, resource

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from golden_files import check_golden
-from ray_fixtures import FakeJobClient, FakeStatus
+from support.ray_fixtures import FakeJobClient, FakeStatus
 
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
 from torchx_core.schedulers.ray.scheduler import (

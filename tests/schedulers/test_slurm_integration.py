@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
+from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
 from torchx_core.schedulers.api import DescribeAppResponse

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from golden_files import update_requested
-from slurm_fixtures import FakeSlurm, fake_slurm  # noqa: F401  (fixture)
+from support.slurm_fixtures import FakeSlurm, fake_slurm  # noqa: F401  (fixture)
 
 from torchx_core import specs
 from torchx_core.schedulers.api import (

@@ -1,13 +1,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from torchx_core.tracker.api import AppRun
 
@@ -25,14 +21,11 @@ def clean_tracker_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     AppRun.run_from_env.cache_clear()
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedulers"))
-
-
 @pytest.fixture(scope="session")
 def mlflow_server() -> Iterator[str]:
     """An MLflow tracking server on loopback (scripts/services/mlflow), stopped by PID at session
     end when this session started it."""
-    from service_helpers import run_service_script, start_service
+    from support.service_helpers import run_service_script, start_service
 
     port = os.environ.setdefault("MLFLOW_PORT", "15000")
     started = start_service("mlflow", f"mlflow-{port}.pid")

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "schedulers"))
-from docker_fixtures import BUSYBOX, FakeDockerClient
+from support.docker_fixtures import BUSYBOX, FakeDockerClient
 
 from torchx_core.schedulers.docker.scheduler import DockerScheduler
 from torchx_core.specs import AppDef, Role, Workspace

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "airflow"  # the Airflow tests (their dags/)
 REPO = HERE.parents[1]
 SCRIPTS = REPO / "scripts" / "services" / "airflow"
 RUN_DIR = Path(os.environ.get("CI_RUN_DIR", "/run/torchx-ci"))

@@ -18,7 +18,8 @@ from enum import Enum
 from typing import Any
 
 import pytest
-from service_helpers import run_service_script, start_service
+
+from support.service_helpers import run_service_script, start_service
 
 RAY_DASHBOARD = "127.0.0.1:8265"
 

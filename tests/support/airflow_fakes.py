@@ -1,22 +1,17 @@
 """Unit-test helpers for the Airflow provider: the shared fake scheduler under real Runners, and
 a fake task context (no database, no Airflow run).
 
-:class:`Cluster` wraps ``tests/runner/fake_scheduler.py``'s :class:`JobTable` (scheduler name
+:class:`Cluster` wraps ``tests/support/fake_scheduler.py``'s :class:`JobTable` (scheduler name
 ``"fake"``): its :meth:`Cluster.factory` is the operator's ``runner_factory``; hooks run when an
 app is submitted (``on_run``) and on every status read (``on_describe``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
-
-from fake_scheduler import FakeJob, FakeScheduler, JobTable, make_runner
-
+from support.fake_scheduler import FakeJob, FakeScheduler, JobTable, make_runner
 from torchx_core.runner import Runner
 from torchx_core.specs import AppDef, AppState, Role, parse_app_handle
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from service_helpers import run_service_script, start_service
+
+from support.service_helpers import run_service_script, start_service
 
 MOTO_URL = f"http://127.0.0.1:{os.environ.get('MOTO_PORT', '5055')}"
 REGION = "us-east-1"

@@ -366,7 +366,7 @@ def fake_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterable[Job
     from torchx_core.schedulers.registry import default_registry
 
     site = tmp_path / "site"
-    write_plugin_dist(site, "[torchx.schedulers]\nfake = fake_scheduler:create_scheduler\n")
+    write_plugin_dist(site, "[torchx.schedulers]\nfake = support.fake_scheduler:create_scheduler\n")
     monkeypatch.syspath_prepend(str(site))
     table = JobTable()
     monkeypatch.setattr(sys.modules[__name__], "CURRENT_TABLE", table)

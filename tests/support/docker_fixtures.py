@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from service_helpers import run_service_script, start_service
+
+from support.service_helpers import run_service_script, start_service
 
 DOCKER_HOST = "unix:///var/run/docker.sock"
 BUSYBOX = "busybox:latest"
