@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SPECS = Path(__file__).resolve().parents[2] / "torchx_core" / "specs"
+import torchx_core.specs
+
+SPECS = Path(torchx_core.specs.__file__).parent  # the installed package (a wheel in the matrix)
 PREFIX = "torchx_core.specs."
 FACADES = {"__init__", "api"}
 
