@@ -213,6 +213,26 @@ def test_a_race_lost_cancels_its_own_app_and_reattaches_to_the_earlier(
     assert runner.owner(twin[0]) == "try=2"  # the surviving app is adopted, as on a reattach
 
 
+def test_a_race_lost_is_seen_even_when_the_list_lags_behind_the_submit(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend's list may not show the app just submitted yet: the earlier twin it does show
+    is still compared with this attempt's own app, and wins."""
+    from support.fake_scheduler import FakeScheduler
+
+    table.ordered = True
+    twin = _twin(runner, table, "try=1")
+    real_list = FakeScheduler.list
+
+    def lagging(self: FakeScheduler, cfg: Any = None) -> list[Any]:
+        return [r for r in real_list(self, cfg) if twin and r.app_id == app_id(twin[0])]
+
+    monkeypatch.setattr(FakeScheduler, "list", lagging)
+    att = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert (att.how, att.app_handle) == ("reattached", twin[0])
+    assert [j.cancelled for j in table.named(att.app_name)] == [0, 1]
+
+
 def test_a_race_won_keeps_its_app(runner: Runner, table: JobTable) -> None:
     table.ordered = True
     att = life(runner, owner="try=1").attach(make_app(), IDENTITY)
