@@ -233,6 +233,28 @@ def test_a_race_lost_is_seen_even_when_the_list_lags_behind_the_submit(
     assert [j.cancelled for j in table.named(att.app_name)] == [0, 1]
 
 
+def test_look_up_and_submit_hold_the_schedulers_lock_on_the_apps_name(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from support.fake_scheduler import FakeScheduler
+
+    locked: list[str] = []
+    submitted_while_locked: list[int] = []
+
+    @contextlib.contextmanager
+    def name_lock(self: FakeScheduler, name: str) -> Iterator[bool]:
+        locked.append(name)
+        yield True
+        submitted_while_locked.append(len(table.jobs))
+
+    monkeypatch.setattr(FakeScheduler, "name_lock", name_lock)
+    att = life(runner).attach(make_app(), IDENTITY)
+    assert locked == [att.app_name]
+    assert submitted_while_locked == [1]  # the submit happened inside the lock
+
+
 def test_a_race_won_keeps_its_app(runner: Runner, table: JobTable) -> None:
     table.ordered = True
     att = life(runner, owner="try=1").attach(make_app(), IDENTITY)
