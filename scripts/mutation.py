@@ -221,6 +221,7 @@ TARGETS: dict[str, Target] = {
             "tests/runner/test_runner_events.py",
             "tests/runner/test_status_watch.py",
             "tests/runner/test_shared_list.py",
+            "tests/runner/test_lifecycle.py",  # the Runner's main user (name_lock, submit_order)
             # mutmut's own instrumentation imports importlib.metadata into every test process
             "--deselect",
             "tests/runner/test_runner_api.py::test_importing_the_runner_is_light",

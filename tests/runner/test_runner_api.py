@@ -560,6 +560,19 @@ def test_a_scheduler_without_a_blocking_wait_says_so(runner: Runner) -> None:
         sched.wait("x-0", timeout=1)
 
 
+@pytest.mark.parametrize("read", ["status", "wait"])
+def test_status_and_wait_forget_the_submitted_app_of_a_vanished_handle(
+    runner: Runner, table: JobTable, read: str
+) -> None:
+    handle = runner.run(_app(), "fake")
+    table.vanish(parse_app_handle(handle).app_id)
+    if read == "status":
+        assert runner.status(handle) is None
+    else:
+        assert runner.wait(handle, wait_interval=0.01, timeout=5) is None
+    assert runner.describe(handle) is None  # not the AppDef this runner submitted
+
+
 def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
     runner: Runner, table: JobTable
 ) -> None:
