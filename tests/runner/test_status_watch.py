@@ -198,6 +198,19 @@ def test_apps_asked_recently_join_the_batches_and_are_forgotten_later(
     assert table.batches[-1] == handles_ids([b])
 
 
+def test_an_app_whose_every_read_failed_is_forgotten_like_the_others(table: JobTable) -> None:
+    now = [0.0]
+    runner = runner_for(table, clock=lambda: now[0])
+    a, b = submit(runner, 2)
+    table.describe_error = RuntimeError("scheduler briefly down")
+    with pytest.raises(RuntimeError):
+        runner.watch_status(a, max_age=5.0)  # asked for, never cached
+    table.describe_error = None
+    now[0] += 31.0  # a leaves the batches; it has no cached status to drop
+    assert runner.watch_status(b, max_age=5.0) is not None
+    assert table.batches[-1] == handles_ids([b])
+
+
 def test_lifecycle_watchers_share_reads(table: JobTable) -> None:
     """One AppLifecycle and one Runner per watched app (as one per trigger), built over the same
     scheduler factory (as ``get_runner()`` does): their polls share one batched read."""
