@@ -573,6 +573,17 @@ def test_status_and_wait_forget_the_submitted_app_of_a_vanished_handle(
     assert runner.describe(handle) is None  # not the AppDef this runner submitted
 
 
+def test_a_blocking_wait_forgets_the_submitted_app_of_a_vanished_handle(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduler with its own blocking wait (as local) answering None: the app is unknown."""
+    handle = runner.run(_app(), "fake")
+    monkeypatch.setattr(FakeScheduler, "wait", lambda self, app_id, timeout=None: None)
+    assert runner.wait(handle, wait_interval=0.01, timeout=5) is None
+    table.vanish(parse_app_handle(handle).app_id)
+    assert runner.describe(handle) is None  # not the AppDef this runner submitted
+
+
 def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
     runner: Runner, table: JobTable
 ) -> None:
