@@ -233,6 +233,24 @@ def test_a_race_lost_is_seen_even_when_the_list_lags_behind_the_submit(
     assert [j.cancelled for j in table.named(att.app_name)] == [0, 1]
 
 
+def test_a_race_won_is_kept_even_when_the_list_lags_behind_the_submit(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.fake_scheduler import FakeScheduler
+
+    table.ordered = True
+    att = life(runner, owner="try=1").attach(make_app(), IDENTITY)
+    later = runner.schedule(runner.dryrun(make_app(att.app_name), "fake"))
+    real_list = FakeScheduler.list
+
+    def lagging(self: FakeScheduler, cfg: Any = None) -> list[Any]:
+        return [r for r in real_list(self, cfg) if r.app_id == app_id(later)]
+
+    monkeypatch.setattr(FakeScheduler, "list", lagging)
+    assert life(runner, owner="try=1")._reconcile(att.app_name, att.app_handle) is None
+    assert table.job(app_id(att.app_handle)).cancelled == 0
+
+
 def test_look_up_and_submit_hold_the_schedulers_lock_on_the_apps_name(
     runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
