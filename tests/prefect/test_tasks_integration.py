@@ -467,7 +467,13 @@ class BlipOnce:
         return handle
 
     def list(self, *args: Any, **kwargs: Any) -> Any:
-        rows = self._runner.list(*args, **kwargs)
+        return self._released(self._runner.list(*args, **kwargs))
+
+    def shared_list(self, *args: Any, **kwargs: Any) -> Any:
+        """The lifecycle looks its app up through the shared list read."""
+        return self._released(self._runner.shared_list(*args, **kwargs))
+
+    def _released(self, rows: Any) -> Any:
         if self._blips:
             self._wait_for_log(self._blips[0])
             self._release.touch()
