@@ -30,11 +30,9 @@ import re
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
     DescribeAppResponse,
@@ -44,7 +42,6 @@ from torchx_core.schedulers.api import (
     SchedulerArgumentError,
     SchedulerError,
     Stream,
-    StructuredOpts,
 )
 from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
@@ -54,15 +51,32 @@ from torchx_core.schedulers.local._layout import (
     STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
-    TORCHX_LAYOUT,
     StatusDoc,
     cancelled_status,
     check_status,
-    error_file_path,
     log_path,
     write_status,
 )
+from torchx_core.schedulers.local._options import APP_ID_RULES as APP_ID_RULES
+from torchx_core.schedulers.local._options import MAX_NAME_CHARS as MAX_NAME_CHARS
+from torchx_core.schedulers.local._options import (
+    SAFE_NAME,
+    LocalOpts,
+    local_runopts,
+    make_unique,
+)
 from torchx_core.schedulers.local._procs import kill_apps_processes, killpg_or_kill
+from torchx_core.schedulers.local._request import RANK0_ENV as RANK0_ENV
+from torchx_core.schedulers.local._request import (
+    LocalReplica,
+    LocalRequest,
+    LocalRole,
+    RequestBuilder,
+    app_problems,
+    format_request,
+    saved_app,
+    submit_plan,
+)
 from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.specs import (
     NONE,
@@ -74,7 +88,6 @@ from torchx_core.specs import (
     Role,
     RoleStatus,
     Workspace,
-    macros,
     runopts,
 )
 from torchx_core.specs.errors import UnknownAppException
@@ -96,227 +109,8 @@ __all__ = [
 
 logger: logging.Logger = logging.getLogger(__name__)
 
-RANK0_ENV = "TORCHX_RANK0_HOST"
-
 # one character per replica in the status file -> AppState
 LOCAL_STATES: Mapping[str, AppState] = {c: AppState[name] for c, name in STATE_CHARS.items()}
-
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-#: App ids are directory names: letters, digits, ``_``, ``.`` and ``-``.
-APP_ID_RULES = IdRules(allowed="A-Za-z0-9_.-", max_name_len=200, suffix_len=12)
-MAX_NAME_CHARS = 200  # role names become directory names (255 bytes at most)
-
-
-def make_unique(name: str, length: int = 12) -> str:
-    """Returns ``{name}-{random suffix}`` (``length`` random characters, ~60 bits).
-
-    Characters that cannot appear in a directory name are replaced by ``-``.
-
-    >>> make_unique("trainer").startswith("trainer-")
-    True
-    """
-    rules = (
-        APP_ID_RULES
-        if length == APP_ID_RULES.suffix_len
-        else APP_ID_RULES._replace(suffix_len=length)
-    )
-    return unique_id(name, rules)
-
-
-@dataclass
-class LocalOpts(StructuredOpts):
-    """Run options of the local schedulers."""
-
-    log_dir: str | None = field(
-        default=None,
-        metadata={
-            "help": "directory for the app's state and replica logs, in TorchX's layout"
-            " ({log_dir}/{session}/{app_id}/{role}/{k}/stdout.log, stderr.log, a SUCCESS file"
-            " when the logs are complete); default: the per-user root ($TORCHX_LOCAL_ROOT or"
-            " /tmp/torchx-local-<uid>)"
-        },
-    )
-    prepend_cwd: bool = field(
-        default=False,
-        metadata={
-            "help": "if set, prepends CWD to replica's PATH env var making any binaries in CWD"
-            " take precedence over those in PATH"
-        },
-    )
-    auto_set_cuda_visible_devices: bool = field(
-        default=False,
-        metadata={
-            "help": "sets `CUDA_VISIBLE_DEVICES` for roles that request GPUs: each replica gets"
-            " resource.gpu devices, assigned round-robin over the devices of this host"
-        },
-    )
-    grace_period: float = field(
-        default=5.0,
-        metadata={"help": "seconds between SIGTERM and SIGKILL when cancelling or restarting"},
-    )
-    env_drop: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "variables of the launcher's environment that replicas do not inherit: names"
-            " (`AWS_SECRET_ACCESS_KEY`) or prefixes ending in `*` (`AIRFLOW_CONN_*`); a role's"
-            " own `env` is always set"
-        },
-    )
-
-
-_OPT_TYPES: Mapping[str, type] = {
-    "log_dir": str,
-    "prepend_cwd": bool,
-    "auto_set_cuda_visible_devices": bool,
-    "grace_period": float,
-    "env_drop": list[str],
-}
-
-
-def _local_runopts() -> runopts:
-    """``LocalOpts.as_runopts()`` without reading the class source (the help is in metadata).
-
-    Built on every call: callers may mutate the returned runopts.
-    """
-    opts = runopts()
-    for f in fields(LocalOpts):
-        default: Any = f.default
-        opts.add(f.name, type_=_OPT_TYPES[f.name], help=f.metadata["help"], default=default)
-    return opts
-
-
-@dataclass
-class LocalReplica:
-    """One replica: its environment additions and, when it differs from the role's, its argv."""
-
-    env: dict[str, str]
-    argv: list[str] | None = None
-
-
-@dataclass
-class LocalRole:
-    """How the supervisor runs one role."""
-
-    name: str
-    cwd: str
-    entrypoint: str
-    argv: list[str]
-    env: dict[str, str]
-    replicas: list[LocalReplica]
-    max_retries: int
-    retry_policy: str
-    path: tuple[str, str] = ("", "")
-
-
-@dataclass
-class LocalRequest:
-    """What ``schedule`` submits: the app id, its directory and the replicas to run.
-
-    Args:
-        app_id: the id of the app (``{name}-{suffix}``)
-        app_dir: the app's state directory
-        root: the per-user root where the app can be found by id
-        roles: the roles to run
-        grace_period: seconds between SIGTERM and SIGKILL
-        staged: workspace copies to move into the app directory on submit (``src -> dst``)
-        layout: ``"torchx"`` for TorchX's log layout (apps run with ``log_dir``), else ``None``
-        env_drop: names (or ``PREFIX*``) of launcher variables the replicas do not inherit
-    """
-
-    app_id: str
-    app_dir: str
-    root: str
-    roles: list[LocalRole]
-    grace_period: float = 5.0
-    staged: dict[str, str] = field(default_factory=dict)
-    layout: str | None = None
-    env_drop: list[str] = field(default_factory=list)
-
-    def materialize(self) -> dict[str, Any]:
-        """The JSON plan the supervisor runs (``plan.json``).
-
-        Nothing of the launcher's environment is in it: the supervisor passes its own
-        environment on (minus ``env_drop``), and a role's ``PATH`` is kept as what goes before
-        and after the inherited one (``"path"``).
-        """
-        return {
-            "app_id": self.app_id,
-            "name": self.app_id.rsplit("-", 1)[0],
-            "grace": self.grace_period,
-            "layout": self.layout,
-            "env_drop": self.env_drop,
-            "roles": [
-                {
-                    "name": r.name,
-                    "cwd": r.cwd,
-                    "entrypoint": r.entrypoint,
-                    "argv": r.argv,
-                    "env": {k: v for k, v in r.env.items() if k != "PATH"},
-                    "path": list(r.path),
-                    "num_replicas": len(r.replicas),
-                    "replica_env": [rep.env for rep in r.replicas],
-                    "replica_argv": {
-                        str(k): rep.argv for k, rep in enumerate(r.replicas) if rep.argv is not None
-                    },
-                    "max_retries": r.max_retries,
-                    "retry_policy": r.retry_policy,
-                }
-                for r in self.roles
-            ],
-        }
-
-    def __str__(self) -> str:
-        return _format_request(self)
-
-
-def _format_request(req: LocalRequest) -> str:
-    lines = [f"local app {req.app_id}", f"  app dir: {req.app_dir}"]
-    for r in req.roles:
-        lines.append(
-            f"  role {r.name}: {len(r.replicas)} replica(s), cwd={r.cwd},"
-            f" retry_policy={r.retry_policy}, max_retries={r.max_retries}"
-        )
-        lines.append(f"    cmd: {' '.join(r.argv)}")
-        for name in sorted(r.env):
-            if name != "PATH":
-                lines.append(f"    env {name}={r.env[name]}")
-        for k, rep in enumerate(r.replicas[:4]):
-            extra = " ".join(f"{n}={v}" for n, v in sorted(rep.env.items()))
-            argv = f" cmd: {' '.join(rep.argv)}" if rep.argv is not None else ""
-            lines.append(f"    [{k}]{argv} {extra}")
-        if len(r.replicas) > 4:
-            lines.append(f"    ... {len(r.replicas) - 4} more replica(s)")
-    return "\n".join(lines)
-
-
-def _env_drop_problems(patterns: Any) -> list[str]:
-    """What is wrong with the ``env_drop`` run option (names, or prefixes ending in ``*``)."""
-    problems = []
-    for p in patterns or []:
-        name = p[:-1] if isinstance(p, str) and p.endswith("*") else p
-        if (
-            not isinstance(name, str)
-            or "*" in name
-            or "=" in name
-            or "\0" in name
-            or not (name or p == "*")
-        ):
-            problems.append(
-                f"env_drop entry {p!r} is not a variable name or a prefix ending in `*`"
-                " (e.g. `AWS_SECRET_ACCESS_KEY` or `AIRFLOW_CONN_*`)"
-            )
-    return problems
-
-
-def _join_path(*paths: str | None) -> str:
-    return os.pathsep.join(p for p in paths if p)
-
-
-def _gpu_count() -> int:
-    try:
-        return sum(1 for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n))
-    except OSError:
-        return 0
 
 
 class _LazyRolesResponse(DescribeAppResponse):
@@ -388,50 +182,21 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         )
 
     def _app_dir(self, app_id: str) -> str | None:
-        if len(app_id) > 255 or not _SAFE_NAME.match(app_id):
+        if len(app_id) > 255 or not SAFE_NAME.match(app_id):
             return None
         return os.path.join(self.root, app_id)
 
     # -- options ------------------------------------------------------------------------------
 
     def _run_opts(self) -> runopts:
-        return _local_runopts()
+        return local_runopts()
 
     def _requires_resource(self) -> bool:
         return False
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         super()._validate(app, scheduler, cfg)
-        problems = []
-        seen: set[str] = set()
-        for role in app.roles:
-            if len(role.name or "") > MAX_NAME_CHARS:
-                problems.append(
-                    f"role name {role.name[:40]!r}... has {len(role.name)} characters; use at"
-                    f" most {MAX_NAME_CHARS}"
-                )
-                continue
-            if not _SAFE_NAME.match(role.name or ""):
-                problems.append(
-                    f"role name {role.name!r} is not usable as a directory name; use letters,"
-                    " digits, `_`, `-` and `.` only"
-                )
-            if role.name in seen:
-                problems.append(f"role name {role.name!r} is used twice; role names must be unique")
-            seen.add(role.name)
-            if not role.entrypoint or role.entrypoint == "<MISSING>":
-                problems.append(f"role `{role.name}` has no entrypoint; set `entrypoint=...`")
-            if (
-                self.backend == "local"
-                and not role.workspace
-                and not os.path.isdir(role.image or "")
-            ):
-                problems.append(
-                    f"role `{role.name}` has image={role.image!r}, which is not an existing"
-                    " directory; the `local` scheduler runs each role in the directory named by"
-                    " its image (use `local_cwd` to run in the current directory)"
-                )
-        problems.extend(_env_drop_problems(cfg.get("env_drop")))
+        problems = app_problems(app, self.backend, cfg)
         if problems:
             raise AppValidationError(
                 f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
@@ -460,146 +225,15 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
         # cfg is already resolved against run_opts() (defaults filled, types checked)
-        given: dict[str, Any] = {
-            f.name: cfg[f.name] for f in fields(LocalOpts) if cfg.get(f.name) is not None
-        }
-        opts = LocalOpts(**given)
-        app_id = make_unique(app.name)
-        root = self.root
-        layout = None
-        app_dir = os.path.join(root, app_id)
-        if opts.log_dir:  # TorchX's layout: {log_dir}/{session}/{app_id}
-            layout = TORCHX_LAYOUT
-            app_dir = os.path.join(
-                os.path.abspath(os.path.expanduser(opts.log_dir)), self.session_name, app_id
-            )
-        req = LocalRequest(
-            app_id=app_id,
-            app_dir=app_dir,
-            root=root,
-            roles=[],
-            grace_period=opts.grace_period,
-            layout=layout,
-            env_drop=list(opts.env_drop or []),
+        builder = RequestBuilder(
+            self.backend,
+            self.session_name,
+            self.root,
+            self._staging_dir(),
+            self._extra_paths,
+            self._gpu_count,
         )
-        handle = f"{self.backend}://{self.session_name}/{app_id}"
-        gpu_next = 0
-        for idx, role in enumerate(app.roles):
-            cwd = self._role_cwd(role, idx, app_dir, req)
-            local_role = self._materialize_role(role, idx, cwd, req, handle, opts)
-            if opts.auto_set_cuda_visible_devices and role.resource.gpu > 0:
-                gpu_next = self._assign_gpus(local_role, role.resource.gpu, gpu_next)
-            req.roles.append(local_role)
-        return AppDryRunInfo(req, _format_request)
-
-    def _role_cwd(self, role: Role, idx: int, app_dir: str, req: LocalRequest) -> str:
-        if role.workspace and role.image and role.image.startswith(self._staging_dir()):
-            dst = os.path.join(app_dir, "workspace" if idx == 0 else f"workspace-{role.name}")
-            req.staged[role.image] = dst
-            return dst
-        if self.backend == "local":
-            return os.path.abspath(role.image)
-        return os.getcwd()
-
-    def _materialize_role(
-        self,
-        role: Role,
-        idx: int,
-        cwd: str,
-        req: LocalRequest,
-        handle: str,
-        opts: LocalOpts,
-    ) -> LocalRole:
-        app_id, app_dir = req.app_id, req.app_dir
-        values = macros.Values(img_root=cwd, app_id=app_id, replica_id="0", rank0_env=RANK0_ENV)
-        per_replica = values.to_dict()
-
-        def sub(text: str, k: int | None = None) -> str:
-            if "$" not in text:
-                return text
-            if k is None:
-                return values.substitute(text)
-            per_replica["replica_id"] = str(k)
-            return _substitute(text, per_replica)
-
-        # the working directory goes first with prepend_cwd, else after everything (TorchX)
-        # kept as (before, after) the launcher's PATH: the plan on disk holds none of it
-        before = _join_path(*self._extra_paths, role.env.get("PATH"))
-        before, after = (_join_path(cwd, before), "") if opts.prepend_cwd else (before, cwd)
-        path = _join_path(before, os.environ.get("PATH"), after)
-        env: dict[str, str] = {}
-        varying_env: list[str] = []
-        for name, value in role.env.items():
-            if "replica_id" in value:
-                varying_env.append(name)
-            else:
-                env[name] = sub(value)
-        env["PATH"] = path
-        env.setdefault("PET_LOG_DIR", os.path.join(app_dir, "torchelastic", role.name))
-        env.setdefault("PYTHONUNBUFFERED", "x")
-        env.setdefault("MASTER_ADDR", "localhost")
-        env.update(
-            {
-                RANK0_ENV: "localhost",
-                "TORCHX_APP_ID": app_id,
-                "TORCHX_JOB_ID": handle,
-                "TORCHX_ROLE_NAME": role.name,
-                "TORCHX_ROLE_IDX": str(idx),
-                "TORCHX_NUM_REPLICAS": str(role.num_replicas),
-            }
-        )
-        argv = [role.entrypoint, *(sub(a) for a in role.args)]
-        varying_args = [i for i, a in enumerate(role.args) if "replica_id" in a]
-        set_error_file = "TORCHELASTIC_ERROR_FILE" not in role.env
-        replicas = []
-        for k in range(role.num_replicas):
-            renv = {"TORCHX_REPLICA_IDX": str(k)}
-            if set_error_file:
-                renv["TORCHELASTIC_ERROR_FILE"] = error_file_path(app_dir, role.name, k, req.layout)
-            for name in varying_env:
-                renv[name] = sub(role.env[name], k)
-            rargv = None
-            if varying_args:
-                rargv = list(argv)
-                for i in varying_args:
-                    rargv[i + 1] = sub(role.args[i], k)
-            replicas.append(LocalReplica(env=renv, argv=rargv))
-        return LocalRole(
-            name=role.name,
-            cwd=cwd,
-            entrypoint=role.entrypoint,
-            argv=argv,
-            env=env,
-            replicas=replicas,
-            max_retries=role.max_retries,
-            retry_policy=getattr(role.retry_policy, "name", str(role.retry_policy)),
-            path=(before, after),
-        )
-
-    def _assign_gpus(self, role: LocalRole, per_replica: int, start: int) -> int:
-        total = self._gpu_count if self._gpu_count is not None else _gpu_count()
-        if total <= 0:
-            logger.warning(
-                "auto_set_cuda_visible_devices is set but no GPU was found on this host;"
-                " CUDA_VISIBLE_DEVICES is left unset for role %s",
-                role.name,
-            )
-            return start
-        if per_replica * len(role.replicas) + start > total:
-            logger.warning(
-                "role %s asks for %d GPU(s) x %d replica(s) but this host has %d;"
-                " devices are shared round-robin",
-                role.name,
-                per_replica,
-                len(role.replicas),
-                total,
-            )
-        nxt = start
-        for rep in role.replicas:
-            devices = [str((nxt + i) % total) for i in range(per_replica)]
-            rep.env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
-            nxt += per_replica
-        return nxt
+        return AppDryRunInfo(builder.build(app, cfg, make_unique(app.name)), format_request)
 
     # -- submit -------------------------------------------------------------------------------
 
@@ -619,25 +253,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             logger.debug("garbage collection of %s failed: %s", root, e)
         _create.check_free_space(root, req.app_id)
         app = getattr(dryrun_info, "_app", None)
-        app_json = None
-        if app is not None:
-            try:
-                import json
-
-                app_json = app.to_dict()
-                json.dumps(app_json)
-            except (TypeError, ValueError) as e:  # e.g. metadata that is not JSON-serializable
-                logger.warning(
-                    "app %s: the AppDef is not saved (describe shows no roles): %s", req.app_id, e
-                )
-                app_json = None
-        plan = req.materialize()
-        if app is not None:
-            plan["name"] = app.name
-        plan["cfg"] = _json_safe_cfg(dryrun_info._cfg)  # what `run_options` reads back
-        port = _free_port()
-        for r in plan["roles"]:
-            r["env"].setdefault("MASTER_PORT", str(port))
+        app_json = saved_app(app, req.app_id)
+        plan = submit_plan(req, app.name if app is not None else None, dryrun_info._cfg)
         link = os.path.join(root, req.app_id)
         try:
             lock_fd = _create.create_app_dir(
@@ -1020,20 +637,6 @@ def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
     return status
 
 
-def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The run options as JSON can keep them (a value JSON cannot hold becomes its repr)."""
-    import json
-
-    out: dict[str, Any] = {}
-    for k, v in cfg.items():
-        try:
-            json.dumps(v)
-            out[str(k)] = v
-        except (TypeError, ValueError):
-            out[str(k)] = repr(v)
-    return out
-
-
 def _replica_counts(doc: StatusDoc) -> dict[str, int] | None:
     """How many replicas of a status document are in each state (by ``AppState`` name)."""
     counts: dict[str, int] = {}
@@ -1052,24 +655,6 @@ def _ensure_root(root: str) -> str:
             f"cannot use {root} as the local scheduler's state root: {e}. Point"
             f" ${_state.ROOT_ENV} (or the `log_dir` run option) at a directory you own."
         ) from e
-
-
-def _substitute(text: str, values: Mapping[str, str]) -> str:
-    from string import Template
-
-    return Template(text).safe_substitute(values)
-
-
-def _free_port() -> int:
-    # the C module directly: `socket` builds its enums on import (~ms on the CLI's hot path)
-    import _socket
-
-    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-    finally:
-        s.close()
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
