@@ -10,7 +10,7 @@ Submitting, reattaching, watching, log following and cancelling are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,7 @@ def status_payload(app_handle: str, status: AppStatus | None) -> dict[str, Any]:
     return {"app_handle": app_handle, **data}
 
 
-def status_from_payload(payload: dict[str, Any]) -> AppStatus | None:
+def status_from_payload(payload: Mapping[str, Any]) -> AppStatus | None:
     """Reverses :py:func:`status_payload` (None for a vanished app)."""
     if payload.get("state") == "VANISHED":
         return None

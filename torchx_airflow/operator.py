@@ -59,7 +59,7 @@ from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
-from torchx_airflow.trigger import TriggerEnd
+from torchx_airflow.trigger import TriggerEnd, read_event
 from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.lifecycle import (
     AppFailedError,
@@ -271,8 +271,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         deferring (``log_positions``), maps the event to the task outcome."""
         handle = str(event.get("app_handle", ""))
         self._handle = handle
-        end = TriggerEnd(event.get("event"))
-        obs = Observation.from_json(event["observation"]) if event.get("observation") else None
+        end, obs = read_event(event)
         status = obs.status if obs is not None else None
         self._remember_ui_url(status)
         try:

@@ -30,7 +30,7 @@ from torchx_airflow._runtime import (
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.states import exception_for
-from torchx_airflow.trigger import TriggerEnd
+from torchx_airflow.trigger import TriggerEnd, read_event
 from torchx_core.runner.lifecycle import (
     AppFailedError,
     AppLifecycle,
@@ -174,11 +174,10 @@ class TorchXSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Maps the trigger's event to the sensor outcome."""
-        end = TriggerEnd(event.get("event"))
+        end, obs = read_event(event)
         message = str(event.get("message", ""))
         if end is TriggerEnd.TIMEOUT:
             raise AirflowSensorTimeout(message)
-        obs = Observation.from_json(event["observation"]) if event.get("observation") else None
         if end is TriggerEnd.ERROR or obs is None or obs.expired:
             raise AirflowException(message)
         with open_runner(self._new_runner) as runner:

@@ -20,6 +20,11 @@ UNKNOWN past its grace; the last status read is kept). ``timeout``: the task's d
 (the observation holds the last status read, if any). ``error``: no Runner could be built
 (no observation).
 
+Events of the version before (``"event"``: ``terminal``, ``vanished``, ``unknown_timeout``,
+``timeout`` or ``error``, with the status as ``status_payload`` wrote it under ``"status"``) are
+still read (:func:`read_event`): a task deferred by the old triggerer resumes on the new worker
+after an upgrade.
+
 ``torchx_conn_id=None`` builds the Runner without looking a connection up (the operator and the
 sensor pass None when the default ``torchx_default`` connection does not exist).
 """
@@ -29,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
-from torchx_airflow._runtime import RunnerFactory, scheduler_of
+from torchx_airflow._runtime import RunnerFactory, scheduler_of, status_from_payload
 from torchx_airflow.errors import InvalidTaskArgumentError, check_number
 from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase, phase_of
 from torchx_core.specs import AppStatus, parse_app_handle
@@ -42,7 +47,7 @@ from torchx_core.specs.errors import MalformedAppHandleException, is_permanent_e
 if TYPE_CHECKING:
     from torchx_core.runner import Runner
 
-__all__ = ["TorchXTrigger", "TriggerEnd"]
+__all__ = ["TorchXTrigger", "TriggerEnd", "read_event"]
 
 #: ``on_kill`` and the deadline give up waiting for the cancel call after this long (Airflow
 #: allows ``on_kill`` 30 s).
@@ -58,6 +63,48 @@ class TriggerEnd(str, enum.Enum):
     """The task's deadline (``timeout_at``) passed."""
     ERROR = "error"
     """The trigger could not watch the app (no Runner)."""
+
+
+_ENDS = frozenset(e.value for e in TriggerEnd)
+#: the event kinds of the version before :class:`TriggerEnd`: kind -> (end, expired)
+_LEGACY_KINDS = {
+    "terminal": (TriggerEnd.OBSERVED, False),
+    "vanished": (TriggerEnd.OBSERVED, True),
+    "unknown_timeout": (TriggerEnd.OBSERVED, True),
+    "timeout": (TriggerEnd.TIMEOUT, False),
+    "error": (TriggerEnd.ERROR, False),
+}
+
+
+def read_event(event: Mapping[str, Any]) -> tuple[TriggerEnd, Observation | None]:
+    """Why a trigger fired and what it observed, from its event payload: this version's, or the
+    version before's (fired by a triggerer not yet upgraded, resumed by an upgraded worker).
+
+    Raises:
+        InvalidTaskArgumentError: the payload is neither (its ``"event"`` names no known end)
+    """
+    kind = event.get("event")
+    known = isinstance(kind, str)
+    if "observation" in event and known and kind in _ENDS:
+        data = event["observation"]
+        return TriggerEnd(kind), None if data is None else Observation.from_json(data)
+    if "observation" not in event and known and kind in _LEGACY_KINDS:
+        end, expired = _LEGACY_KINDS[kind]
+        data = event.get("status")
+        status = status_from_payload(data) if isinstance(data, Mapping) else None
+        if end is TriggerEnd.ERROR or (end is TriggerEnd.TIMEOUT and status is None):
+            return end, None
+        phase = Phase.UNKNOWN if kind == "unknown_timeout" else phase_of(status)
+        return end, Observation(phase, status, expired)
+    valid = ", ".join(e.value for e in TriggerEnd)
+    raise InvalidTaskArgumentError(
+        "TorchXTrigger event",
+        [
+            f"event {kind!r} is not a TorchXTrigger end (this version's: {valid}; the version"
+            f" before's: {', '.join(_LEGACY_KINDS)}); the task was resumed with an event of"
+            " another trigger: clear the task to run it again"
+        ],
+    )
 
 
 class TorchXTrigger(BaseTrigger):

@@ -18,6 +18,7 @@ from torchx_airflow._airflow import (
     AirflowSkipException,
     AirflowTaskTimeout,
 )
+from torchx_airflow._runtime import status_payload
 from torchx_airflow.errors import InvalidTaskArgumentError, TorchXAirflowError
 from torchx_core.runner.lifecycle import AppFailedError, Observation, Phase, app_name, phase_of
 from torchx_core.specs import AppDef, AppState, AppStatus
@@ -215,6 +216,19 @@ def _event(kind: str, state: str | None, handle: str) -> dict[str, Any]:
     return {"event": end, "app_handle": handle, "observation": obs, "message": "msg"}
 
 
+def _legacy_event(kind: str, state: str | None, handle: str) -> dict[str, Any]:
+    """The same event as the trigger of the version before fired it (``kind`` as is, the status
+    under ``status``): a task deferred before an upgrade resumes with it."""
+    new = _event(kind, state, handle)
+    obs = Observation.from_json(new["observation"]) if new["observation"] else None
+    status = obs.status if obs is not None else None
+    payload = None if kind == "error" else status_payload(handle, status)
+    return {"event": kind, "app_handle": handle, "status": payload, "message": "msg"}
+
+
+EVENT_VERSIONS = pytest.mark.parametrize("make_event", [_event, _legacy_event], ids=["now", "old"])
+
+
 @pytest.mark.parametrize(
     ("kind", "state", "raised", "match"),
     [
@@ -226,24 +240,32 @@ def _event(kind: str, state: str | None, handle: str) -> dict[str, Any]:
         ("error", None, AirflowException, "msg"),
     ],
 )
+@EVENT_VERSIONS
 def test_execute_complete_maps_the_event(
-    cluster: Cluster, app: AppDef, kind: str, state: str | None, raised: type, match: str
+    cluster: Cluster,
+    app: AppDef,
+    kind: str,
+    state: str | None,
+    raised: type,
+    match: str,
+    make_event: Any,
 ) -> None:
     handle = cluster.add("a", AppState.RUNNING)
     with pytest.raises(raised, match=match) as ei:
         _op(cluster, app, deferrable=True).execute_complete(
-            make_context(FakeStore()), _event(kind, state, handle)
+            make_context(FakeStore()), make_event(kind, state, handle)
         )
     assert type(ei.value) is raised
 
 
+@EVENT_VERSIONS
 def test_execute_complete_success_returns_the_status_with_a_tail(
-    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str], make_event: Any
 ) -> None:
     handle = cluster.add("a", AppState.SUCCEEDED)
     op = _op(cluster, app, deferrable=True, log_tail_lines=2)
     ctx = make_context(FakeStore())
-    result = op.execute_complete(ctx, _event("terminal", "SUCCEEDED", handle))
+    result = op.execute_complete(ctx, make_event("terminal", "SUCCEEDED", handle))
     assert result["state"] == "SUCCEEDED" and result["ui_url"] == "http://dashboard/app"
     logged = capfd.readouterr().out
     assert "[r/0] r 0 line 1" in logged and "[r/0] r 0 line 2" in logged
@@ -264,8 +286,9 @@ def test_a_short_app_never_defers(cluster: Cluster, app: AppDef) -> None:
     assert result["state"] == "SUCCEEDED"
 
 
+@EVENT_VERSIONS
 def test_a_deferred_task_gives_the_rest_of_the_log_once_when_it_resumes(
-    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str]
+    cluster: Cluster, app: AppDef, capfd: pytest.CaptureFixture[str], make_event: Any
 ) -> None:
     cluster.on_run = lambda h: cluster.set_state(h, AppState.RUNNING)
     op = _op(cluster, app, deferrable=True, defer_after=0.05, stream_logs=True)
@@ -278,7 +301,7 @@ def test_a_deferred_task_gives_the_rest_of_the_log_once_when_it_resumes(
     cluster.table.append_log(handle.rsplit("/", 1)[1], "r", 0, "while deferred")
     cluster.set_state(handle, AppState.SUCCEEDED)
     result = _op(cluster, app, deferrable=True, stream_logs=True).execute_complete(
-        make_context(FakeStore()), _event("terminal", "SUCCEEDED", handle), **ei.value.kwargs
+        make_context(FakeStore()), make_event("terminal", "SUCCEEDED", handle), **ei.value.kwargs
     )
     assert result["state"] == "SUCCEEDED"
     out = capfd.readouterr().out
@@ -298,11 +321,12 @@ def test_the_trigger_looks_up_no_absent_default_connection(cluster: Cluster, app
 @pytest.mark.parametrize(
     ("permanent", "raised"), [(True, AirflowFailException), (False, AirflowException)]
 )
+@EVENT_VERSIONS
 def test_an_error_event_fails_at_once_only_if_permanent(
-    cluster: Cluster, app: AppDef, permanent: bool, raised: type
+    cluster: Cluster, app: AppDef, permanent: bool, raised: type, make_event: Any
 ) -> None:
     handle = cluster.add("a", AppState.RUNNING)
-    event = {**_event("error", None, handle), "permanent": permanent}
+    event = {**make_event("error", None, handle), "permanent": permanent}
     with pytest.raises(raised, match="msg") as ei:
         _op(cluster, app, deferrable=True).execute_complete(make_context(FakeStore()), event)
     assert type(ei.value) is raised

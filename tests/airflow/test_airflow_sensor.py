@@ -16,6 +16,7 @@ from torchx_airflow._airflow import (
     AirflowSensorTimeout,
     AirflowSkipException,
 )
+from torchx_airflow._runtime import status_payload
 from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_core.runner.lifecycle import Observation, Phase
 from torchx_core.specs import AppState, AppStatus
@@ -123,6 +124,21 @@ def test_execute_complete(cluster: Cluster) -> None:
         s.execute_complete(
             make_context(), {"event": "observed", "observation": gone, "message": "gone"}
         )
+
+
+def test_execute_complete_reads_events_of_the_version_before(cluster: Cluster) -> None:
+    """A sensor deferred before an upgrade resumes with the old trigger's event."""
+    h = "fake://test/a-1"
+    s = _sensor(cluster, h, deferrable=True)
+    done = status_payload(h, AppStatus(AppState.SUCCEEDED))
+    event = {"event": "terminal", "app_handle": h, "status": done, "message": ""}
+    assert s.execute_complete(make_context(), event)["state"] == "SUCCEEDED"
+    for kind in ("vanished", "unknown_timeout", "error"):
+        old = {"event": kind, "app_handle": h, "status": None, "message": f"{kind}!"}
+        with pytest.raises(AirflowException, match=f"{kind}!"):
+            s.execute_complete(make_context(), old)
+    with pytest.raises(AirflowSensorTimeout, match="late"):
+        s.execute_complete(make_context(), {"event": "timeout", "status": done, "message": "late"})
 
 
 def test_bad_arguments() -> None:

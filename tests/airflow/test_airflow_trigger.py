@@ -13,10 +13,11 @@ import pytest
 from airflow_versions import import_string
 from support.airflow_fakes import Cluster
 
+from torchx_airflow._runtime import status_payload
 from torchx_airflow.errors import InvalidTaskArgumentError
-from torchx_airflow.trigger import TorchXTrigger
+from torchx_airflow.trigger import TorchXTrigger, TriggerEnd, read_event
 from torchx_core.runner.lifecycle import Observation, Phase
-from torchx_core.specs import AppState
+from torchx_core.specs import AppState, AppStatus
 
 OWNER = "airflow:dag/task/run/-1#try=1"
 
@@ -255,3 +256,84 @@ def test_on_kill_respects_cancel_on_kill_false(cluster: Cluster) -> None:
     h = cluster.add("a", AppState.RUNNING)
     asyncio.run(_trigger(cluster, h, cancel_on_kill=False, owner=OWNER).on_kill())
     assert cluster.job(h).cancelled == 0
+
+
+# -- events: this version's and the version before's (an upgrade while a task is deferred) --------
+
+H = "local_cwd://torchx/a-1"
+
+
+def _legacy(kind: str, status: AppStatus | None) -> dict[str, Any]:
+    """An event as the trigger of the version before fired it (no ``observation``; the status
+    as ``status_payload`` wrote it, and none for an error)."""
+    event: dict[str, Any] = {
+        "event": kind,
+        "app_handle": H,
+        "status": status_payload(H, status) if kind != "error" else None,
+        "message": "m",
+    }
+    if kind == "error":
+        event["permanent"] = False
+    return event
+
+
+FAILED = AppStatus(AppState.FAILED, msg="boom", structured_error_msg='{"message": "x"}')
+RUNNING = AppStatus(AppState.RUNNING, num_restarts=2)
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "end", "phase", "expired"),
+    [
+        ("terminal", FAILED, TriggerEnd.OBSERVED, Phase.FAILED, False),
+        ("vanished", None, TriggerEnd.OBSERVED, Phase.VANISHED, True),
+        ("unknown_timeout", RUNNING, TriggerEnd.OBSERVED, Phase.UNKNOWN, True),
+        ("unknown_timeout", None, TriggerEnd.OBSERVED, Phase.UNKNOWN, True),
+        ("timeout", RUNNING, TriggerEnd.TIMEOUT, Phase.WAITING, False),
+        ("timeout", None, TriggerEnd.TIMEOUT, None, None),
+        ("error", None, TriggerEnd.ERROR, None, None),
+    ],
+)
+def test_an_event_of_the_version_before_is_read_as_it_was_meant(
+    kind: str,
+    status: AppStatus | None,
+    end: TriggerEnd,
+    phase: Phase | None,
+    expired: bool | None,
+) -> None:
+    got_end, obs = read_event(_legacy(kind, status))
+    assert got_end is end
+    if phase is None:
+        assert obs is None
+        return
+    assert obs is not None and (obs.phase, obs.expired) == (phase, expired)
+    if status is None:
+        assert obs.status is None
+    else:
+        assert obs.status is not None and obs.status.to_json() == status.to_json()
+
+
+def test_an_event_of_this_version_round_trips() -> None:
+    obs = Observation(Phase.FAILED, FAILED, False)
+    event = {"event": "observed", "app_handle": H, "message": "", "observation": obs.to_json()}
+    end, read = read_event(event)
+    assert end is TriggerEnd.OBSERVED and read is not None
+    assert read.to_json() == obs.to_json()
+    assert read_event({**event, "event": "error", "observation": None}) == (TriggerEnd.ERROR, None)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"event": "exploded", "app_handle": H, "observation": None},
+        {"event": "terminal", "app_handle": H, "observation": None},  # old kind, new shape
+        {"event": "observed", "app_handle": H, "status": None},  # new kind, old shape
+        {"event": ["observed"], "app_handle": H, "observation": None},
+        {"app_handle": H},
+    ],
+)
+def test_an_event_of_neither_version_is_refused_with_what_is_valid(event: dict[str, Any]) -> None:
+    with pytest.raises(InvalidTaskArgumentError) as ei:
+        read_event(event)
+    message = str(ei.value)
+    assert repr(event.get("event")) in message
+    assert "observed, timeout, error" in message and "terminal, vanished" in message

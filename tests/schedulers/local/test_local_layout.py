@@ -56,7 +56,7 @@ def test_a_status_file_of_the_previous_version_is_read(tmp_path: Path) -> None:
     (app_dir / MARKER_FILE).write_text(f"{APP}\n")
     (app_dir / LOCK_FILE).write_text("4242\n")
     (app_dir / STATUS_FILE).write_text(FAILED_DOC)
-    assert _state.read_status(str(app_dir), APP) == json.loads(FAILED_DOC)
+    assert _state.read_status(str(app_dir), APP) == StatusDoc.from_json(json.loads(FAILED_DOC))
     desc = create_scheduler("s", root=str(root)).describe(APP)
     assert desc is not None and desc.state == AppState.FAILED and desc.num_restarts == 1
     assert desc.msg == "replica trainer/1 exited with code 3 (after 1 restart(s))"
@@ -74,18 +74,19 @@ def test_an_older_minimal_status_gets_the_defaults() -> None:
     assert doc.roles[0].pids == [0, 0] and doc.failed is None and doc.layout is None
 
 
-def test_a_cancel_without_the_supervisor_keeps_the_keys_it_found() -> None:
-    found = json.loads(PENDING_DOC)
-    out = _layout.cancelled_status(found, APP, 7.0)
+def test_a_cancel_without_the_supervisor_keeps_the_fields_it_found() -> None:
+    found = StatusDoc.from_json(json.loads(PENDING_DOC))
+    out = _layout.cancelled_status(found, APP, 7.0).to_json()
     assert out["state"] == "CANCELLED" and out["msg"] == "cancelled"
     assert (out["ended"], out["updated"], out["created"]) == (7.0, 7.0, 1700000000.5)
     assert out["roles"] == [{"name": "trainer", "states": "CC", "pids": [0, 0]}]
+    kept = {k: v for k, v in out.items() if k not in ("state", "msg", "ended", "updated", "roles")}
+    assert kept == {k: v for k, v in json.loads(PENDING_DOC).items() if k in kept}
     assert list(out) == list(json.loads(PENDING_DOC))
     fresh = _layout.cancelled_status(None, APP, 7.0)
-    assert fresh == {
-        "v": 1, "app_id": APP, "name": "", "created": 7.0, "roles": [],
-        "state": "CANCELLED", "msg": "cancelled", "ended": 7.0, "updated": 7.0,
-    }  # fmt: skip
+    assert fresh == StatusDoc(
+        APP, "", "CANCELLED", [], created=7.0, updated=7.0, ended=7.0, msg="cancelled"
+    )
 
 
 def test_role_states_default_to_no_pids() -> None:

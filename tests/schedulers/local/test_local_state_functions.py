@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from torchx_core.schedulers.local import _state
-from torchx_core.schedulers.local._layout import LOCK_FILE, MARKER_FILE, STATUS_FILE, new_instance
+from torchx_core.schedulers.local._layout import (
+    LOCK_FILE,
+    MARKER_FILE,
+    STATUS_FILE,
+    StatusDoc,
+    new_instance,
+)
 
 APP = "fn-bcdfghjklmnp"
 DAY = 24 * 3600.0
@@ -196,7 +202,7 @@ def test_final_from_lock_returns_only_a_valid_final_status(tmp_path: Path) -> No
     lock = tmp_path / LOCK_FILE
     final = _status(state="FAILED", ended=5.0, msg="boom")
     lock.write_bytes(b"123\n" + json.dumps(final).encode() + b"\n")
-    assert _state.final_from_lock(str(tmp_path)) == final
+    assert _state.final_from_lock(str(tmp_path)) == StatusDoc.from_json(final)
     for rest in (
         b"",
         b" \n ",
@@ -219,7 +225,8 @@ def test_final_from_lock_returns_only_a_valid_final_status(tmp_path: Path) -> No
 def test_read_status_of_a_finished_app_is_the_file_as_written(tmp_path: Path) -> None:
     done = _status(state="SUCCEEDED", ended=2.0, roles=[{"name": "r", "states": "S", "pids": [0]}])
     d = _app(tmp_path, status=done)
-    assert _state.read_status(str(d)) == done  # the app id defaults to the directory's name
+    # the app id defaults to the directory's name
+    assert _state.read_status(str(d)) == StatusDoc.from_json(done)
     assert _state.read_status(str(tmp_path / "nothing")) is None
 
 
@@ -227,7 +234,7 @@ def test_read_status_of_a_live_supervisor_changes_nothing(tmp_path: Path, hold_l
     running = _status(sup_pid=os.getpid())  # a running, not stopped, "supervisor"
     d = _app(tmp_path, status=running)
     hold_lock(d)
-    assert _state.read_status(str(d), APP) == running
+    assert _state.read_status(str(d), APP) == StatusDoc.from_json(running)
     assert _on_disk(d) == running
 
 
@@ -236,14 +243,16 @@ def test_read_status_of_a_dead_supervisor_records_failed(tmp_path: Path) -> None
     before = time.time()
     status = _state.read_status(str(d), APP)
     assert status is not None
-    assert status["state"] == "FAILED"
-    assert status["msg"] == (
+    assert status.state == "FAILED"
+    assert status.msg == (
         "the local supervisor (pid 999999) died before the app finished;"
         f" see {os.path.join(str(d), 'supervisor.log')}"
     )
-    assert status["ended"] >= before
-    assert status["roles"] == [{"name": "r", "states": "UUS", "pids": [0, 0, 0]}]
-    assert _on_disk(d) == status
+    assert status.ended >= before
+    assert [r.to_json() for r in status.roles] == [
+        {"name": "r", "states": "UUS", "pids": [0, 0, 0]}
+    ]
+    assert _on_disk(d) == status.to_json()
 
 
 def test_read_status_of_a_supervisor_dead_before_its_pid_says_it_did_not_start(
@@ -251,8 +260,8 @@ def test_read_status_of_a_supervisor_dead_before_its_pid_says_it_did_not_start(
 ) -> None:
     d = _app(tmp_path, status=_status(state="PENDING", sup_pid=0))
     status = _state.read_status(str(d), APP)
-    assert status is not None and status["state"] == "FAILED"
-    assert status["msg"] == (
+    assert status is not None and status.state == "FAILED"
+    assert status.msg == (
         "the app failed to start: its supervisor died (or its launcher was killed) before"
         f" running it; see {os.path.join(str(d), 'supervisor.log')}"
     )
@@ -266,7 +275,7 @@ def test_read_status_of_a_dead_supervisor_collects_its_target_for_the_caller(
     dead: list[tuple[str, str | None]] = []
     status = _state.read_status(str(d), APP, dead=dead)
     assert dead == [(APP, instance)]
-    assert status is not None and status["state"] == "FAILED"
+    assert status is not None and status.state == "FAILED"
 
 
 def test_read_status_of_a_copy_kills_nothing_and_says_so(tmp_path: Path) -> None:
@@ -274,8 +283,8 @@ def test_read_status_of_a_copy_kills_nothing_and_says_so(tmp_path: Path) -> None
     dead: list[tuple[str, str | None]] = []
     status = _state.read_status(str(d), APP, dead=dead)
     assert dead == []
-    assert status is not None and status["state"] == "FAILED"
-    assert status["msg"] == (
+    assert status is not None and status.state == "FAILED"
+    assert status.msg == (
         f"{d} is a copy of an app directory made elsewhere (another root, a restored"
         " backup); it has no supervisor here, and the original's processes are left alone"
     )
@@ -294,8 +303,8 @@ def test_read_status_of_an_unwritable_app_dir_is_unknown(
     (d / STATUS_FILE).chmod(0o400)
     dead: list[tuple[str, str | None]] = []
     status = _state.read_status(str(d), APP, dead=dead)
-    assert status is not None and status["state"] == "UNKNOWN"
-    assert status["msg"] == (
+    assert status is not None and status.state == "UNKNOWN"
+    assert status.msg == (
         "the app's outcome is unknown: its supervisor (pid 31337) ended without recording it,"
         f" and {d} is not writable (read-only filesystem or permissions); its replicas' logs"
         " may tell"
@@ -309,15 +318,15 @@ def test_read_status_prefers_the_final_status_kept_in_the_lock(tmp_path: Path) -
     d = _app(tmp_path, status=_status(sup_pid=999999), lock="999999\n" + json.dumps(final))
     dead: list[tuple[str, str | None]] = []
     status = _state.read_status(str(d), APP, dead=dead)
-    assert status is not None and status["state"] == "SUCCEEDED" and dead == []
-    assert status["msg"] == (
+    assert status is not None and status.state == "SUCCEEDED" and dead == []
+    assert status.msg == (
         f"succeeded (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {d})"
     )
     final["msg"] = "replica r/0 exited with code 1"
     final["state"] = "FAILED"
     (d / LOCK_FILE).write_text("999999\n" + json.dumps(final))
     status = _state.read_status(str(d), APP)
-    assert status is not None and status["msg"].startswith("replica r/0 exited with code 1 (kept")
+    assert status is not None and status.msg.startswith("replica r/0 exited with code 1 (kept")
     assert _on_disk(d)["state"] == "RUNNING"  # nothing rewritten
 
 
@@ -334,9 +343,9 @@ def test_read_status_of_a_stopped_supervisor_marks_it_stale(
     hold_lock(d)
     status = _state.read_status(str(d), APP)
     assert status is not None
-    assert status["state"] == "RUNNING"  # a replica still runs, one is pending
-    assert [r["states"] for r in status["roles"]] == ["URS", "P"]
-    assert status["msg"] == (
+    assert status.state == "RUNNING"  # a replica still runs, one is pending
+    assert [r.states for r in status.roles] == ["URS", "P"]
+    assert status.msg == (
         f"the local supervisor (pid {stopped_pid}) is stopped (SIGSTOP or a debugger), so this"
         " status is stale: 1 replica(s) it shows running have exited;"
         f" `kill -CONT {stopped_pid}` resumes it, `torchx cancel` stops the app"
@@ -352,12 +361,12 @@ def test_a_stopped_supervisor_with_nothing_left_running_is_unknown(
     status = _status(
         sup_pid=stopped_pid, roles=[{"name": "a", "states": "RS", "pids": [gone.pid, 0]}]
     )
-    out = _state._unless_stopped(status)
-    assert out["state"] == "UNKNOWN" and out["roles"][0]["states"] == "US"
+    out = _state._unless_stopped(StatusDoc.from_json(status))
+    assert out.state == "UNKNOWN" and out.roles[0].states == "US"
     no_pids = _status(sup_pid=stopped_pid, roles=[{"name": "a", "states": "SF"}])
-    out = _state._unless_stopped(no_pids)
-    assert out["state"] == "UNKNOWN"
-    assert out["msg"] == (
+    out = _state._unless_stopped(StatusDoc.from_json(no_pids))
+    assert out.state == "UNKNOWN"
+    assert out.msg == (
         f"the local supervisor (pid {stopped_pid}) is stopped (SIGSTOP or a debugger), so this"
         f" status is stale; `kill -CONT {stopped_pid}` resumes it, `torchx cancel` stops the app"
     )
@@ -366,21 +375,21 @@ def test_a_stopped_supervisor_with_nothing_left_running_is_unknown(
 def test_a_running_or_unknown_supervisor_leaves_the_status_alone() -> None:
     for sup_pid in (os.getpid(), 0, None):
         status = _status(sup_pid=sup_pid)
-        assert _state._unless_stopped(json.loads(json.dumps(status))) == status
+        assert _state._unless_stopped(StatusDoc.from_json(status)) == StatusDoc.from_json(status)
     missing = _status()
     del missing["sup_pid"]
-    assert _state._unless_stopped(dict(missing)) == missing
+    assert _state._unless_stopped(StatusDoc.from_json(missing)) == StatusDoc.from_json(missing)
 
 
 def test_a_stopped_supervisor_keeps_pending_replicas_and_live_ones(stopped_pid: int) -> None:
     status = _status(
         sup_pid=stopped_pid, roles=[{"name": "a", "states": "PR", "pids": [0, os.getpid()]}]
     )
-    out = _state._unless_stopped(status)
-    assert out["state"] == "RUNNING" and out["roles"][0]["states"] == "PR"
-    assert "stale;" in out["msg"]  # no replica exited: no count
+    out = _state._unless_stopped(StatusDoc.from_json(status))
+    assert out.state == "RUNNING" and out.roles[0].states == "PR"
+    assert "stale;" in out.msg  # no replica exited: no count
     pending_only = _status(sup_pid=stopped_pid, roles=[{"name": "a", "states": "P", "pids": [0]}])
-    assert _state._unless_stopped(pending_only)["state"] == "RUNNING"
+    assert _state._unless_stopped(StatusDoc.from_json(pending_only)).state == "RUNNING"
 
 
 # -- garbage collection ------------------------------------------------------------------------
@@ -568,7 +577,7 @@ def test_read_status_of_a_finished_app_ignores_a_stopped_lock_holder(
     done["roles"] = [{"name": "r", "states": "S", "pids": [0]}]
     d = _app(tmp_path, status=done)
     hold_lock(d)  # the supervisor wrote its final status and has not exited yet
-    assert _state.read_status(str(d), APP) == done
+    assert _state.read_status(str(d), APP) == StatusDoc.from_json(done)
     creating = _app(tmp_path, "new-bcdfghjk", marker=None)  # no status yet, lock held
     hold_lock(creating)
     assert _state.read_status(str(creating), "new-bcdfghjk") is None
@@ -587,12 +596,12 @@ def test_a_stopped_supervisor_counts_zombies_and_missing_pids_as_exited(stopped_
                 {"name": "b", "states": "R"},  # no pids: nothing to look at, counted as exited
             ],
         )
-        out = _state._unless_stopped(status)
+        out = _state._unless_stopped(StatusDoc.from_json(status))
     finally:
         zombie.wait()
-    assert [r["states"] for r in out["roles"]] == ["UR", "U"]
-    assert ": 2 replica(s) it shows running have exited;" in out["msg"]
-    assert out["state"] == "RUNNING"
+    assert [r.states for r in out.roles] == ["UR", "U"]
+    assert ": 2 replica(s) it shows running have exited;" in out.msg
+    assert out.state == "RUNNING"
 
 
 def _lock_with_final(path: Path, size: int) -> dict[str, Any]:
@@ -613,7 +622,7 @@ def test_final_from_lock_reads_at_most_the_largest_status_plus_a_pid_line(
     lock = tmp_path / LOCK_FILE
     limit = 4096 + 64
     final = _lock_with_final(lock, limit)  # the largest that fits: read whole
-    assert _state.final_from_lock(str(tmp_path)) == final
+    assert _state.final_from_lock(str(tmp_path)) == StatusDoc.from_json(final)
     _lock_with_final(lock, limit + 1)  # one byte more: cut, so not valid JSON
     assert _state.final_from_lock(str(tmp_path)) is None
 
@@ -652,5 +661,5 @@ def test_a_reader_that_cannot_record_the_correction_still_answers(tmp_path: Path
     d = _app(tmp_path, status=_status(sup_pid=999999))
     (d / f"{STATUS_FILE}.{os.getpid()}.tmp").mkdir()  # the atomic write's temporary file fails
     status = _state.read_status(str(d), APP)
-    assert status is not None and status["state"] == "FAILED"
+    assert status is not None and status.state == "FAILED"
     assert _on_disk(d)["state"] == "RUNNING"  # not recorded, and no error

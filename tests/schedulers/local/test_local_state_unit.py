@@ -76,7 +76,7 @@ def test_a_read_of_an_app_whose_supervisor_died_kills_its_leftovers(
     d, instance = _app_dir(tmp_path)
     mine = _sleeper(procs, TORCHX_APP_ID=APP, TORCHX_APP_INSTANCE=instance)
     status = _state.read_status(str(d), APP)
-    assert status is not None and status["state"] == "FAILED" and "died" in status["msg"]
+    assert status is not None and status.state == "FAILED" and "died" in status.msg
     assert _ended(mine), "the leftover replica of a dead supervisor was not killed"
 
 
@@ -109,7 +109,7 @@ def test_a_copied_app_directory_kills_nothing(tmp_path: Path, procs: list) -> No
     copy.parent.mkdir()
     subprocess.run(["cp", "-a", str(d), str(copy)], check=True)
     status = _state.read_status(str(copy), APP)
-    assert status is not None and "is a copy" in status["msg"]
+    assert status is not None and "is a copy" in status.msg
     assert mine.poll() is None
 
 

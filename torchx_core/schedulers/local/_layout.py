@@ -152,6 +152,12 @@ class RoleStates:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "states": self.states, "pids": self.pids}
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RoleStates) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"RoleStates({self.name!r}, {self.states!r}, {self.pids!r})"
+
 
 class StatusDoc:
     """The status file's content, typed; :meth:`to_json` gives the exact object on disk."""
@@ -212,6 +218,18 @@ class StatusDoc:
         if self.layout:
             doc["layout"] = self.layout
         return doc
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StatusDoc) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: compared by content, never hashed
+
+    def __repr__(self) -> str:
+        return f"StatusDoc({self.to_json()!r})"
+
+    def terminal(self) -> bool:
+        """Whether the app has ended (``SUCCEEDED``, ``FAILED`` or ``CANCELLED``)."""
+        return self.state in TERMINAL
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], app_id: str = "") -> StatusDoc:
@@ -348,19 +366,18 @@ def pending_status(plan: dict[str, Any], now: float) -> StatusDoc:
     )
 
 
-def cancelled_status(doc: dict[str, Any] | None, app_id: str, now: float) -> dict[str, Any]:
+def cancelled_status(doc: StatusDoc | None, app_id: str, now: float) -> StatusDoc:
     """``doc`` (a status as read, or None) ended as ``CANCELLED`` without its supervisor's help:
-    replicas not finished become ``C``; the keys the document had are kept as they were."""
+    replicas not finished become ``C``; every other field is kept as it was."""
     if doc is None:
-        doc = {"v": 1, "app_id": app_id, "name": "", "created": now, "roles": []}
-    for r in doc.get("roles", []):
-        r["states"] = "".join("C" if c in "PRU" else c for c in r["states"])
-        r["pids"] = [0] * len(r["states"])
-    doc.update(state="CANCELLED", msg="cancelled", ended=now, updated=now)
+        doc = StatusDoc(app_id, "", "CANCELLED", [], created=now)
+    for r in doc.roles:
+        r.states = "".join("C" if c in "PRU" else c for c in r.states)
+        r.pids = [0] * len(r.states)
+    doc.state, doc.msg, doc.ended, doc.updated = "CANCELLED", "cancelled", now, now
     return doc
 
 
-def write_status(app_dir: str, doc: StatusDoc | dict[str, Any]) -> None:
+def write_status(app_dir: str, doc: StatusDoc) -> None:
     """Writes the app's status file atomically (see :func:`write_json_atomic`)."""
-    obj = doc.to_json() if isinstance(doc, StatusDoc) else doc
-    write_json_atomic(os.path.join(app_dir, STATUS_FILE), obj)
+    write_json_atomic(os.path.join(app_dir, STATUS_FILE), doc.to_json())

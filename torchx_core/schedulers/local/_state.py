@@ -49,7 +49,7 @@ from torchx_core.schedulers.local._layout import (
     LOCK_FILE,
     MARKER_FILE,
     STATUS_FILE,
-    TERMINAL,
+    StatusDoc,
     check_status,
     instance_is_here,
     write_status,
@@ -275,7 +275,7 @@ def kill_leftovers(app_dir: str, app_id: str) -> bool:
 
 def read_status(
     app_dir: str, app_id: str | None = None, dead: list[tuple[str, str | None]] | None = None
-) -> dict[str, Any] | None:
+) -> StatusDoc | None:
     """The app's status, corrected (and its leftovers killed) when its supervisor died.
 
     Returns ``None`` when there is no app here. Raises :class:`CorruptAppStateError` when the
@@ -291,48 +291,48 @@ def read_status(
     """
     app_id = app_id or os.path.basename(app_dir)
     status = _load_status(app_dir, app_id)
-    if status is None or status["state"] in TERMINAL:
+    if status is None or status.terminal():
         return status
     if supervisor_alive(app_dir):
         return _unless_stopped(status)
     # the supervisor may have written its final status and exited since our first read
     status = _load_status(app_dir, app_id)
-    if status is None or status["state"] in TERMINAL:
+    if status is None or status.terminal():
         return status
     recorded = final_from_lock(app_dir)
     if recorded is not None:
-        recorded["msg"] = (recorded.get("msg") or recorded["state"].lower()) + (
+        recorded.msg = (recorded.msg or recorded.state.lower()) + (
             f" (kept in {LOCK_FILE}: the supervisor could not write {STATUS_FILE} in {app_dir})"
         )
         return recorded
-    status["state"] = "FAILED"
+    status.state = "FAILED"
     target = sweep_target(app_dir, app_id)
     if target == COPY:
-        status["msg"] = (
+        status.msg = (
             f"{app_dir} is a copy of an app directory made elsewhere (another root, a restored"
             " backup); it has no supervisor here, and the original's processes are left alone"
         )
     elif not os.access(app_dir, os.W_OK):
-        status["state"] = "UNKNOWN"
-        status["msg"] = (
-            f"the app's outcome is unknown: its supervisor (pid {status.get('sup_pid')}) ended"
+        status.state = "UNKNOWN"
+        status.msg = (
+            f"the app's outcome is unknown: its supervisor (pid {status.sup_pid}) ended"
             f" without recording it, and {app_dir} is not writable (read-only filesystem or"
             " permissions); its replicas' logs may tell"
         )
-    elif status.get("sup_pid"):
-        status["msg"] = (
-            f"the local supervisor (pid {status['sup_pid']}) died before the app finished;"
+    elif status.sup_pid:
+        status.msg = (
+            f"the local supervisor (pid {status.sup_pid}) died before the app finished;"
             f" see {os.path.join(app_dir, 'supervisor.log')}"
         )
     else:
-        status["msg"] = (
+        status.msg = (
             "the app failed to start: its supervisor died (or its launcher was killed) before"
             f" running it; see {os.path.join(app_dir, 'supervisor.log')}"
         )
-    status["ended"] = time.time()
-    for role in status["roles"]:
-        role["states"] = "".join("U" if c in "PR" else c for c in role["states"])
-        role["pids"] = [0] * len(role["states"])
+    status.ended = time.time()
+    for role in status.roles:
+        role.states = "".join("U" if c in "PR" else c for c in role.states)
+        role.pids = [0] * len(role.states)
     if target == COPY:
         pass
     elif dead is None:
@@ -344,25 +344,24 @@ def read_status(
     return status
 
 
-def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
+def _unless_stopped(status: StatusDoc) -> StatusDoc:
     """``status`` as written by a live supervisor, or, if that supervisor is stopped, marked
     stale: replicas it shows running whose process has exited are UNKNOWN (and the app too
     once none runs), and the message says why. Nothing is written."""
-    sup_pid = status.get("sup_pid") or 0
+    sup_pid = status.sup_pid
     if not sup_pid or not is_stopped(sup_pid):
         return status
     exited = 0
-    for role in status["roles"]:
-        states = list(role["states"])
-        pids = role.get("pids") or [0] * len(states)
+    for role in status.roles:
+        states = list(role.states)
         for k, c in enumerate(states):
-            if c == "R" and process_state(pids[k]) in (None, "Z", "X"):
+            if c == "R" and process_state(role.pids[k]) in (None, "Z", "X"):
                 states[k] = "U"
                 exited += 1
-        role["states"] = "".join(states)
-    if not any(c in "PR" for role in status["roles"] for c in role["states"]):
-        status["state"] = "UNKNOWN"
-    status["msg"] = (
+        role.states = "".join(states)
+    if not any(c in "PR" for role in status.roles for c in role.states):
+        status.state = "UNKNOWN"
+    status.msg = (
         f"the local supervisor (pid {sup_pid}) is stopped (SIGSTOP or a debugger), so this status"
         f" is stale{f': {exited} replica(s) it shows running have exited' if exited else ''};"
         f" `kill -CONT {sup_pid}` resumes it, `torchx cancel` stops the app"
@@ -372,12 +371,12 @@ def _unless_stopped(status: dict[str, Any]) -> dict[str, Any]:
 
 # finished apps' statuses by path, with the bytes they were parsed from: a finished status is
 # read again (list, describe) but parsed and checked only once while its bytes stay the same
-_FINISHED: dict[str, tuple[bytes, dict[str, Any]]] = {}
+_FINISHED: dict[str, tuple[bytes, StatusDoc]] = {}
 _FINISHED_MAX = 1024
 _READ_SIZE = 1 << 13  # most statuses fit; read(n) allocates n bytes up front
 
 
-def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
+def _load_status(app_dir: str, app_id: str) -> StatusDoc | None:
     path = os.path.join(app_dir, STATUS_FILE)
     try:
         with open(path, "rb") as f:
@@ -395,12 +394,12 @@ def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
         raise CorruptAppStateError(f"app {app_id}: cannot read its status file {path}: {e}") from e
     hit = _FINISHED.get(path)
     if hit is not None and hit[0] == data:
-        return dict(hit[1])  # checked when first read; callers do not change a finished status
+        return hit[1]  # checked when first read; nothing changes a finished status
     try:
         if len(data) > MAX_STATUS_BYTES:
             raise ValueError(f"larger than {MAX_STATUS_BYTES} bytes")
-        status = json.loads(data)
-        check_status(status)
+        raw = json.loads(data)
+        check_status(raw)
     except (ValueError, RecursionError, TypeError) as e:
         if not is_owned(app_dir, app_id):
             return None  # not an app of ours (checked only here: the common path stays one read)
@@ -408,11 +407,11 @@ def _load_status(app_dir: str, app_id: str) -> dict[str, Any] | None:
             f"app {app_id}: its status file {path} is corrupt ({e}); delete the app"
             f" (`torchx delete`, which still stops its processes) or remove {app_dir}"
         ) from None
-    if status["state"] in TERMINAL:
+    status = StatusDoc.from_json(raw, app_id)
+    if status.terminal():
         if len(_FINISHED) >= _FINISHED_MAX:
             _FINISHED.clear()
         _FINISHED[path] = (data, status)
-        return dict(status)
     return status
 
 
@@ -425,7 +424,7 @@ def supervisor_pid(app_dir: str) -> int:
         return 0
 
 
-def final_from_lock(app_dir: str) -> dict[str, Any] | None:
+def final_from_lock(app_dir: str) -> StatusDoc | None:
     """The final status a supervisor recorded in its lock file when the status file could not
     be written (a root made read-only under the app), or None."""
     try:
@@ -437,11 +436,12 @@ def final_from_lock(app_dir: str) -> dict[str, Any] | None:
     if not rest.strip():
         return None
     try:
-        status = json.loads(rest)
-        check_status(status)
+        raw = json.loads(rest)
+        check_status(raw)
     except (ValueError, RecursionError, TypeError):
         return None
-    return status if status["state"] in TERMINAL else None
+    status = StatusDoc.from_json(raw, os.path.basename(app_dir))
+    return status if status.terminal() else None
 
 
 def iter_app_dirs(root: str) -> Iterator[tuple[str, str]]:
@@ -578,8 +578,8 @@ def _collectable(app_id: str, app_dir: str, ttl: float, now: float) -> bool:
     except CorruptAppStateError:
         status = None
     if status is not None:
-        ended = status.get("ended")
-        return status["state"] in TERMINAL and bool(ended) and now - float(ended) > ttl
+        ended = status.ended
+        return status.terminal() and bool(ended) and now - float(ended or 0.0) > ttl
     try:
         age = now - os.lstat(os.path.join(app_dir, MARKER_FILE)).st_mtime
     except OSError:

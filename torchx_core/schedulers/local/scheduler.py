@@ -270,10 +270,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         try:
             _launch.start_supervisor(plan, req.app_dir, lock_fd)
         except OSError as e:
-            status = _state.read_json(os.path.join(req.app_dir, STATUS_FILE)) or {}
-            status.update(
-                state="FAILED", msg=f"could not start the local supervisor: {e}", ended=time.time()
-            )
+            now = time.time()
+            written = _state.read_json(os.path.join(req.app_dir, STATUS_FILE))
+            status = _checked(written, req.app_id) or StatusDoc(req.app_id, "", "", [], created=now)
+            status.state, status.ended = "FAILED", now
+            status.msg = f"could not start the local supervisor: {e}"
             write_status(req.app_dir, status)
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
@@ -302,7 +303,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             CorruptAppStateError: an app exists but its status file cannot be read.
         """
         dead: list[tuple[str, str | None]] = []
-        found: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        found: dict[str, tuple[str, StatusDoc | None]] = {}
         try:
             for app_id in dict.fromkeys(app_ids):
                 app_dir = self._app_dir(app_id)
@@ -316,11 +317,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         return {a: self._response(a, d, s) if d else None for a, (d, s) in found.items()}
 
     def _response(
-        self, app_id: str, app_dir: str, status: dict[str, Any] | None
+        self, app_id: str, app_dir: str, doc: StatusDoc | None
     ) -> DescribeAppResponse | None:
-        if status is None:
+        if doc is None:
             return None
-        doc = StatusDoc.from_json(status, app_id)
         failed = doc.failed
         error = doc.structured_error_msg or NONE
         roles_statuses = []
@@ -378,13 +378,12 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         try:
             for app_id, app_dir in _state.iter_app_dirs(self.root):
                 try:
-                    status = _state.read_status(app_dir, app_id, dead=dead)
+                    doc = _state.read_status(app_dir, app_id, dead=dead)
                 except CorruptAppStateError as e:
                     logger.warning("%s", e)
-                    status = {"state": AppState.UNKNOWN.name, "name": "", "created": 0.0}
-                if status is None:
+                    doc = StatusDoc(app_id, "", AppState.UNKNOWN.name, [], created=0.0)
+                if doc is None:
                     continue
-                doc = StatusDoc.from_json(status, app_id)
                 created = float(doc.created or 0.0)
                 app = ListAppResponse(
                     app_id=app_id,
@@ -448,10 +447,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
         """
         app_dir = self._app_dir(app_id)
-        status = _state.read_status(app_dir, app_id) if app_dir else None
-        if app_dir is None or status is None:
+        doc = _state.read_status(app_dir, app_id) if app_dir else None
+        if app_dir is None or doc is None:
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        doc = StatusDoc.from_json(status, app_id)
         roles = {r.name: len(r.states) for r in doc.roles}
         if role_name not in roles:
             raise InvalidLogQueryError(
@@ -483,7 +481,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     f"invalid log regex {regex!r}: {e}; pass a Python regular expression"
                 ) from e
         path = log_path(app_dir, role_name, k, stream, doc.layout)
-        if should_tail and doc.state not in TERMINAL:
+        if should_tail and not doc.terminal():
             lines: Iterator[str] = _logio.follow(path, app_dir)
         else:
             lines = _logio.read_lines(path)
@@ -515,7 +513,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         except CorruptAppStateError as e:
             logger.warning("%s; stopping its processes anyway", e)
             status = None
-        if status is not None and status["state"] in TERMINAL:
+        if status is not None and status.terminal():
             _state.kill_leftovers(
                 app_dir, app_id
             )  # survivors of a supervisor that died (or was killed)
@@ -525,18 +523,18 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             status = _state.read_status(app_dir, app_id)
         except CorruptAppStateError:
             status = None
-        if status is None or status["state"] not in TERMINAL:
+        if status is None or not status.terminal():
             self._record_cancelled(app_id, app_dir, status)
             _state.kill_leftovers(app_dir, app_id)
 
-    def _stop_supervisor(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> bool:
+    def _stop_supervisor(self, app_id: str, app_dir: str, status: StatusDoc | None) -> bool:
         """Stops a live supervisor; True if it had to be killed.
 
         SIGTERM first: the supervisor cancels its replicas (SIGTERM, its grace period, SIGKILL)
         and exits. One that is stopped (SIGSTOP), or still alive a few seconds after the grace
         period (hung), is SIGKILLed with its process group, and the app's processes with it.
         """
-        pid = int((status or {}).get("sup_pid") or 0) or _state.supervisor_pid(app_dir)
+        pid = (status.sup_pid if status else 0) or _state.supervisor_pid(app_dir)
         deadline = time.monotonic() + 10.0
         while not pid and _state.supervisor_alive(app_dir) and time.monotonic() < deadline:
             time.sleep(0.005)  # just submitted: the supervisor has not recorded its pid yet
@@ -556,15 +554,15 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             app_id,
         )
         # recorded first: a reader that sees the lock go free must find CANCELLED, not "died"
-        raw = _state.read_json(os.path.join(app_dir, STATUS_FILE))
-        if raw is None or raw.get("state") not in TERMINAL:
-            self._record_cancelled(app_id, app_dir, _checked(raw))
+        written = _checked(_state.read_json(os.path.join(app_dir, STATUS_FILE)), app_id)
+        if written is None or not written.terminal():
+            self._record_cancelled(app_id, app_dir, written)
         killpg_or_kill(pid)
         _state.kill_leftovers(app_dir, app_id)
         _state.wait_supervisor(app_dir, _CANCEL_MARGIN)
         return True
 
-    def _record_cancelled(self, app_id: str, app_dir: str, status: dict[str, Any] | None) -> None:
+    def _record_cancelled(self, app_id: str, app_dir: str, status: StatusDoc | None) -> None:
         """Writes a CANCELLED status for an app stopped without its supervisor's help."""
         try:
             write_status(app_dir, cancelled_status(status, app_id, time.time()))
@@ -628,13 +626,15 @@ _TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
 _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
 
 
-def _checked(status: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``status`` if it is a well-formed status document, else None."""
+def _checked(status: dict[str, Any] | None, app_id: str) -> StatusDoc | None:
+    """``status`` (as read from the status file) if it is a well-formed status document."""
+    if status is None:
+        return None
     try:
         check_status(status)
     except ValueError:
         return None
-    return status
+    return StatusDoc.from_json(status, app_id)
 
 
 def _replica_counts(doc: StatusDoc) -> dict[str, int] | None:
