@@ -440,7 +440,7 @@ def final_from_lock(app_dir: str) -> StatusDoc | None:
         check_status(raw)
     except (ValueError, RecursionError, TypeError):
         return None
-    status = StatusDoc.from_json(raw, os.path.basename(app_dir))
+    status = StatusDoc.from_json(raw)
     return status if status.terminal() else None
 
 
@@ -579,7 +579,9 @@ def _collectable(app_id: str, app_dir: str, ttl: float, now: float) -> bool:
         status = None
     if status is not None:
         ended = status.ended
-        return status.terminal() and bool(ended) and now - float(ended or 0.0) > ttl
+        if not status.terminal() or not ended:
+            return False
+        return now - ended > ttl
     try:
         age = now - os.lstat(os.path.join(app_dir, MARKER_FILE)).st_mtime
     except OSError:
