@@ -336,6 +336,42 @@ def test_an_async_watcher_joins_a_read_a_thread_makes(
     assert slept and set(slept) == {0.05}  # checked the thread's read every 50 ms, no own read
 
 
+def test_an_async_watcher_on_another_loop_polls_that_loop_s_read(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two event loops (two threads, e.g. two async flows): the read one loop leads is joined
+    from the other by polling; the leader's ``asyncio.Event`` belongs to its own loop, and a
+    waiter of another loop that awaited it would not be woken by its ``set()``."""
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    runner.watch(b)
+    table.delay = 0.3  # type: ignore[attr-defined]
+    slept = _recording_async_sleep(monkeypatch)
+    joined: dict[str, Any] = {}
+
+    def other_loop() -> None:
+        for _ in range(500):  # until the first loop's batched read is in flight
+            if table.batches:
+                break
+            time.sleep(0.01)
+        slept.clear()  # from here on: this loop's pauses only
+        waited = asyncio.wait_for(runner.awatch_status(b, max_age=5.0), 30)
+        try:
+            joined["status"] = asyncio.run(waited)
+        except Exception as e:  # noqa: BLE001 - reported by the assertions below
+            joined["error"] = e
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    status = asyncio.run(runner.awatch_status(a, max_age=5.0))
+    thread.join(60)
+    assert status is not None and status.state == AppState.RUNNING
+    assert not thread.is_alive() and "error" not in joined, joined
+    assert joined["status"] is not None and joined["status"].state == AppState.RUNNING
+    assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
+    assert slept and set(slept) == {0.05}  # polled the other loop's read, no own read
+
+
 def test_a_quick_async_watcher_gathers_briefly(
     table: JobTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
