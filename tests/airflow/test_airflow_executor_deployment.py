@@ -38,6 +38,8 @@ NAME = f"{DEPLOYMENT}-txexec"
 API_PORT = int(os.environ.get("AIRFLOW_API_PORT", "18080")) + 50
 PG_PORT = int(os.environ.get("AIRFLOW_PG_PORT", "15432")) + 50
 HOME = STATE_DIR / NAME
+#: a JWT in clear (header.payload.signature, the first two base64url JSON objects: ``eyJ``)
+JWT = re.compile(r"eyJ[\w-]*\.eyJ[\w-]*\.[\w-]*")
 TORCHX_TASKS = 9  # of the 10 tasks of txe_local/txe_slurm, one runs on LocalExecutor
 
 
@@ -213,7 +215,10 @@ def test_same_dag_runs_each_task_as_a_slurm_job(
     # the scheduler keeps a copy of each batch script: the token in it is sealed, never a JWT
     for job in jobs:
         script = (dep.work / "slurm-jobs" / f"slurm-{job}-torchx.sbatch").read_text()
-        assert "TORCHX_AIRFLOW_WORKLOAD_TOKEN=fernet:" in script and "eyJ" not in script
+        assert "TORCHX_AIRFLOW_WORKLOAD_TOKEN=fernet:" in script
+        # a JWT is three base64url parts joined by dots; a Fernet token (base64url) has no dot
+        # and may hold "eyJ" by chance, so the whole JWT shape is what must be absent
+        assert not JWT.search(script), JWT.search(script)
 
 
 # -- adoption and kills ---------------------------------------------------------------------------
