@@ -16,7 +16,7 @@ from kfp_helpers import AWS_TEST_ENV, processes_of
 
 # the shared fake scheduler (a real Runner over it) of the unit tests, and the session fixtures
 # of the real dockerd and moto server (started by our scripts, stopped at session end if started)
-from support.aws_fixtures import moto_server  # noqa: F401
+from support.aws_fixtures import create_batch_queue, moto_server  # noqa: F401
 from support.docker_fixtures import docker_engine  # noqa: F401
 
 LOCAL_ROOT_ENV = "TORCHX_LOCAL_ROOT"
@@ -105,33 +105,11 @@ def moto_batch_queue(
         monkeypatch.setenv(key, value)
     clients = {n: boto3.client(n) for n in ("batch", "iam", "ec2")}
     unique = f"kfp-{uuid.uuid4().hex[:8]}"
-    iam, ec2, batch = clients["iam"], clients["ec2"], clients["batch"]
-    role = iam.create_role(RoleName=unique, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    profile = iam.create_instance_profile(InstanceProfileName=unique)["InstanceProfile"]["Arn"]
-    subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]][:1]
-    groups = [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]][:1]
-    env = batch.create_compute_environment(
-        computeEnvironmentName=unique,
-        type="MANAGED",
-        state="ENABLED",
-        serviceRole=role,
-        computeResources={
-            "type": "EC2",
-            "minvCpus": 0,
-            "maxvCpus": 4,
-            "desiredvCpus": 0,
-            "instanceTypes": ["optimal"],
-            "subnets": subnets,
-            "securityGroupIds": groups,
-            "instanceRole": profile,
-        },
-    )["computeEnvironmentArn"]
-    batch.create_job_queue(
-        jobQueueName=unique,
-        state="ENABLED",
-        priority=1,
-        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}],
-    )
+    batch = clients["batch"]
+    create_batch_queue(
+        clients["iam"], clients["ec2"], batch, unique,
+        role=unique, profile=unique, env=unique, max_vcpus=4,
+    )  # fmt: skip
     yield unique, batch
     for job in batch.list_jobs(jobQueue=unique, jobStatus="RUNNING")["jobSummaryList"]:
         batch.terminate_job(jobId=job["jobId"], reason="test cleanup")

@@ -64,36 +64,45 @@ def aws_clients(moto_server: str) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def batch_queue(aws_clients: dict[str, Any]) -> str:
     """A job queue on a managed EC2 compute environment (moto runs its jobs on dockerd)."""
-    iam, ec2, batch = aws_clients["iam"], aws_clients["ec2"], aws_clients["batch"]
-    role = iam.create_role(RoleName="torchx-batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    profile = iam.create_instance_profile(InstanceProfileName="torchx-ecs")["InstanceProfile"][
-        "Arn"
-    ]
+    clients = aws_clients
+    create_batch_queue(
+        clients["iam"], clients["ec2"], clients["batch"], QUEUE,
+        role="torchx-batch", profile="torchx-ecs", env="torchx-ci-ce", max_vcpus=16,
+    )  # fmt: skip
+    return QUEUE
+
+
+def create_batch_queue(
+    iam: Any, ec2: Any, batch: Any, queue: str, *, role: str, profile: str, env: str, max_vcpus: int
+) -> None:
+    """Creates job queue ``queue`` on a new managed EC2 compute environment ``env`` (service role
+    ``role``, instance profile ``profile``) in the first subnet and security group."""
+    role_arn = iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    profile_arn = iam.create_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Arn"]
     subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]][:1]
     groups = [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]][:1]
-    env = batch.create_compute_environment(
-        computeEnvironmentName="torchx-ci-ce",
+    env_arn = batch.create_compute_environment(
+        computeEnvironmentName=env,
         type="MANAGED",
         state="ENABLED",
-        serviceRole=role,
+        serviceRole=role_arn,
         computeResources={
             "type": "EC2",
             "minvCpus": 0,
-            "maxvCpus": 16,
+            "maxvCpus": max_vcpus,
             "desiredvCpus": 0,
             "instanceTypes": ["optimal"],
             "subnets": subnets,
             "securityGroupIds": groups,
-            "instanceRole": profile,
+            "instanceRole": profile_arn,
         },
     )["computeEnvironmentArn"]
     batch.create_job_queue(
-        jobQueueName=QUEUE,
+        jobQueueName=queue,
         state="ENABLED",
         priority=1,
-        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env}],
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env_arn}],
     )
-    return QUEUE
 
 
 # -- fakes --------------------------------------------------------------------------------------
