@@ -104,6 +104,7 @@ class CmdDashboard(SubCommand):
         from torchx_core.dashboard._security import is_loopback, new_token
         from torchx_core.dashboard._server import Settings
         from torchx_core.runner import config, get_runner
+        from torchx_core.specs import CfgVal
 
         if args.refresh <= 0:
             raise DashboardArgumentError(f"--refresh must be > 0 seconds, got {args.refresh}")
@@ -120,7 +121,7 @@ class CmdDashboard(SubCommand):
             schedulers = wanted or configured_schedulers(known)
             cfgs = {}
             for s in schedulers:
-                cfg: dict = {}
+                cfg: dict[str, CfgVal] = {}
                 config.apply(s, cfg)
                 cfgs[s] = cfg
             settings = Settings(

@@ -130,7 +130,8 @@ class Guard:
 
 
 def _query_token(scope: Scope) -> str | None:
-    for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+    raw: bytes = scope.get("query_string", b"")
+    for k, v in parse_qsl(raw.decode("latin-1")):
         if k == "token":
             return v
     return None

@@ -273,8 +273,10 @@ class _Pages:
         async def endpoint(request: Request) -> Response:
             try:
                 if asyncio.iscoroutinefunction(fn):
-                    return await fn(request)
-                return await run_in_threadpool(fn, request)
+                    response: Response = await fn(request)
+                else:
+                    response = await run_in_threadpool(fn, request)
+                return response
             except (BadRequest, InvalidLogRequestError) as e:
                 return self.error(request, 400, str(e))
             except TorchXError as e:
