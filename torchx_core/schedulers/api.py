@@ -37,8 +37,8 @@ from torchx_core.specs import (
     RoleStatus,
     runopts,
 )
-from torchx_core.specs._limits import env_and_arg_problems, too_many_replicas
 from torchx_core.specs.errors import TorchXError, UnknownAppException
+from torchx_core.specs.limits import env_and_arg_problems, too_many_replicas
 from torchx_core.specs.structured_opts import StructuredOpts
 
 __all__ = [

@@ -37,8 +37,8 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.overlays import apply_overlay, get_overlay
+from torchx_core.util.yaml_emitter import dump_yaml
 
 logger: logging.Logger = logging.getLogger(__name__)
 
