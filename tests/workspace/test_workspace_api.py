@@ -39,9 +39,7 @@ def test_digest_changes_with_content(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["", " , ", "# only a comment"])
-def test_a_workspace_string_naming_no_directory_is_a_typed_error(
-    text: str, tmp_path: Path
-) -> None:
+def test_a_workspace_string_naming_no_directory_is_a_typed_error(text: str, tmp_path: Path) -> None:
     # Workspace.from_str gives None for these; as_workspace once returned that None as a Workspace
     with pytest.raises(InvalidWorkspaceError, match="names no directory") as err:
         copy_workspace(text, tmp_path / "out")
