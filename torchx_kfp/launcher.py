@@ -50,12 +50,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from torchx_core.runner.launch_options import (
-    LaunchOptions,
-    count_problem,
-    seconds_problem,
-)
+from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import (
     AppDef,
     InvalidRunConfigException,
@@ -474,9 +471,9 @@ def _step_problems(
     problems = [
         p
         for p in (
-            # 0: poll as often as the launcher allows
-            seconds_problem("wait_interval", wait_interval, allow_zero=True),
-            count_problem("retries", retries),
+            # the poll interval under KFP's name: the same rule as at every entry point (> 0)
+            SETTINGS["poll_interval"].problem(wait_interval, "wait_interval"),
+            SETTINGS["retries"].problem(retries),
         )
         if p is not None
     ]
@@ -572,6 +569,8 @@ def launch(
         problems.append(f"after must be a task or a list of tasks of this pipeline, got {bad!r}")
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
+    flags = options.parsed().flags  # "no" is False, as at every entry point
+    pass_resources, enable_caching = flags["pass_resources"], flags["enable_caching"]
     app_json = _app_json(app) if app is not None else ""
     problems = _dryrun_problems(app_json, component, component_args, scheduler, cfg, pass_resources)
     if problems:
@@ -585,8 +584,8 @@ def launch(
         "job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         "task_name": dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
         "task_id": dsl.PIPELINE_TASK_ID_PLACEHOLDER,
-        "wait_interval": float(wait_interval),
-        "unknown_state_timeout": float(unknown_state_timeout),
+        "wait_interval": SETTINGS["poll_interval"].parse(wait_interval),
+        "unknown_state_timeout": SETTINGS["unknown_timeout"].parse(unknown_state_timeout),
         "pass_resources": pass_resources,
     }
     if component_args is not None:
@@ -599,8 +598,8 @@ def launch(
         kwargs["dashboard_url"] = dashboard_url
     task = launcher_component(base_image, pass_resources)(**kwargs)
     task.set_caching_options(enable_caching=enable_caching)
-    if retries:
-        task.set_retry(num_retries=retries)
+    if SETTINGS["retries"].parse(retries):
+        task.set_retry(num_retries=int(SETTINGS["retries"].parse(retries)))  # type: ignore[arg-type]
     name = display_name or (AppDef.from_dict(json.loads(app_json)).name if app_json else component)
     task.set_display_name(name)
     for previous in upstream:

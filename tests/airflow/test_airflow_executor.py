@@ -191,7 +191,7 @@ def test_a_bad_executor_config_fails_that_task_only_with_a_permanent_error(h: Ha
     good = workload("good", executor_config={"torchx": {"cpu": 4, "env": {"A": "1"}}})
     h.queue(bad, good)
     ev = h.events()
-    assert ev[bad.ti.key][0] == "failed" and "did you mean 'cpu'" in ev[bad.ti.key][1]
+    assert ev[bad.ti.key][0] == "failed" and "Did you mean: 'cpu'?" in ev[bad.ti.key][1]
     role = h.table.job(h.app_id(good)).app.roles[0]
     assert role.resource.cpu == 4 and role.env["A"] == "1"
     with pytest.raises(InvalidExecutorConfigError) as e:
@@ -221,7 +221,9 @@ def test_settings_from_the_section_list_every_problem() -> None:
         ExecutorSettings.from_section({"schedular": "x", "cfg": "{", "memMB": "-1"})
     msg = str(e.value)
     assert (
-        "did you mean 'scheduler'" in msg and "cfg: must be a JSON object" in msg and "memMB" in msg
+        "Did you mean: 'scheduler'?" in msg
+        and "cfg: must be a JSON object" in msg
+        and "memMB" in msg
     )
     # another scheduler per task: the section's run options do not follow it
     t = s.task.override({"torchx": {"scheduler": "local_cwd", "cfg": {"log_dir": "/x"}}})

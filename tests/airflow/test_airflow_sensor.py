@@ -143,7 +143,7 @@ def test_execute_complete_reads_events_of_the_version_before(cluster: Cluster) -
 
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidTaskArgumentError) as ei:
-        TorchXSensor(task_id="s", app_handle="", fail_fast="no", unknown_state_timeout=-1)
+        TorchXSensor(task_id="s", app_handle="", fail_fast="nope", unknown_state_timeout=-1)
     msg = str(ei.value)
     assert "app_handle" in msg and "fail_fast" in msg and "unknown_state_timeout" in msg
     with pytest.raises(InvalidTaskArgumentError, match="exclusive"):

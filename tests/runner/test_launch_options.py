@@ -92,9 +92,9 @@ def test_every_problem_is_listed_once_in_field_order_and_raised_together() -> No
 def test_names_rename_fields_to_the_parameters_the_caller_exposes() -> None:
     opts = LaunchOptions(scheduler="local_cwd", unknown_timeout=-1, tail_lines=-1)
     assert opts.problems({"unknown_timeout": "unknown_state_timeout"}) == [
-        "unknown_state_timeout must be a finite number of seconds >= 0, got -1;"
-        " for example unknown_state_timeout=300",
-        "tail_lines must be an int >= 0, got -1; for example tail_lines=50",
+        "unknown_state_timeout must be a finite number of seconds >= 0, got -1"
+        " (set e.g. unknown_state_timeout=300)",
+        "tail_lines must be an int >= 0, got -1 (set e.g. tail_lines=50)",
     ]
 
 

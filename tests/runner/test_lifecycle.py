@@ -1238,14 +1238,14 @@ def test_bad_seconds_are_explained() -> None:
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock("5s")  # type: ignore[arg-type]
     assert str(e.value) == (
-        "unknown_timeout must be a finite number of seconds >= 0, got '5s' (str);"
-        " for example unknown_timeout=300"
+        "unknown_timeout must be a finite number of seconds >= 0, got '5s' (str)"
+        " (set e.g. unknown_timeout=300)"
     )
     assert GraceClock(" 5 ").timeout_s == 5.0  # type: ignore[arg-type]  # a config string
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock(-1)
     assert str(e.value).startswith(
-        "unknown_timeout must be a finite number of seconds >= 0, got -1;"
+        "unknown_timeout must be a finite number of seconds >= 0, got -1 ("
     )
     with pytest.raises(InvalidTaskArgumentError) as e:
         _seconds("unknown_timeout", math.nan, allow_zero=True)

@@ -75,24 +75,24 @@ def test_optional_settings_take_none() -> None:
         (
             "poll_interval",
             0,
-            "poll_interval must be a finite number of seconds > 0, got 0;"
-            " for example poll_interval=5",
+            "poll_interval must be a finite number of seconds > 0, got 0"
+            " (set e.g. poll_interval=5)",
         ),
         (
             "unknown_timeout",
             "soon",
-            "unknown_timeout must be a finite number of seconds >= 0, got 'soon' (str);"
-            " for example unknown_timeout=300",
+            "unknown_timeout must be a finite number of seconds >= 0, got 'soon' (str)"
+            " (set e.g. unknown_timeout=300)",
         ),
         (
             "defer_after",
             math.nan,
-            "defer_after must be a number of seconds >= 0, or inf (never), got nan;"
-            " for example defer_after=15",
+            "defer_after must be a number of seconds >= 0, or inf (never), got nan"
+            " (set e.g. defer_after=15)",
         ),
-        ("tail_lines", True, "tail_lines must be an int >= 0, got True (bool); for example"),
+        ("tail_lines", True, "tail_lines must be an int >= 0, got True (bool) (set e.g."),
         ("tail_lines", "2.5", "tail_lines must be an int >= 0, got '2.5' (str)"),
-        ("flag", 1, "flag must be True or False, got 1; for example flag=True"),
+        ("flag", 1, "flag must be True or False, got 1 (set e.g. flag=True)"),
         ("owner", "", "owner must be a non-empty string, got '' (str)"),
     ],
 )
@@ -107,8 +107,8 @@ def test_messages_say_what_was_given_what_is_valid_and_how_to_fix_it(
 def test_a_setting_is_renamed_to_the_parameter_an_entry_point_exposes() -> None:
     problem = SETTINGS["unknown_timeout"].problem(-1, "unknown_state_timeout")
     assert problem == (
-        "unknown_state_timeout must be a finite number of seconds >= 0, got -1;"
-        " for example unknown_state_timeout=300"
+        "unknown_state_timeout must be a finite number of seconds >= 0, got -1"
+        " (set e.g. unknown_state_timeout=300)"
     )
 
 
@@ -129,7 +129,7 @@ def test_parse_settings_reads_known_keys_and_refuses_unknown_ones_with_a_close_m
     )
     assert out == {"poll_interval": 3.0}
     assert problems == [
-        "tail_lines must be an int >= 0, got '-1' (str); for example tail_lines=50",
+        "tail_lines must be an int >= 0, got '-1' (str) (set e.g. tail_lines=50)",
         "unknown setting 'poll_intervall' in [x]. Did you mean: 'poll_interval'?"
         " Valid settings: poll_interval, tail_lines",
     ]
@@ -142,7 +142,7 @@ def test_read_appends_the_problem_and_returns_the_default() -> None:
     problems: list[str] = []
     assert SETTINGS["tail_lines"].read("x", problems, "log_tail_lines") == 50
     assert problems == [
-        "log_tail_lines must be an int >= 0, got 'x' (str); for example log_tail_lines=50"
+        "log_tail_lines must be an int >= 0, got 'x' (str) (set e.g. log_tail_lines=50)"
     ]
 
 
@@ -159,4 +159,4 @@ def test_the_error_is_a_permanent_task_argument_error_and_pickles() -> None:
 def test_an_ad_hoc_setting_uses_the_same_rules() -> None:
     cpu = Setting("cpu", COUNT, 1, minimum=1, example="1", help="CPUs")
     assert cpu.parse(" 4 ") == 4
-    assert cpu.problem(0) == "cpu must be an int >= 1, got 0; for example cpu=1"
+    assert cpu.problem(0) == "cpu must be an int >= 1, got 0 (set e.g. cpu=1)"

@@ -9,7 +9,7 @@ saying what was given, what is valid and how to fix it, in one wording for every
 
     opts = LaunchOptions(scheduler="local_cwd", poll_interval=0, tail_lines=-1)
     opts.problems()
-    # ['poll_interval must be a finite number of seconds > 0, got 0; for example ...', ...]
+    # ['poll_interval must be a finite number of seconds > 0, got 0 (set e.g. ...)', ...]
     opts.check("app lifecycle arguments")   # raises InvalidLaunchOptionsError listing both
     opts = opts.parsed()                    # the values as the table reads them (" 5 " -> 5.0)
 
@@ -62,7 +62,7 @@ def seconds_problem(name: str, value: object, allow_zero: bool) -> str | None:
     wording (:mod:`~torchx_core.runner.step_settings`), its example when ``name`` is a setting.
 
     >>> seconds_problem("cancel_timeout", 0, allow_zero=False)
-    'cancel_timeout must be a finite number of seconds > 0, got 0; for example cancel_timeout=30'
+    'cancel_timeout must be a finite number of seconds > 0, got 0 (set e.g. cancel_timeout=30)'
     >>> seconds_problem("poll_interval", " 0.5 ", allow_zero=False) is None
     True
     """

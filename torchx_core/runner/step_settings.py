@@ -151,8 +151,8 @@ class Setting:
         >>> SETTINGS["poll_interval"].problem(" 2.5 ") is None
         True
         >>> print(SETTINGS["unknown_timeout"].problem(float("nan"), "unknown_timeout"))
-        unknown_timeout must be a finite number of seconds >= 0, got nan; for example \
-unknown_timeout=300
+        unknown_timeout must be a finite number of seconds >= 0, got nan (set e.g. \
+unknown_timeout=300)
         """
         ok, _ = self._read(value)
         return None if ok else self._message(value, name or self.name)
@@ -180,7 +180,7 @@ unknown_timeout=300
     # -- reading -----------------------------------------------------------------------------
 
     def _message(self, value: object, name: str) -> str:
-        fix = f"; for example {name}={self.example}" if self.example else ""
+        fix = f" (set e.g. {name}={self.example})" if self.example else ""
         return f"{name} must be {self.valid()}, got {given(value)}{fix}"
 
     def _read(self, value: object) -> tuple[bool, _Parsed]:
