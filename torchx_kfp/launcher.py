@@ -337,7 +337,7 @@ def _run_option_problems(scheduler: str, cfg: dict[str, Any]) -> list[str]:
             )
             return problems
     try:
-        opts.resolve(cfg, strict=True)
+        opts.resolve(cfg, strict=not opts.free_form)
     except InvalidRunConfigException as e:
         problems.append(f"cfg for scheduler {scheduler!r}: {e}")
     return problems

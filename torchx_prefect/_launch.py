@@ -179,7 +179,7 @@ def check_run_options(scheduler: str, cfg: Mapping[str, Any], runner: Any = None
             opts = own.scheduler_run_opts(scheduler)
     else:
         opts = runner.scheduler_run_opts(scheduler)
-    opts.resolve(cfg, strict=True)
+    opts.resolve(cfg, strict=not opts.free_form)
 
 
 def call_digest(spec: LaunchSpec) -> str:

@@ -374,7 +374,8 @@ def _lifecycle(
     key, with a close match suggested, or a wrong type raises ``InvalidRunConfigException``)."""
     runner = get_runner(component_defaults={})
     try:
-        runner.scheduler_run_opts(configuration.scheduler).resolve(configuration.cfg, strict=True)
+        opts = runner.scheduler_run_opts(configuration.scheduler)
+        opts.resolve(configuration.cfg, strict=not opts.free_form)
     except BaseException:
         runner.close()
         raise

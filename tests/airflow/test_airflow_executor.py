@@ -199,6 +199,35 @@ def test_a_bad_executor_config_fails_that_task_only_with_a_permanent_error(h: Ha
     assert is_permanent_error(e.value)
 
 
+def test_an_unknown_run_option_in_executor_config_fails_that_task_before_any_submit(
+    h: Harness,
+) -> None:
+    # issue 32: it ran, "passing it through unchecked"; the scheduler's dry run now refuses it
+    bad = workload("bad", executor_config={"torchx": {"cfg": {"priorit": 1}}})
+    good = workload("good", executor_config={"torchx": {"cfg": {"priority": 1}}})
+    h.queue(bad, good)
+    ev = h.events()
+    state, message = ev[bad.ti.key][0], str(ev[bad.ti.key][1])
+    assert state == "failed"
+    assert "unknown run option 'priorit'. Did you mean: 'priority'?" in message
+    assert [job.app.name for job in h.table.jobs.values()] == [h.table.job(h.app_id(good)).app.name]
+
+
+def test_section_poll_interval_follows_the_table(h: Harness) -> None:
+    for value in (0, "0", -1, "nan", "inf", True):
+        with pytest.raises(InvalidExecutorConfigError, match="poll_interval must be a finite"):
+            ExecutorSettings.from_section({"poll_interval": value})
+    assert ExecutorSettings.from_section({"poll_interval": " 5 "}).poll_interval == 5.0
+
+
+def test_an_explicit_section_value_wins_over_the_connection_even_when_it_is_the_default() -> None:
+    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "airflow"})
+    merged = section.with_connection("slurm", {"partition": "gpu"}, "conn-session")
+    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "airflow")
+    unset = ExecutorSettings.from_section({}).with_connection("slurm", {}, "conn-session")
+    assert (unset.task.scheduler, unset.session_name) == ("slurm", "conn-session")
+
+
 def test_settings_from_the_section_list_every_problem() -> None:
     s = ExecutorSettings.from_section(
         {
