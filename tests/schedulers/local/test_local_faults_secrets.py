@@ -128,3 +128,30 @@ def test_env_drop_with_a_bad_pattern_is_refused_at_dry_run(sched: LocalScheduler
         AppValidationError, match=r"env_drop entry 'AIRFLOW_\*_KEY'.*prefix ending in `\*`"
     ):
         sched.submit_dryrun(_checker(True, True), {"env_drop": ["AIRFLOW_*_KEY"]})
+
+
+@pytest.mark.parametrize("source", ["cli", "torchxconfig", "api"])
+def test_env_drop_entries_are_trimmed_the_same_on_every_path(
+    source: str, sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # issue 32: `-cfg 'env_drop=A; B'` and the API's ["A", " B"] kept " B", which matched
+    # nothing, so B reached every replica while .torchxconfig stripped it
+    from torchx_core.runner import config
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", SECRET)
+    monkeypatch.setenv("AIRFLOW_CONN_DB", CONN)
+    opts = sched.run_opts()
+    spaced = "AIRFLOW__CORE__FERNET_KEY; AIRFLOW_CONN_*"
+    if source == "cli":  # what `torchx run -cfg` does with the string
+        cfg = opts.cfg_from_str(f"env_drop={spaced}", strict=True)
+        assert cfg["env_drop"] == ["AIRFLOW__CORE__FERNET_KEY", " AIRFLOW_CONN_*"]
+    elif source == "torchxconfig":
+        (tmp_path / ".torchxconfig").write_text(f"[{sched.backend}]\nenv_drop = {spaced}\n")
+        cfg = {}
+        config.apply(sched.backend, cfg, dirs=[str(tmp_path)], run_opts=opts)
+    else:
+        cfg = {"env_drop": [" AIRFLOW__CORE__FERNET_KEY ", " AIRFLOW_CONN_*", " "]}
+    app_id = sched.submit(_checker(False, False), cfg)
+    final = sched.wait(app_id, timeout=60)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    assert list(sched.log_iter(app_id, "check", 1)) == ["inherited-as-expected\n"]
