@@ -124,6 +124,7 @@ def _prefect_worker(param: str, value: object) -> object:
 
 
 def _kfp_launch(param: str, value: object) -> object:
+    import yaml
     from kfp import compiler, dsl
 
     from torchx_kfp import launch
@@ -133,10 +134,10 @@ def _kfp_launch(param: str, value: object) -> object:
         launch(_app(), scheduler="local_cwd", **{param: value})
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "p.json"
+        out = Path(tmp) / "p.yaml"
         compiler.Compiler().compile(pipeline, str(out))
-        spec = json.loads(out.read_text()) if out.read_text().lstrip().startswith("{") else None
-    if spec is None or param not in ("wait_interval", "unknown_state_timeout"):
+        spec = yaml.safe_load(out.read_text())
+    if param not in ("wait_interval", "unknown_state_timeout"):
         return _ACCEPTED
     (task,) = spec["root"]["dag"]["tasks"].values()
     return task["inputs"]["parameters"][param]["runtimeValue"]["constant"]
