@@ -131,7 +131,7 @@ def torchx_launcher(
         job_id: the pipeline job id (names the app deterministically)
         task_name: the pipeline task name (names the app deterministically)
         task_id: the pipeline task id placeholder (tells ParallelFor iterations apart)
-        wait_interval: seconds between status polls
+        wait_interval: seconds between status polls (> 0: the poll interval of every engine)
         unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
         pass_resources: apply the resources asked on this task to the app's roles
         dashboard_url: a ``torchx dashboard`` address: the ``ui_url`` output is then the app's
@@ -526,7 +526,7 @@ def launch(
         base_image: the launcher step's image, with ``torchx-suite[kfp]`` and the scheduler's
             extras installed (default :data:`DEFAULT_BASE_IMAGE`; see ``make
             kfp-launcher-image``)
-        wait_interval: seconds between status polls
+        wait_interval: seconds between status polls (> 0: the poll interval of every engine)
         unknown_state_timeout: seconds an UNKNOWN app is tolerated
         retries: KFP retries of the step (default 0: ``Role.max_retries`` already retries
             the app, and the two multiply). A retried step reattaches to its app.

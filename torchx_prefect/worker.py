@@ -207,7 +207,9 @@ class TorchXWorkerVariables(BaseVariables):
         default=True, description="Stream the replicas' output to the worker's log."
     )
     poll_interval: float = Field(
-        default=2.0, description="Seconds between status checks of the app and the flow run."
+        default=2.0,
+        description="Seconds between status checks of the app and the flow run (> 0; a"
+        " numeric string is read as a number).",
     )
 
 

@@ -27,7 +27,8 @@ The rules, the same everywhere:
 
 Every message says what was given, what is valid and how to fix it; an entry point may rename
 the setting to its own parameter (``unknown_timeout`` is ``unknown_state_timeout`` in the
-adapters) and put its name in front. Stdlib only; ``difflib`` is imported on the error path.
+adapters) and put its name in front. Stdlib only (and ``torchx_core.specs.errors``); ``difflib``
+is imported on the error path only.
 """
 
 from __future__ import annotations
