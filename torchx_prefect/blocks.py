@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import MissingDependencyError
@@ -116,17 +116,27 @@ class TorchXScheduler(Block):
         examples=["http://ml-host:8288"],
     )
 
+    # the run options are checked when a field is set after construction too
+    model_config = ConfigDict(validate_assignment=True)
+
+    # field validators, not a model validator: pydantic keeps an assigned value that a model
+    # validator then refuses, while a field validator refuses it before it is set
     @field_validator("scheduler")
     @classmethod
-    def _scheduler_named(cls, value: str) -> str:
+    def _scheduler_named(cls, value: str, info: ValidationInfo) -> str:
         if not value or not value.strip():
             raise ValueError("scheduler must name a TorchX scheduler such as 'local_cwd'")
+        if "cfg" in info.data:  # an assignment: the block's run options must suit it
+            _check_cfg(value.strip(), info.data["cfg"])
         return value.strip()
 
-    @model_validator(mode="after")
-    def _cfg_known(self) -> TorchXScheduler:
-        _check_cfg(self.scheduler, self.cfg)
-        return self
+    @field_validator("cfg")
+    @classmethod
+    def _cfg_known(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        scheduler = info.data.get("scheduler")
+        if isinstance(scheduler, str):  # else the scheduler itself was refused
+            _check_cfg(scheduler, value)
+        return value
 
     @field_validator("dashboard_url")
     @classmethod

@@ -158,3 +158,14 @@ def test_job_refuses_bad_values_on_assignment_too(field: str, value: object) -> 
     assert getattr(job, field) == before
     job.timeout_seconds = " 60 "  # type: ignore[assignment]  # a config string is a number
     assert job.timeout_seconds == 60.0
+
+
+def test_scheduler_block_checks_run_options_on_assignment_too() -> None:
+    block = TorchXScheduler(scheduler="local_cwd")
+    with pytest.raises(ValueError, match=r"unknown run option 'grace_periodd'\. Did you mean"):
+        block.cfg = {"grace_periodd": 1.0}
+    assert block.cfg == {}
+    block.cfg = {"grace_period": 2.0}
+    with pytest.raises(ValueError, match=r"unknown run option 'grace_period'"):
+        block.scheduler = "slurm"  # slurm has no grace_period
+    assert block.scheduler == "local_cwd"
