@@ -88,13 +88,15 @@ def status_from_payload(payload: Mapping[str, Any]) -> AppStatus | None:
 
 def check_run_options(runner: Runner, scheduler: str, cfg: dict[str, Any]) -> None:
     """Checks run options as a task does before it submits: unknown keys and wrong types are
-    errors (the Runner alone only warns about unknown keys); an unknown scheduler too.
+    errors (as in the scheduler's dry run, unless it declares free-form options); an unknown
+    scheduler too.
 
     Raises:
         UnknownSchedulerException: no scheduler of that name
         InvalidRunConfigException: a key is unknown (the valid ones listed) or a value is wrong
     """
-    runner.scheduler_run_opts(scheduler).resolve(cfg, strict=True)
+    opts = runner.scheduler_run_opts(scheduler)
+    opts.resolve(cfg, strict=not opts.free_form)
 
 
 def conn_id_to_look_up(conn_id: str, settings: ConnectionSettings, default_id: str) -> str | None:

@@ -63,15 +63,3 @@ class InvalidConnectionError(TorchXAirflowError, ValueError):
     values are never part of the message). Permanent: a task fails at once, without retries."""
 
     permanent = True
-
-
-def check_number(
-    problems: list[str], name: str, value: object, *, minimum: float, strict: bool = False
-) -> None:
-    """Appends a problem unless ``value`` is a real number ``>= minimum`` (``>`` if strict)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok and (value < minimum or (strict and value == minimum)):  # type: ignore[operator]
-        ok = False
-    if not ok:
-        bound = f"> {minimum}" if strict else f">= {minimum}"
-        problems.append(f"{name} must be a number {bound}, got {value!r}")

@@ -55,7 +55,7 @@ from torchx_airflow._runtime import (
     status_payload,
     task_identity,
 )
-from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
@@ -70,6 +70,7 @@ from torchx_core.runner.lifecycle import (
     Phase,
     app_name,
 )
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import AppDef, AppStatus
 from torchx_core.specs.errors import is_permanent_error
 
@@ -186,7 +187,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         resolved_deferrable = default_deferrable() if deferrable is None else deferrable
-        _validate(
+        options, defer_after = _validate(
             app=app,
             component=component,
             component_args=component_args,
@@ -223,16 +224,17 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         self.torchx_conn_id = torchx_conn_id
         self.cfg = dict(cfg) if cfg is not None else None
         self.workspace = workspace
-        self.wait = wait
-        self.deferrable = resolved_deferrable and wait
-        self.poll_interval = float(poll_interval)
-        self.defer_after = float(defer_after)
-        self.cancel_on_kill = cancel_on_kill
-        self.log_tail_lines = int(log_tail_lines)
-        self.stream_logs = stream_logs
-        self.fail_fast = fail_fast
-        self.skip_on_cancel = skip_on_cancel
-        self.unknown_state_timeout = float(unknown_state_timeout)
+        flags = options.flags
+        self.wait = flags["wait"]
+        self.deferrable = flags["deferrable"] and self.wait
+        self.poll_interval = options.poll_interval
+        self.defer_after = defer_after
+        self.cancel_on_kill = flags["cancel_on_kill"]
+        self.log_tail_lines = options.tail_lines
+        self.stream_logs = flags["stream_logs"]
+        self.fail_fast = flags["fail_fast"]
+        self.skip_on_cancel = flags["skip_on_cancel"]
+        self.unknown_state_timeout = options.unknown_timeout
         self.runner_factory = runner_factory
         self._runner: Runner | None = None
         self._life: AppLifecycle | None = None
@@ -685,11 +687,12 @@ def _validate(
     unknown_state_timeout: object,
     runner_factory: object,
     torchx_conn_id: object,
-) -> None:
+) -> tuple[LaunchOptions, float]:
     """Collects every problem with the operator arguments, then raises once.
 
     The options every engine shares are checked by
     :class:`~torchx_core.runner.launch_options.LaunchOptions`; the rest is the operator's own.
+    Returns the options and ``defer_after`` as the table of step settings reads them.
     """
     problems = _app_problems(app, component, component_args)
     options = LaunchOptions(
@@ -708,17 +711,23 @@ def _validate(
         )
     if isinstance(workspace, (int, float, bool)):
         problems.append(f"workspace must be a path/URL string or a Workspace, got {workspace!r}")
-    if explicit_deferrable is True and flags.get("wait") is False:
+    if _switch(explicit_deferrable) is True and _switch(flags.get("wait")) is False:
         problems.append(
             "deferrable=True needs wait=True (there is nothing to defer without waiting)"
         )
-    check_number(problems, "defer_after", defer_after, minimum=0)  # inf: never defer
+    defer = SETTINGS["defer_after"].read(defer_after, problems)  # inf: never defer
     if runner_factory is not None and not callable(runner_factory):
         problems.append(
             f"runner_factory must be callable (returning a Runner), got {runner_factory!r}"
         )
     if problems:
         raise InvalidTaskArgumentError("TorchXOperator", problems)
+    return options.parsed(), float(defer)  # type: ignore[arg-type]  # read as a number
+
+
+def _switch(value: object) -> object:
+    """An on/off value as the table reads it (``"no"`` -> False); anything else as given."""
+    return value if SETTINGS["flag"].problem(value) else SETTINGS["flag"].parse(value)
 
 
 def _app_problems(app: object, component: object, component_args: object) -> list[str]:

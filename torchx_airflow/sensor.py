@@ -27,7 +27,7 @@ from torchx_airflow._runtime import (
     scheduler_of,
     status_payload,
 )
-from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.states import exception_for
 from torchx_airflow.trigger import TriggerEnd, read_event
@@ -38,6 +38,7 @@ from torchx_core.runner.lifecycle import (
     Observation,
     Phase,
 )
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException
 
@@ -95,14 +96,13 @@ class TorchXSensor(BaseSensorOperator):
                 parse_app_handle(app_handle)
             except MalformedAppHandleException as e:
                 problems.append(f"app_handle: {e}")
-        for name, value in (
-            ("fail_fast", fail_fast),
-            ("skip_on_cancel", skip_on_cancel),
-            ("deferrable", resolved),
-        ):
-            if not isinstance(value, bool):
-                problems.append(f"{name} must be True or False, got {value!r}")
-        check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
+        flags = {"fail_fast": fail_fast, "skip_on_cancel": skip_on_cancel, "deferrable": resolved}
+        fail_fast, skip_on_cancel, resolved = [
+            bool(SETTINGS["flag"].read(value, problems, name)) for name, value in flags.items()
+        ]
+        unknown = SETTINGS["unknown_timeout"].read(
+            unknown_state_timeout, problems, "unknown_state_timeout"
+        )
         if deferrable is True and getattr(self, "mode", "poke") == "reschedule":
             problems.append("deferrable=True and mode='reschedule' are exclusive; pick one")
         if runner_factory is not None and not callable(runner_factory):
@@ -114,7 +114,7 @@ class TorchXSensor(BaseSensorOperator):
         self.app_handle = app_handle
         self.fail_fast = fail_fast
         self.skip_on_cancel = skip_on_cancel
-        self.unknown_state_timeout = float(unknown_state_timeout)
+        self.unknown_state_timeout = float(unknown)  # type: ignore[arg-type]  # read as a number
         self.deferrable = resolved and self.mode != "reschedule"
         self.runner_factory = runner_factory
         self.torchx_conn_id = torchx_conn_id

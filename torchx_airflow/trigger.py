@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
 from torchx_airflow._runtime import RunnerFactory, scheduler_of, status_from_payload
-from torchx_airflow.errors import InvalidTaskArgumentError, check_number
+from torchx_airflow.errors import InvalidTaskArgumentError
 from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase, phase_of
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import AppStatus, parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException, is_permanent_error
 
@@ -146,14 +147,14 @@ class TorchXTrigger(BaseTrigger):
             parse_app_handle(app_handle)
         except MalformedAppHandleException as e:
             problems.append(str(e))
-        check_number(problems, "poll_interval", poll_interval, minimum=0, strict=True)
-        check_number(problems, "unknown_state_timeout", unknown_state_timeout, minimum=0)
-        if not isinstance(cancel_on_kill, bool):
-            problems.append(f"cancel_on_kill must be True or False, got {cancel_on_kill!r}")
-        if timeout_at is not None:
-            check_number(problems, "timeout_at", timeout_at, minimum=0)
-        if owner is not None and (not isinstance(owner, str) or not owner.strip()):
-            problems.append(f"owner must be a non-empty token or None, got {owner!r}")
+        poll = SETTINGS["poll_interval"].read(poll_interval, problems)
+        unknown = SETTINGS["unknown_timeout"].read(
+            unknown_state_timeout, problems, "unknown_state_timeout"
+        )
+        cancel = SETTINGS["flag"].read(cancel_on_kill, problems, "cancel_on_kill")
+        deadline = SETTINGS["timeout_at"].read(timeout_at, problems)
+        if owner is not None:
+            owner = SETTINGS["owner"].read(owner, problems)  # type: ignore[assignment]  # a str
         if torchx_conn_id is not None and (
             not isinstance(torchx_conn_id, str) or not torchx_conn_id.strip()
         ):
@@ -163,10 +164,10 @@ class TorchXTrigger(BaseTrigger):
         if problems:
             raise InvalidTaskArgumentError("TorchXTrigger", problems)
         self.app_handle = app_handle
-        self.poll_interval = float(poll_interval)
-        self.unknown_state_timeout = float(unknown_state_timeout)
-        self.cancel_on_kill = cancel_on_kill
-        self.timeout_at = float(timeout_at) if timeout_at is not None else None
+        self.poll_interval = float(poll)  # type: ignore[arg-type]  # read as a number
+        self.unknown_state_timeout = float(unknown)  # type: ignore[arg-type]
+        self.cancel_on_kill = bool(cancel)
+        self.timeout_at = float(deadline) if deadline is not None else None
         self.owner = owner
         self.torchx_conn_id = torchx_conn_id
         self._runner_factory = runner_factory

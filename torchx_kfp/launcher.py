@@ -50,12 +50,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from torchx_core.runner.launch_options import (
-    LaunchOptions,
-    count_problem,
-    seconds_problem,
-)
+from torchx_core.runner.launch_options import LaunchOptions
 from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_base
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import (
     AppDef,
     InvalidRunConfigException,
@@ -134,7 +131,7 @@ def torchx_launcher(
         job_id: the pipeline job id (names the app deterministically)
         task_name: the pipeline task name (names the app deterministically)
         task_id: the pipeline task id placeholder (tells ParallelFor iterations apart)
-        wait_interval: seconds between status polls
+        wait_interval: seconds between status polls (> 0: the poll interval of every engine)
         unknown_state_timeout: seconds an UNKNOWN app is tolerated before the step fails
         pass_resources: apply the resources asked on this task to the app's roles
         dashboard_url: a ``torchx dashboard`` address: the ``ui_url`` output is then the app's
@@ -340,7 +337,7 @@ def _run_option_problems(scheduler: str, cfg: dict[str, Any]) -> list[str]:
             )
             return problems
     try:
-        opts.resolve(cfg, strict=True)
+        opts.resolve(cfg, strict=not opts.free_form)
     except InvalidRunConfigException as e:
         problems.append(f"cfg for scheduler {scheduler!r}: {e}")
     return problems
@@ -474,9 +471,9 @@ def _step_problems(
     problems = [
         p
         for p in (
-            # 0: poll as often as the launcher allows
-            seconds_problem("wait_interval", wait_interval, allow_zero=True),
-            count_problem("retries", retries),
+            # the poll interval under KFP's name: the same rule as at every entry point (> 0)
+            SETTINGS["poll_interval"].problem(wait_interval, "wait_interval"),
+            SETTINGS["retries"].problem(retries),
         )
         if p is not None
     ]
@@ -529,7 +526,7 @@ def launch(
         base_image: the launcher step's image, with ``torchx-suite[kfp]`` and the scheduler's
             extras installed (default :data:`DEFAULT_BASE_IMAGE`; see ``make
             kfp-launcher-image``)
-        wait_interval: seconds between status polls
+        wait_interval: seconds between status polls (> 0: the poll interval of every engine)
         unknown_state_timeout: seconds an UNKNOWN app is tolerated
         retries: KFP retries of the step (default 0: ``Role.max_retries`` already retries
             the app, and the two multiply). A retried step reattaches to its app.
@@ -572,6 +569,8 @@ def launch(
         problems.append(f"after must be a task or a list of tasks of this pipeline, got {bad!r}")
     if problems:
         raise InvalidKfpOptionsError("Invalid launch(...) arguments: " + "; ".join(problems))
+    flags = options.parsed().flags  # "no" is False, as at every entry point
+    pass_resources, enable_caching = flags["pass_resources"], flags["enable_caching"]
     app_json = _app_json(app) if app is not None else ""
     problems = _dryrun_problems(app_json, component, component_args, scheduler, cfg, pass_resources)
     if problems:
@@ -585,8 +584,8 @@ def launch(
         "job_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         "task_name": dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
         "task_id": dsl.PIPELINE_TASK_ID_PLACEHOLDER,
-        "wait_interval": float(wait_interval),
-        "unknown_state_timeout": float(unknown_state_timeout),
+        "wait_interval": SETTINGS["poll_interval"].parse(wait_interval),
+        "unknown_state_timeout": SETTINGS["unknown_timeout"].parse(unknown_state_timeout),
         "pass_resources": pass_resources,
     }
     if component_args is not None:
@@ -599,8 +598,8 @@ def launch(
         kwargs["dashboard_url"] = dashboard_url
     task = launcher_component(base_image, pass_resources)(**kwargs)
     task.set_caching_options(enable_caching=enable_caching)
-    if retries:
-        task.set_retry(num_retries=retries)
+    if SETTINGS["retries"].parse(retries):
+        task.set_retry(num_retries=int(SETTINGS["retries"].parse(retries)))  # type: ignore[arg-type]
     name = display_name or (AppDef.from_dict(json.loads(app_json)).name if app_json else component)
     task.set_display_name(name)
     for previous in upstream:

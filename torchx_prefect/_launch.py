@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchx_core.runner.launch_options import LaunchOptions, given, seconds_problem
+from torchx_core.runner.launch_options import LaunchOptions, given
 from torchx_core.runner.lifecycle import InvalidTaskArgumentError
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import NONE, AppDef, AppState, AppStatus
 
 __all__ = ["AppResult", "LaunchSpec", "call_digest", "check_run_options", "validate_args"]
@@ -134,13 +135,12 @@ def validate_args(
     problems += options.problems(_NAMES)
     if workspace is not None and not isinstance(workspace, str):
         problems.append(f"workspace must be a path string or None, got {given(workspace)}")
-    cancel = seconds_problem("cancel_timeout", cancel_timeout, allow_zero=False)
-    if cancel is not None:
-        problems.append(cancel)
+    cancel = SETTINGS["cancel_timeout"].read(cancel_timeout, problems)
     if problems:
         raise InvalidTaskArgumentError(
             "Invalid arguments for the torchx_prefect task: " + "; ".join(problems) + "."
         )
+    options = options.parsed()
     return LaunchSpec(
         app=appdef,
         component=component,
@@ -148,13 +148,13 @@ def validate_args(
         scheduler=scheduler,
         cfg=dict(cfg or {}),
         workspace=workspace,
-        poll_interval=float(poll_interval),
-        unknown_state_timeout=float(unknown_state_timeout),
-        stream_logs=stream_logs,
-        log_tail_lines=log_tail_lines,
-        create_artifacts=create_artifacts,
-        reattach=reattach,
-        cancel_timeout=float(cancel_timeout),
+        poll_interval=options.poll_interval,
+        unknown_state_timeout=options.unknown_timeout,
+        stream_logs=options.flags["stream_logs"],
+        log_tail_lines=options.tail_lines,
+        create_artifacts=options.flags["create_artifacts"],
+        reattach=options.flags["reattach"],
+        cancel_timeout=float(cancel),  # type: ignore[arg-type]  # read as a number
     )
 
 
@@ -179,7 +179,7 @@ def check_run_options(scheduler: str, cfg: Mapping[str, Any], runner: Any = None
             opts = own.scheduler_run_opts(scheduler)
     else:
         opts = runner.scheduler_run_opts(scheduler)
-    opts.resolve(cfg, strict=True)
+    opts.resolve(cfg, strict=not opts.free_form)
 
 
 def call_digest(spec: LaunchSpec) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import threading
 import time
@@ -35,8 +34,9 @@ from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import MissingDependencyError
 from torchx_core.specs.errors import check_dependency_version, missing_dependency
 from torchx_prefect import _prefect_io as pio
@@ -116,17 +116,27 @@ class TorchXScheduler(Block):
         examples=["http://ml-host:8288"],
     )
 
+    # the run options are checked when a field is set after construction too
+    model_config = ConfigDict(validate_assignment=True)
+
+    # field validators, not a model validator: pydantic keeps an assigned value that a model
+    # validator then refuses, while a field validator refuses it before it is set
     @field_validator("scheduler")
     @classmethod
-    def _scheduler_named(cls, value: str) -> str:
+    def _scheduler_named(cls, value: str, info: ValidationInfo) -> str:
         if not value or not value.strip():
             raise ValueError("scheduler must name a TorchX scheduler such as 'local_cwd'")
+        if "cfg" in info.data:  # an assignment: the block's run options must suit it
+            _check_cfg(value.strip(), info.data["cfg"])
         return value.strip()
 
-    @model_validator(mode="after")
-    def _cfg_known(self) -> TorchXScheduler:
-        _check_cfg(self.scheduler, self.cfg)
-        return self
+    @field_validator("cfg")
+    @classmethod
+    def _cfg_known(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        scheduler = info.data.get("scheduler")
+        if isinstance(scheduler, str):  # else the scheduler itself was refused
+            _check_cfg(scheduler, value)
+        return value
 
     @field_validator("dashboard_url")
     @classmethod
@@ -262,6 +272,17 @@ def _load(name: str, given: str, known: list[str] | None = None) -> TorchXSchedu
 # -- the job block ----------------------------------------------------------------------------
 
 
+#: TorchXJob field -> the step setting it is (:mod:`torchx_core.runner.step_settings`)
+_JOB_SETTINGS = {
+    "poll_interval": "poll_interval",
+    "unknown_state_timeout": "unknown_timeout",
+    "timeout_seconds": "timeout",
+    "cancel_timeout": "cancel_timeout",
+    "log_tail_lines": "tail_lines",
+    "stream_logs": "flag",
+}
+
+
 class TorchXJob(_JobBlockBase):
     """A TorchX app as a Prefect job: an AppDef (``AppDef.to_dict()`` form) or a component
     name with arguments, and the :class:`TorchXScheduler` it runs on.
@@ -302,20 +323,18 @@ class TorchXJob(_JobBlockBase):
     log_tail_lines: int = Field(default=50, description="Log lines per replica in a failure.")
     cancel_timeout: float = Field(default=30.0, description="Bound of the app's cancellation.")
 
-    @field_validator("poll_interval", "unknown_state_timeout", "cancel_timeout", "timeout_seconds")
+    # checked on construction and on assignment (``job.timeout_seconds = -1`` raises), before
+    # pydantic's own coercion (which would read True as 1.0), by the table of step settings
+    model_config = ConfigDict(validate_assignment=True)
+
+    @field_validator(*_JOB_SETTINGS, mode="before")
     @classmethod
-    def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
-        if value is None and info.field_name == "timeout_seconds":
-            return None  # no limit
-        zero_ok = info.field_name == "unknown_state_timeout"
-        if value is None or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-            bound = ">= 0" if zero_ok else "> 0"
-            none = " (or None for no limit)" if info.field_name == "timeout_seconds" else ""
-            raise InvalidTaskArgumentError(
-                f"TorchXJob {info.field_name} must be a finite number of seconds {bound}{none},"
-                f" got {value!r}"
-            )
-        return value
+    def _setting(cls, value: object, info: ValidationInfo) -> object:
+        name = str(info.field_name)
+        problem = SETTINGS[_JOB_SETTINGS[name]].problem(value, name)
+        if problem is not None:
+            raise InvalidTaskArgumentError(f"TorchXJob {problem}")
+        return SETTINGS[_JOB_SETTINGS[name]].parse(value)
 
     def _spec(self) -> LaunchSpec:
         from torchx_core.specs import AppDef

@@ -51,6 +51,7 @@ from pydantic import Field
 
 from torchx_core.runner import get_runner
 from torchx_core.runner.lifecycle import AppLifecycle, Phase
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import AppDef, AppState, Resource, RetryPolicy, Role, named_resources
 from torchx_core.specs.errors import TorchXError, is_permanent_error
 
@@ -74,7 +75,10 @@ _LOST = 1
 
 
 class InvalidWorkerConfigError(TorchXError, ValueError):
-    """The work pool's or deployment's job variables cannot make an app (says what to fix)."""
+    """The work pool's or deployment's job variables cannot make an app (says what to fix).
+    Permanent: the flow run ends Failed, nothing is submitted."""
+
+    permanent = True
 
 
 class TorchXWorkerJobConfiguration(BaseJobConfiguration):
@@ -89,8 +93,25 @@ class TorchXWorkerJobConfiguration(BaseJobConfiguration):
     memMB: Optional[int] = Field(default=None)  # noqa: UP045 - TorchX's name
     replicas: int = Field(default=1)
     max_retries: int = Field(default=0)
-    stream_output: bool = Field(default=True)
-    poll_interval: float = Field(default=2.0)
+    # read by the table of step settings in settings(), not coerced by pydantic first (which
+    # would read True as 1.0): the same verdict as every other entry point, before any submit
+    stream_output: Any = Field(default=True)
+    poll_interval: Any = Field(default=2.0)
+
+    def settings(self) -> tuple[float, bool]:
+        """``poll_interval`` and ``stream_output`` as the table of step settings reads them.
+
+        Raises:
+            InvalidWorkerConfigError: either is invalid (0, -1, nan, ``True`` as a number...)
+        """
+        problems: list[str] = []
+        poll = SETTINGS["poll_interval"].read(self.poll_interval, problems)
+        stream = SETTINGS["flag"].read(self.stream_output, problems, "stream_output")
+        if problems:
+            raise InvalidWorkerConfigError(
+                "the torchx work pool's job variables are invalid: " + "; ".join(problems)
+            )
+        return float(poll), bool(stream)  # type: ignore[arg-type]  # read as a number
 
     def prepare_for_flow_run(self, flow_run: FlowRun, *args: Any, **kwargs: Any) -> None:
         super().prepare_for_flow_run(flow_run, *args, **kwargs)
@@ -186,7 +207,9 @@ class TorchXWorkerVariables(BaseVariables):
         default=True, description="Stream the replicas' output to the worker's log."
     )
     poll_interval: float = Field(
-        default=2.0, description="Seconds between status checks of the app and the flow run."
+        default=2.0,
+        description="Seconds between status checks of the app and the flow run (> 0; a"
+        " numeric string is read as a number).",
     )
 
 
@@ -228,7 +251,8 @@ class TorchXWorker(_Worker):
     ) -> TorchXWorkerResult:
         run_logger = self.get_flow_run_logger(flow_run)
         try:
-            lifecycle = _lifecycle(flow_run, configuration)
+            poll_interval, stream_output = configuration.settings()
+            lifecycle = _lifecycle(flow_run, configuration, poll_interval)
             app = configuration.app(name=f"prefect-{flow_run.name}")
             attachment = await asyncio.to_thread(
                 lifecycle.attach,
@@ -251,13 +275,13 @@ class TorchXWorker(_Worker):
         if task_status is not None:
             task_status.started(handle)
         follower = None
-        if configuration.stream_output:
+        if stream_output:
             # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
             # the worker's log and the server's logs of the flow run at Prefect's default level;
             # from the start, a reattached app's too (this run's log gets every line once)
             follower = lifecycle.follow_logs(handle, lambda line: run_logger.info("%s", line))
         try:
-            code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
+            code = await self._watch(flow_run, lifecycle, handle, poll_interval)
         finally:
             if follower is not None:
                 await asyncio.to_thread(follower.stop)
@@ -345,12 +369,15 @@ class TorchXWorker(_Worker):
             await asyncio.to_thread(runner.cancel, infrastructure_pid)
 
 
-def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -> AppLifecycle:
+def _lifecycle(
+    flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration, poll_interval: float
+) -> AppLifecycle:
     """The flow run's app lifecycle; the run options are checked strictly first (an unknown
     key, with a close match suggested, or a wrong type raises ``InvalidRunConfigException``)."""
     runner = get_runner(component_defaults={})
     try:
-        runner.scheduler_run_opts(configuration.scheduler).resolve(configuration.cfg, strict=True)
+        opts = runner.scheduler_run_opts(configuration.scheduler)
+        opts.resolve(configuration.cfg, strict=not opts.free_form)
     except BaseException:
         runner.close()
         raise
@@ -359,5 +386,5 @@ def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -
         configuration.scheduler,
         owner=f"prefect-worker:{flow_run.id}",
         cfg=configuration.cfg,
-        poll_interval=max(0.1, configuration.poll_interval),
+        poll_interval=poll_interval,
     )

@@ -191,12 +191,41 @@ def test_a_bad_executor_config_fails_that_task_only_with_a_permanent_error(h: Ha
     good = workload("good", executor_config={"torchx": {"cpu": 4, "env": {"A": "1"}}})
     h.queue(bad, good)
     ev = h.events()
-    assert ev[bad.ti.key][0] == "failed" and "did you mean 'cpu'" in ev[bad.ti.key][1]
+    assert ev[bad.ti.key][0] == "failed" and "Did you mean: 'cpu'?" in ev[bad.ti.key][1]
     role = h.table.job(h.app_id(good)).app.roles[0]
     assert role.resource.cpu == 4 and role.env["A"] == "1"
     with pytest.raises(InvalidExecutorConfigError) as e:
         TaskSettings().override({"torchx": {"cpus": 4}})
     assert is_permanent_error(e.value)
+
+
+def test_an_unknown_run_option_in_executor_config_fails_that_task_before_any_submit(
+    h: Harness,
+) -> None:
+    # issue 32: it ran, "passing it through unchecked"; the scheduler's dry run now refuses it
+    bad = workload("bad", executor_config={"torchx": {"cfg": {"priorit": 1}}})
+    good = workload("good", executor_config={"torchx": {"cfg": {"priority": 1}}})
+    h.queue(bad, good)
+    ev = h.events()
+    state, message = ev[bad.ti.key][0], str(ev[bad.ti.key][1])
+    assert state == "failed"
+    assert "unknown run option 'priorit'. Did you mean: 'priority'?" in message
+    assert [job.app.name for job in h.table.jobs.values()] == [h.table.job(h.app_id(good)).app.name]
+
+
+def test_section_poll_interval_follows_the_table(h: Harness) -> None:
+    for value in (0, "0", -1, "nan", "inf", True):
+        with pytest.raises(InvalidExecutorConfigError, match="poll_interval must be a finite"):
+            ExecutorSettings.from_section({"poll_interval": value})
+    assert ExecutorSettings.from_section({"poll_interval": " 5 "}).poll_interval == 5.0
+
+
+def test_an_explicit_section_value_wins_over_the_connection_even_when_it_is_the_default() -> None:
+    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "airflow"})
+    merged = section.with_connection("slurm", {"partition": "gpu"}, "conn-session")
+    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "airflow")
+    unset = ExecutorSettings.from_section({}).with_connection("slurm", {}, "conn-session")
+    assert (unset.task.scheduler, unset.session_name) == ("slurm", "conn-session")
 
 
 def test_settings_from_the_section_list_every_problem() -> None:
@@ -221,7 +250,9 @@ def test_settings_from_the_section_list_every_problem() -> None:
         ExecutorSettings.from_section({"schedular": "x", "cfg": "{", "memMB": "-1"})
     msg = str(e.value)
     assert (
-        "did you mean 'scheduler'" in msg and "cfg: must be a JSON object" in msg and "memMB" in msg
+        "Did you mean: 'scheduler'?" in msg
+        and "cfg: must be a JSON object" in msg
+        and "memMB" in msg
     )
     # another scheduler per task: the section's run options do not follow it
     t = s.task.override({"torchx": {"scheduler": "local_cwd", "cfg": {"log_dir": "/x"}}})

@@ -143,11 +143,21 @@ def test_execute_complete_reads_events_of_the_version_before(cluster: Cluster) -
 
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidTaskArgumentError) as ei:
-        TorchXSensor(task_id="s", app_handle="", fail_fast="no", unknown_state_timeout=-1)
+        TorchXSensor(task_id="s", app_handle="", fail_fast="nope", unknown_state_timeout=-1)
     msg = str(ei.value)
     assert "app_handle" in msg and "fail_fast" in msg and "unknown_state_timeout" in msg
     with pytest.raises(InvalidTaskArgumentError, match="exclusive"):
         TorchXSensor(task_id="s", app_handle="x://y/z", deferrable=True, mode="reschedule")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, True, "soon"])
+def test_unknown_state_timeout_is_refused_at_construction_as_the_operator_refuses_it(
+    value: object,
+) -> None:
+    # issue 32: nan was accepted and the sensor failed at its first poke naming unknown_timeout
+    with pytest.raises(InvalidTaskArgumentError) as ei:
+        TorchXSensor(task_id="s", app_handle="x://y/z", unknown_state_timeout=value)  # type: ignore[arg-type]
+    assert "unknown_state_timeout must be a finite number of seconds >= 0" in str(ei.value)
 
 
 def test_a_handle_that_rendered_to_garbage_fails_at_once(cluster: Cluster) -> None:

@@ -84,6 +84,14 @@ def test_bad_arguments_are_all_reported_at_once() -> None:
     assert isinstance(ei.value, ValueError)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, True, "soon"])
+def test_unknown_state_timeout_is_refused_as_the_operator_refuses_it(value: object) -> None:
+    # issue 32: nan was accepted here while TorchXOperator refused it
+    with pytest.raises(InvalidTaskArgumentError) as ei:
+        TorchXTrigger(app_handle="fake://s/a", unknown_state_timeout=value)  # type: ignore[arg-type]
+    assert "unknown_state_timeout must be a finite number of seconds >= 0" in str(ei.value)
+
+
 def _state(payload: dict[str, Any]) -> str:
     """The app state an "observed" event carries."""
     obs = Observation.from_json(payload["observation"])

@@ -181,14 +181,13 @@ def test_bad_input_is_a_clear_error_not_a_traceback(
     assert "Traceback" not in err
 
 
-def test_unknown_run_option_is_dropped_with_a_warning(
+def test_an_unknown_run_option_is_refused_with_a_suggestion(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # TorchX's cfg_from_str drops unknown keys; we keep that but warn with a suggestion
+    # an unknown key is an error at every entry point (TorchX's cfg_from_str dropped it)
     rc, _, err = cli(capsys, "run", "-s", "fake", "-cfg", "priorit=1", "utils.echo")
-    assert rc == 0 and "priorit" in err and "priority" in err
-    (job,) = fake_plugin.jobs.values()
-    assert "priorit" not in job.request.cfg
+    assert rc != 0 and "unknown run option 'priorit'. Did you mean: 'priority'?" in err
+    assert fake_plugin.jobs == {}
 
 
 def test_option_given_twice_is_an_argparse_error(

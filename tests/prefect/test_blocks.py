@@ -135,3 +135,37 @@ def test_job_timeout_error_names_the_app_and_the_limit() -> None:
     err = pickle.loads(pickle.dumps(JobTimeoutError("local_cwd://torchx/app-1", 15.0)))
     assert isinstance(err, TimeoutError) and err.app_handle == "local_cwd://torchx/app-1"
     assert "local_cwd://torchx/app-1" in str(err) and "timeout_seconds=15" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("timeout_seconds", -1),
+        ("timeout_seconds", float("nan")),
+        ("poll_interval", 0),
+        ("poll_interval", True),
+        ("unknown_state_timeout", -1),
+        ("log_tail_lines", -1),
+    ],
+)
+def test_job_refuses_bad_values_on_assignment_too(field: str, value: object) -> None:
+    # issue 32: `job.timeout_seconds = -1` after construction was accepted; the app then
+    # "timed out" at once
+    job = TorchXJob(scheduler=TorchXScheduler(scheduler="local_cwd"), component="utils.echo")
+    before = getattr(job, field)
+    with pytest.raises(ValueError, match=f"TorchXJob {field} must be"):
+        setattr(job, field, value)
+    assert getattr(job, field) == before
+    job.timeout_seconds = " 60 "  # type: ignore[assignment]  # a config string is a number
+    assert job.timeout_seconds == 60.0
+
+
+def test_scheduler_block_checks_run_options_on_assignment_too() -> None:
+    block = TorchXScheduler(scheduler="local_cwd")
+    with pytest.raises(ValueError, match=r"unknown run option 'grace_periodd'\. Did you mean"):
+        block.cfg = {"grace_periodd": 1.0}
+    assert block.cfg == {}
+    block.cfg = {"grace_period": 2.0}
+    with pytest.raises(ValueError, match=r"unknown run option 'grace_period'"):
+        block.scheduler = "slurm"  # slurm has no grace_period
+    assert block.scheduler == "local_cwd"

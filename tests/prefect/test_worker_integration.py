@@ -271,8 +271,16 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
         ({"cfg": {"grace_period": "soon"}}, "InvalidRunConfigException"),
         ({"scheduler": "no_such_scheduler"}, "UnknownSchedulerException"),
         ({"cfg": {"grace_periodd": 1.0}}, "Did you mean: 'grace_period'?"),
+        ({"poll_interval": 0}, "poll_interval must be a finite number of seconds > 0, got 0"),
+        ({"poll_interval": -1}, "poll_interval must be a finite number of seconds > 0, got -1"),
     ],
-    ids=["run_option_type", "unknown_scheduler", "run_option_misspelt"],
+    ids=[
+        "run_option_type",
+        "unknown_scheduler",
+        "run_option_misspelt",
+        "poll_interval_zero",
+        "poll_interval_negative",
+    ],
 )
 def test_a_configuration_error_fails_the_flow_run_without_an_app(
     pool: Pool, job_variables: dict[str, Any], words: str

@@ -27,7 +27,7 @@ from torchx_core.specs import Workspace
         ({"workspace": 3}, "workspace must be a path or URL string, a Workspace or None, got 3"),
         ({"poll_interval": 0}, "poll_interval must be a finite number of seconds > 0, got 0"),
         ({"poll_interval": -1.5}, "poll_interval must be a finite number of seconds > 0"),
-        ({"poll_interval": "5"}, "poll_interval must be a finite number of seconds > 0, got '5'"),
+        ({"poll_interval": "5s"}, "poll_interval must be a finite number of seconds > 0, got '5s'"),
         ({"poll_interval": True}, "poll_interval must be a finite number of seconds > 0, got True"),
         ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds > 0"),
         ({"unknown_timeout": -1}, "unknown_timeout must be a finite number of seconds >= 0"),
@@ -35,7 +35,7 @@ from torchx_core.specs import Workspace
         ({"tail_lines": -1}, "tail_lines must be an int >= 0, got -1"),
         ({"tail_lines": 2.0}, "tail_lines must be an int >= 0, got 2.0"),
         ({"max_log_replicas": False}, "max_log_replicas must be an int >= 0, got False"),
-        ({"flags": {"wait": "yes"}}, "wait must be True or False, got 'yes'"),
+        ({"flags": {"wait": "maybe"}}, "wait must be True or False, got 'maybe'"),
         ({"flags": {"reattach": 1}}, "reattach must be True or False, got 1"),
     ],
 )
@@ -92,9 +92,24 @@ def test_every_problem_is_listed_once_in_field_order_and_raised_together() -> No
 def test_names_rename_fields_to_the_parameters_the_caller_exposes() -> None:
     opts = LaunchOptions(scheduler="local_cwd", unknown_timeout=-1, tail_lines=-1)
     assert opts.problems({"unknown_timeout": "unknown_state_timeout"}) == [
-        "unknown_state_timeout must be a finite number of seconds >= 0, got -1",
-        "tail_lines must be an int >= 0, got -1",
+        "unknown_state_timeout must be a finite number of seconds >= 0, got -1"
+        " (set e.g. unknown_state_timeout=300)",
+        "tail_lines must be an int >= 0, got -1 (set e.g. tail_lines=50)",
     ]
+
+
+def test_parsed_reads_config_strings_as_the_table_does() -> None:
+    opts = LaunchOptions(
+        scheduler="local_cwd",
+        poll_interval=" 2.5 ",  # type: ignore[arg-type]  # a config source gives strings
+        unknown_timeout="0",  # type: ignore[arg-type]
+        tail_lines=" 7",  # type: ignore[arg-type]
+        flags={"wait": "Yes", "stream_logs": False},  # type: ignore[dict-item]
+    ).parsed()
+    assert (opts.poll_interval, opts.unknown_timeout, opts.tail_lines) == (2.5, 0.0, 7)
+    assert opts.flags == {"wait": True, "stream_logs": False}
+    with pytest.raises(InvalidLaunchOptionsError, match="poll_interval must be"):
+        LaunchOptions(scheduler="local_cwd", poll_interval="nan").parsed()  # type: ignore[arg-type]
 
 
 def test_the_error_pickles_with_its_problems() -> None:

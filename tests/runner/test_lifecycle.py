@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import pickle
 import subprocess
@@ -116,7 +117,7 @@ def test_grace_clock_counts_unknown_and_vanished_in_a_row_and_resets() -> None:
 
 def test_grace_clock_zero_expires_at_once_and_rejects_bad_timeouts() -> None:
     assert GraceClock(0).observe(Phase.VANISHED) is True
-    for bad in (-1, float("nan"), "5", True):
+    for bad in (-1, float("nan"), "5s", True):
         with pytest.raises(InvalidTaskArgumentError, match="unknown_timeout"):
             GraceClock(bad)  # type: ignore[arg-type]
 
@@ -1235,14 +1236,22 @@ def test_bad_seconds_are_explained() -> None:
     from torchx_core.runner.lifecycle import _seconds
 
     with pytest.raises(InvalidTaskArgumentError) as e:
-        GraceClock("5")  # type: ignore[arg-type]
-    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got '5' (str)"
+        GraceClock("5s")  # type: ignore[arg-type]
+    assert str(e.value) == (
+        "unknown_timeout must be a finite number of seconds >= 0, got '5s' (str)"
+        " (set e.g. unknown_timeout=300)"
+    )
+    assert GraceClock(" 5 ").timeout_s == 5.0  # type: ignore[arg-type]  # a config string
     with pytest.raises(InvalidTaskArgumentError) as e:
         GraceClock(-1)
-    assert str(e.value) == "unknown_timeout must be a finite number of seconds >= 0, got -1"
+    assert str(e.value).startswith(
+        "unknown_timeout must be a finite number of seconds >= 0, got -1 ("
+    )
     with pytest.raises(InvalidTaskArgumentError) as e:
-        _seconds("poll_interval", 0, allow_zero=False)
-    assert str(e.value) == "poll_interval must be a finite number of seconds > 0, got 0"
+        _seconds("unknown_timeout", math.nan, allow_zero=True)
+    assert str(e.value).startswith(
+        "unknown_timeout must be a finite number of seconds >= 0, got nan"
+    )
 
 
 def test_a_lost_race_reattaches_with_the_earlier_apps_status_and_says_so(

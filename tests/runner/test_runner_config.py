@@ -97,16 +97,25 @@ def test_bad_value_is_config_error(dirs: tuple[Path, Path]) -> None:
         config.apply("fake", {}, run_opts=_opts())
 
 
-def test_unknown_option_is_skipped_with_suggestion(
+def test_an_unknown_option_is_refused_with_a_suggestion(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[fake]\nqueu = q\n")
+    with pytest.raises(ConfigError) as e:
+        config.apply("fake", {}, run_opts=_opts())
+    assert "[fake] queu = q: unknown run option 'queu'. Did you mean: 'queue'?" in str(e.value)
+
+
+def test_a_free_form_scheduler_gets_its_undeclared_options(
     dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     _, cwd = dirs
     (cwd / ".torchxconfig").write_text("[fake]\nqueu = q\n")
+    opts = _opts()
+    opts.free_form = True
     cfg: dict = {}
     with caplog.at_level(logging.WARNING):
-        config.apply("fake", cfg, run_opts=_opts())
-    assert cfg == {}
-    assert "queu" in caplog.text and "'queue'" in caplog.text
+        config.apply("fake", cfg, run_opts=opts)
+    assert cfg == {"queu": "q"} and "free-form" in caplog.text
 
 
 def test_malformed_file_is_config_error(dirs: tuple[Path, Path]) -> None:

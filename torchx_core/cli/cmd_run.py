@@ -166,7 +166,11 @@ class CmdRun(SubCommand):
             if "--help" in own_args:
                 runner.materialize_component(component, ["--help"])  # prints the help and exits
             run_opts = runner.scheduler_run_opts(scheduler)
-            cfg = run_opts.cfg_from_str(args.scheduler_args) if args.scheduler_args else {}
+            cfg = (
+                run_opts.cfg_from_str(args.scheduler_args, strict=not run_opts.free_form)
+                if args.scheduler_args
+                else {}
+            )
             apply(scheduler, cfg, run_opts=run_opts)
             if (
                 args.workspace is None

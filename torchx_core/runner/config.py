@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from torchx_core.settings import ENV_TORCHXCONFIG
-from torchx_core.specs.errors import TorchXError, did_you_mean
+from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:
     import configparser
@@ -280,19 +280,22 @@ def _load_section(
         if name in cfg:
             continue
         opt: runopt | None = opts.get(name)
+        if opt is None and not opts.free_form:
+            # an unknown key is an error at every entry point (as `-cfg` and the Python API)
+            raise ConfigError(
+                f"{source}: [{scheduler}] {name} = {value}: {opts.unknown_message(name)}."
+                " Fix the name or remove the line"
+            )
         if opt is None:
-            valid = [n for n, _ in opts]
             logger.warning(
-                "%s: `%s = %s` in section [%s] is not a run option of `%s` and is ignored."
-                "%s Valid options: %s",
+                "%s: `%s` in section [%s] is not a declared run option of `%s` (free-form:"
+                " passed through unchecked)",
                 source,
                 name,
-                value,
                 scheduler,
                 scheduler,
-                did_you_mean(name, valid),
-                ", ".join(valid) or "(none)",
             )
+            cfg[name] = value
             continue
         cfg[name] = None if value == _NONE else parse_value(value, opt.opt_type, name)
 

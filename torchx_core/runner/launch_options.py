@@ -9,23 +9,33 @@ saying what was given, what is valid and how to fix it, in one wording for every
 
     opts = LaunchOptions(scheduler="local_cwd", poll_interval=0, tail_lines=-1)
     opts.problems()
-    # ['poll_interval must be a finite number of seconds > 0, got 0', 'tail_lines must be ...']
+    # ['poll_interval must be a finite number of seconds > 0, got 0 (set e.g. ...)', ...]
     opts.check("app lifecycle arguments")   # raises InvalidLaunchOptionsError listing both
+    opts = opts.parsed()                    # the values as the table reads them (" 5 " -> 5.0)
 
 An adapter adds only its engine's own checks to the list and raises its own error class;
 ``names`` maps a field to the parameter name the caller exposes (``unknown_timeout`` is
-``unknown_state_timeout`` in every adapter). Stdlib only.
+``unknown_state_timeout`` in every adapter). Every number and switch is read by the one table
+of step settings, :mod:`torchx_core.runner.step_settings` (same verdict and wording for a value
+at every entry point, typed or a string). Stdlib only.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from torchx_core.runner.step_settings import (
+    COUNT,
+    SECONDS,
+    SETTINGS,
+    InvalidSettingError,
+    InvalidTaskArgumentError,
+    Setting,
+    given,
+)
 from torchx_core.specs import Workspace
-from torchx_core.specs.errors import TorchXError
 
 __all__ = [
     "InvalidLaunchOptionsError",
@@ -33,17 +43,12 @@ __all__ = [
     "LaunchOptions",
     "count_problem",
     "flag_problem",
+    "given",
     "seconds_problem",
 ]
 
 
-class InvalidTaskArgumentError(TorchXError, ValueError):
-    """An argument of a lifecycle (or of an engine task built on it) is wrong."""
-
-    permanent = True
-
-
-class InvalidLaunchOptionsError(InvalidTaskArgumentError):
+class InvalidLaunchOptionsError(InvalidSettingError):
     """Launch options with problems; ``problems`` lists every one (see :class:`LaunchOptions`).
 
     Args:
@@ -51,51 +56,35 @@ class InvalidLaunchOptionsError(InvalidTaskArgumentError):
         problems: one sentence per problem
     """
 
-    def __init__(self, what: str, problems: Sequence[str]) -> None:
-        self.what = what
-        self.problems = list(problems)
-        super().__init__(f"invalid {what}: " + "; ".join(self.problems))
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.what, self.problems))
-
-
-def given(value: object) -> str:
-    """How a message shows the value a user gave: its repr, with its type unless a number.
-
-    >>> given(0.5), given("30"), given(None)
-    ('0.5', "'30' (str)", 'None (NoneType)')
-    """
-    if type(value) in (int, float):
-        return repr(value)
-    return f"{value!r} ({type(value).__name__})"
-
 
 def seconds_problem(name: str, value: object, allow_zero: bool) -> str | None:
-    """The problem with a duration ``value`` (a finite ``int``/``float`` > 0, or >= 0), or None.
+    """The problem with a duration ``value`` (a finite number > 0, or >= 0), or None; the table's
+    wording (:mod:`~torchx_core.runner.step_settings`), its example when ``name`` is a setting.
 
-    >>> seconds_problem("poll_interval", 0, allow_zero=False)
-    'poll_interval must be a finite number of seconds > 0, got 0'
-    >>> seconds_problem("poll_interval", 0.5, allow_zero=False) is None
+    >>> seconds_problem("cancel_timeout", 0, allow_zero=False)
+    'cancel_timeout must be a finite number of seconds > 0, got 0 (set e.g. cancel_timeout=30)'
+    >>> seconds_problem("poll_interval", " 0.5 ", allow_zero=False) is None
     True
     """
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if number and math.isfinite(value) and (value > 0 or (allow_zero and value == 0)):  # type: ignore[arg-type,operator]
-        return None
-    bound = ">= 0" if allow_zero else "> 0"
-    return f"{name} must be a finite number of seconds {bound}, got {given(value)}"
+    known = SETTINGS.get(name)
+    setting = (
+        known
+        if known is not None and known.kind == SECONDS and known.above is not allow_zero
+        else Setting(name, SECONDS, above=not allow_zero)
+    )
+    return setting.problem(value, name)
 
 
 def count_problem(name: str, value: object) -> str | None:
-    """The problem with a count ``value`` (an ``int`` >= 0, not a bool), or None."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return None
-    return f"{name} must be an int >= 0, got {given(value)}"
+    """The problem with a count ``value`` (an int >= 0 or an integer string), or None."""
+    known = SETTINGS.get(name)
+    setting = known if known is not None and known.kind == COUNT else Setting(name, COUNT)
+    return setting.problem(value, name)
 
 
 def flag_problem(name: str, value: object) -> str | None:
-    """The problem with an on/off switch ``value`` (``True`` or ``False``), or None."""
-    return None if isinstance(value, bool) else f"{name} must be True or False, got {given(value)}"
+    """The problem with an on/off switch ``value`` (a bool or ``"true"``/``"false"``...)."""
+    return SETTINGS["flag"].problem(value, name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,13 +140,34 @@ class LaunchOptions:
                 f" None, got {given(workspace)}"
             )
         found += [
-            seconds_problem(name("poll_interval", "poll_interval"), self.poll_interval, False),
-            seconds_problem(name("unknown_timeout", "unknown_timeout"), self.unknown_timeout, True),
-            count_problem(name("tail_lines", "tail_lines"), self.tail_lines),
-            count_problem(name("max_log_replicas", "max_log_replicas"), self.max_log_replicas),
+            SETTINGS[key].problem(getattr(self, key), name(key, key))
+            for key in ("poll_interval", "unknown_timeout", "tail_lines", "max_log_replicas")
         ]
         found += [flag_problem(flag, value) for flag, value in self.flags.items()]
         return [p for p in found if p is not None]
+
+    def parsed(
+        self, what: str = "launch options", *, names: Mapping[str, str] | None = None
+    ) -> LaunchOptions:
+        """These options with every number and switch read by the table (``" 5 "`` -> 5.0,
+        ``"yes"`` -> True), after :meth:`check`.
+
+        Raises:
+            InvalidLaunchOptionsError: as :meth:`check`
+        """
+        self.check(what, names=names)
+        number = {
+            key: SETTINGS[key].parse(getattr(self, key))
+            for key in ("poll_interval", "unknown_timeout", "tail_lines", "max_log_replicas")
+        }
+        return replace(
+            self,
+            poll_interval=float(number["poll_interval"]),  # type: ignore[arg-type]  # parsed
+            unknown_timeout=float(number["unknown_timeout"]),  # type: ignore[arg-type]
+            tail_lines=int(number["tail_lines"]),  # type: ignore[arg-type]
+            max_log_replicas=int(number["max_log_replicas"]),  # type: ignore[arg-type]
+            flags={flag: bool(SETTINGS["flag"].parse(v)) for flag, v in self.flags.items()},
+        )
 
     def check(
         self,

@@ -72,6 +72,7 @@ from torchx_core.runner.launch_options import (
     LaunchOptions,
     seconds_problem,
 )
+from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -433,7 +434,8 @@ class AppLifecycle:
         max_log_replicas: int = 16,
         tail_lines: int = 50,
     ) -> None:
-        LaunchOptions(
+        owner_problem = SETTINGS["owner"].problem(owner)
+        options = LaunchOptions(
             scheduler=scheduler,
             cfg=cfg,
             workspace=workspace,
@@ -441,21 +443,18 @@ class AppLifecycle:
             unknown_timeout=unknown_timeout,
             tail_lines=tail_lines,
             max_log_replicas=max_log_replicas,
-        ).check(
-            "app lifecycle arguments",
-            more=[]
-            if isinstance(owner, str) and owner.strip()
-            else [f"owner must be a non-empty token naming this attempt, got {owner!r}"],
         )
+        options.check("app lifecycle arguments", more=[owner_problem] if owner_problem else [])
+        options = options.parsed()
         self.runner = runner
         self.scheduler = scheduler
-        self.owner = owner
+        self.owner = str(SETTINGS["owner"].parse(owner))
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.workspace = workspace
-        self.unknown_timeout = float(unknown_timeout)
-        self.poll_interval = float(poll_interval)
-        self.max_log_replicas = max_log_replicas
-        self.tail_lines = tail_lines
+        self.unknown_timeout = float(options.unknown_timeout)
+        self.poll_interval = float(options.poll_interval)
+        self.max_log_replicas = options.max_log_replicas
+        self.tail_lines = options.tail_lines
         self._clocks: dict[str, GraceClock] = {}
         self._last: dict[str, AppStatus] = {}
 
@@ -870,7 +869,7 @@ def _seconds(name: str, value: object, *, allow_zero: bool) -> float:
     problem = seconds_problem(name, value, allow_zero=allow_zero)
     if problem is not None:
         raise InvalidTaskArgumentError(problem)
-    return float(value)  # type: ignore[arg-type] # seconds_problem checked it is a number
+    return float(SETTINGS[name].parse(value))  # type: ignore[arg-type] # a checked number
 
 
 def _bounded(what: str, fn: Callable[[], _T], timeout: float) -> _T | bool:

@@ -210,11 +210,15 @@ class Scheduler(abc.ABC, Generic[T]):
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
         """Builds the native request for ``app`` without submitting it.
 
-        Resolves ``cfg`` against :meth:`run_opts` (defaults filled, types checked), builds the
+        Resolves ``cfg`` against :meth:`run_opts` (defaults filled, types checked, unknown keys
+        refused unless ``run_opts().free_form``), builds the
         workspaces of roles that have one (when the scheduler supports workspaces), validates the
         app, calls ``_submit_dryrun`` and then each role's ``pre_proc`` hook in order.
         """
-        resolved_cfg = self.run_opts().resolve(cfg)
+        opts = self.run_opts()
+        # the one check of run options for every entry point: an unknown key is refused (with
+        # a close match) unless the scheduler declares free-form options
+        resolved_cfg = opts.resolve(cfg, strict=not opts.free_form)
         self._build_workspaces(app, resolved_cfg)
         self._validate(app, self.backend, resolved_cfg)
         dryrun_info = self._submit_dryrun(app, resolved_cfg)

@@ -263,7 +263,15 @@ class runopts:
     >>> opts.add("priority", type_=float, default=0.5, help="job priority")
     >>> opts.cfg_from_str("cluster_id=3,priority=0.9")
     {'cluster_id': 3, 'priority': 0.9}
+
+    A key none of the options names is refused wherever run options enter (``Scheduler.
+    submit_dryrun``, the CLI's ``-cfg``, ``.torchxconfig``, the engine adapters), with a close
+    match suggested; a scheduler whose backend really takes options it does not declare sets
+    :attr:`free_form` on its runopts, and they are then passed through (with a warning).
     """
+
+    #: the scheduler takes run options it does not declare (passed through to its backend)
+    free_form: bool = False
 
     def __init__(self) -> None:
         self._opts: dict[str, runopt] = {}
@@ -325,6 +333,9 @@ class runopts:
         snake = _to_snake(name)
         if snake in self._opts:
             return snake
+        for spelling in (snake.replace("_", "-"), name.replace("-", "_")):
+            if spelling in self._opts:  # sbatch-style `mail-user` is `mail_user` in Python
+                return spelling
         return None
 
     def get(self, name: str) -> runopt | None:
@@ -361,8 +372,9 @@ class runopts:
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
     def update(self, other: runopts) -> None:
-        """Adds (or replaces) the options of ``other``."""
+        """Adds (or replaces) the options of ``other`` (free-form if either is)."""
         self._opts.update(other._opts)
+        self.free_form = self.free_form or other.free_form
 
     def __or__(self, other: runopts) -> runopts:
         """A new runopts with the options of both (``other``'s win on a shared name).
@@ -379,6 +391,11 @@ class runopts:
         merged.update(self)
         merged.update(other)
         return merged
+
+    def unknown_message(self, key: str) -> str:
+        """The message for a run option ``key`` none of these options names (close matches
+        suggested, the valid names listed): one wording at every entry point."""
+        return self._unknown_msg(key)
 
     def _unknown_msg(self, key: str) -> str:
         return (
@@ -453,11 +470,12 @@ class runopts:
             raise InvalidRunConfigException("; ".join(p for _, p in problems), problems[0][0], cfg)
         return resolved
 
-    def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
+    def cfg_from_str(self, cfg_str: str, *, strict: bool = False) -> dict[str, CfgVal]:
         """Parses a ``"k1=v1,k2=v2"`` string into a typed cfg map.
 
         Values are cast to the registered types. Unknown keys are ignored (and logged with a
-        close-match suggestion). Defaults and required options are not checked: call
+        close-match suggestion; TorchX behaviour), or with ``strict=True`` (the CLI's ``-cfg``
+        unless :attr:`free_form`) refused. Defaults and required options are not checked: call
         ``opts.resolve(opts.cfg_from_str(s))`` for that. ``","`` or ``";"`` delimit pairs;
         list values may use either too, and the last delimiter before a ``key=`` separates
         pairs::
@@ -465,14 +483,23 @@ class runopts:
             opts.cfg_from_str("FOO=v1;v2,BAR=v3") == {"FOO": ["v1", "v2"], "BAR": "v3"}
 
         Raises:
-            InvalidRunConfigException: the string is malformed or a value cannot be cast
+            InvalidRunConfigException: the string is malformed, a value cannot be cast or
+                (``strict``) a key is unknown
         """
         if not isinstance(cfg_str, str):
             raise InvalidRunConfigException(
                 f"cfg_str must be a string like 'key1=v1,key2=v2', got {cfg_str!r}", "", None
             )
         cfg: dict[str, CfgVal] = {}
-        for key, raw in _split_cfg_str(cfg_str).items():
+        pairs = _split_cfg_str(cfg_str)
+        unknown = [key for key in pairs if self._canonical(key) is None]
+        if strict and unknown:
+            raise InvalidRunConfigException(
+                f"run config {cfg_str!r}: " + "; ".join(self._unknown_msg(k) for k in unknown),
+                unknown[0],
+                None,
+            )
+        for key, raw in pairs.items():
             canon = self._canonical(key)
             if canon is None:
                 _logger().warning("%s; ignoring it", self._unknown_msg(key))

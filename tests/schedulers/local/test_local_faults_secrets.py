@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,3 +130,54 @@ def test_env_drop_with_a_bad_pattern_is_refused_at_dry_run(sched: LocalScheduler
         AppValidationError, match=r"env_drop entry 'AIRFLOW_\*_KEY'.*prefix ending in `\*`"
     ):
         sched.submit_dryrun(_checker(True, True), {"env_drop": ["AIRFLOW_*_KEY"]})
+
+
+@pytest.mark.parametrize("source", ["cli", "torchxconfig", "api"])
+def test_env_drop_entries_are_trimmed_the_same_on_every_path(
+    source: str, sched: LocalScheduler, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # issue 32: `-cfg 'env_drop=A; B'` and the API's ["A", " B"] kept " B", which matched
+    # nothing, so B reached every replica while .torchxconfig stripped it
+    from torchx_core.runner import config
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", SECRET)
+    monkeypatch.setenv("AIRFLOW_CONN_DB", CONN)
+    opts = sched.run_opts()
+    spaced = "AIRFLOW__CORE__FERNET_KEY; AIRFLOW_CONN_*"
+    if source == "cli":  # what `torchx run -cfg` does with the string
+        cfg = opts.cfg_from_str(f"env_drop={spaced}", strict=True)
+        assert cfg["env_drop"] == ["AIRFLOW__CORE__FERNET_KEY", " AIRFLOW_CONN_*"]
+    elif source == "torchxconfig":
+        (tmp_path / ".torchxconfig").write_text(f"[{sched.backend}]\nenv_drop = {spaced}\n")
+        cfg = {}
+        config.apply(sched.backend, cfg, dirs=[str(tmp_path)], run_opts=opts)
+    else:
+        cfg = {"env_drop": [" AIRFLOW__CORE__FERNET_KEY ", " AIRFLOW_CONN_*", " "]}
+    app_id = sched.submit(_checker(False, False), cfg)
+    final = sched.wait(app_id, timeout=60)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    assert list(sched.log_iter(app_id, "check", 1)) == ["inherited-as-expected\n"]
+
+
+def test_env_drop_with_spaces_on_the_torchx_cli_keeps_variables_from_a_real_app(
+    local_root: str, tmp_path: Path
+) -> None:
+    """The whole CLI path, in its own process: ``torchx run -cfg 'env_drop=A; B'``."""
+    env = {
+        **os.environ,
+        "AIRFLOW__CORE__FERNET_KEY": SECRET,
+        "AIRFLOW_CONN_DB": CONN,
+        "TXB_KEPT": "kept-1",
+        "TORCHX_LOCAL_ROOT": local_root,
+        "HOME": str(tmp_path),  # no user .torchxconfig
+    }
+    drop = "env_drop=AIRFLOW__CORE__FERNET_KEY; AIRFLOW_CONN_*"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchx_core.cli.main", "run", "-s", "local_cwd", "-cfg", drop,
+         "utils.sh", "env"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    logs = proc.stdout + proc.stderr  # the CLI relays the replica's lines (`sh/0 NAME=value`)
+    assert "sh/0 TXB_KEPT=kept-1" in logs  # the replica's environment was printed
+    assert "AIRFLOW_CONN_DB=" not in logs and "AIRFLOW__CORE__FERNET_KEY=" not in logs

@@ -98,10 +98,19 @@ def local_runopts() -> runopts:
     return opts
 
 
+def env_drop_entries(patterns: Any) -> list[Any]:
+    """The ``env_drop`` entries as every path reads them (the CLI's ``-cfg 'env_drop=A; B'``,
+    ``.torchxconfig``, the Python API's ``["A", " B"]``): each string trimmed, blank ones
+    dropped; anything else kept as given, for :func:`env_drop_problems` to refuse."""
+    entries = [p.strip() if isinstance(p, str) else p for p in patterns or []]
+    return [p for p in entries if p != ""]
+
+
 def env_drop_problems(patterns: Any) -> list[str]:
-    """What is wrong with the ``env_drop`` run option (names, or prefixes ending in ``*``)."""
+    """What is wrong with the ``env_drop`` run option (names, or prefixes ending in ``*``),
+    after :func:`env_drop_entries`."""
     problems = []
-    for p in patterns or []:
+    for p in env_drop_entries(patterns):
         name = p[:-1] if isinstance(p, str) and p.endswith("*") else p
         if (
             not isinstance(name, str)

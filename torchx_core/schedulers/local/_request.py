@@ -20,6 +20,7 @@ from torchx_core.schedulers.local._options import (
     MAX_NAME_CHARS,
     SAFE_NAME,
     LocalOpts,
+    env_drop_entries,
     env_drop_problems,
 )
 from torchx_core.specs import AppDef, CfgVal, Role, macros
@@ -218,7 +219,7 @@ class RequestBuilder:
             roles=[],
             grace_period=opts.grace_period,
             layout=layout,
-            env_drop=list(opts.env_drop or []),
+            env_drop=env_drop_entries(opts.env_drop),
         )
         handle = f"{self.backend}://{self.session_name}/{app_id}"
         gpu_next = 0
