@@ -593,8 +593,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- one app per name (``AppLifecycle.attach``) ---------------------------------------------
 
     def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
-        """An exclusive lock per app name in the root (see ``_state.name_lock``)."""
-        return _state.name_lock(_ensure_root(self.root), name)
+        """An exclusive lock per app name in the root, waited for a bounded time (see
+        ``local/_names.py``: a stopped or gone holder, or a timeout, is a ``NameLockError``)."""
+        from torchx_core.schedulers.local import _names
+
+        return _names.name_lock(_ensure_root(self.root), name)
 
     # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
 
