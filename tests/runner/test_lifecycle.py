@@ -1123,14 +1123,25 @@ def test_an_unreadable_poll_is_logged_with_the_handle_and_the_error(
     assert _messages(caplog) == [f"cannot read the status of {handle}: connection reset"]
 
 
-def test_the_grace_clock_of_an_app_runs_across_polls(runner: Runner, table: JobTable) -> None:
-    lc = life(runner, unknown_timeout=0.05)
+def test_the_grace_clock_of_an_app_runs_across_polls(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One clock per app, kept from poll to poll (on a clock the test moves, no sleep)."""
+    import functools
+
+    from torchx_core.runner import lifecycle
+
+    now = [100.0]
+    monkeypatch.setattr(
+        lifecycle, "GraceClock", functools.partial(GraceClock, clock=lambda: now[0])
+    )
+    lc = life(runner, unknown_timeout=5)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.vanish(app_id(handle))
     assert lc.poll(handle, max_age=0).expired is False
-    import time
-
-    time.sleep(0.06)
+    now[0] = 104.9
+    assert lc.poll(handle, max_age=0).expired is False
+    now[0] = 105.0
     assert lc.poll(handle, max_age=0).expired is True
 
 
