@@ -109,6 +109,59 @@ def release_reserve(app_dir: str) -> bool:
         return False
 
 
+# -- the supervisor's own path to its app directory -----------------------------------------------
+
+_FD_PATH = "/proc/self/fd/"
+
+
+def pin_dir(app_dir: str, lock_fd: int) -> str:
+    """A path to the app directory that stays right when it (or the root above it) is moved.
+
+    ``/proc/self/fd/<n>`` of a descriptor of the directory, opened where the supervisor's lock
+    file (``lock_fd``) is now and checked to hold that very file; ``app_dir`` as given when
+    that fails (no ``/proc``, or the directory is already gone). For this process only: a
+    replica is given real paths.
+    """
+    try:
+        lock = os.fstat(lock_fd)
+        for _ in range(3):  # a rename between the look-up and the open: look again
+            where = os.path.dirname(os.readlink(f"{_FD_PATH}{lock_fd}"))
+            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                st = os.stat(LOCK_FILE, dir_fd=fd)
+                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                    return f"{_FD_PATH}{fd}"
+            except OSError:
+                pass
+            os.close(fd)
+    except OSError:
+        pass
+    return app_dir
+
+
+def current_dir(path: str, pinned: str) -> str:
+    """How the supervisor reaches its app directory now: by ``path`` while that still leads to
+    it (through whatever is mounted there, a read-only bind mount included), else by ``pinned``
+    (see :func:`pin_dir`): the directory, or the root above it, was renamed."""
+    if pinned == path:
+        return path
+    try:
+        a, b = os.stat(path), os.stat(pinned)
+        if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+            return path
+    except OSError:
+        pass
+    return pinned
+
+
+def real_dir(path: str) -> str:
+    """Where the directory ``path`` (possibly made by :func:`pin_dir`) is now."""
+    if path.startswith(_FD_PATH):
+        with contextlib.suppress(OSError):
+            return os.readlink(path)
+    return path
+
+
 # -- app directory identity ----------------------------------------------------------------------
 
 
