@@ -28,13 +28,16 @@ The decisions, stated once:
   :class:`AppVanishedError` (an app stuck ``UNKNOWN`` is cancelled first, if still owned).
 * **Reattach policy** (:meth:`AppLifecycle.attach`): a running (or ``UNKNOWN``) app of the name is
   reattached, a ``SUCCEEDED`` one reused, a failed, cancelled or vanished one is submitted anew.
-  Two attempts at once: the scheduler's ``name_lock`` serializes look-up and submit (local);
+  Two attempts at once: the scheduler's ``name_lock`` serializes look-up, submit and the
+  recording of the owner (local), so the attempt that held it last owns the app;
   without one, the later submit is cancelled by its own attempt, which reattaches to the
   earliest (``Scheduler.submit_order``: slurm, kubernetes).
 * **Ownership.** The attempt that submitted or adopted an app records its *owner* token with the
   app (``Runner.set_owner``, kept by the scheduler, so every process on every host sees it). A
   kill path cancels only an app it still owns: recorded owner == mine -> cancel; someone else ->
   do not cancel ("superseded"); nothing recorded (a backend without owner support) -> cancel.
+  With a ``name_lock``, that check and the cancel run under it, so no attempt adopts the app in
+  between.
 * **Logs.** :class:`LogFollower` gives every line of at most ``max_log_replicas`` replicas (it
   says how to read the others) exactly once, whether the app is running or already ended when
   following starts: a stream ends only after reading its log to the end once the app ended; a
@@ -472,6 +475,10 @@ class AppLifecycle:
         ``known_handle`` (e.g. persisted by the engine) is looked at first, then the scheduler's
         app list by name. A running (or UNKNOWN) app is reattached, a SUCCEEDED one reused; a
         failed, cancelled or vanished one is ignored and the app submitted anew.
+
+        Raises:
+            SchedulerError: the scheduler's name lock could not be taken (local:
+                ``NameLockError``, naming its holder; a retry may succeed)
         """
         name = app_name(app.name, identity)
         with self._name_lock(name) as serialized:
@@ -543,7 +550,7 @@ class AppLifecycle:
             "%s and an earlier %s were both submitted as %s; cancelling mine", handle, winner, name
         )
         self._scheduler_cancel(handle)
-        self._record_owner(winner)
+        self._adopt(winner, name)
         return Attachment(winner, "reattached", found[1], name)
 
     def _find(
