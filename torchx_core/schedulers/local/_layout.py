@@ -330,6 +330,7 @@ STATUS_FIELDS: dict[str, tuple[object, tuple[type, ...]]] = {
     "ended": (None, _TIME),
     "layout": (None, (str, _NONE)),
 }
+_FIELD_CHECKS = tuple((key, absent, types) for key, (absent, types) in STATUS_FIELDS.items())
 
 
 def check_status(status: Any) -> None:
@@ -352,10 +353,9 @@ def status_problem(status: Any) -> str | None:
     state = g("state")
     if state not in _STATE_NAMES:
         return f"state {_short(state)}"
-    for key, (absent, types) in STATUS_FIELDS.items():
-        value = g(key, absent)
-        if type(value) not in types:
-            return f"{key} {_short(value)}"
+    for key, absent, types in _FIELD_CHECKS:
+        if type(g(key, absent)) not in types:
+            return f"{key} {_short(g(key, absent))}"
     failed = g("failed")
     if failed is not None and not (
         type(failed) is list
@@ -382,11 +382,15 @@ def _role_problem(role: Any) -> str | None:
     if type(states) is not str or states.strip(_STATE_CHAR_SET):
         return f"states of role {role['name']!r}: {_short(states)}"
     pids = role.get("pids", None)
-    if pids is not None and (
-        type(pids) is not list or len(pids) != len(states) or any(type(p) is not int for p in pids)
-    ):
-        return f"pids of role {role['name']!r}: {_short(pids)}"
-    return None
+    if pids is None:
+        return None
+    if type(pids) is list and len(pids) == len(states):
+        for pid in pids:
+            if type(pid) is not int:
+                break
+        else:
+            return None
+    return f"pids of role {role['name']!r}: {_short(pids)}"
 
 
 def _invalid(what: str) -> ValueError:

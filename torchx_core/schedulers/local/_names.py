@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import time
@@ -24,8 +23,8 @@ from collections.abc import Callable, Iterator
 
 from torchx_core.schedulers.api import SchedulerError
 from torchx_core.schedulers.local._procs import process_state
+from torchx_core.schedulers.local._state import NAMES
 
-NAMES = ".names"  # the folder of the name locks, in the root
 DEFAULT_TIMEOUT = 120.0  # seconds a waiter waits for a holder that makes progress
 STOPPED_GRACE = 2.0  # seconds a holder may be seen stopped (or gone) before the waiter gives up
 _LOG_EVERY = 15.0  # seconds between two "still waiting" lines
@@ -56,6 +55,8 @@ class NameLockError(SchedulerError):
 
 def lock_path(root: str, name: str) -> str:
     """The lock file of the app name ``name`` in ``root``."""
+    import hashlib  # not loaded by the status path (which imports _state, not this module)
+
     return os.path.join(root, NAMES, hashlib.sha256(name.encode()).hexdigest()[:32])
 
 

@@ -54,7 +54,6 @@ from torchx_core.schedulers.local._layout import (
     instance_is_here,
     write_status,
 )
-from torchx_core.schedulers.local._names import NAMES as NAMES
 from torchx_core.schedulers.local._procs import is_stopped, kill_app_processes, process_state
 
 ROOT_ENV = "TORCHX_LOCAL_ROOT"
@@ -66,6 +65,7 @@ STAGING = ".staging"
 CREATING = ".new-"  # prefix of app directories being created
 DELETING = ".del-"  # prefix of app directories being removed
 MAX_STATUS_BYTES = 64 << 20
+NAMES = ".names"  # the name locks of ``AppLifecycle.attach`` (``_names.py``)
 
 
 class CorruptAppStateError(SchedulerError, ValueError):
