@@ -64,8 +64,9 @@ def test_a_replicas_exit_code_is_kept_when_the_root_is_renamed_under_the_app(
     assert sched.describe(app_id) is None  # not in the old root any more: not found there
 
 
+@pytest.mark.parametrize("command", ["cancel", "delete"])
 def test_an_app_whose_directory_was_deleted_says_so_and_cancel_stops_its_processes(
-    sched: LocalScheduler, local_root: str
+    sched: LocalScheduler, local_root: str, command: str
 ) -> None:
     app = AppDef(
         "deleted", roles=[Role("r", image="", entrypoint="sleep", args=["600"], num_replicas=2)]
@@ -84,7 +85,7 @@ def test_an_app_whose_directory_was_deleted_says_so_and_cancel_stops_its_process
     assert status.returncode == 0 and "UNKNOWN" in status.stdout, status
     assert "was deleted while the app runs" in status.stdout
     cancel = subprocess.run(
-        [sys.executable, "-m", "torchx_core.cli.main", "cancel", handle],
+        [sys.executable, "-m", "torchx_core.cli.main", command, handle],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert cancel.returncode == 0, cancel.stderr
