@@ -395,3 +395,50 @@ def test_run_log_gives_each_line_of_a_short_app_once(
     assert p.returncode == 0, p.stderr
     printed = [line for line in p.stderr.splitlines() if line.startswith("h/")]
     assert sorted(printed) == sorted(f"h/{k} line {i:03d}" for k in range(2) for i in range(100))
+
+
+def _live_with_env(entry: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose environment holds ``entry``."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if entry.encode() not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
+                    found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("command", ["cancel", "delete"])
+@pytest.mark.parametrize("garbage", [b"", b'{"state": "RUNN'])
+def test_cancel_and_delete_stop_a_running_app_whose_status_file_is_unreadable(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, command: str, garbage: bytes
+) -> None:
+    """As ``Runner.cancel`` does (and the README says): the processes are stopped, exit 0."""
+    from torchx_core.runner import get_runner
+    from torchx_core.specs import AppDef, AppState, Role, parse_app_handle
+
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", env["TORCHX_LOCAL_ROOT"])
+    app = AppDef("garbled", roles=[Role("r", image="", entrypoint="sleep", args=["600"])])
+    with get_runner("test") as runner:
+        handle = runner.run(app, "local_cwd")
+        deadline = time.monotonic() + 60
+        while (s := runner.status(handle)) is None or s.state != AppState.RUNNING:
+            assert time.monotonic() < deadline, s
+            time.sleep(0.05)
+    app_id = parse_app_handle(handle).app_id
+    marker = f"TORCHX_APP_ID={app_id}"
+    assert _live_with_env(marker)
+    Path(env["TORCHX_LOCAL_ROOT"], app_id, "status.json").write_bytes(garbage)
+    try:
+        done = torchx(env, command, handle)
+        assert done.returncode == 0, done.stderr
+        assert "corrupt" in done.stderr  # said, not hidden
+        assert _live_with_env(marker) == []
+    finally:
+        with get_runner("cleanup") as runner:
+            runner.delete(handle)

@@ -188,6 +188,23 @@ def test_cancel_of_a_running_app_cancels_it_and_says_so(
     assert job.cancelled == 1 and job.state == AppState.CANCELLED
 
 
+def test_cancel_of_an_app_whose_status_cannot_be_read_cancels_it_as_the_api_does(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the local scheduler, the fake then knows the app without reading its status."""
+    from torchx_core.schedulers.api import SchedulerError
+
+    monkeypatch.setattr(FakeScheduler, "exists", lambda self, app_id: app_id in self.table.jobs)
+    handle = add_job(fake_plugin, "a1", {"trainer": 1}, AppState.RUNNING)
+    fake_plugin.hold = True
+    fake_plugin.describe_error = SchedulerError("its status file is corrupt")
+    rc, out, err = cli(capsys, "cancel", handle)
+    assert rc == 0 and out == ""
+    assert logged(err, "its status file is corrupt; cancelling it anyway")
+    assert logged(err, f"cancel requested for {handle}")
+    assert fake_plugin.jobs["a1"].cancelled == 1
+
+
 def test_cancel_of_an_ended_app_is_a_no_op_that_names_its_state(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
 ) -> None:

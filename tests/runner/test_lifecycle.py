@@ -274,6 +274,79 @@ def test_look_up_and_submit_hold_the_schedulers_lock_on_the_apps_name(
     assert submitted_while_locked == [1]  # the submit happened inside the lock
 
 
+@pytest.fixture
+def name_locks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The fake scheduler gets an exclusive (non-reentrant) lock per name; the events
+    ``("lock"|"unlock", name)`` are returned in order."""
+    import contextlib
+
+    from support.fake_scheduler import FakeScheduler
+
+    events: list[tuple[str, str]] = []
+    locks: dict[str, threading.Lock] = {}
+
+    @contextlib.contextmanager
+    def name_lock(self: FakeScheduler, name: str) -> Iterator[bool]:
+        with locks.setdefault(name, threading.Lock()):
+            events.append(("lock", name))
+            try:
+                yield True
+            finally:
+                events.append(("unlock", name))
+
+    monkeypatch.setattr(FakeScheduler, "name_lock", name_lock)
+    return events
+
+
+def test_the_submitter_records_its_owner_before_it_releases_the_name_lock(
+    runner: Runner,
+    table: JobTable,
+    name_locks: list[tuple[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Else an attempt that takes the lock right after it adopts the app, and the submitter
+    then overwrites its owner: the stale attempt's kill path would cancel the adopter's app."""
+    owners_at_unlock: list[str | None] = []
+    real_set_owner = Runner.set_owner
+
+    def set_owner(self: Runner, handle: str, owner: str) -> bool:
+        owners_at_unlock.append(None if name_locks[-1][0] == "unlock" else owner)
+        return real_set_owner(self, handle, owner)
+
+    monkeypatch.setattr(Runner, "set_owner", set_owner)
+    first = life(runner, owner="try=1").attach(make_app(), IDENTITY)
+    second = life(runner, owner="try=2").attach(make_app(), IDENTITY)
+    assert (first.how, second.how) == ("submitted", "reattached")
+    assert owners_at_unlock == ["try=1", "try=2"]  # each recorded while it held the lock
+    assert runner.owner(first.app_handle) == "try=2"
+
+
+def test_a_stale_attempts_kill_path_decides_under_the_name_lock(
+    runner: Runner, table: JobTable, name_locks: list[tuple[str, str]]
+) -> None:
+    stale, newer = life(runner, owner="try=1"), life(runner, owner="try=2")
+    att = stale.attach(make_app(), IDENTITY)
+    newer.attach(make_app(), IDENTITY)
+    del name_locks[:]
+    assert stale.cancel(att.app_handle) is False  # superseded
+    assert name_locks == [("lock", att.app_name), ("unlock", att.app_name)]
+    assert table.job(app_id(att.app_handle)).cancelled == 0
+    assert newer.cancel(att.app_handle) is True
+    assert table.job(app_id(att.app_handle)).cancelled == 1
+
+
+def test_a_kill_that_interrupts_its_own_attach_does_not_wait_for_its_own_name_lock(
+    runner: Runner, table: JobTable, name_locks: list[tuple[str, str]]
+) -> None:
+    lc = life(runner, owner="try=1")
+    done: list[bool] = []
+    table.before_schedule = lambda *_: done.append(
+        lc.cancel_by_name(app_name("train", IDENTITY), timeout=60)
+    )
+    lc.attach(make_app(), IDENTITY)
+    assert done == [True]
+
+
 def test_a_race_won_keeps_its_app(runner: Runner, table: JobTable) -> None:
     table.ordered = True
     att = life(runner, owner="try=1").attach(make_app(), IDENTITY)
@@ -1051,14 +1124,25 @@ def test_an_unreadable_poll_is_logged_with_the_handle_and_the_error(
     assert _messages(caplog) == [f"cannot read the status of {handle}: connection reset"]
 
 
-def test_the_grace_clock_of_an_app_runs_across_polls(runner: Runner, table: JobTable) -> None:
-    lc = life(runner, unknown_timeout=0.05)
+def test_the_grace_clock_of_an_app_runs_across_polls(
+    runner: Runner, table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One clock per app, kept from poll to poll (on a clock the test moves, no sleep)."""
+    import functools
+
+    from torchx_core.runner import lifecycle
+
+    now = [100.0]
+    monkeypatch.setattr(
+        lifecycle, "GraceClock", functools.partial(GraceClock, clock=lambda: now[0])
+    )
+    lc = life(runner, unknown_timeout=5)
     handle = lc.attach(make_app(), IDENTITY).app_handle
     table.vanish(app_id(handle))
     assert lc.poll(handle, max_age=0).expired is False
-    import time
-
-    time.sleep(0.06)
+    now[0] = 104.9
+    assert lc.poll(handle, max_age=0).expired is False
+    now[0] = 105.0
     assert lc.poll(handle, max_age=0).expired is True
 
 

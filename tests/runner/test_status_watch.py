@@ -27,8 +27,10 @@ class CountingScheduler(FakeScheduler):
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
         ids = list(app_ids)
         self.batches.append(ids)
-        if self.table.delay:  # type: ignore[attr-defined]
-            time.sleep(self.table.delay)  # type: ignore[attr-defined]
+        self.table.in_flight.set()  # type: ignore[attr-defined]
+        gate = self.table.gate  # type: ignore[attr-defined]
+        if gate is not None:  # a slow scheduler: the read lasts until the test opens the gate
+            self.table.opened.append(gate.wait(30))  # type: ignore[attr-defined]
         if self.table.fail is not None:  # type: ignore[attr-defined]
             raise self.table.fail  # type: ignore[attr-defined]
         return {a: super(CountingScheduler, self).describe(a) for a in ids}
@@ -38,7 +40,9 @@ class CountingScheduler(FakeScheduler):
 def table() -> JobTable:
     t = JobTable()
     t.batches = []  # type: ignore[attr-defined]
-    t.delay = 0.0  # type: ignore[attr-defined]
+    t.gate = None  # type: ignore[attr-defined]  # a threading.Event: reads wait for it
+    t.in_flight = threading.Event()  # type: ignore[attr-defined]  # set once a read began
+    t.opened = []  # type: ignore[attr-defined]  # per gated read: was the gate opened in time
     t.fail = None  # type: ignore[attr-defined]
     return t
 
@@ -84,17 +88,27 @@ def test_status_many_is_one_batched_call_per_scheduler(table: JobTable) -> None:
 
 
 def test_concurrent_watchers_share_one_read(table: JobTable) -> None:
-    runner = runner_for(table)
+    runner = runner_for(table, clock=lambda: 100.0)
     handles = submit(runner, 200)
     for h in handles:
         runner.watch(h)
-    table.delay = 0.3  # type: ignore[attr-defined]  # a slow scheduler: watchers pile up
+    # a slow scheduler: its read lasts until every watcher has asked (they pile up on it)
+    table.gate = threading.Event()  # type: ignore[attr-defined]
     results: dict[str, Any] = {}
     start = threading.Barrier(len(handles))
+    asked = threading.Semaphore(0)
 
     def poll(h: str) -> None:
         start.wait()
+        asked.release()
         results[h] = runner.watch_status(h, max_age=5.0)
+
+    def open_gate() -> None:
+        for _ in handles:
+            asked.acquire(timeout=60)
+        table.gate.set()  # type: ignore[attr-defined]
+
+    threading.Thread(target=open_gate, daemon=True).start()
 
     threads = [threading.Thread(target=poll, args=(h,)) for h in handles]
     for t in threads:
@@ -103,6 +117,7 @@ def test_concurrent_watchers_share_one_read(table: JobTable) -> None:
         t.join(60)
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids(handles))
     assert all(results[h] is not None and results[h].state == AppState.RUNNING for h in handles)
+    assert table.opened == [True]  # type: ignore[attr-defined]
 
 
 def handles_ids(handles: list[str]) -> list[str]:
@@ -160,13 +175,18 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     handles = submit(runner, 200)
     for h in handles:
         runner.watch(h)
-    table.delay = 0.5  # type: ignore[attr-defined]
+    # the read lasts until the loop has ticked 5 times while it is in flight: if the read
+    # blocked the loop, the gate would stay shut (and the read give up after 30 s)
+    table.gate = threading.Event()  # type: ignore[attr-defined]
     ticks: list[float] = []
 
     async def heartbeat(stop: asyncio.Event) -> None:
         while not stop.is_set():
-            ticks.append(time.monotonic())
-            await asyncio.sleep(0.02)
+            if table.in_flight.is_set():  # type: ignore[attr-defined]
+                ticks.append(time.monotonic())
+                if len(ticks) == 5:
+                    table.gate.set()  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
 
     async def main() -> list[Any]:
         stop = asyncio.Event()
@@ -179,8 +199,8 @@ def test_async_watchers_share_one_read_without_blocking_the_loop(table: JobTable
     statuses = asyncio.run(main())
     assert len(table.batches) == 1
     assert all(s is not None and s.state == AppState.RUNNING for s in statuses)
-    # the loop kept running while the read slept in a worker thread: the heartbeat ticked on
-    assert len(ticks) >= 5
+    # the loop kept running while the read waited in a worker thread: the heartbeat ticked on
+    assert len(ticks) >= 5 and table.opened == [True]  # type: ignore[attr-defined]
 
 
 def test_apps_asked_recently_join_the_batches_and_are_forgotten_later(
@@ -302,13 +322,19 @@ def test_async_watchers_read_the_cache_and_keep_their_apps_in_the_batches(
     assert sorted(table.batches[-1]) == sorted(handles_ids([a, b]))
 
 
-def _recording_async_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Records the pauses asked of ``asyncio.sleep`` (each still yields to the loop)."""
+def _recording_async_sleep(
+    monkeypatch: pytest.MonkeyPatch, table: JobTable | None = None
+) -> list[float]:
+    """Records the pauses asked of ``asyncio.sleep`` (each still yields to the loop); with a
+    ``table``, a pause taken while a read is in flight opens its gate (a watcher is waiting
+    for that read: the read may end)."""
     slept: list[float] = []
     real = asyncio.sleep
 
     async def sleep(delay: float, *args: Any) -> Any:
         slept.append(delay)
+        if table is not None and table.in_flight.is_set():  # type: ignore[attr-defined]
+            table.gate.set()  # type: ignore[attr-defined]
         return await real(min(delay, 0.01), *args)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
@@ -321,16 +347,14 @@ def test_an_async_watcher_joins_a_read_a_thread_makes(
     runner = runner_for(table)
     a, b = submit(runner, 2)
     runner.watch(b)
-    table.delay = 0.3  # type: ignore[attr-defined]
+    table.gate = threading.Event()  # type: ignore[attr-defined]  # the read lasts until joined
     reader = threading.Thread(target=runner.watch_status, args=(a, 5.0))
     reader.start()
-    for _ in range(500):  # until the thread's batched read is in flight
-        if table.batches:
-            break
-        time.sleep(0.01)
-    slept = _recording_async_sleep(monkeypatch)
+    assert table.in_flight.wait(30)  # type: ignore[attr-defined]  # the thread's read began
+    slept = _recording_async_sleep(monkeypatch, table)
     status = asyncio.run(runner.awatch_status(b, max_age=5.0))
     reader.join()
+    assert table.opened == [True]  # type: ignore[attr-defined]
     assert status is not None and status.state == AppState.RUNNING
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
     assert slept and set(slept) == {0.05}  # checked the thread's read every 50 ms, no own read
@@ -345,15 +369,14 @@ def test_an_async_watcher_on_another_loop_polls_that_loop_s_read(
     runner = runner_for(table)
     a, b = submit(runner, 2)
     runner.watch(b)
-    table.delay = 0.3  # type: ignore[attr-defined]
-    slept = _recording_async_sleep(monkeypatch)
+    table.gate = threading.Event()  # type: ignore[attr-defined]  # the read lasts until joined
+    slept = _recording_async_sleep(monkeypatch, table)
     joined: dict[str, Any] = {}
 
     def other_loop() -> None:
-        for _ in range(500):  # until the first loop's batched read is in flight
-            if table.batches:
-                break
-            time.sleep(0.01)
+        if not table.in_flight.wait(30):  # type: ignore[attr-defined]  # the first loop's read
+            joined["error"] = "the first loop's read never began"
+            return
         slept.clear()  # from here on: this loop's pauses only
         waited = asyncio.wait_for(runner.awatch_status(b, max_age=5.0), 30)
         try:
@@ -370,6 +393,7 @@ def test_an_async_watcher_on_another_loop_polls_that_loop_s_read(
     assert joined["status"] is not None and joined["status"].state == AppState.RUNNING
     assert len(table.batches) == 1 and sorted(table.batches[0]) == sorted(handles_ids([a, b]))
     assert slept and set(slept) == {0.05}  # polled the other loop's read, no own read
+    assert table.opened == [True]  # type: ignore[attr-defined]
 
 
 def test_a_quick_async_watcher_gathers_briefly(

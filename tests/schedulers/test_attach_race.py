@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from attach_race import check, race
+from attach_race import check, check_owners, race, race_owners
 from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
@@ -44,6 +44,21 @@ def test_two_attempts_at_once_start_one_local_app(
         sorted(h for _, h, _ in result["attached"][t]) == ["reattached", "submitted"]
         for t in range(TRIALS)
     )
+
+
+@pytest.mark.integration
+@pytest.mark.local
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("attempts", [2, 5])
+def test_the_owner_of_a_raced_local_app_is_the_last_adopter_and_no_stale_kill_cancels_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: int
+) -> None:
+    """``attempts`` processes attach one identity at once, 30 times; then each one's kill path
+    runs. The owner recorded is always the attempt that held the name lock last, only its kill
+    path cancels the app, and every stale attempt's sees it superseded."""
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path / "root"))
+    result = race_owners(_app(), attempts, 30, str(tmp_path / "trace"))
+    assert check_owners(result, attempts) == []
 
 
 @pytest.mark.integration

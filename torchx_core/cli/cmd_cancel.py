@@ -1,4 +1,8 @@
-"""``torchx cancel HANDLE``: cancel an app (no-op if it already ended; exit 1 if it is unknown)."""
+"""``torchx cancel HANDLE``: cancel an app (no-op if it already ended; exit 1 if it is unknown).
+
+An app whose status cannot be read (a garbled local status file) is cancelled anyway, as
+``Runner.cancel`` does: the scheduler stops its processes.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +22,16 @@ class CmdCancel(SubCommand):
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.runner import get_runner
+        from torchx_core.specs.errors import TorchXError
 
         with get_runner(component_defaults={}) as runner:
-            status = runner.status(args.app_handle)
+            try:
+                status = runner.status(args.app_handle)
+            except TorchXError as e:  # e.g. an unreadable status file: stop it, as the API does
+                logger.warning("%s; cancelling it anyway", e)
+                runner.cancel(args.app_handle, even_if_ended=True)
+                logger.info("cancel requested for %s", args.app_handle)
+                return 0
             if status is None:
                 logger.error(
                     "app %s does not exist%s (or was deleted); nothing to cancel."

@@ -28,13 +28,16 @@ The decisions, stated once:
   :class:`AppVanishedError` (an app stuck ``UNKNOWN`` is cancelled first, if still owned).
 * **Reattach policy** (:meth:`AppLifecycle.attach`): a running (or ``UNKNOWN``) app of the name is
   reattached, a ``SUCCEEDED`` one reused, a failed, cancelled or vanished one is submitted anew.
-  Two attempts at once: the scheduler's ``name_lock`` serializes look-up and submit (local);
+  Two attempts at once: the scheduler's ``name_lock`` serializes look-up, submit and the
+  recording of the owner (local), so the attempt that held it last owns the app;
   without one, the later submit is cancelled by its own attempt, which reattaches to the
   earliest (``Scheduler.submit_order``: slurm, kubernetes).
 * **Ownership.** The attempt that submitted or adopted an app records its *owner* token with the
   app (``Runner.set_owner``, kept by the scheduler, so every process on every host sees it). A
   kill path cancels only an app it still owns: recorded owner == mine -> cancel; someone else ->
   do not cancel ("superseded"); nothing recorded (a backend without owner support) -> cancel.
+  With a ``name_lock``, that check and the cancel run under it, so no attempt adopts the app in
+  between.
 * **Logs.** :class:`LogFollower` gives every line of at most ``max_log_replicas`` replicas (it
   says how to read the others) exactly once, whether the app is running or already ended when
   following starts: a stream ends only after reading its log to the end once the app ended; a
@@ -59,7 +62,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -457,6 +460,8 @@ class AppLifecycle:
         self.tail_lines = options.tail_lines
         self._clocks: dict[str, GraceClock] = {}
         self._last: dict[str, AppStatus] = {}
+        self._names: dict[str, str] = {}  # handle -> the name it was attached under
+        self._held: set[str] = set()  # names whose lock this lifecycle holds (in attach)
 
     # -- submit or reattach ------------------------------------------------------------------
 
@@ -469,25 +474,36 @@ class AppLifecycle:
         ``known_handle`` (e.g. persisted by the engine) is looked at first, then the scheduler's
         app list by name. A running (or UNKNOWN) app is reattached, a SUCCEEDED one reused; a
         failed, cancelled or vanished one is ignored and the app submitted anew.
+
+        Raises:
+            SchedulerError: the scheduler's name lock could not be taken (local:
+                ``NameLockError``, naming its holder; a retry may succeed)
         """
         name = app_name(app.name, identity)
         with self._name_lock(name) as serialized:
-            found = self._find(name, known_handle)
-            if found is not None:
-                handle, status, how = found
-                logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
-                self._record_owner(handle)
-                return Attachment(handle, how, status, name)
-            # a deep copy: submitting fills the roles in (env, workspace), and the caller's AppDef
-            # must stay as given (engines digest it into the identity of the next attempt)
-            handle = self.runner.run(
-                dataclasses.replace(copy.deepcopy(app), name=name),
-                self.scheduler,
-                cfg=self.cfg,
-                workspace=self.workspace,
-            )
-        logger.info("submitted %s named %s", handle, name)
-        self._record_owner(handle)
+            if serialized:
+                self._held.add(name)
+            try:
+                found = self._find(name, known_handle)
+                if found is not None:
+                    handle, status, how = found
+                    logger.info("%s %s (%s) named %s", how, handle, phase_of(status), name)
+                    self._adopt(handle, name)
+                    return Attachment(handle, how, status, name)
+                # a deep copy: submitting fills the roles in (env, workspace), and the caller's
+                # AppDef must stay as given (engines digest it into the next attempt's identity)
+                handle = self.runner.run(
+                    dataclasses.replace(copy.deepcopy(app), name=name),
+                    self.scheduler,
+                    cfg=self.cfg,
+                    workspace=self.workspace,
+                )
+                logger.info("submitted %s named %s", handle, name)
+                # recorded before the lock is released: an attempt that takes it later adopts
+                # the app and records itself last, never overwritten by this one
+                self._adopt(handle, name)
+            finally:
+                self._held.discard(name)
         if not serialized:
             winner = self._reconcile(name, handle)
             if winner is not None:
@@ -533,7 +549,7 @@ class AppLifecycle:
             "%s and an earlier %s were both submitted as %s; cancelling mine", handle, winner, name
         )
         self._scheduler_cancel(handle)
-        self._record_owner(winner)
+        self._adopt(winner, name)
         return Attachment(winner, "reattached", found[1], name)
 
     def _find(
@@ -600,6 +616,10 @@ class AppLifecycle:
         with the other steps of this process that look for theirs at the same time."""
         rows = self.runner.shared_list(self.scheduler, self.cfg or None)
         return [r for r in rows if _is_named(r, name)]
+
+    def _adopt(self, handle: str, name: str) -> None:
+        self._names[handle] = name
+        self._record_owner(handle)
 
     def _record_owner(self, handle: str) -> bool:
         try:
@@ -792,9 +812,10 @@ class AppLifecycle:
         """
 
         def _cancel() -> bool:
-            if only_if_owned and not self._owns(app_handle):
-                return False
-            self._scheduler_cancel(app_handle)
+            with self._decision_lock(self._names.get(app_handle)):
+                if only_if_owned and not self._owns(app_handle):
+                    return False
+                self._scheduler_cancel(app_handle)
             logger.info("cancelled %s", app_handle)
             return True
 
@@ -812,14 +833,35 @@ class AppLifecycle:
         """
 
         def _cancel() -> bool:
-            for row in self._named(name):
-                if is_terminal(row.state) or (only_if_owned and not self._owns(row.app_handle)):
-                    continue
-                self._scheduler_cancel(row.app_handle)
-                logger.info("cancelled %s (named %s)", row.app_handle, name)
+            with self._decision_lock(name):
+                for row in self._named(name):
+                    if is_terminal(row.state) or (only_if_owned and not self._owns(row.app_handle)):
+                        continue
+                    self._scheduler_cancel(row.app_handle)
+                    logger.info("cancelled %s (named %s)", row.app_handle, name)
             return True
 
         return _bounded(f"cancelling apps named {name}", _cancel, timeout)
+
+    @contextlib.contextmanager
+    def _decision_lock(self, name: str | None) -> Iterator[None]:
+        """Holds the name lock (where the scheduler has one) while a kill path decides whether
+        it still owns the app and cancels it, so no attempt adopts it in between. Not taken
+        when the name is unknown (a handle this lifecycle did not attach) or already held by
+        this lifecycle (a kill that interrupted its own attach); a lock that cannot be taken
+        (its holder is stopped, or a timeout) leaves the decision to the owner check alone."""
+        with contextlib.ExitStack() as stack:
+            if name is not None and name not in self._held:
+                try:
+                    stack.enter_context(self.runner.name_lock(self.scheduler, name))
+                except Exception as e:  # noqa: BLE001 - a kill path must still decide
+                    logger.warning(
+                        "cannot lock the name %s to cancel its app (%s); deciding by the"
+                        " recorded owner alone",
+                        name,
+                        e,
+                    )
+            yield
 
     def _owns(self, handle: str) -> bool:
         """Ownership rule: mine or nobody's -> True; someone else's -> False (logged)."""

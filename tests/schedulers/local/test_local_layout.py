@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from torchx_core.schedulers.local import _layout, _state
 from torchx_core.schedulers.local._layout import (
     LOCK_FILE,
@@ -109,3 +111,86 @@ def test_the_supervisor_side_loads_by_path_with_the_standard_library_only() -> N
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert out.stdout.split() == ["_detached", "_layout", "_procs", "_replicas", "_supervisor"]
+
+
+# -- one check of a status file (``status_problem``, used by ``check_status``) ------------------
+
+# one wrong value per field of a status document: (field, value) -> the field named in the error
+BAD_FIELDS = [
+    ("state", "SLEEPING"),
+    ("state", None),
+    ("app_id", 5),
+    ("name", ["fmt"]),
+    ("num_restarts", "1"),
+    ("num_restarts", True),  # a bool is not a count
+    ("msg", None),
+    ("structured_error_msg", 3),
+    ("sup_pid", 4242.0),
+    ("created", "yesterday"),
+    ("created", False),
+    ("updated", {}),
+    ("ended", "now"),
+    ("layout", 1),
+    ("failed", [0]),
+    ("failed", [0, "1"]),
+    ("roles", "xyz"),
+]
+BAD_ROLES = [
+    ({"name": "r", "states": "RX", "pids": [0, 0]}, "states"),  # a bad state character
+    ({"name": "r", "states": "PxP", "pids": [0, 0, 0]}, "states"),
+    ({"name": "r", "states": "r", "pids": [0]}, "states"),  # state characters are upper case
+    ({"name": "r", "states": 5, "pids": [0]}, "states"),
+    ({"name": "r", "pids": [0]}, "states"),
+    ({"name": "r", "states": "S", "pids": "x"}, "pids"),
+    ({"name": "r", "states": "SS", "pids": [0]}, "pids"),
+    ({"name": "r", "states": "S", "pids": ["1"]}, "pids"),
+    ({"name": 3, "states": "S", "pids": [0]}, "role"),
+    ("r", "role"),
+]
+
+
+def test_a_status_as_written_has_no_problem_and_older_ones_neither() -> None:
+    for text in (FAILED_DOC, PENDING_DOC):
+        assert _layout.status_problem(json.loads(text)) is None
+    minimal = {"state": "RUNNING", "roles": [{"name": "r", "states": "RS"}]}  # no pids, no times
+    assert _layout.status_problem(minimal) is None
+
+
+@pytest.mark.parametrize(("field", "value"), BAD_FIELDS)
+def test_every_field_of_a_status_is_checked_and_named(field: str, value: object) -> None:
+    doc = json.loads(FAILED_DOC)
+    doc[field] = value
+    with pytest.raises(ValueError, match=f"^unexpected {field} ") as err:
+        _layout.check_status(doc)
+    assert _layout.status_problem(doc) == str(err.value).removeprefix("unexpected ")
+
+
+@pytest.mark.parametrize(("role", "named"), BAD_ROLES)
+def test_every_role_of_a_status_is_checked_and_a_bad_state_character_refused(
+    role: object, named: str
+) -> None:
+    doc = json.loads(FAILED_DOC)
+    doc["roles"].append(role)
+    problem = _layout.status_problem(doc)
+    assert problem is not None and problem.startswith(named)
+    with pytest.raises(ValueError, match=f"^unexpected {named}"):
+        _layout.check_status(doc)
+
+
+def test_a_status_that_is_not_an_object_is_refused() -> None:
+    for value in ([], "RUNNING", None, 5):
+        with pytest.raises(ValueError, match="not a JSON object"):
+            _layout.check_status(value)
+
+
+def test_the_reader_refuses_what_the_check_refuses(tmp_path: Path) -> None:
+    """The fast path of ``_state.read_status`` and the check are one: ``app_id: 5`` is corrupt."""
+    sched = create_scheduler("t", root=str(tmp_path))
+    app_dir = tmp_path / APP
+    app_dir.mkdir()
+    (app_dir / MARKER_FILE).write_text(APP + "\n")
+    doc = json.loads(FAILED_DOC)
+    doc["app_id"] = 5
+    (app_dir / STATUS_FILE).write_text(json.dumps(doc))
+    with pytest.raises(_state.CorruptAppStateError, match="unexpected app_id 5"):
+        sched.describe(APP)

@@ -124,3 +124,45 @@ def test_a_marker_naming_another_app_is_not_ownership(tmp_path: Path) -> None:
         )
     )
     assert _state.collect_garbage(str(tmp_path), ttl=0) == [] and d.exists()
+
+
+def test_an_app_whose_directory_is_there_is_never_looked_for_among_deleted_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-up of deleted apps (``_gone``) costs nothing for apps (or entries) present."""
+    from torchx_core.schedulers.local import _gone
+
+    (tmp_path / "present").mkdir()
+    (tmp_path / "a-file").write_text("x")
+
+    def no_scan(path: str = ".") -> list[str]:
+        raise AssertionError(f"scanned {path}")
+
+    monkeypatch.setattr(_gone.os, "listdir", no_scan)
+    assert _gone.deleted_supervisors(str(tmp_path), ["present", "a-file"]) == {}
+    assert _gone.status(str(tmp_path), "present") is None
+
+
+def test_a_deleted_app_is_found_by_the_lock_file_its_supervisor_holds(tmp_path: Path) -> None:
+    """A process holding ``<root>/<app_id>/supervisor.lock`` after the directory went is it."""
+    from torchx_core.schedulers.local import _gone
+
+    app_dir = tmp_path / "app-1"
+    app_dir.mkdir()
+    (app_dir / LOCK_FILE).write_text("")
+    holder = subprocess.Popen(
+        ["python3", "-c", "import sys, time; f = open(sys.argv[1]); print(1, flush=True);"
+         " time.sleep(600)", str(app_dir / LOCK_FILE), "app-1"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"1\n"
+        assert _gone.deleted_supervisors(str(tmp_path), ["app-1"]) == {}  # still there
+        (app_dir / LOCK_FILE).unlink()
+        app_dir.rmdir()
+        assert _gone.deleted_supervisors(str(tmp_path), ["app-1", "app-2"]) == {"app-1": holder.pid}
+        doc = _gone.status(str(tmp_path), "app-1")
+        assert doc is not None and doc.state == "UNKNOWN" and "was deleted" in doc.msg
+    finally:
+        holder.kill()
+        holder.wait()

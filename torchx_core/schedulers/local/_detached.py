@@ -93,12 +93,17 @@ def run_detached(plan: dict[str, Any] | None, app_dir: str, lock_fd: int) -> int
         os.closerange(3, lock_fd)
         os.closerange(lock_fd + 1, 1 << 20)
         os.set_inheritable(lock_fd, False)  # replicas must not hold the lock
-        _redirect_stdio(app_dir)
+        # the supervisor reaches its app directory through a descriptor of it once its path no
+        # longer leads there (it, or the root, renamed): the status and logs keep landing in it
+        pinned = _layout.pin_dir(app_dir, lock_fd)
+        _redirect_stdio(_layout.current_dir(app_dir, pinned))
         _reset_process_state()
         if plan is None:
-            with open(os.path.join(app_dir, _layout.PLAN_FILE), encoding="utf-8") as f:
+            where = _layout.current_dir(app_dir, pinned)
+            with open(os.path.join(where, _layout.PLAN_FILE), encoding="utf-8") as f:
                 plan = json.load(f)
-        sup = Supervisor(plan, app_dir, lock_fd)
+        sup = Supervisor(plan, app_dir, lock_fd, pinned)
+        app_dir = pinned  # a crash below is recorded where the directory is
     except BaseException as e:  # noqa: BLE001 - anything here must end up in the status file
         _fail_startup(app_dir, plan, e)
         return 1

@@ -109,6 +109,59 @@ def release_reserve(app_dir: str) -> bool:
         return False
 
 
+# -- the supervisor's own path to its app directory -----------------------------------------------
+
+_FD_PATH = "/proc/self/fd/"
+
+
+def pin_dir(app_dir: str, lock_fd: int) -> str:
+    """A path to the app directory that stays right when it (or the root above it) is moved.
+
+    ``/proc/self/fd/<n>`` of a descriptor of the directory, opened where the supervisor's lock
+    file (``lock_fd``) is now and checked to hold that very file; ``app_dir`` as given when
+    that fails (no ``/proc``, or the directory is already gone). For this process only: a
+    replica is given real paths.
+    """
+    try:
+        lock = os.fstat(lock_fd)
+        for _ in range(3):  # a rename between the look-up and the open: look again
+            where = os.path.dirname(os.readlink(f"{_FD_PATH}{lock_fd}"))
+            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                st = os.stat(LOCK_FILE, dir_fd=fd)
+                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                    return f"{_FD_PATH}{fd}"
+            except OSError:
+                pass
+            os.close(fd)
+    except OSError:
+        pass
+    return app_dir
+
+
+def current_dir(path: str, pinned: str) -> str:
+    """How the supervisor reaches its app directory now: by ``path`` while that still leads to
+    it (through whatever is mounted there, a read-only bind mount included), else by ``pinned``
+    (see :func:`pin_dir`): the directory, or the root above it, was renamed."""
+    if pinned == path:
+        return path
+    try:
+        a, b = os.stat(path), os.stat(pinned)
+        if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+            return path
+    except OSError:
+        pass
+    return pinned
+
+
+def real_dir(path: str) -> str:
+    """Where the directory ``path`` (possibly made by :func:`pin_dir`) is now."""
+    if path.startswith(_FD_PATH):
+        with contextlib.suppress(OSError):
+            return os.readlink(path)
+    return path
+
+
 # -- app directory identity ----------------------------------------------------------------------
 
 
@@ -257,92 +310,87 @@ class StatusDoc:
 _STATE_NAMES = frozenset(STATE_CHARS.values())
 _STATE_CHAR_SET = "".join(STATE_CHARS)
 
+_NONE = type(None)
+_TEXT: tuple[type, ...] = (str,)
+_INT: tuple[type, ...] = (int,)
+_TIME: tuple[type, ...] = (int, float, _NONE)
 
-_NUMBER = (int, float)
+#: The scalar fields of a status document: name -> (its value when absent, the exact types a
+#: writer gives it; ``bool`` is not an ``int``). With ``state``, ``failed`` and the roles
+#: (:func:`_role_problem`) it is the one description :func:`status_problem` checks against.
+STATUS_FIELDS: dict[str, tuple[object, tuple[type, ...]]] = {
+    "app_id": ("", _TEXT),
+    "name": ("", _TEXT),
+    "num_restarts": (0, _INT),
+    "msg": ("", _TEXT),
+    "structured_error_msg": ("", _TEXT),
+    "sup_pid": (0, _INT),
+    "created": (None, _TIME),
+    "updated": (None, _TIME),
+    "ended": (None, _TIME),
+    "layout": (None, (str, _NONE)),
+}
+_FIELD_CHECKS = tuple((key, absent, types) for key, (absent, types) in STATUS_FIELDS.items())
 
 
 def check_status(status: Any) -> None:
-    """Raises ``ValueError`` naming the first field of a status file that is not as written.
+    """Raises ``ValueError`` naming the first field of a status file that is not as written."""
+    problem = status_problem(status)
+    if problem is not None:
+        raise _invalid(problem)
 
-    Straight-line checks on the common path (a status is read on every ``describe``, in fresh
-    processes too); the field at fault is looked for only when one fails.
+
+def status_problem(status: Any) -> str | None:
+    """The first field of ``status`` (as read from a status file) that is not as a writer
+    writes it, with its value; None when it is a well-formed status document.
+
+    One pass, the same on the common path (a status is read on every ``describe``, in fresh
+    processes too) as for the message: the fields are those of :data:`STATUS_FIELDS`.
     """
     if type(status) is not dict:
-        raise _invalid("content: not a JSON object")
+        return "content: not a JSON object"
     g = status.get
-    roles = g("roles")
+    state = g("state")
+    if state not in _STATE_NAMES:
+        return f"state {_short(state)}"
+    for key, absent, types in _FIELD_CHECKS:
+        if type(g(key, absent)) not in types:
+            return f"{key} {_short(g(key, absent))}"
     failed = g("failed")
-    ok = (
-        g("state") in _STATE_NAMES
-        and type(roles) is list
-        and type(g("num_restarts", 0)) is int
-        and type(g("sup_pid", 0)) is int
-        and type(g("created") or 0) in _NUMBER
-        and type(g("updated") or 0) in _NUMBER
-        and type(g("ended") or 0) in _NUMBER
-        and type(g("msg", "")) is str
-        and type(g("structured_error_msg", "")) is str
-        and type(g("name", "")) is str
-        and (
-            failed is None
-            or (
-                type(failed) is list
-                and len(failed) == 2
-                and type(failed[0]) is int
-                and type(failed[1]) is int
-            )
-        )
-    )
-    if ok and type(roles) is list:  # ok says it is; the checker needs it said here
-        for r in roles:
-            states = r.get("states") if type(r) is dict else None
-            if (
-                type(states) is not str
-                or states.strip(_STATE_CHAR_SET)
-                or type(r.get("name")) is not str
-                or type(r.get("pids", ())) not in (list, tuple)
-                or len(r.get("pids", states)) != len(states)
-            ):
-                ok = False
-                break
-    if not ok:
-        _explain(status)
-        raise _invalid("content")
-
-
-def _explain(status: Any) -> None:
-    """Raises ``ValueError`` naming the first field that is not as the supervisor writes it."""
-    if not isinstance(status, dict):
-        raise _invalid("not a JSON object")
-    if status.get("state") not in _STATE_NAMES:
-        raise _invalid(f"state {_short(status.get('state'))}")
-    roles = status.get("roles")
-    if not isinstance(roles, list):
-        raise _invalid(f"roles {_short(roles)}")
-    for role in roles:
-        if not isinstance(role, dict) or not isinstance(role.get("name"), str):
-            raise _invalid(f"role {_short(role)}")
-        states = role.get("states")
-        if not isinstance(states, str) or states.strip(_STATE_CHAR_SET):
-            raise _invalid(f"states of role {role['name']!r}: {_short(states)}")
-        pids = role.get("pids", [])
-        if not isinstance(pids, list) or len(pids) != len(states):
-            raise _invalid(f"pids of role {role['name']!r}: {_short(pids)}")
-    for key in ("num_restarts", "sup_pid"):
-        if type(status.get(key, 0)) is not int:
-            raise _invalid(f"{key} {_short(status.get(key))}")
-    for key in ("created", "updated", "ended"):
-        value = status.get(key)
-        if value is not None and type(value) not in (int, float):
-            raise _invalid(f"{key} {_short(value)}")
-    for key in ("msg", "structured_error_msg", "name", "app_id"):
-        if not isinstance(status.get(key, ""), str):
-            raise _invalid(f"{key} {_short(status.get(key))}")
-    failed = status.get("failed")
     if failed is not None and not (
-        isinstance(failed, list) and len(failed) == 2 and all(type(i) is int for i in failed)
+        type(failed) is list
+        and len(failed) == 2
+        and type(failed[0]) is int
+        and type(failed[1]) is int
     ):
-        raise _invalid(f"failed {_short(failed)}")
+        return f"failed {_short(failed)}"
+    roles = g("roles")
+    if type(roles) is not list:
+        return f"roles {_short(roles)}"
+    for role in roles:
+        problem = _role_problem(role)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _role_problem(role: Any) -> str | None:
+    """What is wrong with one role of a status document (None: nothing)."""
+    if type(role) is not dict or type(role.get("name")) is not str:
+        return f"role {_short(role)}"
+    states = role.get("states")
+    if type(states) is not str or states.strip(_STATE_CHAR_SET):
+        return f"states of role {role['name']!r}: {_short(states)}"
+    pids = role.get("pids", None)
+    if pids is None:
+        return None
+    if type(pids) is list and len(pids) == len(states):
+        for pid in pids:
+            if type(pid) is not int:
+                break
+        else:
+            return None
+    return f"pids of role {role['name']!r}: {_short(pids)}"
 
 
 def _invalid(what: str) -> ValueError:

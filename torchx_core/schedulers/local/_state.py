@@ -14,7 +14,7 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
                     <role>/<k>.stdout.log, <k>.stderr.log, <k>.combined.log, <k>.error.json
     <root>/.gc                       mtime = last garbage collection
     <root>/.staging/                 workspaces copied before their app directory exists
-    <root>/.names/                   name locks of ``AppLifecycle.attach`` (empty files)
+    <root>/.names/                   name locks of ``AppLifecycle.attach`` (``_names``)
     <root>/.new-<app_id>/            an app directory being created (renamed into place whole)
 
 With the ``log_dir`` run option the app directory is ``<log_dir>/<session>/<app_id>`` with
@@ -65,6 +65,7 @@ STAGING = ".staging"
 CREATING = ".new-"  # prefix of app directories being created
 DELETING = ".del-"  # prefix of app directories being removed
 MAX_STATUS_BYTES = 64 << 20
+NAMES = ".names"  # the name locks of ``AppLifecycle.attach`` (``_names.py``)
 
 
 class CorruptAppStateError(SchedulerError, ValueError):
@@ -204,32 +205,6 @@ def read_marker(app_dir: str) -> tuple[str, str | None] | None:
         return None
     instance = lines[1].strip() if len(lines) > 1 else ""
     return lines[0].strip(), instance or None
-
-
-NAMES = ".names"  # one lock file per app name being attached (AppLifecycle.attach)
-
-
-@contextlib.contextmanager
-def name_lock(root: str, name: str) -> Iterator[bool]:
-    """Holds an exclusive ``flock`` on ``<root>/.names/<digest of name>`` (yields True).
-
-    Taken by ``AppLifecycle.attach`` around its look-up by name and its submit, so two attempts
-    of one identity (a retried task racing its predecessor) never both submit: the second one
-    waits, then finds the first one's app. The lock goes with its holder (even on SIGKILL); the
-    files are empty and garbage-collected after the ttl.
-    """
-    import hashlib
-
-    names = os.path.join(root, NAMES)
-    os.makedirs(names, 0o700, exist_ok=True)
-    path = os.path.join(names, hashlib.sha256(name.encode()).hexdigest()[:32])
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.utime(fd)  # last use, for the garbage collection
-        yield True
-    finally:
-        os.close(fd)
 
 
 def is_owned(app_dir: str, app_id: str) -> bool:

@@ -70,12 +70,15 @@ def signal_name(signum: int) -> str:
 class Supervisor:
     """Runs one app described by ``plan`` (see ``LocalScheduler.schedule``) in ``app_dir``."""
 
-    def __init__(self, plan: dict[str, Any], app_dir: str, lock_fd: int = -1) -> None:
+    def __init__(
+        self, plan: dict[str, Any], app_dir: str, lock_fd: int = -1, pinned: str = ""
+    ) -> None:
         import select
 
         self.lock_fd = lock_fd
         self.plan = plan
-        self.app_dir = app_dir
+        self._path = app_dir
+        self._pinned = pinned or app_dir  # see _layout.pin_dir
         self.grace: float = float(plan.get("grace", 5.0))
         self.layout: str | None = plan.get("layout")
         base_env = inherited_env(os.environ, plan.get("env_drop") or ())
@@ -98,6 +101,11 @@ class Supervisor:
         self.cwd = ""
         self.wake_r = -1
         self.retry_at: float | None = None  # when to retry a status write that hit a full disk
+
+    @property
+    def app_dir(self) -> str:
+        """The app directory as reached now (its path, or a descriptor once it was renamed)."""
+        return _layout.current_dir(self._path, self._pinned)
 
     # -- status file -------------------------------------------------------------------------
 
@@ -546,15 +554,16 @@ class Supervisor:
 
     def write_success_file(self, ended: float) -> None:
         """TorchX's ``SUCCESS`` file: the logs are complete (written whatever the final state)."""
+        where = _layout.real_dir(self.app_dir)  # the paths users read, not this process's
         roles = {
             r.name: [
                 {
                     "replica_id": s.k,
                     "pid": s.last_pid,
                     "exitcode": s.exitcode,
-                    "stdout": _layout.log_path(self.app_dir, r.name, s.k, "stdout", self.layout),
-                    "stderr": _layout.log_path(self.app_dir, r.name, s.k, "stderr", self.layout),
-                    "error_file": _layout.error_file_path(self.app_dir, r.name, s.k, self.layout),
+                    "stdout": _layout.log_path(where, r.name, s.k, "stdout", self.layout),
+                    "stderr": _layout.log_path(where, r.name, s.k, "stderr", self.layout),
+                    "error_file": _layout.error_file_path(where, r.name, s.k, self.layout),
                 }
                 for s in r.slots
             ]
@@ -562,7 +571,7 @@ class Supervisor:
         }
         info = {
             "app_id": self.plan["app_id"],
-            "log_dir": self.app_dir,
+            "log_dir": where,
             "final_state": self.state,
             "last_updated": ended,
             "roles": roles,

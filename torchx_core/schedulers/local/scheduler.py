@@ -43,7 +43,7 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.local import _logio, _owner, _state
+from torchx_core.schedulers.local import _gone, _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._layout import (
     APP_FILE,
@@ -292,7 +292,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        return self._response(app_id, app_dir, _state.read_status(app_dir, app_id))
+        doc = _state.read_status(app_dir, app_id) or _gone.status(self.root, app_id)
+        return self._response(app_id, app_dir, doc)
 
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
         """One pass over the requested apps: each app's status file is read once, and the
@@ -314,6 +315,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                 )
         finally:
             kill_apps_processes(dead)
+        missing = [a for a, (d, doc) in found.items() if d and doc is None]
+        for app_id, doc in _gone.statuses(self.root, missing).items():  # deleted while running
+            found[app_id] = (found[app_id][0], doc)
         return {a: self._response(a, d, s) if d else None for a, (d, s) in found.items()}
 
     def _response(
@@ -494,10 +498,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return False
-        # apps created before the marker existed have a status file only
-        return _state.is_owned(app_dir, app_id) or os.path.isfile(
-            os.path.join(app_dir, STATUS_FILE)
-        )
+        # apps made before the marker have a status file only; a deleted one, its supervisor
+        if _state.is_owned(app_dir, app_id) or os.path.isfile(os.path.join(app_dir, STATUS_FILE)):
+            return True
+        return not os.path.lexists(app_dir) and _gone.deleted_supervisor(self.root, app_id) != 0
 
     def _cancel_existing(self, app_id: str) -> None:
         """Stops the app: through its supervisor while it lives, else by killing its processes.
@@ -507,6 +511,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         """
         app_dir = self._app_dir(app_id)
         if app_dir is None:
+            return
+        if not os.path.lexists(app_dir):  # deleted while it runs: stopped through its supervisor
+            _gone.cancel(self.root, app_id)
             return
         try:
             status = _state.read_status(app_dir, app_id)  # kills leftovers of a dead supervisor
@@ -578,7 +585,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         self._cancel_existing(app_id)
         app_dir = self._app_dir(app_id)
         self._roles_cache.pop(app_id, None)
-        if app_dir is None:
+        if app_dir is None or not os.path.lexists(app_dir):  # deleted already (and stopped)
             return
         failures = _state.remove_app_dir(app_dir, app_id)
         if failures:
@@ -593,8 +600,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- one app per name (``AppLifecycle.attach``) ---------------------------------------------
 
     def name_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
-        """An exclusive lock per app name in the root (see ``_state.name_lock``)."""
-        return _state.name_lock(_ensure_root(self.root), name)
+        """An exclusive lock per app name in the root, waited for a bounded time (see
+        ``local/_names.py``: a stopped or gone holder, or a timeout, is a ``NameLockError``)."""
+        from torchx_core.schedulers.local import _names
+
+        return _names.name_lock(_ensure_root(self.root), name)
 
     # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
 
