@@ -9,7 +9,9 @@ that can reach the engine; nothing is kept on the client side.
   created on first use) with ``hostname`` = container name, so replica 0 of the first role is
   reachable by name; its name is exported as ``TORCHX_RANK0_HOST`` (``macros.rank0_env``). With
   ``network=host`` the containers share the host's network and ``TORCHX_RANK0_HOST=localhost``.
-* Resources: ``cpu`` -> ``nano_cpus``, ``memMB`` -> ``mem_limit``, ``gpu`` -> a GPU device request.
+* Resources: ``cpu`` -> ``nano_cpus``, ``memMB`` -> ``mem_limit`` and ``shm_size`` (as TorchX: a
+  ``/dev/shm`` as large as the memory, for DataLoader workers and NCCL; Docker's default is 64 MiB),
+  ``gpu`` -> a GPU device request. Every container gets ``TORCHX_IMAGE`` (its image), as in TorchX.
 * Mounts: bind, volume and device mounts map to Docker mounts and ``devices``.
 * Retries: ``Role.max_retries`` maps to the ``on-failure`` restart policy of each container (Docker
   restarts replicas individually, whatever the role's ``retry_policy``).
@@ -35,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from torchx_core import __version__
 from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
@@ -80,11 +83,15 @@ __all__ = [
     "LABEL_REPLICA_ID",
     "LABEL_ROLE_NAME",
     "LABEL_VERSION",
+    "NETWORK",
     "DockerContainer",
     "DockerJob",
     "DockerOpts",
     "DockerScheduler",
+    "Opts",
     "create_scheduler",
+    "ensure_network",
+    "has_docker",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -94,8 +101,11 @@ LABEL_APP_ID = "torchx.pytorch.org/app-id"
 LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
 LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
 LABEL_APP_NAME = "torchx.pytorch.org/app-name"
-LABEL_VERSION_VALUE = "torchx-suite"
+LABEL_VERSION_VALUE = __version__  # the package version, as on Kubernetes pods (and in TorchX)
 RANK0_ENV = "TORCHX_RANK0_HOST"
+IMAGE_ENV = "TORCHX_IMAGE"  # TorchX's settings.ENV_TORCHX_IMAGE
+#: the default network of the containers (TorchX's name)
+NETWORK = "torchx"
 CANCELLED_SUFFIX = "--cancelled"
 PULL_POLICIES = ("missing", "never", "always")
 
@@ -127,7 +137,7 @@ class DockerOpts(StructuredOpts):
     )
     privileged: bool = field(default=False, metadata={"help": "run the containers privileged"})
     network: str = field(
-        default="torchx",
+        default=NETWORK,
         metadata={
             "help": "docker network to attach the containers to (created if missing);"
             " 'host' shares the host network"
@@ -139,6 +149,49 @@ class DockerOpts(StructuredOpts):
             "help": "when to pull images: 'missing' (default), 'never' (fail if absent), 'always'"
         },
     )
+
+
+Opts = DockerOpts  # TorchX's name
+
+
+def has_docker() -> bool:
+    """Whether the Docker SDK is installed and a Docker engine answers (``docker.from_env()``).
+
+    >>> isinstance(has_docker(), bool)
+    True
+    """
+    try:
+        import docker  # type: ignore[import-untyped]
+    except ImportError:
+        return False
+    try:
+        docker.from_env().close()
+    except docker.errors.DockerException:
+        return False
+    return True
+
+
+def ensure_network(client: DockerClient | None = None, name: str = NETWORK) -> None:
+    """Creates the bridge network ``name`` (default ``torchx``) if it does not exist yet.
+
+    Safe when several processes submit at once: a network created concurrently by another
+    process counts as created.
+
+    Raises:
+        SchedulerError: the network is missing and cannot be created.
+    """
+    if client is None:
+        docker = import_optional("docker", "docker", "the local_docker scheduler")
+        client = docker.from_env()
+    if client.networks.list(names=[name]):
+        return
+    try:
+        client.networks.create(
+            name, driver="bridge", check_duplicate=True, labels={LABEL_VERSION: LABEL_VERSION_VALUE}
+        )
+    except _docker_errors() as e:  # created concurrently by another submit
+        if not client.networks.list(names=[name]):
+            raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
 
 
 @dataclass
@@ -322,6 +375,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         env = dict(base_env)
         env.update(replica.env)
         env[RANK0_ENV] = rank0
+        env[IMAGE_ENV] = role.image
         kwargs: dict[str, Any] = {
             "name": name,
             "labels": {
@@ -345,7 +399,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         if res.cpu and res.cpu > 0:
             kwargs["nano_cpus"] = int(res.cpu * 1e9)
         if res.memMB and res.memMB > 0:
-            kwargs["mem_limit"] = f"{int(res.memMB)}m"
+            # /dev/shm as large as the memory (TorchX): Docker's 64 MiB breaks DataLoader workers
+            kwargs["mem_limit"] = kwargs["shm_size"] = f"{int(res.memMB)}m"
         if res.gpu and res.gpu > 0:
             kwargs["device_requests"] = [
                 {"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}
@@ -393,19 +448,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         return req.app_id
 
     def _ensure_network(self, name: str) -> None:
-        client = self._client()
-        if client.networks.list(names=[name]):
-            return
-        try:
-            client.networks.create(
-                name,
-                driver="bridge",
-                check_duplicate=True,
-                labels={LABEL_VERSION: LABEL_VERSION_VALUE},
-            )
-        except _docker_errors() as e:  # created concurrently by another submit
-            if not client.networks.list(names=[name]):
-                raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
+        ensure_network(self._client(), name)
 
     def _ensure_image(self, image: str, pull_policy: str) -> None:
         client = self._client()
