@@ -416,3 +416,27 @@ def test_named_devices_are_mounted_from_the_host_as_torchx() -> None:
         "/dev/infiniband/uverbs1:/dev/infiniband/uverbs1:rwm",
     ]
     assert len(app.roles[0].mounts) == 3  # the role itself is not changed
+
+
+def test_make_unique_is_the_patchable_id_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TorchX's tests and users patch docker_scheduler.make_unique to fix the app id
+    from torchx_core.schedulers import docker_scheduler
+
+    monkeypatch.setattr(docker_scheduler, "make_unique", lambda name: "app_name_42")
+    req = _sched().submit_dryrun(_app(1), {}).request
+    assert req.app_id == "app_name_42"
+    env = req.containers[0].kwargs["environment"]
+    assert env["TORCHX_RANK0_HOST"] == "app_name_42-trainer-0"
+
+
+def test_container_names_stay_hostnames_with_a_long_app_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx_core.schedulers import docker_scheduler
+
+    long_id = "_.-" + "x" * 100 + "-abc12345"
+    monkeypatch.setattr(docker_scheduler, "make_unique", lambda name: long_id)
+    req = _sched().submit_dryrun(_app(2), {}).request
+    names = [c.kwargs["name"] for c in req.containers]
+    assert all(len(n) <= 63 and n[0].isalnum() for n in names)
+    assert names[0].endswith("x-abc12345-trainer-0") and len(set(names)) == 3
+    assert req.containers[0].kwargs["hostname"] == names[0]
+    assert req.containers[1].kwargs["environment"]["TORCHX_RANK0_HOST"] == names[0]

@@ -92,6 +92,7 @@ __all__ = [
     "create_scheduler",
     "ensure_network",
     "has_docker",
+    "make_unique",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -237,7 +238,29 @@ class DockerJob:
 
 #: Container names: lowercase letters, digits, ``_``, ``.`` and ``-``.
 APP_ID_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=24, lower=True)
+APP_ID_MAX_CHARS = 33  # name (24) + "-" + suffix (8): what APP_ID_RULES makes
 _ROLE_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=20, lower=True)
+
+
+def make_unique(name: str) -> str:
+    """A new app id for ``name``: its container-name-safe form and a random suffix.
+
+    The module-level name TorchX's tests and users patch (``docker_scheduler.make_unique``).
+    """
+    return unique_id(name, APP_ID_RULES)
+
+
+def container_name(app_id: str, role: str, replica_id: int) -> str:
+    """``{app_id}-{role}-{replica_id}``: also the hostname, so at most 63 characters.
+
+    An app id longer than the generated ones (a patched ``make_unique``) keeps its last 33
+    characters (the random suffix is at its end); the name starts with a letter or digit.
+
+    >>> container_name("my-app-x1", "Trainer", 0)
+    'my-app-x1-trainer-0'
+    """
+    name = f"{app_id[-APP_ID_MAX_CHARS:]}-{_ROLE_RULES.clean(role)}-{replica_id}"
+    return name.lstrip("_.-")
 
 
 def _mount_to_data(mount: BindMount | VolumeMount | DeviceMount) -> tuple[str, Any]:
@@ -338,10 +361,10 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 f" use one of {', '.join(PULL_POLICIES)}"
             )
         # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
-        app_id = unique_id(app.name, APP_ID_RULES)
+        app_id = make_unique(app.name)
         host_net = opts.network == "host"
         first = app.roles[0]
-        rank0 = "localhost" if host_net else f"{app_id}-{_ROLE_RULES.clean(first.name)}-0"
+        rank0 = "localhost" if host_net else container_name(app_id, first.name, 0)
         base_env = _copy_env(opts.copy_env or [])
         base_env.update(opts.env or {})
         req = DockerJob(
@@ -371,7 +394,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
         )
         replica = values.apply(role)
-        name = f"{app_id}-{_ROLE_RULES.clean(role.name)}-{replica_id}"
+        name = container_name(app_id, role.name, replica_id)
         env = dict(base_env)
         env.update(replica.env)
         env[RANK0_ENV] = rank0
