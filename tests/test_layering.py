@@ -106,6 +106,7 @@ _BASE: dict[str, tuple[str, ...]] = {
 _JOB_SIDE: dict[str, tuple[str, ...]] = {
     "torchx_core.distributed": ("torchx_core.distributed",),
     "torchx_core.runtime": ("torchx_core.runtime", "torchx_core.specs"),
+    "torchx_core.apps": ("torchx_core.apps", "torchx_core.runtime"),
     "torchx_core.tracker": (
         "torchx_core.tracker",
         "torchx_core.specs",

@@ -304,7 +304,8 @@ def test_copy_and_booth_components_run_locally(env: dict[str, str], tmp_path: Pa
         str(tmp_path / "booth"),
     )
     assert p.returncode == 0, p.stderr
-    assert json.loads((tmp_path / "booth" / "0" / "result.json").read_text())["booth_eval"] == 0.0
+    # TorchX's layout: FsspecResultTracker(tracker_base)[trial_idx], one JSON file per key
+    assert json.loads((tmp_path / "booth" / "0").read_text())["booth_eval"] == 0.0
 
 
 def test_log_streams_selection(env: dict[str, str], isolated_config: Path) -> None:

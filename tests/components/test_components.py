@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
 import pytest
 
+from torchx_core.apps.utils import booth_main, copy_main
 from torchx_core.components import dist, serve, utils
-from torchx_core.components._apps import booth_main, copy_main, serve_main
+from torchx_core.components._apps import serve_main
 from torchx_core.specs import AppDef, ComponentArgumentError, finder, materialize_appdef
 from torchx_core.specs.file_linter import validate
 
@@ -111,10 +111,47 @@ def test_binary_and_named_resource() -> None:
     assert role.resource.cpu == 1 and role.resource.memMB == 2048
 
 
-def test_copy_and_booth_run_their_helper_modules() -> None:
-    assert "torchx_core.components._apps.copy_main" in utils.copy("a", "b").roles[0].args
-    args = utils.booth(1.0, 3.0, trial_idx=2).roles[0].args
-    assert args[:2] == ["-m", "torchx_core.components._apps.booth_main"]
+def _chosen_module(args: list[str], installed: set[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The module the ``python -c`` launcher of a copy/booth command runs, given the packages."""
+    import importlib.util
+    import runpy
+
+    ran: list[str] = []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: name in installed or None)
+    monkeypatch.setattr(runpy, "run_module", lambda mod, **kw: ran.append(mod))
+    assert args[0] == "-c"
+    exec(args[1], {})
+    return ran[0]
+
+
+@pytest.mark.parametrize(("component", "app"), [("copy", "copy_main"), ("booth", "booth_main")])
+def test_copy_and_booth_run_in_the_default_image(
+    component: str, app: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the default image is TorchX's, which has torchx.apps.utils.<app> (same arguments) but not
+    # torchx-suite: the command runs ours where torchx-suite is installed, else TorchX's
+    role = (utils.copy("a", "b") if component == "copy" else utils.booth(1.0, 3.0)).roles[0]
+    assert role.image == "ghcr.io/pytorch/torchx:latest" and role.entrypoint == "python"
+    torchx_image = _chosen_module(role.args, {"torchx"}, monkeypatch)
+    assert torchx_image == f"torchx.apps.utils.{app}"
+    suite = _chosen_module(role.args, {"torchx", "torchx_core"}, monkeypatch)
+    assert suite == f"torchx_core.apps.utils.{app}"
+
+
+def test_copy_command_runs_here(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import torchx_core
+
+    src, dst = tmp_path / "in.txt", tmp_path / "out" / "o.txt"
+    src.write_text("payload")
+    role = utils.copy(f"file://{src}", f"file://{dst}").roles[0]
+    checkout = str(Path(torchx_core.__file__).parents[1])  # this checkout's torchx_core
+    env = {**os.environ, "PYTHONPATH": checkout}
+    subprocess.run([sys.executable, *role.args], check=True, env=env, capture_output=True)
+    assert dst.read_text() == "payload"
 
 
 def test_copy_main_copies_between_fsspec_urls(tmp_path: Path) -> None:
@@ -134,8 +171,10 @@ def test_booth_main_writes_result(tmp_path: Path) -> None:
         )
         == 0
     )
-    result = json.loads((tmp_path / "4" / "result.json").read_text())
-    assert result["booth_eval"] == 74.0
+    # as TorchX: readable as FsspecResultTracker(tracker_base)[trial_idx]
+    from torchx_core.runtime.tracking import FsspecResultTracker
+
+    assert FsspecResultTracker(str(tmp_path))[4] == {"booth_eval": 74.0}
 
 
 def test_torchserve_registration_url() -> None:

@@ -11,6 +11,7 @@ import pytest
 from golden_files import check_golden
 from support.aws_fixtures import FakeBatch, FakeLogs
 
+from torchx_core import __version__
 from torchx_core.schedulers.api import (
     AppValidationError,
     InvalidLogQueryError,
@@ -72,6 +73,11 @@ def _sched(batch: FakeBatch | None = None, logs: FakeLogs | None = None) -> AWSB
 CFG = {"queue": "q", "user": "alice"}
 
 
+def _golden_text(text: str, name: str) -> str:
+    """The dry run as in the golden file: random name and package version replaced."""
+    return text.replace(name, "NAME").replace(f'"{__version__}"', '"VERSION"')
+
+
 def test_dryrun_golden_request() -> None:
     cfg = {
         **CFG,
@@ -86,7 +92,7 @@ def test_dryrun_golden_request() -> None:
     req = info.request
     assert req.name.startswith("Train-App-")
     # dryrun prints the native request: exactly the golden file (random job name replaced)
-    check_golden("aws_batch_dryrun.json", str(info).replace(req.name, "NAME"), __file__)
+    check_golden("aws_batch_dryrun.json", _golden_text(str(info), req.name), __file__)
     assert json.loads(str(info)) == req.to_dict()
     # the trainer uses macros.replica_id: one node range per replica; ps: one range for all
     nodes = req.job_def["nodeProperties"]
@@ -302,7 +308,7 @@ def _array_app(replicas: int = 3, **kwargs: object) -> AppDef:
 def test_array_dryrun_golden_request() -> None:
     info = _sched().submit_dryrun(_array_app(), {**CFG, "array": True})
     req = info.request
-    check_golden("aws_batch_array_dryrun.json", str(info).replace(req.name, "NAME"), __file__)
+    check_golden("aws_batch_array_dryrun.json", _golden_text(str(info), req.name), __file__)
     assert req.job_def["type"] == "container" and req.submit["arrayProperties"] == {"size": 3}
     single = _sched().submit_dryrun(_array_app(1), {**CFG, "array": True}).request
     assert "arrayProperties" not in single.submit  # AWS arrays have at least 2 children

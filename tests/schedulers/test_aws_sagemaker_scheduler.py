@@ -10,6 +10,7 @@ import pytest
 from golden_files import check_golden
 from support.aws_fixtures import FakeLogs, FakeSageMaker
 
+from torchx_core import __version__
 from torchx_core.schedulers.api import AppValidationError, SchedulerError
 from torchx_core.schedulers.aws.sagemaker import (
     JOB_STATES,
@@ -65,7 +66,8 @@ def test_dryrun_golden_request() -> None:
     req = info.request
     assert req.job_name.startswith("My-Train-")
     # dryrun prints the native request: exactly the golden file (random job name replaced)
-    check_golden("aws_sagemaker_dryrun.json", str(info).replace(req.job_name, "NAME"), __file__)
+    text = str(info).replace(req.job_name, "NAME").replace(f'"{__version__}"', '"VERSION"')
+    check_golden("aws_sagemaker_dryrun.json", text, __file__)
     assert json.loads(str(info))["request"] == req.request
     assert req.request["ResourceConfig"] == {
         "InstanceType": "ml.m5.xlarge",

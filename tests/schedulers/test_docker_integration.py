@@ -315,3 +315,19 @@ def test_describe_many_one_engine_call_matches_describe(apps: Apps, docker_engin
         assert many[app_id] == one
         assert many[app_id].state == expected_state
     assert [len(r.replicas) for r in many[ok].roles_statuses] == [2]
+
+
+def test_shm_is_as_large_as_the_memory_as_torchx(apps: Apps) -> None:
+    # TorchX gives /dev/shm the role's memory (Docker's default of 64 MiB breaks DataLoader
+    # workers and NCCL); the container also sees its image as TORCHX_IMAGE
+    role = sh(
+        "shm",
+        "df -k /dev/shm | tail -n 1; echo image=$TORCHX_IMAGE",
+        resource=resource(cpu=1, memMB=256),
+    )
+    app_id = apps.submit(AppDef("shm", roles=[role]))
+    assert apps.wait(app_id).state == AppState.SUCCEEDED
+    out = list(apps.sched.log_iter(app_id, "shm", 0, streams=Stream.STDOUT))
+    shm_kib = int(out[0].split()[1])  # "shm 262144 0 262144 0% /dev/shm"
+    assert shm_kib == 256 * 1024
+    assert out[1] == f"image={BUSYBOX}\n"

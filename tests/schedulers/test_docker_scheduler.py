@@ -12,6 +12,7 @@ import pytest
 from golden_files import check_golden
 from support.docker_fixtures import BUSYBOX, FakeDockerClient
 
+from torchx_core import __version__
 from torchx_core.schedulers.api import InvalidLogQueryError, SchedulerError, Stream
 from torchx_core.schedulers.docker.scheduler import (
     DockerScheduler,
@@ -67,7 +68,8 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
     req = info.request
     assert req.app_id.startswith("my-app-")
     # dryrun prints the native request: exactly the golden file (random app id replaced)
-    check_golden("docker_dryrun.json", str(info).replace(req.app_id, "APP_ID"), __file__)
+    text = str(info).replace(req.app_id, "APP_ID").replace(f'"{__version__}"', '"VERSION"')
+    check_golden("docker_dryrun.json", text, __file__)
     # the printed request carries the run options as given
     first = json.loads(str(info))["containers"][0]
     assert first["kwargs"]["privileged"] is True
@@ -80,6 +82,45 @@ def test_dryrun_golden_request(monkeypatch: pytest.MonkeyPatch) -> None:
         f"{req.app_id}-trainer-1",
         f"{req.app_id}-ps-0",
     ]
+
+
+def test_dryrun_shm_size_image_env_and_version_label_as_torchx() -> None:
+    # TorchX: /dev/shm as large as the role's memory (Docker's default 64 MiB breaks DataLoader
+    # workers and NCCL), TORCHX_IMAGE in the environment, the package version as version label
+    from torchx_core.schedulers.kubernetes._pods import LABEL_VERSION as K8S_LABEL_VERSION
+    from torchx_core.schedulers.kubernetes.scheduler import KubernetesScheduler
+
+    req = _sched().submit_dryrun(_app(1), {}).request
+    trainer, ps = req.containers
+    assert (trainer.kwargs["mem_limit"], trainer.kwargs["shm_size"]) == ("512m", "512m")
+    assert (ps.kwargs["mem_limit"], ps.kwargs["shm_size"]) == ("64m", "64m")
+    assert trainer.kwargs["environment"]["TORCHX_IMAGE"] == BUSYBOX
+    label = trainer.kwargs["labels"]["torchx.pytorch.org/version"]
+    assert label == __version__
+    k8s_app = AppDef(
+        "a", roles=[Role("r", image="i", entrypoint="e", resource=resource(cpu=1, memMB=64))]
+    )
+    k8s = KubernetesScheduler("s", client=object()).submit_dryrun(k8s_app, {"queue": "q"})
+    pod_labels = k8s.request.resource["spec"]["tasks"][0]["template"]["metadata"]["labels"]
+    assert pod_labels[K8S_LABEL_VERSION] == label
+
+
+def test_dryrun_without_memory_sets_no_shm_size() -> None:
+    app = AppDef("a", roles=[Role("r", image=BUSYBOX, entrypoint="true")])
+    kwargs = _sched().submit_dryrun(app, {}).request.containers[0].kwargs
+    assert "shm_size" not in kwargs and "mem_limit" not in kwargs
+
+
+def test_has_docker_and_ensure_network_as_torchx(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx_core.schedulers import docker_scheduler
+
+    client = FakeDockerClient()
+    docker_scheduler.ensure_network(client)
+    docker_scheduler.ensure_network(client)  # a second call finds it
+    assert client.networks.names == [docker_scheduler.NETWORK] == ["torchx"]
+    assert docker_scheduler.Opts is docker_scheduler.DockerOpts
+    monkeypatch.setitem(sys.modules, "docker", None)  # the SDK is not installed
+    assert docker_scheduler.has_docker() is False
 
 
 def test_dryrun_host_network_has_no_hostname_or_ports() -> None:
@@ -375,3 +416,27 @@ def test_named_devices_are_mounted_from_the_host_as_torchx() -> None:
         "/dev/infiniband/uverbs1:/dev/infiniband/uverbs1:rwm",
     ]
     assert len(app.roles[0].mounts) == 3  # the role itself is not changed
+
+
+def test_make_unique_is_the_patchable_id_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TorchX's tests and users patch docker_scheduler.make_unique to fix the app id
+    from torchx_core.schedulers import docker_scheduler
+
+    monkeypatch.setattr(docker_scheduler, "make_unique", lambda name: "app_name_42")
+    req = _sched().submit_dryrun(_app(1), {}).request
+    assert req.app_id == "app_name_42"
+    env = req.containers[0].kwargs["environment"]
+    assert env["TORCHX_RANK0_HOST"] == "app_name_42-trainer-0"
+
+
+def test_container_names_stay_hostnames_with_a_long_app_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx_core.schedulers import docker_scheduler
+
+    long_id = "_.-" + "x" * 100 + "-abc12345"
+    monkeypatch.setattr(docker_scheduler, "make_unique", lambda name: long_id)
+    req = _sched().submit_dryrun(_app(2), {}).request
+    names = [c.kwargs["name"] for c in req.containers]
+    assert all(len(n) <= 63 and n[0].isalnum() for n in names)
+    assert names[0].endswith("x-abc12345-trainer-0") and len(set(names)) == 3
+    assert req.containers[0].kwargs["hostname"] == names[0]
+    assert req.containers[1].kwargs["environment"]["TORCHX_RANK0_HOST"] == names[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from golden_files import check_golden
 from k8s_schemas import errors
@@ -489,3 +491,29 @@ def test_volcano_whole_node_golden_request(monkeypatch: pytest.MonkeyPatch) -> N
     from torchx_core import __version__
 
     check_golden("kubernetes_volcano_dryrun.yaml", text.replace(__version__, "VERSION"), __file__)
+
+
+@pytest.mark.parametrize("kind", ["volcano", "jobset"])
+def test_field_path_env_becomes_value_from_as_torchx(kind: str) -> None:
+    # TorchX: an env value starting with PLACEHOLDER_FIELD_PATH is a pod field reference
+    from torchx_core.schedulers.kubernetes_scheduler import PLACEHOLDER_FIELD_PATH
+
+    env = {"POD_IP": f"{PLACEHOLDER_FIELD_PATH}status.podIP", "A": "x[FIELD_PATH]"}
+    role = specs.Role(
+        "r", image="i", entrypoint="e", env=env, resource=specs.resource(h="cpu.small")
+    )
+    res = create_scheduler("s").submit_dryrun(specs.AppDef("a", roles=[role]), {"job_kind": kind})
+    envs = [e for e in _all_values(res.request.resource, "env") for e in e]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in envs
+    assert {"name": "A", "value": "x[FIELD_PATH]"} in envs  # only a prefix marks a field
+    assert errors(res.request.resource) == []
+
+
+def _all_values(obj: object, key: str) -> list[Any]:
+    """Every value of ``key`` in a nested dict/list document."""
+    if isinstance(obj, dict):
+        found = [obj[key]] if key in obj else []
+        return found + [v for x in obj.values() for v in _all_values(x, key)]
+    if isinstance(obj, list):
+        return [v for x in obj for v in _all_values(x, key)]
+    return []

@@ -188,6 +188,22 @@ def test_requeued_retry(sched: SlurmScheduler, tmp_path: Path) -> None:
     assert list(sched.log_iter(app_id, "flaky", 0)) == ["attempt 0\n", "attempt 1\n"]
 
 
+def test_job_without_retries_is_requeueable_as_torchx(
+    sched: SlurmScheduler,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # TorchX submits every job with --requeue: Slurm requeues it after a preemption or a node
+    # failure even with max_retries=0 (the script itself requeues a failed run only on retries)
+    app = specs.AppDef("norequeue", roles=[role("one", "import time; time.sleep(30)")])
+    app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
+    try:
+        shown = slurm_cluster.run("scontrol", "show", "job", app_id)
+        assert "Requeue=1" in shown, shown
+    finally:
+        sched.cancel(app_id)
+
+
 def test_logs_tail_and_regex(sched: SlurmScheduler, tmp_path: Path) -> None:
     code = (
         "import time\nfor i in range(6):\n    print('line', i, flush=True)\n"

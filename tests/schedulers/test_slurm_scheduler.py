@@ -258,8 +258,15 @@ def test_max_retries_requeues() -> None:
     script = dryrun_request(make_app(max_retries=3)).materialize()
     assert "--requeue" in script and "export TORCHX_MAX_RETRIES=3" in script
     assert 'scontrol requeue "${SLURM_JOB_ID}"' in script
+
+
+def test_requeue_even_without_retries_as_torchx() -> None:
+    # TorchX always writes --requeue: Slurm requeues a preempted or node-failed job, while the
+    # script's own requeue of a failed run still follows max_retries (none here)
     script = dryrun_request(make_app(max_retries=0)).materialize()
-    assert "--no-requeue" in script and "export TORCHX_MAX_RETRIES=0" in script
+    sbatch = script.splitlines()[5]
+    assert sbatch.startswith("#SBATCH ") and " --requeue " in sbatch
+    assert "no-requeue" not in script and "export TORCHX_MAX_RETRIES=0" in script
 
 
 def test_bad_apps_list_every_problem() -> None:

@@ -9,7 +9,25 @@ from torchx_core import specs
 from torchx_core.components import IMAGE
 from torchx_core.specs.errors import ComponentArgumentError
 
-_APPS = "torchx_core.components._apps"
+
+def _run_app_module(name: str) -> list[str]:
+    """``python`` arguments that run the app ``name`` of ``torchx.apps.utils``, in any image.
+
+    The default image (TorchX's ``ghcr.io/pytorch/torchx``) holds TorchX, whose
+    ``torchx.apps.utils.<name>`` takes the same arguments as ours; an image (or a ``local_cwd``
+    environment) with torchx-suite runs ``torchx_core.apps.utils.<name>``. The choice is made where
+    the job runs: the first of the two that is installed.
+
+    >>> _run_app_module("copy_main")[0]
+    '-c'
+    """
+    ours, theirs = f"torchx_core.apps.utils.{name}", f"torchx.apps.utils.{name}"
+    code = (
+        "import importlib.util as u, runpy; runpy.run_module("
+        f"{ours!r} if u.find_spec('torchx_core') else {theirs!r},"
+        " run_name='__main__', alter_sys=True)"
+    )
+    return ["-c", code]
 
 
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> specs.AppDef:
@@ -216,7 +234,7 @@ def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None
     Args:
         src: the source fsspec file location
         dst: the destination fsspec file location
-        image: the image that contains torchx-suite and fsspec
+        image: an image with torchx-suite or TorchX (the default, TorchX's image, has TorchX)
         mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
     """
     return specs.AppDef(
@@ -226,7 +244,7 @@ def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None
                 name="torchx-utils-copy",
                 image=image,
                 entrypoint="python",
-                args=["-m", f"{_APPS}.copy_main", "--src", src, "--dst", dst],
+                args=[*_run_app_module("copy_main"), "--src", src, "--dst", dst],
                 resource=specs.Resource(cpu=1, gpu=0, memMB=1024),
                 mounts=specs.parse_mounts(mounts) if mounts else [],
             )
@@ -243,15 +261,14 @@ def booth(
 ) -> specs.AppDef:
     """Evaluates the Booth function ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``.
 
-    The result is written as JSON to ``{tracker_base}/{trial_idx}/result.json`` (any fsspec URL).
+    The result is ``FsspecResultTracker(tracker_base)[trial_idx]["booth_eval"]`` (as TorchX).
 
     Args:
         x1: x1
         x2: x2
         trial_idx: the trial index (when running a hyper-parameter search)
         tracker_base: URL of the base output directory (e.g. s3://foo/bar)
-        image: the image that contains torchx-suite and fsspec
-        mounts: mounts for the replicas (e.g. type=bind,src=/host,dst=/job[,readonly])
+        image: an image with torchx-suite or TorchX (the default, TorchX's image, has TorchX)
     """
     return specs.AppDef(
         name="torchx-utils-booth",
@@ -261,8 +278,7 @@ def booth(
                 image=image,
                 entrypoint="python",
                 args=[
-                    "-m",
-                    f"{_APPS}.booth_main",
+                    *_run_app_module("booth_main"),
                     "--x1",
                     str(x1),
                     "--x2",

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core import __version__
 from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
@@ -92,7 +93,7 @@ TAG_VERSION = "torchx.pytorch.org/version"
 TAG_APP_NAME = "torchx.pytorch.org/app-name"
 TAG_USER = "torchx.pytorch.org/user"
 TAG_ROLE_NAME = "torchx.pytorch.org/role-name"
-TAG_VERSION_VALUE = "torchx-suite"
+TAG_VERSION_VALUE = __version__  # the package version, as on every backend (and in TorchX)
 RANK0_ENV = "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"
 ENV_ROLE_NAME = "TORCHX_ROLE_NAME"
 ENV_NUM_REPLICAS = "TORCHX_NUM_REPLICAS"

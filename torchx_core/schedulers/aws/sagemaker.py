@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core import __version__
 from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     AppValidationError,
@@ -243,7 +244,7 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         stopping: dict[str, int] = {"MaxRuntimeInSeconds": opts.max_run}
         if opts.max_wait is not None:
             stopping["MaxWaitTimeInSeconds"] = opts.max_wait
-        tags = {TAG_VERSION: "torchx-suite", TAG_APP_NAME: app.name, **(opts.tags or {})}
+        tags = {TAG_VERSION: __version__, TAG_APP_NAME: app.name, **(opts.tags or {})}
         request: dict[str, Any] = {
             "TrainingJobName": name,
             "AlgorithmSpecification": {

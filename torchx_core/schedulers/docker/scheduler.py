@@ -9,7 +9,9 @@ that can reach the engine; nothing is kept on the client side.
   created on first use) with ``hostname`` = container name, so replica 0 of the first role is
   reachable by name; its name is exported as ``TORCHX_RANK0_HOST`` (``macros.rank0_env``). With
   ``network=host`` the containers share the host's network and ``TORCHX_RANK0_HOST=localhost``.
-* Resources: ``cpu`` -> ``nano_cpus``, ``memMB`` -> ``mem_limit``, ``gpu`` -> a GPU device request.
+* Resources: ``cpu`` -> ``nano_cpus``, ``memMB`` -> ``mem_limit`` and ``shm_size`` (as TorchX: a
+  ``/dev/shm`` as large as the memory, for DataLoader workers and NCCL; Docker's default is 64 MiB),
+  ``gpu`` -> a GPU device request. Every container gets ``TORCHX_IMAGE`` (its image), as in TorchX.
 * Mounts: bind, volume and device mounts map to Docker mounts and ``devices``.
 * Retries: ``Role.max_retries`` maps to the ``on-failure`` restart policy of each container (Docker
   restarts replicas individually, whatever the role's ``retry_policy``).
@@ -35,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from torchx_core import __version__
 from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
@@ -80,11 +83,16 @@ __all__ = [
     "LABEL_REPLICA_ID",
     "LABEL_ROLE_NAME",
     "LABEL_VERSION",
+    "NETWORK",
     "DockerContainer",
     "DockerJob",
     "DockerOpts",
     "DockerScheduler",
+    "Opts",
     "create_scheduler",
+    "ensure_network",
+    "has_docker",
+    "make_unique",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -94,8 +102,11 @@ LABEL_APP_ID = "torchx.pytorch.org/app-id"
 LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
 LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
 LABEL_APP_NAME = "torchx.pytorch.org/app-name"
-LABEL_VERSION_VALUE = "torchx-suite"
+LABEL_VERSION_VALUE = __version__  # the package version, as on Kubernetes pods (and in TorchX)
 RANK0_ENV = "TORCHX_RANK0_HOST"
+IMAGE_ENV = "TORCHX_IMAGE"  # TorchX's settings.ENV_TORCHX_IMAGE
+#: the default network of the containers (TorchX's name)
+NETWORK = "torchx"
 CANCELLED_SUFFIX = "--cancelled"
 PULL_POLICIES = ("missing", "never", "always")
 
@@ -127,7 +138,7 @@ class DockerOpts(StructuredOpts):
     )
     privileged: bool = field(default=False, metadata={"help": "run the containers privileged"})
     network: str = field(
-        default="torchx",
+        default=NETWORK,
         metadata={
             "help": "docker network to attach the containers to (created if missing);"
             " 'host' shares the host network"
@@ -139,6 +150,49 @@ class DockerOpts(StructuredOpts):
             "help": "when to pull images: 'missing' (default), 'never' (fail if absent), 'always'"
         },
     )
+
+
+Opts = DockerOpts  # TorchX's name
+
+
+def has_docker() -> bool:
+    """Whether the Docker SDK is installed and a Docker engine answers (``docker.from_env()``).
+
+    >>> isinstance(has_docker(), bool)
+    True
+    """
+    try:
+        import docker  # type: ignore[import-untyped]
+    except ImportError:
+        return False
+    try:
+        docker.from_env().close()
+    except docker.errors.DockerException:
+        return False
+    return True
+
+
+def ensure_network(client: DockerClient | None = None, name: str = NETWORK) -> None:
+    """Creates the bridge network ``name`` (default ``torchx``) if it does not exist yet.
+
+    Safe when several processes submit at once: a network created concurrently by another
+    process counts as created.
+
+    Raises:
+        SchedulerError: the network is missing and cannot be created.
+    """
+    if client is None:
+        docker = import_optional("docker", "docker", "the local_docker scheduler")
+        client = docker.from_env()
+    if client.networks.list(names=[name]):
+        return
+    try:
+        client.networks.create(
+            name, driver="bridge", check_duplicate=True, labels={LABEL_VERSION: LABEL_VERSION_VALUE}
+        )
+    except _docker_errors() as e:  # created concurrently by another submit
+        if not client.networks.list(names=[name]):
+            raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
 
 
 @dataclass
@@ -184,7 +238,29 @@ class DockerJob:
 
 #: Container names: lowercase letters, digits, ``_``, ``.`` and ``-``.
 APP_ID_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=24, lower=True)
+APP_ID_MAX_CHARS = 33  # name (24) + "-" + suffix (8): what APP_ID_RULES makes
 _ROLE_RULES = IdRules(allowed="a-z0-9_.-", max_name_len=20, lower=True)
+
+
+def make_unique(name: str) -> str:
+    """A new app id for ``name``: its container-name-safe form and a random suffix.
+
+    The module-level name TorchX's tests and users patch (``docker_scheduler.make_unique``).
+    """
+    return unique_id(name, APP_ID_RULES)
+
+
+def container_name(app_id: str, role: str, replica_id: int) -> str:
+    """``{app_id}-{role}-{replica_id}``: also the hostname, so at most 63 characters.
+
+    An app id longer than the generated ones (a patched ``make_unique``) keeps its last 33
+    characters (the random suffix is at its end); the name starts with a letter or digit.
+
+    >>> container_name("my-app-x1", "Trainer", 0)
+    'my-app-x1-trainer-0'
+    """
+    name = f"{app_id[-APP_ID_MAX_CHARS:]}-{_ROLE_RULES.clean(role)}-{replica_id}"
+    return name.lstrip("_.-")
 
 
 def _mount_to_data(mount: BindMount | VolumeMount | DeviceMount) -> tuple[str, Any]:
@@ -286,10 +362,10 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 f" use one of {', '.join(PULL_POLICIES)}"
             )
         # container names double as hostnames (<= 63 chars): app 24 + 9, role 20, replica id
-        app_id = unique_id(app.name, APP_ID_RULES)
+        app_id = make_unique(app.name)
         host_net = opts.network == "host"
         first = app.roles[0]
-        rank0 = "localhost" if host_net else f"{app_id}-{_ROLE_RULES.clean(first.name)}-0"
+        rank0 = "localhost" if host_net else container_name(app_id, first.name, 0)
         base_env = _copy_env(opts.copy_env or [])
         base_env.update(opts.env or {})
         req = DockerJob(
@@ -319,10 +395,11 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
         )
         replica = values.apply(role)
-        name = f"{app_id}-{_ROLE_RULES.clean(role.name)}-{replica_id}"
+        name = container_name(app_id, role.name, replica_id)
         env = dict(base_env)
         env.update(replica.env)
         env[RANK0_ENV] = rank0
+        env[IMAGE_ENV] = role.image
         kwargs: dict[str, Any] = {
             "name": name,
             "labels": {
@@ -346,7 +423,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         if res.cpu and res.cpu > 0:
             kwargs["nano_cpus"] = int(res.cpu * 1e9)
         if res.memMB and res.memMB > 0:
-            kwargs["mem_limit"] = f"{int(res.memMB)}m"
+            # /dev/shm as large as the memory (TorchX): Docker's 64 MiB breaks DataLoader workers
+            kwargs["mem_limit"] = kwargs["shm_size"] = f"{int(res.memMB)}m"
         if res.gpu and res.gpu > 0:
             kwargs["device_requests"] = [
                 {"Driver": "", "Count": int(res.gpu), "Capabilities": [["gpu"]]}
@@ -394,19 +472,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         return req.app_id
 
     def _ensure_network(self, name: str) -> None:
-        client = self._client()
-        if client.networks.list(names=[name]):
-            return
-        try:
-            client.networks.create(
-                name,
-                driver="bridge",
-                check_duplicate=True,
-                labels={LABEL_VERSION: LABEL_VERSION_VALUE},
-            )
-        except _docker_errors() as e:  # created concurrently by another submit
-            if not client.networks.list(names=[name]):
-                raise SchedulerError(f"cannot create docker network {name!r}: {e}") from e
+        ensure_network(self._client(), name)
 
     def _ensure_image(self, image: str, pull_policy: str) -> None:
         client = self._client()

@@ -266,12 +266,30 @@ class PodOptions:
     efa_device_count: int | None = None
 
 
+#: an env value ``f"{PLACEHOLDER_FIELD_PATH}status.podIP"`` becomes a ``valueFrom.fieldRef`` of the
+#: pod field ``status.podIP`` (TorchX's marker)
+PLACEHOLDER_FIELD_PATH = "[FIELD_PATH]"
+
+
+def env_var(name: str, value: object) -> dict[str, Any]:
+    """One entry of a container's ``env``: a value, or a pod field (``PLACEHOLDER_FIELD_PATH``)."""
+    text = str(value)
+    if text.startswith(PLACEHOLDER_FIELD_PATH):
+        field_path = text[len(PLACEHOLDER_FIELD_PATH) :]
+        return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+    return {"name": name, "value": text}
+
+
 def env_list(
     env: Mapping[str, str], first: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """Turns an env mapping into the API's list of ``{name, value}`` (``first`` entries first)."""
+    """Turns an env mapping into the API's list of ``{name, value}`` (``first`` entries first).
+
+    >>> env_list({"A": "1", "IP": PLACEHOLDER_FIELD_PATH + "status.podIP"})[1]["valueFrom"]
+    {'fieldRef': {'fieldPath': 'status.podIP'}}
+    """
     out = list(first or [])
-    out.extend({"name": k, "value": str(v)} for k, v in env.items())
+    out.extend(env_var(k, v) for k, v in env.items())
     return out
 
 

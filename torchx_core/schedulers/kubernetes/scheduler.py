@@ -51,6 +51,7 @@ from torchx_core.schedulers.kubernetes._pods import (  # noqa: F401 - TorchX's p
     LABEL_ROLE_NAME,
     LABEL_UNIQUE_NAME,
     LABEL_VERSION,
+    PLACEHOLDER_FIELD_PATH,
     RESERVED_MEMMB,
     RESERVED_MILLICPU,
 )
@@ -132,6 +133,9 @@ class KubernetesOpts(StructuredOpts):
     """Memory (MB) a node keeps for Kubernetes: each container requests its memory less this."""
     efa_device_count: int | None = None
     """EFA devices per pod: unset = as the resource says, 0 = none, N = N."""
+
+
+Opts = KubernetesOpts  # TorchX's name
 
 
 @dataclass

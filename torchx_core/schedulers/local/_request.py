@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from torchx_core.schedulers.local._layout import TORCHX_LAYOUT, error_file_path
+from torchx_core.schedulers.local._images import ImageProvider, ReplicaParam
+from torchx_core.schedulers.local._layout import TORCHX_LAYOUT, error_file_path, log_path
 from torchx_core.schedulers.local._options import (
     MAX_NAME_CHARS,
     SAFE_NAME,
@@ -113,6 +113,46 @@ class LocalRequest:
     def __str__(self) -> str:
         return format_request(self)
 
+    # -- TorchX's view of the request (its ``PopenRequest``) ------------------------------------
+
+    @property
+    def log_dir(self) -> str:
+        """The app's directory, where its logs are (TorchX's ``PopenRequest.log_dir``)."""
+        return self.app_dir
+
+    @property
+    def role_params(self) -> dict[str, list[ReplicaParam]]:
+        """Per role, how each replica starts: argv, environment, log files, working directory.
+
+        The environment is what the request sets (the role's, with the macros substituted, and
+        the replica's own variables); replicas also inherit the launcher's environment.
+        """
+        out: dict[str, list[ReplicaParam]] = {}
+        for r in self.roles:
+            out[r.name] = [
+                ReplicaParam(
+                    args=list(rep.argv if rep.argv is not None else r.argv),
+                    env={**r.env, **rep.env},
+                    stdout=log_path(self.app_dir, r.name, k, "stdout", self.layout),
+                    stderr=log_path(self.app_dir, r.name, k, "stderr", self.layout),
+                    combined=log_path(self.app_dir, r.name, k, "combined", self.layout),
+                    cwd=r.cwd,
+                )
+                for k, rep in enumerate(r.replicas)
+            ]
+        return out
+
+    @property
+    def role_log_dirs(self) -> dict[str, list[str]]:
+        """Per role, the directory holding each replica's log files."""
+        return {
+            r.name: [
+                os.path.dirname(log_path(self.app_dir, r.name, k, "stdout", self.layout))
+                for k in range(len(r.replicas))
+            ]
+            for r in self.roles
+        }
+
 
 def format_request(req: LocalRequest) -> str:
     lines = [f"local app {req.app_id}", f"  app dir: {req.app_dir}"]
@@ -179,7 +219,10 @@ class RequestBuilder:
         root: the state root the app is found in by id
         staging_dir: where workspace copies wait for a submit (with a trailing separator)
         extra_paths: directories prepended to every replica's ``PATH``
-        gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices`` (None: detected)
+        gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices``, or a function
+            counting them (called once per dry run that needs it)
+        image_provider: asked where each role runs (image root, working directory, command);
+            None: the backend's own rule (``local``: the image directory, ``local_cwd``: here)
     """
 
     def __init__(
@@ -189,7 +232,8 @@ class RequestBuilder:
         root: str,
         staging_dir: str,
         extra_paths: list[str],
-        gpu_count: int | None,
+        gpu_count: int | Callable[[], int],
+        image_provider: ImageProvider | None = None,
     ) -> None:
         self.backend = backend
         self.session_name = session_name
@@ -197,6 +241,8 @@ class RequestBuilder:
         self.staging_dir = staging_dir
         self.extra_paths = extra_paths
         self.gpu_count = gpu_count
+        self.image_provider = image_provider
+        self._gpus: int | None = None
 
     def build(self, app: AppDef, cfg: Mapping[str, CfgVal], app_id: str) -> LocalRequest:
         """The request of ``app`` as ``app_id``; ``cfg`` is resolved against the run options."""
@@ -225,7 +271,15 @@ class RequestBuilder:
         gpu_next = 0
         for idx, role in enumerate(app.roles):
             cwd = self._role_cwd(role, idx, app_dir, req)
-            local_role = self._materialize_role(role, idx, cwd, req, handle, opts)
+            img_root, entrypoint = cwd, role.entrypoint
+            provider = self.image_provider
+            if provider is not None and role.image not in req.staged:
+                img_root = provider.fetch_role(role)
+                cwd = provider.get_cwd(role.image) or os.getcwd()
+                entrypoint = provider.get_entrypoint(img_root, role)
+            local_role = self._materialize_role(
+                role, idx, cwd, req, handle, opts, img_root, entrypoint
+            )
             if opts.auto_set_cuda_visible_devices and role.resource.gpu > 0:
                 gpu_next = self._assign_gpus(local_role, role.resource.gpu, gpu_next)
             req.roles.append(local_role)
@@ -248,9 +302,13 @@ class RequestBuilder:
         req: LocalRequest,
         handle: str,
         opts: LocalOpts,
+        img_root: str,
+        entrypoint: str,
     ) -> LocalRole:
         app_id, app_dir = req.app_id, req.app_dir
-        values = macros.Values(img_root=cwd, app_id=app_id, replica_id="0", rank0_env=RANK0_ENV)
+        values = macros.Values(
+            img_root=img_root, app_id=app_id, replica_id="0", rank0_env=RANK0_ENV
+        )
         per_replica = values.to_dict()
 
         def sub(text: str, k: int | None = None) -> str:
@@ -287,7 +345,7 @@ class RequestBuilder:
                 "TORCHX_NUM_REPLICAS": str(role.num_replicas),
             }
         )
-        argv = [role.entrypoint, *(sub(a) for a in role.args)]
+        argv = [entrypoint, *(sub(a) for a in role.args)]
         varying_args = [i for i, a in enumerate(role.args) if "replica_id" in a]
         set_error_file = "TORCHELASTIC_ERROR_FILE" not in role.env
         replicas = []
@@ -306,7 +364,7 @@ class RequestBuilder:
         return LocalRole(
             name=role.name,
             cwd=cwd,
-            entrypoint=role.entrypoint,
+            entrypoint=entrypoint,
             argv=argv,
             env=env,
             replicas=replicas,
@@ -316,7 +374,10 @@ class RequestBuilder:
         )
 
     def _assign_gpus(self, role: LocalRole, per_replica: int, start: int) -> int:
-        total = self.gpu_count if self.gpu_count is not None else _gpu_count()
+        if self._gpus is None:
+            count = self.gpu_count
+            self._gpus = count() if callable(count) else count
+        total = self._gpus
         if total <= 0:
             logger.warning(
                 "auto_set_cuda_visible_devices is set but no GPU was found on this host;"
@@ -371,13 +432,6 @@ def saved_app(app: AppDef | None, app_id: str) -> dict[str, Any] | None:
 
 def _join_path(*paths: str | None) -> str:
     return os.pathsep.join(p for p in paths if p)
-
-
-def _gpu_count() -> int:
-    try:
-        return sum(1 for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n))
-    except OSError:
-        return 0
 
 
 def _substitute(text: str, values: Mapping[str, str]) -> str:

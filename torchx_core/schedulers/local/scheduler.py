@@ -39,21 +39,26 @@ from torchx_core.schedulers.api import (
     InvalidLogQueryError,
     ListAppResponse,
     Scheduler,
-    SchedulerArgumentError,
     SchedulerError,
     Stream,
 )
 from torchx_core.schedulers.local import _gone, _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
+from torchx_core.schedulers.local._images import *  # noqa: F403 - TorchX's public names
+from torchx_core.schedulers.local._images import (
+    ImageProvider,
+    cuda_device_count,
+    custom_provider,
+    local_mode,
+)
+from torchx_core.schedulers.local._images import __all__ as _TORCHX_NAMES
 from torchx_core.schedulers.local._layout import (
     APP_FILE,
     PLAN_FILE,
-    STATE_CHARS,
     STATUS_FILE,
     TERMINAL,
     StatusDoc,
     cancelled_status,
-    check_status,
     log_path,
     write_status,
 )
@@ -76,6 +81,12 @@ from torchx_core.schedulers.local._request import (
     format_request,
     saved_app,
     submit_plan,
+)
+from torchx_core.schedulers.local._responses import (
+    LOCAL_STATES,
+    LazyRolesResponse,
+    checked_status,
+    replica_counts,
 )
 from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.specs import (
@@ -102,38 +113,18 @@ __all__ = [
     "LocalRequest",
     "LocalRole",
     "LocalScheduler",
+    "Opts",
+    "PopenRequest",
     "create_dir_scheduler",
     "create_scheduler",
     "make_unique",
+    *_TORCHX_NAMES,
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
-# one character per replica in the status file -> AppState
-LOCAL_STATES: Mapping[str, AppState] = {c: AppState[name] for c, name in STATE_CHARS.items()}
-
-
-class _LazyRolesResponse(DescribeAppResponse):
-    """A describe response that reads the AppDef (``roles``) only when asked for it.
-
-    A status needs the status file alone; the submitted AppDef is a second file, read on the
-    first access to ``roles``.
-    """
-
-    def __init__(self, load_roles: Callable[[], list[Role]], **kwargs: Any) -> None:
-        self._load_roles = load_roles
-        self._roles: list[Role] | None = None
-        super().__init__(**kwargs)
-
-    @property  # a lazily loaded field
-    def roles(self) -> list[Role]:
-        if self._roles is None:
-            self._roles = self._load_roles()
-        return self._roles
-
-    @roles.setter
-    def roles(self, value: list[Role]) -> None:
-        self._roles = value or None  # the dataclass default ([]) means "load on demand"
+Opts = LocalOpts  # TorchX's names
+PopenRequest = LocalRequest
 
 
 class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
@@ -147,7 +138,15 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         ttl: seconds after which finished apps are garbage-collected (default
             ``$TORCHX_LOCAL_TTL`` or 7 days); collection runs on submit, at most every 10 min
         extra_paths: directories prepended to every replica's ``PATH``
-        gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices`` (default: detected)
+        gpu_count: GPUs on this host for ``auto_set_cuda_visible_devices`` (default: counted by
+            ``nvidia-smi -L``, as TorchX)
+        image_provider_class: TorchX's way to choose the mode: ``LocalDirectoryImageProvider``
+            is ``local``, ``CWDImageProvider`` is ``local_cwd``; another :class:`ImageProvider`
+            class is built with the run options and asked where each role runs
+        cache_size: accepted for TorchX (``>= 1``); apps are kept on disk, not in a cache
+
+    Raises:
+        SchedulerArgumentError: ``cache_size`` is not an int >= 1.
     """
 
     cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
@@ -160,8 +159,13 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         ttl: float | None = None,
         extra_paths: list[str] | None = None,
         gpu_count: int | None = None,
+        *,
+        image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider] | None = None,
+        cache_size: int = 100,
     ) -> None:
+        backend, self._image_provider_class = local_mode(backend, image_provider_class, cache_size)
         super().__init__(backend, session_name)
+        self._cache_size = cache_size
         self._root = os.path.abspath(root) if root else None
         self._ttl = ttl
         self._extra_paths = list(extra_paths or [])
@@ -231,9 +235,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             self.root,
             self._staging_dir(),
             self._extra_paths,
-            self._gpu_count,
+            self._gpu_count if self._gpu_count is not None else self._cuda_device_count,
+            custom_provider(self._image_provider_class, cfg),
         )
         return AppDryRunInfo(builder.build(app, cfg, make_unique(app.name)), format_request)
+
+    def _cuda_device_count(self) -> int:
+        """The GPUs of this host as ``nvidia-smi -L`` lists them (0 without it, as TorchX)."""
+        return cuda_device_count()
 
     # -- submit -------------------------------------------------------------------------------
 
@@ -272,7 +281,9 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         except OSError as e:
             now = time.time()
             written = _state.read_json(os.path.join(req.app_dir, STATUS_FILE))
-            status = _checked(written, req.app_id) or StatusDoc(req.app_id, "", "", [], created=now)
+            status = checked_status(written, req.app_id) or StatusDoc(
+                req.app_id, "", "", [], created=now
+            )
             status.state, status.ended = "FAILED", now
             status.msg = f"could not start the local supervisor: {e}"
             write_status(req.app_dir, status)
@@ -337,7 +348,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             if failed and failed[0] == ridx and failed[1] < len(replicas):
                 replicas[failed[1]].structured_error_msg = error
             roles_statuses.append(RoleStatus(name, replicas))
-        return _LazyRolesResponse(
+        return LazyRolesResponse(
             lambda: self._roles(app_id, app_dir),
             app_id=app_id,
             state=AppState[doc.state],
@@ -396,7 +407,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     name=doc.name,
                     created=created or None,
                     owner=_owner.read_owner(app_dir),
-                    replicas=_replica_counts(doc),
+                    replicas=replica_counts(doc),
                 )
                 rows.append((created, app_id, app))
         finally:
@@ -561,7 +572,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             app_id,
         )
         # recorded first: a reader that sees the lock go free must find CANCELLED, not "died"
-        written = _checked(_state.read_json(os.path.join(app_dir, STATUS_FILE)), app_id)
+        written = checked_status(_state.read_json(os.path.join(app_dir, STATUS_FILE)), app_id)
         if written is None or not written.terminal():
             self._record_cancelled(app_id, app_dir, written)
         killpg_or_kill(pid)
@@ -636,27 +647,6 @@ _TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
 _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
 
 
-def _checked(status: dict[str, Any] | None, app_id: str) -> StatusDoc | None:
-    """``status`` (as read from the status file) if it is a well-formed status document."""
-    if status is None:
-        return None
-    try:
-        check_status(status)
-    except ValueError:
-        return None
-    return StatusDoc.from_json(status, app_id)
-
-
-def _replica_counts(doc: StatusDoc) -> dict[str, int] | None:
-    """How many replicas of a status document are in each state (by ``AppState`` name)."""
-    counts: dict[str, int] = {}
-    for role in doc.roles:
-        for code in role.states:
-            name = LOCAL_STATES.get(code, AppState.UNKNOWN).name
-            counts[name] = counts.get(name, 0) + 1
-    return counts or None
-
-
 def _ensure_root(root: str) -> str:
     try:
         return _state.ensure_root(root)
@@ -670,7 +660,7 @@ def _ensure_root(root: str) -> str:
 def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     """The ``local_cwd`` scheduler: roles run in the current working directory.
 
-    Accepts (and ignores) TorchX's other local kwargs such as ``cache_size``.
+    Takes TorchX's ``cache_size``, ``extra_paths`` and ``image_provider_class`` too.
     """
     return _create(session_name, "local_cwd", kwargs)
 
@@ -681,16 +671,7 @@ def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
 
 
 def _create(session_name: str, backend: str, kwargs: dict[str, Any]) -> LocalScheduler:
-    cache_size = kwargs.get("cache_size")
-    if cache_size is not None and (
-        isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1
-    ):
-        # TorchX's local scheduler refuses it; ours keeps no cache, but a bad value is an error
-        raise SchedulerArgumentError(
-            f"cache_size must be an int >= 1, got {cache_size!r} (the local scheduler keeps no"
-            " app cache: leave it out)"
-        )
-    accepted = {"root", "ttl", "extra_paths", "gpu_count"}
+    accepted = {"root", "ttl", "extra_paths", "gpu_count", "image_provider_class", "cache_size"}
     ignored = sorted(set(kwargs) - accepted)
     if ignored:
         logger.debug("local scheduler ignores kwargs: %s", ", ".join(ignored))

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from torchx_core import __version__
 from torchx_core.schedulers._app_ids import IdRules, unique_id
 from torchx_core.schedulers.api import (
     DescribeAppResponse,
@@ -321,7 +322,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             entrypoint=f"python {DRIVER_FILE}",
             runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}},
             metadata={
-                META_VERSION: "torchx-suite",
+                META_VERSION: __version__,
                 META_APP_NAME: app.name,
                 META_ROLES: json.dumps({r.name: r.num_replicas for r in app.roles}),
             },

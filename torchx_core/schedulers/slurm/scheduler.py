@@ -7,13 +7,15 @@
 * **Resources**: ``cpu`` -> ``--cpus-per-task``, ``memMB`` -> ``--mem`` (left out with
   ``nomem=True``, for clusters that forbid it), ``gpu`` -> ``--gpus-per-node`` (Slurm >= 24.11 or
   unknown), ``--gpus-per-task`` (19.05 - 24.05) or ``--gres=gpu:N`` (older). The version comes from
-  the injected ``probe``, asked only when a role wants GPUs.
+  the injected ``probe``, asked only when a role wants GPUs; by default from :func:`version`
+  (TorchX's ``sinfo --version``, looked up at call time so ``mock.patch`` of it works).
 * **Macros**: ``app_id`` is ``$SLURM_JOB_ID`` (expanded by the batch script), ``replica_id`` the
   replica index, ``rank0_env`` is ``TORCHX_RANK0_HOST``: the address of the node running replica 0
   of the first role (its Slurm ``NodeAddr``), exported by the batch script.
 * **Retries**: ``max_retries`` (the largest over the roles) requeues the whole job
   (``scontrol requeue``) while ``SLURM_RESTART_COUNT`` is below it. Slurm delays a requeued job's
-  start (by about two minutes on 22.05).
+  start (by about two minutes on 22.05). Every job is submitted with ``--requeue``, as TorchX
+  does (``max_retries=0`` too): a job preempted or hit by a node failure is requeued by Slurm.
 * **Logs**: each replica writes ``slurm-{app_id}-{role}-{replica_id}.out`` (stdout) and
   ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the
   submitting process's cwd. The dir is the job's
@@ -37,7 +39,6 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
 
 from torchx_core.schedulers._logs import SharedEndCheck, iter_files_lines
 from torchx_core.schedulers.api import (
@@ -53,6 +54,14 @@ from torchx_core.schedulers.api import (
     filter_regex,
 )
 from torchx_core.schedulers.slurm._comment import TAG, parse_comment, submit_comment
+from torchx_core.schedulers.slurm._probe import (
+    CommandRunner,
+    CommandSlurmProbe,
+    SlurmProbe,
+    StaticSlurmProbe,
+    run_command,
+    version,
+)
 from torchx_core.schedulers.slurm._script import (
     APP_ID_SENTINEL,
     RANK0_ENV,
@@ -99,6 +108,7 @@ __all__ = [
     "appstate_from_slurm_state",
     "create_scheduler",
     "run_command",
+    "version",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -159,70 +169,14 @@ class SlurmOpts(StructuredOpts):
     )
 
 
-# -- command runner and cluster probe ---------------------------------------------------------
-
-CommandRunner = Callable[..., "subprocess.CompletedProcess[str]"]
-"""``run_cmd(args, input=None) -> CompletedProcess[str]`` (stdout/stderr captured as text)."""
+# -- the default probe ------------------------------------------------------------------
 
 
-def run_command(args: Sequence[str], input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs a Slurm command, capturing its output. The default ``run_cmd``.
-
-    Raises:
-        SchedulerError: the command is not installed.
-    """
-    try:
-        return subprocess.run(
-            list(args), input=input, capture_output=True, text=True, check=False, timeout=120
-        )
-    except FileNotFoundError as e:
-        raise SchedulerError(
-            f"`{args[0]}` is not installed or not on PATH; install the Slurm client tools"
-            " (Debian: apt-get install slurm-client) on the machine that submits jobs"
-        ) from e
-    except subprocess.TimeoutExpired as e:
-        raise SchedulerError(f"`{' '.join(args)}` did not answer within 120 s") from e
-
-
-class SlurmProbe(Protocol):
-    """Facts about the cluster that shape the request (asked only when needed)."""
+class _VersionProbe:
+    """The default probe: :func:`version`, looked up when asked (so patching it works)."""
 
     def version(self) -> tuple[int, int] | None:
-        """The Slurm (major, minor) version, or None when unknown."""
-        ...
-
-
-@dataclass
-class StaticSlurmProbe:
-    """A probe with fixed answers (tests, or clusters whose facts are known in advance)."""
-
-    slurm_version: tuple[int, int] | None = None
-
-    def version(self) -> tuple[int, int] | None:
-        """Returns the fixed version."""
-        return self.slurm_version
-
-
-class CommandSlurmProbe:
-    """Asks ``sbatch --version`` once (cached); unknown when sbatch is missing or unreadable."""
-
-    def __init__(self, run_cmd: CommandRunner) -> None:
-        self._run_cmd = run_cmd
-        self._version: tuple[int, int] | None = None
-        self._asked = False
-
-    def version(self) -> tuple[int, int] | None:
-        """The version reported by ``sbatch --version`` (e.g. ``slurm 22.05.8`` -> (22, 5))."""
-        if not self._asked:
-            self._asked = True
-            try:
-                out = self._run_cmd(["sbatch", "--version"]).stdout
-            except SchedulerError as e:
-                logger.info("cannot read the Slurm version (%s); assuming a recent Slurm", e)
-                return None
-            m = re.search(r"(\d+)\.(\d+)", out or "")
-            self._version = (int(m.group(1)), int(m.group(2))) if m else None
-        return self._version
+        return version()
 
 
 # -- the scheduler ----------------------------------------------------------------------------
@@ -235,7 +189,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     Args:
         session_name: the runner session name.
         run_cmd: runs a command and returns a ``CompletedProcess[str]`` (default: subprocess).
-        probe: cluster facts for dry-run (default: asks ``sbatch --version`` when needed).
+        probe: cluster facts for dry-run (default: :func:`version` when needed; with an
+            injected ``run_cmd``, ``sbatch --version`` through it).
     """
 
     def __init__(
@@ -246,7 +201,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     ) -> None:
         super().__init__("slurm", session_name)
         self._run_cmd: CommandRunner = run_cmd or run_command
-        self._probe: SlurmProbe = probe or CommandSlurmProbe(self._run_cmd)
+        if probe is None:
+            probe = _VersionProbe() if run_cmd is None else CommandSlurmProbe(self._run_cmd)
+        self._probe: SlurmProbe = probe
 
     # -- options & workspace ----------------------------------------------------------------
 
@@ -323,7 +280,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             if value:
                 job_opts[key] = value
         max_retries = max((r.max_retries for r in app.roles), default=0)
-        job_opts["requeue" if max_retries > 0 else "no-requeue"] = None
+        # always, as TorchX: Slurm requeues a preempted or node-failed job (max_retries=0 too)
+        job_opts["requeue"] = None
         workspace = app.roles[0].workspace if app.roles else None
         request = SlurmBatchRequest(
             cmd=["sbatch", "--parsable"],
@@ -468,8 +426,31 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         return found
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """The app's status from ``squeue --json``, else ``sacct``; None when Slurm forgot it."""
-        return self.describe_many([app_id]).get(app_id)
+        """The app's status from ``squeue --json``, else ``sacct``; None when Slurm forgot it.
+
+        As TorchX: :meth:`_describe_squeue` first, then :meth:`_describe_sacct` (also when the
+        first raises ``CalledProcessError``).
+        """
+        try:
+            desc = self._describe_squeue(app_id)
+        except subprocess.CalledProcessError as e:
+            logger.info("squeue cannot describe %s (%s); asking sacct", app_id, e.stderr)
+            desc = None
+        return desc or self._describe_sacct(app_id)
+
+    def _describe_squeue(self, app_id: str) -> DescribeAppResponse | None:
+        """The app's status from ``squeue --json`` alone (None: squeue does not know it)."""
+        if not _valid_app_id(app_id):
+            return None
+        records = group_by_app(self._squeue([app_id])).get(app_id)
+        return describe_from_records(app_id, records) if records else None
+
+    def _describe_sacct(self, app_id: str) -> DescribeAppResponse | None:
+        """The app's status from ``sacct`` alone (None: no accounting record of it)."""
+        if not _valid_app_id(app_id):
+            return None
+        records = group_by_app(self._sacct([app_id])).get(app_id)
+        return describe_from_records(app_id, records) if records else None
 
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
         """The status of many apps with one ``squeue`` (and at most one ``sacct``) call."""

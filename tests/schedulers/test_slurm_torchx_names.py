@@ -1,0 +1,94 @@
+"""TorchX's public names of ``torchx.schedulers.slurm_scheduler``, behaving as in TorchX.
+
+``version()`` (``sinfo --version``, cached, 24.05 assumed off the cluster) is what a default
+scheduler asks, looked up at call time so that ``mock.patch("...slurm_scheduler.version")``
+works; ``describe`` goes through ``_describe_squeue`` then ``_describe_sacct``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from support.slurm_fixtures import FakeSlurm
+
+from torchx_core import specs
+from torchx_core.schedulers import slurm_scheduler
+from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, version
+from torchx_core.specs import AppState
+
+
+@pytest.fixture(autouse=True)
+def fresh_version() -> Iterator[None]:
+    version.cache_clear()
+    yield
+    version.cache_clear()
+
+
+def test_version_reads_sinfo_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def check_output(args: list[str], **kw: object) -> str:
+        calls.append(args)
+        return "slurm 24.11.0 rev1"
+
+    monkeypatch.setattr(subprocess, "check_output", check_output)
+    assert version() == (24, 11) == version()
+    assert calls == [["sinfo", "--version"]]  # one shell-out per process
+
+
+@pytest.mark.parametrize(
+    "error", [FileNotFoundError("sinfo"), subprocess.CalledProcessError(1, "sinfo", "", "down")]
+)
+def test_version_off_the_cluster_assumes_24_05(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
+    monkeypatch.setattr(subprocess, "check_output", mock.Mock(side_effect=error))
+    with pytest.warns(RuntimeWarning, match="sinfo --version"):
+        assert version() == (24, 5)
+
+
+def _gpu_app() -> specs.AppDef:
+    role = specs.Role(
+        "t", image="/x", entrypoint="echo", resource=specs.Resource(cpu=1, gpu=2, memMB=64)
+    )
+    return specs.AppDef("a", roles=[role])
+
+
+@pytest.mark.parametrize(
+    ("answer", "flag"), [((24, 5), "--gpus-per-task=2"), ((25, 0), "--gpus-per-node=2")]
+)
+def test_patched_version_decides_the_gpu_flag(answer: tuple[int, int], flag: str) -> None:
+    sched = SlurmScheduler("s")  # the default probe: slurm_scheduler.version
+    with mock.patch("torchx_core.schedulers.slurm_scheduler.version", return_value=answer) as v:
+        script = str(sched.submit_dryrun(_gpu_app(), {"job_dir": "/x"}))
+    assert flag in script and v.called
+
+
+def _submitted(fake: FakeSlurm, tmp_path: Path) -> tuple[SlurmScheduler, str]:
+    sched = SlurmScheduler("s", run_cmd=fake)
+    res = specs.Resource(cpu=1, gpu=0, memMB=64)
+    app = specs.AppDef("a", roles=[specs.Role("t", image="/x", entrypoint="echo", resource=res)])
+    return sched, sched.submit(app, {"job_dir": str(tmp_path)})
+
+
+def test_describe_asks_squeue_then_sacct(tmp_path: Path) -> None:
+    fake = FakeSlurm(version=(24, 11))
+    sched, app_id = _submitted(fake, tmp_path)
+    squeue_desc = sched._describe_squeue(app_id)
+    assert squeue_desc is not None and squeue_desc.state == AppState.PENDING
+    fake.set_state(app_id, "COMPLETED")
+    fake.forget(app_id)
+    assert sched._describe_squeue(app_id) is None
+    sacct_desc = sched._describe_sacct(app_id)
+    assert sacct_desc is not None and sacct_desc.state == AppState.SUCCEEDED
+    # a _describe_squeue that raises CalledProcessError (TorchX's contract) falls back to sacct
+    error = subprocess.CalledProcessError(1, "squeue", "", "Invalid job id specified")
+    with mock.patch.object(SlurmScheduler, "_describe_squeue", side_effect=error):
+        desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED
+    assert sched._describe_squeue("not-an-id") is None and sched._describe_sacct("x") is None
+    assert slurm_scheduler.SlurmScheduler is SlurmScheduler

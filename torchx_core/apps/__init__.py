@@ -1,0 +1,1 @@
+"""Small job-side programs the builtin components run (TorchX's ``torchx.apps``)."""
