@@ -162,7 +162,7 @@ def has_docker() -> bool:
     True
     """
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker
     except ImportError:
         return False
     try:
