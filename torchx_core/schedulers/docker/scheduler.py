@@ -156,11 +156,7 @@ Opts = DockerOpts  # TorchX's name
 
 
 def has_docker() -> bool:
-    """Whether the Docker SDK is installed and a Docker engine answers (``docker.from_env()``).
-
-    >>> isinstance(has_docker(), bool)
-    True
-    """
+    """Whether the Docker SDK is installed and a Docker engine answers (``docker.from_env()``)."""
     try:
         import docker
     except ImportError:
