@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -96,3 +97,49 @@ def test_bad_arguments_are_clear_errors(args: list[str], message: str) -> None:
         check=False,
     )
     assert out.returncode == 1 and message in out.stderr, out.stderr
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def test_cancel_and_delete_work_with_only_the_dashboard_extra_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Form posts need python-multipart: the dashboard venv has the ``dashboard`` extra only."""
+    from torchx_core.runner import get_runner
+    from torchx_core.specs import AppDef, AppState, Role
+
+    monkeypatch.setenv("TORCHX_LOCAL_ROOT", str(tmp_path))
+    env = {**os.environ, "TORCHX_LOCAL_ROOT": str(tmp_path)}
+    role = Role(
+        "main", os.getcwd(), entrypoint=sys.executable, args=["-c", "import time; time.sleep(600)"]
+    )
+    with get_runner("dashcli") as runner:
+        handle = runner.run(AppDef("dash-venv", [role]), "local_cwd")
+        try:
+            with dashboard_process(["-s", "local_cwd"], env) as url:
+                opener = urllib.request.build_opener(_NoRedirect)
+                q = urllib.parse.quote(handle, safe="")
+                for action in ("cancel", "delete"):
+                    with opener.open(f"{url}/app/confirm?action={action}&handle={q}") as resp:
+                        page = resp.read().decode()
+                    m = re.search(r'name="csrf" value="([^"]+)"', page)
+                    assert m, page
+                    body = urllib.parse.urlencode(
+                        {"action": action, "handle": handle, "csrf": m.group(1)}
+                    ).encode()
+                    req = urllib.request.Request(f"{url}/app/action", data=body, method="POST")
+                    try:
+                        opener.open(req, timeout=60)
+                        code, text = 200, ""
+                    except urllib.error.HTTPError as e:
+                        code, text = e.code, e.read().decode(errors="replace")
+                    assert code == 303, text
+                    if action == "cancel":
+                        status = runner.wait(handle, wait_interval=0.2)
+                        assert status is not None and status.state == AppState.CANCELLED
+                assert runner.status(handle) is None
+        finally:
+            runner.cancel(handle)
