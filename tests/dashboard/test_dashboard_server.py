@@ -15,6 +15,7 @@ from support.fake_scheduler import JobTable, make_runner
 from torchx_core.dashboard import create_app
 from torchx_core.dashboard._board import Board, Filters
 from torchx_core.dashboard._engines import engine_link
+from torchx_core.dashboard._filter import RegexPool
 from torchx_core.dashboard._logs import LogRef, display, tail
 from torchx_core.dashboard._pages import MASK
 from torchx_core.dashboard._server import Settings
@@ -170,8 +171,9 @@ def test_unknown_handle_and_unshown_scheduler_are_clear_errors(runner: Runner) -
 def test_log_tail_of_a_long_log_keeps_only_the_last_lines(runner: Runner, table: JobTable) -> None:
     handle = _submit(runner)
     table.append_log(_app_id(handle), "trainer", 0, *(f"n{i}" for i in range(100_000)))
-    lines, count = tail(runner, LogRef(handle, "trainer"), 5)
-    assert lines == [f"n{i}" for i in range(99_995, 100_000)] and count == 100_003
+    end = tail(runner, LogRef(handle, "trainer"), 5, RegexPool(1), 10.0)
+    assert end.lines == [(i + 4, f"n{i}") for i in range(99_995, 100_000)]
+    assert end.read == end.matched == 100_003 and not end.cut_off
     page = _client(runner).get(f"/logs?handle={quote(handle, safe='')}&role=trainer&n=3").text
     assert "n99999" in page and "n99996" not in page and "skip=100003" in page
 
@@ -186,7 +188,7 @@ def test_log_stream_sends_only_new_lines_then_ends(runner: Runner, table: JobTab
         .get(f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=3")
         .text
     )
-    assert 'data: ["new 1", "new 2"]' in body and "event: end" in body
+    assert 'id: 5\ndata: [[4, "new 1"], [5, "new 2"]]' in body and "event: end" in body
     assert "line 0" not in body
 
 

@@ -39,6 +39,17 @@ def _engine_urls(values: list[str]) -> dict[str, str]:
     return out
 
 
+def _check_positive(args: argparse.Namespace) -> None:
+    """Raises :class:`DashboardArgumentError` naming every option that is not > 0."""
+    bad = [
+        f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}"
+        for name in ("refresh", "filter_timeout", "max_follows")
+        if not getattr(args, name) > 0
+    ]
+    if bad:
+        raise DashboardArgumentError("; ".join(bad))
+
+
 def configured_schedulers(known: list[str]) -> list[str]:
     """``local_cwd`` plus every scheduler with a section in the ``.torchxconfig`` files."""
     from torchx_core.runner.config import find_configs
@@ -99,14 +110,27 @@ class CmdDashboard(SubCommand):
             " (repeatable)",
         )
 
+        subparser.add_argument(
+            "--filter-timeout",
+            type=float,
+            default=10.0,
+            help="seconds a log filter (regular expression) may run per request; a slower one is"
+            " stopped and the page says so (default: %(default)s)",
+        )
+        subparser.add_argument(
+            "--max-follows",
+            type=int,
+            default=32,
+            help="logs followed live at once at most, over every browser (default: %(default)s)",
+        )
+
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.dashboard import serve
         from torchx_core.dashboard._security import is_loopback, new_token
         from torchx_core.dashboard._server import Settings
         from torchx_core.runner import config, get_runner
 
-        if args.refresh <= 0:
-            raise DashboardArgumentError(f"--refresh must be > 0 seconds, got {args.refresh}")
+        _check_positive(args)
         loopback = is_loopback(args.host)
         token = args.token or (None if loopback else new_token())
         with get_runner(component_defaults={}) as runner:
@@ -130,6 +154,8 @@ class CmdDashboard(SubCommand):
                 refresh=args.refresh,
                 engine_urls=_engine_urls(args.engine_url),
                 cfgs=cfgs,
+                filter_timeout=args.filter_timeout,
+                max_follows=args.max_follows,
             )
 
             def ready(url: str) -> None:

@@ -11,6 +11,8 @@ import asyncio
 import json
 import logging
 import secrets
+import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +28,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from torchx_core.dashboard._board import Board, Filters
+from torchx_core.dashboard._filter import FilterCutOff, RegexPool
 from torchx_core.dashboard._logs import (
     Follower,
     InvalidLogRequestError,
     LogRef,
-    follow,
+    TooManyFollowsError,
+    display,
+    download,
+    log_files,
     tail,
-    whole,
 )
 from torchx_core.dashboard._pages import age, app_page
 from torchx_core.dashboard._security import Guard
@@ -48,8 +53,8 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 ACTIONS = ("cancel", "delete")
-#: how often a log follow's event stream looks for new lines (seconds)
-_FOLLOW_POLL_S = 0.05
+#: seconds between two comments on an idle log follow (a closed browser is noticed then)
+_FOLLOW_IDLE_S = 15.0
 
 
 @dataclass
@@ -64,6 +69,9 @@ class Settings:
         tail_lines: lines a log page shows before it follows
         engine_urls: engine -> base URL, for links to the engine that owns an app
         cfgs: run options per scheduler for its list call
+        filter_timeout: seconds a log filter (regular expression) may run per request
+        filter_workers: processes matching log filters at most
+        max_follows: logs followed at once at most (one thread each)
     """
 
     schedulers: list[str]
@@ -73,6 +81,9 @@ class Settings:
     tail_lines: int = 500
     engine_urls: Mapping[str, str] = field(default_factory=dict)
     cfgs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    filter_timeout: float = 10.0
+    filter_workers: int = 2
+    max_follows: int = 32
 
 
 class BadRequest(TorchXError, ValueError):
@@ -91,25 +102,36 @@ def _env() -> Environment:
     return env
 
 
-async def _events(follower: Follower) -> AsyncIterator[str]:
-    """The server-sent events of a log follow: batches of lines, then an ``end`` event."""
-    # the follower's thread reads; this loop only drains its queue (no pool thread held)
+async def _events(
+    follower: Follower, regex: str, pool: RegexPool, budget: float
+) -> AsyncIterator[str]:
+    """The server-sent events of a log follow: ``id:`` the number of log lines read so far (a
+    reconnecting browser sends it back as ``Last-Event-ID``), ``data:`` the ``[number, text]``
+    of the new lines matching ``regex``; an ``end`` event when the log ended."""
     try:
-        yield ": following\n\n"
-        idle = 0
+        yield "retry: 2000\n: following\n\n"
         while True:
-            lines = follower.batch(0)
-            if lines:
-                idle = 0
-                yield f"data: {json.dumps(lines)}\n\n"
-            elif follower.drained():
+            lines = await follower.next_batch(_FOLLOW_IDLE_S)
+            if lines is None:
                 yield f"event: end\ndata: {json.dumps(follower.error)}\n\n"
                 return
+            if not lines:
+                yield ": idle\n\n"  # notices a closed browser
+                continue
+            first = follower.position + 1
+            if regex:
+                try:
+                    deadline = time.monotonic() + budget
+                    keep = await run_in_threadpool(pool.matching, regex, lines, deadline)
+                except FilterCutOff as e:
+                    cut = f"the filter was stopped after {budget:g} s ({e.reason}) at line {first}"
+                    yield f"event: end\ndata: {json.dumps(cut)}\n\n"
+                    return
             else:
-                idle += 1
-                if idle % 100 == 0:
-                    yield ": idle\n\n"  # notices a closed browser
-                await asyncio.sleep(_FOLLOW_POLL_S)
+                keep = list(range(len(lines)))
+            follower.position += len(lines)
+            shown = [[first + i, display(lines[i])] for i in keep]
+            yield f"id: {follower.position}\ndata: {json.dumps(shown)}\n\n"
     finally:
         follower.stop()
 
@@ -132,6 +154,8 @@ class _Pages:
         self.csrf = csrf
         self.env = _env()
         self.guard: Guard | None = None  # set by create_app once the guard wraps the routes
+        self.pool = RegexPool(settings.filter_workers)
+        self.follow_slots = threading.BoundedSemaphore(settings.max_follows)
 
     def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         body = self.env.get_template(name).render(
@@ -233,7 +257,7 @@ class _Pages:
             request, "n", str(self.settings.tail_lines), "n={!r} is not a number of lines"
         )
         n = max(1, min(asked, 100_000))
-        lines, count = tail(self.runner, ref, n)
+        end = tail(self.runner, ref, n, self.pool, self.settings.filter_timeout)
         query = urlencode(
             {
                 "handle": ref.handle,
@@ -243,27 +267,39 @@ class _Pages:
                 "regex": ref.regex,
             }
         )
+        whole = urlencode(
+            {"handle": ref.handle, "role": ref.role, "k": ref.k, "stream": ref.stream}
+        )
         return self.render(
-            request, "logs.html", ref=ref, lines=lines, count=count, n=n, query=query
+            request, "logs.html", ref=ref, tail=end, n=n, query=query, whole_query=whole
         )
 
     async def logs_stream(self, request: Request) -> Response:
         ref = self.log_ref(request)
-        skip = max(0, _int_param(request, "skip", "0", "skip must be a number of lines"))
+        last = request.headers.get("last-event-id")  # a reconnect: go on after that line
+        if last is not None:
+            try:
+                start = max(0, int(last))
+            except ValueError as e:
+                raise BadRequest(f"Last-Event-ID {last!r} is not a line number") from e
+        else:
+            start = max(0, _int_param(request, "skip", "0", "skip must be a number of lines"))
+        follower = Follower(self.runner, ref, start, self.follow_slots, asyncio.get_running_loop())
         return StreamingResponse(
-            _events(follow(self.runner, ref, skip)),
+            _events(follower, ref.regex, self.pool, self.settings.filter_timeout),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
 
-    def logs_download(self, request: Request) -> Response:
+    async def logs_download(self, request: Request) -> Response:
         ref = self.log_ref(request)
+        files = await run_in_threadpool(log_files, self.runner, ref)  # errors: a page, not a file
         stream = f"-{ref.stream}" if ref.stream else ""
         name = f"{ref.handle.rsplit('/', 1)[-1]}-{ref.role}-{ref.k}{stream}.log"
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         return StreamingResponse(
-            whole(self.runner, ref),
-            media_type="text/plain; charset=utf-8",
+            download(self.runner, ref, files),
+            media_type="application/octet-stream",
             headers={"content-disposition": f'attachment; filename="{safe}"'},
         )
 
@@ -277,6 +313,8 @@ class _Pages:
                 return await run_in_threadpool(fn, request)
             except (BadRequest, InvalidLogRequestError) as e:
                 return self.error(request, 400, str(e))
+            except TooManyFollowsError as e:
+                return self.error(request, 503, str(e))
             except TorchXError as e:
                 return self.error(
                     request,

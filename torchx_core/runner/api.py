@@ -655,6 +655,22 @@ class Runner:
                 app_id, role_name, k, regex, since, until, should_tail, streams=stream
             )
 
+    def log_files(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        streams: Stream | None = None,
+    ) -> list[str] | None:
+        """The files of replica ``k``'s log (``Scheduler.log_files``): a byte-exact copy of
+        what :meth:`log_lines` reads; None where the scheduler keeps no local log files.
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.log_files(app_id, role_name, k, _as_stream(streams))
+
     def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
     ) -> list[ListAppResponse]:

@@ -341,6 +341,16 @@ class Scheduler(abc.ABC, Generic[T]):
             " scheduler stores them"
         )
 
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> list[str] | None:
+        """The files holding replica ``k``'s log, in the order :meth:`log_iter` reads them
+        without following (for a byte-exact copy); None where the log is not in local files.
+
+        Raises: as :meth:`log_iter` for an unknown app, role, replica or stream.
+        """
+        return None
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def cancel(self, app_id: str) -> None:

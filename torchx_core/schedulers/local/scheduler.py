@@ -429,23 +429,10 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     # -- logs ---------------------------------------------------------------------------------
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> Iterable[str]:
-        """Lines of replica ``k`` of ``role_name`` (with their ``\\n``).
-
-        ``streams``: ``stdout``, ``stderr`` or ``combined`` (default; both streams interleaved
-        line by line in arrival order). With ``should_tail`` the iterator follows the log until
-        the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
-        """
+    def _log_target(
+        self, app_id: str, role_name: str, k: int, streams: Stream | None
+    ) -> tuple[str, _state.StatusDoc, str]:
+        """``(app dir, status doc, stream)`` of a replica's log; raises for a bad query."""
         app_dir = self._app_dir(app_id)
         doc = _state.read_status(app_dir, app_id) if app_dir else None
         if app_dir is None or doc is None:
@@ -468,6 +455,33 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             raise InvalidLogQueryError(
                 f"unknown log stream {streams!r}; valid streams: {valid}"
             ) from e
+        return app_dir, doc, stream
+
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> list[str] | None:
+        """The replica's log file for ``streams`` (default: combined), as :meth:`log_iter`."""
+        app_dir, doc, stream = self._log_target(app_id, role_name, k, streams)
+        return [log_path(app_dir, role_name, k, stream, doc.layout)]
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name`` (with their ``\\n``).
+
+        ``streams``: ``stdout``, ``stderr`` or ``combined`` (default; both streams interleaved
+        line by line in arrival order). With ``should_tail`` the iterator follows the log until
+        the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
+        """
+        app_dir, doc, stream = self._log_target(app_id, role_name, k, streams)
         if since or until:
             logger.warning(
                 "since/until are ignored by the local scheduler: its logs carry no timestamps"
