@@ -43,7 +43,7 @@ def _check_positive(args: argparse.Namespace) -> None:
     """Raises :class:`DashboardArgumentError` naming every option that is not > 0."""
     bad = [
         f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}"
-        for name in ("refresh", "filter_timeout", "max_follows")
+        for name in ("refresh", "filter_timeout", "list_timeout", "max_follows")
         if not getattr(args, name) > 0
     ]
     if bad:
@@ -118,6 +118,13 @@ class CmdDashboard(SubCommand):
             " stopped and the page says so (default: %(default)s)",
         )
         subparser.add_argument(
+            "--list-timeout",
+            type=float,
+            default=10.0,
+            help="seconds a page waits for a scheduler's list of apps; a slower scheduler is"
+            " shown with an error, the others with their apps (default: %(default)s)",
+        )
+        subparser.add_argument(
             "--max-follows",
             type=int,
             default=32,
@@ -156,6 +163,7 @@ class CmdDashboard(SubCommand):
                 cfgs=cfgs,
                 filter_timeout=args.filter_timeout,
                 max_follows=args.max_follows,
+                list_timeout=args.list_timeout,
             )
 
             def ready(url: str) -> None:

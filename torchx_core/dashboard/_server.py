@@ -72,6 +72,8 @@ class Settings:
         filter_timeout: seconds a log filter (regular expression) may run per request
         filter_workers: processes matching log filters at most
         max_follows: logs followed at once at most (one thread each)
+        list_timeout: seconds a page waits for a scheduler's list read (then it is shown
+            without that scheduler's fresh rows, with an error naming it)
     """
 
     schedulers: list[str]
@@ -84,6 +86,7 @@ class Settings:
     filter_timeout: float = 10.0
     filter_workers: int = 2
     max_follows: int = 32
+    list_timeout: float = 10.0
 
 
 class BadRequest(TorchXError, ValueError):
@@ -346,7 +349,9 @@ class _Pages:
 def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
     """The ASGI application of a dashboard over ``runner`` (wrapped in its security guard),
     and the board of apps it serves (its read counters are what benchmarks look at)."""
-    board = Board(runner, settings.schedulers, settings.refresh, settings.cfgs)
+    board = Board(
+        runner, settings.schedulers, settings.refresh, settings.cfgs, timeout=settings.list_timeout
+    )
     csrf = secrets.token_urlsafe(24)
     pages = _Pages(runner, settings, board, csrf)
     guard = Guard(Starlette(routes=pages.routes()), settings.token, csrf, settings.loopback)
