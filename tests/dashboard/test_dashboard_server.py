@@ -131,7 +131,36 @@ def test_app_page_shows_replicas_error_and_masks_env(runner: Runner, table: JobT
     assert "<td>3</td>" in page  # the failed replica's exit code
     assert "trainer 1 line 2" in page  # the failure log tail
     shown = client.get(f"/app?handle={quote(handle, safe='')}&show_env=1").text
-    assert "s3cr3t-value" in shown
+    assert "s3cr3t-value" not in shown and "API_KEY" in shown  # secret-named: never shown
+
+
+SECRETS = {
+    "HF_TOKEN": "v-token",
+    "DB_PASSWORD": "v-password",
+    "MY_SECRET_SALT": "v-secret",
+    "AWS_SECRET_ACCESS_KEY": "v-aws",
+    "OPENAI_API_KEY": "v-key",
+    "GOOGLE_APPLICATION_CREDENTIALS": "v-cred",
+    "SSH_PRIVATE_KEY": "v-private",
+    "auth_header": "v-auth",
+}
+
+
+@pytest.mark.parametrize("query", ["", "&show_env=1", "&show_env=1&show_secrets=1&show_env=1"])
+def test_secret_named_values_are_never_shown(runner: Runner, query: str) -> None:
+    handle = runner.run(
+        AppDef(
+            "sec",
+            [Role("trainer", "img", entrypoint="python", env={**SECRETS, "PLAIN": "v-plain"})],
+        ),
+        "fake",
+        cfg={"queue": "q", "api_token": "v-opt-token"},
+    )
+    page = _client(runner).get(f"/app?handle={quote(handle, safe='')}{query}").text
+    for name, value in SECRETS.items():
+        assert name in page and value not in page, name
+    assert "v-opt-token" not in page and "api_token" in page
+    assert ("v-plain" in page) == ("show_env=1" in query)
 
 
 def test_app_page_shows_the_run_options_as_submitted(runner: Runner) -> None:

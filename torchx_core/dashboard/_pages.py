@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,23 @@ logger: logging.Logger = logging.getLogger(__name__)
 MASK = "••••••"
 
 NONE = "<NONE>"
+
+#: names whose values are never shown, whatever the page is asked (tokens, passwords, secrets,
+#: keys, credentials, private material)
+SECRET_NAME = re.compile(
+    r"TOKEN|PASSW(OR)?D|SECRET|CREDENTIAL|PRIVATE|(^|[_.-])(API)?KEY($|[_.-])|APIKEY|AUTH|COOKIE"
+    r"|SESSION|SIGNATURE|DSN|CONNECTION_?STRING",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable (or option) called ``name`` holds a secret by its name.
+
+    >>> [is_secret_name(n) for n in ("HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "PATH")]
+    [True, True, True, False]
+    """
+    return SECRET_NAME.search(name) is not None
 
 
 def age(created: float | None, now: float | None = None) -> str:
@@ -104,13 +122,15 @@ def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str
 
 
 def masked_appdef(app: Any, show_env: bool) -> str:
-    """The AppDef as JSON, every environment value replaced by a mask unless ``show_env``."""
+    """The AppDef as JSON, every environment value replaced by a mask unless ``show_env``;
+    the values of secret-named variables (:func:`is_secret_name`) always masked."""
     data = app.to_dict()
-    if not show_env:
-        for role in data.get("roles", []):
-            env = role.get("env")
-            if isinstance(env, dict):
-                role["env"] = dict.fromkeys(env, MASK)
+    for role in data.get("roles", []):
+        env = role.get("env")
+        if isinstance(env, dict):
+            role["env"] = {
+                k: v if show_env and not is_secret_name(str(k)) else MASK for k, v in env.items()
+            }
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)
 
 
@@ -163,7 +183,8 @@ def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show
         cfg = runner.run_options(page.handle)
         if cfg is not None:
             page.run_options = [
-                (k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())
+                (k, MASK if is_secret_name(k) else display(json.dumps(v, default=str)))
+                for k, v in sorted(cfg.items())
             ]
     except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
         page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")
