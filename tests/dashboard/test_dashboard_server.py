@@ -379,3 +379,41 @@ def test_a_backend_error_is_an_error_page_not_a_crash(runner: Runner) -> None:
     handle = _submit(runner)
     resp = _client(runner).get(f"/logs?handle={quote(handle, safe='')}&role=<nosuch>")
     assert resp.status_code == 500 and "ValueError: no replica &lt;nosuch&gt;/0" in resp.text
+
+
+def test_a_public_url_prefixes_links_static_files_and_is_the_accepted_origin(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = _submit(runner)
+    table.set_state(_app_id(handle), AppState.RUNNING)
+    settings = Settings(["fake"], refresh=60, public_url="https://ml.example.com/torchx")
+    app, _ = create_app(runner, settings)
+    client = TestClient(app, base_url=LOCAL, follow_redirects=False)
+    page = client.get("/").text
+    assert (
+        'href="/torchx/static/dashboard.css"' in page
+        and 'src="/torchx/static/dashboard.js"' in page
+    )
+    assert f'href="/torchx/app?handle={quote(handle, safe="")}"' in page
+    assert not re.search(r'(href|src|action|data-refresh-url)="/(?!torchx/)', page), page
+    h = quote(handle, safe="")
+    for path in (
+        f"/app?handle={h}",
+        f"/logs?handle={h}&role=trainer",
+        f"/app/confirm?action=cancel&handle={h}",
+    ):
+        body = client.get(path).text
+        assert not re.search(r'(href|src|action|data-[a-z-]+-url)="/(?!torchx/)', body), path
+    token = _csrf(client.get(f"/app/confirm?action=cancel&handle={h}").text)
+    form = {"action": "cancel", "handle": handle, "csrf": token}
+    # the proxy forwards to http://127.0.0.1:<port>; the browser's origin is the public one
+    other = client.post("/app/action", data=form, headers={"origin": "https://evil.example.com"})
+    assert other.status_code == 403
+    ok = client.post(
+        "/app/action",
+        data=form,
+        headers={"origin": "https://ml.example.com", "sec-fetch-site": "same-origin"},
+    )
+    assert ok.status_code == 303 and ok.headers["location"] == f"/torchx/app?handle={h}"
+    assert table.job(_app_id(handle)).state == AppState.CANCELLED
+    assert client.get("/", headers={"host": "ml.example.com"}).status_code == 200

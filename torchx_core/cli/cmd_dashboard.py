@@ -39,6 +39,22 @@ def _engine_urls(values: list[str]) -> dict[str, str]:
     return out
 
 
+def _public_url(value: str) -> str:
+    """``--public-url`` without its trailing slash; a :class:`DashboardArgumentError` if it is
+    not ``http(s)://host[/path]``."""
+    from urllib.parse import urlsplit
+
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise DashboardArgumentError(
+            f"--public-url {value!r} must be http(s)://HOST[:PORT][/PATH] without a query or"
+            " fragment, e.g. --public-url https://ml.example.com/torchx"
+        )
+    return value.rstrip("/")
+
+
 def _check_positive(args: argparse.Namespace) -> None:
     """Raises :class:`DashboardArgumentError` naming every option that is not > 0."""
     bad = [
@@ -118,6 +134,12 @@ class CmdDashboard(SubCommand):
             " stopped and the page says so (default: %(default)s)",
         )
         subparser.add_argument(
+            "--public-url",
+            default="",
+            help="the URL browsers use behind a reverse proxy, e.g. https://ml.example.com/torchx"
+            " (its path prefixes links and static files; its origin is accepted for POSTs)",
+        )
+        subparser.add_argument(
             "--list-timeout",
             type=float,
             default=10.0,
@@ -164,10 +186,13 @@ class CmdDashboard(SubCommand):
                 filter_timeout=args.filter_timeout,
                 max_follows=args.max_follows,
                 list_timeout=args.list_timeout,
+                public_url=_public_url(args.public_url),
             )
 
             def ready(url: str) -> None:
                 shown = f"{url}/?token={token}" if token else f"{url}/"
+                if settings.public_url:
+                    shown += f" (public URL: {settings.public_url}/)"
                 print(f"torchx dashboard of {', '.join(schedulers)}: {shown}", flush=True)
                 if token and not args.token:
                     print(f"token (generated): {token}", flush=True)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -74,6 +74,9 @@ class Settings:
         max_follows: logs followed at once at most (one thread each)
         list_timeout: seconds a page waits for a scheduler's list read (then it is shown
             without that scheduler's fresh rows, with an error naming it)
+        public_url: the URL browsers use when a reverse proxy serves the dashboard (e.g.
+            ``https://ml.example.com/torchx``): its path prefixes every link, static file and
+            redirect; its origin is accepted by the same-origin check of POSTs
     """
 
     schedulers: list[str]
@@ -87,6 +90,20 @@ class Settings:
     filter_workers: int = 2
     max_follows: int = 32
     list_timeout: float = 10.0
+    public_url: str = ""
+
+    @property
+    def root(self) -> str:
+        """The path prefix of every URL (``""`` without a public URL)."""
+        return urlsplit(self.public_url).path.rstrip("/") if self.public_url else ""
+
+    @property
+    def public_origin(self) -> str | None:
+        """``scheme://host[:port]`` of the public URL (None without one)."""
+        if not self.public_url:
+            return None
+        parts = urlsplit(self.public_url)
+        return f"{parts.scheme}://{parts.netloc}"
 
 
 class BadRequest(TorchXError, ValueError):
@@ -164,6 +181,7 @@ class _Pages:
         body = self.env.get_template(name).render(
             csrf=self.csrf,
             refresh_ms=int(self.settings.refresh * 1000),
+            root=self.settings.root,
             schedulers=self.board.schedulers,
             path=request.url.path,
             **ctx,
@@ -241,8 +259,10 @@ class _Pages:
             await run_in_threadpool(self.runner.cancel, handle)
         else:
             await run_in_threadpool(self.runner.delete, handle)
-            return RedirectResponse("/", status_code=303)
-        return RedirectResponse(f"/app?handle={quote(handle, safe='')}", status_code=303)
+            return RedirectResponse(f"{self.settings.root}/", status_code=303)
+        return RedirectResponse(
+            f"{self.settings.root}/app?handle={quote(handle, safe='')}", status_code=303
+        )
 
     def log_ref(self, request: Request) -> LogRef:
         q = request.query_params
@@ -354,6 +374,13 @@ def create_app(runner: Runner, settings: Settings) -> tuple[Guard, Board]:
     )
     csrf = secrets.token_urlsafe(24)
     pages = _Pages(runner, settings, board, csrf)
-    guard = Guard(Starlette(routes=pages.routes()), settings.token, csrf, settings.loopback)
+    guard = Guard(
+        Starlette(routes=pages.routes()),
+        settings.token,
+        csrf,
+        settings.loopback,
+        public_origin=settings.public_origin,
+        root=settings.root,
+    )
     pages.guard = guard
     return guard, board
