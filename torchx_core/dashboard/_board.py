@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
     from torchx_core.specs import CfgVal
 
-__all__ = ["AppRow", "Board", "Filters"]
+__all__ = ["SORTS", "AppRow", "Board", "Filters", "sort_rows"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -53,14 +53,37 @@ class Filters:
     scheduler: str = ""
     state: str = ""
     name: str = ""
+    owner: str = ""
 
     def keep(self, row: AppRow) -> bool:
-        """Whether ``row`` passes (the name filter is a case-insensitive substring)."""
+        """Whether ``row`` passes (name and owner filters: case-insensitive substrings)."""
         return (
             (not self.scheduler or row.scheduler == self.scheduler)
             and (not self.state or row.state == self.state)
             and (not self.name or self.name.lower() in f"{row.name} {row.app_id}".lower())
+            and (not self.owner or self.owner.lower() in (row.owner or "").lower())
         )
+
+
+def _newest(r: AppRow) -> tuple[float, int, str]:
+    # unknown submit times last; then ids by length first (Slurm job 100 is newer than 99)
+    return (r.created or 0.0, len(r.app_id), r.app_id)
+
+
+#: the apps page's sort keys: name -> key of a row (ascending)
+SORTS: dict[str, Callable[[AppRow], Any]] = {
+    "submitted": _newest,
+    "name": lambda r: (r.name.lower(), _newest(r)),
+    "state": lambda r: (r.state, _newest(r)),
+    "scheduler": lambda r: (r.scheduler, _newest(r)),
+    "owner": lambda r: ((r.owner or "").lower(), _newest(r)),
+    "handle": lambda r: (r.scheduler, len(r.app_id), r.app_id),
+}
+
+
+def sort_rows(rows: list[AppRow], key: str = "submitted", descending: bool = True) -> None:
+    """Sorts ``rows`` in place by one of :data:`SORTS` (default: newest first)."""
+    rows.sort(key=SORTS[key], reverse=descending)
 
 
 @dataclass
@@ -122,8 +145,7 @@ class Board:
             rows.extend(r for r in snap_rows if filters.keep(r))
             if error:
                 errors[sched] = error
-        # unknown submit times last; then ids by length first (Slurm job 100 is newer than 99)
-        rows.sort(key=lambda r: (r.created or 0.0, len(r.app_id), r.app_id), reverse=True)
+        sort_rows(rows)
         return rows, errors
 
     def _start(self, sched: str) -> threading.Thread | None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
     from torchx_core.specs import AppStatus
 
-__all__ = ["AppPage", "age", "app_page", "masked_appdef"]
+__all__ = ["AppPage", "age", "app_page", "masked_appdef", "utc"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -42,6 +42,14 @@ def is_secret_name(name: str) -> bool:
     [True, True, True, False]
     """
     return SECRET_NAME.search(name) is not None
+
+
+def utc(when: float | None, iso: bool = False) -> str:
+    """``"2026-11-28 09:30:12"`` (UTC) of epoch seconds; ISO 8601 with ``Z`` if ``iso``."""
+    if not when:
+        return ""
+    t = time.gmtime(when)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ" if iso else "%Y-%m-%d %H:%M:%S", t)
 
 
 def age(created: float | None, now: float | None = None) -> str:
@@ -83,6 +91,8 @@ class AppPage:
     error: str = ""
     failure_tail: list[str] = field(default_factory=list)
     appdef: str = ""
+    #: why the AppDef shown is partial (a scheduler that does not keep it), ``""`` if it is whole
+    appdef_note: str = ""
     run_options: list[tuple[str, str]] | None = None  # None: the scheduler does not keep them
     owner: EngineLink | None = None
     tracker: list[tuple[str, str, str]] = field(default_factory=list)
@@ -119,6 +129,28 @@ def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str
     items = list(metrics.items())[:limit]
     top = max((abs(v) for _, v in items), default=0.0) or 1.0
     return [(display(k), f"{v:.6g}", round(100 * abs(v) / top)) for k, v in items]
+
+
+#: what an AppDef read back from a scheduler that does not keep it holds in place of a value
+_UNKNOWN = ("<MISSING>", "", None, [], {})
+
+
+def is_stub(app: Any) -> bool:
+    """Whether ``app`` was rebuilt by a scheduler that keeps no AppDef (no entrypoint known)."""
+    return bool(app.roles) and all(r.entrypoint == "<MISSING>" for r in app.roles)
+
+
+def _known(data: Any) -> Any:
+    """``data`` without the placeholders of values a scheduler does not know."""
+    if isinstance(data, dict):
+        return {k: _known(v) for k, v in data.items() if not _unknown(v)}
+    if isinstance(data, list):
+        return [_known(v) for v in data]
+    return data
+
+
+def _unknown(value: Any) -> bool:
+    return any(value == u and type(value) is type(u) for u in _UNKNOWN)
 
 
 def masked_appdef(app: Any, show_env: bool) -> str:
@@ -176,7 +208,14 @@ def app_page(
 def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show_env: bool) -> None:
     try:
         app = runner.describe(page.handle)
-        page.appdef = display(masked_appdef(app, show_env)) if app is not None else ""
+        if app is not None and is_stub(app):
+            page.appdef_note = (
+                f"{page.scheduler} does not keep the AppDef an app was submitted with (its"
+                " entrypoint, arguments and environment are not known here); what it knows:"
+            )
+            page.appdef = display(json.dumps(_known(app.to_dict()), indent=2, default=str))
+        elif app is not None:
+            page.appdef = display(masked_appdef(app, show_env))
     except Exception as e:  # noqa: BLE001 - a page part that fails is reported, not fatal
         page.problems.append(f"AppDef unavailable: {type(e).__name__}: {e}")
     try:

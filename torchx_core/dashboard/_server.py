@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from torchx_core.dashboard._board import Board, Filters
+from torchx_core.dashboard._board import SORTS, Board, Filters, sort_rows
 from torchx_core.dashboard._filter import FilterCutOff, RegexPool
 from torchx_core.dashboard._logs import (
     Follower,
@@ -39,7 +39,7 @@ from torchx_core.dashboard._logs import (
     log_files,
     tail,
 )
-from torchx_core.dashboard._pages import age, app_page
+from torchx_core.dashboard._pages import age, app_page, utc
 from torchx_core.dashboard._security import Guard
 from torchx_core.specs import AppState
 from torchx_core.specs.errors import TorchXError
@@ -53,6 +53,17 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 ACTIONS = ("cancel", "delete")
+#: the apps table's columns: (sort key or "", header)
+COLUMNS = [
+    ("handle", "Handle"),
+    ("name", "Name"),
+    ("state", "State"),
+    ("submitted", "Submitted (UTC)"),
+    ("owner", "Owner"),
+    ("", "Replicas"),
+]
+#: apps per page (default, most)
+PER_PAGE, MAX_PER_PAGE = 100, 1000
 #: seconds between two comments on an idle log follow (a closed browser is noticed then)
 _FOLLOW_IDLE_S = 15.0
 
@@ -208,14 +219,56 @@ class _Pages:
 
     def apps_ctx(self, request: Request) -> dict[str, Any]:
         q = request.query_params
-        f = Filters(q.get("scheduler", ""), q.get("state", ""), q.get("name", ""))
+        f = Filters(
+            q.get("scheduler", ""), q.get("state", ""), q.get("name", ""), q.get("owner", "")
+        )
+        sort, order = q.get("sort", "submitted"), q.get("order", "desc")
+        if sort not in SORTS or order not in ("asc", "desc"):
+            raise BadRequest(
+                f"sort={sort!r}, order={order!r}: sort is one of {', '.join(SORTS)} and order"
+                " asc or desc"
+            )
+        per = max(
+            1,
+            min(
+                _int_param(request, "per_page", str(PER_PAGE), "per_page={!r} is not a number"),
+                MAX_PER_PAGE,
+            ),
+        )
+        page = max(1, _int_param(request, "page", "1", "page={!r} is not a page number"))
         rows, errors = self.board.rows(f)
+        if (sort, order) != ("submitted", "desc"):
+            sort_rows(rows, sort, descending=order == "desc")
+        pages = max(1, -(-len(rows) // per))
+        page = min(page, pages)
+        shown = rows[(page - 1) * per : page * per]
+        base = {"scheduler": f.scheduler, "state": f.state, "name": f.name, "owner": f.owner}
+        base = {k: v for k, v in base.items() if v}
+
+        def query(**extra: Any) -> str:
+            return urlencode({**base, "sort": sort, "order": order, "per_page": per, **extra})
+
+        def sort_query(key: str) -> str:
+            flip = "asc" if key == sort and order == "desc" else "desc"
+            return urlencode({**base, "sort": key, "order": flip, "per_page": per})
+
         return {
-            "rows": rows,
+            "rows": shown,
             "errors": errors,
             "filters": f,
             "age": age,
-            "query": urlencode({"scheduler": f.scheduler, "state": f.state, "name": f.name}),
+            "utc": utc,
+            "columns": COLUMNS,
+            "sort": sort,
+            "order": order,
+            "page": page,
+            "pages": pages,
+            "total": len(rows),
+            "first": (page - 1) * per + 1,
+            "last": (page - 1) * per + len(shown),
+            "query": query(page=page),
+            "page_query": lambda p: query(page=p),
+            "sort_query": sort_query,
         }
 
     def apps(self, request: Request) -> Response:
@@ -326,6 +379,9 @@ class _Pages:
             headers={"content-disposition": f'attachment; filename="{safe}"'},
         )
 
+    async def favicon(self, request: Request) -> Response:
+        return RedirectResponse(f"{self.settings.root}/static/favicon.svg", status_code=301)
+
     def guarded(self, fn: Any) -> Any:
         """``fn`` as an endpoint: errors become error pages (400, 404 or 500)."""
 
@@ -339,6 +395,8 @@ class _Pages:
             except TooManyFollowsError as e:
                 return self.error(request, 503, str(e))
             except TorchXError as e:
+                if isinstance(e, ValueError):  # a bad role, replica or stream; an unreadable app
+                    return self.error(request, 400, f"{type(e).__name__}: {e}")
                 return self.error(
                     request,
                     404 if "nknown" in type(e).__name__ else 500,
@@ -362,6 +420,7 @@ class _Pages:
             Route("/logs", g(self.logs)),
             Route("/logs/stream", g(self.logs_stream)),
             Route("/logs/download", g(self.logs_download)),
+            Route("/favicon.ico", self.favicon),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
 
