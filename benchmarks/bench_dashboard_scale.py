@@ -156,7 +156,8 @@ def main() -> None:
     ctx = mp.get_context("fork")
     counters = {n: ctx.Value("i", 0) for n in ("bench_a", "bench_b")}
     port = ctx.Value("i", 0)
-    child = ctx.Process(target=serve, args=(port, counters, root), daemon=True)
+    # not a daemon: the dashboard starts its filter worker processes from it
+    child = ctx.Process(target=serve, args=(port, counters, root))
     child.start()
     deadline = time.monotonic() + 60
     while port.value == 0 and time.monotonic() < deadline:
