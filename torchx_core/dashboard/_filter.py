@@ -9,13 +9,16 @@ caller learns the filter was cut off. Other requests are served meanwhile.
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from pathlib import Path
 
 __all__ = ["FilterCutOff", "RegexPool"]
 
@@ -45,16 +48,35 @@ def _serve(conn: Connection) -> None:
         conn.send([i for i, line in enumerate(lines) if rx.search(line)])
 
 
+#: the worker's program: serve on the socket whose descriptor is its argument
+_PROGRAM = (
+    "import sys; from multiprocessing.connection import Connection;"
+    " from torchx_core.dashboard._filter import _serve; _serve(Connection(int(sys.argv[1])))"
+)
+
+
 class _Worker:
-    def __init__(self, ctx: Any) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="dashboard-regex")
-        self.proc.start()
-        child.close()
+    """A child interpreter (a plain subprocess: usable from any process, daemonic or not)
+    answering over a socket pair; it exits when the server's end closes."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair()
+        root = str(Path(__file__).resolve().parents[2])  # where torchx_core is imported from
+        path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _PROGRAM, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": path},
+            )
+        finally:
+            theirs.close()
+        self.conn = Connection(mine.detach())
 
     def kill(self) -> None:
         self.proc.kill()
-        self.proc.join(5)
+        self.proc.wait(5)
         self.conn.close()
 
 
@@ -67,7 +89,6 @@ class RegexPool:
     """
 
     def __init__(self, workers: int = 2) -> None:
-        self._ctx = multiprocessing.get_context("spawn")
         self._slots = threading.BoundedSemaphore(workers)
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -101,7 +122,7 @@ class RegexPool:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return _Worker(self._ctx)
+        return _Worker()
 
     def _give(self, worker: _Worker) -> None:
         with self._lock:
