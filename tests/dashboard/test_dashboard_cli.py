@@ -167,6 +167,9 @@ def test_a_slow_filter_leaves_the_other_pages_served_and_downloads_are_the_bytes
         handle = runner.run(AppDef("dash-filter", [role]), "local_cwd")
         status = runner.wait(handle, wait_interval=0.2)
         assert status is not None and status.state == AppState.SUCCEEDED
+        (listed,) = [a for a in runner.list("local_cwd") if a.app_handle == handle]
+        assert listed.created is not None and listed.ended is not None  # the Ended column
+        assert listed.ended >= listed.created
         files = runner.log_files(handle, "main", 0)
         assert files is not None
         expected = Path(files[0]).read_bytes()

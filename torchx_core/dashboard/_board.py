@@ -38,6 +38,13 @@ class AppRow:
     created: float | None
     owner: str | None
     replicas: Mapping[str, int] | None
+    ended: float | None = None
+
+    def duration(self, now: float) -> float | None:
+        """Seconds from submit to end (to ``now`` while it has not ended); None if unknown."""
+        if not self.created:
+            return None
+        return max(0.0, (self.ended or now) - self.created)
 
     def replicas_text(self) -> str:
         """``"2 RUNNING, 1 SUCCEEDED"`` (``""`` when the scheduler does not say)."""
@@ -77,6 +84,7 @@ SORTS: dict[str, Callable[[AppRow], Any]] = {
     "state": lambda r: (r.state, _newest(r)),
     "scheduler": lambda r: (r.scheduler, _newest(r)),
     "owner": lambda r: ((r.owner or "").lower(), _newest(r)),
+    "ended": lambda r: (r.ended or 0.0, _newest(r)),
     "handle": lambda r: (r.scheduler, len(r.app_id), r.app_id),
 }
 
@@ -203,4 +211,5 @@ def _row(sched: str, app: Any) -> AppRow:
         created=app.created,
         owner=app.owner,
         replicas=app.replicas,
+        ended=getattr(app, "ended", None),
     )

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
     from torchx_core.specs import AppStatus
 
-__all__ = ["AppPage", "age", "app_page", "masked_appdef", "utc"]
+__all__ = ["AppPage", "age", "app_page", "masked_appdef", "span", "utc"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -52,12 +52,11 @@ def utc(when: float | None, iso: bool = False) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ" if iso else "%Y-%m-%d %H:%M:%S", t)
 
 
-def age(created: float | None, now: float | None = None) -> str:
-    """``"3m 12s"`` since ``created`` (epoch seconds); ``""`` when unknown."""
-    if not created:
+def span(seconds: float | None) -> str:
+    """``"3m 12s"`` of a duration; ``""`` when unknown."""
+    if seconds is None:
         return ""
-    secs = max(0, int((now if now is not None else time.time()) - created))
-    d, rem = divmod(secs, 86400)
+    d, rem = divmod(int(seconds), 86400)
     h, rem = divmod(rem, 3600)
     m, s = divmod(rem, 60)
     if d:
@@ -65,6 +64,13 @@ def age(created: float | None, now: float | None = None) -> str:
     if h:
         return f"{h}h {m}m"
     return f"{m}m {s}s" if m else f"{s}s"
+
+
+def age(created: float | None, now: float | None = None) -> str:
+    """``"3m 12s"`` since ``created`` (epoch seconds); ``""`` when unknown."""
+    if not created:
+        return ""
+    return span(max(0.0, (now if now is not None else time.time()) - created))
 
 
 @dataclass

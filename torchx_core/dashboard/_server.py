@@ -39,7 +39,7 @@ from torchx_core.dashboard._logs import (
     log_files,
     tail,
 )
-from torchx_core.dashboard._pages import age, app_page, utc
+from torchx_core.dashboard._pages import age, app_page, span, utc
 from torchx_core.dashboard._security import Guard
 from torchx_core.specs import AppState
 from torchx_core.specs.errors import TorchXError
@@ -59,6 +59,8 @@ COLUMNS = [
     ("name", "Name"),
     ("state", "State"),
     ("submitted", "Submitted (UTC)"),
+    ("ended", "Ended (UTC)"),
+    ("", "Duration"),
     ("owner", "Owner"),
     ("", "Replicas"),
 ]
@@ -257,6 +259,8 @@ class _Pages:
             "errors": errors,
             "filters": f,
             "age": age,
+            "now": time.time(),
+            "span": span,
             "utc": utc,
             "columns": COLUMNS,
             "sort": sort,

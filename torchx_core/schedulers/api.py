@@ -156,7 +156,8 @@ class ListAppResponse:
 
     Backends that learn more from the same list read fill the optional fields (``None`` when
     unknown): ``created`` (submit time, epoch seconds), ``owner`` (``Runner.set_owner``'s
-    token) and ``replicas`` (how many replicas are in each state, by ``AppState`` name).
+    token), ``replicas`` (how many replicas are in each state, by ``AppState`` name) and
+    ``ended`` (when the app ended, epoch seconds).
     """
 
     app_id: str
@@ -166,6 +167,7 @@ class ListAppResponse:
     created: float | None = None
     owner: str | None = None
     replicas: dict[str, int] | None = None
+    ended: float | None = None
 
 
 class Scheduler(abc.ABC, Generic[T]):

@@ -393,6 +393,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     created=created or None,
                     owner=_owner.read_owner(app_dir),
                     replicas=_replica_counts(doc),
+                    ended=doc.ended,
                 )
                 rows.append((created, app_id, app))
         finally:
