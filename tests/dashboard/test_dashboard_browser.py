@@ -250,3 +250,31 @@ def test_a_followed_log_resumes_exactly_after_a_dashboard_restart(
         _shot(page, "log-resumed")
     finally:
         runner.cancel(handle)
+
+
+def test_a_multi_replica_slurm_app_and_its_live_log(
+    page: Any, url: str, runner: Runner, tmp_path: Path
+) -> None:
+    code = (
+        "import time\nfor i in range(240):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"
+    )
+    role = _py_role("main", code)
+    role.num_replicas = 2
+    handle = runner.run(
+        AppDef("dash-slurm-two", [role]), "slurm", cfg={"job_dir": str(tmp_path), "time": "5"}
+    )
+    try:
+        page.goto(f"{url}/app?handle={quote(handle, safe='')}")
+        page.locator("#app-state", has_text="RUNNING").wait_for(timeout=WAIT_MS)
+        replicas = page.locator("table.replicas tbody tr")
+        assert replicas.count() == 2
+        _shot(page, "slurm-two-replicas")
+        page.locator("a.log-link").nth(1).click()  # replica 1's log, followed live
+        assert "k=1" in page.url
+        page.locator("#log", has_text="tick 1").wait_for(timeout=WAIT_MS)
+        shown = page.locator("#log").inner_text().split("\n")
+        last = max(int(x.split()[1]) for x in shown if x.startswith("tick "))
+        page.locator("#log", has_text=f"tick {last + 3}").wait_for(timeout=WAIT_MS)
+        _shot(page, "slurm-replica-1-log")
+    finally:
+        runner.cancel(handle)

@@ -6,12 +6,17 @@
   // a part whose HTML the server renders: replaced by a fresh copy every `period` ms
   function refresh(el) {
     let busy = false;
+    let last = null;
     const tick = async () => {
       if (busy || el.dataset.final) return;
       busy = true;
       try {
         const resp = await fetch(el.dataset.refreshUrl, { credentials: "same-origin" });
-        if (resp.ok) el.innerHTML = await resp.text();
+        if (resp.ok) {
+          const html = await resp.text();
+          if (html !== last) el.innerHTML = html; // unchanged parts stay (and stay unannounced)
+          last = html;
+        }
         if (el.querySelector && el.id === "app-status") {
           const st = el.querySelector("#app-state");
           if (st && ["SUCCEEDED", "FAILED", "CANCELLED"].includes(st.textContent)) {
