@@ -39,8 +39,9 @@ from torchx_core.dashboard._logs import (
     log_files,
     tail,
 )
-from torchx_core.dashboard._pages import age, app_page, span, utc
+from torchx_core.dashboard._pages import AppPage, age, app_page, span, utc
 from torchx_core.dashboard._security import Guard
+from torchx_core.dashboard._usage import ReplicaSeries, UsageHistory
 from torchx_core.specs import AppState
 from torchx_core.specs.errors import TorchXError
 
@@ -189,6 +190,7 @@ class _Pages:
         self.guard: Guard | None = None  # set by create_app once the guard wraps the routes
         self.pool = RegexPool(settings.filter_workers)
         self.follow_slots = threading.BoundedSemaphore(settings.max_follows)
+        self.usage = UsageHistory()
 
     def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         body = self.env.get_template(name).render(
@@ -281,18 +283,31 @@ class _Pages:
     def apps_rows(self, request: Request) -> Response:
         return self.render(request, "_rows.html", **self.apps_ctx(request))
 
+    def usage_of(self, page: AppPage) -> dict[tuple[str, int], ReplicaSeries] | None:
+        """A new sample of the replicas' resource use, with the earlier ones; None where the
+        scheduler cannot measure it (or the app ended)."""
+        if page.status is None or page.terminal:
+            return None
+        try:
+            now = self.runner.resource_usage(page.handle)
+        except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
+            page.problems.append(f"resource use unavailable: {type(e).__name__}: {e}")
+            return None
+        return None if now is None else self.usage.add(page.handle, now, time.monotonic())
+
     def app(self, request: Request) -> Response:
         show_env = request.query_params.get("show_env") == "1"
         page = app_page(
             self.runner, self.handle_of(request), self.settings.engine_urls, show_env=show_env
         )
-        return self.render(request, "app.html", page=page, show_env=show_env)
+        usage = self.usage_of(page)
+        return self.render(request, "app.html", page=page, show_env=show_env, usage=usage)
 
     def app_status(self, request: Request) -> Response:
         page = app_page(
             self.runner, self.handle_of(request), self.settings.engine_urls, with_details=False
         )
-        return self.render(request, "_status.html", page=page)
+        return self.render(request, "_status.html", page=page, usage=self.usage_of(page))
 
     def confirm(self, request: Request) -> Response:
         action = request.query_params.get("action", "")

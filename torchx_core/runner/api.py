@@ -53,7 +53,13 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from torchx_core.runner.status_watch import StatusWatcher
-    from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+    from torchx_core.schedulers.api import (
+        DescribeAppResponse,
+        ListAppResponse,
+        ReplicaUsage,
+        Scheduler,
+        Stream,
+    )
     from torchx_core.schedulers.registry import SchedulerFactory
 
 __all__ = [
@@ -588,6 +594,12 @@ class Runner:
         keeps them (local does); None when it does not or the app is unknown."""
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         return scheduler.run_options(app_id)
+
+    def resource_usage(self, app_handle: AppHandle) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """``{(role, replica index): ReplicaUsage}`` of the app's running replicas now, where its
+        scheduler can measure it (local does, from ``/proc``); None when it cannot."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.resource_usage(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel`."""

@@ -170,6 +170,16 @@ class ListAppResponse:
     ended: float | None = None
 
 
+@dataclass(frozen=True)
+class ReplicaUsage:
+    """What one replica (its process and descendants) uses at one moment: CPU time consumed
+    so far (seconds), resident memory (bytes) and how many processes it has."""
+
+    cpu_seconds: float
+    rss_bytes: int
+    processes: int
+
+
 class Scheduler(abc.ABC, Generic[T]):
     """Base class of every scheduler backend.
 
@@ -426,6 +436,11 @@ class Scheduler(abc.ABC, Generic[T]):
     def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
         """The run options the app was submitted with (resolved: defaults filled), where the
         scheduler keeps them; None when it does not (the default) or the app is unknown."""
+        return None
+
+    def resource_usage(self, app_id: str) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """``{(role, replica index): usage}`` of the app's running replicas now, where the
+        scheduler can measure it (local: from ``/proc``); None when it cannot (the default)."""
         return None
 
     def __enter__(self) -> Scheduler[T]:
