@@ -177,7 +177,8 @@ def test_squeue_errors_with_exit_0_are_an_error_not_no_jobs() -> None:
     }
     with pytest.raises(
         SchedulerError,
-        match=r"reported errors: Unable to contact slurm controller \(connect failure\) \(error 1007\)",
+        match=r"reported errors: Unable to contact slurm controller \(connect failure\)"
+        r" \(error 1007\)",
     ):
         parse_squeue_json(json.dumps(out))
     assert parse_squeue_json(json.dumps({"jobs": [], "errors": [], "warnings": ["w"]})) == []
