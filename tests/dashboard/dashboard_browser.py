@@ -146,3 +146,19 @@ def processes_of(app_id: str) -> list[int]:
         except OSError:
             continue
     return out
+
+
+def sse_lines(body: str) -> tuple[list[list[Any]], int | None]:
+    """The ``[number, text]`` pairs of every data event of a log follow's event stream, in
+    order, and the last ``id:`` sent (however the server batched the lines into events)."""
+    import json
+
+    pairs: list[list[Any]] = []
+    last = None
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line[:7])
+        if "id" in fields:
+            last = int(fields["id"])
+        if "data" in fields and "event" not in fields:
+            pairs += json.loads(fields["data"])
+    return pairs, last

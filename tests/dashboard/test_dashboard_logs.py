@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from dashboard_browser import sse_lines
 from starlette.testclient import TestClient
 from support.fake_scheduler import JobTable, make_runner
 
@@ -86,12 +87,12 @@ def test_a_reconnect_resumes_after_its_last_event_id(runner: Runner, table: JobT
     client = _client(runner)
     url = f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=1"
     first = client.get(url).text  # 3 fake lines + a, b; skip 1
-    assert (
-        'id: 5\ndata: [[2, "trainer 0 line 1"], [3, "trainer 0 line 2"], [4, "a"], [5, "b"]]'
-        in first
+    assert sse_lines(first) == (
+        [[2, "trainer 0 line 1"], [3, "trainer 0 line 2"], [4, "a"], [5, "b"]],
+        5,
     )
     again = client.get(url, headers={"last-event-id": "4"}).text  # the browser saw up to 4
-    assert 'id: 5\ndata: [[5, "b"]]' in again and '"a"' not in again
+    assert sse_lines(again) == ([[5, "b"]], 5)
     bad = client.get(url, headers={"last-event-id": "x"})
     assert bad.status_code == 400 and "Last-Event-ID" in bad.text
 
@@ -105,7 +106,7 @@ def test_a_filtered_follow_numbers_lines_by_their_place_in_the_log(
     table.set_state(app_id, AppState.SUCCEEDED)
     url = f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&regex=x"
     body = _client(runner).get(url).text
-    assert 'id: 6\ndata: [[4, "x1"], [6, "x2"]]' in body
+    assert sse_lines(body) == ([[4, "x1"], [6, "x2"]], 6)
 
 
 def test_a_download_is_the_files_bytes_in_large_chunks(tmp_path: Path) -> None:
@@ -156,3 +157,30 @@ def test_a_bad_log_request_is_a_4xx_page(runner: Runner, table: JobTable) -> Non
     client = _client(runner)
     assert client.get(f"/logs?handle={h}&role=trainer&k=x").status_code == 400
     assert client.get(f"/logs?handle={h}&role=trainer&regex=" + "a" * 1001).status_code == 400
+
+
+def test_a_closed_event_stream_stops_its_follower_and_frees_its_slot(
+    runner: Runner, table: JobTable
+) -> None:
+    from torchx_core.dashboard._server import _events
+
+    handle = _submit(runner)
+    app_id = handle.rsplit("/", 1)[1]
+    table.set_state(app_id, AppState.RUNNING)
+    slots = threading.BoundedSemaphore(1)
+
+    async def scenario() -> Follower:
+        follower = Follower(runner, LogRef(handle, "trainer"), 0, slots, asyncio.get_running_loop())
+        events = _events(follower, "", RegexPool(1), 10.0)
+        assert (await events.__anext__()).startswith("retry:")
+        seen = ""
+        while "trainer 0 line 2" not in seen:  # the three lines, in one or more events
+            seen += await events.__anext__()
+        await events.aclose()  # the browser went away: Starlette closes the generator
+        return follower
+
+    follower = asyncio.run(scenario())
+    table.append_log(app_id, "trainer", 0, "after the browser left")  # the thread's next line
+    follower._thread.join(60)
+    assert not follower.alive and slots.acquire(blocking=False)
+    assert table.job(app_id).state == AppState.RUNNING  # the app itself runs on

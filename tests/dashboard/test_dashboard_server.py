@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from dashboard_browser import sse_lines
 from starlette.testclient import TestClient
 from support.fake_scheduler import JobTable, make_runner
 
@@ -217,7 +218,7 @@ def test_log_stream_sends_only_new_lines_then_ends(runner: Runner, table: JobTab
         .get(f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=3")
         .text
     )
-    assert 'id: 5\ndata: [[4, "new 1"], [5, "new 2"]]' in body and "event: end" in body
+    assert sse_lines(body) == ([[4, "new 1"], [5, "new 2"]], 5) and "event: end" in body
     assert "line 0" not in body
 
 
