@@ -4,6 +4,7 @@ follow, byte-exact downloads, bidi controls, the cap on follows."""
 from __future__ import annotations
 
 import asyncio
+import html
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,7 +172,7 @@ def test_a_closed_event_stream_stops_its_follower_and_frees_its_slot(
 
     async def scenario() -> Follower:
         follower = Follower(runner, LogRef(handle, "trainer"), 0, slots, asyncio.get_running_loop())
-        events = _events(follower, "", RegexPool(1), 10.0)
+        events = _events(follower, LogRef(handle, "trainer"), RegexPool(1), 10.0)
         assert (await events.__anext__()).startswith("retry:")
         seen = ""
         while "trainer 0 line 2" not in seen:  # the three lines, in one or more events
@@ -184,3 +185,30 @@ def test_a_closed_event_stream_stops_its_follower_and_frees_its_slot(
     follower._thread.join(60)
     assert not follower.alive and slots.acquire(blocking=False)
     assert table.job(app_id).state == AppState.RUNNING  # the app itself runs on
+
+
+def test_logs_are_redacted_on_request(runner: Runner, table: JobTable) -> None:
+    handle = _submit(runner)
+    app_id = handle.rsplit("/", 1)[1]
+    table.append_log(
+        app_id,
+        "trainer",
+        0,
+        "export HF_TOKEN=hf_s3cr3t; db password: 'p4ss' user=alice",
+        'curl -H "Authorization: Bearer eyJhbGci.x.y" {"api_key": "k3y"}',
+    )
+    table.set_state(app_id, AppState.SUCCEEDED)
+    client = _client(runner)
+    base = f"handle={quote(handle, safe='')}&role=trainer"
+    plain = client.get(f"/logs?{base}").text
+    assert "hf_s3cr3t" in plain  # not asked: the log as it is
+    page = html.unescape(client.get(f"/logs?{base}&redact=1").text)
+    streamed = "\n".join(
+        t for _, t in sse_lines(client.get(f"/logs/stream?{base}&redact=1").text)[0]
+    )
+    for text in (page, streamed):
+        for secret in ("hf_s3cr3t", "p4ss", "eyJhbGci", "k3y"):
+            assert secret not in text, (text, secret)
+        assert "HF_TOKEN=••••••; db password: '••••••' user=alice" in text
+        assert 'Authorization: Bearer ••••••" {"api_key": "••••••"}' in text
+    assert "redact=1" in client.get(f"/logs?{base}&redact=1").text  # the follow keeps masking

@@ -42,6 +42,14 @@ _SGR = re.compile(r"\x1b\[[0-9;:]{0,64}m")
 #: bidirectional controls (embeddings, overrides, isolates, marks): shown as ``\uXXXX``, as they
 #: would otherwise reorder the text around them on screen
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: ``NAME=value`` / ``name: value`` of a secret-named setting, and ``Bearer <token>``
+_SECRET_SETTING = re.compile(
+    r"(?i)(\b[\w.-]*(?:token|passw(?:or)?d|secret|api[_-]?key|access[_-]?key|credential|"
+    r"private[_-]?key|auth)[\w.-]*[\"']?\s*[=:]\s*)([\"']?)(?!(?:bearer|basic)\s|•)[^\s\"',;]+"
+)
+_BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[\w.~+/=-]+")
+#: what a redacted value is shown as
+REDACTED = "••••••"
 
 #: lines a follower buffers for a slow browser before its reader waits
 _FOLLOW_BUFFER = 200_000
@@ -72,6 +80,12 @@ class LogRef:
     k: int = 0
     stream: str = ""
     regex: str = ""
+    redact: bool = False
+
+    def show(self, line: str) -> str:
+        """``line`` as the page shows it (:func:`display`), secrets masked if ``redact``."""
+        text = display(line)
+        return redact_secrets(text) if self.redact else text
 
     def check(self) -> None:
         """Raises :class:`InvalidLogRequestError` for a bad stream, index or regex."""
@@ -114,6 +128,16 @@ def display(line: str) -> str:
     CLI does), so no line can reorder or hide text on screen."""
     text = _SGR.sub("", sanitize(line.rstrip("\n")))
     return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the values of secret-named settings (``HF_TOKEN=...``, ``password: ...``)
+    and bearer tokens masked.
+
+    >>> redact_secrets("HF_TOKEN=hf_abc user=me Authorization: Bearer xyz")
+    'HF_TOKEN=•••••• user=me Authorization: Bearer ••••••'
+    """
+    return _SECRET_SETTING.sub(rf"\1\2{REDACTED}", _BEARER.sub(rf"\1{REDACTED}", text))
 
 
 def batches(lines: Iterable[str]) -> Iterator[list[str]]:
@@ -169,7 +193,7 @@ def tail(runner: Runner, ref: LogRef, n: int, pool: RegexPool, budget: float) ->
             last.extend((out.read + i + 1, batch[i]) for i in found)
             out.matched += len(found)
             out.read += len(batch)
-    out.lines = [(i, display(x)) for i, x in last]
+    out.lines = [(i, ref.show(x)) for i, x in last]
     return out
 
 

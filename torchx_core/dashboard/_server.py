@@ -34,7 +34,6 @@ from torchx_core.dashboard._logs import (
     InvalidLogRequestError,
     LogRef,
     TooManyFollowsError,
-    display,
     download,
     log_files,
     tail,
@@ -137,11 +136,12 @@ def _env() -> Environment:
 
 
 async def _events(
-    follower: Follower, regex: str, pool: RegexPool, budget: float
+    follower: Follower, ref: LogRef, pool: RegexPool, budget: float
 ) -> AsyncIterator[str]:
     """The server-sent events of a log follow: ``id:`` the number of log lines read so far (a
     reconnecting browser sends it back as ``Last-Event-ID``), ``data:`` the ``[number, text]``
-    of the new lines matching ``regex``; an ``end`` event when the log ended."""
+    of the new lines matching ``ref.regex``; an ``end`` event when the log ended."""
+    regex = ref.regex
     try:
         yield "retry: 2000\n: following\n\n"
         while True:
@@ -164,7 +164,7 @@ async def _events(
             else:
                 keep = list(range(len(lines)))
             follower.position += len(lines)
-            shown = [[first + i, display(lines[i])] for i in keep]
+            shown = [[first + i, ref.show(lines[i])] for i in keep]
             yield f"id: {follower.position}\ndata: {json.dumps(shown)}\n\n"
     finally:
         follower.stop()
@@ -342,7 +342,14 @@ class _Pages:
         role = q.get("role", "")
         if not role:
             raise BadRequest("role is required (the role whose replica's log to show)")
-        ref = LogRef(self.handle_of(request), role, k, q.get("stream", ""), q.get("regex", ""))
+        ref = LogRef(
+            self.handle_of(request),
+            role,
+            k,
+            q.get("stream", ""),
+            q.get("regex", ""),
+            redact=q.get("redact") == "1",
+        )
         ref.check()
         return ref
 
@@ -360,6 +367,7 @@ class _Pages:
                 "k": ref.k,
                 "stream": ref.stream,
                 "regex": ref.regex,
+                **({"redact": "1"} if ref.redact else {}),
             }
         )
         whole = urlencode(
@@ -381,7 +389,7 @@ class _Pages:
             start = max(0, _int_param(request, "skip", "0", "skip must be a number of lines"))
         follower = Follower(self.runner, ref, start, self.follow_slots, asyncio.get_running_loop())
         return StreamingResponse(
-            _events(follower, ref.regex, self.pool, self.settings.filter_timeout),
+            _events(follower, ref, self.pool, self.settings.filter_timeout),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
