@@ -70,7 +70,9 @@
       src.close();
     });
     src.onerror = () => {
-      state.textContent = src.readyState === EventSource.CLOSED ? "Disconnected." : "Reconnecting…";
+      state.textContent = src.readyState === EventSource.CLOSED
+        ? "Not following: the dashboard refused the stream (it may follow too many logs); reload to retry."
+        : "Reconnecting… (the lines already shown are kept; it resumes after the last one)";
     };
   }
 })();
