@@ -67,7 +67,7 @@ def test_owner_filter_and_submit_times_in_utc(runner: Runner, table: JobTable) -
     runner.set_owner(mine, "airflow:etl/train/run1/-1#try=1")
     page = _client(runner).get("/?owner=ETL").text
     assert _names(page) == ["mine"]
-    assert '<time datetime="2026-11-28T09:30:12Z">2026-11-28 09:30:12</time>' in page
+    assert 'datetime="2026-11-28T09:30:12Z">2026-11-28 09:30:12</time>' in page
     assert "Submitted (UTC)" in page and "times in UTC" in page
 
 
@@ -80,6 +80,8 @@ def test_end_times_and_durations_are_shown_where_known() -> None:
     assert span(done.duration(now=99_999.0)) == "1h 2m"
     assert span(running.duration(now=130.0)) == "30s"
     assert AppRow("h", "s", "c", "n", "RUNNING", None, None, None).duration(1.0) is None
+    # ended, but its scheduler does not say when (Slurm): no duration rather than a growing one
+    assert AppRow("h", "s", "d", "n", "CANCELLED", 100.0, None, None).duration(500.0) is None
 
 
 def test_an_app_of_a_scheduler_without_its_appdef_says_so(runner: Runner, table: JobTable) -> None:

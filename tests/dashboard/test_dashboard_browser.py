@@ -193,6 +193,13 @@ def test_hostile_output_is_shown_as_text_and_never_runs(
     _shot(page, "log-hostile")
 
 
+WIDER_THAN_1280 = (
+    "[...document.querySelectorAll('body *')]"
+    ".filter(e => e.getBoundingClientRect().right > 1280).slice(0, 8)"
+    ".map(e => `${e.tagName}.${e.className} ${(e.textContent || '').slice(0, 60)}`)"
+)
+
+
 def _no_horizontal_overflow(page: Any) -> int:
     return int(page.evaluate("document.documentElement.scrollWidth"))
 
@@ -278,3 +285,11 @@ def test_a_multi_replica_slurm_app_and_its_live_log(
         _shot(page, "slurm-replica-1-log")
     finally:
         runner.cancel(handle)
+
+
+def test_the_apps_page_fits_a_1280px_screen(page: Any, url: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(url + "/")
+    page.locator("#apps-summary").wait_for()
+    wide = page.evaluate(WIDER_THAN_1280)  # what overflows, when something does
+    assert _no_horizontal_overflow(page) <= 1280, wide

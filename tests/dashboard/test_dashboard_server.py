@@ -129,7 +129,7 @@ def test_app_page_shows_replicas_error_and_masks_env(runner: Runner, table: JobT
     client = _client(runner)
     page = client.get(f"/app?handle={quote(handle, safe='')}").text
     assert "s3cr3t-value" not in page and MASK in page and "API_KEY" in page
-    assert "<td>3</td>" in page  # the failed replica's exit code
+    assert '<td data-label="Exit code">3</td>' in page  # the failed replica's exit code
     assert "trainer 1 line 2" in page  # the failure log tail
     shown = client.get(f"/app?handle={quote(handle, safe='')}&show_env=1").text
     assert "s3cr3t-value" not in shown and "API_KEY" in shown  # secret-named: never shown

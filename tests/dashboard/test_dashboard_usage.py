@@ -84,7 +84,10 @@ def test_the_app_page_shows_cpu_memory_and_a_sparkline() -> None:
         client.get(f"/app/status?handle={h}")
         time.sleep(0.01)
         part = client.get(f"/app/status?handle={h}").text
-        assert '<td class="memory">3.0 MB</td>' in part and "<polyline points=" in part
+        assert (
+            '<td class="memory" data-label="Memory">3.0 MB</td>' in part
+            and "<polyline points=" in part
+        )
 
 
 @pytest.mark.integration

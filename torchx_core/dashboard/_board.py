@@ -26,6 +26,9 @@ __all__ = ["SORTS", "AppRow", "Board", "Filters", "sort_rows"]
 logger: logging.Logger = logging.getLogger(__name__)
 
 
+_UNFINISHED = ("SUBMITTED", "PENDING", "RUNNING")
+
+
 @dataclass(frozen=True)
 class AppRow:
     """One app on the apps page."""
@@ -41,8 +44,9 @@ class AppRow:
     ended: float | None = None
 
     def duration(self, now: float) -> float | None:
-        """Seconds from submit to end (to ``now`` while it has not ended); None if unknown."""
-        if not self.created:
+        """Seconds from submit to end (to ``now`` while it runs); None if unknown (no submit
+        time, or an app that ended at a time its scheduler does not say)."""
+        if not self.created or (self.ended is None and self.state not in _UNFINISHED):
             return None
         return max(0.0, (self.ended or now) - self.created)
 
