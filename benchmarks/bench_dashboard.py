@@ -250,7 +250,7 @@ def follow_fast_log(base: str) -> None:
             if not line.startswith("data: "):
                 continue
             now = time.time()
-            for text in json.loads(line[6:]):
+            for _, text in json.loads(line[6:]):  # [line number, text] pairs
                 stamp, _, rest = text.partition(" ")
                 delays.append(now - float(stamp))
                 if rest.startswith("total "):

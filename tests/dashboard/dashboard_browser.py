@@ -1,5 +1,9 @@
 """Helpers of the browser tests: a real ``torchx dashboard`` process and headless Chromium.
 
+The dashboard process runs from ``build/dashboard-venv``: a plain ``python -m venv`` with only
+``pip install -e '<checkout>[dashboard]'`` in it (rebuilt when ``pyproject.toml`` changes), so a
+dependency the ``dashboard`` extra lacks fails these tests instead of being hidden by the dev venv.
+
 The browser is Debian's ``/usr/bin/chromium`` (``scripts/services/browser/install.sh``) driven by
 Playwright's Python package; Playwright never downloads a browser here. Screenshots go to
 ``$TORCHX_TEST_ARTIFACTS/dashboard`` (default ``<repo>/.test-artifacts/dashboard``, ignored by
@@ -8,6 +12,8 @@ git); the folder is printed.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import signal
@@ -41,15 +47,48 @@ def artifacts_dir() -> Path:
     return out
 
 
+DASHBOARD_VENV = REPO / "build" / "dashboard-venv"
+
+
+def dashboard_venv() -> Path:
+    """``build/dashboard-venv`` (only the ``dashboard`` extra of this checkout); its python."""
+    stamp = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    marker = DASHBOARD_VENV / ".pyproject-sha256"
+    python = DASHBOARD_VENV / "bin" / "python"
+    DASHBOARD_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(DASHBOARD_VENV.parent / ".dashboard-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time
+        if marker.exists() and marker.read_text() == stamp and python.exists():
+            return python
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", "--clear", str(DASHBOARD_VENV)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "-e", f"{REPO}[dashboard]"],
+            check=True,
+            env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+        )
+        marker.write_text(stamp)
+    return python
+
+
+def venv_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a process of the dashboard venv: no PYTHONPATH into another environment."""
+    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    out["PYTHONPATH"] = str(REPO)  # this checkout's sources (installed editable anyway)
+    return out
+
+
 @contextmanager
 def dashboard_process(args: list[str], env: dict[str, str]) -> Iterator[str]:
-    """Runs ``torchx dashboard --port 0 ARGS``; yields the URL it prints; stops it by PID."""
+    """Runs ``torchx dashboard --port 0 ARGS`` from the dashboard venv; yields the URL it
+    prints; stops it by PID."""
+    torchx = dashboard_venv().parent / "torchx"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torchx_core.cli.main", "dashboard", "--port", "0", *args],
+        [str(torchx), "dashboard", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=venv_env(env),
         start_new_session=True,
     )
     try:
@@ -107,3 +146,19 @@ def processes_of(app_id: str) -> list[int]:
         except OSError:
             continue
     return out
+
+
+def sse_lines(body: str) -> tuple[list[list[Any]], int | None]:
+    """The ``[number, text]`` pairs of every data event of a log follow's event stream, in
+    order, and the last ``id:`` sent (however the server batched the lines into events)."""
+    import json
+
+    pairs: list[list[Any]] = []
+    last = None
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line[:7])
+        if "id" in fields:
+            last = int(fields["id"])
+        if "data" in fields and "event" not in fields:
+            pairs += json.loads(fields["data"])
+    return pairs, last

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from dashboard_browser import artifacts_dir, chromium, dashboard_process, processes_of
@@ -190,3 +191,105 @@ def test_hostile_output_is_shown_as_text_and_never_runs(
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.locator("#log script, #log img").count() == 0
     _shot(page, "log-hostile")
+
+
+WIDER_THAN_1280 = (
+    "[...document.querySelectorAll('body *')]"
+    ".filter(e => e.getBoundingClientRect().right > 1280).slice(0, 8)"
+    ".map(e => `${e.tagName}.${e.className} ${(e.textContent || '').slice(0, 60)}`)"
+)
+
+
+def _no_horizontal_overflow(page: Any) -> int:
+    return int(page.evaluate("document.documentElement.scrollWidth"))
+
+
+def test_pages_fit_a_390px_phone_and_follow_dark_mode(
+    browser: Any, url: str, runner: Runner
+) -> None:
+    code = "print('x' * 300, flush=True); print('short')"
+    handle = runner.run(AppDef("dash-narrow-" + "n" * 40, [_py_role("main", code)]), "local_cwd")
+    runner.wait(handle, wait_interval=0.5)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
+    try:
+        page = context.new_page()
+        page.goto(url + "/")
+        _row(page, handle).wait_for(timeout=WAIT_MS)
+        assert _no_horizontal_overflow(page) <= 390
+        bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert bg == "rgb(22, 24, 28)", bg  # prefers-color-scheme: dark
+        _shot(page, "apps-390-dark")
+        _row(page, handle).locator("a").click()
+        page.locator("#app-state").wait_for()
+        assert _no_horizontal_overflow(page) <= 390
+        _shot(page, "app-390-dark")
+        page.locator("a.log-link").first.click()
+        page.locator("#log", has_text="short").wait_for(timeout=WAIT_MS)
+        assert _no_horizontal_overflow(page) <= 390
+        _shot(page, "log-390-dark")
+    finally:
+        context.close()
+
+
+def test_a_followed_log_resumes_exactly_after_a_dashboard_restart(
+    page: Any, env: dict[str, str], runner: Runner
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = (
+        "import time\nfor i in range(400):\n    print(f'tick {i}', flush=True)\n"
+        "    time.sleep(0.04)"
+    )
+    handle = runner.run(AppDef("dash-resume", [_py_role("main", code)]), "local_cwd")
+    args = ["-s", "local_cwd", "--port", str(port)]
+    try:
+        with dashboard_process(args, env) as first:
+            page.goto(f"{first}/logs?handle={quote(handle, safe='')}&role=main")
+            page.locator("#log", has_text="tick 40").wait_for(timeout=WAIT_MS)
+        # the page keeps the lines it has; its EventSource reconnects to the new process
+        with dashboard_process(args, env):
+            page.locator("#follow-state", has_text="Log ended").wait_for(timeout=WAIT_MS)
+            lines = [x for x in page.locator("#log").inner_text().split("\n") if x]
+        assert lines == [f"tick {i}" for i in range(400)], (len(lines), lines[:5])
+        _shot(page, "log-resumed")
+    finally:
+        runner.cancel(handle)
+
+
+def test_a_multi_replica_slurm_app_and_its_live_log(
+    page: Any, url: str, runner: Runner, tmp_path: Path
+) -> None:
+    code = (
+        "import time\nfor i in range(240):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"
+    )
+    role = _py_role("main", code)
+    role.num_replicas = 2
+    handle = runner.run(
+        AppDef("dash-slurm-two", [role]), "slurm", cfg={"job_dir": str(tmp_path), "time": "5"}
+    )
+    try:
+        page.goto(f"{url}/app?handle={quote(handle, safe='')}")
+        page.locator("#app-state", has_text="RUNNING").wait_for(timeout=WAIT_MS)
+        replicas = page.locator("table.replicas tbody tr")
+        assert replicas.count() == 2
+        _shot(page, "slurm-two-replicas")
+        page.locator("a.log-link").nth(1).click()  # replica 1's log, followed live
+        assert "k=1" in page.url
+        page.locator("#log", has_text="tick 1").wait_for(timeout=WAIT_MS)
+        shown = page.locator("#log").inner_text().split("\n")
+        last = max(int(x.split()[1]) for x in shown if x.startswith("tick "))
+        page.locator("#log", has_text=f"tick {last + 3}").wait_for(timeout=WAIT_MS)
+        _shot(page, "slurm-replica-1-log")
+    finally:
+        runner.cancel(handle)
+
+
+def test_the_apps_page_fits_a_1280px_screen(page: Any, url: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(url + "/")
+    page.locator("#apps-summary").wait_for()
+    wide = page.evaluate(WIDER_THAN_1280)  # what overflows, when something does
+    assert _no_horizontal_overflow(page) <= 1280, wide

@@ -9,12 +9,14 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from dashboard_browser import sse_lines
 from starlette.testclient import TestClient
 from support.fake_scheduler import JobTable, make_runner
 
 from torchx_core.dashboard import create_app
 from torchx_core.dashboard._board import Board, Filters
 from torchx_core.dashboard._engines import engine_link
+from torchx_core.dashboard._filter import RegexPool
 from torchx_core.dashboard._logs import LogRef, display, tail
 from torchx_core.dashboard._pages import MASK
 from torchx_core.dashboard._server import Settings
@@ -128,10 +130,39 @@ def test_app_page_shows_replicas_error_and_masks_env(runner: Runner, table: JobT
     client = _client(runner)
     page = client.get(f"/app?handle={quote(handle, safe='')}").text
     assert "s3cr3t-value" not in page and MASK in page and "API_KEY" in page
-    assert "<td>3</td>" in page  # the failed replica's exit code
+    assert '<td data-label="Exit code">3</td>' in page  # the failed replica's exit code
     assert "trainer 1 line 2" in page  # the failure log tail
     shown = client.get(f"/app?handle={quote(handle, safe='')}&show_env=1").text
-    assert "s3cr3t-value" in shown
+    assert "s3cr3t-value" not in shown and "API_KEY" in shown  # secret-named: never shown
+
+
+SECRETS = {
+    "HF_TOKEN": "v-token",
+    "DB_PASSWORD": "v-password",
+    "MY_SECRET_SALT": "v-secret",
+    "AWS_SECRET_ACCESS_KEY": "v-aws",
+    "OPENAI_API_KEY": "v-key",
+    "GOOGLE_APPLICATION_CREDENTIALS": "v-cred",
+    "SSH_PRIVATE_KEY": "v-private",
+    "auth_header": "v-auth",
+}
+
+
+@pytest.mark.parametrize("query", ["", "&show_env=1", "&show_env=1&show_secrets=1&show_env=1"])
+def test_secret_named_values_are_never_shown(runner: Runner, query: str) -> None:
+    handle = runner.run(
+        AppDef(
+            "sec",
+            [Role("trainer", "img", entrypoint="python", env={**SECRETS, "PLAIN": "v-plain"})],
+        ),
+        "fake",
+        cfg={"queue": "q", "api_token": "v-opt-token"},
+    )
+    page = _client(runner).get(f"/app?handle={quote(handle, safe='')}{query}").text
+    for name, value in SECRETS.items():
+        assert name in page and value not in page, name
+    assert "v-opt-token" not in page and "api_token" in page
+    assert ("v-plain" in page) == ("show_env=1" in query)
 
 
 def test_app_page_shows_the_run_options_as_submitted(runner: Runner) -> None:
@@ -171,8 +202,9 @@ def test_unknown_handle_and_unshown_scheduler_are_clear_errors(runner: Runner) -
 def test_log_tail_of_a_long_log_keeps_only_the_last_lines(runner: Runner, table: JobTable) -> None:
     handle = _submit(runner)
     table.append_log(_app_id(handle), "trainer", 0, *(f"n{i}" for i in range(100_000)))
-    lines, count = tail(runner, LogRef(handle, "trainer"), 5)
-    assert lines == [f"n{i}" for i in range(99_995, 100_000)] and count == 100_003
+    end = tail(runner, LogRef(handle, "trainer"), 5, RegexPool(1), 10.0)
+    assert end.lines == [(i + 4, f"n{i}") for i in range(99_995, 100_000)]
+    assert end.read == end.matched == 100_003 and not end.cut_off
     page = _client(runner).get(f"/logs?handle={quote(handle, safe='')}&role=trainer&n=3").text
     assert "n99999" in page and "n99996" not in page and "skip=100003" in page
 
@@ -187,7 +219,7 @@ def test_log_stream_sends_only_new_lines_then_ends(runner: Runner, table: JobTab
         .get(f"/logs/stream?handle={quote(handle, safe='')}&role=trainer&skip=3")
         .text
     )
-    assert 'data: ["new 1", "new 2"]' in body and "event: end" in body
+    assert sse_lines(body) == ([[4, "new 1"], [5, "new 2"]], 5) and "event: end" in body
     assert "line 0" not in body
 
 
@@ -393,3 +425,41 @@ def test_a_backend_error_is_an_error_page_not_a_crash(runner: Runner) -> None:
     handle = _submit(runner)
     resp = _client(runner).get(f"/logs?handle={quote(handle, safe='')}&role=<nosuch>")
     assert resp.status_code == 500 and "ValueError: no replica &lt;nosuch&gt;/0" in resp.text
+
+
+def test_a_public_url_prefixes_links_static_files_and_is_the_accepted_origin(
+    runner: Runner, table: JobTable
+) -> None:
+    handle = _submit(runner)
+    table.set_state(_app_id(handle), AppState.RUNNING)
+    settings = Settings(["fake"], refresh=60, public_url="https://ml.example.com/torchx")
+    app, _ = create_app(runner, settings)
+    client = TestClient(app, base_url=LOCAL, follow_redirects=False)
+    page = client.get("/").text
+    assert (
+        'href="/torchx/static/dashboard.css"' in page
+        and 'src="/torchx/static/dashboard.js"' in page
+    )
+    assert f'href="/torchx/app?handle={quote(handle, safe="")}"' in page
+    assert not re.search(r'(href|src|action|data-refresh-url)="/(?!torchx/)', page), page
+    h = quote(handle, safe="")
+    for path in (
+        f"/app?handle={h}",
+        f"/logs?handle={h}&role=trainer",
+        f"/app/confirm?action=cancel&handle={h}",
+    ):
+        body = client.get(path).text
+        assert not re.search(r'(href|src|action|data-[a-z-]+-url)="/(?!torchx/)', body), path
+    token = _csrf(client.get(f"/app/confirm?action=cancel&handle={h}").text)
+    form = {"action": "cancel", "handle": handle, "csrf": token}
+    # the proxy forwards to http://127.0.0.1:<port>; the browser's origin is the public one
+    other = client.post("/app/action", data=form, headers={"origin": "https://evil.example.com"})
+    assert other.status_code == 403
+    ok = client.post(
+        "/app/action",
+        data=form,
+        headers={"origin": "https://ml.example.com", "sec-fetch-site": "same-origin"},
+    )
+    assert ok.status_code == 303 and ok.headers["location"] == f"/torchx/app?handle={h}"
+    assert table.job(_app_id(handle)).state == AppState.CANCELLED
+    assert client.get("/", headers={"host": "ml.example.com"}).status_code == 200

@@ -155,3 +155,30 @@ def test_describe_names_roles_and_replicas_from_component_names() -> None:
         ("trainer", [(0, "trainer", AppState.RUNNING), (1, "trainer", AppState.RUNNING)]),
         ("ps", [(0, "ps", AppState.PENDING)]),
     ]
+
+
+def test_squeue_errors_with_exit_0_are_an_error_not_no_jobs() -> None:
+    import json
+
+    from torchx_core.schedulers.api import SchedulerError
+    from torchx_core.schedulers.slurm._status import parse_squeue_json
+
+    out = {
+        "jobs": [],
+        "errors": [
+            {
+                "description": "Unable to contact slurm controller (connect failure)",
+                "error": "Unable to contact slurm controller (connect failure)",
+                "error_number": 1007,
+                "source": "slurm_load_jobs",
+            }
+        ],
+        "warnings": [],
+    }
+    with pytest.raises(
+        SchedulerError,
+        match=r"reported errors: Unable to contact slurm controller \(connect failure\)"
+        r" \(error 1007\)",
+    ):
+        parse_squeue_json(json.dumps(out))
+    assert parse_squeue_json(json.dumps({"jobs": [], "errors": [], "warnings": ["w"]})) == []

@@ -39,6 +39,33 @@ def _engine_urls(values: list[str]) -> dict[str, str]:
     return out
 
 
+def _public_url(value: str) -> str:
+    """``--public-url`` without its trailing slash; a :class:`DashboardArgumentError` if it is
+    not ``http(s)://host[/path]``."""
+    from urllib.parse import urlsplit
+
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise DashboardArgumentError(
+            f"--public-url {value!r} must be http(s)://HOST[:PORT][/PATH] without a query or"
+            " fragment, e.g. --public-url https://ml.example.com/torchx"
+        )
+    return value.rstrip("/")
+
+
+def _check_positive(args: argparse.Namespace) -> None:
+    """Raises :class:`DashboardArgumentError` naming every option that is not > 0."""
+    bad = [
+        f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}"
+        for name in ("refresh", "filter_timeout", "list_timeout", "max_follows")
+        if not getattr(args, name) > 0
+    ]
+    if bad:
+        raise DashboardArgumentError("; ".join(bad))
+
+
 def configured_schedulers(known: list[str]) -> list[str]:
     """``local_cwd`` plus every scheduler with a section in the ``.torchxconfig`` files."""
     from torchx_core.runner.config import find_configs
@@ -99,13 +126,39 @@ class CmdDashboard(SubCommand):
             " (repeatable)",
         )
 
+        subparser.add_argument(
+            "--filter-timeout",
+            type=float,
+            default=10.0,
+            help="seconds a log filter (regular expression) may run per request; a slower one is"
+            " stopped and the page says so (default: %(default)s)",
+        )
+        subparser.add_argument(
+            "--public-url",
+            default="",
+            help="the URL browsers use behind a reverse proxy, e.g. https://ml.example.com/torchx"
+            " (its path prefixes links and static files; its origin is accepted for POSTs)",
+        )
+        subparser.add_argument(
+            "--list-timeout",
+            type=float,
+            default=10.0,
+            help="seconds a page waits for a scheduler's list of apps; a slower scheduler is"
+            " shown with an error, the others with their apps (default: %(default)s)",
+        )
+        subparser.add_argument(
+            "--max-follows",
+            type=int,
+            default=32,
+            help="logs followed live at once at most, over every browser (default: %(default)s)",
+        )
+
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.dashboard import Settings, is_loopback, new_token, serve
         from torchx_core.runner import config, get_runner
         from torchx_core.specs import CfgVal
 
-        if args.refresh <= 0:
-            raise DashboardArgumentError(f"--refresh must be > 0 seconds, got {args.refresh}")
+        _check_positive(args)
         loopback = is_loopback(args.host)
         token = args.token or (None if loopback else new_token())
         with get_runner(component_defaults={}) as runner:
@@ -129,10 +182,16 @@ class CmdDashboard(SubCommand):
                 refresh=args.refresh,
                 engine_urls=_engine_urls(args.engine_url),
                 cfgs=cfgs,
+                filter_timeout=args.filter_timeout,
+                max_follows=args.max_follows,
+                list_timeout=args.list_timeout,
+                public_url=_public_url(args.public_url),
             )
 
             def ready(url: str) -> None:
                 shown = f"{url}/?token={token}" if token else f"{url}/"
+                if settings.public_url:
+                    shown += f" (public URL: {settings.public_url}/)"
                 print(f"torchx dashboard of {', '.join(schedulers)}: {shown}", flush=True)
                 if token and not args.token:
                     print(f"token (generated): {token}", flush=True)

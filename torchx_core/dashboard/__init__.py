@@ -8,6 +8,7 @@ Jinja2: the ``dashboard`` extra) is imported only by :func:`serve` / :func:`crea
 
 * ``_board.py``: the apps of each scheduler, one shared list read per refresh period
 * ``_pages.py``: what the app page shows; ``_logs.py``: tail, download and follow of a log
+* ``_filter.py``: log filters (regular expressions) matched in worker processes, bounded in time
 * ``_engines.py``: owner tokens -> links to the Airflow/Prefect/KFP UI
 * ``_security.py``: token, Host check, cross-site POST refusal, CSP (every request)
 * ``_server.py``: the Starlette routes and Jinja2 templates (``templates/``, ``static/``)

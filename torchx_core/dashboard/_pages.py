@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
     from torchx_core.specs import AppStatus
 
-__all__ = ["AppPage", "age", "app_page", "masked_appdef"]
+__all__ = ["AppPage", "age", "app_page", "masked_appdef", "span", "utc"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -25,13 +26,37 @@ MASK = "••••••"
 
 NONE = "<NONE>"
 
+#: names whose values are never shown, whatever the page is asked (tokens, passwords, secrets,
+#: keys, credentials, private material)
+SECRET_NAME = re.compile(
+    r"TOKEN|PASSW(OR)?D|SECRET|CREDENTIAL|PRIVATE|(^|[_.-])(API)?KEY($|[_.-])|APIKEY|AUTH|COOKIE"
+    r"|SESSION|SIGNATURE|DSN|CONNECTION_?STRING",
+    re.IGNORECASE,
+)
 
-def age(created: float | None, now: float | None = None) -> str:
-    """``"3m 12s"`` since ``created`` (epoch seconds); ``""`` when unknown."""
-    if not created:
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable (or option) called ``name`` holds a secret by its name.
+
+    >>> [is_secret_name(n) for n in ("HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "PATH")]
+    [True, True, True, False]
+    """
+    return SECRET_NAME.search(name) is not None
+
+
+def utc(when: float | None, iso: bool = False) -> str:
+    """``"2026-11-28 09:30:12"`` (UTC) of epoch seconds; ISO 8601 with ``Z`` if ``iso``."""
+    if not when:
         return ""
-    secs = max(0, int((now if now is not None else time.time()) - created))
-    d, rem = divmod(secs, 86400)
+    t = time.gmtime(when)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ" if iso else "%Y-%m-%d %H:%M:%S", t)
+
+
+def span(seconds: float | None) -> str:
+    """``"3m 12s"`` of a duration; ``""`` when unknown."""
+    if seconds is None:
+        return ""
+    d, rem = divmod(int(seconds), 86400)
     h, rem = divmod(rem, 3600)
     m, s = divmod(rem, 60)
     if d:
@@ -39,6 +64,13 @@ def age(created: float | None, now: float | None = None) -> str:
     if h:
         return f"{h}h {m}m"
     return f"{m}m {s}s" if m else f"{s}s"
+
+
+def age(created: float | None, now: float | None = None) -> str:
+    """``"3m 12s"`` since ``created`` (epoch seconds); ``""`` when unknown."""
+    if not created:
+        return ""
+    return span(max(0.0, (now if now is not None else time.time()) - created))
 
 
 @dataclass
@@ -65,6 +97,8 @@ class AppPage:
     error: str = ""
     failure_tail: list[str] = field(default_factory=list)
     appdef: str = ""
+    #: why the AppDef shown is partial (a scheduler that does not keep it), ``""`` if it is whole
+    appdef_note: str = ""
     run_options: list[tuple[str, str]] | None = None  # None: the scheduler does not keep them
     owner: EngineLink | None = None
     tracker: list[tuple[str, str, str]] = field(default_factory=list)
@@ -103,14 +137,38 @@ def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str
     return [(display(k), f"{v:.6g}", round(100 * abs(v) / top)) for k, v in items]
 
 
+#: what an AppDef read back from a scheduler that does not keep it holds in place of a value
+_UNKNOWN = ("<MISSING>", "", None, [], {})
+
+
+def is_stub(app: Any) -> bool:
+    """Whether ``app`` was rebuilt by a scheduler that keeps no AppDef (no entrypoint known)."""
+    return bool(app.roles) and all(r.entrypoint == "<MISSING>" for r in app.roles)
+
+
+def _known(data: Any) -> Any:
+    """``data`` without the placeholders of values a scheduler does not know."""
+    if isinstance(data, dict):
+        return {k: _known(v) for k, v in data.items() if not _unknown(v)}
+    if isinstance(data, list):
+        return [_known(v) for v in data]
+    return data
+
+
+def _unknown(value: Any) -> bool:
+    return any(value == u and type(value) is type(u) for u in _UNKNOWN)
+
+
 def masked_appdef(app: Any, show_env: bool) -> str:
-    """The AppDef as JSON, every environment value replaced by a mask unless ``show_env``."""
+    """The AppDef as JSON, every environment value replaced by a mask unless ``show_env``;
+    the values of secret-named variables (:func:`is_secret_name`) always masked."""
     data = app.to_dict()
-    if not show_env:
-        for role in data.get("roles", []):
-            env = role.get("env")
-            if isinstance(env, dict):
-                role["env"] = dict.fromkeys(env, MASK)
+    for role in data.get("roles", []):
+        env = role.get("env")
+        if isinstance(env, dict):
+            role["env"] = {
+                k: v if show_env and not is_secret_name(str(k)) else MASK for k, v in env.items()
+            }
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)
 
 
@@ -156,14 +214,22 @@ def app_page(
 def _details(runner: Runner, page: AppPage, engine_urls: Mapping[str, str], show_env: bool) -> None:
     try:
         app = runner.describe(page.handle)
-        page.appdef = display(masked_appdef(app, show_env)) if app is not None else ""
+        if app is not None and is_stub(app):
+            page.appdef_note = (
+                f"{page.scheduler} does not keep the AppDef an app was submitted with (its"
+                " entrypoint, arguments and environment are not known here); what it knows:"
+            )
+            page.appdef = display(json.dumps(_known(app.to_dict()), indent=2, default=str))
+        elif app is not None:
+            page.appdef = display(masked_appdef(app, show_env))
     except Exception as e:  # noqa: BLE001 - a page part that fails is reported, not fatal
         page.problems.append(f"AppDef unavailable: {type(e).__name__}: {e}")
     try:
         cfg = runner.run_options(page.handle)
         if cfg is not None:
             page.run_options = [
-                (k, display(json.dumps(v, default=str))) for k, v in sorted(cfg.items())
+                (k, MASK if is_secret_name(k) else display(json.dumps(v, default=str)))
+                for k, v in sorted(cfg.items())
             ]
     except Exception as e:  # noqa: BLE001 - shown on the page, the rest still renders
         page.problems.append(f"run options unavailable: {type(e).__name__}: {e}")

@@ -94,17 +94,31 @@ class Guard:
         token: required on every request when set (None: loopback only, no token)
         csrf: the CSRF token every POST form carries
         loopback: the server is bound to a loopback address (Host header checked)
+        public_origin: ``scheme://host[:port]`` browsers use behind a reverse proxy: accepted
+            as the Origin of a POST, and its host as a Host header
+        root: the path prefix of the public URL (for the token redirect and cookie)
     """
 
-    def __init__(self, app: ASGIApp, token: str | None, csrf: str, loopback: bool) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        csrf: str,
+        loopback: bool,
+        public_origin: str | None = None,
+        root: str = "",
+    ) -> None:
         self.app, self.token, self.csrf, self.loopback = app, token, csrf, loopback
+        self.public_origin, self.root = public_origin, root
+        public_host = _host_name(public_origin.split("://", 1)[1]) if public_origin else None
+        self.hosts = (*_LOOPBACK_NAMES, *([public_host] if public_host else []))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
-        if self.loopback and _host_name(headers.get("host", "")) not in _LOOPBACK_NAMES:
+        if self.loopback and _host_name(headers.get("host", "")) not in self.hosts:
             await _plain(send, 403, "this dashboard serves only http://127.0.0.1 (Host refused)")
             return
         if self.token is not None:
@@ -118,12 +132,13 @@ class Guard:
                 )
                 return
             if _query_token(scope) is not None:  # move the token from the URL to a cookie
-                await _redirect_without_token(scope, send, self.token)
+                secure = (self.public_origin or "").startswith("https://")
+                await _redirect_without_token(scope, send, self.token, self.root, secure)
                 return
         if scope["method"] not in ("GET", "HEAD", "POST"):
             await _plain(send, 405, "only GET and POST are served")
             return
-        if scope["method"] == "POST" and not _same_origin(headers, scope):
+        if scope["method"] == "POST" and not _same_origin(headers, scope, self.public_origin):
             await _plain(send, 403, "cross-site request refused")
             return
 
@@ -164,14 +179,14 @@ def _given_token(scope: Scope, headers: dict[str, str]) -> str | None:
     return morsel.value if morsel is not None else None
 
 
-def _same_origin(headers: dict[str, str], scope: Scope) -> bool:
+def _same_origin(headers: dict[str, str], scope: Scope, public_origin: str | None) -> bool:
     site = headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
         return False
     origin = headers.get("origin")
     if origin is not None:
         scheme = scope.get("scheme", "http")
-        return origin == f"{scheme}://{headers.get('host', '')}"
+        return origin in (f"{scheme}://{headers.get('host', '')}", public_origin)
     return True
 
 
@@ -191,14 +206,18 @@ async def _plain(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _redirect_without_token(scope: Scope, send: Send, token: str) -> None:
+async def _redirect_without_token(
+    scope: Scope, send: Send, token: str, root: str, secure: bool
+) -> None:
     query = [
         (k, v)
         for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         if k != "token"
     ]
-    location = quote(scope.get("path", "/")) + (f"?{urlencode(query)}" if query else "")
-    cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+    location = root + quote(scope.get("path", "/")) + (f"?{urlencode(query)}" if query else "")
+    cookie = f"{COOKIE}={token}; Path={root or '/'}; HttpOnly; SameSite=Strict"
+    if secure:
+        cookie += "; Secure"
     await send(
         {
             "type": "http.response.start",

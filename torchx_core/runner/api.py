@@ -53,7 +53,13 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from torchx_core.runner.status_watch import StatusWatcher
-    from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+    from torchx_core.schedulers.api import (
+        DescribeAppResponse,
+        ListAppResponse,
+        ReplicaUsage,
+        Scheduler,
+        Stream,
+    )
     from torchx_core.schedulers.registry import SchedulerFactory
 
 __all__ = [
@@ -594,6 +600,12 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         return scheduler.run_options(app_id)
 
+    def resource_usage(self, app_handle: AppHandle) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """``{(role, replica index): ReplicaUsage}`` of the app's running replicas now, where its
+        scheduler can measure it (local does, from ``/proc``); None when it cannot."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.resource_usage(app_id)
+
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel`."""
         import warnings
@@ -659,6 +671,22 @@ class Runner:
             return scheduler.log_iter(
                 app_id, role_name, k, regex, since, until, should_tail, streams=stream
             )
+
+    def log_files(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        streams: Stream | None = None,
+    ) -> list[str] | None:
+        """The files of replica ``k``'s log (``Scheduler.log_files``): a byte-exact copy of
+        what :meth:`log_lines` reads; None where the scheduler keeps no local log files.
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        return scheduler.log_files(app_id, role_name, k, _as_stream(streams))
 
     def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None

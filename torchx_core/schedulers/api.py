@@ -157,7 +157,8 @@ class ListAppResponse:
 
     Backends that learn more from the same list read fill the optional fields (``None`` when
     unknown): ``created`` (submit time, epoch seconds), ``owner`` (``Runner.set_owner``'s
-    token) and ``replicas`` (how many replicas are in each state, by ``AppState`` name).
+    token), ``replicas`` (how many replicas are in each state, by ``AppState`` name) and
+    ``ended`` (when the app ended, epoch seconds).
     """
 
     app_id: str
@@ -167,6 +168,17 @@ class ListAppResponse:
     created: float | None = None
     owner: str | None = None
     replicas: dict[str, int] | None = None
+    ended: float | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaUsage:
+    """What one replica (its process and descendants) uses at one moment: CPU time consumed
+    so far (seconds), resident memory (bytes) and how many processes it has."""
+
+    cpu_seconds: float
+    rss_bytes: int
+    processes: int
 
 
 class Scheduler(abc.ABC, Generic[T]):
@@ -346,6 +358,16 @@ class Scheduler(abc.ABC, Generic[T]):
             " scheduler stores them"
         )
 
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> list[str] | None:
+        """The files holding replica ``k``'s log, in the order :meth:`log_iter` reads them
+        without following (for a byte-exact copy); None where the log is not in local files.
+
+        Raises: as :meth:`log_iter` for an unknown app, role, replica or stream.
+        """
+        return None
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def cancel(self, app_id: str) -> None:
@@ -419,6 +441,11 @@ class Scheduler(abc.ABC, Generic[T]):
     def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
         """The run options the app was submitted with (resolved: defaults filled), where the
         scheduler keeps them; None when it does not (the default) or the app is unknown."""
+        return None
+
+    def resource_usage(self, app_id: str) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """``{(role, replica index): usage}`` of the app's running replicas now, where the
+        scheduler can measure it (local: from ``/proc``); None when it cannot (the default)."""
         return None
 
     def __enter__(self) -> Scheduler[T]:

@@ -38,11 +38,12 @@ from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
     ListAppResponse,
+    ReplicaUsage,
     Scheduler,
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.local import _gone, _logio, _owner, _state
+from torchx_core.schedulers.local import _gone, _logio, _owner, _state, _usage
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._images import *  # noqa: F403 - TorchX's public names
 from torchx_core.schedulers.local._images import (
@@ -62,6 +63,7 @@ from torchx_core.schedulers.local._layout import (
     log_path,
     write_status,
 )
+from torchx_core.schedulers.local._logquery import log_stream
 from torchx_core.schedulers.local._options import APP_ID_RULES as APP_ID_RULES
 from torchx_core.schedulers.local._options import MAX_NAME_CHARS as MAX_NAME_CHARS
 from torchx_core.schedulers.local._options import (
@@ -408,6 +410,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
                     created=created or None,
                     owner=_owner.read_owner(app_dir),
                     replicas=replica_counts(doc),
+                    ended=doc.ended,
                 )
                 rows.append((created, app_id, app))
         finally:
@@ -444,6 +447,23 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     # -- logs ---------------------------------------------------------------------------------
 
+    def _log_target(
+        self, app_id: str, role_name: str, k: int, streams: Stream | None
+    ) -> tuple[str, _state.StatusDoc, str]:
+        """``(app dir, status doc, stream)`` of a replica's log; raises for a bad query."""
+        app_dir = self._app_dir(app_id)
+        doc = _state.read_status(app_dir, app_id) if app_dir else None
+        if app_dir is None or doc is None:
+            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        return app_dir, doc, log_stream(doc, app_id, role_name, k, streams)
+
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> list[str] | None:
+        """The replica's log file for ``streams`` (default: combined), as :meth:`log_iter`."""
+        app_dir, doc, stream = self._log_target(app_id, role_name, k, streams)
+        return [log_path(app_dir, role_name, k, stream, doc.layout)]
+
     def log_iter(
         self,
         app_id: str,
@@ -461,28 +481,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         line by line in arrival order). With ``should_tail`` the iterator follows the log until
         the app ends. ``since``/``until`` are ignored (the logs carry no timestamps).
         """
-        app_dir = self._app_dir(app_id)
-        doc = _state.read_status(app_dir, app_id) if app_dir else None
-        if app_dir is None or doc is None:
-            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        roles = {r.name: len(r.states) for r in doc.roles}
-        if role_name not in roles:
-            raise InvalidLogQueryError(
-                f"app {app_id} has no role {role_name!r}; its roles are:"
-                f" {', '.join(roles) or '(none)'}"
-            )
-        if not 0 <= k < roles[role_name]:
-            raise InvalidLogQueryError(
-                f"role {role_name!r} of app {app_id} has replicas 0..{roles[role_name] - 1};"
-                f" got k={k}"
-            )
-        try:
-            stream = Stream(streams).value if streams is not None else Stream.COMBINED.value
-        except ValueError as e:
-            valid = ", ".join(s.value for s in Stream)
-            raise InvalidLogQueryError(
-                f"unknown log stream {streams!r}; valid streams: {valid}"
-            ) from e
+        app_dir, doc, stream = self._log_target(app_id, role_name, k, streams)
         if since or until:
             logger.warning(
                 "since/until are ignored by the local scheduler: its logs carry no timestamps"
@@ -630,6 +629,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
         app_dir = self._app_dir(app_id)
         return None if app_dir is None else _owner.read_owner(app_dir)
+
+    def resource_usage(self, app_id: str) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """CPU time and memory of each running replica and its descendants, from ``/proc``."""
+        app_dir = self._app_dir(app_id)
+        doc = _state.read_status(app_dir, app_id) if app_dir else None
+        if doc is None:
+            return None
+        return _usage.replica_usage(_usage.running_replicas(doc))
 
     def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
         """The resolved run options kept in the app's ``plan.json`` (None for older apps)."""

@@ -168,11 +168,26 @@ def _state_of(value: Any) -> str:
     return str(states[0]).upper() if states else "UNKNOWN"
 
 
+def _error_text(errors: object) -> str:
+    """The ``errors`` of Slurm's JSON output as one line (``error``/``description`` of each)."""
+    items = errors if isinstance(errors, list) else [errors]
+    parts = []
+    for e in items:
+        if isinstance(e, dict):
+            words = [str(e[k]) for k in ("error", "description") if e.get(k)]
+            code = e.get("error_number")
+            parts.append(" - ".join(dict.fromkeys(words)) + (f" (error {code})" if code else ""))
+        else:
+            parts.append(str(e))
+    return "; ".join(parts)
+
+
 def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
     """Parses ``squeue --json`` output into records (every job it lists).
 
     Raises:
-        SchedulerError: the output is not squeue JSON.
+        SchedulerError: the output is not squeue JSON, or it reports errors (squeue exits 0
+            with an ``errors`` list when the controller cannot be reached: not "no jobs").
     """
     try:
         data = json.loads(text)
@@ -182,6 +197,9 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
             f"cannot parse `squeue --json` output ({e}); got: {text[:200]!r}. Check that squeue"
             " supports --json (Slurm >= 21.08)"
         ) from e
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if errors:
+        raise SchedulerError(f"`squeue --json` reported errors: {_error_text(errors)}")
     out = []
     for job in jobs:
         job_id = _number(job.get("job_id"))

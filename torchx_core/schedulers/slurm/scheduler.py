@@ -488,25 +488,10 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
 
     # -- logs -------------------------------------------------------------------------------
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> Iterable[str]:
-        """Lines of ``slurm-{app_id}-{role}-{k}.out`` (stdout) and ``.err`` (stderr), as TorchX.
-
-        ``streams=Stream.STDOUT``/``STDERR`` reads one file; ``None``/``COMBINED`` reads both
-        (following, in the order lines arrive; their relative order is approximate). TorchX
-        reads only stderr for ``None``. ``since``/``until`` are ignored (no timestamps).
-        """
-        if since or until:
-            logger.info("slurm logs carry no timestamps; ignoring since/until")
+    def log_files(
+        self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
+    ) -> list[str]:
+        """``slurm-{app_id}-{role}-{k}.out`` and/or ``.err`` in the job's directory."""
         records = self._records([app_id]).get(app_id)
         if not records:
             raise UnknownAppException(app_id)
@@ -526,6 +511,28 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         work_dir = records[0].work_dir
         exts = {Stream.STDOUT: ["out"], Stream.STDERR: ["err"]}.get(streams, ["out", "err"])  # type: ignore[arg-type]
         paths = [os.path.join(work_dir, log_file_name(app_id, role_name, k, e)) for e in exts]
+        return paths
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Lines of ``slurm-{app_id}-{role}-{k}.out`` (stdout) and ``.err`` (stderr), as TorchX.
+
+        ``streams=Stream.STDOUT``/``STDERR`` reads one file; ``None``/``COMBINED`` reads both
+        (following, in the order lines arrive; their relative order is approximate). TorchX
+        reads only stderr for ``None``. ``since``/``until`` are ignored (no timestamps).
+        """
+        if since or until:
+            logger.info("slurm logs carry no timestamps; ignoring since/until")
+        paths = self.log_files(app_id, role_name, k, streams)
 
         def ended_many(ids: list[str]) -> dict[str, bool]:
             return {
