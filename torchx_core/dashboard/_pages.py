@@ -138,7 +138,7 @@ def metric_bars(metrics: Mapping[str, float], limit: int = 20) -> list[tuple[str
 
 
 #: what an AppDef read back from a scheduler that does not keep it holds in place of a value
-_UNKNOWN = ("<MISSING>", "", None, [], {})
+_UNKNOWN: tuple[object, ...] = ("<MISSING>", "", None, [], {})
 
 
 def is_stub(app: Any) -> bool:

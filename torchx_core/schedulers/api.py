@@ -360,7 +360,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
     def log_files(
         self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
-    ) -> list[str] | None:
+    ) -> builtins.list[str] | None:
         """The files holding replica ``k``'s log, in the order :meth:`log_iter` reads them
         without following (for a byte-exact copy); None where the log is not in local files.
 

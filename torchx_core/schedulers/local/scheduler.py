@@ -23,6 +23,7 @@ world sizes are left to the launcher inside the replica (``torchrun``).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -449,7 +450,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def _log_target(
         self, app_id: str, role_name: str, k: int, streams: Stream | None
-    ) -> tuple[str, _state.StatusDoc, str]:
+    ) -> tuple[str, StatusDoc, str]:
         """``(app dir, status doc, stream)`` of a replica's log; raises for a bad query."""
         app_dir = self._app_dir(app_id)
         doc = _state.read_status(app_dir, app_id) if app_dir else None
@@ -459,7 +460,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def log_files(
         self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
-    ) -> list[str] | None:
+    ) -> builtins.list[str] | None:
         """The replica's log file for ``streams`` (default: combined), as :meth:`log_iter`."""
         app_dir, doc, stream = self._log_target(app_id, role_name, k, streams)
         return [log_path(app_dir, role_name, k, stream, doc.layout)]

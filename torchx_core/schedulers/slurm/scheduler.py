@@ -490,7 +490,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
 
     def log_files(
         self, app_id: str, role_name: str, k: int = 0, streams: Stream | None = None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """``slurm-{app_id}-{role}-{k}.out`` and/or ``.err`` in the job's directory."""
         records = self._records([app_id]).get(app_id)
         if not records:
