@@ -65,6 +65,13 @@ class InvalidConnectionError(TorchXAirflowError, ValueError):
     permanent = True
 
 
+def sentence(text: object) -> str:
+    """``text`` as a sentence to continue after: it ends with one full stop (or its own ``!``
+    or ``?``), never two, whether or not the wrapped message had one."""
+    out = str(text).rstrip()
+    return out if out.endswith((".", "!", "?")) else out + "."
+
+
 def check_number(
     problems: list[str], name: str, value: object, *, minimum: float, strict: bool = False
 ) -> None:
