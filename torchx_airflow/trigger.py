@@ -215,7 +215,8 @@ class TorchXTrigger(BaseTrigger):
                 "timeout_at": self.timeout_at,
                 "owner": self.owner,
                 "torchx_conn_id": self.torchx_conn_id,
-                "log_positions": self.log_positions,
+                # only when set: a triggerer of the version before can rebuild the others
+                **({} if self.log_positions is None else {"log_positions": self.log_positions}),
             },
         )
 

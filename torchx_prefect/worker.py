@@ -82,6 +82,8 @@ ENGINE_COMMAND = "python -m prefect.engine"
 _LOST = 1
 #: Flow-run states whose app a worker watches (and takes back after a worker restart).
 _WATCHED_STATES = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
+#: Flow runs read per request when looking for runs to take back.
+_PAGE = 200
 #: The flow-run label Prefect's base worker sets to the name of the worker that submitted it.
 WORKER_NAME_LABEL = "prefect.worker.name"
 
@@ -235,6 +237,9 @@ class TorchXWorker(_Worker):
         super().__init__(*args, **kwargs)
         #: flow runs this worker watches: submitted by :meth:`run` or taken back
         self._watching: set[UUID] = set()
+        #: flow runs whose app this worker saw end while the run was not final yet (e.g. a
+        #: ``command`` that does not report to Prefect): never taken back again
+        self._ended: set[UUID] = set()
 
     async def run(
         self,
@@ -326,7 +331,9 @@ class TorchXWorker(_Worker):
                 handle, lambda line: run_logger.info("%s", line), skip_existing=skip_existing
             )
         try:
-            return await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
+            code = await self._watch(flow_run, lifecycle, handle, configuration.poll_interval)
+            self._ended.add(flow_run.id)
+            return code
         finally:
             if follower is not None:
                 await asyncio.to_thread(follower.stop)
@@ -352,7 +359,26 @@ class TorchXWorker(_Worker):
         poll; returns the ids of the flow runs taken back.
         """
         try:
-            runs = await self.client.read_flow_runs(
+            runs = await self._watched_runs()
+            workers = await self.client.read_workers_for_work_pool(self.work_pool.name)
+        except Exception as e:  # noqa: BLE001 - the API may blink; the next poll tries again
+            logger.warning("cannot look for flow runs to take back: %s", e)
+            return []
+        online = {w.name for w in workers if w.status == WorkerStatus.ONLINE} - {self.name}
+        self._ended &= {r.id for r in runs}  # forget the runs that became final
+        orphans = runs_to_take_back(
+            runs, online_workers=online, watching=self._watching | self._ended
+        )
+        for flow_run in orphans:
+            self._watching.add(flow_run.id)
+            self._start_soon(self._take_back, flow_run)
+        return [r.id for r in orphans]
+
+    async def _watched_runs(self) -> list[FlowRun]:
+        """Every pending, running or cancelling flow run of this pool (read a page at a time)."""
+        runs: list[FlowRun] = []
+        while True:
+            page = await self.client.read_flow_runs(
                 work_pool_filter=WorkPoolFilter(
                     name=WorkPoolFilterName(any_=[self.work_pool.name])
                 ),
@@ -361,17 +387,12 @@ class TorchXWorker(_Worker):
                         type=FlowRunFilterStateType(any_=list(_WATCHED_STATES))
                     )
                 ),
+                limit=_PAGE,
+                offset=len(runs),
             )
-            workers = await self.client.read_workers_for_work_pool(self.work_pool.name)
-        except Exception as e:  # noqa: BLE001 - the API may blink; the next poll tries again
-            logger.warning("cannot look for flow runs to take back: %s", e)
-            return []
-        online = {w.name for w in workers if w.status == WorkerStatus.ONLINE} - {self.name}
-        orphans = runs_to_take_back(runs, online_workers=online, watching=self._watching)
-        for flow_run in orphans:
-            self._watching.add(flow_run.id)
-            self._start_soon(self._take_back, flow_run)
-        return [r.id for r in orphans]
+            runs.extend(page)
+            if len(page) < _PAGE:
+                return runs
 
     def _start_soon(self, fn: Any, *args: Any) -> None:
         group = self._runs_task_group  # Prefect's task group of this worker's flow runs

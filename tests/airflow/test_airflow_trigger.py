@@ -72,7 +72,6 @@ def test_serialize_round_trip_rebuilds_an_equal_trigger() -> None:
         "timeout_at": 1234.5,
         "owner": OWNER,
         "torchx_conn_id": "my_cluster",
-        "log_positions": None,
     }
 
 
