@@ -32,6 +32,7 @@ try:
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
+        AirflowRescheduleException,
         AirflowSensorTimeout,
         AirflowSkipException,
         AirflowTaskTimeout,
@@ -40,6 +41,7 @@ except ImportError:  # Airflow 3.0-3.1: the same classes the task runner catches
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
         AirflowException,
         AirflowFailException,
+        AirflowRescheduleException,
         AirflowSensorTimeout,
         AirflowSkipException,
         AirflowTaskTimeout,
@@ -76,6 +78,7 @@ except ImportError:  # pragma: no cover - Airflow 3.0-3.2
 __all__ = [
     "AirflowException",
     "AirflowFailException",
+    "AirflowRescheduleException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "AirflowTaskTimeout",

@@ -49,6 +49,12 @@ def owner_token(ti: RuntimeTaskInstanceProtocol) -> str:
     return f"airflow:{dag_id}/{task_id}/{run_id}/{map_index}#try={int(ti.try_number or 1)}"
 
 
+def replica_of(key: str) -> tuple[str, int]:
+    """A log position's key ``"role/k"`` (``LogFollower.positions()``) -> ``(role, k)``."""
+    role, _, k = key.rpartition("/")
+    return role, int(k)
+
+
 def scheduler_of(app_handle: str) -> str:
     """The scheduler name in an app handle (``{scheduler}://{session}/{app_id}``)."""
     return parse_app_handle(app_handle).scheduler_backend

@@ -63,3 +63,10 @@ class InvalidConnectionError(TorchXAirflowError, ValueError):
     values are never part of the message). Permanent: a task fails at once, without retries."""
 
     permanent = True
+
+
+def sentence(text: object) -> str:
+    """``text`` as a sentence to continue after: it ends with one full stop (or its own ``!``
+    or ``?``), never two, whether or not the wrapped message had one."""
+    out = str(text).rstrip()
+    return out if out.endswith((".", "!", "?")) else out + "."

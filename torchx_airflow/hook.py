@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseHook
@@ -216,7 +218,18 @@ class TorchXHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Checks the connection as a task would use it: its fields, the scheduler name and the
         run options (strictly: unknown keys and wrong types fail, as in a task), then lists the
-        apps on the scheduler; says what is wrong."""
+        apps on the scheduler; says what is wrong.
+
+        The UI's Test button (``POST /api/v2/connections/test``) has Airflow test a copy of the
+        edited connection under a throw-away id: the message names the edited connection's id
+        instead where the API's request can be found on the call stack."""
+        ok, message = self._test()
+        edited = _edited_conn_id(self.torchx_conn_id)
+        if edited is not None:
+            message = message.replace(repr(self.torchx_conn_id), repr(edited))
+        return ok, message
+
+    def _test(self) -> tuple[bool, str]:
         from torchx_airflow._runtime import check_run_options
 
         try:
@@ -246,6 +259,20 @@ class TorchXHook(BaseHook):
             f"scheduler {settings.scheduler!r} and its run options are valid; it is reachable"
             f" and lists {len(apps)} app(s)"
         )
+
+
+def _edited_conn_id(conn_id: str) -> str | None:
+    """The id of the connection the user edits, when ``conn_id`` is the throw-away id Airflow's
+    connection-test API gives its copy (its request handler holds both as ``transient_conn_id``
+    and ``test_body.connection_id``); None elsewhere, or if Airflow's handler changed."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        local = frame.f_locals
+        if local.get("transient_conn_id") == conn_id and "test_body" in local:
+            edited = getattr(local["test_body"], "connection_id", None)
+            return edited if isinstance(edited, str) and edited else None
+        frame = frame.f_back
+    return None
 
 
 def runner_for(torchx_conn_id: str | None, factory: Callable[[], Runner] | None = None) -> Runner:

@@ -52,10 +52,11 @@ from torchx_airflow._runtime import (
     conn_id_to_look_up,
     open_runner,
     owner_token,
+    replica_of,
     status_payload,
     task_identity,
 )
-from torchx_airflow.errors import InvalidTaskArgumentError
+from torchx_airflow.errors import InvalidTaskArgumentError, sentence
 from torchx_airflow.hook import ConnectionSettings, TorchXHook, runner_for
 from torchx_airflow.links import DASHBOARD_URL_ATTR, UI_URL_ATTR, TorchXAppLink, app_link
 from torchx_airflow.states import ACTIVE_PHASES, VANISHED_STATUS, exception_for, phase_for
@@ -130,7 +131,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         log_tail_lines: replica log lines printed per replica at the end when the logs were not
             streamed (``stream_logs=False``), and in a failure's message; ``0`` prints none
         stream_logs: every line of every replica (up to 16) into the task log, once: streamed
-            while the task waits on the worker, the rest when a deferred task resumes
+            while the task waits on the worker and, once deferred, by the trigger (the lines
+            stamped when read); what is left when a deferred task resumes
         fail_fast: a FAILED app fails the task without Airflow retries
         skip_on_cancel: a CANCELLED app skips the task instead of failing it
         unknown_state_timeout: seconds an app may stay UNKNOWN, unreachable or vanished before
@@ -269,8 +271,9 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     def execute_complete(
         self, context: Context, event: dict[str, Any], log_positions: dict[str, int] | None = None
     ) -> dict[str, Any]:
-        """Resumes after :py:class:`TorchXTrigger` fired: gives the log lines not given before
-        deferring (``log_positions``), maps the event to the task outcome."""
+        """Resumes after :py:class:`TorchXTrigger` fired: gives the log lines given neither
+        before deferring (``log_positions``) nor by the trigger (the event's), maps the event to
+        the task outcome."""
         handle = str(event.get("app_handle", ""))
         self._handle = handle
         end, obs = read_event(event)
@@ -286,6 +289,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
                 if event.get("permanent"):
                     raise AirflowFailException(f"{message} ({self._config_origin()}; not retried)")
                 raise AirflowException(message)
+            log_positions = event.get("log_positions", log_positions)
             streamed = self.stream_logs and log_positions is not None
             if streamed and not obs.expired:
                 self._give_rest_of_log(handle, log_positions or {})
@@ -442,8 +446,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
     def _config_failure(self, error: BaseException) -> BaseException:
         """``AirflowFailException`` for an error a retry cannot fix (no retry is spent)."""
         return AirflowFailException(
-            f"TorchX configuration error (not retried; fix it and clear the task): {error}."
-            f" Came from {self._config_origin()}"
+            "TorchX configuration error (not retried; fix it and clear the task):"
+            f" {sentence(error)} Came from {self._config_origin()}"
         )
 
     def _hook(self) -> TorchXHook:
@@ -554,7 +558,7 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
         options: dict[str, Any] = {}
         if start_at:
             options["start_at"] = start_at
-            options["replicas"] = [_replica(key) for key in start_at]  # the same ones as before
+            options["replicas"] = [replica_of(key) for key in start_at]  # the same ones as before
         return self._lifecycle().follow_logs(
             handle, lambda line: self.log.info("%s", line), **options
         )
@@ -603,6 +607,8 @@ class TorchXOperator(ResumableJobMixin, BaseOperator):
             # the default connection is looked up only if it exists (a triggerer's lookup of an
             # absent one is slow)
             torchx_conn_id=self.torchx_conn_id if self._uses_connection() else None,
+            # the trigger streams the app's output into the task's log while deferred
+            **({} if log_positions is None else {"log_positions": log_positions}),
         )
         self.log.info("Deferring: the triggerer waits for TorchX app %s", handle)
         self._close_runner()
@@ -751,9 +757,3 @@ def _app_problems(app: object, component: object, component_args: object) -> lis
                 f" got {type(component_args).__name__}"
             )
     return problems
-
-
-def _replica(key: str) -> tuple[str, int]:
-    """``"role/k"`` -> ``(role, k)``."""
-    role, _, k = key.rpartition("/")
-    return role, int(k)

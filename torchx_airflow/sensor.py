@@ -1,6 +1,11 @@
 """``TorchXSensor``: waits for an existing TorchX app (poke, reschedule or deferrable mode).
 
-The sensor does not own the app: it never cancels it. Outcomes follow
+The sensor does not own the app: it never cancels it. In reschedule mode, it asks to be
+rescheduled :data:`RESCHEDULE_MIN_S` seconds later at the earliest, whatever ``poke_interval``
+says: a shorter gap meets Airflow 3.3's stale-event race, where the scheduler reads the exit of
+the poke before as the end of the rescheduled try and fails it ("finished with state success,
+but the task instance's state attribute is queued"; Airflow's own sensors fail the same way).
+Outcomes follow
 :py:mod:`torchx_airflow.states`; success returns the final status dict as the sensor's XCom
 ``return_value``.
 """
@@ -8,12 +13,13 @@ The sensor does not own the app: it never cancels it. Outcomes follow
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import (
     AirflowException,
     AirflowFailException,
+    AirflowRescheduleException,
     AirflowSensorTimeout,
     BaseSensorOperator,
     PokeReturnValue,
@@ -27,7 +33,7 @@ from torchx_airflow._runtime import (
     scheduler_of,
     status_payload,
 )
-from torchx_airflow.errors import InvalidTaskArgumentError
+from torchx_airflow.errors import InvalidTaskArgumentError, sentence
 from torchx_airflow.hook import TorchXHook, runner_for
 from torchx_airflow.states import exception_for
 from torchx_airflow.trigger import TriggerEnd, read_event
@@ -51,6 +57,8 @@ __all__ = ["TorchXSensor"]
 
 #: task_state_store key holding the start (UNIX time) of the current UNKNOWN streak.
 _UNKNOWN_SINCE_KEY = "torchx_unknown_since"
+#: In reschedule mode, the shortest time (seconds) to the next poke (see the module docstring).
+RESCHEDULE_MIN_S = 30.0
 
 
 class TorchXSensor(BaseSensorOperator):
@@ -69,7 +77,8 @@ class TorchXSensor(BaseSensorOperator):
         torchx_conn_id: the ``torchx`` connection giving the session name and the scheduler
             client's environment (default ``torchx_default``, which may be absent)
         kwargs: :py:class:`BaseSensorOperator` arguments (``poke_interval``, ``mode``,
-            ``timeout``, ``soft_fail``...)
+            ``timeout``, ``soft_fail``...); in ``mode="reschedule"`` the pokes are at least
+            :data:`RESCHEDULE_MIN_S` apart (a shorter gap meets Airflow 3.3's stale-event race)
     """
 
     template_fields = ("app_handle",)
@@ -127,7 +136,8 @@ class TorchXSensor(BaseSensorOperator):
         except MalformedAppHandleException as e:
             # e.g. an xcom_pull that found nothing rendered "None": retrying cannot fix it
             raise AirflowFailException(
-                f"TorchXSensor {self.task_id}: app_handle rendered to {self.app_handle!r}: {e}."
+                f"TorchXSensor {self.task_id}: app_handle rendered to {self.app_handle!r}:"
+                f" {sentence(e)}"
                 " Check the app_handle template (the upstream task's XCom key 'app_handle')."
             ) from e
         with open_runner(self._new_runner) as runner:
@@ -152,7 +162,10 @@ class TorchXSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         """Pokes (or reschedules) as configured; in deferrable mode, defers after one poke."""
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowRescheduleException as e:
+                raise _not_before(e, RESCHEDULE_MIN_S) from None
         result = self.poke(context)
         if isinstance(result, PokeReturnValue) and result.is_done:
             return result.xcom_value
@@ -230,3 +243,12 @@ class TorchXSensor(BaseSensorOperator):
                 store.set(_UNKNOWN_SINCE_KEY, clock.since)
         self._unknown_since = clock.since
         return expired
+
+
+def _not_before(reschedule: AirflowRescheduleException, seconds: float) -> BaseException:
+    """``reschedule``, or the same request moved to ``seconds`` from now if it asked for less."""
+    earliest = datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    asked = reschedule.reschedule_date
+    if asked.tzinfo is not None and asked >= earliest:
+        return reschedule
+    return AirflowRescheduleException(earliest)  # type: ignore[no-untyped-call]  # Airflow untyped

@@ -3,7 +3,15 @@
 The trigger polls through the shared lifecycle (``AppLifecycle.apoll``: the status read runs in a
 worker thread, the triggerer's event loop is never blocked) and fires exactly one event when the
 app ends, stays vanished or UNKNOWN past its grace period, or passes the task's deadline.
-``cleanup()`` never touches the app (it runs on every triggerer restart). ``on_kill()`` (a user
+``cleanup()`` never touches the app (it runs on every triggerer restart).
+
+With ``log_positions`` (the operator's ``stream_logs``), the trigger also streams the replicas'
+output while the task is deferred, continuing where the worker stopped: the lines go through
+the trigger's logger, which Airflow 3 writes to the task's log (a ``.trigger.<id>.log`` part the
+UI shows with it), each stamped when it was read (at most :data:`LOG_FLUSH_S` late). Its event
+then carries the positions reached, so the resumed task gives only the lines after them. A
+triggerer restart re-creates the trigger with the positions of the deferral: lines the previous
+triggerer already gave are given again. ``on_kill()`` (a user
 marked the deferred task failed/success or cleared it) cancels the app only if the try that
 deferred still owns it: after a clear, the new try records itself as the owner when it adopts the
 app, and the old trigger then leaves it alone.
@@ -13,7 +21,8 @@ Event payload (plain JSON; :class:`TriggerEnd` says why the trigger fired)::
     {"event": "observed" | "timeout" | "error",
      "app_handle": str, "message": str,
      "observation": Observation.to_json() | None,
-     "permanent": bool (only for "error": a configuration error a retry cannot fix)}
+     "permanent": bool (only for "error": a configuration error a retry cannot fix),
+     "log_positions": {"role/k": lines given} (only when the trigger streamed logs)}
 
 ``observed``: the lifecycle decided (``Observation.done``: the app ended, or stayed VANISHED or
 UNKNOWN past its grace; the last status read is kept). ``timeout``: the task's deadline passed
@@ -32,15 +41,21 @@ sensor pass None when the default ``torchx_default`` connection does not exist).
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchx_airflow._airflow import BaseTrigger, TriggerEvent
-from torchx_airflow._runtime import RunnerFactory, scheduler_of, status_from_payload
+from torchx_airflow._runtime import (
+    RunnerFactory,
+    replica_of,
+    scheduler_of,
+    status_from_payload,
+)
 from torchx_airflow.errors import InvalidTaskArgumentError
-from torchx_core.runner.lifecycle import AppLifecycle, Observation, Phase, phase_of
+from torchx_core.runner.lifecycle import AppLifecycle, LogFollower, Observation, Phase, phase_of
 from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import AppStatus, parse_app_handle
 from torchx_core.specs.errors import MalformedAppHandleException, is_permanent_error
@@ -53,6 +68,10 @@ __all__ = ["TorchXTrigger", "TriggerEnd", "read_event"]
 #: ``on_kill`` and the deadline give up waiting for the cancel call after this long (Airflow
 #: allows ``on_kill`` 30 s).
 ON_KILL_TIMEOUT_S = 25.0
+#: While it streams logs, the trigger writes the lines read at least this often (seconds).
+LOG_FLUSH_S = 1.0
+#: At the end, the log streams get this long (seconds without a new line) to drain.
+LOG_DRAIN_S = 10.0
 
 
 class TriggerEnd(str, enum.Enum):
@@ -126,6 +145,9 @@ class TorchXTrigger(BaseTrigger):
         torchx_conn_id: the ``torchx`` connection the triggerer builds its Runner from (its
             session name and scheduler client environment); only the id is serialized, never
             the connection's values or secrets
+        log_positions: stream the replicas' output into the task's log from these positions
+            (``LogFollower.positions()`` of the worker's follower; ``{}``: from the start);
+            None: do not stream
         runner_factory: builds the Runner (tests only; never serialized)
     """
 
@@ -139,6 +161,7 @@ class TorchXTrigger(BaseTrigger):
         owner: str | None = None,
         torchx_conn_id: str | None = None,
         runner_factory: RunnerFactory | None = None,
+        log_positions: Mapping[str, int] | None = None,
     ) -> None:
         # Airflow's BaseTrigger and TriggerEvent are untyped (no-untyped-call under --strict)
         super().__init__()  # type: ignore[no-untyped-call,unused-ignore]
@@ -161,6 +184,14 @@ class TorchXTrigger(BaseTrigger):
             problems.append(
                 f"torchx_conn_id must name a connection or be None, got {torchx_conn_id!r}"
             )
+        if log_positions is not None and not (
+            isinstance(log_positions, Mapping)
+            and all(isinstance(k, str) and isinstance(v, int) for k, v in log_positions.items())
+        ):
+            problems.append(
+                "log_positions must map 'role/k' to a line count (LogFollower.positions()) or be"
+                f" None, got {log_positions!r}"
+            )
         if problems:
             raise InvalidTaskArgumentError("TorchXTrigger", problems)
         self.app_handle = app_handle
@@ -170,6 +201,7 @@ class TorchXTrigger(BaseTrigger):
         self.timeout_at = float(deadline) if deadline is not None else None
         self.owner = owner
         self.torchx_conn_id = torchx_conn_id
+        self.log_positions = None if log_positions is None else dict(log_positions)
         self._runner_factory = runner_factory
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -184,6 +216,8 @@ class TorchXTrigger(BaseTrigger):
                 "timeout_at": self.timeout_at,
                 "owner": self.owner,
                 "torchx_conn_id": self.torchx_conn_id,
+                # only when set: a triggerer of the version before can rebuild the others
+                **({} if self.log_positions is None else {"log_positions": self.log_positions}),
             },
         )
 
@@ -209,6 +243,7 @@ class TorchXTrigger(BaseTrigger):
         message: str,
         *,
         permanent: bool = False,
+        log_positions: dict[str, int] | None = None,
     ) -> TriggerEvent:
         payload: dict[str, Any] = {
             "event": end.value,
@@ -218,6 +253,8 @@ class TorchXTrigger(BaseTrigger):
         }
         if end is TriggerEnd.ERROR:
             payload["permanent"] = permanent
+        if log_positions is not None:
+            payload["log_positions"] = log_positions
         return TriggerEvent(payload)  # type: ignore[no-untyped-call,unused-ignore]
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -233,18 +270,42 @@ class TorchXTrigger(BaseTrigger):
             )
             return
         try:
-            yield await self._wait(self._lifecycle(runner))
+            life = self._lifecycle(runner)
+            streams = await self._start_streams(life)
+            try:
+                end, obs, message = await self._wait(life, streams)
+            finally:
+                if streams is not None:
+                    await streams.stop(drain=False)
+            positions = None if streams is None else streams.follower.positions()
+            yield self._event(end, obs, message, log_positions=positions)
         finally:
             # Local resources only: the app keeps running (a triggerer restart re-runs us).
             await asyncio.to_thread(runner.close)
 
-    async def _wait(self, life: AppLifecycle) -> TriggerEvent:
+    async def _start_streams(self, life: AppLifecycle) -> _Streams | None:
+        """The log streams of the app into the task's log (None without ``log_positions``)."""
+        if self.log_positions is None:
+            return None
+        lines: collections.deque[str] = collections.deque()  # appends are thread-safe
+        options: dict[str, Any] = {}
+        if self.log_positions:  # the same replicas as the worker streamed
+            options["start_at"] = self.log_positions
+            options["replicas"] = [replica_of(key) for key in self.log_positions]
+        follower = await asyncio.to_thread(
+            life.follow_logs, self.app_handle, lines.append, **options
+        )
+        return _Streams(follower, lines, self.log)
+
+    async def _wait(
+        self, life: AppLifecycle, streams: _Streams | None
+    ) -> tuple[TriggerEnd, Observation | None, str]:
         last: AppStatus | None = None
         while True:
             if self.timeout_at is not None and time.time() >= self.timeout_at:
                 cancelled = self.cancel_on_kill and await self._cancel(life)
                 last_obs = None if last is None else Observation(phase_of(last), last, False)
-                return self._event(
+                return (
                     TriggerEnd.TIMEOUT,
                     last_obs,
                     f"TorchX app {self.app_handle} passed the task's execution_timeout"
@@ -253,10 +314,26 @@ class TorchXTrigger(BaseTrigger):
             obs = await life.apoll(self.app_handle)
             last = obs.status or last
             if obs.done:
-                return self._final_event(obs, last)
-            await asyncio.sleep(self._sleep_time())
+                if streams is not None and not obs.expired:
+                    await streams.stop(drain=True)  # the app ended: its last lines, in order
+                return (TriggerEnd.OBSERVED, *self._final(obs, last))
+            await self._pause(self._sleep_time(), streams)
 
-    def _final_event(self, obs: Observation, last: AppStatus | None) -> TriggerEvent:
+    @staticmethod
+    async def _pause(seconds: float, streams: _Streams | None) -> None:
+        """Sleeps ``seconds``, writing the lines read meanwhile at least each LOG_FLUSH_S."""
+        if streams is None:
+            await asyncio.sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while True:
+            streams.flush()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(LOG_FLUSH_S, left))
+
+    def _final(self, obs: Observation, last: AppStatus | None) -> tuple[Observation, str]:
         grace = f"{self.unknown_state_timeout:g} s"
         if obs.expired and obs.phase is Phase.VANISHED:
             message = (
@@ -273,7 +350,7 @@ class TorchXTrigger(BaseTrigger):
         else:
             state = obs.status.state.name if obs.status is not None else obs.phase.name
             message = f"TorchX app {self.app_handle} {state}"
-        return self._event(TriggerEnd.OBSERVED, obs, message)
+        return obs, message
 
     def _sleep_time(self) -> float:
         if self.timeout_at is None:
@@ -315,3 +392,23 @@ class TorchXTrigger(BaseTrigger):
             await self._cancel(self._lifecycle(runner))
         finally:
             await asyncio.to_thread(runner.close)
+
+
+class _Streams:
+    """A trigger's log follower and the lines its threads read, written to the trigger's logger
+    from the trigger's own task (where Airflow routes them to the task's log)."""
+
+    def __init__(self, follower: LogFollower, lines: collections.deque[str], log: Any) -> None:
+        self.follower = follower
+        self.lines = lines
+        self.log = log
+
+    def flush(self) -> None:
+        """Writes the lines read so far."""
+        while self.lines:
+            self.log.info("%s", self.lines.popleft())
+
+    async def stop(self, *, drain: bool) -> None:
+        """Stops the streams (after they drain, if ``drain``), then writes what they read."""
+        await asyncio.to_thread(self.follower.stop, timeout=LOG_DRAIN_S if drain else 0)
+        self.flush()

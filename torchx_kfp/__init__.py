@@ -10,7 +10,8 @@ Two routes from an AppDef to a pipeline step:
   through the TorchX Runner on any scheduler, streams its logs, maps its final state to the step
   outcome, cancels it on SIGTERM and reattaches on retry (the shared
   :class:`torchx_core.runner.AppLifecycle`). It runs in the launcher image
-  (``docker/kfp-launcher``, ``make kfp-launcher-image``; ``launch(..., base_image=...)``).
+  (``docker/kfp-launcher``, ``make kfp-launcher-image``; ``launch(..., base_image=...)``);
+  :func:`docker_runner` runs its steps under ``kfp.local`` whatever the pipeline root's owner.
 
 :mod:`torchx_kfp.states` holds the state tables. kfp itself is imported on first use of a name
 that needs it; without it a :class:`~torchx_core.specs.MissingDependencyError` names the extra
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         UnsupportedAppError,
     )
     from torchx_kfp.launcher import cancel_apps_on_exit, launch, launcher_component
+    from torchx_kfp.local import docker_runner
     from torchx_kfp.runtime import LaunchResult, run_launcher
     from torchx_kfp.states import StepOutcome, app_state_from_kfp, step_outcome
 
@@ -60,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "cancel_apps_on_exit": "torchx_kfp.launcher",
     "launch": "torchx_kfp.launcher",
     "launcher_component": "torchx_kfp.launcher",
+    "docker_runner": "torchx_kfp.local",
     "LaunchResult": "torchx_kfp.runtime",
     "run_launcher": "torchx_kfp.runtime",
     "StepOutcome": "torchx_kfp.states",
@@ -83,6 +86,7 @@ __all__ = [
     "cancel_apps_on_exit",
     "component_from_app",
     "container_from_app",
+    "docker_runner",
     "input_ref",
     "launch",
     "launcher_component",

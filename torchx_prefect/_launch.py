@@ -257,8 +257,11 @@ def _md_cell(value: object) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def status_markdown(app_handle: str, status: AppStatus | None) -> str:
-    """A markdown report of an app: state, message, error and a table per role/replica."""
+def status_markdown(app_handle: str, status: AppStatus | None, *, ui_url: str | None = None) -> str:
+    """A markdown report of an app: state, message, error and a table per role/replica.
+
+    ``ui_url`` (e.g. the app's dashboard page) replaces the scheduler's ``status.ui_url`` in the
+    "UI:" line."""
     if status is None:
         return f"### TorchX app `{app_handle}`\n\nThe scheduler no longer knows this app.\n"
     lines = [
@@ -266,8 +269,9 @@ def status_markdown(app_handle: str, status: AppStatus | None) -> str:
         "",
         f"**State:** {AppState(status.state).name} &nbsp; **Restarts:** {status.num_restarts}",
     ]
-    if status.ui_url:
-        lines.append(f"**UI:** [{_md_cell(status.ui_url)}]({status.ui_url})")
+    ui_url = ui_url or status.ui_url
+    if ui_url:
+        lines.append(f"**UI:** [{_md_cell(ui_url)}]({ui_url})")
     if status.msg:
         lines.append(f"**Message:** {_md_cell(status.msg)}")
     if status.structured_error_msg and status.structured_error_msg != NONE:

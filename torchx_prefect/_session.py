@@ -512,18 +512,22 @@ class _Artifacts:
         self.log = run_logger
         self._link_done = False
 
-    def link(self, handle: str, ui_url: str | None) -> None:
-        """The app's link artifact (once): its page on the dashboard when one is configured
-        (the block's ``dashboard_url`` / ``$TORCHX_DASHBOARD_URL``), else the scheduler's UI."""
-        if not self.enabled or self._link_done:
-            return
+    def _url(self, handle: str, ui_url: str | None) -> str | None:
+        """The app's page on the dashboard when one is configured (the block's
+        ``dashboard_url`` / ``$TORCHX_DASHBOARD_URL``), else the scheduler's UI."""
         from torchx_core.runner.links import InvalidDashboardUrlError, dashboard_app_url
 
         try:
-            url = dashboard_app_url(handle) or ui_url
+            return dashboard_app_url(handle) or ui_url
         except InvalidDashboardUrlError as e:
             self.log.warning("%s; linking to the scheduler's UI instead", e)
-            url = ui_url
+            return ui_url
+
+    def link(self, handle: str, ui_url: str | None) -> None:
+        """The app's link artifact (once), to :meth:`_url`."""
+        if not self.enabled or self._link_done:
+            return
+        url = self._url(handle, ui_url)
         if not url:
             return
         self._link_done = True
@@ -533,14 +537,15 @@ class _Artifacts:
             self.log.warning("Could not publish the UI link of %s: %s", handle, e)
 
     def status(self, handle: str, status: AppStatus | None) -> None:
-        """The markdown status table of the app (and its link, if not published yet)."""
+        """The markdown status table of the app (and its link, if not published yet); its
+        "UI:" line links where the link artifact does."""
         if not self.enabled or status is None:
             return
         self.link(handle, status.ui_url)
         try:
             pio.publish_status(
                 artifact_key(self.app_name, "status"),
-                status_markdown(handle, status),
+                status_markdown(handle, status, ui_url=self._url(handle, status.ui_url)),
                 f"Status of TorchX app {handle}",
             )
         except Exception as e:  # noqa: BLE001 - artifacts must not change the outcome

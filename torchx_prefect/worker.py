@@ -35,12 +35,21 @@ import logging
 import os
 import shlex
 import sys
+from collections.abc import Iterable, Set
 from typing import TYPE_CHECKING, Any, Optional
+from uuid import UUID
 
 import anyio
-from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+    WorkPoolFilter,
+    WorkPoolFilterName,
+)
+from prefect.client.schemas.objects import StateType, WorkerStatus
 from prefect.exceptions import InfrastructureNotFound
-from prefect.states import Cancelled, Crashed, Failed
+from prefect.states import Cancelled, Completed, Crashed, Failed
 from prefect.workers.base import (
     BaseJobConfiguration,
     BaseVariables,
@@ -50,7 +59,7 @@ from prefect.workers.base import (
 from pydantic import Field
 
 from torchx_core.runner import get_runner
-from torchx_core.runner.lifecycle import AppLifecycle, Phase
+from torchx_core.runner.lifecycle import AppLifecycle, Attachment, Phase
 from torchx_core.runner.step_settings import SETTINGS
 from torchx_core.specs import AppDef, AppState, Resource, RetryPolicy, Role, named_resources
 from torchx_core.specs.errors import TorchXError, is_permanent_error
@@ -72,6 +81,12 @@ __all__ = [
 ENGINE_COMMAND = "python -m prefect.engine"
 #: Exit status reported for an app the flow run lost (cancelled from outside, vanished).
 _LOST = 1
+#: Flow-run states whose app a worker watches (and takes back after a worker restart).
+_WATCHED_STATES = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
+#: Flow runs read per request when looking for runs to take back.
+_PAGE = 200
+#: The flow-run label Prefect's base worker sets to the name of the worker that submitted it.
+WORKER_NAME_LABEL = "prefect.worker.name"
 
 
 class InvalidWorkerConfigError(TorchXError, ValueError):
@@ -241,6 +256,14 @@ class TorchXWorker(_Worker):
     _display_name = "TorchX"
     _documentation_url = "https://github.com/torchx-suite/torchx-suite#prefect-worker"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: flow runs this worker watches: submitted by :meth:`run` or taken back
+        self._watching: set[UUID] = set()
+        #: flow runs whose app this worker saw end while the run was not final yet (e.g. a
+        #: ``command`` that does not report to Prefect): never taken back again
+        self._ended: set[UUID] = set()
+
     async def run(
         self,
         flow_run: FlowRun,
@@ -249,17 +272,22 @@ class TorchXWorker(_Worker):
         # app handle, a str, as the flow run's infrastructure id (Prefect stores it as a str)
         task_status: anyio.abc.TaskStatus[str] | None = None,  # type: ignore[override]
     ) -> TorchXWorkerResult:
+        self._watching.add(flow_run.id)
+        try:
+            return await self._run(flow_run, configuration, task_status)
+        finally:
+            self._watching.discard(flow_run.id)
+
+    async def _run(
+        self,
+        flow_run: FlowRun,
+        configuration: TorchXWorkerJobConfiguration,
+        task_status: anyio.abc.TaskStatus[str] | None,
+    ) -> TorchXWorkerResult:
         run_logger = self.get_flow_run_logger(flow_run)
         try:
-            poll_interval, stream_output = configuration.settings()
-            lifecycle = _lifecycle(flow_run, configuration, poll_interval)
-            app = configuration.app(name=f"prefect-{flow_run.name}")
-            attachment = await asyncio.to_thread(
-                lifecycle.attach,
-                app,
-                ("prefect-flow-run", str(flow_run.id)),
-                known_handle=flow_run.infrastructure_pid or None,
-            )
+            lifecycle = _lifecycle(flow_run, configuration)
+            attachment = await self._attach(flow_run, lifecycle, configuration)
         except Exception as e:
             if is_permanent_error(e):  # a configuration error: no submission can ever succeed
                 await self._fail_permanently(flow_run, e)
@@ -274,18 +302,160 @@ class TorchXWorker(_Worker):
         )
         if task_status is not None:
             task_status.started(handle)
+        if attachment.how == "reused":  # this execution's app ran already (see _attach)
+            await self._end(flow_run, Completed(message=f"app {handle} already SUCCEEDED"))
+            return TorchXWorkerResult(identifier=handle, status_code=0)
+        code = await self._follow(flow_run, lifecycle, handle, configuration)
+        return TorchXWorkerResult(identifier=handle, status_code=code)
+
+    async def _attach(
+        self,
+        flow_run: FlowRun,
+        lifecycle: AppLifecycle,
+        configuration: TorchXWorkerJobConfiguration,
+    ) -> Attachment:
+        """Submits the flow run's app, or reattaches to the one still running. A flow run
+        scheduled again after its app SUCCEEDED (a forced re-run) is run again: a new app, named
+        after the flow run and its execution count (``run_count``), so that a worker restarted
+        during this execution still finds it."""
+        app = configuration.app(name=f"prefect-{flow_run.name}")
+        identity: tuple[str, ...] = ("prefect-flow-run", str(flow_run.id))
+        attachment = await asyncio.to_thread(
+            lifecycle.attach, app, identity, known_handle=flow_run.infrastructure_pid or None
+        )
+        if attachment.how != "reused":
+            return attachment
+        self.get_flow_run_logger(flow_run).info(
+            "flow run %s was scheduled again after its app %s SUCCEEDED: running it again",
+            flow_run.name,
+            attachment.app_handle,
+        )
+        return await asyncio.to_thread(
+            lifecycle.attach, app, (*identity, "execution", str(flow_run.run_count))
+        )
+
+    async def _follow(
+        self,
+        flow_run: FlowRun,
+        lifecycle: AppLifecycle,
+        handle: str,
+        configuration: TorchXWorkerJobConfiguration,
+        *,
+        skip_existing: bool = False,
+    ) -> int:
+        """Streams the app's output (if enabled) and watches it until it ends."""
+        poll_interval, stream_output = configuration.settings()
+        run_logger = self.get_flow_run_logger(flow_run)
         follower = None
         if stream_output:
             # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
             # the worker's log and the server's logs of the flow run at Prefect's default level;
             # from the start, a reattached app's too (this run's log gets every line once)
-            follower = lifecycle.follow_logs(handle, lambda line: run_logger.info("%s", line))
+            follower = lifecycle.follow_logs(
+                handle, lambda line: run_logger.info("%s", line), skip_existing=skip_existing
+            )
         try:
             code = await self._watch(flow_run, lifecycle, handle, poll_interval)
+            self._ended.add(flow_run.id)
+            return code
         finally:
             if follower is not None:
                 await asyncio.to_thread(follower.stop)
-        return TorchXWorkerResult(identifier=handle, status_code=code)
+
+    # -- taking back the apps of a worker that stopped ---------------------------------------
+
+    async def get_and_submit_flow_runs(self) -> list[FlowRun]:
+        """Prefect's poll for scheduled flow runs, then :meth:`take_back_runs`."""
+        submitted = await super().get_and_submit_flow_runs()
+        await self.take_back_runs()
+        return submitted
+
+    async def take_back_runs(self) -> list[UUID]:
+        """Watches the running apps of this pool's flow runs that no live worker watches.
+
+        Prefect's base worker acts only on flow runs it submitted itself, and cancels only runs
+        that never started: after a worker restart, the apps of running flow runs would be
+        watched by nobody (a cancelled flow run stayed Cancelling and its app ran on). A flow run
+        of this pool that is pending, running or cancelling, has an app handle as its
+        infrastructure id, and was submitted by this worker's name or by a worker the server no
+        longer sees online, is taken back: its app is watched as if this worker had submitted it
+        (cancellation, an app that fails or vanishes; new output is streamed). Called on every
+        poll; returns the ids of the flow runs taken back.
+        """
+        try:
+            runs = await self._watched_runs()
+            workers = await self.client.read_workers_for_work_pool(self.work_pool.name)
+        except Exception as e:  # noqa: BLE001 - the API may blink; the next poll tries again
+            logger.warning("cannot look for flow runs to take back: %s", e)
+            return []
+        online = {w.name for w in workers if w.status == WorkerStatus.ONLINE} - {self.name}
+        self._ended &= {r.id for r in runs}  # forget the runs that became final
+        orphans = runs_to_take_back(
+            runs, online_workers=online, watching=self._watching | self._ended
+        )
+        for flow_run in orphans:
+            self._watching.add(flow_run.id)
+            self._start_soon(self._take_back, flow_run)
+        return [r.id for r in orphans]
+
+    async def _watched_runs(self) -> list[FlowRun]:
+        """Every pending, running or cancelling flow run of this pool (read a page at a time)."""
+        runs: list[FlowRun] = []
+        while True:
+            page = await self.client.read_flow_runs(
+                work_pool_filter=WorkPoolFilter(
+                    name=WorkPoolFilterName(any_=[self.work_pool.name])
+                ),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(
+                        type=FlowRunFilterStateType(any_=list(_WATCHED_STATES))
+                    )
+                ),
+                limit=_PAGE,
+                offset=len(runs),
+            )
+            runs.extend(page)
+            if len(page) < _PAGE:
+                return runs
+
+    def _start_soon(self, fn: Any, *args: Any) -> None:
+        group = self._runs_task_group  # Prefect's task group of this worker's flow runs
+        if group is None:
+            raise RuntimeError("the worker is not set up (use it as an async context manager)")
+        group.start_soon(fn, *args)
+
+    async def _take_back(self, flow_run: FlowRun) -> None:
+        handle = flow_run.infrastructure_pid or ""
+        run_logger = self.get_flow_run_logger(flow_run)
+        try:
+            configuration = await self._configuration(flow_run)
+            lifecycle = _lifecycle(flow_run, configuration)
+            run_logger.info(
+                "flow run %s: took back app %s (its worker stopped)", flow_run.name, handle
+            )
+            try:
+                await self._follow(flow_run, lifecycle, handle, configuration, skip_existing=True)
+            finally:
+                lifecycle.runner.close()
+        except Exception as e:  # noqa: BLE001 - one run's failure must not stop the worker
+            run_logger.error("cannot watch app %s of flow run %s: %s", handle, flow_run.name, e)
+        finally:
+            self._watching.discard(flow_run.id)
+
+    async def _configuration(self, flow_run: FlowRun) -> TorchXWorkerJobConfiguration:
+        """The job configuration of a flow run this worker did not submit."""
+        resolve = getattr(self.job_configuration, "resolve_for_flow_run", None)
+        if resolve is None:  # Prefect < 3.5: the base worker's own helper
+            config: TorchXWorkerJobConfiguration = await self._get_configuration(flow_run)  # type: ignore[attr-defined]
+            return config
+        resolved: TorchXWorkerJobConfiguration = await resolve(
+            flow_run,
+            client=self.client,
+            work_pool=self.work_pool,
+            worker_name=self.name,
+            worker_id=self.backend_id,
+        )
+        return resolved
 
     async def _watch(
         self, flow_run: FlowRun, lifecycle: AppLifecycle, handle: str, poll_interval: float
@@ -369,11 +539,27 @@ class TorchXWorker(_Worker):
             await asyncio.to_thread(runner.cancel, infrastructure_pid)
 
 
-def _lifecycle(
-    flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration, poll_interval: float
-) -> AppLifecycle:
+def runs_to_take_back(
+    runs: Iterable[FlowRun], *, online_workers: Set[str], watching: Set[UUID]
+) -> list[FlowRun]:
+    """The flow runs whose app nobody watches: pending, running or cancelling, with an app
+    handle as infrastructure id, not watched by this worker, and submitted by no worker in
+    ``online_workers`` (the other workers of the pool the server sees online)."""
+    return [
+        run
+        for run in runs
+        if run.state is not None
+        and run.state.type in _WATCHED_STATES
+        and "://" in (run.infrastructure_pid or "")
+        and run.id not in watching
+        and (run.labels or {}).get(WORKER_NAME_LABEL) not in online_workers
+    ]
+
+
+def _lifecycle(flow_run: FlowRun, configuration: TorchXWorkerJobConfiguration) -> AppLifecycle:
     """The flow run's app lifecycle; the run options are checked strictly first (an unknown
     key, with a close match suggested, or a wrong type raises ``InvalidRunConfigException``)."""
+    poll_interval, _ = configuration.settings()  # refused before anything is submitted
     runner = get_runner(component_defaults={})
     try:
         opts = runner.scheduler_run_opts(configuration.scheduler)

@@ -128,3 +128,21 @@ def test_the_provider_lists_the_hook_and_the_connection_type(
     assert len(ours) == 1, hooks
     assert ours[0]["class"] == "torchx_airflow.hook.TorchXHook"
     assert ours[0]["package_name"] == "torchx-suite" and ours[0]["hook_name"] == "TorchX"
+
+
+def test_the_ui_test_button_names_the_edited_connection(
+    airflow_deployment: AirflowDeployment,
+) -> None:
+    """Issue 35 item 10: the UI's Test button posts the edited form to the API, which has
+    Airflow test a copy under a throw-away id; the message named that id."""
+    got = airflow_deployment.api(
+        "POST",
+        "/connections/test",
+        {
+            "connection_id": "torchx_edited",
+            "conn_type": "torchx",
+            "extra": json.dumps({"scheduler": "slrum"}),
+        },
+    )
+    assert got["status"] is False, got
+    assert "connection 'torchx_edited': scheduler 'slrum'" in got["message"], got

@@ -121,6 +121,29 @@ def test_deferrable_success(live: Live) -> None:
     assert lines == [f"deferok-line-{i}" for i in range(1, 6)] + ["deferok-done"], log
 
 
+def test_a_deferred_task_shows_the_apps_output_while_it_runs(live: Live) -> None:
+    """Issue 35 item 7: the app prints only once the task deferred; the triggerer streams those
+    lines into the task's log while the task is still deferred (they came all at once at
+    resume, stamped with the resume time), and the resumed task gives none of them again."""
+    dag = "live_defer_stream"
+    run = live.trigger(dag)
+    live.wait_deferred(dag, run)
+    _wait_started(live, run, "streamed")
+    (live.work / f"{run}.go").touch()  # the app prints now, after the deferral
+    wait_until(
+        lambda: "[r/0] streamed-live-3" in live.task_log(dag, run, "train", 1),
+        120,
+        "the app's output in the log of the deferred task",
+    )
+    assert live.ti(dag, run, "train")["state"] == "deferred"
+    live.release(run)
+    ti = live.wait_ti(dag, run, "train", {"success", "failed"})
+    log = live.task_log(dag, run, "train", 1)
+    assert ti["state"] == "success", log
+    lines = re.findall(r"\[r/0\] (streamed-\S+)", log)
+    assert lines == [f"streamed-live-{i}" for i in (1, 2, 3)] + ["streamed-done"], log
+
+
 def test_mark_failed_of_a_deferred_task_cancels_the_app(live: Live) -> None:
     dag = "live_mark_failed"
     run = live.trigger(dag)
@@ -309,3 +332,29 @@ def test_configuration_errors_fail_the_first_try_without_retrying(live: Live) ->
         log = live.task_log(dag, run, task, 1)
         assert ti["state"] == "failed" and ti["try_number"] == 1, (ti, log)
         assert "AirflowFailException" in log and text in log, log
+
+
+# -- issue 35: the sensor in reschedule mode ---------------------------------------------------
+
+
+def test_a_reschedule_mode_sensor_with_a_short_poke_interval_succeeds(live: Live) -> None:
+    """Item 8: ``poke_interval=5`` in reschedule mode; three pokes see the app running (each
+    one a reschedule, where Airflow 3.3's stale-event race failed the sensor), then it ends."""
+    dag = "live_sensor_reschedule"
+    run = live.trigger(dag)
+    handle = _handle(live, dag, run, "submit")
+
+    def pokes() -> int:
+        return live.task_log(dag, run, "watch", 1).count(f"TorchX app {handle} is RUNNING")
+
+    def three_pokes_or_ended() -> bool:
+        return pokes() >= 3 or live.ti(dag, run, "watch")["state"] in ("success", "failed")
+
+    wait_until(three_pokes_or_ended, 600, "three pokes of the sensor")
+    state = live.ti(dag, run, "watch")["state"]
+    assert state not in ("success", "failed"), live.task_log(dag, run, "watch", 1)
+    live.release(run)
+    ti = live.wait_ti(dag, run, "watch", {"success", "failed"}, timeout=600)
+    log = live.task_log(dag, run, "watch", 1)
+    assert ti["state"] == "success" and ti["try_number"] == 1, log
+    assert live.xcom(dag, run, "watch", "return_value")["state"] == "SUCCEEDED"

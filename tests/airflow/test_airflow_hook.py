@@ -158,6 +158,26 @@ def test_test_connection_lists_apps_or_says_what_failed(
     assert not ok and "names no scheduler" in msg
 
 
+def test_a_test_through_airflows_api_names_the_edited_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35 item 10: Airflow's test API has the hook test a copy of the edited connection
+    under a throw-away id (its handler holds ``transient_conn_id`` and ``test_body``); the
+    message names the edited id. Elsewhere the id is the hook's own."""
+    from types import SimpleNamespace
+
+    _define(monkeypatch, "Xq7Zr2Lp", {"scheduler": "slrum"})
+
+    def like_airflows_handler(test_body: Any) -> tuple[bool, str]:
+        transient_conn_id = "Xq7Zr2Lp"
+        return TorchXHook(transient_conn_id).test_connection()
+
+    ok, msg = like_airflows_handler(SimpleNamespace(connection_id="torchx_edited"))
+    assert not ok and msg.startswith("connection 'torchx_edited': scheduler 'slrum'"), msg
+    ok, msg = TorchXHook("Xq7Zr2Lp").test_connection()
+    assert msg.startswith("connection 'Xq7Zr2Lp': scheduler 'slrum'"), msg
+
+
 @pytest.mark.parametrize(
     ("cfg", "says"),
     [

@@ -369,6 +369,22 @@ def test_execution_timeout_reaches_on_kill_without_draining_the_logs(
     assert cluster.state(handle) == AppState.CANCELLED
 
 
+def test_a_configuration_error_reads_as_sentences(cluster: Cluster, app: AppDef) -> None:
+    """Issue 35 item 10: the wrapped error ends with a full stop ("...entry point group.") and
+    the task's message read "group.. Came from"."""
+    from torchx_core.specs.errors import UnknownSchedulerException
+
+    op = TorchXOperator(
+        task_id="task", app=app, scheduler="no_such_scheduler", runner_factory=cluster.factory
+    )
+    with pytest.raises(AirflowFailException) as ei:
+        op.execute(make_context(FakeStore()))
+    assert isinstance(ei.value.__cause__, UnknownSchedulerException)
+    message = str(ei.value)
+    assert str(ei.value.__cause__).endswith(".") and ". Came from settings" in message
+    assert re.search(r"(?<!\.)\.\.(?!\.)", message) is None, message
+
+
 def test_unknown_cfg_key_fails_before_submitting(cluster: Cluster, app: AppDef) -> None:
     with pytest.raises(AirflowFailException, match=r"queu.*Did you mean.*queue") as ei:
         _op(cluster, app, cfg={"queu": "x"}).execute(make_context(FakeStore()))

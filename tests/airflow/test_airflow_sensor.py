@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from airflow.sdk import PokeReturnValue
 from airflow_versions import TaskDeferred
-from support.airflow_fakes import Cluster, FakeStore, make_context
+from support.airflow_fakes import Cluster, FakeStore, FakeTI, make_context
 
 from torchx_airflow import TorchXSensor, TorchXTrigger
 from torchx_airflow._airflow import (
     AirflowException,
     AirflowFailException,
+    AirflowRescheduleException,
     AirflowSensorTimeout,
     AirflowSkipException,
 )
 from torchx_airflow._runtime import status_payload
 from torchx_airflow.errors import InvalidTaskArgumentError
+from torchx_airflow.sensor import RESCHEDULE_MIN_S
 from torchx_core.runner.lifecycle import Observation, Phase
 from torchx_core.specs import AppState, AppStatus
 
@@ -172,3 +175,26 @@ def test_a_handle_that_rendered_to_garbage_fails_at_once(cluster: Cluster) -> No
 def test_a_literal_malformed_handle_is_rejected_at_construction() -> None:
     with pytest.raises(InvalidTaskArgumentError, match=r"app_handle.*'train-1'"):
         TorchXSensor(task_id="s", app_handle="train-1")
+
+
+class _ReschedulingTI(FakeTI):
+    """A task instance in reschedule mode, never rescheduled before."""
+
+    def get_first_reschedule_date(self, context: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("poke_interval", "at_least"), [(5, RESCHEDULE_MIN_S), (120, 120)])
+def test_reschedule_mode_asks_for_no_poke_sooner_than_the_floor(
+    cluster: Cluster, poke_interval: float, at_least: float
+) -> None:
+    """Issue 35 item 8: a short poke_interval in reschedule mode meets Airflow 3.3's stale-event
+    race; the sensor asks for its next poke RESCHEDULE_MIN_S away at the earliest (a longer
+    poke_interval is kept)."""
+    h = cluster.add("a", AppState.RUNNING)
+    s = _sensor(cluster, h, mode="reschedule", poke_interval=poke_interval, timeout=3600)
+    before = datetime.now(timezone.utc)
+    with pytest.raises(AirflowRescheduleException) as ei:
+        s.execute(make_context(FakeStore(), _ReschedulingTI()))
+    gap = (ei.value.reschedule_date - before).total_seconds()
+    assert at_least <= gap < at_least + 60

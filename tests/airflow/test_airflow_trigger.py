@@ -345,3 +345,60 @@ def test_an_event_of_neither_version_is_refused_with_what_is_valid(event: dict[s
     message = str(ei.value)
     assert repr(event.get("event")) in message
     assert "observed, timeout, error" in message and "terminal, vanished" in message
+
+
+# -- issue 35 item 7: the app's output in the task's log while deferred -----------------------
+
+
+def test_log_positions_round_trip_and_bad_ones_are_refused() -> None:
+    t = TorchXTrigger(app_handle="local_cwd://torchx/a-1", log_positions={"r/0": 3})
+    classpath, kwargs = t.serialize()
+    assert kwargs["log_positions"] == {"r/0": 3}
+    assert import_string(classpath)(**json.loads(json.dumps(kwargs))).log_positions == {"r/0": 3}
+    with pytest.raises(InvalidTaskArgumentError, match="log_positions must map 'role/k'"):
+        TorchXTrigger(app_handle="local_cwd://torchx/a-1", log_positions={"r/0": "3"})
+
+
+def _app_lines(events: list[dict[str, Any]]) -> list[str]:
+    """The replica lines among the trigger's log events (structlog, as in the triggerer)."""
+    lines = [str(e["event"]) % tuple(e.get("positional_args", ())) for e in list(events)]
+    return [line for line in lines if line.startswith("[r/0]")]
+
+
+def test_a_streaming_trigger_logs_the_lines_after_the_positions_while_waiting(
+    cluster: Cluster,
+) -> None:
+    """Lines already given on the worker are skipped; the others reach the trigger's log while
+    the app runs (before it ends), and the event says how far the log got."""
+    from structlog.testing import capture_logs
+
+    h = cluster.add("a", AppState.RUNNING)
+    app_id = h.rsplit("/", 1)[1]
+    given = len(cluster.job(h).logs.get(("r", 0), []))
+    cluster.table.append_log(app_id, "r", 0, "new-1", "new-2")
+    trigger = _trigger(cluster, h, log_positions={"r/0": given})
+    seen_while_running: list[list[str]] = []
+    with capture_logs() as events:
+
+        def end_once_logged() -> None:
+            if "[r/0] new-2" in _app_lines(events) and not seen_while_running:
+                seen_while_running.append(_app_lines(events))
+                cluster.table.append_log(app_id, "r", 0, "last")
+                cluster.set_state(h, AppState.SUCCEEDED)
+
+        cluster.table.on_describe = end_once_logged
+        payload = _first_event(trigger)
+    assert seen_while_running == [["[r/0] new-1", "[r/0] new-2"]]
+    assert _app_lines(events) == ["[r/0] new-1", "[r/0] new-2", "[r/0] last"]
+    assert payload["log_positions"] == {"r/0": given + 3} and _state(payload) == "SUCCEEDED"
+
+
+def test_a_trigger_without_log_positions_logs_no_app_output(cluster: Cluster) -> None:
+    from structlog.testing import capture_logs
+
+    h = cluster.add("a", AppState.RUNNING)
+    cluster.table.append_log(h.rsplit("/", 1)[1], "r", 0, "line")
+    _after_reads(cluster, h, 2, AppState.SUCCEEDED)
+    with capture_logs() as events:
+        payload = _first_event(_trigger(cluster, h))
+    assert _app_lines(events) == [] and "log_positions" not in payload

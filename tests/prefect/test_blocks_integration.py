@@ -159,6 +159,29 @@ def test_flow_runs_an_app_on_a_named_scheduler_block(
     assert MARK_VAR not in os.environ and SECRET_VAR not in os.environ  # restored after the task
 
 
+def test_env_drop_in_a_blocks_cfg_keeps_its_secret_from_local_replicas(
+    registered: PrefectAPI, local_root: Path
+) -> None:
+    """What the README says keeps a block's secret from the replicas on local_cwd: its cfg's
+    ``env_drop`` (a role's own env is still set)."""
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    name = f"local-drop-{uuid.uuid4().hex[:6]}"
+    values = save_scheduler_block(name, "local_cwd", cfg={"env_drop": [SECRET_VAR]})
+
+    @flow
+    def f() -> Any:
+        return run_app_sync(env_printer("dropper"), scheduler=name, poll_interval=0.2)
+
+    state = f(return_state=True)
+    assert state.is_completed(), state
+    with get_runner() as runner:
+        lines = [ln.strip() for ln in runner.log_lines(state.result().app_handle, "worker", 0)]
+    assert lines == [f"mark={values['mark']} secret=-"]
+
+
 def test_an_unknown_scheduler_name_is_a_clear_error(registered: PrefectAPI) -> None:
     from prefect import flow
 

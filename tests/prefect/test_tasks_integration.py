@@ -166,6 +166,34 @@ def test_async_task_success_result_artifacts_and_logs(env: Path) -> None:
     _check_success(asyncio.run(f(return_state=True)), marker)
 
 
+def test_with_a_dashboard_the_status_artifact_links_the_dashboard(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status table's "UI:" line opens the app's dashboard page, like the link artifact (it
+    showed the scheduler's ``file://`` URL)."""
+    from urllib.parse import quote
+
+    from prefect import flow
+
+    from torchx_prefect import run_app_sync
+
+    monkeypatch.setenv("TORCHX_DASHBOARD_URL", "http://127.0.0.1:8288/")
+
+    @flow
+    def f() -> Any:
+        return run_app_sync(py_app("dash", "print('hi')"), poll_interval=0.2)
+
+    state = f(return_state=True)
+    result = state.result()
+    page = f"http://127.0.0.1:8288/app?handle={quote(result.app_handle, safe='')}"
+    (tr,) = task_runs(state.state_details.flow_run_id)
+    arts = {a.key: a for a in artifacts_of(tr.id)}
+    md = arts[f"torchx-{result.app_name}-status"].data
+    (ui_line,) = [line for line in md.splitlines() if line.startswith("**UI:**")]
+    assert ui_line == f"**UI:** [{page}]({page})"
+    assert page in arts[f"torchx-{result.app_name}-ui"].data
+
+
 @pytest.mark.parametrize("app_args", [["--msg", "ARG"], {"msg": "ARG"}])
 def test_component_by_name_with_cli_or_dict_args(env: Path, app_args: Any) -> None:
     from prefect import flow

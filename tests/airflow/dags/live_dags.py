@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import DAG
 from live_triggers import AdoptionAwaitingTrigger
 
-from torchx_airflow import TorchXOperator
+from torchx_airflow import TorchXOperator, TorchXSensor
 from torchx_core.specs import AppDef, Role
 
 WORK = os.environ.get("TORCHX_AF_WORK", "/tmp")
@@ -36,6 +36,21 @@ def waiting_app(name: str, *, forever: bool = False) -> AppDef:
     script = (
         f"echo start >> {prefix}.starts; echo $$$$ > {prefix}.pid;"
         f" for i in 1 2 3 4 5; do echo {name}-line-$i; done; {wait}; echo {name}-done"
+    )
+    return AppDef(
+        name=name, roles=[Role(name="r", image=WORK, entrypoint="sh", args=["-c", script])]
+    )
+
+
+def gated_app(name: str) -> AppDef:
+    """An app that starts, then prints three lines only once the test creates ``<run_id>.go``,
+    and ends once it creates ``<run_id>.release``."""
+    prefix = f"{WORK}/{RUN}.{name}"
+    script = (
+        f"echo start >> {prefix}.starts; echo $$$$ > {prefix}.pid;"
+        f" while [ ! -e {WORK}/{RUN}.go ]; do sleep 0.2; done;"
+        f" for i in 1 2 3; do echo {name}-live-$i; done;"
+        f" while [ ! -e {WORK}/{RUN}.release ]; do sleep 0.2; done; echo {name}-done"
     )
     return AppDef(
         name=name, roles=[Role(name="r", image=WORK, entrypoint="sh", args=["-c", script])]
@@ -76,6 +91,12 @@ with live_dag("live_defer_ok"):
         defer_after=0,
         poll_interval=1,
         log_tail_lines=3,
+    )
+
+with live_dag("live_defer_stream"):
+    # issue 35 item 7: the app prints only after the task deferred
+    RecordingOperator(
+        task_id="train", app=gated_app("streamed"), deferrable=True, defer_after=0, poll_interval=1
     )
 
 with live_dag("live_mark_failed"):
@@ -172,6 +193,19 @@ with live_dag("live_short_deferrable"):
         deferrable=True,
         poll_interval=1,
     )
+
+with live_dag("live_sensor_reschedule"):
+    # issue 35 item 8: a reschedule-mode sensor asking for 5 s between pokes (Airflow 3.3's
+    # stale-event race failed it 3 times in 3 when it was rescheduled that soon)
+    submitted = TorchXOperator(task_id="submit", app=waiting_app("rescheduled"), wait=False)
+    watched = TorchXSensor(
+        task_id="watch",
+        app_handle="{{ ti.xcom_pull(task_ids='submit', key='app_handle') }}",
+        mode="reschedule",
+        poke_interval=5,
+        timeout=900,
+    )
+    submitted >> watched
 
 with DAG(
     "live_bad_config",

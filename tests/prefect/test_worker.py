@@ -1,0 +1,45 @@
+"""Unit tests of the ``torchx`` worker's own decisions (no server): which runs it takes back."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from prefect.client.schemas.objects import FlowRun
+from prefect.states import Cancelling, Completed, Pending, Running, Scheduled
+
+from torchx_prefect.worker import WORKER_NAME_LABEL, runs_to_take_back
+
+
+def run(state: Any, pid: str | None = "local_cwd://torchx/a-1", worker: str | None = "w1") -> Any:
+    labels = {} if worker is None else {WORKER_NAME_LABEL: worker}
+    return FlowRun(flow_id=uuid.uuid4(), state=state, infrastructure_pid=pid, labels=labels)
+
+
+@pytest.mark.parametrize("state", [Pending(), Running(), Cancelling()])
+def test_a_watched_state_of_an_offline_worker_is_taken_back(state: Any) -> None:
+    r = run(state)
+    assert runs_to_take_back([r], online_workers={"w2"}, watching=set()) == [r]
+
+
+@pytest.mark.parametrize(
+    ("flow_run", "online", "why"),
+    [
+        (run(Scheduled()), set(), "not started: Prefect submits it"),
+        (run(Completed()), set(), "final"),
+        (run(None), set(), "no state"),
+        (run(Running(), pid=None), set(), "no infrastructure"),
+        (run(Running(), pid="12345"), set(), "a process id, not an app handle"),
+        (run(Running()), {"w1"}, "its worker is online and watches it"),
+    ],
+)
+def test_runs_not_taken_back(flow_run: Any, online: set[str], why: str) -> None:
+    assert runs_to_take_back([flow_run], online_workers=online, watching=set()) == [], why
+
+
+def test_a_run_this_worker_watches_or_without_a_worker_label() -> None:
+    mine, unlabelled = run(Running()), run(Running(), worker=None)
+    assert runs_to_take_back([mine, unlabelled], online_workers={"w1"}, watching={mine.id}) == [
+        unlabelled
+    ]
