@@ -230,7 +230,12 @@ def test_the_operator_takes_scheduler_and_cfg_from_the_connection(
     assert op.execute(make_context(FakeStore()))["state"] == "SUCCEEDED"
     (handle,) = cluster.handles
     assert handle.startswith("fake://")  # the connection's scheduler
-    assert cluster.job(handle).request.cfg == {"queue": "q1", "priority": 7, "tags": None}
+    assert cluster.job(handle).request.cfg == {
+        "queue": "q1",
+        "priority": 7,
+        "tags": None,
+        "api_token": None,
+    }
 
 
 def test_an_explicit_scheduler_overrides_the_connection(

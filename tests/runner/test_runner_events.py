@@ -172,7 +172,12 @@ def test_run_records_dryrun_schedule_and_run(user_handler: _Capture) -> None:
         app_metadata={"team": "ml"},
         runcfg=schedule.runcfg,
     )
-    assert json.loads(schedule.runcfg or "") == {"queue": "gpu", "priority": 0, "tags": None}
+    assert json.loads(schedule.runcfg or "") == {
+        "queue": "gpu",
+        "priority": 0,
+        "tags": None,
+        "api_token": None,
+    }
     _ok(
         run,
         t0,

@@ -351,7 +351,7 @@ def _prefect_worker_cfg(cfg: dict[str, Any], tmp: Path) -> None:
     from torchx_prefect.worker import TorchXWorkerJobConfiguration, _lifecycle
 
     configuration = TorchXWorkerJobConfiguration(scheduler="local_cwd", cfg=cfg)
-    _lifecycle(SimpleNamespace(id="flow-run"), configuration, 1.0)  # type: ignore[arg-type]
+    _lifecycle(SimpleNamespace(id="flow-run"), configuration)  # type: ignore[arg-type]
 
 
 def _kfp_cfg(cfg: dict[str, Any], tmp: Path) -> None:

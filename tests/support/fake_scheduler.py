@@ -158,6 +158,7 @@ class FakeScheduler(Scheduler[FakeRequest]):
         opts.add("queue", type_=str, help="the queue", default="default")
         opts.add("priority", type_=int, help="job priority", default=0)
         opts.add("tags", type_=list[str], help="job tags", default=None)
+        opts.add("api_token", type_=str, help="a secret-named option (masking tests)", default=None)
         return opts
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[FakeRequest]:
