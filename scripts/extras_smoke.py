@@ -3,6 +3,7 @@
     python scripts/extras_smoke.py                    # build, check metadata, every extra
     python scripts/extras_smoke.py dashboard airflow  # some extras
     python scripts/extras_smoke.py --list             # the extras and what their smoke does
+    python scripts/extras_smoke.py --floors docker    # the extra's requirements at their floors
 
 What a user does without our lock: ``uv build`` once (wheel and sdist, their metadata checked),
 then per extra ``python -m venv`` and plain ``pip install '<wheel>[<extra>]'`` (pip's own cache
@@ -156,7 +157,7 @@ def use_kfp() -> str:
     import torchx_kfp
 
     @dsl.pipeline(name="extras-smoke")
-    def pipeline() -> None:
+    def pipeline():  # no annotation: kfp reads it at run time (this module defers them)
         torchx_kfp.launch(
             component="utils.echo", component_args=["--msg", "hi"], scheduler="local_cwd"
         )
@@ -173,7 +174,7 @@ def use_kfp_kubernetes() -> str:
     from torchx_kfp import ContainerOptions, container_from_app
 
     @dsl.pipeline(name="extras-smoke-k8s")
-    def pipeline() -> None:
+    def pipeline():  # no annotation: kfp reads it at run time (this module defers them)
         container_from_app(_app(), options=ContainerOptions(shm_size="1Gi"))
 
     out = Path(tempfile.mkdtemp()) / "k8s.yaml"
@@ -312,16 +313,33 @@ def check_metadata(wheel: Path) -> list[str]:
     return problems
 
 
-def smoke(extra: str, wheel: Path) -> float:
-    """Fresh venv, ``pip install '<wheel>[extra]'``, the smoke use; returns the seconds taken."""
+def floor_pins(wheel: Path, extra: str) -> list[str]:
+    """``name==lower bound`` for each requirement of ``extra`` that declares one (``>=``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(zf.read(name).decode())
+    pins = []
+    for req in meta.get_all("Requires-Dist") or []:
+        m = re.match(r"([A-Za-z0-9._-]+)(\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*;(.*)", req)
+        if m and re.search(rf"""extra\s*==\s*["']{re.escape(extra)}["']""", m.group(4)):
+            low = re.search(r">=\s*([0-9][^,\s]*)", m.group(3))
+            if low:
+                pins.append(f"{m.group(1)}{m.group(2) or ''}=={low.group(1)}")
+    return pins
+
+
+def smoke(extra: str, wheel: Path, floors: bool = False) -> float:
+    """Fresh venv, ``pip install '<wheel>[extra]'`` (with ``floors``: each of the extra's
+    requirements pinned to its declared lower bound), the smoke use; returns the seconds taken."""
     start = time.monotonic()
-    venv, log = WORK / "venvs" / extra, WORK / "logs" / f"{extra}.log"
+    name = f"{extra}-floor" if floors else extra
+    venv, log = WORK / "venvs" / name, WORK / "logs" / f"{name}.log"
     log.write_text("")
     shutil.rmtree(venv, ignore_errors=True)
     run([sys.executable, "-m", "venv", str(venv)], log)
     py = str(venv / "bin" / "python")
     pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    run([*pip, f"{wheel}[{extra}]"], log)
+    run([*pip, f"{wheel}[{extra}]", *(floor_pins(wheel, extra) if floors else [])], log)
     empty = Path(tempfile.mkdtemp(prefix=f"extras-smoke-{extra}-"))
     try:
         run([py, str(Path(__file__).resolve()), "--use", extra], log, cwd=empty)
@@ -335,6 +353,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("extras", nargs="*", help=f"default: all ({', '.join(USES)})")
     p.add_argument("--use", help="run EXTRA's smoke use in this interpreter")
     p.add_argument("--list", action="store_true", help="list the extras and their smoke use")
+    p.add_argument(
+        "--floors",
+        action="store_true",
+        help="pin each requirement of the extra to its declared lower bound (checks the floors)",
+    )
     args = p.parse_args(argv)
     if args.use:
         print(f"{args.use}: {USES[args.use]()}")
@@ -357,7 +380,9 @@ def main(argv: list[str]) -> int:
     failed = 0
     jobs = int(os.environ.get("EXTRAS_SMOKE_JOBS", "2"))
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(smoke, e, wheel): e for e in (args.extras or list(USES))}
+        futures = {
+            pool.submit(smoke, e, wheel, args.floors): e for e in (args.extras or list(USES))
+        }
         for fut in concurrent.futures.as_completed(futures):
             try:
                 print(f"extra {futures[fut]}: OK ({fut.result():.0f}s)", flush=True)

@@ -52,8 +52,9 @@ class Cell:
 
 _AIRFLOW_UNIT = ("tests/airflow", "-m", "not integration")
 _AIRFLOW_USE = (
-    "unit tests; a DAG with TorchXOperator through `dag.test()` on SQLite; provider"
-    " and `torchx` connection type listed"
+    "unit tests; a DAG with TorchXOperator through `dag.test()` on SQLite, and"
+    " `examples/airflow/torchx_dag.py` run as its docstring says; provider and `torchx`"
+    " connection type listed"
 )
 _PREFECT_UNIT = ("tests/prefect", "-m", "not integration")
 _PREFECT_USE = (
