@@ -207,3 +207,15 @@ def test_bash_blocks_run(page: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+
+def test_no_install_from_an_index() -> None:
+    """torchx-suite is not on a package index: the pages install from a checkout or a wheel."""
+    bad = re.compile(r"""(pip|uv pip|pipx|uv tool) install\s+['"]?torchx-suite\b""")
+    found = [
+        f"{_id(p)}:{n}: {line.strip()}"
+        for p in PAGES
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if bad.search(line)
+    ]
+    assert not found, "\n".join(found)
