@@ -338,7 +338,9 @@ def smoke(extra: str, wheel: Path, floors: bool = False) -> float:
     shutil.rmtree(venv, ignore_errors=True)
     run([sys.executable, "-m", "venv", str(venv)], log)
     py = str(venv / "bin" / "python")
-    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    # no byte-compiling of every installed module (most of the time of ray's and airflow's
+    # installs); the smoke use compiles what it imports
+    pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", "-q"]
     run([*pip, f"{wheel}[{extra}]", *(floor_pins(wheel, extra) if floors else [])], log)
     empty = Path(tempfile.mkdtemp(prefix=f"extras-smoke-{extra}-"))
     try:

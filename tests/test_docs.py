@@ -12,7 +12,8 @@ it is tested (``<!-- docs-test: MODE -->``):
   block must say which.
 * ``ini``: parsed as ``.torchxconfig`` and Airflow read it (``configparser``, no inline
   comments), and no value may hold a ``#`` comment (it would become part of the value).
-* ``pycon``: doctest (``docs/specs.md`` runs in ``tests/specs/test_specs_docs.py``).
+* ``pycon``: only in ``docs/specs.md``, whose blocks run as doctests in
+  ``tests/specs/test_specs_docs.py``.
 
 A syntax-only block names its reason, so what is not run is visible in the page's source.
 """
@@ -86,6 +87,8 @@ def _problems(b: Block) -> list[str]:
         return [f"language {b.lang!r} is not one of {', '.join(LANGS)}"]
     if b.mark and b.mark != "run" and not _SYNTAX.match(b.mark):
         return [f"mark {b.mark!r} is neither `run` nor `syntax (reason)`"]
+    if b.lang == "pycon" and b.page != REPO / "docs" / "specs.md":
+        return ["pycon runs in docs/specs.md only (tests/specs/test_specs_docs.py): use python"]
     if b.lang == "bash" and not b.mark:
         return ["a bash block says `<!-- docs-test: run -->` or `<!-- docs-test: syntax (why) -->`"]
     if b.lang == "python":
