@@ -286,10 +286,30 @@ def build(log: Path) -> tuple[Path, Path]:
     run([UV, "build", "--out-dir", str(dist), str(REPO)], log)
     wheel = next(dist.glob("torchx_suite-*.whl"))
     sdist = next(dist.glob("torchx_suite-*.tar.gz"))
-    problems = check_metadata(wheel)
+    problems = check_metadata(wheel) + check_sdist(sdist, wheel)
     if problems:
-        raise SmokeFailed(f"{wheel.name} metadata: " + "; ".join(problems))
+        raise SmokeFailed(f"{wheel.name} / {sdist.name} metadata: " + "; ".join(problems))
     return wheel, sdist
+
+
+def check_sdist(sdist: Path, wheel: Path) -> list[str]:
+    """The sdist's PKG-INFO names the wheel's distribution and version, and it holds the README."""
+    import tarfile
+
+    with tarfile.open(sdist) as tf:
+        names = tf.getnames()
+        info = next((n for n in names if n.count("/") == 1 and n.endswith("/PKG-INFO")), None)
+        if info is None:
+            return [f"{sdist.name} has no PKG-INFO"]
+        extracted = tf.extractfile(info)
+        meta = Parser().parsestr(extracted.read().decode() if extracted else "")
+    name, version = wheel.name.split("-")[:2]
+    problems = []
+    if (meta.get("Name", "").replace("-", "_"), meta.get("Version")) != (name, version):
+        problems.append(f"sdist: {meta.get('Name')} {meta.get('Version')}; wheel: {name} {version}")
+    if not any(n.endswith("/README.md") for n in names):
+        problems.append("sdist lacks README.md")
+    return problems
 
 
 def check_metadata(wheel: Path) -> list[str]:
