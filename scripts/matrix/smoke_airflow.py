@@ -74,7 +74,9 @@ def main() -> None:
     out = run([sys.executable, str(dags / "matrix_smoke.py")], env)
     assert "MATRIX_STATES" in out, out[-2000:]
     # the user-facing example as its docstring says to run it (exit 0 only on a successful run)
-    out = run([sys.executable, str(EXAMPLE)], {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)})
+    out = run(
+        [sys.executable, str(EXAMPLE)], {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE.parent)}
+    )
     assert ": success" in out, out[-2000:]
     # what `airflow providers list` / `airflow providers hooks` show, without two CLI start-ups
     listed = run([sys.executable, "-c", PROVIDERS], env)
