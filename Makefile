@@ -1,5 +1,6 @@
 # Two entry points on a fresh machine: `make demo` (the main job on the local scheduler) and
 # `make test` (the whole test suite, with every service it needs installed and started by our scripts).
+# `make docs` builds the documentation site (docs/, mkdocs.yml).
 PYTHON ?= python3
 UV_VERSION := 0.13.8
 TORCH_VERSION := 2.13.0
@@ -8,10 +9,11 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.synced
 PYTEST_ARGS ?=
 
 .PHONY: venv demo test test-fast matrix services-install lint typecheck venv-exists bench mutation clean \
-	kfp-launcher-image
+	kfp-launcher-image docs extras-smoke
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -19,7 +21,12 @@ $(UV):
 
 # The locked environment (all extras + dev tools). torch is not in the lock: the CPU build comes
 # from the machine's wheel folder (PyPI's default torch is the multi-GB CUDA build).
-venv: $(UV)
+# `make venv` (and every target needing the venv) syncs and byte-compiles only when
+# `.venv/.synced` is missing or older than the lock, the project metadata or this file: when
+# nothing changed it does nothing (`make -B venv` forces a sync).
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): uv.lock pyproject.toml Makefile | $(UV)
 	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --inexact --extra dev --python $(PYTHON) --compile-bytecode
 	@# bytecode for our own (editable) sources too: CI sets PYTHONDONTWRITEBYTECODE, and every
 	@# subprocess of the tests would otherwise recompile them
@@ -30,22 +37,24 @@ venv: $(UV)
 	  $(UV) pip install --python $(PY) --find-links $(TORCH_WHEELS) "torch==$(TORCH_VERSION)+cpu"; }
 	@touch $(VENV_STAMP)
 
-# The venv as last synced by `make venv`: test-fast and mutation re-sync (and recompile)
-# only when it is missing or the lock, the project metadata or this file changed since.
-VENV_STAMP := $(VENV)/.synced
-$(VENV_STAMP): uv.lock pyproject.toml Makefile
-	@$(MAKE) --no-print-directory venv
-
 demo: venv
 	$(PY) -m examples.main_job
 
 services-install:
 	bash scripts/services/install-all.sh
 
-# the suite in the locked venv, then the version matrix (both run; either failing fails `make test`)
+# the suite in the locked venv, each extra alone from the wheel, then the version matrix (all
+# run; any failing fails `make test`)
 test: venv services-install
 	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=1; \
+	  UV=$(UV) $(PY) scripts/extras_smoke.py || rc=1; \
 	  UV=$(UV) $(PY) scripts/matrix/run.py || rc=1; exit $$rc
+
+# Each extra alone: the built wheel (metadata checked) with one extra in a fresh venv (plain pip),
+# then that extra's smoke use (scripts/extras_smoke.py). EXTRAS=dashboard picks extras.
+EXTRAS ?=
+extras-smoke: $(UV)
+	UV=$(UV) $(PYTHON) scripts/extras_smoke.py $(EXTRAS)
 
 # The version matrix (scripts/matrix/cells.py): every supported engine release and Python, each in
 # a venv built from the wheel the way a user installs (not our lock). MATRIX_CELLS=kfp picks cells.
@@ -60,6 +69,11 @@ test-fast: $(VENV_STAMP)
 LINT_PATHS := torchx_core torchx_airflow torchx_kfp torchx_prefect tests scripts benchmarks examples
 venv-exists:
 	@test -x $(PY) || { echo "no $(VENV): run 'make venv' first" >&2; exit 1; }
+
+# The documentation site (mkdocs.yml, docs/) into build/site, strict: any warning fails it.
+DOCS_PY ?= $(PY)
+docs: venv-exists
+	NO_MKDOCS_2_WARNING=1 $(DOCS_PY) -m mkdocs build --strict --site-dir build/site
 
 lint: venv-exists
 	$(VENV)/bin/ruff check $(LINT_PATHS)

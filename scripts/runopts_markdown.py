@@ -1,9 +1,10 @@
-"""Writes the run-option tables of the README from the schedulers' own option definitions.
+"""Writes the run-option tables of the documentation from the schedulers' own option definitions.
 
-    .venv/bin/python scripts/runopts_markdown.py           # rewrite the tables in README.md
-    .venv/bin/python scripts/runopts_markdown.py --check   # exit 1 if README.md is out of date
+    .venv/bin/python scripts/runopts_markdown.py           # rewrite the tables in docs/
+    .venv/bin/python scripts/runopts_markdown.py --check   # exit 1 if a table is out of date
 
-Each table sits between ``<!-- runopts:NAME -->`` and ``<!-- /runopts:NAME -->`` in README.md.
+Each table sits between ``<!-- runopts:NAME -->`` and ``<!-- /runopts:NAME -->`` in a page of
+``docs/`` (the scheduler pages, ``docs/schedulers/<name>.md``); NAME is a scheduler name.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 from torchx_core.runner import get_runner
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SCHEDULERS = ("local_cwd", "slurm", "lsf")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+_BLOCK = re.compile(r"(<!-- runopts:([a-z_]+) -->\n).*?(<!-- /runopts:\2 -->)", re.DOTALL)
 
 
 def table(scheduler: str) -> str:
@@ -36,25 +37,29 @@ def table(scheduler: str) -> str:
 
 def render(text: str) -> str:
     """``text`` with every runopts block regenerated."""
-    for name in SCHEDULERS:
-        pattern = re.compile(
-            rf"(<!-- runopts:{name} -->\n).*?(<!-- /runopts:{name} -->)", re.DOTALL
-        )
-        if not pattern.search(text):
-            raise SystemExit(f"README.md has no <!-- runopts:{name} --> block")
-        text = pattern.sub(lambda m, n=name: m.group(1) + table(n) + "\n" + m.group(2), text)
-    return text
+    return _BLOCK.sub(lambda m: m.group(1) + table(m.group(2)) + "\n" + m.group(3), text)
+
+
+def pages() -> dict[Path, str]:
+    """Every page of ``docs/`` holding a runopts block, with its text."""
+    found = {p: p.read_text() for p in sorted(DOCS.rglob("*.md"))}
+    return {p: text for p, text in found.items() if _BLOCK.search(text)}
 
 
 def main(argv: list[str]) -> int:
-    current = README.read_text()
-    wanted = render(current)
-    if "--check" in argv:
-        if wanted != current:
-            print("README.md run-option tables are out of date: run scripts/runopts_markdown.py")
-            return 1
-        return 0
-    README.write_text(wanted)
+    stale = []
+    for page, current in pages().items():
+        wanted = render(current)
+        if wanted == current:
+            continue
+        stale.append(str(page.relative_to(DOCS.parent)))
+        if "--check" not in argv:
+            page.write_text(wanted)
+    if stale and "--check" in argv:
+        print(
+            f"run-option tables out of date in {', '.join(stale)}: run scripts/runopts_markdown.py"
+        )
+        return 1
     return 0
 
 

@@ -1,7 +1,9 @@
-"""The README stays true: its run-option tables match the schedulers' own definitions."""
+"""The README and the documentation stay true: the scheduler pages' run-option tables match the
+schedulers' own definitions, and the README stays a landing page whose links resolve."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +26,13 @@ def test_readme_names_the_two_setup_commands() -> None:
     assert "make demo" in text and "make test" in text
     ci = (REPO / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def test_readme_is_a_landing_page_whose_links_resolve() -> None:
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 250, "the README is a landing page: move details into docs/"
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert any(link.startswith("docs/") for link in local)
+    missing = [link for link in local if not (REPO / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"

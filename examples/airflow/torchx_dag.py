@@ -6,7 +6,8 @@
   pushed before waiting);
 * ``report`` waits on ``train``'s app handle with a sensor in reschedule mode.
 
-Put this file in your DAGs folder, or run it once locally (SQLite is enough)::
+Put this file in your DAGs folder, or run it once locally (SQLite is enough; every Airflow 3
+release, 3.0 included, the exit status says whether the run succeeded)::
 
     export AIRFLOW_HOME=$(mktemp -d) AIRFLOW__CORE__LOAD_EXAMPLES=False
     export AIRFLOW__CORE__DAGS_FOLDER=$PWD/examples/airflow
@@ -20,6 +21,9 @@ import sys
 from datetime import datetime
 
 from airflow.sdk import DAG
+
+if not hasattr(DAG, "test"):  # Airflow 3.0: `DAG.test()` is on the core DAG class only
+    from airflow.models.dag import DAG  # type: ignore[assignment,no-redef]
 
 from torchx_airflow import TorchXOperator, TorchXSensor
 from torchx_core.specs import AppDef, Role
@@ -41,7 +45,7 @@ with DAG(
     greet = TorchXOperator(
         task_id="greet",
         component="utils.echo",
-        component_args={"msg": "hello from {{ dag.dag_id }} on {{ ds }}"},
+        component_args={"msg": "hello from {{ dag.dag_id }} in {{ run_id }}"},  # no `ds` on 3.0
         scheduler="local_cwd",
         poll_interval=1,
     )
@@ -75,4 +79,6 @@ with DAG(
     greet >> train >> report
 
 if __name__ == "__main__":
-    dag.test()
+    run = dag.test()
+    print(f"dag run {run.run_id}: {run.state}")
+    sys.exit(0 if str(run.state).endswith("success") else 1)

@@ -2,8 +2,9 @@
 
 Each cell is a fresh venv built the way a user installs into an engine they already run: the
 engine pinned, plus this repository's built wheel with the adapter's extra (never our lock).
-``run.py`` runs the cells; the README's "Compatibility" table is generated from this list
-(``python scripts/matrix/run.py --table``) and ``tests/test_compat_table.py`` keeps them equal.
+``run.py`` runs the cells; the "Compatibility" table of docs/compatibility.md is generated from
+this list (``python scripts/matrix/run.py --table``) and ``tests/test_compat_table.py`` keeps
+them equal.
 
 Lower bounds in ``pyproject.toml`` are the ``oldest`` cells' versions.
 """
@@ -51,8 +52,9 @@ class Cell:
 
 _AIRFLOW_UNIT = ("tests/airflow", "-m", "not integration")
 _AIRFLOW_USE = (
-    "unit tests; a DAG with TorchXOperator through `dag.test()` on SQLite; provider"
-    " and `torchx` connection type listed"
+    "unit tests; a DAG with TorchXOperator through `dag.test()` on SQLite, and"
+    " `examples/airflow/torchx_dag.py` run as its docstring says; provider and `torchx`"
+    " connection type listed"
 )
 _PREFECT_UNIT = ("tests/prefect", "-m", "not integration")
 _PREFECT_USE = (
@@ -191,7 +193,7 @@ ENGINE_NAMES = {
 
 
 def table() -> str:
-    """The README's Compatibility table (Markdown), one row per cell."""
+    """The Compatibility table of docs/compatibility.md (Markdown), one row per cell."""
     rows = ["| engine | version | Python | why | tested in CI |", "| --- | --- | --- | --- | --- |"]
     for c in CELLS:
         rows.append(

@@ -2,7 +2,7 @@
 
     python scripts/matrix/run.py            # every cell; exit 1 if any cell fails
     python scripts/matrix/run.py kfp-2.16.0 prefect   # cells by id or engine
-    python scripts/matrix/run.py --table    # the README's Compatibility table
+    python scripts/matrix/run.py --table    # the Compatibility table (docs/compatibility.md)
 
 For each cell: a venv under ``$CI_STATE_DIR/matrix/venvs/<cell>`` (default CI_STATE_DIR
 ``/var/lib/torchx-ci``) with the interpreter from ``$PYENV_ROOT/versions`` (default

@@ -2,7 +2,7 @@
 
 A DAG with a TorchXOperator (utils.echo on local_cwd) through ``dag.test()`` on SQLite in a
 temporary AIRFLOW_HOME; the provider and its ``torchx`` connection type listed (Airflow's
-ProvidersManager).
+ProvidersManager); ``examples/airflow/torchx_dag.py`` run as its docstring says.
 Exits non-zero on any failure.
 """
 
@@ -13,6 +13,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+#: the repository's example DAG (the matrix runs this script from a copy of the tree)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "airflow" / "torchx_dag.py"
 
 DAG = """
 import pendulum
@@ -70,10 +73,18 @@ def main() -> None:
     run([airflow, "db", "migrate"], env)
     out = run([sys.executable, str(dags / "matrix_smoke.py")], env)
     assert "MATRIX_STATES" in out, out[-2000:]
+    # the user-facing example as its docstring says to run it (exit 0 only on a successful run)
+    out = run(
+        [sys.executable, str(EXAMPLE)], {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE.parent)}
+    )
+    assert ": success" in out, out[-2000:]
     # what `airflow providers list` / `airflow providers hooks` show, without two CLI start-ups
     listed = run([sys.executable, "-c", PROVIDERS], env)
     assert "MATRIX_PROVIDER torchx-suite torchx_airflow.hook.TorchXHook" in listed, listed[-2000:]
-    print("airflow smoke OK: dag.test() success, provider listed, torchx connection type")
+    print(
+        "airflow smoke OK: dag.test() success, examples/airflow/torchx_dag.py success,"
+        " provider listed, torchx connection type"
+    )
 
 
 if __name__ == "__main__":

@@ -180,7 +180,8 @@ def test_example_dag_runs(af: AirflowEnv, dag_run: Any) -> None:
     assert run.report["dag_run_state"] == "success"
     greet, train, report = run.ti("greet"), run.ti("train"), run.ti("report")
     assert {greet["state"], train["state"], report["state"]} == {"success"}
-    assert "hello from torchx_example on" in _logs(af, greet["xcom"]["app_handle"], "echo")
+    greeting = f"hello from torchx_example in {run.report['run_id']}"
+    assert greeting in _logs(af, greet["xcom"]["app_handle"], "echo")
     handle = train["xcom"]["app_handle"]
     assert report["xcom"]["return_value"]["app_handle"] == handle
     replicas = train["xcom"]["return_value"]["roles"][0]["replicas"]

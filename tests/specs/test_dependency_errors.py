@@ -163,3 +163,43 @@ def test_installed_engine_that_fails_to_import_is_not_called_missing(tmp_path: P
     assert out.startswith("ERROR:"), out
     assert "apache-airflow 3.3.2 is installed" in out and "not installed" not in out
     assert "cannot import name 'BaseOperator'" in out
+
+
+@pytest.mark.parametrize(
+    ("version", "spec", "want"),
+    [
+        ("2.15.2", ">=2.16,<3", False),
+        ("2.16.0", ">=2.16,<3", True),
+        ("2.17.3", ">=2.16,<3", True),
+        ("3.0.0", ">=2.16,<3", False),
+        ("7.0.0", ">=7.1", False),
+        ("7.1.0", ">=7.1", True),
+        ("2.16.0rc1", ">=2.16", False),
+        ("2.16.0.post1", "<=2.16", False),
+        ("3.1.6", ">=3.1.6,<4", True),
+        ("3.1.5", ">=3.1.6,<4", False),
+        ("2.13.0+cpu", "==2.13.0", True),
+        ("1.0", "!=1.0", False),
+        ("1.0", "~=1.0", None),
+        ("main", ">=1", None),
+    ],
+)
+def test_versions_are_compared_without_packaging(version: str, spec: str, want: object) -> None:
+    assert deps.simple_satisfies(version, spec) is want
+    if want is not None:  # the same answer as packaging's
+        assert deps.satisfies(version, spec) is want
+
+
+def test_too_old_kfp_is_refused_without_packaging(tmp_path: Path) -> None:
+    """kfp does not depend on `packaging`: a venv with kfp 2.15.2 and this package alone has none,
+    and the version check must still refuse it (it passed silently before)."""
+    site = _shadow(tmp_path, "kfp", "2.15.2", "kfp", {"dsl/__init__.py": ""})
+    (site / "sitecustomize.py").write_text(
+        "import sys\nfor m in ('packaging', 'packaging.specifiers', 'packaging.version'):\n"
+        "    sys.modules[m] = None  # as if not installed\n"
+    )
+    out = _import_error(site, "torchx_kfp.launcher")
+    wanted = f"kfp{declared_range('kfp')}"
+    assert out.startswith("ERROR:"), out
+    assert "kfp 2.15.2 is installed" in out and f"needs {wanted}" in out
+    assert f"pip install '{wanted}'" in out

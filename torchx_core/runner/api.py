@@ -426,7 +426,7 @@ class Runner:
         Raises:
             MalformedAppHandleException: the handle is malformed.
             UnknownSchedulerException: the handle names an unknown scheduler.
-            Whatever the shared read raised (the scheduler could not be asked).
+            Exception: whatever the shared read raised (the scheduler could not be asked).
         """
         key = self.watch_key(parse_app_handle(app_handle).scheduler_backend)
         return self.status_watcher.status(key, app_handle, max_age, self.status_many)

@@ -8,9 +8,17 @@ messages are the ones in ``pyproject.toml``. Used on error paths and once per di
 from __future__ import annotations
 
 import functools
+import operator
 import re
 
-__all__ = ["DIST_NAME", "Requirement", "declared", "installed_version", "satisfies"]
+__all__ = [
+    "DIST_NAME",
+    "Requirement",
+    "declared",
+    "installed_version",
+    "satisfies",
+    "simple_satisfies",
+]
 
 DIST_NAME = "torchx-suite"
 
@@ -106,13 +114,65 @@ def installed_version(distribution: str) -> str | None:
 
 
 def satisfies(version: str, specifier: str) -> bool | None:
-    """Whether ``version`` is in ``specifier``; None when it cannot tell (no ``packaging``)."""
+    """Whether ``version`` is in ``specifier``; None when it cannot tell.
+
+    Uses ``packaging`` when installed; without it (a venv with only an engine and this package:
+    kfp does not depend on it), :func:`simple_satisfies` reads the plain ranges we declare.
+    """
     try:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion
     except ImportError:
-        return None
+        return simple_satisfies(version, specifier)
     try:
         return SpecifierSet(specifier).contains(version, prereleases=True)
     except (InvalidSpecifier, InvalidVersion):
         return None
+
+
+_VERSION = re.compile(
+    r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|dev|post)\S*)?(?:\+\S*)?$"
+)
+_CLAUSE = re.compile(r"^(>=|<=|==|!=|>|<)\s*(\S+)$")
+_COMPARE = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def _version_key(text: str) -> tuple[int, ...] | None:
+    """``2.16.0rc1`` -> (2, 16, 0, 0, 0, 0, 0): the release padded, then 1 for a final release
+    (0 for a pre- or dev release, 2 for a post release); None for what it cannot read."""
+    m = _VERSION.match(text.strip().lower())
+    if m is None:
+        return None
+    release = [int(x) for x in m.group(1).split(".")][:6]
+    tag = m.group(2)
+    rank = 1 if tag is None else 2 if tag == "post" else 0
+    return (*release, *([0] * (6 - len(release))), rank)
+
+
+def simple_satisfies(version: str, specifier: str) -> bool | None:
+    """:func:`satisfies` without ``packaging``, for comma-separated ``>=``, ``<``, ``<=``,
+    ``>``, ``==`` and ``!=`` clauses of plain versions; None for anything else (``~=``, ``*``).
+
+    >>> simple_satisfies("2.15.2", ">=2.16,<3"), simple_satisfies("2.16.0", ">=2.16,<3")
+    (False, True)
+    >>> simple_satisfies("2.16.0rc1", ">=2.16"), simple_satisfies("1.0", "~=1.0")
+    (False, None)
+    """
+    have = _version_key(version)
+    if have is None:
+        return None
+    for clause in (c.strip() for c in specifier.split(",") if c.strip()):
+        m = _CLAUSE.match(clause)
+        bound = _version_key(m.group(2)) if m else None
+        if m is None or bound is None:
+            return None
+        if not _COMPARE[m.group(1)](have, bound):
+            return False
+    return True
