@@ -12,6 +12,9 @@ it is tested (``<!-- docs-test: MODE -->``):
   block must say which.
 * ``ini``: parsed as ``.torchxconfig`` and Airflow read it (``configparser``, no inline
   comments), and no value may hold a ``#`` comment (it would become part of the value).
+* ``nginx``: a ``location`` recipe, checked by ``nginx -t`` inside a minimal ``server`` (when
+  nginx is installed: ``make test`` installs it for the dashboard's proxy test), else for
+  balanced braces.
 * ``pycon``: only in ``docs/specs.md``, whose blocks run as doctests in
   ``tests/specs/test_specs_docs.py``.
 
@@ -34,7 +37,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
-LANGS = ("python", "pycon", "bash", "ini")
+LANGS = ("python", "pycon", "bash", "ini", "nginx")
 
 _FENCE = re.compile(
     r"^(?:<!-- docs-test: (?P<mark>[^\n]*?) -->\n)?```(?P<lang>[^\n]*)\n(?P<body>.*?)^```[ \t]*$",
@@ -102,7 +105,31 @@ def _problems(b: Block) -> list[str]:
             return [f"bash -n: {proc.stderr.strip()}"]
     if b.lang == "ini":
         return _ini_problems(b.body)
+    if b.lang == "nginx":
+        return _nginx_problems(b.body)
     return []
+
+
+def _nginx_problems(body: str) -> list[str]:
+    if body.count("{") != body.count("}"):
+        return ["nginx: unbalanced braces"]
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
+    )
+    if nginx is None:
+        return []
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp, "nginx.conf")
+        conf.write_text(
+            f"pid {tmp}/nginx.pid;\nerror_log {tmp}/error.log;\nevents {{}}\n"
+            f"http {{ access_log off; server {{ listen 127.0.0.1:1;\n{body}\n}} }}\n"
+        )
+        proc = subprocess.run(
+            [nginx, "-t", "-q", "-c", str(conf), "-p", tmp], capture_output=True, text=True
+        )
+    return [] if proc.returncode == 0 else [f"nginx -t: {proc.stderr.strip()}"]
 
 
 def _ini_problems(body: str) -> list[str]:
