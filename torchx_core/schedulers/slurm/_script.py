@@ -177,7 +177,8 @@ class SlurmReplicaRequest:
         """Builds the request of one replica of ``role`` (TorchX's builder, same arguments).
 
         Args:
-            name: the component's job name; TorchX's ``{role}-{replica_id}``.
+            name: the component's job name, ``{role}-{replica_id}`` as in TorchX (``describe``
+                reads the role and replica back from it).
             role: the role; its macros are applied (``app_id`` is ``$SLURM_JOB_ID``).
             cfg: the run options (a :class:`SlurmOpts` or a run config mapping).
             nomem: leave out ``--mem`` (also when ``cfg`` says ``nomem``).
