@@ -156,3 +156,35 @@ def test_signal_exception_keeps_the_signal() -> None:
 
     e = SignalException("got SIGTERM", signal.SIGTERM)
     assert (str(e), e.sigval) == ("got SIGTERM", signal.SIGTERM)
+
+
+def test_path_macros_substituted_and_torchx_path_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # extra_paths and the role's PATH may use macros (TorchX: `join(macros.img_root, "bin")`);
+    # the replicas get them substituted, and role_params shows TorchX's PATH: the request's own
+    # part (extra paths, role PATH, cwd) without the launcher's PATH
+    monkeypatch.setenv("PATH", "/launcher/bin")
+    sched = LocalScheduler(
+        "s",
+        image_provider_class=LocalDirectoryImageProvider,
+        extra_paths=[os.path.join(specs.macros.img_root, "bin")],
+    )
+    role = _role(str(tmp_path), env={"PATH": f"{specs.macros.img_root}/tools:/home/bob"})
+    app = specs.AppDef("a", roles=[role])
+    req = sched._to_popen_request(app, {"log_dir": str(tmp_path / "logs")})
+    assert isinstance(req, PopenRequest)
+    before = f"{tmp_path}/bin:{tmp_path}/tools:/home/bob"
+    assert req.materialize()["roles"][0]["path"] == [before, str(tmp_path)]
+    assert req.role_params["r"][0].env["PATH"] == f"{before}:{tmp_path}"
+    assert role.env["PATH"] == f"{specs.macros.img_root}/tools:/home/bob"  # not mutated
+    prepended = sched._to_popen_request(app, {"prepend_cwd": True})
+    assert prepended.role_params["r"][0].env["PATH"] == f"{tmp_path}:{before}"
+
+
+def test_join_path_as_torchx() -> None:
+    join = local_scheduler._join_PATH
+    assert join(None) == join("", None) == ""
+    assert join("/usr/local/bin", None) == join(None, "/usr/local/bin") == "/usr/local/bin"
+    assert join("/usr/local/bin", ":/usr/bin:/bin:") == "/usr/local/bin:/usr/bin:/bin"
+    assert join(":/usr/bin:/bin:", "/usr/local/bin") == "/usr/bin:/bin:/usr/local/bin"

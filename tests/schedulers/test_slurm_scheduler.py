@@ -246,7 +246,7 @@ def test_run_options_are_typed_structured_opts() -> None:
 
 def test_macros_resolve_to_slurm_values() -> None:
     req = dryrun_request(make_app())
-    r0, r1 = req.replicas[0], req.replicas[1]
+    r0, r1 = req.replicas["trainer-0"], req.replicas["trainer-1"]
     assert r0.args[3].endswith("-0") and r1.args[3].endswith("-1")
     assert r0.args[5] == "TORCHX_RANK0_HOST"  # rank0_env is the *name* of the variable
     script = req.materialize()

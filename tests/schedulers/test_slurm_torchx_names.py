@@ -92,3 +92,81 @@ def test_describe_asks_squeue_then_sacct(tmp_path: Path) -> None:
     assert desc is not None and desc.state == AppState.SUCCEEDED
     assert sched._describe_squeue("not-an-id") is None and sched._describe_sacct("x") is None
     assert slurm_scheduler.SlurmScheduler is SlurmScheduler
+
+
+def _replica_role() -> specs.Role:
+    return specs.Role(
+        "foo",
+        image="/some/path",
+        entrypoint="echo",
+        args=["hello slurm", f"id {specs.macros.app_id}", specs.macros.replica_id],
+        env={"FOO": "bar"},
+        resource=specs.Resource(cpu=2, gpu=3, memMB=10),
+    )
+
+
+def test_replica_request_from_role_as_torchx() -> None:
+    # TorchX's builder: SlurmReplicaRequest.from_role(name, role, cfg, nomem).materialize()
+    # gives the replica's sbatch and srun words
+    opts = slurm_scheduler.SlurmOpts(partition="p1", qos="high", constraint="gpu", time="5:13")
+    with mock.patch.object(slurm_scheduler, "version", return_value=(24, 5)):
+        req = slurm_scheduler.SlurmReplicaRequest.from_role("foo-1", _replica_role(), cfg=opts)
+    sbatch, srun = req.materialize()
+    assert sbatch[0] == "--job-name=foo-1" and "--mem=10M" in sbatch
+    for word in ("--partition=p1", "--qos=high", "--constraint=gpu", "--time=5:13"):
+        assert word in sbatch
+    assert "--gpus-per-task=3" in sbatch and "--cpus-per-task=2" in sbatch
+    assert req.replica_id == 1  # taken from the name, and the macro follows it
+    assert srun[:2] == [
+        '--output=slurm-"${SLURM_JOB_ID}"-foo-1.out',
+        '--error=slurm-"${SLURM_JOB_ID}"-foo-1.err',
+    ]
+    assert srun[-4:] == ["echo", "'hello slurm'", "'id '\"${SLURM_JOB_ID}\"", "1"]
+    assert "FOO=bar" in srun
+    # nomem (argument or option) leaves --mem out; a patched newer Slurm gets --gpus-per-node
+    with mock.patch.object(slurm_scheduler, "version", return_value=(25, 0)):
+        sbatch, _ = slurm_scheduler.SlurmReplicaRequest.from_role(
+            "foo-0", _replica_role(), cfg={}, nomem=True
+        ).materialize()
+    assert not [w for w in sbatch if w.startswith("--mem")]
+    assert "--gpus-per-node=3" in sbatch
+
+
+def test_replica_request_asks_no_version_without_gpus() -> None:
+    role = specs.Role(
+        "r", image="/x", entrypoint="echo", resource=specs.Resource(cpu=1, gpu=0, memMB=8)
+    )
+    with mock.patch.object(slurm_scheduler, "version", side_effect=AssertionError("asked")):
+        sbatch, _ = slurm_scheduler.SlurmReplicaRequest.from_role("r-0", role, {}).materialize()
+    assert not [w for w in sbatch if "gpu" in w]
+
+
+def test_should_use_gpus_per_node_from_version() -> None:
+    for answer, expected in (((24, 11), True), ((25, 0), True), ((24, 5), False), ((23, 2), False)):
+        with mock.patch.object(slurm_scheduler, "version", return_value=answer):
+            assert slurm_scheduler._should_use_gpus_per_node_from_version() is expected
+
+
+def test_dryrun_replicas_by_job_name_as_torchx() -> None:
+    app = _gpu_app()
+    app.roles[0].num_replicas = 2
+    app.roles.append(specs.Role("b", image="/x", entrypoint="echo", resource=app.roles[0].resource))
+    scheduler = SlurmScheduler("s", probe=slurm_scheduler.StaticSlurmProbe((24, 5)))
+    req = scheduler.submit_dryrun(app, {"qos": "high"}).request
+    assert list(req.replicas) == ["t-0", "t-1", "b-0"]
+    for replica in req.replicas.values():
+        assert replica.sbatch_opts["qos"] == "high" and replica.sbatch_opts["gpus-per-task"] == "2"
+
+
+def test_dryrun_refuses_two_roles_of_one_name() -> None:
+    app = _gpu_app()
+    app.roles.append(app.roles[0])
+    with pytest.raises(
+        slurm_scheduler.AppValidationError, match=r"role names \['t'\] are used twice"
+    ):
+        SlurmScheduler("s", probe=slurm_scheduler.StaticSlurmProbe(None)).submit_dryrun(app, {})
+
+
+def test_qos_help_names_quality_of_service() -> None:
+    qos = SlurmScheduler("s").run_opts().get("qos")
+    assert qos is not None and "Quality of Service" in qos.help

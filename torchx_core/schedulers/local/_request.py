@@ -125,14 +125,19 @@ class LocalRequest:
         """Per role, how each replica starts: argv, environment, log files, working directory.
 
         The environment is what the request sets (the role's, with the macros substituted, and
-        the replica's own variables); replicas also inherit the launcher's environment.
+        the replica's own variables); replicas also inherit the launcher's environment. As in
+        TorchX, ``PATH`` is the request's own part (extra paths, the role's ``PATH``, the working
+        directory) without the launcher's ``PATH``, which the replicas get between them.
         """
         out: dict[str, list[ReplicaParam]] = {}
         for r in self.roles:
+            env = {k: v for k, v in r.env.items() if k != "PATH"}
+            if _join_path(*r.path):
+                env["PATH"] = _join_path(*r.path)
             out[r.name] = [
                 ReplicaParam(
                     args=list(rep.argv if rep.argv is not None else r.argv),
-                    env={**r.env, **rep.env},
+                    env={**env, **rep.env},
                     stdout=log_path(self.app_dir, r.name, k, "stdout", self.layout),
                     stderr=log_path(self.app_dir, r.name, k, "stderr", self.layout),
                     combined=log_path(self.app_dir, r.name, k, "combined", self.layout),
@@ -321,7 +326,8 @@ class RequestBuilder:
 
         # the working directory goes first with prepend_cwd, else after everything (TorchX)
         # kept as (before, after) the launcher's PATH: the plan on disk holds none of it
-        before = _join_path(*self.extra_paths, role.env.get("PATH"))
+        # macros in extra_paths and the role's PATH are substituted like the rest of its env
+        before = sub(_join_path(*self.extra_paths, role.env.get("PATH")))
         before, after = (_join_path(cwd, before), "") if opts.prepend_cwd else (before, cwd)
         path = _join_path(before, os.environ.get("PATH"), after)
         env: dict[str, str] = {}
@@ -464,3 +470,12 @@ def _json_safe_cfg(cfg: Mapping[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[str(k)] = repr(v)
     return out
+
+
+def _join_PATH(*paths: str | None) -> str:
+    """Joins ``PATH`` strings, leaving out empty ones and empty entries (TorchX's helper).
+
+    >>> _join_PATH("/usr/local/bin", ":/usr/bin:/bin:", None)
+    '/usr/local/bin:/usr/bin:/bin'
+    """
+    return os.pathsep.join(e for p in paths if p for e in p.split(os.pathsep) if e)

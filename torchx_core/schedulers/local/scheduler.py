@@ -85,6 +85,7 @@ from torchx_core.schedulers.local._request import (
     saved_app,
     submit_plan,
 )
+from torchx_core.schedulers.local._request import _join_PATH as _join_PATH
 from torchx_core.schedulers.local._responses import (
     LOCAL_STATES,
     LazyRolesResponse,
@@ -242,6 +243,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             custom_provider(self._image_provider_class, cfg),
         )
         return AppDryRunInfo(builder.build(app, cfg, make_unique(app.name)), format_request)
+
+    def _to_popen_request(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> LocalRequest:
+        """The request for ``app`` (TorchX's ``PopenRequest``: see ``LocalRequest.role_params``).
+
+        ``cfg`` is resolved against :meth:`run_opts` first; unlike ``submit_dryrun``, the app is
+        not validated (as TorchX's method of this name).
+        """
+        return self._submit_dryrun(app, self.run_opts().resolve(cfg)).request
 
     def _cuda_device_count(self) -> int:
         """The GPUs of this host as ``nvidia-smi -L`` lists them (0 without it, as TorchX)."""

@@ -17,15 +17,22 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torchx_core import __version__
 from torchx_core.schedulers.api import AppValidationError
+from torchx_core.specs import CfgVal, Role, macros
+
+if TYPE_CHECKING:
+    from torchx_core.schedulers.slurm._probe import SlurmProbe
+    from torchx_core.schedulers.slurm.scheduler import SlurmOpts
 
 __all__ = [
     "APP_ID_SENTINEL",
     "RANK0_ENV",
     "SlurmBatchRequest",
     "SlurmReplicaRequest",
+    "gpu_options",
     "log_file_name",
     "sbatch_value",
     "shell_word",
@@ -117,6 +124,22 @@ def _opt_words(opts: Mapping[str, str | None]) -> list[str]:
     return [f"--{k}" if v is None else sbatch_value(k, v) for k, v in opts.items()]
 
 
+def gpu_options(gpus: int, version: tuple[int, int] | None) -> dict[str, str]:
+    """The sbatch option asking for ``gpus`` GPUs per replica on a Slurm of ``version``.
+
+    ``--gpus-per-node`` on Slurm >= 24.11 or unknown, ``--gpus-per-task`` on 19.05 - 24.05 (as
+    TorchX), ``--gres=gpu:N`` before.
+
+    >>> gpu_options(2, (24, 5)), gpu_options(2, (24, 11)), gpu_options(2, (18, 8))
+    ({'gpus-per-task': '2'}, {'gpus-per-node': '2'}, {'gres': 'gpu:2'})
+    """
+    if version is None or version >= (24, 11):
+        return {"gpus-per-node": str(gpus)}
+    if version >= (19, 5):
+        return {"gpus-per-task": str(gpus)}
+    return {"gres": f"gpu:{gpus}"}
+
+
 @dataclass
 class SlurmReplicaRequest:
     """One replica: one het component (``#SBATCH`` options) and one ``srun`` part.
@@ -141,6 +164,85 @@ class SlurmReplicaRequest:
     sbatch_opts: dict[str, str | None] = field(default_factory=dict)
     srun_opts: dict[str, str | None] = field(default_factory=dict)
 
+    @classmethod
+    def from_role(
+        cls,
+        name: str,
+        role: Role,
+        cfg: SlurmOpts | Mapping[str, CfgVal],
+        nomem: bool = False,
+        replica_id: int | None = None,
+        probe: SlurmProbe | None = None,
+    ) -> SlurmReplicaRequest:
+        """Builds the request of one replica of ``role`` (TorchX's builder, same arguments).
+
+        Args:
+            name: the component's job name, ``{role}-{replica_id}`` as in TorchX (``describe``
+                reads the role and replica back from it).
+            role: the role; its macros are applied (``app_id`` is ``$SLURM_JOB_ID``).
+            cfg: the run options (a :class:`SlurmOpts` or a run config mapping).
+            nomem: leave out ``--mem`` (also when ``cfg`` says ``nomem``).
+            replica_id: the replica index; default: the number ending ``name``, else 0.
+            probe: answers the Slurm version, asked only when the role wants GPUs; default:
+                ``slurm_scheduler.version()`` (looked up when called, so patching it works).
+        """
+        from torchx_core.schedulers.slurm import scheduler as sched
+
+        opts = (
+            cfg
+            if isinstance(cfg, sched.SlurmOpts)
+            else sched.SlurmOpts.from_cfg(sched._dash_aliases(cfg))
+        )
+        if replica_id is None:
+            tail = name.rsplit("-", 1)[-1]
+            replica_id = int(tail) if "-" in name and tail.isdigit() else 0
+        values = macros.Values(
+            img_root=role.image,
+            app_id=APP_ID_SENTINEL,
+            replica_id=str(replica_id),
+            rank0_env=RANK0_ENV,
+        )
+        resolved = values.apply(role)
+        sbatch: dict[str, str | None] = {"nodes": "1", "ntasks": "1"}
+        res = role.resource
+        if res.cpu > 0:
+            sbatch["cpus-per-task"] = str(res.cpu)
+        if res.memMB > 0 and not (nomem or opts.nomem):
+            sbatch["mem"] = f"{res.memMB}M"
+        if res.gpu > 0:
+            sbatch.update(gpu_options(res.gpu, (probe or sched._VersionProbe()).version()))
+        for key in ("partition", "time", "account", "qos", "constraint"):
+            value = getattr(opts, key)
+            if value:
+                sbatch[key] = str(value)
+        if opts.exclusive:
+            sbatch["exclusive"] = None
+        # as TorchX writes them: end the job's tasks 60 s after the first one exits, and all of
+        # them at once when one exits with an error
+        srun: dict[str, str | None] = {"wait": "60", "kill-on-bad-exit": "1"}
+        if role.image.startswith("/"):
+            srun["chdir"] = role.image
+        return cls(
+            name=name,
+            role=role.name,
+            replica_id=replica_id,
+            entrypoint=role.entrypoint,
+            args=list(resolved.args),
+            env=dict(resolved.env),
+            sbatch_opts=sbatch,
+            srun_opts=srun,
+        )
+
+    def materialize(self, log_dir: str = "") -> tuple[list[str], list[str]]:
+        """This replica's ``#SBATCH`` words and its ``srun`` words, as TorchX's ``materialize``.
+
+        They are the ones :meth:`SlurmBatchRequest.materialize` writes for this replica (job-wide
+        options and ``--het-group`` aside); log files are relative to ``log_dir`` (default: the
+        job's working directory).
+        """
+        sbatch = _opt_words({"job-name": self.name, **self.sbatch_opts})
+        return sbatch, self.srun_words(None, log_dir)
+
     def validate(self) -> list[str]:
         """Returns the problems that would keep this replica from reaching Slurm exactly."""
         problems = []
@@ -164,7 +266,8 @@ class SlurmReplicaRequest:
             words.append(f"--het-group={het_group}")
         base = log_dir.rstrip("/")
         for option, ext in (("output", "out"), ("error", "err")):
-            log = f"{base}/{log_file_name(APP_ID_SENTINEL, self.role, self.replica_id, ext)}"
+            log = log_file_name(APP_ID_SENTINEL, self.role, self.replica_id, ext)
+            log = f"{base}/{log}" if log_dir else log
             words.append(f"--{option}={shell_word(log)}")
         words.append("--open-mode=append")
         words += [
@@ -187,7 +290,8 @@ class SlurmBatchRequest:
 
     Args:
         cmd: the submit command; the script goes to its stdin.
-        replicas: one entry per replica, in het-component order (role by role).
+        replicas: job name (``{role}-{replica_id}``) -> replica, in het-component order (role
+            by role), as in TorchX.
         job_opts: job-wide ``#SBATCH`` options (first component only), e.g. ``mail-user``.
         log_dir: absolute directory for the batch output and per-replica logs (``--chdir``).
         max_retries: how often a failed run is requeued (``scontrol requeue``).
@@ -196,7 +300,7 @@ class SlurmBatchRequest:
     """
 
     cmd: list[str]
-    replicas: list[SlurmReplicaRequest]
+    replicas: dict[str, SlurmReplicaRequest]
     job_opts: dict[str, str | None] = field(default_factory=dict)
     log_dir: str = ""
     max_retries: int = 0
@@ -217,7 +321,7 @@ class SlurmBatchRequest:
             f"# Submit with: {shlex.join(self.cmd)} < <this script>",
             "#",
         ]
-        for i, replica in enumerate(self.replicas):
+        for i, replica in enumerate(self.replicas.values()):
             if i:
                 lines.append("#SBATCH hetjob")
             opts: dict[str, str | None] = {"job-name": replica.name}
@@ -254,7 +358,7 @@ class SlurmBatchRequest:
 
     def _srun_line(self) -> str:
         parts = []
-        for i, replica in enumerate(self.replicas):
+        for i, replica in enumerate(self.replicas.values()):
             group = i if self.is_hetjob else None
             parts.append(" ".join(replica.srun_words(group, self.log_dir)))
         return "srun " + " \\\n    : ".join(parts)

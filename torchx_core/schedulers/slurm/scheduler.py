@@ -63,7 +63,6 @@ from torchx_core.schedulers.slurm._probe import (
     version,
 )
 from torchx_core.schedulers.slurm._script import (
-    APP_ID_SENTINEL,
     RANK0_ENV,
     SlurmBatchRequest,
     SlurmReplicaRequest,
@@ -88,7 +87,6 @@ from torchx_core.specs import (
     Role,
     Workspace,
     is_terminal,
-    macros,
     runopts,
 )
 from torchx_core.specs.errors import UnknownAppException
@@ -135,7 +133,9 @@ class SlurmOpts(StructuredOpts):
     account: str | None = field(
         default=None, metadata={"help": "the account to charge (--account)"}
     )
-    qos: str | None = field(default=None, metadata={"help": "the quality of service (--qos)"})
+    qos: str | None = field(
+        default=None, metadata={"help": "the Quality of Service (QoS) to run under (--qos)"}
+    )
     constraint: str | None = field(
         default=None, metadata={"help": "node features the job needs (--constraint)"}
     )
@@ -177,6 +177,12 @@ class _VersionProbe:
 
     def version(self) -> tuple[int, int] | None:
         return version()
+
+
+def _should_use_gpus_per_node_from_version() -> bool:
+    """Whether this Slurm (:func:`version`) takes ``--gpus-per-node`` (24.11 and later), as
+    TorchX; older ones get ``--gpus-per-task`` (see :func:`gpu_options`)."""
+    return version() >= (24, 11)
 
 
 # -- the scheduler ----------------------------------------------------------------------------
@@ -250,7 +256,11 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 f"job_dir {log_dir!r} holds '%', which Slurm reads as a file name"
                 " pattern; choose a directory without '%'"
             )
-        replicas: list[SlurmReplicaRequest] = []
+        replicas: dict[str, SlurmReplicaRequest] = {}
+        names = [r.name for r in app.roles]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            problems.append(f"role names {dupes} are used twice; give every role its own name")
         for role in app.roles:
             if not _ROLE_NAME.match(role.name):
                 problems.append(
@@ -268,9 +278,11 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                     "role %s: slurm ignores mounts (jobs see the node's filesystem)", role.name
                 )
             for k in range(role.num_replicas):
-                replica = self._replica_request(role, k, opts)
+                replica = SlurmReplicaRequest.from_role(
+                    f"{role.name}-{k}", role, opts, replica_id=k, probe=self._probe
+                )
                 problems += [p for p in replica.validate() if p not in problems]
-                replicas.append(replica)
+                replicas[replica.name] = replica
         job_opts: dict[str, str | None] = {"chdir": log_dir, "output": "slurm-%j.out"}
         for key, value in (
             ("comment", submit_comment(opts.comment, app.name)),
@@ -301,49 +313,6 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 f"app `{app.name}` cannot run on slurm: " + "; ".join(problems)
             )
         return AppDryRunInfo(request, _format_request)
-
-    def _replica_request(self, role: Role, k: int, opts: SlurmOpts) -> SlurmReplicaRequest:
-        values = macros.Values(
-            img_root=role.image, app_id=APP_ID_SENTINEL, replica_id=str(k), rank0_env=RANK0_ENV
-        )
-        resolved = values.apply(role)
-        sbatch: dict[str, str | None] = {"nodes": "1", "ntasks": "1"}
-        res = role.resource
-        if res.cpu > 0:
-            sbatch["cpus-per-task"] = str(res.cpu)
-        if res.memMB > 0 and not opts.nomem:
-            sbatch["mem"] = f"{res.memMB}M"
-        if res.gpu > 0:
-            sbatch.update(self._gpu_opts(res.gpu))
-        for key in ("partition", "time", "account", "qos", "constraint"):
-            value = getattr(opts, key)
-            if value:
-                sbatch[key] = str(value)
-        if opts.exclusive:
-            sbatch["exclusive"] = None
-        # as TorchX writes them: end the job's tasks 60 s after the first one exits, and all of
-        # them at once when one exits with an error
-        srun: dict[str, str | None] = {"wait": "60", "kill-on-bad-exit": "1"}
-        if role.image.startswith("/"):
-            srun["chdir"] = role.image
-        return SlurmReplicaRequest(
-            name=f"{role.name}-{k}",
-            role=role.name,
-            replica_id=k,
-            entrypoint=role.entrypoint,
-            args=list(resolved.args),
-            env=dict(resolved.env),
-            sbatch_opts=sbatch,
-            srun_opts=srun,
-        )
-
-    def _gpu_opts(self, gpus: int) -> dict[str, str | None]:
-        version = self._probe.version()
-        if version is None or version >= (24, 11):
-            return {"gpus-per-node": str(gpus)}
-        if version >= (19, 5):
-            return {"gpus-per-task": str(gpus)}
-        return {"gres": f"gpu:{gpus}"}
 
     # -- submit -----------------------------------------------------------------------------
 
