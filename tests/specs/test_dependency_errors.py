@@ -163,3 +163,9 @@ def test_installed_engine_that_fails_to_import_is_not_called_missing(tmp_path: P
     assert out.startswith("ERROR:"), out
     assert "apache-airflow 3.3.2 is installed" in out and "not installed" not in out
     assert "cannot import name 'BaseOperator'" in out
+
+
+def test_missing_dependency_is_a_module_not_found_error() -> None:
+    """TorchX raises ``ModuleNotFoundError`` when a backend's client package is absent."""
+    with pytest.raises(ModuleNotFoundError):
+        import_optional("no_such_module_xyz", "aws", "a test")
