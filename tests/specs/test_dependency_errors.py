@@ -203,3 +203,9 @@ def test_too_old_kfp_is_refused_without_packaging(tmp_path: Path) -> None:
     assert out.startswith("ERROR:"), out
     assert "kfp 2.15.2 is installed" in out and f"needs {wanted}" in out
     assert f"pip install '{wanted}'" in out
+
+
+def test_missing_dependency_is_a_module_not_found_error() -> None:
+    """TorchX raises ``ModuleNotFoundError`` when a backend's client package is absent."""
+    with pytest.raises(ModuleNotFoundError):
+        import_optional("no_such_module_xyz", "aws", "a test")

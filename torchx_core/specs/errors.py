@@ -306,8 +306,11 @@ class AppDefSerializationError(TorchXError, ValueError):
     permanent = True
 
 
-class MissingDependencyError(TorchXError, ImportError):
+class MissingDependencyError(TorchXError, ModuleNotFoundError):
     """An optional dependency is not installed, or the installed version cannot be used.
+
+    A ``ModuleNotFoundError`` (so an ``ImportError``), as TorchX raises when a backend's client
+    package is absent: ``except ModuleNotFoundError`` written for TorchX catches it.
 
     Build it with :func:`missing_dependency` (from a failed import) or let
     :func:`import_optional` / :func:`check_dependency_version` raise it: they look up the

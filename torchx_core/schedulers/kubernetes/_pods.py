@@ -90,8 +90,15 @@ def unique_name(app_name: str) -> str:
 
 
 def label_value(value: str) -> str:
-    """Makes ``value`` a valid label value (63 chars of ``[A-Za-z0-9_.-]``, alphanumeric ends)."""
-    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", value)[:63]
+    """Makes ``value`` a valid label value (63 chars of ``[A-Za-z0-9_.-]``, alphanumeric ends).
+
+    Each other character becomes ``.``, as TorchX cleans its pod labels (selectors written for
+    TorchX jobs keep matching).
+
+    >>> label_value("foo+bar"), label_value("0.8.0dev0+fb"), label_value("/a b/")
+    ('foo.bar', '0.8.0dev0.fb', 'a.b')
+    """
+    s = re.sub(r"[^A-Za-z0-9_.-]", ".", value)[:63]
     return s.strip("_.-")
 
 

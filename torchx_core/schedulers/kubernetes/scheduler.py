@@ -38,8 +38,19 @@ from torchx_core.schedulers.api import (
     filter_regex,
     require_combined_streams,
 )
+from torchx_core.schedulers.ids import make_unique
+from torchx_core.schedulers.kubernetes import _models as models
 from torchx_core.schedulers.kubernetes import _pods as pods
 from torchx_core.schedulers.kubernetes._client import KubeClients, resolve_namespace
+from torchx_core.schedulers.kubernetes._models import (  # noqa: F401 - TorchX's public names
+    RETRY_POLICIES,
+    pod_labels,
+    role_to_pod,
+    sanitize_for_serialization,
+)
+from torchx_core.schedulers.kubernetes._models import (  # noqa: F401 - TorchX private, kept
+    apply_pod_overlay as _apply_pod_overlay,
+)
 from torchx_core.schedulers.kubernetes._pods import (  # noqa: F401 - TorchX's public names
     ANNOTATION_ISTIO_SIDECAR,
     LABEL_APP_NAME,
@@ -69,6 +80,7 @@ from torchx_core.specs import (
 )
 from torchx_core.specs.errors import InvalidRunConfigException
 from torchx_core.specs.overlays import apply_overlay, get_overlay
+from torchx_core.util.strings import normalize_str
 from torchx_core.util.yaml_emitter import dump_yaml
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -322,6 +334,34 @@ def _apply_app_overlay(app: AppDef, obj: dict[str, Any], kind: str) -> None:
     overlay = get_overlay(app, "kubernetes", kind)
     if overlay:
         apply_overlay(obj, overlay)
+
+
+def app_to_resource(
+    app: AppDef,
+    queue: str,
+    service_account: str | None,
+    priority_class: str | None = None,
+    reserved_millicpu: int = pods.RESERVED_MILLICPU,
+    reserved_memmb: int = pods.RESERVED_MEMMB,
+    efa_device_count: int | None = None,
+) -> dict[str, Any]:
+    """TorchX's builder: ``app`` as a Volcano Job dict whose task templates are ``V1Pod`` objects.
+
+    The job is named ``normalize_str(make_unique(app.name))``; see
+    :func:`torchx_core.schedulers.kubernetes._models.volcano_resource`. The scheduler's own
+    request is :class:`KubernetesJob` (plain dicts); this builder is for code written against
+    TorchX.
+    """
+    return models.volcano_resource(
+        app,
+        normalize_str(make_unique(app.name)),
+        queue,
+        service_account,
+        priority_class,
+        reserved_millicpu,
+        reserved_memmb,
+        efa_device_count,
+    )
 
 
 class KubernetesScheduler(Scheduler[KubernetesJob]):
