@@ -4,10 +4,8 @@ page of a scheduler that keeps no AppDef; user errors as 4xx; the favicon."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from urllib.parse import quote
 
-import pytest
 from starlette.testclient import TestClient
 from support.fake_scheduler import JobTable, make_runner
 
@@ -15,20 +13,6 @@ from torchx_core.dashboard import create_app
 from torchx_core.dashboard._server import Settings
 from torchx_core.runner import Runner
 from torchx_core.specs import AppDef, AppState, Role
-
-
-@pytest.fixture
-def table() -> JobTable:
-    t = JobTable()
-    t.hold = True
-    return t
-
-
-@pytest.fixture
-def runner(table: JobTable) -> Iterator[Runner]:
-    r = make_runner(table)
-    yield r
-    r.close()
 
 
 def _client(runner: Runner) -> TestClient:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import html
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from dashboard_browser import sse_lines
 from starlette.testclient import TestClient
-from support.fake_scheduler import JobTable, make_runner
+from support.fake_scheduler import JobTable
 
 from torchx_core.dashboard import create_app
 from torchx_core.dashboard._filter import FilterCutOff, RegexPool
@@ -28,20 +27,6 @@ from torchx_core.dashboard._logs import (
 from torchx_core.dashboard._server import Settings
 from torchx_core.runner import Runner
 from torchx_core.specs import AppDef, AppState, Role
-
-
-@pytest.fixture
-def table() -> JobTable:
-    t = JobTable()
-    t.hold = True
-    return t
-
-
-@pytest.fixture
-def runner(table: JobTable) -> Iterator[Runner]:
-    r = make_runner(table)
-    yield r
-    r.close()
 
 
 def _submit(runner: Runner) -> str:

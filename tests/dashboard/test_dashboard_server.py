@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from dashboard_browser import sse_lines
 from starlette.testclient import TestClient
-from support.fake_scheduler import JobTable, make_runner
+from support.fake_scheduler import JobTable
 
 from torchx_core.dashboard import create_app
 from torchx_core.dashboard._board import Board, Filters
@@ -45,20 +44,6 @@ def _submit(
         ],
     )
     return runner.run(app, "fake")
-
-
-@pytest.fixture
-def table() -> JobTable:
-    t = JobTable()
-    t.hold = True
-    return t
-
-
-@pytest.fixture
-def runner(table: JobTable) -> Iterator[Runner]:
-    r = make_runner(table)
-    yield r
-    r.close()
 
 
 def _client(
