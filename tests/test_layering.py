@@ -2,7 +2,9 @@
 
 ``specs`` <- ``schedulers`` <- ``runner`` <- ``cli`` / ``components``; the adapters
 (``torchx_airflow``, ``torchx_kfp``, ``torchx_prefect``) use only the public
-``torchx_core.specs`` / ``torchx_core.runner`` API; a scheduler never imports another scheduler.
+``torchx_core.specs`` / ``torchx_core.runner`` API (and the stdlib-only ``torchx_core.util``); a
+scheduler never imports another scheduler. Private means private: a module ``_name`` (or a
+``_name`` defined in a module) is imported only from inside the package that holds it.
 
 Every import counts: module level, inside functions, and under ``TYPE_CHECKING``.
 """
@@ -114,14 +116,13 @@ _JOB_SIDE: dict[str, tuple[str, ...]] = {
 }
 
 
-# the dashboard sits above runner, beside cli: the public layers, plus the CLI's terminal
-# sanitizer (app output is shown escaped as `torchx log` shows it)
+# the dashboard sits above runner, beside cli: the public layers (app output is shown escaped
+# by `torchx_core.util.terminal`, as `torchx log` shows it)
 _DASHBOARD = (
     "torchx_core.dashboard",
     "torchx_core.specs",
     "torchx_core.runner",
     "torchx_core.util",
-    "torchx_core.cli._term",
 )
 
 
@@ -187,12 +188,32 @@ def _adapter_rule(mod: str, imp: str) -> Iterator[str]:
     for adapter in ADAPTERS:
         if not _under(mod, adapter):
             continue
-        if _core_import(imp) and not _only(imp, ("torchx_core.specs", "torchx_core.runner")):
-            yield "adapters use only torchx_core.specs / torchx_core.runner"
+        if _core_import(imp) and not _only(
+            imp, ("torchx_core.specs", "torchx_core.runner", "torchx_core.util")
+        ):
+            yield "adapters use only torchx_core.specs / torchx_core.runner (and .util)"
         if _under(imp, "torchx_core") and any(part.startswith("_") for part in imp.split(".")):
             yield "adapters use only the public API (no private names)"
         if any(other != adapter and _under(imp, other) for other in ADAPTERS):
             yield "adapters must not import another adapter"
+
+
+def private_owner(imp: str) -> str | None:
+    """The package whose private name ``imp`` is (``a.b`` for ``a.b._c`` or ``a.b._c.d``), or
+    None when no part of it is private (dunder names such as ``__version__`` are public)."""
+    parts = imp.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+            return ".".join(parts[:i])
+    return None
+
+
+def _private_rule(mod: str, imp: str) -> Iterator[str]:
+    owner = private_owner(imp)
+    # top-level private names are the standard library's (`_thread`) or the local supervisor's
+    # run-by-path sibling imports (`import _layout`), not another package's
+    if owner and _only(imp, PACKAGES) and not _under(mod, owner):
+        yield f"a private name of {owner} is imported from outside it; make it public there"
 
 
 _RULES: tuple[Callable[[str, str], Iterator[str]], ...] = (
@@ -203,6 +224,7 @@ _RULES: tuple[Callable[[str, str], Iterator[str]], ...] = (
     _runner_rule,
     _dashboard_rule,
     _adapter_rule,
+    _private_rule,
 )
 
 
@@ -221,6 +243,39 @@ def violations() -> list[str]:
 def test_layering_rules_hold() -> None:
     problems = violations()
     assert not problems, "layering violations (see ARCHITECTURE.md):\n" + "\n".join(problems)
+
+
+# the layers above the runner use objects through their public API, never `obj._private`;
+# (module, expression) pairs allowed, each with why
+_ABOVE_RUNNER = ("torchx_core.cli", "torchx_core.dashboard", "torchx_core.components")
+_PRIVATE_ATTRS_ALLOWED = {
+    # the action's own bookkeeping on argparse's Namespace (no API of another layer)
+    ("torchx_core.cli.cmd_run", "namespace._seen_once"),
+}
+
+
+def private_attribute_reaches() -> list[str]:
+    """``path:line expr`` for each ``name._private`` (not ``self``/``cls``) above the runner."""
+    found: list[str] = []
+    for path in _source_files():
+        mod = _module_name(path)
+        if not _only(mod, _ABOVE_RUNNER):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and private_owner(node.attr) == ""
+                and isinstance(node.value, ast.Name)
+                and node.value.id not in ("self", "cls")
+                and (mod, ast.unparse(node)) not in _PRIVATE_ATTRS_ALLOWED
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_attribute_reach_above_the_runner() -> None:
+    problems = private_attribute_reaches()
+    assert not problems, "private attributes used from above the runner:\n" + "\n".join(problems)
 
 
 def test_scan_sees_the_packages() -> None:
@@ -304,3 +359,53 @@ def test_checker_flags_each_rule(fake_repo: Path) -> None:
     assert "torchx_airflow/operator.py:3" not in text  # an adapter may use the runner
     assert "torchx_core/dashboard/_x.py:1 imports torchx_core.schedulers: the dashboard may" in text
     assert "cmd_run.py:1 imports torchx_core.dashboard: only the `torchx dashboard` command" in text
+
+
+def test_checker_flags_private_imports(fake_repo: Path) -> None:
+    _write(
+        fake_repo, "torchx_core/dashboard/_logs.py", "from torchx_core.cli._term import sanitize\n"
+    )
+    _write(
+        fake_repo,
+        "torchx_core/schedulers/api.py",
+        "def f():\n    from torchx_core.specs import _limits\n"
+        "from torchx_core.specs.errors import _hint\n",
+    )
+    _write(
+        fake_repo,
+        "torchx_core/specs/register.py",
+        "from torchx_core.plugins._registry import plugins_equal\n"
+        "from torchx_core.specs._app import Role\nfrom torchx_core.util import __doc__\n",
+    )
+    _write(
+        fake_repo,
+        "torchx_core/schedulers/local/scheduler.py",
+        "from torchx_core.schedulers.local import _state\n"
+        "from torchx_core.schedulers._logs import x\nimport _thread\n",
+    )
+    found = [v for v in violations() if "a private name of" in v]
+    assert sorted(v.split(": ")[0] for v in found) == [
+        "torchx_core/dashboard/_logs.py:1 imports torchx_core.cli._term",
+        "torchx_core/dashboard/_logs.py:1 imports torchx_core.cli._term.sanitize",
+        "torchx_core/schedulers/api.py:2 imports torchx_core.specs._limits",
+        "torchx_core/schedulers/api.py:3 imports torchx_core.specs.errors._hint",
+        "torchx_core/specs/register.py:1 imports torchx_core.plugins._registry",
+        "torchx_core/specs/register.py:1 imports torchx_core.plugins._registry.plugins_equal",
+    ]  # inside the package that holds it, dunder names and the standard library's are fine
+    assert "a private name of torchx_core.cli is imported from outside it" in found[0]
+
+
+def test_checker_flags_private_attribute_reach(fake_repo: Path) -> None:
+    _write(
+        fake_repo,
+        "torchx_core/cli/cmd_base.py",
+        "def searched(runner):\n    return runner._scheduler('x').lookup_scope()\n",
+    )
+    _write(
+        fake_repo,
+        "torchx_core/cli/cmd_ok.py",
+        "class C:\n    def f(self):\n        return self._x, C.__name__\n",
+    )
+    _write(fake_repo, "torchx_core/runner/api.py", "def f(s):\n    return s._scheduler\n")
+    found = private_attribute_reaches()
+    assert found == ["torchx_core/cli/cmd_base.py:2 runner._scheduler"]

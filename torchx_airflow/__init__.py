@@ -17,8 +17,9 @@ Without Airflow installed, using them raises
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_airflow.errors import InvalidTaskArgumentError as InvalidTaskArgumentError
@@ -50,12 +51,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torchx_airflow' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), cache=False)

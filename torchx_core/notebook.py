@@ -51,7 +51,7 @@ def _register_magic() -> None:
         from IPython import get_ipython
     except ImportError:
         return
-    shell = get_ipython()  # type: ignore[no-untyped-call]
+    shell = get_ipython()
     if shell is not None:
         shell.register_magic_function(workspacefile, magic_kind="cell")
 

@@ -19,8 +19,9 @@ that needs it; without it a :class:`~torchx_core.specs.MissingDependencyError` n
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_kfp.container import (
@@ -90,14 +91,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torchx_kfp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -23,7 +23,9 @@ Importing this package without Prefect installed raises
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_prefect._launch import AppResult as AppResult
@@ -78,16 +80,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -20,6 +20,7 @@ from torchx_core.dashboard._pages import MASK
 from torchx_core.dashboard._server import Settings
 from torchx_core.runner import Runner
 from torchx_core.specs import AppDef, AppState, Role
+from torchx_core.specs.errors import TorchXError, UnknownAppException
 
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 LOCAL = "http://127.0.0.1"
@@ -248,6 +249,50 @@ def test_loopback_bind_refuses_foreign_host_headers(runner: Runner) -> None:
     client = _client(runner)
     assert client.get("/", headers={"host": "attacker.example:8288"}).status_code == 403
     assert client.get("/", headers={"host": "localhost:8288"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1.evil.com",  # a loopback name as a prefix (DNS rebinding)
+        "127.0.0.1.evil.com:8288",
+        "localhost.evil.com",
+        "localhost:80@evil",  # a port that is not a number
+        "localhost:",
+        "[::1].evil.com",
+        "[::1]:8288x",
+        "[::1",
+        "",
+    ],
+)
+def test_host_check_is_an_exact_match_not_a_prefix(runner: Runner, host: str) -> None:
+    resp = _client(runner).get("/", headers={"host": host})
+    assert resp.status_code == 403 and "Host refused" in resp.text
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:8288", "127.0.0.1", "127.0.0.1:8288", "[::1]", "[::1]:8288"]
+)
+def test_host_check_lets_loopback_names_in(runner: Runner, host: str) -> None:
+    assert _client(runner).get("/", headers={"host": host}).status_code == 200
+
+
+class UnknownFieldError(TorchXError):
+    """Named like a lookup error, but not one: a 500 (the page once chose by the name)."""
+
+
+class AppGoneError(UnknownAppException):
+    """A "no such app" error whose name does not say "unknown": a 404."""
+
+
+@pytest.mark.parametrize(("error", "status"), [(UnknownFieldError, 500), (AppGoneError, 404)])
+def test_error_page_status_is_decided_by_the_error_type(
+    runner: Runner, table: JobTable, error: type[TorchXError], status: int
+) -> None:
+    handle = _submit(runner)
+    table.describe_error = error("boom")
+    resp = _client(runner).get(f"/app/status?handle={quote(handle, safe='')}")
+    assert resp.status_code == status and f"{error.__name__}: " in resp.text
 
 
 def test_cancel_needs_a_same_site_post_with_the_csrf_token(runner: Runner, table: JobTable) -> None:

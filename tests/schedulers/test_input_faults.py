@@ -18,9 +18,9 @@ from torchx_core.components.dist import ddp
 from torchx_core.schedulers import get_scheduler_factories
 from torchx_core.schedulers.api import AppValidationError
 from torchx_core.schedulers.slurm._script import shell_word
-from torchx_core.specs._limits import DEFAULT_MAX_REPLICAS, MAX_REPLICAS_ENV
-from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.errors import ComponentArgumentError, MissingDependencyError, TorchXError
+from torchx_core.specs.limits import DEFAULT_MAX_REPLICAS, MAX_REPLICAS_ENV
+from torchx_core.util.yaml_emitter import dump_yaml
 
 SCHEDULERS = sorted(get_scheduler_factories())
 

@@ -6,7 +6,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchx_core.specs._yaml import dump_yaml
+from torchx_core.util.yaml_emitter import dump_yaml
 
 scalars = st.one_of(
     st.none(),

@@ -6,7 +6,9 @@ import os
 import socket
 from pathlib import Path
 
-from torchx_core.specs import Workspace
+import pytest
+
+from torchx_core.specs import InvalidWorkspaceError, Workspace
 from torchx_core.workspace.api import copy_workspace, workspace_digest
 
 
@@ -34,3 +36,11 @@ def test_digest_changes_with_content(tmp_path: Path) -> None:
     before = workspace_digest(str(tmp_path))
     (tmp_path / "a.py").write_text("2")
     assert workspace_digest(str(tmp_path)) != before
+
+
+@pytest.mark.parametrize("text", ["", " , ", "# only a comment"])
+def test_a_workspace_string_naming_no_directory_is_a_typed_error(text: str, tmp_path: Path) -> None:
+    # Workspace.from_str gives None for these; as_workspace once returned that None as a Workspace
+    with pytest.raises(InvalidWorkspaceError, match="names no directory") as err:
+        copy_workspace(text, tmp_path / "out")
+    assert repr(text) in str(err.value)

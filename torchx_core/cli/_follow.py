@@ -9,8 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
 from torchx_core.cli._term import ENDC, GREEN, is_terminal, prefix_line, sanitize, use_color
-from torchx_core.specs import AppState, AppStatus, UnknownAppException
-from torchx_core.specs._app import replica_pairs
+from torchx_core.specs import AppState, AppStatus, UnknownAppException, replica_pairs
 from torchx_core.specs.errors import TorchXError, did_you_mean
 
 if TYPE_CHECKING:

@@ -4,9 +4,10 @@ neutralising the control sequences of app output before it reaches a terminal.""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import TextIO
+
+from torchx_core.util.terminal import sanitize as sanitize  # the CLI's name for it, kept
 
 GREEN = "\033[32m"
 BLUE = "\033[34m"
@@ -26,38 +27,6 @@ def is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-# colours and text styles (SGR: ESC [ params m) are kept; every other control is neutralised
-_SGR = re.compile(r"\x1b\[[0-9;:]{0,64}m")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def _escaped(m: re.Match[str]) -> str:
-    return f"\\x{ord(m.group()):02x}"
-
-
-def sanitize(text: str) -> str:
-    """Neutralises terminal control sequences in app output: they are shown, not obeyed.
-
-    Kept: tab, newline, carriage return (progress bars; every ``\\r`` segment gets the line
-    prefix) and colour/style sequences (SGR, ``ESC [ ... m``), which cannot move the cursor or
-    talk to the terminal. Every other control character (ESC starting cursor moves, screen
-    clears, window titles, OSC 52 clipboard writes, device queries; BEL, backspace, C1 controls)
-    is written as its ``\\xNN`` escape, so the rest of the sequence prints as plain text.
-
-    >>> sanitize("\\x1b[31mred\\x1b[0m \\x1b]52;c;aGk=\\x07 \\x1b[2J")
-    '\\x1b[31mred\\x1b[0m \\\\x1b]52;c;aGk=\\\\x07 \\\\x1b[2J'
-    """
-    if not _CONTROL.search(text):
-        return text
-    parts = _SGR.split(text)
-    if len(parts) == 1:
-        return _CONTROL.sub(_escaped, text)
-    out = [_CONTROL.sub(_escaped, parts[0])]
-    for sgr, part in zip(_SGR.findall(text), parts[1:], strict=True):
-        out += [sgr, _CONTROL.sub(_escaped, part)]
-    return "".join(out)
 
 
 def prefix_line(prefix: str, line: str) -> str:

@@ -29,10 +29,8 @@ class SubCommand(abc.ABC):
 
 def searched(runner: Runner, handle: str) -> str:
     """``" in <where the scheduler looked>"`` for a "does not exist" message ("" if not said)."""
-    from torchx_core.specs import parse_app_handle
-
     try:
-        scope = runner._scheduler(parse_app_handle(handle).scheduler_backend).lookup_scope()
+        scope = runner.lookup_scope(handle)
     except Exception:  # noqa: BLE001 - only a hint
         return ""
     return f" in {scope}" if scope else ""

@@ -25,7 +25,7 @@ class DashboardArgumentError(TorchXError, ValueError):
 
 
 def _engine_urls(values: list[str]) -> dict[str, str]:
-    from torchx_core.dashboard._engines import ENGINES
+    from torchx_core.dashboard import ENGINES
 
     out: dict[str, str] = {}
     for v in values:
@@ -100,10 +100,9 @@ class CmdDashboard(SubCommand):
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from torchx_core.dashboard import serve
-        from torchx_core.dashboard._security import is_loopback, new_token
-        from torchx_core.dashboard._server import Settings
+        from torchx_core.dashboard import Settings, is_loopback, new_token, serve
         from torchx_core.runner import config, get_runner
+        from torchx_core.specs import CfgVal
 
         if args.refresh <= 0:
             raise DashboardArgumentError(f"--refresh must be > 0 seconds, got {args.refresh}")
@@ -120,7 +119,7 @@ class CmdDashboard(SubCommand):
             schedulers = wanted or configured_schedulers(known)
             cfgs = {}
             for s in schedulers:
-                cfg: dict = {}
+                cfg: dict[str, CfgVal] = {}
                 config.apply(s, cfg)
                 cfgs[s] = cfg
             settings = Settings(

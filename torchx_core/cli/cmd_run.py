@@ -240,7 +240,7 @@ def _print_dryrun(info: AppDryRunInfo[Any]) -> None:
     from dataclasses import asdict
     from pprint import pformat
 
-    app = info._app
+    app = info.app
     if app is not None:
         print("\n=== APPLICATION ===\n" + pformat(asdict(app), indent=2, width=100))
     print("\n=== SCHEDULER REQUEST ===\n" + str(info))

@@ -27,8 +27,8 @@ from torchx_core import specs
 from torchx_core.components import IMAGE
 from torchx_core.components.structured_arg import StructuredNameArgument
 from torchx_core.specs import macros
-from torchx_core.specs._limits import too_many_replicas
 from torchx_core.specs.errors import ComponentArgumentError
+from torchx_core.specs.limits import too_many_replicas
 
 _J_RE = re.compile(r"^(?:(?:(?P<min>\d+):)?(?P<max>\d+)x)?(?P<nproc>\d+)$")
 

@@ -19,13 +19,37 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from torchx_core.specs.errors import TorchXError
+from torchx_core.util.lazy import lazy_exports
+
 if TYPE_CHECKING:
+    from torchx_core.dashboard._engines import ENGINES
+    from torchx_core.dashboard._security import is_loopback, new_token
     from torchx_core.dashboard._server import Settings
     from torchx_core.runner.api import Runner
 
-__all__ = ["MissingDashboardDependencyError", "create_app", "serve"]
+__all__ = [
+    "ENGINES",
+    "MissingDashboardDependencyError",
+    "Settings",
+    "create_app",
+    "is_loopback",
+    "new_token",
+    "serve",
+]
 
-from torchx_core.specs.errors import TorchXError
+# what `torchx dashboard` needs before it serves, loaded on first use: `Settings` lives beside
+# the routes and imports the web stack with them
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ENGINES": "torchx_core.dashboard._engines",
+        "is_loopback": "torchx_core.dashboard._security",
+        "new_token": "torchx_core.dashboard._security",
+        "Settings": "torchx_core.dashboard._server",
+    },
+    globals(),
+)
 
 
 class MissingDashboardDependencyError(TorchXError, ImportError):

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchx_core.cli._term import sanitize
 from torchx_core.specs.errors import TorchXError
+from torchx_core.util.terminal import sanitize
 
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner

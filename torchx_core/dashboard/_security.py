@@ -70,9 +70,20 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _host_name(host_header: str) -> str:
+    """The host of a Host header (``name``, ``name:port``, ``[v6]``, ``[v6]:port``), or ``""``
+    when the header is none of these (``localhost:80@evil``), which matches no allowed name."""
     if host_header.startswith("["):
-        return host_header[1 : host_header.find("]")]
-    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+        end = host_header.find("]")
+        if end < 0:
+            return ""
+        name, port = host_header[1:end], host_header[end + 1 :]
+    elif host_header.count(":") == 1:
+        name, _, digits = host_header.partition(":")
+        port = ":" + digits
+    else:
+        name, port = host_header, ""
+    valid_port = not port or (port[0] == ":" and port[1:].isascii() and port[1:].isdigit())
+    return name if valid_port else ""
 
 
 class Guard:
@@ -130,7 +141,8 @@ class Guard:
 
 
 def _query_token(scope: Scope) -> str | None:
-    for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+    raw: bytes = scope.get("query_string", b"")
+    for k, v in parse_qsl(raw.decode("latin-1")):
         if k == "token":
             return v
     return None

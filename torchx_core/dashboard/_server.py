@@ -37,7 +37,7 @@ from torchx_core.dashboard._logs import (
 from torchx_core.dashboard._pages import age, app_page
 from torchx_core.dashboard._security import Guard
 from torchx_core.specs import AppState
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.errors import TorchXError, UnknownAppException, UnknownSchedulerException
 
 if TYPE_CHECKING:
     from torchx_core.runner.api import Runner
@@ -50,6 +50,8 @@ HERE = Path(__file__).parent
 ACTIONS = ("cancel", "delete")
 #: how often a log follow's event stream looks for new lines (seconds)
 _FOLLOW_POLL_S = 0.05
+#: the errors that mean "no such app" (a 404 page); any other error of ours is a 500
+_NOT_FOUND = (UnknownAppException, UnknownSchedulerException)
 
 
 @dataclass
@@ -273,14 +275,16 @@ class _Pages:
         async def endpoint(request: Request) -> Response:
             try:
                 if asyncio.iscoroutinefunction(fn):
-                    return await fn(request)
-                return await run_in_threadpool(fn, request)
+                    response: Response = await fn(request)
+                else:
+                    response = await run_in_threadpool(fn, request)
+                return response
             except (BadRequest, InvalidLogRequestError) as e:
                 return self.error(request, 400, str(e))
             except TorchXError as e:
                 return self.error(
                     request,
-                    404 if "nknown" in type(e).__name__ else 500,
+                    404 if isinstance(e, _NOT_FOUND) else 500,
                     f"{type(e).__name__}: {e}",
                 )
             except Exception as e:  # a backend's own error, shown on the page

@@ -26,9 +26,12 @@ A plugin that fails to load is recorded, not raised: ``registry().load_errors()`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from torchx_core.plugins._probe import cannot_provide
     from torchx_core.plugins._registration import (
         EIGHTH,
         HALF,
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
         PluginSource,
         PluginType,
         RegistrationError,
+        plugins_equal,
         registry,
     )
 
@@ -52,9 +56,17 @@ if TYPE_CHECKING:
 # only `_probe` (no registry, no enum classes) when no plugin can carry its name
 _SUBMODULE_OF = {
     **dict.fromkeys(
-        ("PluginRegistry", "PluginSource", "PluginType", "RegistrationError", "registry"),
+        (
+            "PluginRegistry",
+            "PluginSource",
+            "PluginType",
+            "RegistrationError",
+            "plugins_equal",
+            "registry",
+        ),
         "_registry",
     ),
+    "cannot_provide": "_probe",
     **dict.fromkeys(
         (
             "EIGHTH",
@@ -72,13 +84,9 @@ _SUBMODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    submodule = _SUBMODULE_OF.get(name)
-    if submodule is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{submodule}"), name)
+__getattr__, __dir__ = lazy_exports(
+    __name__, {k: f"{__name__}.{m}" for k, m in _SUBMODULE_OF.items()}, globals(), cache=False
+)
 
 
 __all__ = [
@@ -91,7 +99,9 @@ __all__ = [
     "PluginSource",
     "PluginType",
     "RegistrationError",
+    "cannot_provide",
     "halve_mem_down_to",
+    "plugins_equal",
     "powers_of_two_gpus",
     "register",
     "registry",

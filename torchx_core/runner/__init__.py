@@ -7,11 +7,12 @@ with get_runner() as runner:
     print(runner.wait(handle, wait_interval=0.1))
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchx_core.runner.api import Runner as Runner
 from torchx_core.runner.api import RunnerError as RunnerError
 from torchx_core.runner.api import get_runner as get_runner
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_core.runner.lifecycle import AppCancelledError as AppCancelledError
@@ -48,19 +49,7 @@ _LAZY = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

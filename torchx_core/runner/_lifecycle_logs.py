@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from torchx_core.runner._status_read import read_status
-from torchx_core.specs import AppState, AppStatus
-from torchx_core.specs._app import replica_pairs
+from torchx_core.specs import AppState, AppStatus, replica_pairs
 from torchx_core.specs.errors import TorchXError
 
 if TYPE_CHECKING:

@@ -326,6 +326,11 @@ class Runner:
         """Every scheduler name this runner can use."""
         return list(self._scheduler_factories.keys())
 
+    def lookup_scope(self, app_handle: AppHandle) -> str:
+        """Where the scheduler of ``app_handle`` looks for apps (the local scheduler names its
+        root), or ``""`` when it does not say; for "does not exist" messages."""
+        return self._scheduler_app_id(app_handle)[0].lookup_scope()
+
     def _scheduler(self, scheduler: str) -> Scheduler[Any]:
         sched = self._scheduler_instances.get(scheduler)
         if sched is not None:

@@ -11,7 +11,7 @@ See :mod:`torchx_core.schedulers.registry` for the rules (lazy scan, broken plug
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from torchx_core.schedulers.registry import (
     DEFAULT_SCHEDULER,
@@ -22,6 +22,7 @@ from torchx_core.schedulers.registry import (
     SchedulerRegistryError,
     default_registry,
 )
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_core.schedulers.api import Scheduler
@@ -70,9 +71,6 @@ def get_default_scheduler_name() -> str:
     return DEFAULT_SCHEDULER
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Scheduler":
-        from torchx_core.schedulers.api import Scheduler
-
-        return Scheduler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"Scheduler": "torchx_core.schedulers.api"}, globals(), cache=False
+)

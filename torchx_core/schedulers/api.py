@@ -16,6 +16,7 @@ A backend missing an abstract hook fails when instantiated, not when the hook is
 from __future__ import annotations
 
 import abc
+import builtins
 import contextlib
 import logging
 import re
@@ -36,8 +37,8 @@ from torchx_core.specs import (
     RoleStatus,
     runopts,
 )
-from torchx_core.specs._limits import env_and_arg_problems, too_many_replicas
 from torchx_core.specs.errors import TorchXError, UnknownAppException
+from torchx_core.specs.limits import env_and_arg_problems, too_many_replicas
 from torchx_core.specs.structured_opts import StructuredOpts
 
 __all__ = [
@@ -231,17 +232,17 @@ class Scheduler(abc.ABC, Generic[T]):
     def _build_workspaces(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
         from torchx_core.workspace.api import WorkspaceMixin
 
-        roles_with_workspace = [r for r in app.roles if r.workspace]
+        roles_with_workspace = [(r, r.workspace) for r in app.roles if r.workspace]
         if not roles_with_workspace:
             return
         if not isinstance(self, WorkspaceMixin):
             raise UnsupportedFeatureError(
                 f"scheduler `{self.backend}` does not support workspaces, but role(s)"
-                f" {[r.name for r in roles_with_workspace]} set one. Remove the workspace"
+                f" {[r.name for r, _ in roles_with_workspace]} set one. Remove the workspace"
                 " or use a scheduler that supports workspaces."
             )
-        for role in roles_with_workspace:
-            self.build_workspace_and_update_role(role, role.workspace, cfg)
+        for role, workspace in roles_with_workspace:
+            self.build_workspace_and_update_role(role, workspace, cfg)
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
@@ -407,7 +408,7 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         return contextlib.nullcontext(False)
 
-    def submit_order(self, app_ids: Sequence[str]) -> list[str] | None:
+    def submit_order(self, app_ids: Sequence[str]) -> builtins.list[str] | None:
         """``app_ids`` earliest submitted first, or None when the backend cannot tell (default).
 
         When two attempts submitted an app of the same name, the earliest keeps running and the

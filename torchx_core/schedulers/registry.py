@@ -278,7 +278,7 @@ class SchedulerRegistry:
         if name in self._no_override:
             return False
         if self._plugin_registry is None and self._group == ENTRY_POINT_GROUP:
-            from torchx_core.plugins._probe import cannot_provide
+            from torchx_core.plugins import cannot_provide
 
             if cannot_provide(self._group, name):  # the registry is not even imported
                 self._no_override.add(name)

@@ -74,9 +74,11 @@ from torchx_core.specs.api import (
     make_app_handle,
     parse_app_handle,
     parse_mounts,
+    replica_pairs,
     runopt,
     runopts,
 )
+from torchx_core.util.lazy import lazy_exports
 
 # names resolved lazily (on first attribute access) -> defining module
 _LAZY: dict[str, str] = {
@@ -160,25 +162,14 @@ __all__ = [
     "parse_app_handle",
     "parse_args",
     "parse_mounts",
+    "replica_pairs",
     "resource",
     "runopt",
     "runopts",
 ]
 
 
-def __getattr__(name: str) -> object:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 TYPE_CHECKING = False  # typing is not imported at run time

@@ -36,6 +36,7 @@ from torchx_core.specs._app import (
     appdef_to_dict,
     appdef_to_json,
     macros,
+    replica_pairs,
 )
 from torchx_core.specs._mounts import BindMount, DeviceMount, MountType, VolumeMount, parse_mounts
 from torchx_core.specs._runopts import CfgVal, cases, get_type_name, runopt, runopts
@@ -75,6 +76,7 @@ from torchx_core.specs.errors import (
     UnknownSchedulerException,
     import_optional,
 )
+from torchx_core.util.lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing is not imported at run time
 
@@ -144,21 +146,14 @@ __all__ = [
     "make_app_handle",
     "parse_app_handle",
     "parse_mounts",
+    "replica_pairs",
     "resource",
     "runopt",
     "runopts",
 ]
 
 
-def __getattr__(name: str) -> object:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 if TYPE_CHECKING:

@@ -76,8 +76,7 @@ class _NamedResources(Mapping[str, Resource]):
             return self._builtins
 
     def _all(self) -> dict[str, ResourceFactory]:
-        from torchx_core.plugins import PluginType
-        from torchx_core.plugins._registry import plugins_equal
+        from torchx_core.plugins import PluginType, plugins_equal
 
         merged = dict(self._load_builtins())
         for name, obj in self._registry().get(PluginType.NAMED_RESOURCE).items():

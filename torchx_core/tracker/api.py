@@ -220,7 +220,7 @@ def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactor
             )
     if not callable(obj):
         raise TrackerError(f"tracker `{name}`: `{target}` is {obj!r}, not a callable factory")
-    return obj  # type: ignore[return-value]
+    return obj
 
 
 def build_trackers(

@@ -58,8 +58,22 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
 
 
 def as_workspace(workspace: Workspace | str) -> Workspace:
-    """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``)."""
-    return workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
+    """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``).
+
+    Raises:
+        InvalidWorkspaceError: the string names no directory (empty, or only comments)
+    """
+    if isinstance(workspace, Workspace):
+        return workspace
+    ws = Workspace.from_str(workspace)
+    if ws is None:
+        from torchx_core.specs.errors import InvalidWorkspaceError
+
+        raise InvalidWorkspaceError(
+            f"workspace {workspace!r} names no directory; give a local path (`~/proj`) or"
+            " `local:remote` pairs separated by `,` (`~/a:a,~/b:b`)"
+        )
+    return ws
 
 
 def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:

@@ -31,7 +31,7 @@ from torchx_core.specs.errors import TorchXError, import_optional
 from torchx_core.workspace.api import WorkspaceMixin, as_workspace, copy_workspace
 
 if TYPE_CHECKING:
-    from docker import DockerClient  # type: ignore[import-untyped]
+    from docker import DockerClient
 
 __all__ = [
     "DEFAULT_DOCKERFILE",
@@ -220,7 +220,7 @@ def _copy_failure(e: OSError) -> str:
 
 def _docker_errors() -> tuple[type[BaseException], ...]:
     try:
-        from docker.errors import DockerException  # type: ignore[import-untyped]
+        from docker.errors import DockerException
     except ImportError:
         return (OSError,)
     return (DockerException, OSError)

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from torchx_core.runner.events.handlers import get_logging_handler
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from torchx_core.runner.events.api import SourceType, TorchxEvent
@@ -35,14 +36,14 @@ logger: logging.Logger = logging.getLogger(__name__)
 _loggers: dict[str, logging.Logger] = {}
 
 
-def __getattr__(name: str) -> Any:
-    # the event classes load on first use: their dataclass/json imports cost ~7 ms, which
-    # `import torchx_core.runner` (and the CLI) must not pay when no event is recorded
-    if name in ("SourceType", "TorchxEvent"):
-        from torchx_core.runner.events import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the event classes load on first use: their dataclass/json imports cost ~7 ms, which
+# `import torchx_core.runner` (and the CLI) must not pay when no event is recorded
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(("SourceType", "TorchxEvent"), "torchx_core.runner.events.api"),
+    globals(),
+    cache=False,
+)
 
 
 def events_logger(destination: str = "null") -> logging.Logger:

@@ -662,7 +662,7 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         )
         candidates = part if sep == ":" and part else (*part, job)
         for candidate in candidates:
-            name = candidate.get("container", {}).get("logStreamName")
+            name: str | None = candidate.get("container", {}).get("logStreamName")
             attempts = candidate.get("attempts") or [{}]
             name = name or attempts[-1].get("container", {}).get("logStreamName")
             if name:

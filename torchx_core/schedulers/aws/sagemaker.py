@@ -287,7 +287,8 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
     def _describe_job(self, app_id: str) -> dict[str, Any] | None:
         client = self._sm_client()
         try:
-            return client.describe_training_job(TrainingJobName=app_id)
+            desc: dict[str, Any] = client.describe_training_job(TrainingJobName=app_id)
+            return desc
         except Exception as e:
             text = f"{type(e).__name__} {e}"
             if any(s in text.lower() for s in ("not found", "could not find", "resourcenotfound")):

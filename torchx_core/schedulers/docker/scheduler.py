@@ -69,9 +69,9 @@ from torchx_core.specs.errors import import_optional
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 if TYPE_CHECKING:
-    from docker.models.containers import Container  # type: ignore[import-untyped]
+    from docker.models.containers import Container
 
-    from docker import DockerClient  # type: ignore[import-untyped]
+    from docker import DockerClient
 
 __all__ = [
     "CONTAINER_STATE",
@@ -222,7 +222,8 @@ def _replica_state(container: Container) -> AppState:
 
 
 def _is_cancelled(container: Container) -> bool:
-    return container.name.endswith(CANCELLED_SUFFIX)
+    name: str = container.name
+    return name.endswith(CANCELLED_SUFFIX)
 
 
 def _app_state(containers: list[Container]) -> AppState:
@@ -431,7 +432,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     def _list_containers(self, label: str, what: str) -> list[Container]:
         client = self._client()
         try:
-            return client.containers.list(all=True, filters={"label": label})
+            found: list[Container] = client.containers.list(all=True, filters={"label": label})
+            return found
         except _docker_errors() as e:  # the engine went away, or answered with an API error
             raise SchedulerError(f"the docker engine failed to {what}: {e}") from e
 
@@ -541,7 +543,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
 
 def _docker_errors() -> tuple[type[BaseException], ...]:
     try:
-        from docker.errors import DockerException  # type: ignore[import-untyped]
+        from docker.errors import DockerException
     except ImportError:
         return (OSError,)
     return (DockerException, OSError)
@@ -549,7 +551,7 @@ def _docker_errors() -> tuple[type[BaseException], ...]:
 
 def _image_not_found() -> tuple[type[BaseException], ...]:
     try:
-        from docker.errors import ImageNotFound  # type: ignore[import-untyped]
+        from docker.errors import ImageNotFound
     except ImportError:
         return (LookupError,)
     return (ImageNotFound, LookupError)

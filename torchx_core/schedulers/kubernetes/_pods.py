@@ -361,6 +361,16 @@ def role_to_pod(
     return pod
 
 
+def replica_names(prefix: str) -> Callable[[int], str]:
+    """``name_of`` for :func:`replica_pods`: ``<prefix>-<i>`` for replica ``i``."""
+    return lambda i: f"{prefix}-{i}"
+
+
+def replica_labels(labels: Mapping[str, str]) -> Callable[[int], dict[str, str]]:
+    """``labels_of`` for :func:`replica_pods`: ``labels`` plus replica ``i``'s id label."""
+    return lambda i: {**labels, LABEL_REPLICA_ID: str(i)}
+
+
 def replica_pods(
     role: Role,
     values_of: Callable[[int], macros.Values],
@@ -421,7 +431,7 @@ def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def replica_status_from_pods(
-    pods: list[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
 ) -> dict[tuple[str, int], tuple[AppState, str]]:
     """``{(role, replica_id): (state, hostname)}`` from pod objects (dicts) carrying our labels.
 

@@ -9,6 +9,7 @@ cluster can fit it (``priority``, requeuing options) and then creates the items.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +37,8 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.overlays import apply_overlay, get_overlay
+from torchx_core.util.yaml_emitter import dump_yaml
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -93,7 +94,8 @@ class AppWrapperRequest:
 
     @property
     def name(self) -> str:
-        return self.resource["metadata"]["name"]
+        name: str = self.resource["metadata"]["name"]
+        return name
 
 
 def app_wrapper(app: AppDef, app_id: str, opts: MCADOpts) -> dict[str, Any]:
@@ -124,8 +126,8 @@ def app_wrapper(app: AppDef, app_id: str, opts: MCADOpts) -> dict[str, Any]:
             values_of=lambda i: macros.Values(
                 img_root="", app_id=app_id, replica_id=str(i), rank0_env=RANK0_ENV
             ),
-            name_of=lambda i, r=role_name: f"{app_id}-{r}-{i}",
-            labels_of=lambda i, lb=role_labels: {**lb, pods.LABEL_REPLICA_ID: str(i)},
+            name_of=pods.replica_names(f"{app_id}-{role_name}"),
+            labels_of=pods.replica_labels(role_labels),
             opts=pod_opts,
             extra_env=extra_env,
             subdomain=app_id,
@@ -163,7 +165,7 @@ def app_wrapper(app: AppDef, app_id: str, opts: MCADOpts) -> dict[str, Any]:
     return wrapper
 
 
-def _service(app: AppDef, app_id: str, namespace: str) -> dict[str, Any]:
+def _service(app: AppDef, app_id: str, namespace: str | None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -327,7 +329,7 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
             )
         return True
 
-    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+    def submit_order(self, app_ids: Sequence[str]) -> builtins.list[str]:
         """Oldest AppWrapper first (``creationTimestamp``, ties in id order)."""
         return pods.by_creation(app_ids, self._get)
 

@@ -17,6 +17,8 @@ job (a ``bus.volcano.sh`` Command) or suspends a JobSet, keeping the object; ``d
 
 from __future__ import annotations
 
+import builtins
+import functools
 import logging
 import re
 import secrets
@@ -64,9 +66,9 @@ from torchx_core.specs import (
     macros,
     runopts,
 )
-from torchx_core.specs._yaml import dump_yaml
 from torchx_core.specs.errors import InvalidRunConfigException
 from torchx_core.specs.overlays import apply_overlay, get_overlay
+from torchx_core.util.yaml_emitter import dump_yaml
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -146,7 +148,8 @@ class KubernetesJob:
 
     @property
     def name(self) -> str:
-        return self.resource["metadata"]["name"]
+        name: str = self.resource["metadata"]["name"]
+        return name
 
 
 def rank0_host(kind: str, app_id: str, role0: Role) -> str:
@@ -195,8 +198,8 @@ def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any
         replica_pods = pods.replica_pods(
             role,
             values_of=lambda i: _values(app_id, str(i)),
-            name_of=lambda i, r=role_name: f"{app_id}-{r}-{i}",
-            labels_of=lambda i, lb=role_labels: {**lb, pods.LABEL_REPLICA_ID: str(i)},
+            name_of=pods.replica_names(f"{app_id}-{role_name}"),
+            labels_of=pods.replica_labels(role_labels),
             opts=pod_opts,
             extra_env=extra_env,
         )
@@ -387,8 +390,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         for kind in JOB_KINDS:
             group, version, plural = _gvp(kind)
             missing, obj = is_not_found(
-                lambda g=group, v=version, p=plural: custom.get_namespaced_custom_object(
-                    g, v, namespace, p, name
+                functools.partial(
+                    custom.get_namespaced_custom_object, group, version, namespace, plural, name
                 )
             )
             if not missing and obj is not None:
@@ -553,7 +556,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             if labels.get(pods.LABEL_ROLE_NAME) == pods.label_value(role_name) and str(rid) == str(
                 k
             ):
-                return meta["name"]
+                pod_name: str = meta["name"]
+                return pod_name
         known = sorted(f"{r}/{i}" for r, i in replicas)
         raise UnsupportedFeatureError(
             f"no pod for replica {role_name}/{k} of {namespace}:{name}; replicas with pods: {known}"
@@ -571,7 +575,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         namespace, name = pods.parse_app_id(app_id)
         custom = self._clients.custom()
         if kind == "volcano":
-            command = {
+            command: dict[str, Any] = {
                 "apiVersion": f"{VOLCANO_BUS_GROUP}/{VOLCANO_VERSION}",
                 "kind": "Command",
                 "metadata": {
@@ -627,7 +631,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             )
         return True
 
-    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+    def submit_order(self, app_ids: Sequence[str]) -> builtins.list[str]:
         """Oldest job object first (``creationTimestamp``, ties in id order)."""
         return pods.by_creation(app_ids, lambda a: (self._get(a) or (None, None))[1])
 

@@ -293,7 +293,7 @@ def check_status(status: Any) -> None:
             )
         )
     )
-    if ok:
+    if ok and type(roles) is list:  # ok says it is; the checker needs it said here
         for r in roles:
             states = r.get("states") if type(r) is dict else None
             if (

@@ -333,7 +333,7 @@ def read_status(
     for role in status.roles:
         role.states = "".join("U" if c in "PR" else c for c in role.states)
         role.pids = [0] * len(role.states)
-    if target == COPY:
+    if isinstance(target, str):  # COPY
         pass
     elif dead is None:
         kill_app_processes(*target)

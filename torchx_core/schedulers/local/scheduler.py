@@ -65,7 +65,7 @@ from torchx_core.schedulers.local._options import (
     local_runopts,
     make_unique,
 )
-from torchx_core.schedulers.local._procs import kill_apps_processes, killpg_or_kill
+from torchx_core.schedulers.local._procs import is_stopped, kill_apps_processes, killpg_or_kill
 from torchx_core.schedulers.local._request import RANK0_ENV as RANK0_ENV
 from torchx_core.schedulers.local._request import (
     LocalReplica,
@@ -125,7 +125,7 @@ class _LazyRolesResponse(DescribeAppResponse):
         self._roles: list[Role] | None = None
         super().__init__(**kwargs)
 
-    @property  # type: ignore[override]  # a lazily loaded field
+    @property  # a lazily loaded field
     def roles(self) -> list[Role]:
         if self._roles is None:
             self._roles = self._load_roles()
@@ -546,7 +546,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         plan = _state.read_json(os.path.join(app_dir, PLAN_FILE)) or {}
         grace = plan.get("grace")
         grace = float(grace) if isinstance(grace, (int, float)) else 5.0
-        if not _state.is_stopped(pid) and _state.wait_supervisor(app_dir, grace + _CANCEL_MARGIN):
+        if not is_stopped(pid) and _state.wait_supervisor(app_dir, grace + _CANCEL_MARGIN):
             return False
         logger.warning(
             "the supervisor (pid %d) of %s is stopped or hung; killing it and the app's processes",

@@ -45,7 +45,9 @@ class CommandActor:
     def node_ip(self) -> str:
         import ray
 
-        return ray.util.get_node_ip_address()
+        # ray leaves get_node_ip_address unannotated (it returns the node's address as a str)
+        ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        return ip
 
     def run(self, command: list[str], env: dict[str, str], prefix: str) -> int:
         self.proc = subprocess.Popen(

@@ -430,9 +430,9 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
             by_address.setdefault(address, {})[sid] = app_id
         for address, sids in by_address.items():
             for job in self._list_jobs(address):
-                app_id = sids.get(job.submission_id or "")
-                if app_id is not None:
-                    out[app_id] = _describe_info(app_id, job)
+                found = sids.get(job.submission_id or "")
+                if found is not None:
+                    out[found] = _describe_info(found, job)
         return out
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:

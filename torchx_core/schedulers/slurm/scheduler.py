@@ -29,6 +29,7 @@ Every command goes through the injected ``run_cmd`` so unit tests use a fake clu
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import re
@@ -587,7 +588,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             return False
         return True
 
-    def submit_order(self, app_ids: Sequence[str]) -> list[str]:
+    def submit_order(self, app_ids: Sequence[str]) -> builtins.list[str]:
         """Job ids earliest first: slurmctld hands them out in submission order."""
         return sorted(app_ids, key=lambda a: (0, int(a), "") if a.isdigit() else (1, 0, a))
 
