@@ -1,7 +1,7 @@
 """``TorchXExecutor``: an Airflow 3 executor that runs every task as an app on a TorchX scheduler.
 
 Each ``ExecuteTask`` workload becomes one app (one role, one replica) that runs the Task SDK's
-own entry point for the workload (:mod:`torchx_airflow.executors.entry`, Airflow's
+own entry point for the workload (:mod:`torchx_airflow.task_entry`, Airflow's
 ``execute_workload``) on the configured scheduler: ``local_cwd``, ``slurm``, ``lsf``,
 ``kubernetes``, ``aws_batch``, ``ray``... The app reaches the Execution API with the workload's
 token, passed in its environment only. Built on the app lifecycle of ``torchx_core.runner``:
@@ -33,15 +33,15 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.executors.base_executor import BaseExecutor, get_execution_api_server_url
 from airflow.utils.state import TaskInstanceState
 
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors._task_log import TaskLog, log_path_of
 from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
-from torchx_airflow.executors.entry import TOKEN_ENV, seal
+from torchx_airflow.task_entry import TOKEN_ENV, seal
 from torchx_core.runner.lifecycle import AppLifecycle, GraceClock, Phase, app_name, phase_of
 from torchx_core.specs import AppDef, AppStatus, Role, parse_app_handle
 from torchx_core.specs.errors import TorchXError
@@ -72,6 +72,7 @@ class _App:
     handle: str
     owner: str
     clock: GraceClock
+    log_path: str | None = None  # the task try's log file, relative to the log folder
     ended_since: float | None = None  # when its task instance was first seen ended
     cancelled: str = ""  # why this executor cancelled it
 
@@ -105,6 +106,7 @@ class TorchXExecutor(BaseExecutor):
         self._apps: dict[TaskInstanceKey, _App] = {}
         self._last_read = float("-inf")
         self._instance = uuid.uuid4().hex[:8]
+        self._task_log: TaskLog | None = None
         self.reads = 0  # batched status reads made (benchmarks, tests)
 
     # -- settings and runner -------------------------------------------------------------------
@@ -132,6 +134,13 @@ class TorchXExecutor(BaseExecutor):
 
             self._runner = get_runner(self.settings.session_name)
         return self._runner
+
+    @property
+    def task_log(self) -> TaskLog:
+        """Writes the executor's reasons into the task's log (``[logging] base_log_folder``)."""
+        if self._task_log is None:
+            self._task_log = TaskLog(self.conf.get("logging", "base_log_folder") or ".")
+        return self._task_log
 
     def _owner(self, ti_id: object) -> str:
         """The owner token recorded with a task's app: this executor instance and the task."""
@@ -172,13 +181,9 @@ class TorchXExecutor(BaseExecutor):
             except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
                 permanent = isinstance(e, TorchXError) and e.permanent
                 self.log.error("cannot start %s as an app: %s", key, e)
-                self.fail(
-                    key,
-                    info=(
-                        "TorchXExecutor could not start the app"
-                        f"{' (configuration)' * permanent}: {e}"
-                    ),
-                )
+                why = f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}"
+                self.task_log.append(workload.log_path, why)
+                self.fail(key, info=why)
                 continue
             self._apps[key] = app
             self.running.add(key)
@@ -199,7 +204,8 @@ class TorchXExecutor(BaseExecutor):
         except Exception as e:  # noqa: BLE001 - without an owner, kill paths still cancel
             self.log.warning("cannot record the owner of %s: %s", handle, e)
         self.log.info("task %s runs as %s", ti.key, handle)
-        return _App(ti.key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
+        clock = GraceClock(self.settings.unknown_timeout)
+        return _App(ti.key, str(ti.id), handle, owner, clock, log_path=workload.log_path)
 
     def _app(self, workload: workloads.ExecuteTask, task: TaskSettings, name: str) -> AppDef:
         """The app that runs ``workload``: the token in its environment (sealed with Airflow's
@@ -216,7 +222,7 @@ class TorchXExecutor(BaseExecutor):
             entrypoint=self.settings.python,
             args=[
                 "-m",
-                "torchx_airflow.executors.entry",
+                "torchx_airflow.task_entry",
                 workload.model_dump_json(exclude={"token"}),
             ],
             env=env,
@@ -262,6 +268,7 @@ class TorchXExecutor(BaseExecutor):
         if decision == Outcome.WAIT:
             return
         del self._apps[app.key]
+        self._keep_log(app)
         if app.cancelled:
             # stopped because its task instance moved on: done as Airflow asked (a cleared task
             # "successfully terminated" is scheduled again; a failed report would retry it)
@@ -269,7 +276,21 @@ class TorchXExecutor(BaseExecutor):
         elif decision == Outcome.SUCCESS:
             self.success(app.key, info=app.handle)
         else:
-            self.fail(app.key, info=self._failure_info(app, status, decision))
+            info = self._failure_info(app, status, decision)
+            head, *tail = info.split("\n")
+            self.task_log.append(app.log_path, head, tail)
+            self.fail(app.key, info=info)
+
+    def _keep_log(self, app: _App) -> None:
+        """Copies the app's log to the task's log when the task wrote none on this host."""
+        if not app.log_path or self.task_log.exists(app.log_path):
+            return
+        try:
+            lines = deque(self.runner.log_lines(app.handle, ROLE, 0), maxlen=_UI_LOG_LINES)
+        except Exception as e:  # noqa: BLE001 - the log is a convenience; the outcome is reported
+            self.log.info("cannot read the log of %s to keep it: %s", app.handle, e)
+            return
+        self.task_log.copy(app.log_path, list(lines))
 
     def _failure_info(self, app: _App, status: AppStatus | None, decision: Outcome) -> str:
         if decision == Outcome.VANISHED:
@@ -369,9 +390,8 @@ class TorchXExecutor(BaseExecutor):
         except Exception as e:  # noqa: BLE001 - adopted all the same; kill paths still cancel
             self.log.warning("cannot record the owner of %s: %s", handle, e)
         key = ti.key
-        self._apps[key] = _App(
-            key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout)
-        )
+        clock = GraceClock(self.settings.unknown_timeout)
+        self._apps[key] = _App(key, str(ti.id), handle, owner, clock, log_path=_log_path(ti))
         self.running.add(key)
         self.log.info("adopted %s running as %s (was owned by %s)", key, handle, recorded)
         return True
@@ -385,17 +405,31 @@ class TorchXExecutor(BaseExecutor):
             self._cancel(app, "revoked by the scheduler (stuck in queued)")
 
     def terminate(self) -> None:
-        """Cancels every app this executor still owns (the scheduler was told to stop)."""
-        self._cancel_all("the scheduler is terminating")
+        """The scheduler was told to stop: as :meth:`end`, without the last status read."""
+        self._leave_or_cancel("the scheduler is terminating")
 
     def end(self) -> None:
-        """Reads the apps' states a last time; cancels the apps still owned (``cancel_on_end``)."""
+        """Reads the apps' states a last time, then leaves the running apps for the next
+        scheduler to adopt (default) or cancels the ones still owned (``cancel_on_end``)."""
         self._last_read = float("-inf")
         self.sync()
-        if self.settings.cancel_on_end:
-            self._cancel_all("the scheduler is shutting down")
+        self._leave_or_cancel("the scheduler is shutting down")
         if self._runner is not None:
             self._runner.close()
+
+    def _leave_or_cancel(self, why: str) -> None:
+        if self.settings.cancel_on_end:
+            self._cancel_all(why)
+            return
+        live = [a.handle for a in self._apps.values() if not a.cancelled]
+        if live:
+            self.log.info(
+                "%s: leaving %d running apps for the next scheduler to adopt (cancel_on_end is"
+                " false): %s",
+                why,
+                len(live),
+                ", ".join(live),
+            )
 
     def _cancel_all(self, why: str) -> None:
         """Cancels every app still owned, in parallel (each cancel is bounded in time)."""
@@ -415,7 +449,7 @@ class TorchXExecutor(BaseExecutor):
         """The app's log while the task runs, when Airflow has no log file of its own for it
         (the app runs where the log folder is not shared); Airflow reads its file otherwise."""
         handle = ti.external_executor_id or ""
-        if not handle or _local_log_exists(ti, try_number):
+        if not handle or self.task_log.exists(_log_path(ti, try_number)):
             return [], []
         try:
             parse_app_handle(handle)
@@ -452,14 +486,12 @@ def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | N
     return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
 
 
-def _local_log_exists(ti: TaskInstance, try_number: int) -> bool:
-    """Whether Airflow's log folder holds this try's log (written by the task on a shared disk)."""
-    try:
-        from airflow.configuration import conf
-        from airflow.utils.log.file_task_handler import FileTaskHandler
+def _log_path(ti: TaskInstance, try_number: int | None = None) -> str | None:
+    """The task try's log path, or None (logged) when the template cannot be rendered for it."""
+    from jinja2 import TemplateError
 
-        base = conf.get("logging", "base_log_folder")
-        rel = FileTaskHandler(base)._render_filename(ti, try_number)
-        return Path(base, rel).is_file()
-    except Exception:  # noqa: BLE001 - unknown: let the executor show the app's log
-        return False
+    try:
+        return log_path_of(ti, try_number)
+    except (TemplateError, AttributeError, KeyError, TypeError, ValueError) as e:
+        logger.warning("cannot name the log file of %s: %s", ti, e)  # a field it does not have
+        return None
