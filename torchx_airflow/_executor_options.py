@@ -55,6 +55,11 @@ _OPTIONS: dict[str, tuple[str, str, str]] = {
         "Seconds an app may run on after its task instance ended (default 60).",
     ),
     "tail_lines": ("integer", "50", "Log lines of a failed app reported (default 50)."),
+    "submit_retries": (
+        "integer",
+        "2",
+        "Retries of a failed submit, with back-off, before the task's try fails (default 2).",
+    ),
     "cancel_on_end": (
         "boolean",
         "False",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support.fake_scheduler import JobTable
-from test_airflow_executor import Harness, workload
+from test_airflow_executor import _TI, Harness, workload
 
 from torchx_airflow import task_entry
 from torchx_airflow._executor_options import SECTION, SETTING_KEYS, provider_config
@@ -224,3 +224,90 @@ def test_the_apps_command_starts_without_a_runtime_warning(h: Harness) -> None:
         command, capture_output=True, text=True, env=env, timeout=120, check=False
     )
     assert proc.returncode == 2 and proc.stderr.startswith("usage:"), proc.stderr
+
+
+# -- on par with Airflow's executors: submit retries, metrics, health ------------------------------
+
+
+def test_a_failed_submit_is_retried_with_back_off_before_the_try_fails(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torchx_airflow.executors import executor as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    h.ex._settings = ExecutorSettings(task=TaskSettings(scheduler="fake"), poll_interval=0.0,
+                                      submit_retries=2)  # fmt: skip
+    _raise_next = [2]
+
+    def flaky(_info: Any) -> None:
+        _raise_next[0] -= 1
+        h.table.before_schedule = flaky if _raise_next[0] > 0 else None
+        raise TimeoutError("sbatch: Socket timed out")
+
+    h.table.before_schedule = flaky
+    wl = workload()
+    h.queue(wl)
+    assert h.events() == {} and wl.ti.key in h.ex.running  # waits 2 s, its slot kept
+    h.ex.sync()
+    assert not h.table.jobs  # not due yet
+    now[0] += 2.0
+    h.ex.sync()  # second attempt fails: waits 4 s
+    assert not h.table.jobs and h.events() == {}
+    now[0] += 4.0
+    h.ex.sync()
+    assert len(h.table.jobs) == 1 and h.events()[wl.ti.key][0] == "queued"
+
+
+def test_submit_retries_run_out_and_the_try_fails_with_every_attempt_counted(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torchx_airflow.executors import executor as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    h.ex._settings = ExecutorSettings(task=TaskSettings(scheduler="fake"), poll_interval=0.0,
+                                      submit_retries=1)  # fmt: skip
+
+    def always(_info: Any) -> None:
+        h.table.before_schedule = always
+        raise TimeoutError("sbatch: Socket timed out")
+
+    h.table.before_schedule = always
+    wl = workload()
+    h.queue(wl)
+    now[0] += 2.0
+    h.ex.sync()
+    state, info = h.events()[wl.ti.key]
+    assert state == "failed" and "after 2 attempts" in info and "Socket timed out" in info
+    assert wl.ti.key not in h.ex.running
+    (rec,) = records(tmp_path / wl.log_path)
+    assert "after 2 attempts" in rec["event"]
+
+
+def test_executor_events_are_counted_in_airflows_metrics(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk.observability import stats
+
+    counted: list[str] = []
+    timed: list[str] = []
+    monkeypatch.setattr(stats, "incr", lambda name, *a, **kw: counted.append(name))
+    monkeypatch.setattr(stats, "timing", lambda name, *a, **kw: timed.append(name))
+    ok, bad, gone = workload("ok"), workload("bad"), workload("gone")
+    h.queue(ok, bad, gone)
+    h.table.set_state(h.app_id(bad), AppState.FAILED)
+    h.ex.sync()
+    h.ex.revoke_task(ti=_TI(gone, h.handle(gone)))  # type: ignore[arg-type]
+    assert counted.count("torchx_executor.submitted") == 3
+    assert counted.count("torchx_executor.failed") == 1
+    assert counted.count("torchx_executor.cancelled") == 1
+    assert timed and set(timed) == {"torchx_executor.status_read"}  # one per batched read
+
+
+def test_check_health_refuses_an_unknown_default_scheduler_at_start() -> None:
+    table = JobTable()
+    h = Harness(table)
+    h.ex._settings = ExecutorSettings(task=TaskSettings(scheduler="no_such_scheduler"))
+    with pytest.raises(Exception, match="no_such_scheduler"):
+        h.ex.start()

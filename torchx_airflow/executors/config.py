@@ -112,6 +112,8 @@ class ExecutorSettings:
         unknown_timeout: seconds an app may stay UNKNOWN or unknown to its scheduler in a row
         kill_grace: seconds an app may run on after its task instance ended (marked failed...)
         tail_lines: log lines of a failed app reported to Airflow
+        submit_retries: retries of a submit that failed for a reason a retry may fix (not a
+            configuration error), 2 s, 4 s, 8 s... apart, before the task's try fails
         cancel_on_end: whether ``end()`` (a scheduler's clean shutdown) cancels the apps it owns
             (default False: they run on and the next scheduler adopts them, as Airflow's
             Celery and Kubernetes executors leave their work)
@@ -126,6 +128,7 @@ class ExecutorSettings:
     unknown_timeout: float = 300.0
     kill_grace: float = 60.0
     tail_lines: int = 50
+    submit_retries: int = 2
     cancel_on_end: bool = False
     #: the keys the section set (a value equal to the default is still the section's choice)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
@@ -194,6 +197,7 @@ _SETTINGS: dict[str, Setting] = {
     "poll_interval": SETTINGS["poll_interval"],
     "unknown_timeout": SETTINGS["unknown_timeout"],
     "kill_grace": SETTINGS["kill_grace"],
+    "submit_retries": SETTINGS["retries"],
     "cancel_on_end": SETTINGS["flag"],
 }
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.executors.base_executor import BaseExecutor, get_execution_api_server_url
+from airflow.sdk.observability import stats
 from airflow.utils.state import TaskInstanceState
 
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
@@ -107,6 +108,8 @@ class TorchXExecutor(BaseExecutor):
         self._last_read = float("-inf")
         self._instance = uuid.uuid4().hex[:8]
         self._task_log: TaskLog | None = None
+        #: submits that failed for a reason a retry may fix: workload, failed attempts, due time
+        self._retries: dict[TaskInstanceKey, tuple[workloads.ExecuteTask, int, float]] = {}
         self.reads = 0  # batched status reads made (benchmarks, tests)
 
     # -- settings and runner -------------------------------------------------------------------
@@ -155,14 +158,22 @@ class TorchXExecutor(BaseExecutor):
         )
 
     def start(self) -> None:
-        """Reads the settings (a wrong one fails the scheduler's start, with every problem)."""
+        """Reads the settings and checks the default scheduler (:meth:`check_health`): a wrong
+        setting, an unknown scheduler or a missing extra fails the scheduler's start."""
         s = self.settings
+        self.check_health()
         self.log.info(
             "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
             s.task.scheduler,
             s.session_name,
             s.poll_interval,
         )
+
+    def check_health(self) -> None:
+        """Raises when the section's scheduler cannot be used: unknown, its extra missing, or its
+        run options (``cfg``) wrong (the scheduler's own error, naming the fix)."""
+        task = self.settings.task
+        self.runner.scheduler_run_opts(task.scheduler).resolve(task.cfg)
 
     # -- submit -----------------------------------------------------------------------------------
 
@@ -174,21 +185,49 @@ class TorchXExecutor(BaseExecutor):
                 raise TypeError(
                     f"TorchXExecutor runs task workloads only, got {type(workload).__name__}"
                 )
-            key = workload.ti.key
-            self.queued_tasks.pop(key, None)
-            try:
-                app = self._submit(workload)
-            except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
-                permanent = isinstance(e, TorchXError) and e.permanent
-                self.log.error("cannot start %s as an app: %s", key, e)
-                why = f"TorchXExecutor could not start the app{' (configuration)' * permanent}: {e}"
-                self.task_log.append(workload.log_path, why)
-                self.fail(key, info=why)
-                continue
-            self._apps[key] = app
-            self.running.add(key)
-            # Airflow keeps the handle as the task instance's external_executor_id (adoption)
-            self.event_buffer[key] = (TaskInstanceState.QUEUED, app.handle)
+            self.queued_tasks.pop(workload.ti.key, None)
+            self._start(workload, 0)
+
+    def _start(self, workload: workloads.ExecuteTask, failed_before: int) -> None:
+        """Submits the workload's app; a failed submit is retried with back-off
+        (``submit_retries``) unless it is a configuration error, then fails the try."""
+        key = workload.ti.key
+        try:
+            app = self._submit(workload)
+        except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
+            permanent = isinstance(e, TorchXError) and e.permanent
+            if not permanent and failed_before < self.settings.submit_retries:
+                delay = 2.0 ** (failed_before + 1)
+                self.log.warning("cannot start %s as an app (attempt %d of %d), retrying in %g s:"
+                                 " %s", key, failed_before + 1, self.settings.submit_retries + 1,
+                                 delay, e)  # fmt: skip
+                self._retries[key] = (workload, failed_before + 1, time.monotonic() + delay)
+                self.running.add(key)  # its slot stays taken while it waits
+                _incr("submit_retried")
+                return
+            self.running.discard(key)
+            self.log.error("cannot start %s as an app: %s", key, e)
+            attempts = f" after {failed_before + 1} attempts" * (failed_before > 0)
+            why = (
+                f"TorchXExecutor could not start the app{' (configuration)' * permanent}"
+                f"{attempts}: {e}"
+            )
+            self.task_log.append(workload.log_path, why)
+            _incr("submit_failed")
+            self.fail(key, info=why)
+            return
+        self._apps[key] = app
+        self.running.add(key)
+        _incr("submitted", scheduler=parse_app_handle(app.handle).scheduler_backend)
+        # Airflow keeps the handle as the task instance's external_executor_id (adoption)
+        self.event_buffer[key] = (TaskInstanceState.QUEUED, app.handle)
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        for key, (workload, failed_before, due) in list(self._retries.items()):
+            if due <= now:
+                del self._retries[key]
+                self._start(workload, failed_before)
 
     def _submit(self, workload: workloads.ExecuteTask) -> _App:
         ti = workload.ti
@@ -233,7 +272,10 @@ class TorchXExecutor(BaseExecutor):
     # -- watch ------------------------------------------------------------------------------------
 
     def sync(self) -> None:
-        """Reads every app's state (one batched call per scheduler) and reports the ended ones."""
+        """Retries the failed submits that are due; reads every app's state (one batched call per
+        scheduler) and reports the ended ones."""
+        if self._retries:
+            self._retry_due()
         if not self._apps or time.monotonic() - self._last_read < self.settings.poll_interval:
             return
         self._last_read = time.monotonic()
@@ -252,11 +294,18 @@ class TorchXExecutor(BaseExecutor):
         out: dict[str, AppStatus | Exception | None] = {}
         for backend, group in by_backend.items():
             self.reads += 1
+            began = time.monotonic()
             try:
                 out.update(self.runner.status_many(group))
             except Exception as e:  # noqa: BLE001 - UNKNOWN for its apps, under the grace clock
                 self.log.warning("cannot read the apps on %s: %s", backend, e)
                 out.update(dict.fromkeys(group, e))
+                _incr("status_read_failed", scheduler=backend)
+            stats.timing(
+                "torchx_executor.status_read",
+                (time.monotonic() - began) * 1000.0,
+                tags={"scheduler": backend},
+            )
         return out
 
     def _report(self, app: _App, status: AppStatus | Exception | None) -> None:
@@ -279,6 +328,7 @@ class TorchXExecutor(BaseExecutor):
             info = self._failure_info(app, status, decision)
             head, *tail = info.split("\n")
             self.task_log.append(app.log_path, head, tail)
+            _incr("vanished" if decision == Outcome.VANISHED else "failed")
             self.fail(app.key, info=info)
 
     def _keep_log(self, app: _App) -> None:
@@ -340,6 +390,7 @@ class TorchXExecutor(BaseExecutor):
     def _cancel(self, app: _App, why: str) -> bool:
         cancelled = self._life(app).cancel(app.handle)
         if cancelled:
+            _incr("cancelled")
             app.cancelled = why
             self.log.info("cancelled %s of %s: %s", app.handle, app.key, why)
         return cancelled
@@ -393,6 +444,7 @@ class TorchXExecutor(BaseExecutor):
         clock = GraceClock(self.settings.unknown_timeout)
         self._apps[key] = _App(key, str(ti.id), handle, owner, clock, log_path=_log_path(ti))
         self.running.add(key)
+        _incr("adopted")
         self.log.info("adopted %s running as %s (was owned by %s)", key, handle, recorded)
         return True
 
@@ -400,6 +452,7 @@ class TorchXExecutor(BaseExecutor):
         """Cancels the task's app (if still owned) and forgets it; reports nothing."""
         app = self._apps.pop(ti.key, None)
         self.queued_tasks.pop(ti.key, None)
+        self._retries.pop(ti.key, None)
         self.running.discard(ti.key)
         if app is not None:
             self._cancel(app, "revoked by the scheduler (stuck in queued)")
@@ -465,6 +518,11 @@ class TorchXExecutor(BaseExecutor):
 
 #: a status missing from a batched read (never expected) counts as unreadable
 _UNREADABLE = TorchXError("no status returned")
+
+
+def _incr(event: str, **tags: str) -> None:
+    """Counts an executor event in Airflow's metrics (``torchx_executor.<event>``)."""
+    stats.incr(f"torchx_executor.{event}", tags=tags or None)
 
 
 def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | None, int]]:
