@@ -40,4 +40,7 @@ def get_provider_info() -> dict[str, Any]:
         "extra-links": ["torchx_airflow.links.TorchXAppLink"],
         # the executor's section: `airflow config list` shows it and its variables count
         "config": provider_config(),
+        "executors": ["torchx_airflow.executors.TorchXExecutor"],
+        # `airflow torchx-executor list|cleanup` (imports the executor only when run)
+        "cli": ["torchx_airflow.executor_cli.get_cli_commands"],
     }

@@ -311,3 +311,39 @@ def test_check_health_refuses_an_unknown_default_scheduler_at_start() -> None:
     h.ex._settings = ExecutorSettings(task=TaskSettings(scheduler="no_such_scheduler"))
     with pytest.raises(Exception, match="no_such_scheduler"):
         h.ex.start()
+
+
+def test_cli_lists_the_executors_apps_and_cleans_up_those_whose_task_is_gone(
+    h: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from torchx_airflow import executor_cli as cli
+
+    (group,) = TorchXExecutor.get_cli_commands()
+    assert group.name == "torchx-executor"
+    assert {c.name for c in group.subcommands} == {"list", "cleanup"}
+    live, gone = workload("live"), workload("gone")
+    h.queue(live, gone)
+    h.runner.run(_foreign_app(), "fake")  # not the executor's: never listed, never cancelled
+    states = {str(live.ti.id): "running"}  # gone's try is over (retried: a new id)
+
+    def ti_states(ids: list[str]) -> dict[str, str | None]:
+        return {i: states[i] for i in ids if i in states}
+
+    args = argparse.Namespace(scheduler="fake", yes=False)
+    apps = cli.list_apps(args, runner=h.runner, ti_states=ti_states)
+    assert {a.ti_id: a.orphaned for a in apps} == {str(live.ti.id): False, str(gone.ti.id): True}
+    assert cli.cleanup(args, runner=h.runner, ti_states=ti_states) == [h.handle(gone)]
+    assert h.table.job(h.app_id(gone)).cancelled == 0  # without --yes: printed only
+    args.yes = True
+    assert cli.cleanup(args, runner=h.runner, ti_states=ti_states) == [h.handle(gone)]
+    assert h.table.job(h.app_id(gone)).cancelled == 1
+    assert h.table.job(h.app_id(live)).cancelled == 0
+    assert f"cancelled {h.handle(gone)}" in capsys.readouterr().out
+
+
+def _foreign_app() -> Any:
+    from torchx_core.specs import AppDef, Role
+
+    return AppDef(name="foreign", roles=[Role(name="r", image="/tmp", entrypoint="true")])

@@ -496,6 +496,13 @@ class TorchXExecutor(BaseExecutor):
         ) as pool:
             list(pool.map(lambda a: self._cancel(a, why), apps))
 
+    @staticmethod
+    def get_cli_commands() -> list[Any]:
+        """``airflow torchx-executor list|cleanup`` (:mod:`torchx_airflow.executor_cli`)."""
+        from torchx_airflow.executor_cli import get_cli_commands
+
+        return get_cli_commands()
+
     # -- logs -------------------------------------------------------------------------------------
 
     def get_task_log(self, ti: TaskInstance, try_number: int) -> tuple[list[str], list[str]]:

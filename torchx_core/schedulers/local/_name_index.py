@@ -18,9 +18,9 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["INDEX", "add", "app_ids", "build"]
+__all__ = ["INDEX", "add", "app_ids", "build", "ids_for"]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -40,8 +40,10 @@ def add(root: str, name: str, app_id: str) -> None:
     """Records that ``app_id`` was submitted under ``name``.
 
     A failed write marks the index incomplete (the next look-up rebuilds it): an app missing
-    from a complete index would be submitted a second time.
+    from a complete index would be submitted a second time. An app without a name is skipped.
     """
+    if not name:
+        return
     try:
         os.makedirs(_dir(root), 0o700, exist_ok=True)
         fd = os.open(_file(root, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -65,6 +67,18 @@ def app_ids(root: str, name: str) -> list[str] | None:
     except FileNotFoundError:
         return []
     return list(dict.fromkeys(i for i in ids if i))
+
+
+def ids_for(root: str, name: str, scan: Callable[[], Iterable[tuple[str, str]]]) -> list[str]:
+    """The ids submitted under ``name``; a root made before the index is indexed first, once,
+    from ``scan()`` (every ``(app_id, name)`` of the root)."""
+    if not os.path.isdir(root):
+        return []
+    ids = app_ids(root, name)
+    if ids is None:
+        build(root, scan())
+        ids = app_ids(root, name) or []
+    return ids
 
 
 def build(root: str, named: Iterable[tuple[str, str]]) -> None:

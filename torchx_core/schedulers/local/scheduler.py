@@ -267,8 +267,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             )
         except OSError as e:
             raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
-        if app is not None and app.name:
-            _name_index.add(root, app.name, req.app_id)
+        _name_index.add(root, app.name if app is not None else "", req.app_id)
         try:
             _launch.start_supervisor(plan, req.app_dir, lock_fd)
         except OSError as e:
@@ -375,27 +374,18 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         """
         return self._rows(_state.iter_app_dirs(self.root))
 
-    def list_named(
-        self, name: str, cfg: Mapping[str, CfgVal] | None = None
-    ) -> list[ListAppResponse] | None:
-        """The apps submitted under ``name``, from the root's index by name (``_name_index``):
-        the status of those apps only, whatever the number of apps in the root."""
-        root = self.root
-        if not os.path.isdir(root):
-            return []
-        ids = _name_index.app_ids(root, name)
-        if ids is None:  # a root made before the index: indexed once, by one full scan
-            _name_index.build(root, ((a.app_id, a.name) for a in self.list(cfg)))
-            ids = _name_index.app_ids(root, name) or []
+    def list_named(self, name: str, cfg: object = None) -> list[ListAppResponse]:
+        """The apps submitted under ``name``: only theirs are read (``_name_index``)."""
+        ids = _name_index.ids_for(
+            self.root, name, lambda: [(a.app_id, a.name) for a in self.list()]
+        )
         dirs = [(i, d) for i in ids if (d := self._app_dir(i)) is not None]
         return [row for row in self._rows(dirs) if row.name == name]
 
     def _rows(self, app_dirs: Iterable[tuple[str, str]]) -> list[ListAppResponse]:
         """The list rows of ``(app_id, app_dir)``, oldest first (one small read per app)."""
         rows = []
-        dead: list[
-            tuple[str, str | None]
-        ] = []  # apps whose supervisor died: their leftovers are killed together
+        dead: list[tuple[str, str | None]] = []  # dead supervisors: leftovers killed together
         try:
             for app_id, app_dir in app_dirs:
                 try:
