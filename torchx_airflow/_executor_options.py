@@ -32,7 +32,11 @@ _OPTIONS: dict[str, tuple[str, str, str]] = {
     "memMB": ("integer", "8192", "Memory of the app in MB (default 1024)."),
     "env": ("string", '{"HF_HOME": "/scratch/hf"}', "The app's extra environment, a JSON object."),
     "conn_id": ("string", "torchx_default", "A torchx connection completing these settings."),
-    "session_name": ("string", "airflow", "The Runner's session name (default airflow)."),
+    "session_name": (
+        "string",
+        "torchx",
+        "The Runner's session name (default torchx, as the CLI's).",
+    ),
     "python": (
         "string",
         "/opt/venv/bin/python",

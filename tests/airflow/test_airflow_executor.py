@@ -221,9 +221,9 @@ def test_section_poll_interval_follows_the_table(h: Harness) -> None:
 
 
 def test_an_explicit_section_value_wins_over_the_connection_even_when_it_is_the_default() -> None:
-    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "airflow"})
+    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "torchx"})
     merged = section.with_connection("slurm", {"partition": "gpu"}, "conn-session")
-    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "airflow")
+    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "torchx")
     unset = ExecutorSettings.from_section({}).with_connection("slurm", {}, "conn-session")
     assert (unset.task.scheduler, unset.session_name) == ("slurm", "conn-session")
 

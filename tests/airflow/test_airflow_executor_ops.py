@@ -347,3 +347,11 @@ def _foreign_app() -> Any:
     from torchx_core.specs import AppDef, Role
 
     return AppDef(name="foreign", roles=[Role(name="r", image="/tmp", entrypoint="true")])
+
+
+def test_handles_are_the_same_in_airflow_and_in_torchx_list() -> None:
+    """The executor's session is the CLI's (``local_cwd://torchx/...`` in both)."""
+    from torchx_core.runner import get_runner
+
+    with get_runner() as runner:
+        assert ExecutorSettings().session_name == runner.name()

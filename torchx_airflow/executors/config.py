@@ -121,7 +121,7 @@ class ExecutorSettings:
 
     task: TaskSettings = field(default_factory=TaskSettings)
     conn_id: str | None = None
-    session_name: str = "airflow"
+    session_name: str = "torchx"
     python: str = field(default_factory=lambda: sys.executable)
     execution_api_server_url: str | None = None
     poll_interval: float = 2.0
