@@ -127,8 +127,8 @@ def get_cli_commands() -> list[Any]:
     """The ``torchx-executor`` command group (Airflow's CLI classes, imported here only)."""
     from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand, lazy_load_command
 
-    scheduler = Arg(("--scheduler",), help="the TorchX scheduler (default: the section's)")
-    yes = Arg(("--yes",), help="cancel (default: only print)", action="store_true")
+    scheduler = Arg(("--scheduler",), help="the TorchX scheduler (default: the section's)")  # type: ignore[no-untyped-call]
+    yes = Arg(("--yes",), help="cancel (default: only print)", action="store_true")  # type: ignore[no-untyped-call]
     return [
         GroupCommand(
             name="torchx-executor",

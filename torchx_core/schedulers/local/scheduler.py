@@ -366,14 +366,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             self._roles_cache[app_id] = roles
         return roles
 
-    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """Every app under the root with its state, oldest first (one scan; one small read per app).
-
-        An app whose state cannot be read is listed as ``UNKNOWN`` (with a warning); entries
-        that are not apps of this scheduler are skipped.
-        """
-        return self._rows(_state.iter_app_dirs(self.root))
-
     def list_named(self, name: str, cfg: object = None) -> list[ListAppResponse]:
         """The apps submitted under ``name``: only theirs are read (``_name_index``)."""
         ids = _name_index.ids_for(
@@ -410,6 +402,14 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             kill_apps_processes(dead)
         rows.sort(key=lambda row: row[:2])
         return [app for _, _, app in rows]
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """Every app under the root with its state, oldest first (one scan; one small read per app).
+
+        An app whose state cannot be read is listed as ``UNKNOWN`` (with a warning); entries
+        that are not apps of this scheduler are skipped.
+        """
+        return self._rows(_state.iter_app_dirs(self.root))
 
     def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Blocks until the app is finished: on the supervisor's lock, and until its status is
