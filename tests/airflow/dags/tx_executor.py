@@ -180,3 +180,24 @@ def build_reasons() -> DAG:
 
 
 txe_reasons = build_reasons()
+
+
+def build_start_cost(dag_id: str, executor: str | None, n: int = 50) -> DAG:
+    """``n`` short independent tasks (benchmarks/bench_airflow_executor_start.py): the same DAG
+    on LocalExecutor and on TorchXExecutor/local_cwd."""
+    opts: dict[str, Any] = {"executor": executor} if executor else {}
+    with DAG(dag_id, schedule=None, start_date=datetime(2024, 1, 1), catchup=False,
+             max_active_tasks=n) as dag:  # fmt: skip
+
+        @task(**opts)
+        def short(i: int) -> int:
+            time.sleep(3)  # long enough to be seen running
+            return i
+
+        for i in range(n):
+            short.override(task_id=f"short_{i}")(i)
+    return dag
+
+
+txe_start_local = build_start_cost("txe_start_local", None)
+txe_start_torchx = build_start_cost("txe_start_torchx", EXECUTOR)
