@@ -7,7 +7,8 @@ LocalExecutor (``txe_start_local``) and then on TorchXExecutor/local_cwd (``txe_
 one after the other in one run. For each: the run's wall time, "queued" -> "running" per task
 (median and max, from the task instances' ``queued_when`` and ``start_date``), and the memory of
 a running task: the processes of the task tries (Airflow's supervisor and task runner, plus the
-local scheduler's supervisor for an app), sampled every 0.5 s, at the sample with the most
+local scheduler's supervisor for an app; LocalExecutor's idle workers not counted), sampled every
+0.5 s, at the sample with the most
 tasks running: RSS and PSS (shared pages split between the processes sharing them) per task.
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
@@ -30,7 +31,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-_TITLES = (b"airflow supervisor:", b"airflow task runner:")
+#: the task runner (both executors), LocalExecutor's busy worker (the task's supervisor) and the
+#: supervisor in a TorchXExecutor app, as their process titles (setproctitle) name them
+_RUNNER = b"airflow worker -- "
+_LOCAL_WORKER = b"airflow worker -- LocalExecutor"
+_APP_SUPERVISOR = b"airflow supervisor:"
 
 
 def _kib(path: str, field: bytes) -> int:
@@ -45,23 +50,27 @@ def _kib(path: str, field: bytes) -> int:
 
 
 def _task_processes() -> tuple[int, int, int]:
-    """(running tasks, RSS KiB, PSS KiB) of every task try's processes now."""
+    """(running tasks, RSS KiB, PSS KiB) of every task try's processes now: task runners, their
+    supervisors (LocalExecutor's busy workers; idle ones are not counted) and, for an app, every
+    process of it (the local scheduler's supervisor too)."""
     tasks = rss = pss = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
+                cmd = f.read().rstrip(b"\0")
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read()
         except OSError:
             continue
-        airflow = cmd.startswith(_TITLES)
-        app = b"TORCHX_APP_ID=" in env  # every process of a local app (its supervisor too)
-        if not (airflow or app):
+        local_worker = cmd.startswith(_LOCAL_WORKER)
+        runner = cmd.startswith(_RUNNER) and not local_worker
+        busy = local_worker and not cmd.endswith(b"<idle>")
+        app = b"TORCHX_APP_ID=" in env or cmd.startswith(_APP_SUPERVISOR)
+        if not (runner or busy or app):
             continue
-        tasks += cmd.startswith(_TITLES[0])
+        tasks += runner
         rss += _kib(f"/proc/{pid}/status", b"VmRSS:")
         pss += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
     return tasks, rss, pss
