@@ -8,8 +8,8 @@ one after the other in one run. For each: the run's wall time, "queued" -> "runn
 (median and max, from the task instances' ``queued_when`` and ``start_date``), and the memory of
 a running task: the processes of the task tries (Airflow's supervisor and task runner, plus the
 local scheduler's supervisor for an app; LocalExecutor's idle workers not counted), sampled every
-0.5 s, at the sample with the most
-tasks running: RSS and PSS (shared pages split between the processes sharing them) per task.
+0.5 s, at the sample with the most tasks running: RSS and PSS (shared pages split between the
+processes sharing them) per task.
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
