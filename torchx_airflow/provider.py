@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchx_airflow._connection import provider_connection_type
+from torchx_airflow._executor_options import provider_config
 
 __all__ = ["get_provider_info"]
 
@@ -37,4 +38,9 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": "TorchX", "python-modules": ["torchx_airflow.hook"]}],
         "connection-types": [provider_connection_type()],
         "extra-links": ["torchx_airflow.links.TorchXAppLink"],
+        # the executor's section: `airflow config list` shows it and its variables count
+        "config": provider_config(),
+        "executors": ["torchx_airflow.executors.TorchXExecutor"],
+        # `airflow torchx-executor list|cleanup` (imports the executor only when run)
+        "cli": ["torchx_airflow.executor_cli.get_cli_commands"],
     }

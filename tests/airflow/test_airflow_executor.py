@@ -118,7 +118,7 @@ def test_each_workload_is_one_app_running_the_task_sdk_entry_with_the_token_in_e
     job = h.table.job(h.app_id(wl))
     role = job.app.roles[0]
     assert role.entrypoint == sys.executable
-    assert role.args[:2] == ["-m", "torchx_airflow.executors.entry"]
+    assert role.args[:2] == ["-m", "torchx_airflow.task_entry"]
     assert role.env[TOKEN_ENV] == TOKEN
     assert role.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].endswith("/execution/")
     assert TOKEN not in json.dumps(role.args)  # never on the command line
@@ -221,9 +221,9 @@ def test_section_poll_interval_follows_the_table(h: Harness) -> None:
 
 
 def test_an_explicit_section_value_wins_over_the_connection_even_when_it_is_the_default() -> None:
-    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "airflow"})
+    section = ExecutorSettings.from_section({"scheduler": "local_cwd", "session_name": "torchx"})
     merged = section.with_connection("slurm", {"partition": "gpu"}, "conn-session")
-    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "airflow")
+    assert (merged.task.scheduler, merged.session_name) == ("local_cwd", "torchx")
     unset = ExecutorSettings.from_section({}).with_connection("slurm", {}, "conn-session")
     assert (unset.task.scheduler, unset.session_name) == ("slurm", "conn-session")
 
@@ -358,6 +358,10 @@ def test_adoption_takes_over_live_apps_and_returns_the_others(h: Harness) -> Non
 
 
 def test_terminate_end_and_revoke_cancel_what_the_executor_owns(h: Harness) -> None:
+    """With ``cancel_on_end`` (default: leave them, ``test_airflow_executor_ops.py``)."""
+    h.ex._settings = ExecutorSettings(
+        task=TaskSettings(scheduler="fake"), poll_interval=0.0, cancel_on_end=True
+    )
     a, b, c = workload("a"), workload("b"), workload("c")
     h.queue(a, b, c)
     ids = {w.ti.task_id: h.app_id(w) for w in (a, b, c)}

@@ -164,9 +164,67 @@ def test_dag_with_dependencies_xcoms_and_retries_runs_on_local_cwd(
 
     # the run can succeed before the last app's supervisor exited
     new = wait_until(ended, 120, "the run's apps to end")
-    # one app per TorchX task try (flaky ran twice), each ran to its end
+    # one app per TorchX task try (flaky ran twice), each ran to its end; the app of flaky's
+    # failed first try ended FAILED (the task's outcome, not its supervisor's exit 0)
     assert len(new) == TORCHX_TASKS + 1, sorted(a.name for a in new.values())
-    assert {str(a.state) for a in new.values()} == {"SUCCEEDED"}, new
+    failed = [a.name for a in new.values() if str(a.state) == "FAILED"]
+    assert len(failed) == 1 and failed[0].startswith("af-flaky"), new
+    assert {str(a.state) for a in new.values()} == {"SUCCEEDED", "FAILED"}, new
+
+
+def test_the_deployment_is_configured_by_environment_variables_only(
+    executor_deployment: AirflowDeployment,
+) -> None:
+    """No ``[torchx_executor]`` in airflow.cfg: its ``AIRFLOW__TORCHX_EXECUTOR__*`` variables
+    count (the provider registers the section), ``airflow config`` shows them."""
+    dep = executor_deployment
+    # Airflow writes the registered section into the airflow.cfg it generates, all commented
+    cfg = (dep.home / "airflow.cfg").read_text().partition("[torchx_executor]")[2]
+    section = cfg.split("\n[", 1)[0].splitlines()
+    assert not [line for line in section if line.strip() and not line.startswith("#")], section
+    assert "status read every 1 s" in dep.service_log("scheduler")  # POLL_INTERVAL=1
+    got = subprocess.run(
+        [str(HERE.parents[1] / ".venv" / "bin" / "airflow"), "config", "get-value",
+         "torchx_executor", "kill_grace"],
+        env=dep.env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert got.returncode == 0 and got.stdout.strip() == "40", got.stderr[-2000:]
+
+
+def test_failure_reasons_reach_the_tasks_log_and_apps_end_as_their_tasks(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    dep, dag = executor_deployment, "txe_reasons"
+    run = dep.trigger(dag)
+    try:
+        wait_until(lambda: started(dep, run, "killed"), 300, "the task 'killed' to run")
+        (handle,) = [h for h, a in local_apps("af-killed").items() if str(a.state) == "RUNNING"]
+        from torchx_core.runner import get_runner
+
+        with get_runner() as r:
+            r.cancel(handle)  # from outside, as `torchx cancel` does
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "failed"
+    got = tis(dep, dag, run)
+    assert {t: v["state"] for t, v in got.items()} == dict.fromkeys(got, "failed"), got
+    # where the user looks: the task's log (the UI's and the REST API's)
+    assert "Did you mean: 'cpu'?" in dep.task_log(dag, run, "bad_config", 1)
+    assert "no_such_scheduler" in dep.task_log(dag, run, "unknown_scheduler", 1)
+    killed = dep.task_log(dag, run, "killed", 1)
+    assert f"torchx app {handle} ended CANCELLED" in killed, killed[-3000:]
+    assert "killed-marker-before-release" in killed
+    # the apps ended as their tasks did: failed, timed out, stopped (never SUCCEEDED)
+    from torchx_core.runner.lifecycle import app_name
+
+    names = {app_name(f"af-{t}", (dag, t, run, -1, 1)): t for t in ("killed", "timed_out", "fails")}
+
+    def ended() -> dict[str, str]:
+        got = {names[a.name]: str(a.state) for a in local_apps().values() if a.name in names}
+        return got if len(got) == 3 and "RUNNING" not in got.values() else {}
+
+    states = wait_until(ended, 120, "the run's 3 apps to end")
+    assert states == {"killed": "CANCELLED", "timed_out": "FAILED", "fails": "FAILED"}, states
 
 
 # -- Slurm ----------------------------------------------------------------------------------------
@@ -204,9 +262,10 @@ def test_same_dag_runs_each_task_as_a_slurm_job(
         and not live & set(j.values()) and j,
         120, "sacct to list every job of the run, ended",
     )  # fmt: skip
-    # one Slurm job per TorchX task try (flaky ran twice), each COMPLETED; none left over
+    # one Slurm job per TorchX task try (flaky ran twice), none left over; each COMPLETED but
+    # flaky's failed first try, FAILED (the task's outcome, not its supervisor's exit 0)
     assert len(jobs) == TORCHX_TASKS + 1, jobs
-    assert set(jobs.values()) == {"COMPLETED"}, jobs
+    assert sorted(jobs.values()) == ["COMPLETED"] * TORCHX_TASKS + ["FAILED"], jobs
     ran_in = {
         dep.xcom("txe_slurm", run, t, "return_value")["slurm_job"] for t in ("start", "watched")
     }
@@ -334,27 +393,93 @@ def test_clear_and_mark_failed_of_running_tasks_cancel_their_jobs(
     assert job, log()
     wait_until(lambda: slurm_jobs(dep, since).get(job[1], "").startswith("CANCELLED"), 120,
                f"sacct to show job {job[1]} (hold_0, try 1) CANCELLED")  # fmt: skip
+    # the task marked failed: its job ended FAILED or CANCELLED, never COMPLETED
+    failed = re.search(rf"task TaskInstanceKey\(dag_id='{dag}', task_id='hold_1', run_id='{run}',"
+                       r" try_number=1, map_index=-1\) runs as slurm://\w+/(\d+)",
+                       dep.service_log("scheduler"))  # fmt: skip
+    assert failed, "no job of hold_1 in the scheduler's log"
+    live = ("PENDING", "RUNNING", "COMPLETING")
+    end = wait_until(lambda: (st := slurm_jobs(dep, since).get(failed[1], "")) and st not in live
+                     and st, 180, "hold_1's job to end")  # fmt: skip
+    assert end.startswith(("FAILED", "CANCELLED")), (failed[1], end)
 
 
-def test_a_stopped_scheduler_cancels_the_apps_its_executor_owns(
+def stop_and_restart(dep: AirflowDeployment, run: str, holds: list[str]) -> None:
+    """SIGTERM to the scheduler (a clean stop: ``end()``), then a new scheduler that adopts the
+    still running tasks."""
+    old = scheduler_pid()
+    os.killpg(old, signal.SIGTERM)
+    wait_until(lambda: not alive(old), 240, "the scheduler to stop")
+    log = dep.service_log("scheduler")
+    assert "leaving 5 running apps for the next scheduler to adopt" in log, log[-3000:]
+    mark = len(log)
+    restart_scheduler(dep)
+
+    def adopted() -> int:
+        return dep.service_log("scheduler")[mark:].count("adopted TaskInstanceKey")
+
+    wait_until(lambda: adopted() >= len(holds), 240, "the new scheduler to adopt the tasks")
+
+
+def test_a_stopped_scheduler_leaves_its_apps_for_the_next_to_adopt_on_local_cwd(
     executor_deployment: AirflowDeployment, local_root: Path
 ) -> None:
-    """SIGTERM to the scheduler (a clean stop): ``end()`` cancels the apps the executor owns."""
+    """A clean stop (``systemctl stop``, a pod replacement) cancels nothing by default
+    (``cancel_on_end`` false): the next scheduler adopts the running apps, no second try."""
     dep, dag = executor_deployment, "txe_hold_local"
     run = dep.trigger(dag)
     holds = [f"hold_{i}" for i in range(5)]
     try:
         wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
-        mine = {h: a for h, a in local_apps("af-hold_").items() if str(a.state) == "RUNNING"}
-        assert len(mine) >= 5, mine
-        old = scheduler_pid()
-        os.killpg(old, signal.SIGTERM)
-        wait_until(lambda: not alive(old), 240, "the scheduler to stop")
+        mine = {h for h, a in local_apps("af-hold_").items() if str(a.state) == "RUNNING"}
+        assert len(mine) == 5, mine
+        try:
+            stop_and_restart(dep, run, holds)
+        finally:
+            if not alive(scheduler_pid()):
+                restart_scheduler(dep)
         states = {h: str(a.state) for h, a in local_apps("af-hold_").items() if h in mine}
-        assert set(states.values()) == {"CANCELLED"}, states
-        assert not any(Path(dep.work, f"{run}.{h}.try1.finished").exists() for h in holds)
+        assert set(states.values()) == {"RUNNING"}, states  # never cancelled
     finally:
         release(dep, run)
-        if not alive(scheduler_pid()):
-            restart_scheduler(dep)
-    assert wait_run(dep, dag, run) == "failed"
+    assert wait_run(dep, dag, run) == "success"
+    got = tis(dep, dag, run)
+    assert {t: v["try_number"] for t, v in got.items() if t in holds} == dict.fromkeys(holds, 1)
+    assert not any(started(dep, run, h, 2) for h in holds)
+    states = wait_until(
+        lambda: (st := {h: str(a.state) for h, a in local_apps("af-hold_").items() if h in mine})
+        and "RUNNING" not in st.values() and st, 120, "the adopted apps to end",
+    )  # fmt: skip
+    assert set(states.values()) == {"SUCCEEDED"}, states
+
+
+@pytest.mark.slurm
+def test_a_stopped_scheduler_leaves_its_slurm_jobs_for_the_next_to_adopt(
+    executor_deployment: AirflowDeployment,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+) -> None:
+    dep, dag = executor_deployment, "txe_hold_slurm"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    earlier = set(wait_until(lambda: slurm_jobs(dep, since) or {"-": ""}, 60, "sacct"))
+    run = dep.trigger(dag)
+    holds = [f"hold_{i}" for i in range(5)]
+    try:
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        try:
+            stop_and_restart(dep, run, holds)
+        finally:
+            if not alive(scheduler_pid()):
+                restart_scheduler(dep)
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "success"
+    got = tis(dep, dag, run)
+    assert {t: v["try_number"] for t, v in got.items() if t in holds} == dict.fromkeys(holds, 1)
+    live = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+
+    def ended_jobs() -> dict[str, str] | None:  # 5 holds + gather, each once, all ended
+        j = {k: v for k, v in slurm_jobs(dep, since).items() if k not in earlier}
+        return j if len(j) >= 6 and not live & set(j.values()) else None
+
+    jobs = wait_until(ended_jobs, 120, "the run's jobs to end")
+    assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs  # never scancelled

@@ -188,6 +188,7 @@ ENTRY_POINTS: dict[str, tuple[Callable[[str, object], object], dict[str, str]]] 
             "unknown_timeout": "unknown_timeout",
             "kill_grace": "kill_grace",
             "tail_lines": "tail_lines",
+            "submit_retries": "retries",
             "cancel_on_end": "flag",
         },
     ),

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchx_airflow._executor_options import OVERRIDE_KEYS, SECTION, SETTING_KEYS
 from torchx_core.runner.step_settings import (
     COUNT,
     SETTINGS,
@@ -36,18 +37,10 @@ __all__ = [
     "TaskSettings",
 ]
 
-#: the Airflow configuration section
-SECTION = "torchx_executor"
 #: the key of ``executor_config`` this executor reads
 EXECUTOR_CONFIG_KEY = "torchx"
-#: what a task may override
-OVERRIDE_KEYS = ("scheduler", "cfg", "image", "resource", "cpu", "gpu", "memMB", "env")
-#: every key of the section
-SETTING_KEYS = (
-    *OVERRIDE_KEYS,
-    "conn_id", "session_name", "python", "execution_api_server_url", "poll_interval",
-    "unknown_timeout", "kill_grace", "tail_lines", "cancel_on_end",
-)  # fmt: skip
+#: the section's keys as Airflow gives them (its parser lowers option names: ``memmb``)
+_BY_LOWER = {k.lower(): k for k in SETTING_KEYS}
 
 
 class InvalidExecutorConfigError(TorchXError, ValueError):
@@ -119,19 +112,24 @@ class ExecutorSettings:
         unknown_timeout: seconds an app may stay UNKNOWN or unknown to its scheduler in a row
         kill_grace: seconds an app may run on after its task instance ended (marked failed...)
         tail_lines: log lines of a failed app reported to Airflow
+        submit_retries: retries of a submit that failed for a reason a retry may fix (not a
+            configuration error), 2 s, 4 s, 8 s... apart, before the task's try fails
         cancel_on_end: whether ``end()`` (a scheduler's clean shutdown) cancels the apps it owns
+            (default False: they run on and the next scheduler adopts them, as Airflow's
+            Celery and Kubernetes executors leave their work)
     """
 
     task: TaskSettings = field(default_factory=TaskSettings)
     conn_id: str | None = None
-    session_name: str = "airflow"
+    session_name: str = "torchx"
     python: str = field(default_factory=lambda: sys.executable)
     execution_api_server_url: str | None = None
     poll_interval: float = 2.0
     unknown_timeout: float = 300.0
     kill_grace: float = 60.0
     tail_lines: int = 50
-    cancel_on_end: bool = True
+    submit_retries: int = 2
+    cancel_on_end: bool = False
     #: the keys the section set (a value equal to the default is still the section's choice)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -142,8 +140,13 @@ class ExecutorSettings:
         Raises:
             InvalidExecutorConfigError: unknown keys or wrong values (all listed)
         """
-        raw = {k: v for k, v in (section or {}).items() if v not in (None, "")}
-        problems = _unknown(raw, SETTING_KEYS, f"[{SECTION}]")
+        raw = {
+            _BY_LOWER.get(k.lower(), k): v
+            for k, v in (section or {}).items()
+            if v not in (None, "")
+        }
+        where = f"[{SECTION}] (airflow.cfg, or AIRFLOW__{SECTION.upper()}__<KEY>)"
+        problems = _unknown(raw, SETTING_KEYS, where)
         values = _checked({k: v for k, v in raw.items() if k in SETTING_KEYS}, problems)
         if problems:
             raise InvalidExecutorConfigError(
@@ -194,6 +197,7 @@ _SETTINGS: dict[str, Setting] = {
     "poll_interval": SETTINGS["poll_interval"],
     "unknown_timeout": SETTINGS["unknown_timeout"],
     "kill_grace": SETTINGS["kill_grace"],
+    "submit_retries": SETTINGS["retries"],
     "cancel_on_end": SETTINGS["flag"],
 }
 

@@ -1,7 +1,7 @@
 """``TorchXExecutor``: an Airflow 3 executor that runs every task as an app on a TorchX scheduler.
 
 Each ``ExecuteTask`` workload becomes one app (one role, one replica) that runs the Task SDK's
-own entry point for the workload (:mod:`torchx_airflow.executors.entry`, Airflow's
+own entry point for the workload (:mod:`torchx_airflow.task_entry`, Airflow's
 ``execute_workload``) on the configured scheduler: ``local_cwd``, ``slurm``, ``lsf``,
 ``kubernetes``, ``aws_batch``, ``ray``... The app reaches the Execution API with the workload's
 token, passed in its environment only. Built on the app lifecycle of ``torchx_core.runner``:
@@ -33,15 +33,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.executors.base_executor import BaseExecutor, get_execution_api_server_url
+from airflow.sdk.observability import stats
 from airflow.utils.state import TaskInstanceState
 
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors._task_log import TaskLog, log_path_of
 from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
-from torchx_airflow.executors.entry import TOKEN_ENV, seal
+from torchx_airflow.task_entry import TOKEN_ENV, seal
 from torchx_core.runner.lifecycle import AppLifecycle, GraceClock, Phase, app_name, phase_of
 from torchx_core.specs import AppDef, AppStatus, Role, parse_app_handle
 from torchx_core.specs.errors import TorchXError
@@ -72,6 +73,7 @@ class _App:
     handle: str
     owner: str
     clock: GraceClock
+    log_path: str | None = None  # the task try's log file, relative to the log folder
     ended_since: float | None = None  # when its task instance was first seen ended
     cancelled: str = ""  # why this executor cancelled it
 
@@ -105,6 +107,9 @@ class TorchXExecutor(BaseExecutor):
         self._apps: dict[TaskInstanceKey, _App] = {}
         self._last_read = float("-inf")
         self._instance = uuid.uuid4().hex[:8]
+        self._task_log: TaskLog | None = None
+        #: submits that failed for a reason a retry may fix: workload, failed attempts, due time
+        self._retries: dict[TaskInstanceKey, tuple[workloads.ExecuteTask, int, float]] = {}
         self.reads = 0  # batched status reads made (benchmarks, tests)
 
     # -- settings and runner -------------------------------------------------------------------
@@ -133,6 +138,13 @@ class TorchXExecutor(BaseExecutor):
             self._runner = get_runner(self.settings.session_name)
         return self._runner
 
+    @property
+    def task_log(self) -> TaskLog:
+        """Writes the executor's reasons into the task's log (``[logging] base_log_folder``)."""
+        if self._task_log is None:
+            self._task_log = TaskLog(self.conf.get("logging", "base_log_folder") or ".")
+        return self._task_log
+
     def _owner(self, ti_id: object) -> str:
         """The owner token recorded with a task's app: this executor instance and the task."""
         return (
@@ -146,14 +158,22 @@ class TorchXExecutor(BaseExecutor):
         )
 
     def start(self) -> None:
-        """Reads the settings (a wrong one fails the scheduler's start, with every problem)."""
+        """Reads the settings and checks the default scheduler (:meth:`check_health`): a wrong
+        setting, an unknown scheduler or a missing extra fails the scheduler's start."""
         s = self.settings
+        self.check_health()
         self.log.info(
             "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
             s.task.scheduler,
             s.session_name,
             s.poll_interval,
         )
+
+    def check_health(self) -> None:
+        """Raises when the section's scheduler cannot be used: unknown, its extra missing, or its
+        run options (``cfg``) wrong (the scheduler's own error, naming the fix)."""
+        task = self.settings.task
+        self.runner.scheduler_run_opts(task.scheduler).resolve(task.cfg)
 
     # -- submit -----------------------------------------------------------------------------------
 
@@ -165,25 +185,49 @@ class TorchXExecutor(BaseExecutor):
                 raise TypeError(
                     f"TorchXExecutor runs task workloads only, got {type(workload).__name__}"
                 )
-            key = workload.ti.key
-            self.queued_tasks.pop(key, None)
-            try:
-                app = self._submit(workload)
-            except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
-                permanent = isinstance(e, TorchXError) and e.permanent
-                self.log.error("cannot start %s as an app: %s", key, e)
-                self.fail(
-                    key,
-                    info=(
-                        "TorchXExecutor could not start the app"
-                        f"{' (configuration)' * permanent}: {e}"
-                    ),
-                )
-                continue
-            self._apps[key] = app
-            self.running.add(key)
-            # Airflow keeps the handle as the task instance's external_executor_id (adoption)
-            self.event_buffer[key] = (TaskInstanceState.QUEUED, app.handle)
+            self.queued_tasks.pop(workload.ti.key, None)
+            self._start(workload, 0)
+
+    def _start(self, workload: workloads.ExecuteTask, failed_before: int) -> None:
+        """Submits the workload's app; a failed submit is retried with back-off
+        (``submit_retries``) unless it is a configuration error, then fails the try."""
+        key = workload.ti.key
+        try:
+            app = self._submit(workload)
+        except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
+            permanent = isinstance(e, TorchXError) and e.permanent
+            if not permanent and failed_before < self.settings.submit_retries:
+                delay = 2.0 ** (failed_before + 1)
+                self.log.warning("cannot start %s as an app (attempt %d of %d), retrying in %g s:"
+                                 " %s", key, failed_before + 1, self.settings.submit_retries + 1,
+                                 delay, e)  # fmt: skip
+                self._retries[key] = (workload, failed_before + 1, time.monotonic() + delay)
+                self.running.add(key)  # its slot stays taken while it waits
+                _incr("submit_retried")
+                return
+            self.running.discard(key)
+            self.log.error("cannot start %s as an app: %s", key, e)
+            attempts = f" after {failed_before + 1} attempts" * (failed_before > 0)
+            why = (
+                f"TorchXExecutor could not start the app{' (configuration)' * permanent}"
+                f"{attempts}: {e}"
+            )
+            self.task_log.append(workload.log_path, why)
+            _incr("submit_failed")
+            self.fail(key, info=why)
+            return
+        self._apps[key] = app
+        self.running.add(key)
+        _incr("submitted", scheduler=parse_app_handle(app.handle).scheduler_backend)
+        # Airflow keeps the handle as the task instance's external_executor_id (adoption)
+        self.event_buffer[key] = (TaskInstanceState.QUEUED, app.handle)
+
+    def _retry_due(self) -> None:
+        now = time.monotonic()
+        for key, (workload, failed_before, due) in list(self._retries.items()):
+            if due <= now:
+                del self._retries[key]
+                self._start(workload, failed_before)
 
     def _submit(self, workload: workloads.ExecuteTask) -> _App:
         ti = workload.ti
@@ -199,7 +243,8 @@ class TorchXExecutor(BaseExecutor):
         except Exception as e:  # noqa: BLE001 - without an owner, kill paths still cancel
             self.log.warning("cannot record the owner of %s: %s", handle, e)
         self.log.info("task %s runs as %s", ti.key, handle)
-        return _App(ti.key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout))
+        clock = GraceClock(self.settings.unknown_timeout)
+        return _App(ti.key, str(ti.id), handle, owner, clock, log_path=workload.log_path)
 
     def _app(self, workload: workloads.ExecuteTask, task: TaskSettings, name: str) -> AppDef:
         """The app that runs ``workload``: the token in its environment (sealed with Airflow's
@@ -216,7 +261,7 @@ class TorchXExecutor(BaseExecutor):
             entrypoint=self.settings.python,
             args=[
                 "-m",
-                "torchx_airflow.executors.entry",
+                "torchx_airflow.task_entry",
                 workload.model_dump_json(exclude={"token"}),
             ],
             env=env,
@@ -227,7 +272,10 @@ class TorchXExecutor(BaseExecutor):
     # -- watch ------------------------------------------------------------------------------------
 
     def sync(self) -> None:
-        """Reads every app's state (one batched call per scheduler) and reports the ended ones."""
+        """Retries the failed submits that are due; reads every app's state (one batched call per
+        scheduler) and reports the ended ones."""
+        if self._retries:
+            self._retry_due()
         if not self._apps or time.monotonic() - self._last_read < self.settings.poll_interval:
             return
         self._last_read = time.monotonic()
@@ -246,11 +294,18 @@ class TorchXExecutor(BaseExecutor):
         out: dict[str, AppStatus | Exception | None] = {}
         for backend, group in by_backend.items():
             self.reads += 1
+            began = time.monotonic()
             try:
                 out.update(self.runner.status_many(group))
             except Exception as e:  # noqa: BLE001 - UNKNOWN for its apps, under the grace clock
                 self.log.warning("cannot read the apps on %s: %s", backend, e)
                 out.update(dict.fromkeys(group, e))
+                _incr("status_read_failed", scheduler=backend)
+            stats.timing(
+                "torchx_executor.status_read",
+                (time.monotonic() - began) * 1000.0,
+                tags={"scheduler": backend},
+            )
         return out
 
     def _report(self, app: _App, status: AppStatus | Exception | None) -> None:
@@ -262,6 +317,7 @@ class TorchXExecutor(BaseExecutor):
         if decision == Outcome.WAIT:
             return
         del self._apps[app.key]
+        self._keep_log(app)
         if app.cancelled:
             # stopped because its task instance moved on: done as Airflow asked (a cleared task
             # "successfully terminated" is scheduled again; a failed report would retry it)
@@ -269,7 +325,22 @@ class TorchXExecutor(BaseExecutor):
         elif decision == Outcome.SUCCESS:
             self.success(app.key, info=app.handle)
         else:
-            self.fail(app.key, info=self._failure_info(app, status, decision))
+            info = self._failure_info(app, status, decision)
+            head, *tail = info.split("\n")
+            self.task_log.append(app.log_path, head, tail)
+            _incr("vanished" if decision == Outcome.VANISHED else "failed")
+            self.fail(app.key, info=info)
+
+    def _keep_log(self, app: _App) -> None:
+        """Copies the app's log to the task's log when the task wrote none on this host."""
+        if not app.log_path or self.task_log.exists(app.log_path):
+            return
+        try:
+            lines = deque(self.runner.log_lines(app.handle, ROLE, 0), maxlen=_UI_LOG_LINES)
+        except Exception as e:  # noqa: BLE001 - the log is a convenience; the outcome is reported
+            self.log.info("cannot read the log of %s to keep it: %s", app.handle, e)
+            return
+        self.task_log.copy(app.log_path, list(lines))
 
     def _failure_info(self, app: _App, status: AppStatus | None, decision: Outcome) -> str:
         if decision == Outcome.VANISHED:
@@ -319,6 +390,7 @@ class TorchXExecutor(BaseExecutor):
     def _cancel(self, app: _App, why: str) -> bool:
         cancelled = self._life(app).cancel(app.handle)
         if cancelled:
+            _incr("cancelled")
             app.cancelled = why
             self.log.info("cancelled %s of %s: %s", app.handle, app.key, why)
         return cancelled
@@ -369,10 +441,10 @@ class TorchXExecutor(BaseExecutor):
         except Exception as e:  # noqa: BLE001 - adopted all the same; kill paths still cancel
             self.log.warning("cannot record the owner of %s: %s", handle, e)
         key = ti.key
-        self._apps[key] = _App(
-            key, str(ti.id), handle, owner, GraceClock(self.settings.unknown_timeout)
-        )
+        clock = GraceClock(self.settings.unknown_timeout)
+        self._apps[key] = _App(key, str(ti.id), handle, owner, clock, log_path=_log_path(ti))
         self.running.add(key)
+        _incr("adopted")
         self.log.info("adopted %s running as %s (was owned by %s)", key, handle, recorded)
         return True
 
@@ -380,22 +452,37 @@ class TorchXExecutor(BaseExecutor):
         """Cancels the task's app (if still owned) and forgets it; reports nothing."""
         app = self._apps.pop(ti.key, None)
         self.queued_tasks.pop(ti.key, None)
+        self._retries.pop(ti.key, None)
         self.running.discard(ti.key)
         if app is not None:
             self._cancel(app, "revoked by the scheduler (stuck in queued)")
 
     def terminate(self) -> None:
-        """Cancels every app this executor still owns (the scheduler was told to stop)."""
-        self._cancel_all("the scheduler is terminating")
+        """The scheduler was told to stop: as :meth:`end`, without the last status read."""
+        self._leave_or_cancel("the scheduler is terminating")
 
     def end(self) -> None:
-        """Reads the apps' states a last time; cancels the apps still owned (``cancel_on_end``)."""
+        """Reads the apps' states a last time, then leaves the running apps for the next
+        scheduler to adopt (default) or cancels the ones still owned (``cancel_on_end``)."""
         self._last_read = float("-inf")
         self.sync()
-        if self.settings.cancel_on_end:
-            self._cancel_all("the scheduler is shutting down")
+        self._leave_or_cancel("the scheduler is shutting down")
         if self._runner is not None:
             self._runner.close()
+
+    def _leave_or_cancel(self, why: str) -> None:
+        if self.settings.cancel_on_end:
+            self._cancel_all(why)
+            return
+        live = [a.handle for a in self._apps.values() if not a.cancelled]
+        if live:
+            self.log.info(
+                "%s: leaving %d running apps for the next scheduler to adopt (cancel_on_end is"
+                " false): %s",
+                why,
+                len(live),
+                ", ".join(live),
+            )
 
     def _cancel_all(self, why: str) -> None:
         """Cancels every app still owned, in parallel (each cancel is bounded in time)."""
@@ -409,13 +496,20 @@ class TorchXExecutor(BaseExecutor):
         ) as pool:
             list(pool.map(lambda a: self._cancel(a, why), apps))
 
+    @staticmethod
+    def get_cli_commands() -> list[Any]:
+        """``airflow torchx-executor list|cleanup`` (:mod:`torchx_airflow.executor_cli`)."""
+        from torchx_airflow.executor_cli import get_cli_commands
+
+        return get_cli_commands()
+
     # -- logs -------------------------------------------------------------------------------------
 
     def get_task_log(self, ti: TaskInstance, try_number: int) -> tuple[list[str], list[str]]:
         """The app's log while the task runs, when Airflow has no log file of its own for it
         (the app runs where the log folder is not shared); Airflow reads its file otherwise."""
         handle = ti.external_executor_id or ""
-        if not handle or _local_log_exists(ti, try_number):
+        if not handle or self.task_log.exists(_log_path(ti, try_number)):
             return [], []
         try:
             parse_app_handle(handle)
@@ -431,6 +525,11 @@ class TorchXExecutor(BaseExecutor):
 
 #: a status missing from a batched read (never expected) counts as unreadable
 _UNREADABLE = TorchXError("no status returned")
+
+
+def _incr(event: str, **tags: str) -> None:
+    """Counts an executor event in Airflow's metrics (``torchx_executor.<event>``)."""
+    stats.incr(f"torchx_executor.{event}", tags=tags or None)
 
 
 def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | None, int]]:
@@ -452,14 +551,12 @@ def _ti_rows(keys: list[TaskInstanceKey]) -> dict[tuple[Any, ...], tuple[str | N
     return {(d, t, r, m): (None if s is None else str(s), int(n)) for d, t, r, m, s, n in rows}
 
 
-def _local_log_exists(ti: TaskInstance, try_number: int) -> bool:
-    """Whether Airflow's log folder holds this try's log (written by the task on a shared disk)."""
-    try:
-        from airflow.configuration import conf
-        from airflow.utils.log.file_task_handler import FileTaskHandler
+def _log_path(ti: TaskInstance, try_number: int | None = None) -> str | None:
+    """The task try's log path, or None (logged) when the template cannot be rendered for it."""
+    from jinja2 import TemplateError
 
-        base = conf.get("logging", "base_log_folder")
-        rel = FileTaskHandler(base)._render_filename(ti, try_number)
-        return Path(base, rel).is_file()
-    except Exception:  # noqa: BLE001 - unknown: let the executor show the app's log
-        return False
+    try:
+        return log_path_of(ti, try_number)
+    except (TemplateError, AttributeError, KeyError, TypeError, ValueError) as e:
+        logger.warning("cannot name the log file of %s: %s", ti, e)  # a field it does not have
+        return None

@@ -558,6 +558,17 @@ class Runner:
         yields True where the backend serializes look-up and submit across processes."""
         return self._scheduler(scheduler).name_lock(name)
 
+    def list_named(
+        self, scheduler: str, name: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> list[ListAppResponse] | None:
+        """The apps of scheduler ``scheduler`` submitted under ``name``, with their handles, when
+        it finds them without listing every app (``Scheduler.list_named``); else None."""
+        with log_event("list_named", scheduler):
+            apps = self._scheduler(scheduler).list_named(name, cfg)
+            for app in apps or []:
+                app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            return apps
+
     def submit_order(self, scheduler: str, app_ids: Sequence[str]) -> list[str] | None:
         """``app_ids`` earliest submitted first, or None when scheduler ``scheduler`` cannot tell
         (``Scheduler.submit_order``; ``[]`` asks whether it can)."""

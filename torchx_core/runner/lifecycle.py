@@ -613,7 +613,11 @@ class AppLifecycle:
 
     def _named(self, name: str) -> list[ListAppResponse]:
         """The apps on the scheduler named ``name`` (see :func:`_is_named`); the list is shared
-        with the other steps of this process that look for theirs at the same time."""
+        with the other steps of this process that look for theirs at the same time. A backend
+        with an index by name (the local root) answers from it, without listing every app."""
+        named = self.runner.list_named(self.scheduler, name, self.cfg or None)
+        if named is not None:
+            return [r for r in named if _is_named(r, name)]
         rows = self.runner.shared_list(self.scheduler, self.cfg or None)
         return [r for r in rows if _is_named(r, name)]
 

@@ -430,6 +430,13 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         return contextlib.nullcontext(False)
 
+    def list_named(
+        self, name: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse] | None:
+        """The apps submitted under ``name`` when the backend can find them without listing
+        every app (an index by name); None (the default): callers filter :meth:`list`."""
+        return None
+
     def submit_order(self, app_ids: Sequence[str]) -> builtins.list[str] | None:
         """``app_ids`` earliest submitted first, or None when the backend cannot tell (default).
 

@@ -143,3 +143,61 @@ def build_latency() -> DAG:
 
 
 txe_latency = build_latency()
+
+
+def build_reasons() -> DAG:
+    """Tasks that fail where only the executor knows why (the reason must reach the task's log)
+    and tasks whose app must end as their task did (``test_airflow_executor_deployment.py``)."""
+    with DAG("txe_reasons", schedule=None, start_date=datetime(2024, 1, 1), catchup=False,
+             default_args={"retries": 0}) as dag:  # fmt: skip
+
+        @task(executor=EXECUTOR, executor_config={"torchx": {"cpus": 2}})
+        def bad_config() -> None:
+            raise AssertionError("never runs: its executor_config is wrong")
+
+        @task(executor=EXECUTOR, executor_config={"torchx": {"scheduler": "no_such_scheduler"}})
+        def unknown_scheduler() -> None:
+            raise AssertionError("never runs: its scheduler does not exist")
+
+        @task(executor=EXECUTOR)
+        def killed() -> None:  # its app is cancelled from outside (torchx cancel)
+            _wait_release("killed")
+
+        @task(executor=EXECUTOR, execution_timeout=timedelta(seconds=5))
+        def timed_out() -> None:
+            time.sleep(120)
+
+        @task(executor=EXECUTOR)
+        def fails() -> None:
+            raise RuntimeError("fails on purpose")
+
+        bad_config()
+        unknown_scheduler()
+        killed()
+        timed_out()
+        fails()
+    return dag
+
+
+txe_reasons = build_reasons()
+
+
+def build_start_cost(dag_id: str, executor: str | None, n: int = 50) -> DAG:
+    """``n`` short independent tasks (benchmarks/bench_airflow_executor_start.py): the same DAG
+    on LocalExecutor and on TorchXExecutor/local_cwd."""
+    opts: dict[str, Any] = {"executor": executor} if executor else {}
+    with DAG(dag_id, schedule=None, start_date=datetime(2024, 1, 1), catchup=False,
+             max_active_tasks=n) as dag:  # fmt: skip
+
+        @task(**opts)
+        def short(i: int) -> int:
+            time.sleep(3)  # long enough to be seen running
+            return i
+
+        for i in range(n):
+            short.override(task_id=f"short_{i}")(i)
+    return dag
+
+
+txe_start_local = build_start_cost("txe_start_local", None)
+txe_start_torchx = build_start_cost("txe_start_torchx", EXECUTOR)

@@ -44,7 +44,7 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.local import _gone, _logio, _owner, _state, _usage
+from torchx_core.schedulers.local import _gone, _logio, _name_index, _owner, _state, _usage
 from torchx_core.schedulers.local._create import LocalDiskError
 from torchx_core.schedulers.local._images import *  # noqa: F403 - TorchX's public names
 from torchx_core.schedulers.local._images import (
@@ -90,7 +90,7 @@ from torchx_core.schedulers.local._responses import (
     LOCAL_STATES,
     LazyRolesResponse,
     checked_status,
-    replica_counts,
+    list_rows,
 )
 from torchx_core.schedulers.local._state import CorruptAppStateError
 from torchx_core.specs import (
@@ -288,6 +288,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             )
         except OSError as e:
             raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
+        _name_index.add(root, app.name if app is not None else "", req.app_id)
         try:
             _launch.start_supervisor(plan, req.app_dir, lock_fd)
         except OSError as e:
@@ -392,41 +393,25 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             self._roles_cache[app_id] = roles
         return roles
 
+    @property
+    def _handle_prefix(self) -> str:
+        return f"{self.backend}://{self.session_name}/"
+
+    def list_named(self, name: str, cfg: object = None) -> list[ListAppResponse]:
+        """The apps submitted under ``name``: only theirs are read (``_name_index``)."""
+        ids = _name_index.ids_for(
+            self.root, name, lambda: [(a.app_id, a.name) for a in self.list()]
+        )
+        dirs = [(i, d) for i in ids if (d := self._app_dir(i)) is not None]
+        return [row for row in list_rows(dirs, self._handle_prefix) if row.name == name]
+
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """Every app under the root with its state, oldest first (one scan; one small read per app).
 
         An app whose state cannot be read is listed as ``UNKNOWN`` (with a warning); entries
         that are not apps of this scheduler are skipped.
         """
-        rows = []
-        dead: list[
-            tuple[str, str | None]
-        ] = []  # apps whose supervisor died: their leftovers are killed together
-        try:
-            for app_id, app_dir in _state.iter_app_dirs(self.root):
-                try:
-                    doc = _state.read_status(app_dir, app_id, dead=dead)
-                except CorruptAppStateError as e:
-                    logger.warning("%s", e)
-                    doc = StatusDoc(app_id, "", AppState.UNKNOWN.name, [], created=0.0)
-                if doc is None:
-                    continue
-                created = float(doc.created or 0.0)
-                app = ListAppResponse(
-                    app_id=app_id,
-                    state=AppState[doc.state],
-                    app_handle=f"{self.backend}://{self.session_name}/{app_id}",
-                    name=doc.name,
-                    created=created or None,
-                    owner=_owner.read_owner(app_dir),
-                    replicas=replica_counts(doc),
-                    ended=doc.ended,
-                )
-                rows.append((created, app_id, app))
-        finally:
-            kill_apps_processes(dead)
-        rows.sort(key=lambda row: row[:2])
-        return [app for _, _, app in rows]
+        return list_rows(_state.iter_app_dirs(self.root), self._handle_prefix)
 
     def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Blocks until the app is finished: on the supervisor's lock, and until its status is
@@ -629,13 +614,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
     # -- ownership (``<app_dir>/owner``, see local/_owner.py) ----------------------------------
 
     def set_owner(self, app_id: str, owner: str) -> bool:
-        from torchx_core.schedulers.local import _owner
 
         app_dir = self._app_dir(app_id)
         return app_dir is not None and _owner.write_owner(app_dir, owner)
 
     def get_owner(self, app_id: str) -> str | None:
-        from torchx_core.schedulers.local import _owner
 
         app_dir = self._app_dir(app_id)
         return None if app_dir is None else _owner.read_owner(app_dir)

@@ -1,0 +1,147 @@
+"""Start cost of TorchXExecutor against LocalExecutor: 50 short local_cwd tasks, side by side.
+
+On a running TorchXExecutor deployment (the one that
+``tests/airflow/test_airflow_executor_deployment.py`` starts:
+``LocalExecutor,torchx_airflow.executors.TorchXExecutor``), the same 50-task DAG runs on
+LocalExecutor (``txe_start_local``) and then on TorchXExecutor/local_cwd (``txe_start_torchx``),
+one after the other in one run. For each: the run's wall time, "queued" -> "running" per task
+(median and max, from the task instances' ``queued_when`` and ``start_date``), and the memory of
+a running task: the processes of the task tries (Airflow's supervisor and task runner, plus the
+local scheduler's supervisor for an app; LocalExecutor's idle workers not counted), sampled every
+0.5 s, at the sample with the most tasks running: RSS and PSS (shared pages split between the
+processes sharing them) per task.
+
+usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
+       [--home /var/lib/torchx-ci/<deployment>-txexec]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+#: the task runner (both executors), LocalExecutor's busy worker (the task's supervisor) and the
+#: supervisor in a TorchXExecutor app, as their process titles (setproctitle) name them
+_RUNNER = b"airflow worker -- "
+_LOCAL_WORKER = b"airflow worker -- LocalExecutor"
+_APP_SUPERVISOR = b"airflow supervisor:"
+
+
+def _kib(path: str, field: bytes) -> int:
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _task_processes() -> tuple[int, int, int]:
+    """(running tasks, RSS KiB, PSS KiB) of every task try's processes now: task runners, their
+    supervisors (LocalExecutor's busy workers; idle ones are not counted) and, for an app, every
+    process of it (the local scheduler's supervisor too)."""
+    tasks = rss = pss = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().rstrip(b"\0")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        local_worker = cmd.startswith(_LOCAL_WORKER)
+        runner = cmd.startswith(_RUNNER) and not local_worker
+        busy = local_worker and not cmd.endswith(b"<idle>")
+        app = b"TORCHX_APP_ID=" in env or cmd.startswith(_APP_SUPERVISOR)
+        if not (runner or busy or app):
+            continue
+        tasks += runner
+        rss += _kib(f"/proc/{pid}/status", b"VmRSS:")
+        pss += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
+    return tasks, rss, pss
+
+
+class Sampler(threading.Thread):
+    """Keeps the sample with the most running tasks."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.best = (0, 0, 0)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            sample = _task_processes()
+            if sample[0] > self.best[0]:
+                self.best = sample
+
+
+def _when(text: str | None) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else 0.0
+
+
+def phase(dep: Any, dag_id: str) -> dict[str, float]:
+    from support.airflow_deployment import wait_until
+
+    sampler = Sampler()
+    sampler.start()
+    began = time.monotonic()
+    run = dep.trigger(dag_id)
+    wait_until(lambda: dep.api("GET", f"/dags/{dag_id}/dagRuns/{run}")["state"]
+               in ("success", "failed"), 1800, f"the run of {dag_id}", interval=1)  # fmt: skip
+    wall = time.monotonic() - began
+    sampler.stop.set()
+    sampler.join()
+    got = dep.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances?limit=100")
+    tis = got["task_instances"]
+    waits = [_when(t["start_date"]) - _when(t["queued_when"]) for t in tis if t["queued_when"]]
+    tasks, rss, pss = sampler.best
+    return {
+        "tasks": len(tis),
+        "failed": sum(t["state"] != "success" for t in tis),
+        "wall_s": wall,
+        "queued_running_median_s": statistics.median(waits) if waits else float("nan"),
+        "queued_running_max_s": max(waits) if waits else float("nan"),
+        "peak_running": tasks,
+        "rss_mib_per_task": rss / 1024 / tasks if tasks else float("nan"),
+        "pss_mib_per_task": pss / 1024 / tasks if tasks else float("nan"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    state = Path(os.environ.get("CI_STATE_DIR", "/var/lib/torchx-ci"))
+    default = state / f"{os.environ.get('AIRFLOW_DEPLOYMENT', 'airflow')}-txexec"
+    p.add_argument("--home", type=Path, default=default)
+    a = p.parse_args()
+    from support.airflow_deployment import AirflowDeployment
+
+    dep = AirflowDeployment(a.home)
+    dags = (("LocalExecutor", "txe_start_local"), ("TorchXExecutor", "txe_start_torchx"))
+    rows = {name: phase(dep, dag) for name, dag in dags}
+    keys = list(next(iter(rows.values())))
+    print(f"{'':26}" + "".join(f"{n:>16}" for n in rows))
+    for k in keys:
+        print(f"{k:26}" + "".join(f"{r[k]:>16.2f}" for r in rows.values()))
+    local, torchx = rows["LocalExecutor"], rows["TorchXExecutor"]
+    print(f"wall ratio TorchX/Local: {torchx['wall_s'] / local['wall_s']:.2f}x (goal <= 1.5x);"
+          f" PSS per running task {torchx['pss_mib_per_task']:.0f} MiB (goal <= 120)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The app's entry point: runs one Airflow workload with the Task SDK, as Airflow's own workers do.
+
+``python -m torchx_airflow.task_entry '<workload JSON without its token>'``
+
+A module outside :mod:`torchx_airflow.executors`: ``python -m`` of it imports neither the
+executor nor its package first (no ``RuntimeWarning``, a lighter start).
+
+The workload's token arrives in the environment (:data:`TOKEN_ENV`), never on the command line
+(which ``ps``, ``squeue`` and the scheduler's UI show); it is removed from the environment before
+the task starts. When Airflow has a ``[core] fernet_key`` the token is sealed with it
+(:func:`seal`; ``fernet:<ciphertext>``), so a scheduler that keeps a copy of the app's
+environment on disk (a Slurm batch script, a local app's plan) keeps no usable token; the app's
+Airflow configuration then needs the same key. The rest is Airflow's ``execute_workload``: the
+Task SDK's supervisor talks to the Execution API (``AIRFLOW__CORE__EXECUTION_API_SERVER_URL``),
+runs the task in a child process and writes its log where Airflow reads it (the log is also
+copied to stdout, the app's log).
+
+The app's exit code is the task's outcome (:func:`exit_code`): Airflow's supervisor exits 0
+whatever the task did, so a failed, timed-out or externally stopped task would leave its app
+SUCCEEDED (``sacct`` COMPLETED); here it ends FAILED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.executors import workloads
+
+#: the environment variable holding the workload's Execution API token
+TOKEN_ENV = "TORCHX_AIRFLOW_WORKLOAD_TOKEN"
+_SEALED = "fernet:"
+#: the task's final states (as the supervisor reports them) after which the workload did its
+#: part: the task succeeded, skipped, or handed over to the triggerer or a later reschedule
+_DONE = frozenset({"success", "skipped", "deferred", "up_for_reschedule"})
+#: the exit code of an app whose task failed (failed, up_for_retry, timed out...)
+EXIT_TASK_FAILED = 1
+#: the exit code of an app whose task the server stopped (marked failed or success, cleared)
+EXIT_TASK_STOPPED = 3
+
+
+def exit_code(final_state: str | None) -> int:
+    """The app's exit code for the task's final state (``None``: not seen, Airflow's own 0)."""
+    if final_state is None or final_state.lower() in _DONE:
+        return 0
+    if final_state == "SERVER_TERMINATED":
+        return EXIT_TASK_STOPPED
+    return EXIT_TASK_FAILED
+
+
+def seal(token: str) -> str:
+    """The token as put in the app's environment: sealed with Airflow's fernet key if it has one."""
+    from airflow.models.crypto import get_fernet
+
+    fernet = get_fernet()
+    if not fernet.is_encrypted:
+        return token
+    return _SEALED + fernet.encrypt(token.encode()).decode()
+
+
+def unseal(value: str) -> str:
+    """Reverses :func:`seal` (in the app, with the Task SDK's configuration)."""
+    if not value.startswith(_SEALED):
+        return value
+    from airflow.sdk.crypto import get_fernet
+
+    return get_fernet().decrypt(value[len(_SEALED) :].encode()).decode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the workload given as the only argument; returns the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    token = os.environ.pop(TOKEN_ENV, None)
+    if len(args) != 1 or not token:
+        print(
+            "usage: python -m torchx_airflow.task_entry '<workload JSON>' with the workload's"
+            f" token in ${TOKEN_ENV} (started by torchx_airflow.executors.TorchXExecutor)",
+            file=sys.stderr,
+        )
+        return 2
+    from airflow.executors import workloads
+    from airflow.sdk.execution_time.execute_workload import execute_workload
+    from pydantic import TypeAdapter
+
+    data = json.loads(args[0])
+    data["token"] = unseal(token)
+    workload = TypeAdapter(workloads.All).validate_python(data)
+    if not isinstance(workload, workloads.ExecuteTask):
+        print(
+            f"torchx_airflow.task_entry runs ExecuteTask workloads only, got"
+            f" {type(workload).__name__}",
+            file=sys.stderr,
+        )
+        return 2
+    with _final_state(workload) as seen:
+        execute_workload(workload)
+    state = seen[0] if seen else None
+    code = exit_code(state)
+    if code:
+        print(f"torchx_airflow: the task ended {state}: exit {code}", file=sys.stderr)
+    return code
+
+
+@contextmanager
+def _final_state(workload: workloads.ExecuteTask) -> Iterator[list[str]]:
+    """A list that receives the task's final state when the supervisor's run of it returns.
+
+    Airflow's ``supervise_task`` returns only the task process's exit code (0 when the task
+    reported its own failure); the final state is in the result of the coordinator of the task's
+    queue, the same (cached) instance ``supervise_task`` uses, whose ``execute_task`` is wrapped.
+    """
+    from airflow.sdk.execution_time.coordinator import get_coordinator_manager
+
+    seen: list[str] = []
+    coordinator = get_coordinator_manager().for_queue(workload.ti.queue or "default")
+    inner = coordinator.execute_task
+
+    def execute_task(**kwargs: Any) -> Any:
+        result = inner(**kwargs)
+        seen.append(str(getattr(result, "final_state", "") or "") or "failed")
+        return result
+
+    try:
+        coordinator.execute_task = execute_task  # type: ignore[method-assign]
+    except AttributeError:  # a coordinator with slots: Airflow's exit code only
+        yield seen
+        return
+    try:
+        yield seen
+    finally:  # the coordinator is cached per process: leave it as it was
+        del coordinator.execute_task
+
+
+if __name__ == "__main__":
+    sys.exit(main())
