@@ -138,8 +138,9 @@ class Resource:
 
 # sentinel value used for cases when resource does not matter (e.g. ignored)
 NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
-# "use the whole host": schedulers that support it do not constrain the role
-ALL: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
+#: TorchX's ``specs.ALL``: the string ``"all"``, used as the "every scheduler" backend name
+#: (it is not a Resource: as one it equalled NULL_RESOURCE, "no resource")
+ALL: str = "all"
 
 
 def _null_resource() -> Resource:
@@ -153,15 +154,13 @@ class RetryPolicy(str, Enum):
     2. APPLICATION: Restarts the entire application.
     3. ROLE: Restarts the role when any error occurs in that role (not the whole job).
 
-    All schedulers support ``APPLICATION``.
+    All schedulers support ``APPLICATION``. As in TorchX, ``str(RetryPolicy.APPLICATION)`` is
+    ``"RetryPolicy.APPLICATION"``; ``.value`` is ``"APPLICATION"``.
     """
 
     REPLICA = "REPLICA"
     APPLICATION = "APPLICATION"
     ROLE = "ROLE"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @data
