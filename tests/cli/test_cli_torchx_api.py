@@ -165,3 +165,47 @@ def test_tracker_subcommands_set_func_and_raise_runtime_error_without_a_tracker(
         args = parser.parse_args(["list", "jobs", "--parent-run-id", "p"])
         args.func(args)
     tracker.run_ids.assert_called_once_with(parent_run_id="p")
+
+
+def test_run_args_from_json_fills_torchx_defaults_and_names_bad_fields() -> None:
+    from torchx_core.cli.cmd_run import RunArgsError, TorchXRunArgs, torchx_run_args_from_json
+
+    run = torchx_run_args_from_json(
+        {"component_name": "utils.echo", "scheduler": "local_cwd", "scheduler_args": {}}
+    )
+    assert run == TorchXRunArgs("utils.echo", "local_cwd", {}, workspace=str(Path.cwd()))
+    with pytest.raises(RunArgsError, match="misses the required field"):
+        torchx_run_args_from_json({"component_name": "x", "scheduler_args": {}})
+    with pytest.raises(RunArgsError, match=r"schedulr.*Did you mean: 'scheduler'"):
+        torchx_run_args_from_json(
+            {"component_name": "x", "scheduler": "s", "scheduler_args": {}, "schedulr": "s"}
+        )
+
+
+def test_run_from_stdin_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """TorchX's ``torchx run --stdin``: the run comes as one JSON object; ``--dryrun`` may be
+    added, any other option is refused."""
+    import json
+    import os
+
+    run = {
+        "component_name": "utils.echo",
+        "scheduler": "local_cwd",
+        "scheduler_args": {"log_dir": str(tmp_path)},
+        "component_args": {"msg": "from json"},
+    }
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(run)))
+    monkeypatch.delenv("TORCHX_CONTEXT_NAME", raising=False)
+    assert main.run_main(["run", "--stdin", "--dryrun"]) == 0
+    out = capsys.readouterr().out
+    assert "=== SCHEDULER REQUEST ===" in out and "from json" in out and str(tmp_path) in out
+    assert os.environ["TORCHX_CONTEXT_NAME"] == "cli_run"
+    for bad in (["--wait"], ["-s", "slurm"], ["utils.echo"]):
+        monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(run)))
+        assert main.run_main(["run", "--stdin", *bad]) == 2  # the command's parser.error
+    assert "cannot give --wait with --stdin" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO("[1, 2]"))
+    assert main.run_main(["run", "--stdin"]) == 2
+    assert "expected a JSON object" in capsys.readouterr().err
