@@ -20,6 +20,9 @@ class RunnerError(TorchXError, ValueError):
     """The Runner was used wrongly (e.g. an app with no roles, a closed runner)."""
 
 
+RunnerError.__module__ = "torchx_core.runner.api"  # its public home
+
+
 def check_app(app: AppDef) -> None:
     """Rejects apps no scheduler can run (every problem listed)."""
     if not isinstance(app, AppDef):
