@@ -634,3 +634,30 @@ def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
     table.vanish(parse_app_handle(handle).app_id)
     assert runner.status_many([handle]) == {handle: None}
     assert runner.describe(handle) is None  # not the AppDef this runner submitted
+
+
+class _CachingWorkspaceFake(WorkspaceMixin[None], FakeScheduler):
+    """Implements only TorchX HEAD's caching hook."""
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        role.image = str(build_cache.setdefault(role.workspace, f"built-{len(build_cache)}"))
+
+
+def test_a_scheduler_with_only_the_caching_workspace_hook_builds_through_the_runner(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    def factory(session_name: str, **kwargs: Any) -> FakeScheduler:
+        return _CachingWorkspaceFake(session_name, JobTable(), **kwargs)
+
+    ws = Workspace({str(tmp_path): ""})
+    app = AppDef(
+        "a",
+        [
+            Role("r1", "i", entrypoint="e", workspace=ws),
+            Role("r2", "i", entrypoint="e", workspace=ws),
+        ],
+    )
+    info = Runner("s", {"fake": factory}).dryrun(app, "fake")
+    assert info.app is not None and [r.image for r in info.app.roles] == ["built-0", "built-0"]

@@ -236,8 +236,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 f" {[r.name for r in roles_with_workspace]} set one. Remove the workspace"
                 " or use a scheduler that supports workspaces."
             )
-        for role in roles_with_workspace:
-            self.build_workspace_and_update_role(role, role.workspace, cfg)
+        self.build_workspaces(roles_with_workspace, cfg)
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:

@@ -183,6 +183,11 @@ class Workspace:
     def __bool__(self) -> bool:
         return bool(self.projects)
 
+    def __hash__(self) -> int:
+        # as TorchX: usable as a cache key (workspace builds shared by roles); do not change
+        # `projects` while the workspace is a key
+        return hash(frozenset(self.projects.items()))
+
     def is_unmapped_single_project(self) -> bool:
         """True if this is a single-project workspace with no target sub-directory."""
         return len(self.projects) == 1 and not next(iter(self.projects.values()))
