@@ -142,3 +142,18 @@ def test_torchx_finder_classes_and_module_helpers(tmp_path: Path) -> None:
     (found,) = finder.CustomComponentsFinder(str(src), "comp").find(None)
     assert (found.name, found.fn_name, found.description) == (f"{src}:comp", "comp", "Says hi.")
     assert found.validation_errors == []
+
+
+def test_builtin_source_runs_as_a_component_of_ones_own(tmp_path: Path) -> None:
+    """TorchX: ``get_builtin_source`` (``torchx builtins --print``) includes the module's imports
+    before the function, so the copy is a working component file."""
+    from torchx_core.specs.builders import materialize_appdef
+
+    src = finder.get_builtin_source("utils.echo")
+    assert src.index("from torchx_core.components import IMAGE") < src.index("def echo(")
+    copy = tmp_path / "copy.py"
+    copy.write_text(src)
+    comp = finder.get_component(f"{copy}:echo")
+    assert comp.validation_errors == []
+    app = materialize_appdef(comp.fn, ["--msg", "hi"])
+    assert app.roles[0].entrypoint == "echo" and app.roles[0].args == ["hi"]

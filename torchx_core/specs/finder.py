@@ -285,13 +285,29 @@ def get_component(name: str) -> _Component:
 
 
 def get_builtin_source(name: str) -> str:
-    """Returns the source code of a component (for ``torchx builtins --print``).
+    """The source of a component with the imports of its module that precede it, as TorchX
+    prints it (``torchx builtins --print``): saved to a file, it runs as a component of one's
+    own (a template to edit). Helpers the function calls are not included.
 
     Raises:
         ComponentNotFoundException: no such component
     """
-    comp = get_component(name)
-    return inspect.getsource(comp.fn)
+    import ast
+
+    fn = get_component(name).fn
+    fn_src = inspect.getsource(fn)
+    path = inspect.getsourcefile(fn)
+    if path is None:
+        return fn_src
+    with open(path, encoding="utf-8") as f:
+        module_src = f.read()
+    first_line = fn.__code__.co_firstlineno
+    imports = [
+        ast.get_source_segment(module_src, node) or ""
+        for node in ast.parse(module_src).body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno < first_line
+    ]
+    return "\n".join([*imports, "", "", fn_src])
 
 
 # -- TorchX's finder classes and module helpers ------------------------------------------------
