@@ -82,3 +82,10 @@ def test_workspace_hashes_by_projects_and_a_mixin_without_a_build_hook_says_so()
 
     with pytest.raises(NotImplementedError, match="implement `caching_build_workspace"):
         NoBuild().build_workspaces([Role("r", image="i", workspace=Workspace({"a": ""}))], {})
+
+
+def test_an_empty_workspace_string_is_a_typed_error(tmp_path: Path) -> None:
+    from torchx_core.specs import InvalidWorkspaceError
+
+    with pytest.raises(InvalidWorkspaceError, match="names no project"):
+        copy_workspace("", tmp_path / "out")

@@ -44,7 +44,7 @@ def load_module(path: str) -> ModuleType | Callable[..., object] | None:
     module_path, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_path)
-        return getattr(module, attr) if attr else module  # type: ignore[no-any-return]
+        return getattr(module, attr) if attr else module
     except Exception as e:  # noqa: BLE001 - None on any failure, as documented
         if _is_absent(e, module_path):
             return None

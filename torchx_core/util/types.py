@@ -186,7 +186,7 @@ def get_argparse_param_type(parameter: inspect.Parameter) -> Callable[[str], obj
     ann = _unannotated(parameter.annotation)
     if isinstance(ann, str):
         ann = {t.__name__: t for t in _PRIMITIVES}.get(ann, ann)
-    return ann if is_primitive(ann) else str  # type: ignore[no-any-return]
+    return ann if is_primitive(ann) else str
 
 
 def none_throws(optional: _T | None, message: str = "Unexpected `None`") -> _T:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from torchx_core.specs import CfgVal, Role, Workspace, runopts
+from torchx_core.specs import CfgVal, InvalidWorkspaceError, Role, Workspace, runopts
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -88,8 +88,19 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
 
 
 def as_workspace(workspace: Workspace | str) -> Workspace:
-    """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``)."""
-    return workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
+    """Accepts a Workspace or its CLI string form (``path`` or ``src:dst,src2:dst2``).
+
+    Raises:
+        InvalidWorkspaceError: ``workspace`` is an empty string (no project).
+    """
+    if isinstance(workspace, Workspace):
+        return workspace
+    parsed = Workspace.from_str(workspace)
+    if parsed is None:
+        raise InvalidWorkspaceError(
+            f"workspace {workspace!r} names no project; give a local directory, e.g. `.`"
+        )
+    return parsed
 
 
 def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:
