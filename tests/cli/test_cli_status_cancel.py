@@ -165,7 +165,8 @@ def test_status_help_describes_the_arguments(capsys: pytest.CaptureFixture[str])
     rc, out, _ = cli(capsys, "status", "--help")
     text = one_line(out)
     assert rc == 0
-    assert "app_handle app handle(s) (e.g. local_cwd://torchx/echo-abc123) options:" in text
+    assert "app_handle app handle (e.g. local_cwd://torchx/echo-abc123) app_handle more app" in text
+    assert "usage: torchx status [-h] [--roles ROLES] [--json] app_handle [app_handle ...]" in text
     assert "--roles ROLES comma separated roles to show (default: all) --json" in text
     assert (
         "print the status as JSON, one line as TorchX prints it (several handles: a list of"

@@ -92,3 +92,24 @@ def test_init_pg_world_of_one_under_plain_python() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["cpu", "cpu", "0", "1", "0", "1", "['block']"]
+
+
+def test_dist_is_torch_distributed_and_patching_it_reaches_the_helpers() -> None:
+    """TorchX's module holds ``dist`` (``torch.distributed``); TorchX users patch
+    ``tdist.dist.get_rank`` and friends, which the helpers then see."""
+    from unittest import mock
+
+    torch_dist = pytest.importorskip("torch.distributed")  # the dev lock holds torch's CPU wheel
+    assert tdist.dist is torch_dist
+    with (
+        mock.patch.object(tdist.dist, "is_initialized", return_value=True),
+        mock.patch.object(tdist.dist, "get_rank", return_value=3),
+        mock.patch.object(tdist.dist, "get_world_size", return_value=8),
+    ):
+        assert (tdist.rank(), tdist.world_size(), tdist.is_rank0()) == (
+            3,
+            8,
+            False,
+        )
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tdist.nope  # noqa: B018 - the attribute access is the test

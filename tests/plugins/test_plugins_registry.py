@@ -225,3 +225,31 @@ def test_importing_plugins_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_registry_cache_clear_builds_a_new_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TorchX's ``registry`` is an ``lru_cache``d function: tests call ``registry.cache_clear()``
+    between cases."""
+    monkeypatch.setattr(plugins._registry, "_registry", None)
+    first = plugins.registry()
+    assert plugins.registry() is first
+    plugins.registry.cache_clear()  # type: ignore[attr-defined]
+    assert plugins.registry() is not first
+
+
+def test_a_replaced_load_group_is_the_entry_point_channel(
+    plugin_site: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TorchX users fake entry-point plugins by patching ``util.entrypoints.load_group``: its
+    answer is the group, and it still wins over a namespace plugin of the same name."""
+    from torchx_core.util import entrypoints
+
+    plugin_site("torchx_plugins/schedulers/mine.py", SCHED)
+    monkeypatch.setattr(
+        entrypoints, "load_group", lambda group: {"ns_sched": "from_ep", "ep_only": group}
+    )
+    both = PluginRegistry().get(PluginType.SCHEDULER)
+    assert both["ns_sched"] == "from_ep" and both["ep_only"] == "torchx.schedulers"
+    assert "renamed" in both  # the namespace plugins fill the gaps
+    ns_only = PluginRegistry(plugin_sources=PluginSource.NAMESPACE_PKG)
+    assert "ep_only" not in ns_only.get(PluginType.SCHEDULER)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from support.fake_scheduler import FakeScheduler, JobTable, make_factory
@@ -12,13 +14,16 @@ from torchx_core.schedulers.api import DescribeAppResponse, ListAppResponse
 from torchx_core.specs import (
     AppDef,
     AppState,
+    CfgVal,
     InvalidRunConfigException,
     MalformedAppHandleException,
     Role,
     UnknownAppException,
     UnknownSchedulerException,
+    Workspace,
     parse_app_handle,
 )
+from torchx_core.workspace.api import WorkspaceMixin
 
 
 def _app(name: str = "echo", replicas: int = 2) -> AppDef:
@@ -128,7 +133,11 @@ def test_delete_removes_app(runner: Runner, table: JobTable) -> None:
 def test_describe_returns_submitted_app_or_reconstruction(runner: Runner, table: JobTable) -> None:
     app = _app()
     handle = runner.run(app, "fake")
-    assert runner.describe(handle) is app
+    # as in TorchX HEAD: the submitted copy, carrying the runner's env; the caller's app unchanged
+    submitted = runner.describe(handle)
+    assert submitted is not None and submitted is not app
+    assert submitted.roles[0].env["TORCHX_JOB_ID"] == "fake://sess/${app_id}"
+    assert app == _app()
     # another runner reconstructs it from the scheduler
     other = Runner("o", {"fake": make_factory(table)})
     described = other.describe(handle)
@@ -199,15 +208,52 @@ def test_bad_cfg_type_is_typed_error(runner: Runner) -> None:
         runner.run(_app(), "fake", cfg={"priority": "high"})
 
 
-def test_workspace_sets_first_role_workspace(runner: Runner, tmp_path) -> None:  # type: ignore[no-untyped-def]
+class _WorkspaceFake(WorkspaceMixin[None], FakeScheduler):
+    """The fake scheduler, with workspaces: it records each role's workspace in its env."""
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        role.env["WORKSPACE"] = str(workspace)
+
+
+def _workspace_runner(table: JobTable) -> Runner:
+    def factory(session_name: str, **kwargs: Any) -> FakeScheduler:
+        return _WorkspaceFake(session_name, table, **kwargs)
+
+    return Runner("sess", {"fake": factory})
+
+
+def test_workspace_sets_first_role_workspace_on_the_copy(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from torchx_core.schedulers.api import UnsupportedFeatureError
 
     app = _app()
-    # the fake does not support workspaces: the runner sets it, the scheduler rejects it
+    info = _workspace_runner(JobTable()).dryrun(app, "fake", workspace=str(tmp_path))
+    assert info.app is not None and info.app.roles[0].env["WORKSPACE"] == str(tmp_path)
+    assert app.roles[0].workspace is None  # as in TorchX HEAD: the caller's app is unchanged
+    # a scheduler without workspaces rejects it
     with pytest.raises(UnsupportedFeatureError, match="workspace"):
-        runner.dryrun(app, "fake", workspace=str(tmp_path))
-    assert app.roles[0].workspace is not None
-    assert str(tmp_path) in str(app.roles[0].workspace)
+        Runner("s", {"fake": make_factory(JobTable())}).dryrun(app, "fake", workspace=str(tmp_path))
+
+
+def test_dryrun_leaves_the_callers_app_unchanged_and_shares_its_overrides() -> None:
+    """TorchX HEAD: dryrun works on a copy (env injection and workspace never leak into the
+    caller's AppDef) whose roles share the caller's ``overrides`` dict, copyable or not."""
+    import concurrent.futures
+
+    table = JobTable()
+    runner = Runner("sess", {"fake": make_factory(table)})
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+    app = _app()
+    app.roles[0].overrides = {"image": future}
+    first = runner.dryrun(app, "fake")
+    second = runner.dryrun(app, "fake", parent_run_id="p1")
+    assert app.roles[0].env == {}
+    for info in (first, second):
+        assert info.app is not None and info.app is not app
+        assert info.app.roles[0].env["TORCHX_JOB_ID"] == "fake://sess/${app_id}"
+        assert info.app.roles[0].overrides is app.roles[0].overrides
+    assert "TORCHX_PARENT_RUN_ID" not in first.app.roles[0].env  # type: ignore[union-attr]
 
 
 def test_scheduler_instances_are_lazy_cached_and_closed(table: JobTable) -> None:
@@ -307,14 +353,10 @@ def test_missing_workspace_is_a_typed_error_naming_the_path(
     assert not table.jobs
 
 
-def test_workspace_accepts_torchx_070_file_url(runner: Runner, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from torchx_core.schedulers.api import UnsupportedFeatureError
-
-    app = _app()
-    with pytest.raises(UnsupportedFeatureError):  # the fake has no workspace support
-        runner.dryrun(app, "fake", workspace=f"file://{tmp_path}")
-    assert app.roles[0].workspace is not None
-    assert app.roles[0].workspace.projects == {str(tmp_path): ""}
+def test_workspace_accepts_torchx_070_file_url(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    info = _workspace_runner(JobTable()).dryrun(_app(), "fake", workspace=f"file://{tmp_path}")
+    assert info.app is not None and info.app.roles[0].workspace is not None
+    assert info.app.roles[0].workspace.projects == {str(tmp_path): ""}
 
 
 @pytest.mark.parametrize("bad", [None, "app", 42])
@@ -592,3 +634,30 @@ def test_status_many_forgets_the_submitted_app_of_a_vanished_handle(
     table.vanish(parse_app_handle(handle).app_id)
     assert runner.status_many([handle]) == {handle: None}
     assert runner.describe(handle) is None  # not the AppDef this runner submitted
+
+
+class _CachingWorkspaceFake(WorkspaceMixin[None], FakeScheduler):
+    """Implements only TorchX HEAD's caching hook."""
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        role.image = str(build_cache.setdefault(role.workspace, f"built-{len(build_cache)}"))
+
+
+def test_a_scheduler_with_only_the_caching_workspace_hook_builds_through_the_runner(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    def factory(session_name: str, **kwargs: Any) -> FakeScheduler:
+        return _CachingWorkspaceFake(session_name, JobTable(), **kwargs)
+
+    ws = Workspace({str(tmp_path): ""})
+    app = AppDef(
+        "a",
+        [
+            Role("r1", "i", entrypoint="e", workspace=ws),
+            Role("r2", "i", entrypoint="e", workspace=ws),
+        ],
+    )
+    info = Runner("s", {"fake": factory}).dryrun(app, "fake")
+    assert info.app is not None and [r.image for r in info.app.roles] == ["built-0", "built-0"]

@@ -83,7 +83,7 @@ SESSION = "sess-7f3a"
 def user_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Capture]:
     """What a user does: attach a handler to the ``torchx-events-null`` logger."""
     monkeypatch.setenv(session.TORCHX_INTERNAL_SESSION_ID, SESSION)
-    monkeypatch.setattr(session, "_session_id", None)
+    monkeypatch.setattr(session, "CURRENT_SESSION_ID", None)
     cap = _Capture()
     logger = logging.getLogger("torchx-events-null")
     logger.addHandler(cap)
@@ -377,7 +377,7 @@ def test_an_event_that_cannot_be_serialized_does_not_break_the_call(
 
 def test_session_id_is_one_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(session.TORCHX_INTERNAL_SESSION_ID, raising=False)
-    monkeypatch.setattr(session, "_session_id", None)
+    monkeypatch.setattr(session, "CURRENT_SESSION_ID", None)
     assert session.get_torchx_session_id() is None
     sid = session.get_session_id_or_create_new()
     assert len(sid) == 36 and sid.count("-") == 4
@@ -440,3 +440,22 @@ def _local_cwd_factory() -> Any:
     from torchx_core.schedulers.registry import default_registry
 
     return default_registry().view()["local_cwd"]
+
+
+def test_a_patched_record_sees_every_event_with_the_patched_session() -> None:
+    """TorchX users' tests patch ``torchx.runner.events.record`` (and the session look-up
+    ``events.get_session_id_or_create_new``) to read the events: no handler needs attaching."""
+    from unittest import mock
+
+    table = JobTable()
+    with (
+        mock.patch.object(events, "record") as recorded,
+        mock.patch.object(events, "get_session_id_or_create_new", return_value="s-1"),
+    ):
+        make_runner(table).run(AppDef("a", roles=[Role("r", "img", entrypoint="e")]), "fake")
+        with pytest.raises(RuntimeError), log_event("mine") as ctx:
+            raise RuntimeError("boom")
+    sent = [c.args[0] for c in recorded.call_args_list]
+    assert [e.api for e in sent] == ["dryrun", "schedule", "run", "mine"]
+    assert {e.session for e in sent} == {"s-1"}
+    assert "boom" in (ctx._torchx_event.raw_exception or "")

@@ -115,3 +115,45 @@ def test_typed_component_without_docstring_runs_as_in_torchx() -> None:
     assert comp.validation_errors == []
     assert comp.description.startswith("typed_no_docs") and "TIP" in comp.description
     assert comp.fn("x", 2).roles[0].args == ["x", "x"]
+
+
+def test_torchx_finder_classes_and_module_helpers(tmp_path: Path) -> None:
+    """TorchX's public finder names: ``module_relname``, ``is_package``,
+    ``is_namespace_package``, ``ModuleComponentsFinder`` and ``CustomComponentsFinder``."""
+    import torchx_core.components as comps
+    import torchx_core.components.dist as dist
+    from torchx_core.specs import finder
+
+    assert finder.module_relname(dist, relative_to=comps) == "dist"
+    assert finder.module_relname(comps, relative_to=comps) == ""
+    with pytest.raises(ValueError, match="is not a submodule of"):
+        finder.module_relname(comps, relative_to=dist)
+    assert finder.is_package(comps) and not finder.is_package(dist)
+    assert not finder.is_namespace_package(comps)
+    names = [c.name for c in finder.ModuleComponentsFinder(comps, group="g").find(None)]
+    assert "g.dist.ddp" in names and "g.utils.echo" in names
+    src = tmp_path / "mine.py"
+    src.write_text(
+        "import torchx_core.specs as specs\n\n"
+        "def comp(msg: str = 'hi') -> specs.AppDef:\n"
+        '    """Says hi."""\n'
+        "    return specs.AppDef('a', roles=[specs.Role('r', 'img', entrypoint='echo')])\n"
+    )
+    (found,) = finder.CustomComponentsFinder(str(src), "comp").find(None)
+    assert (found.name, found.fn_name, found.description) == (f"{src}:comp", "comp", "Says hi.")
+    assert found.validation_errors == []
+
+
+def test_builtin_source_runs_as_a_component_of_ones_own(tmp_path: Path) -> None:
+    """TorchX: ``get_builtin_source`` (``torchx builtins --print``) includes the module's imports
+    before the function, so the copy is a working component file."""
+    from torchx_core.specs.builders import materialize_appdef
+
+    src = finder.get_builtin_source("utils.echo")
+    assert src.index("from torchx_core.components import IMAGE") < src.index("def echo(")
+    copy = tmp_path / "copy.py"
+    copy.write_text(src)
+    comp = finder.get_component(f"{copy}:echo")
+    assert comp.validation_errors == []
+    app = materialize_appdef(comp.fn, ["--msg", "hi"])
+    assert app.roles[0].entrypoint == "echo" and app.roles[0].args == ["hi"]

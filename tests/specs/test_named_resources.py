@@ -250,3 +250,13 @@ def test_aws_gib_is_1024_as_in_torchx() -> None:
     assert mine.memMB == 64 * 983
     assert aws.aws_m5_4xlarge().memMB == mine.memMB
     assert aws.aws_p4d_24xlarge().memMB == 1_132_416
+
+
+def test_null_and_missing_name_the_null_resource() -> None:
+    """TorchX: ``named_resources["NULL"]`` and ``["MISSING"]`` are the null resource."""
+    from torchx_core.specs import NULL_RESOURCE, named_resources, resource
+
+    assert named_resources["NULL"] == NULL_RESOURCE == named_resources["MISSING"]
+    assert resource(h="MISSING") == NULL_RESOURCE and "NULL" in named_resources
+    named_resources["NULL"].capabilities["x"] = 1  # a copy: the sentinel stays as it was
+    assert NULL_RESOURCE.capabilities == {}

@@ -37,7 +37,14 @@ def test_sentinels() -> None:
     assert MISSING == "<MISSING>"
     assert NONE == "<NONE>"
     assert Resource(cpu=-1, gpu=-1, memMB=-1) == NULL_RESOURCE
-    assert Resource(cpu=-1, gpu=-1, memMB=-1) == ALL
+    assert ALL == "all" and isinstance(ALL, str)  # TorchX: the "every scheduler" name, no Resource
+
+
+def test_retry_policy_str_is_torchx_s() -> None:
+    """TorchX: ``str()`` of a policy names its class; ``.value`` is the bare name."""
+    assert str(RetryPolicy.APPLICATION) == "RetryPolicy.APPLICATION"
+    assert f"{RetryPolicy.REPLICA}" == "RetryPolicy.REPLICA"
+    assert RetryPolicy.ROLE.value == "ROLE" and RetryPolicy("ROLE") is RetryPolicy.ROLE
 
 
 def test_role_signature_matches_torchx() -> None:

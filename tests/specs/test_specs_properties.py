@@ -56,8 +56,8 @@ def test_parse_app_handle_only_typed_errors(handle: str) -> None:
 @SETTINGS
 @given(
     st.from_regex(r"[A-Za-z0-9_.\-]{1,12}", fullmatch=True),
-    st.text(max_size=12).filter(lambda s: "/" not in s),
-    st.text(min_size=1, max_size=20),
+    st.text(max_size=12),
+    st.text(min_size=1, max_size=20).filter(lambda s: "/" not in s),
 )
 def test_app_handle_round_trip(scheduler: str, session: str, app_id: str) -> None:
     assert parse_app_handle(make_app_handle(scheduler, session, app_id)) == (

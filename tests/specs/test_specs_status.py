@@ -288,7 +288,9 @@ def test_dryrun_info_uses_fmt() -> None:
 def test_parse_app_handle_examples() -> None:
     assert parse_app_handle("k8s://default/foo_bar") == ParsedAppHandle("k8s", "default", "foo_bar")
     assert parse_app_handle("k8s:///foo_bar") == ParsedAppHandle("k8s", "", "foo_bar")
-    assert parse_app_handle("local_cwd://s/a/b") == ParsedAppHandle("local_cwd", "s", "a/b")
+    # TorchX: the app id is what follows the last `/` (a session name may hold slashes)
+    assert parse_app_handle("local_cwd://a/b/c") == ParsedAppHandle("local_cwd", "a/b", "c")
+    assert make_app_handle(*parse_app_handle("local_cwd://a/b/c")) == "local_cwd://a/b/c"
     assert AppHandle is str
 
 
@@ -349,5 +351,5 @@ def test_handle_parts_keep_every_allowed_character() -> None:
     from torchx_core.specs import make_app_handle, parse_app_handle
 
     parsed = parse_app_handle("a-b.c_D9://s/x/y/z")
-    assert tuple(parsed) == ("a-b.c_D9", "s", "x/y/z")
+    assert tuple(parsed) == ("a-b.c_D9", "s/x/y", "z")  # TorchX: the app id follows the last /
     assert make_app_handle(*parsed) == "a-b.c_D9://s/x/y/z"

@@ -163,3 +163,27 @@ def test_a_broken_tracker_plugin_reports_its_load_error(monkeypatch: pytest.Monk
     monkeypatch.setattr(plugins._registry, "_registry", reg)
     with pytest.raises(TrackerError, match="plugin `shiny` failed to load: ModuleNotFoundError"):
         build_trackers({"shiny": None})
+
+
+def test_trackers_are_looked_up_through_the_modules_plugins_and_load_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TorchX users' tests patch ``torchx.tracker.api.plugins`` (the plugin registry) and
+    ``torchx.tracker.api.load_module`` (the ``module:factory`` fallback)."""
+    from unittest import mock
+
+    from torchx_core.tracker import api
+
+    def make(config: str | None) -> RecordingTracker:
+        return RecordingTracker()
+
+    with mock.patch.object(api, "plugins") as plugins_mock:
+        plugins_mock.registry.return_value.get.return_value = {"t1": make}
+        plugins_mock.registry.return_value.load_errors.return_value = []
+        (built,) = build_trackers({"t1": "cfg"})
+        assert isinstance(built, RecordingTracker)
+        plugins_mock.registry.return_value.get.return_value = {}
+        with mock.patch.object(api, "load_module", return_value=make) as load:
+            (built,) = build_trackers({"my.mod:make": None})
+        load.assert_called_once_with("my.mod:make")
+        assert isinstance(built, RecordingTracker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,17 @@ def test_declared_names_sees_a_distribution_installed_later(site: Path) -> None:
     dist.mkdir()
     (dist / "entry_points.txt").write_text("[eptest.group]\nlate = eptest_mod:double\n")
     assert "late" in entrypoints.declared_names("eptest.group")
+
+
+def test_a_replaced_metadata_entry_points_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TorchX users fake entry points by patching ``entrypoints.metadata.entry_points`` (that is
+    ``importlib.metadata.entry_points``): the group is then read from it, declared or not."""
+    from importlib.metadata import EntryPoint, EntryPoints
+
+    fake = EntryPoints(
+        [EntryPoint("j", "os.path:join", "fake.group"), EntryPoint("x", "os:sep", "other")]
+    )
+    monkeypatch.setattr(entrypoints.metadata, "entry_points", lambda: fake)
+    assert [ep.name for ep in entrypoints.entry_points("fake.group")] == ["j"]
+    assert entrypoints.load("fake.group", "j") is os.path.join
+    assert list(entrypoints.load_group("fake.group")) == ["j"]

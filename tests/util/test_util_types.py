@@ -20,6 +20,10 @@ from torchx_core.util import types
         ("FOO=v1,v2", {"FOO": "v1,v2"}),
         ("FOO=v1,v2,BAR=v3", {"FOO": "v1,v2", "BAR": "v3"}),
         ("FOO=v1;v2;BAR=v3", {"FOO": "v1;v2", "BAR": "v3"}),
+        # TorchX: a quoted value is taken whole, delimiters and `=` included
+        ('FOO="value with = and , and ;"', {"FOO": "value with = and , and ;"}),
+        ("A='x=1, y;2',B=v", {"A": "x=1, y;2", "B": "v"}),
+        ('A=1,B="",C=3', {"A": "1", "B": "", "C": "3"}),
     ],
 )
 def test_to_dict_as_torchx(text: str, expected: dict[str, str]) -> None:
@@ -56,3 +60,17 @@ def test_argparse_type_and_none_throws() -> None:
     assert types.none_throws(0) == 0
     with pytest.raises(AssertionError, match="boom"):
         types.none_throws(None, "boom")
+
+
+def test_annotated_decodes_as_its_type() -> None:
+    """TorchX: ``Annotated[X, ...]`` component parameters decode and parse as ``X``."""
+
+    def param(annotation: object) -> inspect.Parameter:
+        return inspect.Parameter("p", inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+
+    assert types.get_argparse_param_type(param(typing.Annotated[str, "-s"])) is str
+    assert types.get_argparse_param_type(param(typing.Annotated[int, "-n"])) is int
+    assert types.get_argparse_param_type(param(typing.Annotated[list[str], "-l"])) is str
+    assert types.decode("test", typing.Annotated[str, "-s"]) == "test"
+    assert types.decode("true", typing.Annotated[bool, "-b"]) is True
+    assert types.decode("a,b", typing.Annotated[list[str], "-l"]) == ["a", "b"]

@@ -140,3 +140,15 @@ def test_unreachable_engine_is_a_typed_error(
         DockerScheduler("t").submit_dryrun(_app(Workspace({str(_project(tmp_path)): ""})), {})
     assert f"cannot reach the Docker engine at unix://{missing}" in str(e.value)
     assert "DOCKER_HOST" in str(e.value)
+
+
+def test_pushing_nothing_does_not_contact_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As TorchX: ``push_images({})`` is a no-op (no engine needed: a job whose images are all
+    in a registry already)."""
+    from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
+
+    def no_engine(self: object) -> None:
+        raise AssertionError("the Docker engine was contacted")
+
+    monkeypatch.setattr(DockerWorkspaceMixin, "_docker_client", no_engine)
+    DockerWorkspaceMixin().push_images({})

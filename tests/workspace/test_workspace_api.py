@@ -1,15 +1,17 @@
-"""copy_workspace copies projects, skips caches and special files, and keeps symlinks."""
+"""copy_workspace copies projects, skips caches and special files, and keeps symlinks;
+WorkspaceMixin's TorchX HEAD hooks (build_workspaces, caching_build_workspace_and_update_role)."""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from torchx_core.specs import InvalidWorkspaceError, Workspace
-from torchx_core.workspace.api import copy_workspace, workspace_digest
+from torchx_core.specs import CfgVal, InvalidWorkspaceError, Role, Workspace
+from torchx_core.workspace.api import WorkspaceMixin, copy_workspace, workspace_digest
 
 
 def test_copy_skips_caches_and_special_files(tmp_path: Path) -> None:
@@ -44,3 +46,54 @@ def test_a_workspace_string_naming_no_directory_is_a_typed_error(text: str, tmp_
     with pytest.raises(InvalidWorkspaceError, match="names no directory") as err:
         copy_workspace(text, tmp_path / "out")
     assert repr(text) in str(err.value)
+
+
+class _CachingBuilds(WorkspaceMixin[None]):
+    """TorchX HEAD's recommended hook only: one build per (image, workspace) per call."""
+
+    def __init__(self) -> None:
+        self.builds: list[tuple[str, Workspace]] = []
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        assert role.workspace is not None
+        key = (role.image, role.workspace)
+        if key not in build_cache:
+            self.builds.append(key)
+            build_cache[key] = f"{role.image}:{len(self.builds)}"
+        role.image = str(build_cache[key])
+
+
+def test_build_workspaces_shares_one_cache_per_call_and_skips_roles_without_one() -> None:
+    ws = Workspace({"/src/a": "", "/src/b": "b"})
+    roles = [
+        Role("none", image="foo"),
+        Role("r1", image="bar", workspace=ws),
+        Role("r2", image="bar", workspace=Workspace({"/src/b": "b", "/src/a": ""})),
+        Role("r3", image="baz", workspace=ws),
+    ]
+    builder = _CachingBuilds()
+    builder.build_workspaces(roles, cfg={})
+    assert [r.image for r in roles] == ["foo", "bar:1", "bar:1", "baz:2"]
+    assert builder.builds == [("bar", ws), ("baz", ws)]
+    builder.build_workspaces([Role("r", image="bar", workspace=ws)], cfg={})
+    assert len(builder.builds) == 3  # a new call, a new cache
+
+
+def test_workspace_hashes_by_projects_and_a_mixin_without_a_build_hook_says_so() -> None:
+    assert hash(Workspace({"a": "", "b": "x"})) == hash(Workspace({"b": "x", "a": ""}))
+    assert len({Workspace({"a": ""}), Workspace({"a": ""}), Workspace({"a": "t"})}) == 2
+
+    class NoBuild(WorkspaceMixin[None]):
+        pass
+
+    with pytest.raises(NotImplementedError, match="implement `caching_build_workspace"):
+        NoBuild().build_workspaces([Role("r", image="i", workspace=Workspace({"a": ""}))], {})
+
+
+def test_an_empty_workspace_string_is_a_typed_error(tmp_path: Path) -> None:
+    from torchx_core.specs import InvalidWorkspaceError
+
+    with pytest.raises(InvalidWorkspaceError, match="names no directory"):
+        copy_workspace("", tmp_path / "out")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from torchx_core.cli.cmd_base import SubCommand
 
@@ -24,7 +25,7 @@ class CmdDescribe(SubCommand):
             app = runner.describe(args.app_handle)
         if app is None:
             logger.error("app %s does not exist or has been removed", args.app_handle)
-            return 1
+            sys.exit(1)  # as TorchX's `run`: a missing app exits 1
         if args.json:
             from torchx_core.specs import appdef_to_json
 

@@ -1,10 +1,13 @@
-"""``torchx list [-s SCHEDULER] [--json]``: the apps a scheduler knows, with their states."""
+"""``torchx list [-s SCHEDULER] [-cfg k=v,...] [--json]``: the apps a scheduler knows, with their
+states (TorchX's ``-cfg``/``--scheduler_args`` and ``.torchxconfig`` run options select where to
+look, e.g. a cluster or namespace)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from torchx_core.cli.argparse_util import ArgOnceAction
 from torchx_core.cli.cmd_base import SubCommand
 
 HANDLE_HEADER = "APP HANDLE"
@@ -22,13 +25,27 @@ class CmdList(SubCommand):
             default="local_cwd",
             help="scheduler whose apps to list (default: %(default)s)",
         )
+        subparser.add_argument(
+            "-cfg",
+            "--scheduler_args",
+            action=ArgOnceAction,
+            help="the scheduler's run options for the list, e.g. `cluster=foo,user=bar`"
+            " (`torchx runopts SCHEDULER` lists them); the [SCHEDULER] section of .torchxconfig"
+            " fills the others",
+        )
         subparser.add_argument("--json", action="store_true", help="print JSON lines")
 
     def run(self, args: argparse.Namespace) -> int:
-        from torchx_core.runner import get_runner
+        from torchx_core.runner import config, get_runner
+        from torchx_core.specs import CfgVal
 
         with get_runner(component_defaults={}) as runner:
-            apps = runner.list(args.scheduler)
+            cfg: dict[str, CfgVal] = {}
+            scheduler_args = getattr(args, "scheduler_args", None)
+            if scheduler_args:
+                cfg = dict(runner.scheduler_run_opts(args.scheduler).cfg_from_str(scheduler_args))
+            config.apply(scheduler=args.scheduler, cfg=cfg)  # the command line wins
+            apps = runner.list(args.scheduler, cfg or None)
         if args.json:
             for a in apps:
                 row = {"app_handle": a.app_handle, "app_id": a.app_id, "state": str(a.state)}

@@ -2,16 +2,36 @@
 
 Prints the logs of every replica of an app, of one role, or of some replicas of a role (``IDS``
 is a comma separated list of replica indices). Each line is prefixed ``role/replica``.
+
+TorchX's library functions are here too: :func:`get_logs` (what the command prints, to any
+file), :func:`validate` and :func:`print_log_lines`, with TorchX's ``GREEN`` ``role/replica``
+prefixes; a bad identifier or role raises a typed error instead of ending the process.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
+import threading
+import time
+from queue import Queue
+from typing import TYPE_CHECKING, TextIO
 
+from torchx_core.cli._term import ENDC, GREEN
 from torchx_core.cli.cmd_base import SubCommand
+from torchx_core.runner import get_runner
+from torchx_core.specs import is_started
 from torchx_core.specs.errors import MalformedAppHandleException
+
+if TYPE_CHECKING:
+    from torchx_core.runner import Runner
+    from torchx_core.schedulers.api import Stream
+
+__all__ = ["ENDC", "GREEN", "ID_FORMAT", "CmdLog", "get_logs", "print_log_lines", "validate"]
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 ID_FORMAT = "SCHEDULER://[SESSION_NAME]/APP_ID[/ROLE_NAME[/REPLICA_IDS,...]]"
 _ID_RE = re.compile(
@@ -31,6 +51,113 @@ def parse_identifier(identifier: str) -> tuple[str, str | None, list[int] | None
     handle = f"{m['sched']}://{m['sess']}/{m['app']}"
     ids = [int(i) for i in m["ids"].split(",") if i] if m["ids"] else None
     return handle, m["role"], ids
+
+
+def validate(job_identifier: str) -> None:
+    """Checks that ``job_identifier`` has the form :data:`ID_FORMAT`.
+
+    Raises:
+        MalformedAppHandleException: it does not (TorchX logs and exits 1; the CLI still does).
+    """
+    parse_identifier(job_identifier)
+
+
+def print_log_lines(
+    file: TextIO,
+    runner: Runner,
+    app_handle: str,
+    role_name: str,
+    replica_id: int,
+    regex: str | None,
+    should_tail: bool,
+    exceptions: Queue[Exception],
+    streams: Stream | None,
+) -> None:
+    """Writes one replica's log lines to ``file``, each prefixed ``GREEN role/replica ENDC``.
+
+    A closed output (``BrokenPipeError``) ends it quietly; any other error is put on
+    ``exceptions`` and raised.
+    """
+    from torchx_core.cli._term import prefix_line
+
+    prefix = f"{GREEN}{role_name}/{replica_id}{ENDC} "
+    try:
+        for line in runner.log_lines(
+            app_handle, role_name, replica_id, regex, should_tail=should_tail, streams=streams
+        ):
+            try:
+                print(prefix_line(prefix, line), file=file, end="", flush=True)
+            except BrokenPipeError:
+                return
+    except Exception as e:
+        exceptions.put(e)
+        raise
+
+
+def _wait_for_app_started(runner: Runner, app_handle: str, interval: float = 1.0) -> bool:
+    """Waits until the app has started: True then, False (with a warning) if it is unknown."""
+    said = False
+    while True:
+        status = runner.status(app_handle)
+        if status is None:
+            logger.warning(
+                "app `%s` not found: it does not exist or the app id is wrong", app_handle
+            )
+            return False
+        if is_started(status.state):
+            return True
+        if not said:
+            logger.info("Waiting for app state response before fetching logs...")
+            said = True
+        time.sleep(interval)
+
+
+def get_logs(
+    file: TextIO,
+    identifier: str,
+    regex: str | None,
+    should_tail: bool = False,
+    runner: Runner | None = None,
+    streams: Stream | None = None,
+) -> None:
+    """Writes the logs of the replicas ``identifier`` selects (:data:`ID_FORMAT`) to ``file``.
+
+    Without replica ids, waits for the app to start first (returns with a warning if the app is
+    unknown) and reads every replica of the role (or of every role). One thread per replica;
+    the first error of any replica is raised after all have finished, the others logged.
+
+    Raises:
+        MalformedAppHandleException: ``identifier`` is not of the form :data:`ID_FORMAT`.
+        LogSelectionError: the app has no such role.
+    """
+    from torchx_core.cli._follow import role_replicas
+
+    handle, role, ids = parse_identifier(identifier)
+    runner = runner or get_runner()
+    if ids is not None:
+        replicas = [(role or "", i) for i in ids]
+    else:
+        if not _wait_for_app_started(runner, handle):
+            return
+        replicas = role_replicas(runner, handle, role)
+    exceptions: Queue[Exception] = Queue()
+    threads = [
+        threading.Thread(
+            target=print_log_lines,
+            args=(file, runner, handle, r, k, regex, should_tail, exceptions, streams),
+            daemon=True,
+        )
+        for r, k in replicas
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [exceptions.get() for _ in range(exceptions.qsize())]
+    for e in errors[1:]:
+        logger.error("%s", e)
+    if errors:
+        raise errors[0]
 
 
 class CmdLog(SubCommand):
@@ -60,7 +187,6 @@ class CmdLog(SubCommand):
 
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.cli._follow import LogSelectionError, print_logs, role_replicas
-        from torchx_core.runner import get_runner
         from torchx_core.schedulers.api import Stream
 
         handle, role, ids = parse_identifier(args.identifier)

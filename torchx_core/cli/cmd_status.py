@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from torchx_core.cli.cmd_base import SubCommand, searched
@@ -25,9 +26,13 @@ class CmdStatus(SubCommand):
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument(
-            "app_handle",
-            nargs="+",
-            help="app handle(s) (e.g. local_cwd://torchx/echo-abc123)",
+            "app_handle", help="app handle (e.g. local_cwd://torchx/echo-abc123)"
+        )
+        subparser.add_argument(
+            "more_handles",
+            nargs="*",
+            metavar="app_handle",
+            help="more app handles (their statuses are read with one batched call per scheduler)",
         )
         subparser.add_argument(
             "--roles", default="", help="comma separated roles to show (default: all)"
@@ -43,12 +48,17 @@ class CmdStatus(SubCommand):
         from torchx_core.runner import get_runner
         from torchx_core.specs import parse_app_handle
 
-        handles: list[str] = list(dict.fromkeys(args.app_handle))
+        handles: list[str] = list(
+            dict.fromkeys([args.app_handle, *getattr(args, "more_handles", [])])
+        )
         for handle in handles:
             parse_app_handle(handle)  # a malformed handle fails before any scheduler is asked
         roles = [r for r in args.roles.split(",") if r] or None
         with get_runner(component_defaults={}) as runner:
-            statuses = runner.status_many(handles)
+            if len(handles) == 1:  # one handle: TorchX's call, `Runner.status`
+                statuses = {handles[0]: runner.status(handles[0])}
+            else:
+                statuses = runner.status_many(handles)
             missing = [h for h, s in statuses.items() if s is None]
             for handle in missing:
                 scheduler, _, app_id = parse_app_handle(handle)
@@ -72,7 +82,9 @@ class CmdStatus(SubCommand):
                 if len(handles) > 1:
                     print(("\n" if i else "") + f"== {handle}")
                 print(status.format(roles))
-        return 1 if missing else 0
+        if missing:
+            sys.exit(1)  # as TorchX's `run`: a missing app exits 1
+        return 0
 
 
 def _check_roles(handle: str, status: AppStatus, roles: list[str] | None) -> None:

@@ -19,9 +19,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from torchx_core.cli.cmd_base import SubCommand
+from torchx_core.runner.api import get_configured_tracker_factories, get_configured_trackers
+from torchx_core.tracker.api import TrackerError, build_trackers
 
 if TYPE_CHECKING:
     from torchx_core.tracker.api import TrackerBase
+
+
+class NoTrackerError(TrackerError, RuntimeError):
+    """No tracker is configured to query (a ``RuntimeError``, as TorchX raises)."""
 
 
 class CmdTracker(SubCommand):
@@ -38,34 +44,36 @@ class CmdTracker(SubCommand):
         """The tracker to query: ``--tracker NAME`` or the first configured one.
 
         Raises:
-            TrackerError: no tracker is configured, or ``--tracker`` names an unconfigured one.
+            NoTrackerError: no tracker is configured.
+            TrackerError: ``--tracker`` names an unconfigured one, or it cannot be built.
         """
-        from torchx_core.runner.api import get_configured_trackers
         from torchx_core.specs.errors import did_you_mean
-        from torchx_core.tracker.api import TrackerError, build_trackers
 
         configured = get_configured_trackers()
-        if not configured:
+        name = self._tracker_name or next(iter(configured), None)
+        if name is not None and name not in configured:
             raise TrackerError(
+                f"--tracker {name!r} is not configured; configured trackers:"
+                f" {', '.join(configured) or 'none'}.{did_you_mean(name, configured)}"
+            )
+        factories = get_configured_tracker_factories()
+        built = list(build_trackers({name: configured[name]}, factories=factories)) if name else []
+        if not built:
+            raise NoTrackerError(
                 "no trackers are configured: add a [torchx:tracker] section to .torchxconfig"
                 " (e.g. `fsspec = fsspec` and a [tracker:fsspec] section with `config = <file>`)"
                 " or set TORCHX_TRACKERS"
             )
-        name = self._tracker_name or next(iter(configured))
-        if name not in configured:
-            raise TrackerError(
-                f"--tracker {name!r} is not configured; configured trackers:"
-                f" {', '.join(configured)}.{did_you_mean(name, configured)}"
-            )
-        from torchx_core.runner.api import get_configured_tracker_factories
+        return built[0]
 
-        factories = get_configured_tracker_factories()
-        return next(iter(build_trackers({name: configured[name]}, factories=factories)))
+    def _use(self, args: argparse.Namespace) -> None:
+        self._tracker_name = getattr(args, "tracker", None)
 
     def add_list_job_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument("--parent-run-id", help="only the runs derived from this run")
 
     def list_jobs_command(self, args: argparse.Namespace) -> None:
+        self._use(args)
         kwargs = {"parent_run_id": args.parent_run_id} if args.parent_run_id else {}
         ids = list(self.tracker.run_ids(**kwargs))
         _print(args, ["JOB ID"], [[i] for i in ids], [{"run_id": i} for i in ids])
@@ -74,6 +82,7 @@ class CmdTracker(SubCommand):
         subparser.add_argument("RUN_ID", help="the run (app handle)")
 
     def list_metadata_command(self, args: argparse.Namespace) -> None:
+        self._use(args)
         md = self.tracker.metadata(args.RUN_ID)
         rows = [[str(k), _text(v)] for k, v in md.items()]
         _print(args, ["ID", "VALUE"], rows, [{"key": k, "value": v} for k, v in md.items()])
@@ -83,6 +92,7 @@ class CmdTracker(SubCommand):
         subparser.add_argument("RUN_ID", help="the run (app handle)")
 
     def list_artifacts_command(self, args: argparse.Namespace) -> None:
+        self._use(args)
         arts = [
             a
             for a in self.tracker.artifacts(args.RUN_ID).values()
@@ -93,6 +103,7 @@ class CmdTracker(SubCommand):
         _print(args, ["ARTIFACT", "PATH", "METADATA"], rows, objs)
 
     def list_lineage_command(self, args: argparse.Namespace) -> None:
+        self._use(args)
         lin = self.tracker.lineage(args.RUN_ID)
         rows = [["source", s.source_run_id, s.artifact_name or ""] for s in lin.sources]
         rows += [["descendant", d, ""] for d in lin.descendants]
@@ -128,7 +139,8 @@ class CmdTracker(SubCommand):
             p.add_argument("--json", action="store_true", help="print JSON lines")
             if add_args is not None:
                 add_args(p)
-            p.set_defaults(tracker_func=handler)
+            # `func` as TorchX sets it (a parser of one's own calls `args.func(args)`)
+            p.set_defaults(func=handler, tracker_func=handler)
 
     def run(self, args: argparse.Namespace) -> int:
         handler = getattr(args, "tracker_func", None)
@@ -136,7 +148,6 @@ class CmdTracker(SubCommand):
             if self._parser is not None:
                 self._parser.print_help()
             return 2
-        self._tracker_name = args.tracker
         handler(args)
         return 0
 

@@ -20,8 +20,10 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from torchx_core.util.entrypoints import load_group
 
 __all__ = ["create_parser", "get_default_sub_cmds", "get_sub_cmds", "main", "run_main"]
 
@@ -170,16 +172,44 @@ def get_default_sub_cmds() -> dict[str, Any]:
 
 
 def get_sub_cmds() -> dict[str, Any]:
-    """Built-in subcommands plus ``torchx.cli.cmds`` plugins (a plugin replaces a built-in)."""
+    """Built-in subcommands plus ``torchx.cli.cmds`` plugins (a plugin replaces a built-in).
+
+    Plugins are read with this module's ``load_group`` (as in TorchX, whose users' tests patch
+    ``torchx.cli.main.load_group``); one that fails to load, or is not a ``SubCommand``, is
+    logged and skipped.
+    """
+    from torchx_core.cli.cmd_base import SubCommand
+
     cmds = get_default_sub_cmds()
-    cmds.update({name: cls() for name, cls in _plugin_commands()[0].items()})
+    for name, load in load_group(CMDS_GROUP).items():
+        try:
+            cmd = load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the CLI
+            logger.warning("CLI plugin `%s` failed to load and is skipped: %s", name, e)
+            continue
+        if not isinstance(cmd, SubCommand):
+            logger.warning(
+                "CLI plugin `%s` is skipped: it gives %s, not a SubCommand (name a SubCommand"
+                " subclass in the `%s` entry point group)",
+                name,
+                type(cmd).__name__,
+                CMDS_GROUP,
+            )
+            continue
+        cmds[name] = cmd
     return cmds
 
 
 def create_parser(
-    selected: str | None = None, command: Any | None = None
+    selected: str | None = None,
+    command: Any | None = None,
+    listed: Mapping[str, str] | None = None,
 ) -> argparse.ArgumentParser:
-    """Builds the parser; only subcommand ``selected`` gets its full arguments."""
+    """Builds the parser; only subcommand ``selected`` gets its full arguments.
+
+    ``listed`` (name -> one-line help) replaces the subcommands ``--help`` lists (default: the
+    built-ins and the plugins).
+    """
     parser = argparse.ArgumentParser(
         prog="torchx",
         description="torchx-suite: define, launch and manage jobs on any scheduler",
@@ -203,7 +233,7 @@ def create_parser(
         # only the subcommand being run needs a parser (its name is already known to be valid)
         names = {selected: _help_of(command) or SUBCOMMANDS.get(selected, ("", "", ""))[2]}
     else:
-        names = _listed_commands()
+        names = dict(listed) if listed is not None else _listed_commands()
     for name, help_text in names.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         if name == selected and command is not None:
@@ -239,12 +269,30 @@ def _restore_logging(saved: tuple[logging.Logger, logging.Handler, bool, int]) -
     pkg_logger.setLevel(level)
 
 
-def run_main(argv: Sequence[str] | None = None) -> int:
-    """Runs the CLI on ``argv`` and returns the exit code (argparse errors still exit)."""
+def run_main(
+    subcmds_or_argv: Mapping[str, Any] | Sequence[str] | None = None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Runs the CLI on ``argv`` and returns the exit code (argparse errors still exit).
+
+    ``run_main(argv)``, or TorchX's ``run_main(subcmds, argv)`` for a CLI of one's own: then
+    ``subcmds`` (name -> ``SubCommand``, e.g. ``get_sub_cmds()`` plus one's own) are the only
+    subcommands.
+    """
+    subcmds: dict[str, Any] | None = None
+    if isinstance(subcmds_or_argv, Mapping):
+        subcmds = dict(subcmds_or_argv)
+    elif argv is None:
+        argv = subcmds_or_argv
     args_list = list(sys.argv[1:] if argv is None else argv)
     selected = _find_subcommand(args_list)
-    command = _load_command(selected) if selected else None
-    parser = create_parser(selected, command)
+    if subcmds is None:
+        command = _load_command(selected) if selected else None
+        listed = None
+    else:
+        command = subcmds.get(selected) if selected else None
+        listed = {name: _help_of(type(cmd)) for name, cmd in subcmds.items()}
+    parser = create_parser(selected if command is not None else None, command, listed)
     args, unknown = parser.parse_known_args(args_list)
     if unknown:
         hint = ""
@@ -286,6 +334,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         logger.error("interrupted")
         return 130
+    except SystemExit as e:  # a command that exits (TorchX's do on a missing app): its code
+        if isinstance(e.code, str):
+            logger.error("%s", e.code)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BrokenPipeError:
         # stdout closed early (e.g. `torchx log ... | head`): not an error of ours
         with contextlib.suppress(OSError):
@@ -308,8 +360,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console script ``torchx``."""
-    sys.exit(run_main(argv))
+    """Console script ``torchx``: returns when the command succeeds (as TorchX's ``main``),
+    exits with the command's code otherwise."""
+    rc = run_main(argv)
+    if rc:
+        sys.exit(rc)
 
 
 if __name__ == "__main__":

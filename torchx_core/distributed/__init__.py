@@ -44,6 +44,16 @@ Backend = Literal["nccl", "gloo", "auto"]
 _BACKENDS = ("nccl", "gloo", "auto")
 
 
+def __getattr__(name: str) -> Any:
+    # TorchX's module holds `dist` (torch.distributed; tests patch `distributed.dist.get_rank`):
+    # here torch is imported only when it is asked for
+    if name == "dist":
+        import torch.distributed
+
+        return torch.distributed
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _pg_initialized() -> bool:
     """Whether a default process group exists (never imports torch: no torch, no group)."""
     dist = sys.modules.get("torch.distributed")

@@ -283,6 +283,10 @@ class PluginRegistry:
             return found
 
     def _load_entry_points(self, group: str, kind: PluginType | None) -> dict[str, Any]:
+        if self._entry_points is None and entrypoints.load_group is not _LOAD_GROUP:
+            # replaced (TorchX users' tests patch `util.entrypoints.load_group` to fake entry
+            # points): its answer is the group, as in TorchX
+            return dict(entrypoints.load_group(group))
         eps = (
             self._entry_points(group)
             if self._entry_points is not None
@@ -445,6 +449,8 @@ def _quote(value: str) -> str:
     return f'"{escaped}"'
 
 
+_LOAD_GROUP = entrypoints.load_group  # what it is unless a test replaced it
+
 _registry: PluginRegistry | None = None
 _registry_lock = threading.Lock()
 
@@ -464,6 +470,17 @@ def registry() -> PluginRegistry:
             if _registry is None:
                 _registry = PluginRegistry(plugin_sources=_sources_from_env())
     return _registry
+
+
+def _cache_clear() -> None:
+    """Forgets the process-wide registry: the next :func:`registry` call builds a new one
+    (TorchX's ``registry.cache_clear()``, which tests call between cases)."""
+    global _registry
+    with _registry_lock:
+        _registry = None
+
+
+registry.cache_clear = _cache_clear  # type: ignore[attr-defined]  # TorchX's lru_cache API
 
 
 def _sources_from_env() -> PluginSource:

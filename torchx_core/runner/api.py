@@ -21,10 +21,18 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from torchx_core.runner._checks import (
+    RunnerError,
+    as_stream,
+    builtin_component,
+    check_app,
+    check_workspace,
+    copy_app,
+)
 from torchx_core.runner.events import log_event
 from torchx_core.settings import (
     ENV_TORCHX_JOB_ID,
@@ -32,13 +40,11 @@ from torchx_core.settings import (
     ENV_TORCHX_TRACKERS,
 )
 from torchx_core.specs import (
-    MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
     AppStatus,
     CfgVal,
-    InvalidWorkspaceError,
     UnknownAppException,
     UnknownSchedulerException,
     Workspace,
@@ -68,6 +74,7 @@ __all__ = [
     "get_configured_tracker_factories",
     "get_configured_trackers",
     "get_runner",
+    "get_scheduler_factories",
 ]
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -80,10 +87,6 @@ _FIRST_POLL_INTERVAL = 0.005
 _MAX_OWNER_LEN = 200
 
 
-class RunnerError(TorchXError, ValueError):
-    """The Runner was used wrongly (e.g. an app with no roles, a closed runner)."""
-
-
 class Runner:
     """Submits apps to schedulers and manages them by handle.
 
@@ -91,8 +94,9 @@ class Runner:
     cached per runner, and closed by :meth:`close`.
 
     Args:
-        name: the session name, part of every handle this runner creates
+        name: the session name, part of every handle this runner creates (may be empty)
         scheduler_factories: scheduler name -> factory ``(session_name, **kwargs) -> Scheduler``
+            (default: every registered scheduler, :func:`get_scheduler_factories`)
         component_defaults: component name -> {argument: default as str} (``[component:...]``)
         scheduler_params: keyword arguments passed to every scheduler factory
         status_watcher: where :meth:`watch_status` and :meth:`shared_list` share their reads
@@ -101,14 +105,16 @@ class Runner:
 
     def __init__(
         self,
-        name: str,
-        scheduler_factories: Mapping[str, SchedulerFactory],
+        name: str = "",
+        scheduler_factories: Mapping[str, SchedulerFactory] | None = None,
         component_defaults: dict[str, dict[str, str]] | None = None,
         scheduler_params: dict[str, Any] | None = None,
         status_watcher: StatusWatcher | None = None,
     ) -> None:
         self._name: str = name
-        self._scheduler_factories = scheduler_factories
+        self._scheduler_factories: Mapping[str, SchedulerFactory] = (
+            get_scheduler_factories() if scheduler_factories is None else scheduler_factories
+        )
         self._scheduler_params: dict[str, Any] = dict(scheduler_params or {})
         self._scheduler_instances: dict[str, Scheduler[Any]] = {}
         self._apps: dict[AppHandle, AppDef] = {}
@@ -201,12 +207,36 @@ class Runner:
         """Builds the AppDef of ``component`` (with this runner's ``[component:*]`` defaults)."""
         from torchx_core.specs.builders import materialize_appdef
 
-        fn = _builtin_component(component)
+        fn = builtin_component(component)
         if fn is None:
             from torchx_core.specs.finder import get_component
 
             fn = get_component(component).fn
         return materialize_appdef(fn, component_args, self._component_defaults.get(component))
+
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = ...,
+        workspace: str | Workspace | None = ...,
+        parent_run_id: str | None = ...,
+        *,
+        dryrun: Literal[True],
+    ) -> AppDryRunInfo[Any]: ...
+
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = ...,
+        workspace: str | Workspace | None = ...,
+        parent_run_id: str | None = ...,
+        *,
+        dryrun: Literal[False] = ...,
+    ) -> AppHandle: ...
 
     def run(
         self,
@@ -215,8 +245,11 @@ class Runner:
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: str | Workspace | None = None,
         parent_run_id: str | None = None,
-    ) -> AppHandle:
-        """Runs ``app`` on ``scheduler`` and returns its handle.
+        *,
+        dryrun: bool = False,
+    ) -> AppHandle | AppDryRunInfo[Any]:
+        """Runs ``app`` on ``scheduler`` and returns its handle (or, with ``dryrun=True``, what
+        would be submitted, as :meth:`dryrun` does).
 
         Args:
             app: the app
@@ -225,9 +258,13 @@ class Runner:
             workspace: overrides ``app.roles[0].workspace``
             parent_run_id: the run this app derives from (experiment tracking; default
                 ``$TORCHX_PARENT_RUN_ID``), injected as ``TORCHX_PARENT_RUN_ID``
+            dryrun: build and return the request (an ``AppDryRunInfo``) without submitting it
         """
         with log_event("run", scheduler) as ev:
-            handle = self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+            info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            if dryrun:
+                return info
+            handle = self.schedule(info)
             if ev.recording:
                 ev.fill(runcfg=_runcfg(cfg), workspace=str(workspace))
                 _fill_app(ev, app, parse_app_handle(handle)[2])
@@ -244,10 +281,12 @@ class Runner:
         """Returns what :meth:`run` would submit, without submitting it.
 
         ``print(info)`` shows the scheduler request; ``info.request`` can be changed before
-        :meth:`schedule`. Every role gets ``TORCHX_JOB_ID`` (the app handle, as in TorchX);
-        when trackers are configured (:func:`get_configured_trackers`) or a parent run is
-        given, also ``TORCHX_TRACKERS``, ``TORCHX_TRACKER_<NAME>_CONFIG`` and
-        ``TORCHX_PARENT_RUN_ID``.
+        :meth:`schedule`. The request is built from a copy of ``app`` (``info.app``), which
+        shares each role's ``overrides`` dict with ``app``: ``app`` itself is left as it was,
+        so one AppDef can be dry-run many times. Every role of the copy gets ``TORCHX_JOB_ID``
+        (the app handle, as in TorchX); when trackers are configured
+        (:func:`get_configured_trackers`) or a parent run is given, also ``TORCHX_TRACKERS``,
+        ``TORCHX_TRACKER_<NAME>_CONFIG`` and ``TORCHX_PARENT_RUN_ID``.
 
         Raises:
             RunnerError: ``app`` is not an AppDef or a role cannot run (no entrypoint, ...).
@@ -271,7 +310,8 @@ class Runner:
         workspace: str | Workspace | None,
         parent_run_id: str | None,
     ) -> AppDryRunInfo[Any]:
-        _check_app(app)
+        check_app(app)
+        app = copy_app(app)
         if workspace:
             if isinstance(workspace, str) and workspace.startswith("file://"):
                 workspace = workspace[len("file://") :]  # TorchX 0.7's `file://{cwd}` form
@@ -279,7 +319,7 @@ class Runner:
                 workspace if isinstance(workspace, Workspace) else Workspace.from_str(workspace)
             )
         for role in app.roles:
-            _check_workspace(role.workspace)
+            check_workspace(role.workspace)
         tracker_env = _tracker_env(scheduler, self._name, parent_run_id)
         for role in app.roles:
             for key, value in tracker_env.items():
@@ -321,6 +361,23 @@ class Runner:
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The run options (``cfg`` keys) scheduler ``scheduler`` accepts."""
         return self._scheduler(scheduler).run_opts()
+
+    def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> dict[str, CfgVal]:
+        """Parses run options written as ``key=value,key=value`` strings (``torchx run -cfg``)
+        against scheduler ``scheduler``'s :meth:`scheduler_run_opts`; later strings win::
+
+            runner.cfg_from_str("local_cwd", "log_dir=/tmp/logs", "prepend_cwd=True")
+            # {'log_dir': '/tmp/logs', 'prepend_cwd': True}
+
+        Raises:
+            UnknownSchedulerException: no scheduler is named ``scheduler``.
+            InvalidRunConfigException: a value does not parse as its option's type.
+        """
+        opts = self.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = {}
+        for literal in cfg_literal:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
 
     def supports_workspaces(self, scheduler: str) -> bool:
         """Whether scheduler ``scheduler`` builds workspaces (``workspace=`` / ``--workspace``)."""
@@ -676,7 +733,7 @@ class Runner:
         """
         scheduler, backend, app_id = self._scheduler_app_id(app_handle)
         with log_event("log_lines", backend, app_id):
-            stream = _as_stream(streams)
+            stream = as_stream(streams)
             if self.status(app_handle) is None:
                 raise UnknownAppException(app_handle)
             return scheduler.log_iter(
@@ -815,93 +872,6 @@ def _fill_app(ev: log_event, app: AppDef | None, app_id: str) -> None:
     )
 
 
-def _check_app(app: AppDef) -> None:
-    """Rejects apps no scheduler can run (every problem listed)."""
-    if not isinstance(app, AppDef):
-        raise RunnerError(
-            f"expected a `specs.AppDef`, got {type(app).__name__} {app!r:.80}; build one with"
-            " `specs.AppDef(name=..., roles=[...])` or run a component with `run_component`"
-        )
-    if not app.roles:
-        raise RunnerError(
-            f"app `{app.name}` has no roles; add at least one `specs.Role` to `app.roles`"
-        )
-    problems = []
-    for role in app.roles:
-        if not role.entrypoint or role.entrypoint == MISSING:
-            problems.append(f"role `{role.name}` has no entrypoint (set `Role(entrypoint=...)`)")
-        if role.num_replicas < 1:
-            problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
-    if problems:
-        raise RunnerError(f"app `{app.name}` cannot run: " + "; ".join(problems))
-
-
-def _check_workspace(workspace: Workspace | None) -> None:
-    """Rejects a workspace whose local project paths do not exist (URLs are left alone)."""
-    import os
-
-    if not workspace:
-        return
-    missing = [
-        src
-        for src in workspace.projects
-        if "://" not in src and not os.path.exists(os.path.expanduser(src))
-    ]
-    if missing:
-        raise InvalidWorkspaceError(
-            f"workspace project(s) {', '.join(repr(m) for m in missing)} do not exist (working"
-            f" directory: {os.getcwd()}); pass an existing local directory, e.g."
-            ' `--workspace .` or `workspace="path/to/project"`'
-        )
-
-
-def _as_stream(streams: Stream | str | None) -> Stream | None:
-    """``streams`` as a :class:`Stream` (strings like ``"stdout"`` accepted)."""
-    if streams is None:
-        return None
-    from torchx_core.schedulers.api import InvalidLogQueryError, Stream
-
-    if isinstance(streams, Stream):
-        return streams
-    try:
-        return Stream(streams)
-    except ValueError:
-        valid = ", ".join(repr(s.value) for s in Stream)
-        raise InvalidLogQueryError(
-            f"streams={streams!r} is not a log stream; use one of {valid}"
-            " (or `schedulers.api.Stream`)"
-        ) from None
-
-
-_BUILTIN_COMPONENTS = "torchx_core.components"
-
-
-def _builtin_component(name: str) -> Callable[..., AppDef] | None:
-    """Resolves a builtin component (``dist.ddp``) by direct import, without the finder's scan.
-
-    Builtins take precedence over ``torchx.components`` plugins of the same name (plugins add
-    components, they do not replace builtins), so the common path needs no entry point scan.
-    The builtins are checked by the component linter in the test suite.
-    """
-    module_name, sep, fn_name = name.rpartition(".")
-    if not sep or ":" in name or fn_name.startswith("_") or module_name.startswith("_"):
-        return None
-    import importlib
-    import inspect
-
-    try:
-        module = importlib.import_module(f"{_BUILTIN_COMPONENTS}.{module_name}")
-    except ImportError:
-        return None
-    fn = getattr(module, fn_name, None)
-    if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
-        return None
-    ret = fn.__annotations__.get("return")
-    if ret is not AppDef and not (isinstance(ret, str) and ret.rpartition(".")[2] == "AppDef"):
-        return None
-    return fn  # checked above: a component function
-
-
 def get_runner(
     name: str | None = None,
     component_defaults: dict[str, dict[str, str]] | None = None,
@@ -919,15 +889,26 @@ def get_runner(
             sections of ``.torchxconfig`` when not given
         scheduler_params: keyword arguments for every scheduler factory
     """
-    from torchx_core.schedulers.registry import default_registry
-
     if component_defaults is None:
         from torchx_core.runner.config import load_sections
 
         component_defaults = load_sections("component")
     return Runner(
         name or DEFAULT_SESSION_NAME,
-        default_registry().view(),
+        get_scheduler_factories(),
         component_defaults,
         scheduler_params=scheduler_params,
     )
+
+
+def get_scheduler_factories() -> Mapping[str, SchedulerFactory]:
+    """Every registered scheduler name -> factory, as :func:`get_runner` and ``Runner()`` use.
+
+    TorchX's ``torchx.runner.api.get_scheduler_factories``: tests patch it here to give every new
+    Runner other schedulers. The mapping is lazy (a plugin scan happens only when a name that is
+    not built in is asked for); ``torchx_core.schedulers.get_scheduler_factories`` returns the
+    same as a plain dict.
+    """
+    from torchx_core.schedulers.registry import default_registry
+
+    return default_registry().view()

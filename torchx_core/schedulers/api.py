@@ -253,8 +253,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 f" {[r.name for r, _ in roles_with_workspace]} set one. Remove the workspace"
                 " or use a scheduler that supports workspaces."
             )
-        for role, workspace in roles_with_workspace:
-            self.build_workspace_and_update_role(role, workspace, cfg)
+        self.build_workspaces(roles_with_workspace, cfg)
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:

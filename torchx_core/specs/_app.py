@@ -138,8 +138,9 @@ class Resource:
 
 # sentinel value used for cases when resource does not matter (e.g. ignored)
 NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
-# "use the whole host": schedulers that support it do not constrain the role
-ALL: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
+#: TorchX's ``specs.ALL``: the string ``"all"``, used as the "every scheduler" backend name
+#: (it is not a Resource: as one it equalled NULL_RESOURCE, "no resource")
+ALL: str = "all"
 
 
 def _null_resource() -> Resource:
@@ -153,15 +154,13 @@ class RetryPolicy(str, Enum):
     2. APPLICATION: Restarts the entire application.
     3. ROLE: Restarts the role when any error occurs in that role (not the whole job).
 
-    All schedulers support ``APPLICATION``.
+    All schedulers support ``APPLICATION``. As in TorchX, ``str(RetryPolicy.APPLICATION)`` is
+    ``"RetryPolicy.APPLICATION"``; ``.value`` is ``"APPLICATION"``.
     """
 
     REPLICA = "REPLICA"
     APPLICATION = "APPLICATION"
     ROLE = "ROLE"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @data
@@ -183,6 +182,11 @@ class Workspace:
 
     def __bool__(self) -> bool:
         return bool(self.projects)
+
+    def __hash__(self) -> int:
+        # as TorchX: usable as a cache key (workspace builds shared by roles); do not change
+        # `projects` while the workspace is a key
+        return hash(frozenset(self.projects.items()))
 
     def is_unmapped_single_project(self) -> bool:
         """True if this is a single-project workspace with no target sub-directory."""

@@ -302,7 +302,8 @@ def _data(cls: Any) -> Any:
     if "__repr__" not in cls.__dict__:
         cls.__repr__ = _dc_repr
     cls.__eq__ = _dc_eq
-    cls.__hash__ = None  # eq=True dataclasses are unhashable
+    if "__hash__" not in cls.__dict__:  # as @dataclass: a __hash__ written in the class stays
+        cls.__hash__ = None  # eq=True dataclasses are unhashable
     match_args = tuple(f.name for f in fields if f.spec.init and not f.spec.kw_only)
     cls.__match_args__ = match_args  # type: ignore[misc]
     cls.__dataclass_fields__ = _LazyDataclassAttr(cls, "__dataclass_fields__")

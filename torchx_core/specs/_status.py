@@ -419,13 +419,15 @@ else:
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """Parses ``{scheduler}://{session_name}/{app_id}`` into its components.
 
-    ``app_id`` is everything after the first ``/`` that follows the session name (it may hold
-    further slashes).
+    As in TorchX, ``app_id`` is what follows the last ``/``: the session name may hold slashes,
+    the app id may not.
 
     >>> parse_app_handle("k8s://default/foo_bar")
     ParsedAppHandle(scheduler_backend='k8s', session_name='default', app_id='foo_bar')
     >>> parse_app_handle("k8s:///foo_bar")
     ParsedAppHandle(scheduler_backend='k8s', session_name='', app_id='foo_bar')
+    >>> parse_app_handle("local_cwd://a/b/c")
+    ParsedAppHandle(scheduler_backend='local_cwd', session_name='a/b', app_id='c')
 
     Raises:
         MalformedAppHandleException: the handle does not have that form
@@ -433,7 +435,7 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     if not isinstance(app_handle, str):
         raise MalformedAppHandleException(app_handle, "an app handle must be a str")
     backend, sep, rest = app_handle.partition("://")
-    session_name, slash, app_id = rest.partition("/")
+    session_name, slash, app_id = rest.rpartition("/")
     if not (sep and _is_backend_name(backend) and slash and app_id):
         if not sep:
             reason = "missing '://' after the scheduler name"

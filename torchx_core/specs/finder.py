@@ -15,6 +15,7 @@ Discovery runs on first lookup and is cached.
 
 from __future__ import annotations
 
+import abc
 import importlib
 import inspect
 import logging
@@ -42,9 +43,15 @@ ENTRY_POINT_GROUP = "torchx.components"
 __all__ = [
     "ComponentNotFoundException",
     "ComponentValidationException",
+    "ComponentsFinder",
+    "CustomComponentsFinder",
+    "ModuleComponentsFinder",
     "get_builtin_source",
     "get_component",
     "get_components",
+    "is_namespace_package",
+    "is_package",
+    "module_relname",
 ]
 
 
@@ -278,10 +285,100 @@ def get_component(name: str) -> _Component:
 
 
 def get_builtin_source(name: str) -> str:
-    """Returns the source code of a component (for ``torchx builtins --print``).
+    """The source of a component with the imports of its module that precede it, as TorchX
+    prints it (``torchx builtins --print``): saved to a file, it runs as a component of one's
+    own (a template to edit). Helpers the function calls are not included.
 
     Raises:
         ComponentNotFoundException: no such component
     """
-    comp = get_component(name)
-    return inspect.getsource(comp.fn)
+    import ast
+
+    fn = get_component(name).fn
+    fn_src = inspect.getsource(fn)
+    path = inspect.getsourcefile(fn)
+    if path is None:
+        return fn_src
+    with open(path, encoding="utf-8") as f:
+        module_src = f.read()
+    first_line = fn.__code__.co_firstlineno
+    imports = [
+        ast.get_source_segment(module_src, node) or ""
+        for node in ast.parse(module_src).body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno < first_line
+    ]
+    return "\n".join([*imports, "", "", fn_src])
+
+
+# -- TorchX's finder classes and module helpers ------------------------------------------------
+
+
+def is_namespace_package(module: ModuleType) -> bool:
+    """Whether ``module`` is a namespace package (no ``__init__.py``: no ``__file__``)."""
+    return getattr(module, "__file__", None) is None
+
+
+def is_package(module: ModuleType) -> bool:
+    """Whether ``module`` is a package, regular or namespace (it has a ``__path__``)."""
+    return hasattr(module, "__path__")
+
+
+def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
+    """``module``'s dotted name relative to ``relative_to`` (``""`` for the same module).
+
+    >>> import torchx_core.components as c, torchx_core.components.dist as d
+    >>> module_relname(d, relative_to=c), module_relname(d, relative_to=d)
+    ('dist', '')
+
+    Raises:
+        ValueError: ``module`` is not ``relative_to`` or a submodule of it.
+    """
+    name, base = module.__name__, relative_to.__name__
+    if name == base:
+        return ""
+    if not name.startswith(base + "."):
+        raise ValueError(f"`{name}` is not a submodule of `{base}`")
+    return name[len(base) + 1 :]
+
+
+class ComponentsFinder(abc.ABC):
+    """Finds components (functions returning an AppDef that pass the component linter)."""
+
+    @abc.abstractmethod
+    def find(self, validators: list[Any] | None) -> list[_Component]:
+        """The components found (``validators``: the linter's, TorchX's argument; ignored)."""
+
+
+class ModuleComponentsFinder(ComponentsFinder):
+    """The components of a module, or of a package and every module below it, named by their
+    module path relative to it, under ``group`` (``group.sub.fn``) when given.
+
+    Args:
+        module: the module or package, or its dotted name
+        group: the name prefix (default: none)
+    """
+
+    def __init__(self, module: ModuleType | str, group: str = "") -> None:
+        self.module = importlib.import_module(module) if isinstance(module, str) else module
+        self.group = group
+
+    def find(self, validators: list[Any] | None = None) -> list[_Component]:
+        """Every component found below the module, in module order."""
+        return list(_package_components(self.module, self.group).values())
+
+
+class CustomComponentsFinder(ComponentsFinder):
+    """The component ``function_name`` of the file ``filepath``, named ``filepath:function_name``.
+
+    Raises (from :meth:`find`):
+        ComponentNotFoundException: the file has no such function.
+        ComponentValidationException: the file cannot be loaded.
+    """
+
+    def __init__(self, filepath: str, function_name: str) -> None:
+        self._filepath = filepath
+        self._function_name = function_name
+
+    def find(self, validators: list[Any] | None = None) -> list[_Component]:
+        """A list holding the one component (with its linter errors, if any)."""
+        return [_custom_component(f"{self._filepath}:{self._function_name}")]

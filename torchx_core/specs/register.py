@@ -69,7 +69,8 @@ class _NamedResources(Mapping[str, Resource]):
             if self._builtins is None:
                 import importlib
 
-                loaded: dict[str, ResourceFactory] = {}
+                # TorchX's sentinels: "NULL" and "MISSING" name the null resource ("not set")
+                loaded: dict[str, ResourceFactory] = {"NULL": _null, "MISSING": _null}
                 for mod_name in _BUILTIN_MODULES:
                     loaded.update(importlib.import_module(mod_name).NAMED_RESOURCES)
                 self._builtins = loaded
@@ -142,6 +143,12 @@ class _NamedResources(Mapping[str, Resource]):
         from torchx_core.plugins import PluginType
 
         self._registry().remove(PluginType.NAMED_RESOURCE, name)
+
+
+def _null() -> Resource:
+    from torchx_core.specs._app import NULL_RESOURCE
+
+    return Resource.copy(NULL_RESOURCE)
 
 
 def _as_factory(obj: object) -> ResourceFactory | None:

@@ -23,8 +23,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import ModuleType
 
+from torchx_core import plugins
 from torchx_core.specs.errors import TorchXError, did_you_mean
+from torchx_core.util.modules import load_module
 
 __all__ = [
     "ENTRYPOINT_GROUP",
@@ -168,13 +171,15 @@ def tracker_factory_env_var_name(name: str) -> str:
 
 def _registered() -> tuple[dict[str, Callable[..., object]], dict[str, str]]:
     """Tracker plugins (``torchx.tracker`` entry points, ``torchx_plugins.tracker`` modules,
-    ``@register.tracker``) and the load errors of the broken ones, by name."""
-    from torchx_core.plugins import PluginType, registry
+    ``@register.tracker``) and the load errors of the broken ones, by name.
 
-    reg = registry()
-    found = reg.get(PluginType.TRACKER)
-    errors = {e.name: e.error for e in reg.load_errors(PluginType.TRACKER) if e.name}
-    return found, errors
+    Read through this module's ``plugins`` (TorchX users' tests patch
+    ``torchx.tracker.api.plugins`` to give it other trackers).
+    """
+    reg = plugins.registry()
+    found = reg.get(plugins.PluginType.TRACKER)
+    errors = {e.name: e.error for e in reg.load_errors(plugins.PluginType.TRACKER) if e.name}
+    return dict(found), errors
 
 
 def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactory:
@@ -187,35 +192,35 @@ def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactor
     Raises:
         TrackerError: nothing of that name exists, it failed to load, or it is not callable.
     """
-    import importlib
-
     target = factory or name
-    plugins, errors = _registered()
-    if target in errors and target not in plugins:
+    registered, errors = _registered()
+    if target in errors and target not in registered:
         raise TrackerError(
             f"tracker `{name}`: the `{ENTRYPOINT_GROUP}` plugin `{target}` failed to load:"
             f" {errors[target]}"
         )
-    if target in plugins:
-        obj: object = plugins[target]
-    else:
-        module_name, _, attr = target.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            known = sorted(plugins)
-            raise TrackerError(
-                f"tracker `{name}`: `{target}` is neither a registered `{ENTRYPOINT_GROUP}` plugin"
-                f" (known: {', '.join(known) or 'none'}){did_you_mean(target, known)} nor an"
-                f" importable module ({e}). Give a plugin name or `package.module:factory`"
-                " in the [torchx:tracker] section of .torchxconfig, and install it in the job's"
-                " environment."
-            ) from e
-        attr = attr or "create"
-        obj = getattr(module, attr, None)
+    obj = registered.get(target) or load_module(target)
+    module_name, _, attr = target.partition(":")
+    if obj is None and attr and load_module(module_name) is not None:
+        raise TrackerError(
+            f"tracker `{name}`: module `{module_name}` has no `{attr}`; name an existing factory"
+            f" as `{module_name}:<function>`"
+        )
+    if obj is None:
+        known = sorted(registered)
+        raise TrackerError(
+            f"tracker `{name}`: `{target}` is neither a registered `{ENTRYPOINT_GROUP}` plugin"
+            f" (known: {', '.join(known) or 'none'}){did_you_mean(target, known)} nor an"
+            " importable `module` or `module:attr` (a module that exists but failed to import"
+            " is logged above). Give a plugin name or `package.module:factory` in the"
+            " [torchx:tracker] section of .torchxconfig, and install it in the job's environment."
+        )
+    if isinstance(obj, ModuleType):
+        module_name = obj.__name__
+        obj = getattr(obj, "create", None)
         if obj is None:
             raise TrackerError(
-                f"tracker `{name}`: module `{module_name}` has no `{attr}`; name the factory"
+                f"tracker `{name}`: module `{module_name}` has no `create`; name the factory"
                 f" explicitly as `{module_name}:<function>`"
             )
     if not callable(obj):

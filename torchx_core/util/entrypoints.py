@@ -37,13 +37,36 @@ class EntryPointLike(Protocol):
 def entry_points(group: str) -> list[EntryPointLike]:
     """The entry points of ``group`` (one per name: the first distribution on ``sys.path`` wins).
 
-    Skips the :mod:`importlib.metadata` scan when no distribution declares the group.
+    Skips the :mod:`importlib.metadata` scan when no distribution declares the group, unless
+    ``importlib.metadata.entry_points`` was replaced (tests fake entry points by patching it,
+    e.g. ``torchx_core.util.entrypoints.metadata.entry_points`` as in TorchX): then it is asked.
     """
+    replaced = _replaced_metadata()
+    if replaced is not None:
+        return list(replaced.entry_points().select(group=group))
     if not _declared(group):
         return []
     from importlib.metadata import entry_points as _eps
 
     return list(_eps(group=group))
+
+
+def _replaced_metadata() -> Any:
+    """:mod:`importlib.metadata` if it is loaded and its ``entry_points`` is not the stdlib's."""
+    md = sys.modules.get("importlib.metadata")
+    if md is not None and getattr(md.entry_points, "__module__", None) != md.__name__:
+        return md
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    # TorchX's module holds `metadata` (importlib.metadata); loaded only when asked for, since
+    # importing it costs milliseconds on every CLI start
+    if name == "metadata":
+        import importlib.metadata
+
+        return importlib.metadata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @overload

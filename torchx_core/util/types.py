@@ -45,17 +45,46 @@ def to_dict(arg: str) -> dict[str, str]:
     Pairs are separated by ``,`` or ``;``; a value may itself hold a list (the last delimiter
     before the next ``KEY=`` ends it), and ``''``/``""`` stand for an empty value.
 
+    A value in quotes (``FOO="a = b, c"``) is taken whole, delimiters and ``=`` included.
+
     >>> to_dict("FOO=v1,v2,BAR=v3")
     {'FOO': 'v1,v2', 'BAR': 'v3'}
     >>> to_dict("FOO=''")
     {'FOO': ''}
+    >>> to_dict('FOO="x=1, y=2",BAR=v')
+    {'FOO': 'x=1, y=2', 'BAR': 'v'}
 
     Raises:
         ValueError: ``arg`` holds no ``key=value`` pair, or a value/key boundary is missing
     """
     if not arg or not arg.strip():
         return {}
-    parts = [p.strip() for p in arg.split("=")]
+    import re
+
+    quoted: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        quoted.append(m.group(2))
+        return f"={_HIDDEN}{len(quoted) - 1}{_HIDDEN}"
+
+    hidden = re.sub(r"""=\s*(["'])(.*?)\1""", hide, arg)
+    out = _split_pairs(arg, hidden)
+    if not quoted:
+        return out
+    whole = re.compile(rf"{_HIDDEN}(\d+){_HIDDEN}")
+    return {
+        k: whole.sub(lambda m: quoted[int(m.group(1))], v) if _HIDDEN in v else v
+        for k, v in out.items()
+    }
+
+
+# stands in for a quoted value while pairs are split (no delimiter, quote or `=` in it)
+_HIDDEN = "\x00"
+
+
+def _split_pairs(arg: str, hidden: str) -> dict[str, str]:
+    """Splits ``hidden`` (``arg`` with its quoted values hidden) into its pairs."""
+    parts = [p.strip() for p in hidden.split("=")]
     parts = [p for p in parts if p]
     if len(parts) < 2:
         raise ValueError(f"{arg!r} is not of the form 'k1=v1,k2=v2' (no key=value pair)")
@@ -128,9 +157,17 @@ def decode_from_string(encoded_value: str, annotation: Any) -> dict[Any, Any] | 
     raise ValueError(f"cannot decode {encoded_value!r} as {annotation}: use list[X] or dict[K, V]")
 
 
+def _unannotated(annotation: Any) -> Any:
+    """``Annotated[X, ...]`` -> ``X``; anything else unchanged."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return typing.get_args(annotation)[0]
+    return annotation
+
+
 def decode(encoded_value: Any, annotation: Any) -> Any:
     """Decodes a CLI value for ``annotation`` (bools from ``"true"``, lists, dicts); other
-    values are returned as they are."""
+    values are returned as they are. ``Annotated[X, ...]`` decodes as ``X``."""
+    annotation = _unannotated(annotation)
     if encoded_value is None:
         return None
     if is_bool(annotation):
@@ -143,9 +180,10 @@ def decode(encoded_value: Any, annotation: Any) -> Any:
 def get_argparse_param_type(parameter: inspect.Parameter) -> Callable[[str], object]:
     """The argparse ``type=`` of a component parameter: the primitive itself, else ``str``.
 
-    String annotations (``from __future__ import annotations``) of primitives count too.
+    String annotations (``from __future__ import annotations``) of primitives count too, and
+    ``Annotated[X, ...]`` counts as ``X``.
     """
-    ann = parameter.annotation
+    ann = _unannotated(parameter.annotation)
     if isinstance(ann, str):
         ann = {t.__name__: t for t in _PRIMITIVES}.get(ann, ann)
     return ann if is_primitive(ann) else str

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from torchx_core.specs import CfgVal, Role, Workspace, runopts
+from torchx_core.specs import CfgVal, InvalidWorkspaceError, Role, Workspace, runopts
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,17 +26,47 @@ _IGNORED = (".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cac
 
 
 class WorkspaceMixin(abc.ABC, Generic[T]):
-    """Mixed into schedulers that can run a role from a workspace."""
+    """Mixed into schedulers that can run a role from a workspace.
+
+    Implement :meth:`build_workspace_and_update_role` (one role at a time) or, as TorchX HEAD
+    recommends, :meth:`caching_build_workspace_and_update_role` (with a cache shared by the roles
+    of one :meth:`build_workspaces` call, so roles with the same image and workspace can share
+    one build).
+    """
 
     def workspace_opts(self) -> runopts:
         """Run options specific to building workspaces."""
         return runopts()
 
-    @abc.abstractmethod
+    def build_workspaces(self, roles: list[Role], cfg: Mapping[str, CfgVal]) -> None:
+        """Builds the workspace of every role that has one and updates the roles in place
+        (``role.image``, maybe ``role.env``); roles without a workspace are left alone."""
+        build_cache: dict[object, object] = {}
+        for role in roles:
+            if role.workspace:
+                self.caching_build_workspace_and_update_role(role, cfg, build_cache)
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        """Builds ``role.workspace`` for ``role``; ``build_cache`` lives for one
+        :meth:`build_workspaces` call (what to cache is the implementation's choice). The default
+        calls :meth:`build_workspace_and_update_role` with the role's workspace."""
+        if role.workspace:
+            self.build_workspace_and_update_role(role, role.workspace, cfg)
+
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
     ) -> None:
-        """Builds ``workspace`` for ``role`` and updates ``role.image`` (in place)."""
+        """Builds ``workspace`` for ``role`` and updates ``role.image`` (in place).
+
+        Raises:
+            NotImplementedError: the scheduler implements neither build hook.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} builds no workspace: implement"
+            " `caching_build_workspace_and_update_role` (or `build_workspace_and_update_role`)"
+        )
 
 
 def _ignore(directory: str, names: list[str]) -> set[str]:

@@ -193,7 +193,10 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         return images
 
     def push_images(self, images_to_push: dict[str, tuple[str, str]]) -> None:
-        """Tags and pushes the images chosen by :meth:`dryrun_push_images`."""
+        """Tags and pushes the images chosen by :meth:`dryrun_push_images` (nothing to push: the
+        Docker engine is not contacted)."""
+        if not images_to_push:
+            return
         client = self._docker_client()
         for local, (repo, tag) in images_to_push.items():
             try:

@@ -25,11 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 from torchx_core.runner.events.handlers import get_logging_handler
 from torchx_core.util.lazy import lazy_exports
+from torchx_core.util.session import get_session_id_or_create_new
 
 if TYPE_CHECKING:
     from torchx_core.runner.events.api import SourceType, TorchxEvent
 
-__all__ = ["SourceType", "TorchxEvent", "events_logger", "is_recording", "log_event", "record"]
+__all__ = [
+    "SourceType",
+    "TorchxEvent",
+    "events_logger",
+    "get_session_id_or_create_new",
+    "is_recording",
+    "log_event",
+    "record",
+]
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -96,11 +105,21 @@ def record(event: TorchxEvent, destination: str = "null") -> None:
         _send(event, destination)
 
 
+_RECORD = record  # what `record` is unless a test replaced it (mock.patch(".events.record"))
+
+
+def _recording(destination: str) -> bool:
+    """Whether a :class:`log_event` builds its event: a handler keeps it, or ``record`` was
+    replaced (TorchX users' tests patch ``torchx.runner.events.record`` to read the events)."""
+    return record is not _RECORD or is_recording(destination)
+
+
 class log_event:
     """Times the block it wraps and records a :class:`TorchxEvent` when it ends.
 
     The event (``session`` = this process's session id) is only built when a handler would
-    receive it (:func:`is_recording`); fill more fields inside the block with :meth:`fill`.
+    receive it (:func:`is_recording`) or :func:`record` was replaced (a test patching it sees
+    every event, as in TorchX); fill more fields inside the block with :meth:`fill`.
 
     Args:
         api: the API name
@@ -125,7 +144,7 @@ class log_event:
         destination: str = "null",
     ) -> None:
         self._destination = destination
-        self.recording: bool = is_recording(destination)
+        self.recording: bool = _recording(destination)
         self._event: TorchxEvent | None = None
         if self.recording:
             self.fill(
@@ -145,7 +164,6 @@ class log_event:
         """The event being built (TorchX's name for it), created on first access."""
         if self._event is None:
             from torchx_core.runner.events.api import TorchxEvent
-            from torchx_core.util.session import get_session_id_or_create_new
 
             self._event = TorchxEvent(session=get_session_id_or_create_new(), scheduler="", api="")
         return self._event
@@ -185,7 +203,7 @@ class log_event:
                 ev.exception_source_location = json.dumps(
                     {"filename": last.filename, "lineno": last.lineno, "name": last.name}
                 )
-        _send(ev, self._destination)
+        record(ev, self._destination)
 
 
 def _send(event: TorchxEvent, destination: str) -> None:
