@@ -25,7 +25,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.cli.cmd_builtins import CmdBuiltins
@@ -303,7 +303,7 @@ class CmdRun(SubCommand):
             data["dryrun"] = True
         return data
 
-    def _fail(self, message: str) -> Any:
+    def _fail(self, message: str) -> NoReturn:
         if self._subparser is not None:
             self._subparser.error(message)
         raise RunArgsError(message)
@@ -345,7 +345,7 @@ class CmdRun(SubCommand):
         try:
             return torchx_run_args_from_json(self.torchx_json_from_stdin(args))
         except RunArgsError as e:
-            return self._fail(str(e))  # type: ignore[no-any-return]
+            self._fail(str(e))
 
     def _run_args(self, run: TorchXRunArgs, raw: bool, cfg_str: str | None = None) -> int:
         """Resolves the run options and runs (or dry-runs) ``run``; TorchX's errors for an

@@ -754,7 +754,7 @@ class Runner:
             UnknownAppException: the scheduler does not know the app.
         """
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
-        return scheduler.log_files(app_id, role_name, k, _as_stream(streams))
+        return scheduler.log_files(app_id, role_name, k, as_stream(streams))
 
     def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None

@@ -253,7 +253,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 f" {[r.name for r, _ in roles_with_workspace]} set one. Remove the workspace"
                 " or use a scheduler that supports workspaces."
             )
-        self.build_workspaces(roles_with_workspace, cfg)
+        self.build_workspaces([r for r, _ in roles_with_workspace], cfg)
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:

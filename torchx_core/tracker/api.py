@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
+from typing import cast
 
 from torchx_core import plugins
 from torchx_core.specs.errors import TorchXError, did_you_mean
@@ -225,7 +226,7 @@ def load_tracker_factory(name: str, factory: str | None = None) -> TrackerFactor
             )
     if not callable(obj):
         raise TrackerError(f"tracker `{name}`: `{target}` is {obj!r}, not a callable factory")
-    return obj
+    return cast("TrackerFactory", obj)  # callable, checked above; what it builds is used as one
 
 
 def build_trackers(

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from torchx_core.specs import CfgVal, InvalidWorkspaceError, Role, Workspace, runopts
+from torchx_core.specs import CfgVal, Role, Workspace, runopts
 
 if TYPE_CHECKING:
     from pathlib import Path
