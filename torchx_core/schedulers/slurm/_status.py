@@ -26,6 +26,7 @@ __all__ = [
     "SACCT_FIELDS",
     "SLURM_STATES",
     "SlurmJobRecord",
+    "app_ended",
     "appstate_from_slurm_state",
     "describe_from_records",
     "group_by_app",
@@ -113,6 +114,8 @@ class SlurmJobRecord:
         user: the owner's user name (or uid as a string).
         comment: the job's comment (where this scheduler records the app's owner).
         submitted: the submit time (epoch seconds), when known (``squeue`` only).
+        ended: the end time (epoch seconds) of a finished job, when known (``squeue`` only;
+            a running job's ``end_time`` is only its time limit, left out).
     """
 
     job_id: str
@@ -130,6 +133,7 @@ class SlurmJobRecord:
     user: str = ""
     comment: str = ""
     submitted: float | None = None
+    ended: float | None = None
 
 
 def _number(value: Any) -> int | None:
@@ -214,13 +218,14 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
         code, sig = _exit(job.get("exit_code"))
         derived, _ = _exit(job.get("derived_exit_code"))
         reason = str(job.get("state_reason") or "")
+        state = _state_of(job.get("job_state"))
         out.append(
             SlurmJobRecord(
                 job_id=str(job_id),
                 app_id=app_id,
                 offset=(_number(job.get("het_job_offset")) or 0) if het_id else 0,
                 name=str(job.get("name") or ""),
-                state=_state_of(job.get("job_state")),
+                state=state,
                 reason="" if reason == "None" else reason,
                 exit_code=code,
                 derived_exit_code=derived,
@@ -231,9 +236,24 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
                 user=str(job.get("user_name") or job.get("user_id") or ""),
                 comment=str(job.get("comment") or ""),
                 submitted=float(_number(job.get("submit_time")) or 0) or None,
+                ended=_end_time(state, job.get("end_time")),
             )
         )
     return out
+
+
+def _end_time(state: str, value: Any) -> float | None:
+    """A finished job's ``end_time``; None while it runs (then it is the time limit's end)."""
+    if not is_terminal(SLURM_STATES.get(state, AppState.UNKNOWN)):
+        return None
+    return float(_number(value) or 0) or None
+
+
+def app_ended(records: Iterable[SlurmJobRecord]) -> float | None:
+    """When an app (its component records) ended: the last component's end; None while one
+    still runs or an end is unknown."""
+    ends = [r.ended for r in records]
+    return None if not ends or None in ends else max(e for e in ends if e is not None)
 
 
 def _sacct_exit(text: str) -> tuple[int | None, int | None]:
