@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,24 @@ def test_sacct_lines_of_jobs_not_steps_are_left_out() -> None:
         ("175+1", "0"),
         ("176", "0"),
     }
+
+
+def test_jobs_only_sacct_knows_list_their_submit_and_end_time(tmp_path: Path) -> None:
+    fake = UsageSlurm(next_id=175)
+    sched, done = two_replicas(tmp_path, fake)
+    _, running = two_replicas(tmp_path, fake)
+    fake.set_state(done, "CANCELLED")
+    fake.set_state(running, "RUNNING")
+    for job in fake.jobs.values():
+        job.user, job.user_id, job.in_squeue = "me", 0, False  # MinJobAge passed
+        job.submit, job.end = "2026-11-28T10:00:00", "2026-11-28T10:05:30"
+    fake.jobs[running].end = "Unknown"
+    import torchx_core.schedulers.slurm.scheduler as mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mod, "_current_user", lambda: {"me"})
+        rows = {r.app_id: r for r in sched.list()}
+    submitted = datetime(2026, 11, 28, 10, 0, 0).timestamp()  # sacct prints local time
+    assert rows[done].state == AppState.CANCELLED
+    assert (rows[done].created, rows[done].ended) == (submitted, submitted + 330)
+    assert rows[running].created == submitted and rows[running].ended is None
