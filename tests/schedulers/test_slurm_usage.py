@@ -243,3 +243,21 @@ def test_jobs_only_sacct_knows_list_their_submit_and_end_time(tmp_path: Path) ->
     assert rows[done].state == AppState.CANCELLED
     assert (rows[done].created, rows[done].ended) == (submitted, submitted + 330)
     assert rows[running].created == submitted and rows[running].ended is None
+
+
+def test_a_short_finished_step_without_memory_samples_still_gives_its_cpu(tmp_path: Path) -> None:
+    fake = UsageSlurm(next_id=222)
+    sched, app_id = two_replicas(tmp_path, fake)
+    fake.set_state(app_id, "FAILED")
+    # recorded from the test cluster: steps that ended before the first JobAcctGather sample
+    fake.sacct_usage = (
+        "222+0|222|00:00.056||\n"
+        "222+0.batch|222.batch|00:00.027|energy=0|1\n"
+        "222+0.0|222.0|00:00.029|energy=0|1\n"
+        "222+1|223|00:00.017||\n"
+        "222+1.0|223.0|00:00.017|energy=0|1\n"
+    )
+    assert sched.resource_usage(app_id) == {
+        ("burn", 0): ReplicaUsage(cpu_seconds=0.029, rss_bytes=0, processes=1),
+        ("burn", 1): ReplicaUsage(cpu_seconds=0.017, rss_bytes=0, processes=1),
+    }

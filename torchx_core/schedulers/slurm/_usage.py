@@ -5,7 +5,9 @@
   of all the step's tasks so far, whole seconds) and ``mem`` (their resident memory now, bytes),
   and the step's ``Pids``.
 * **Finished** jobs: ``sacct`` (needs accounting; None without it): ``TotalCPU`` (exact, from
-  the tasks' rusage) and ``TRESUsageInTot``'s ``mem`` (for a finished step, the peak of each task).
+  the tasks' rusage) and ``TRESUsageInTot``'s ``mem`` (for a finished step, the peak of each
+  task; absent, and counted 0, for a step that ended before Slurm first sampled it: every
+  ``JobAcctGatherFrequency``, 30 s by default).
 
 A replica is one het component (``{role}-{replica_id}``, see ``_script.py``); its usage is the sum
 of its numbered steps (the ``srun`` of the replica; a requeued job's steps restart at 0). The
@@ -144,7 +146,8 @@ def usage_by_replica(
     records: Iterable[SlurmJobRecord], steps: Iterable[StepUsage]
 ) -> dict[tuple[str, int], ReplicaUsage]:
     """Sums the numbered steps of each component of ``records`` per ``(role, replica)``; steps
-    without CPU or memory figures, and components without such steps, are left out."""
+    without a CPU time, and components without such steps, are left out. A step without a
+    memory figure counts 0 bytes (a step that ended before Slurm's first sample of it)."""
     replica_of: dict[str, tuple[str, int]] = {}
     for r in records:
         replica = role_and_replica(r.name)
@@ -158,13 +161,13 @@ def usage_by_replica(
         owner = replica_of.get(s.job)
         if owner is None or not s.step.isdigit() or s.cpu_seconds is None:
             continue
-        if s.rss_bytes is None or (owner, s.step) in seen:
+        if (owner, s.step) in seen:
             continue  # sacct names each step twice (``143+1.0`` and ``144.0``)
         seen.add((owner, s.step))
         before = out.get(owner, ReplicaUsage(0.0, 0, 0))
         out[owner] = ReplicaUsage(
             cpu_seconds=before.cpu_seconds + s.cpu_seconds,
-            rss_bytes=before.rss_bytes + s.rss_bytes,
+            rss_bytes=before.rss_bytes + (s.rss_bytes or 0),
             processes=before.processes + s.processes,
         )
     return out
