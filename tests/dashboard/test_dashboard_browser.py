@@ -275,6 +275,8 @@ def test_a_multi_replica_slurm_app_and_its_live_log(
         page.locator("#app-state", has_text="RUNNING").wait_for(timeout=WAIT_MS)
         replicas = page.locator("table.replicas tbody tr")
         assert replicas.count() == 2
+        for k in range(2):  # each replica's memory, read by `sstat` at every refresh
+            replicas.nth(k).locator("td.memory", has_text=" MB").wait_for(timeout=WAIT_MS)
         _shot(page, "slurm-two-replicas")
         page.locator("a.log-link").nth(1).click()  # replica 1's log, followed live
         assert "k=1" in page.url

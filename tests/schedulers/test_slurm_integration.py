@@ -259,6 +259,19 @@ def test_sacct_fallback_on_real_accounting(slurm_cluster: SlurmCluster, tmp_path
     assert d is not None and d.state == AppState.FAILED, d
     assert replica_states(d) == {("a", 0): AppState.SUCCEEDED, ("b", 0): AppState.FAILED}
     assert Path(tmp_path, f"slurm-{app_id}-b-0.out").exists()
+    # sacct's Submit/End (local time) are squeue's submit_time/end_time (epoch seconds)
+    [from_squeue] = [r for r in real.list() if r.app_id == app_id]
+    [from_sacct] = [r for r in forgetful.list() if r.app_id == app_id]
+    assert from_squeue.ended is not None, from_squeue
+    assert (from_sacct.created, from_sacct.ended) == (from_squeue.created, from_squeue.ended)
+    # a finished job's resource use comes from its steps' accounting records
+    usage = forgetful.resource_usage(app_id)
+    while set(usage or ()) != {("a", 0), ("b", 0)} and time.monotonic() < deadline + 30:
+        time.sleep(0.5)
+        usage = forgetful.resource_usage(app_id)
+    assert usage is not None and set(usage) == {("a", 0), ("b", 0)}, usage
+    # (memory: 0 for steps that ended before Slurm's first sample, every 30 s)
+    assert all(u.cpu_seconds > 0 and u.processes == 1 for u in usage.values()), usage
 
 
 def test_hostile_strings_reach_real_jobs(sched: SlurmScheduler, tmp_path: Path) -> None:

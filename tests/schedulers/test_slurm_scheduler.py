@@ -652,8 +652,10 @@ def test_sacct_placeholder_rows_are_not_an_answer() -> None:
     from torchx_core.schedulers.slurm._status import parse_sacct
 
     # seen on Slurm 22.05 for a few seconds after a het job ends, before its full record lands
-    assert parse_sacct("28|28|allocation|COMPLETED|0:0|0:0|node1|root|\n") == []
-    (rec,) = parse_sacct("28+1|29|w-1|FAILED|0:0|3:0|node2|root|/a|b\n")
+    assert parse_sacct("28|28|allocation|COMPLETED|0:0|0:0|node1|root|Unknown|Unknown|\n") == []
+    (rec,) = parse_sacct(
+        "28+1|29|w-1|FAILED|0:0|3:0|node2|root|2026-11-28T10:00:00|2026-11-28T10:00:05|/a|b\n"
+    )
     assert (rec.app_id, rec.offset, rec.job_id, rec.derived_exit_code, rec.work_dir) == (
         "28",
         1,

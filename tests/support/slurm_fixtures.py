@@ -50,6 +50,8 @@ class FakeJob:
     user: str = "alice"
     user_id: int = 1000
     in_squeue: bool = True  # False: only sacct still knows it (MinJobAge passed)
+    submit: str = "2026-11-28T10:00:00"  # sacct's Submit and End (local time)
+    end: str = "Unknown"
 
 
 _SBATCH_OPT = re.compile(r'--([a-z-]+)(?:=("[^"]*"|\S+))?')
@@ -204,6 +206,8 @@ class FakeSlurm:
                     "DerivedExitCode": f"{comp.derived_exit_code}:0",
                     "NodeList": comp.nodes or "None assigned",
                     "User": job.user,
+                    "Submit": job.submit,
+                    "End": job.end,
                     "WorkDir": comp.chdir,
                 }
                 rows.append("|".join(values[f] for f in fmt.split(",")))

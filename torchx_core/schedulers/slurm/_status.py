@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from torchx_core.schedulers.api import DescribeAppResponse, SchedulerError
@@ -26,6 +27,7 @@ __all__ = [
     "SACCT_FIELDS",
     "SLURM_STATES",
     "SlurmJobRecord",
+    "app_ended",
     "appstate_from_slurm_state",
     "describe_from_records",
     "group_by_app",
@@ -79,6 +81,8 @@ SACCT_FIELDS = (
     "DerivedExitCode",
     "NodeList",
     "User",
+    "Submit",
+    "End",
     "WorkDir",
 )
 
@@ -112,7 +116,9 @@ class SlurmJobRecord:
         work_dir: the job's working directory (the log dir of this scheduler's jobs).
         user: the owner's user name (or uid as a string).
         comment: the job's comment (where this scheduler records the app's owner).
-        submitted: the submit time (epoch seconds), when known (``squeue`` only).
+        submitted: the submit time (epoch seconds), when known.
+        ended: the end time (epoch seconds) of a finished job, when known (a running job's
+            ``end_time`` in ``squeue`` is only its time limit's end: left out).
     """
 
     job_id: str
@@ -130,6 +136,7 @@ class SlurmJobRecord:
     user: str = ""
     comment: str = ""
     submitted: float | None = None
+    ended: float | None = None
 
 
 def _number(value: Any) -> int | None:
@@ -214,13 +221,14 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
         code, sig = _exit(job.get("exit_code"))
         derived, _ = _exit(job.get("derived_exit_code"))
         reason = str(job.get("state_reason") or "")
+        state = _state_of(job.get("job_state"))
         out.append(
             SlurmJobRecord(
                 job_id=str(job_id),
                 app_id=app_id,
                 offset=(_number(job.get("het_job_offset")) or 0) if het_id else 0,
                 name=str(job.get("name") or ""),
-                state=_state_of(job.get("job_state")),
+                state=state,
                 reason="" if reason == "None" else reason,
                 exit_code=code,
                 derived_exit_code=derived,
@@ -231,9 +239,27 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
                 user=str(job.get("user_name") or job.get("user_id") or ""),
                 comment=str(job.get("comment") or ""),
                 submitted=float(_number(job.get("submit_time")) or 0) or None,
+                ended=_end_time(state, job.get("end_time")),
             )
         )
     return out
+
+
+def _finished(state: str) -> bool:
+    """Whether the base Slurm ``state`` is a final one (``COMPLETED``, ``FAILED``...)."""
+    return is_terminal(SLURM_STATES.get(state, AppState.UNKNOWN))
+
+
+def _end_time(state: str, value: Any) -> float | None:
+    """A finished job's ``end_time``; None while it runs (then it is the time limit's end)."""
+    return float(_number(value) or 0) or None if _finished(state) else None
+
+
+def app_ended(records: Iterable[SlurmJobRecord]) -> float | None:
+    """When an app (its component records) ended: the last component's end; None while one
+    still runs or an end is unknown."""
+    ends = [r.ended for r in records]
+    return None if not ends or None in ends else max(e for e in ends if e is not None)
 
 
 def _sacct_exit(text: str) -> tuple[int | None, int | None]:
@@ -242,6 +268,14 @@ def _sacct_exit(text: str) -> tuple[int | None, int | None]:
         return int(code), (int(sig) or None) if sig else None
     except ValueError:
         return None, None
+
+
+def _sacct_time(text: str) -> float | None:
+    """Epoch seconds of sacct's local ``2026-11-28T10:40:12``; None for ``Unknown``/``None``."""
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        return None
 
 
 def parse_sacct(text: str) -> list[SlurmJobRecord]:
@@ -269,19 +303,22 @@ def parse_sacct(text: str) -> list[SlurmJobRecord]:
         code, sig = _sacct_exit(row["ExitCode"])
         derived, _ = _sacct_exit(row["DerivedExitCode"])
         nodes = row["NodeList"]
+        state = row["State"].split(" ")[0].upper()
         out.append(
             SlurmJobRecord(
                 job_id=row["JobIDRaw"],
                 app_id=app_id,
                 offset=int(offset) if plus and offset.isdigit() else 0,
                 name=row["JobName"],
-                state=row["State"].split(" ")[0].upper(),
+                state=state,
                 exit_code=code,
                 derived_exit_code=derived,
                 signal=sig,
                 nodes="" if nodes.startswith("None") else nodes,
                 work_dir=row["WorkDir"],
                 user=row["User"],
+                submitted=_sacct_time(row["Submit"]),
+                ended=_sacct_time(row["End"]) if _finished(state) else None,
             )
         )
     return out

@@ -46,6 +46,7 @@ from torchx_core.schedulers.api import (
     DescribeAppResponse,
     InvalidLogQueryError,
     ListAppResponse,
+    ReplicaUsage,
     Scheduler,
     SchedulerError,
     Stream,
@@ -53,6 +54,7 @@ from torchx_core.schedulers.api import (
     UnsupportedFeatureError,
     filter_regex,
 )
+from torchx_core.schedulers.slurm import _usage
 from torchx_core.schedulers.slurm._comment import TAG, parse_comment, submit_comment
 from torchx_core.schedulers.slurm._probe import (
     CommandRunner,
@@ -72,6 +74,7 @@ from torchx_core.schedulers.slurm._status import (
     SACCT_FIELDS,
     SLURM_STATES,
     SlurmJobRecord,
+    app_ended,
     appstate_from_slurm_state,
     describe_from_records,
     group_by_app,
@@ -451,6 +454,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                     created=leader.submitted,
                     owner=comment.owner or None,
                     replicas=replicas,
+                    ended=app_ended(records),
                 )
             )
         return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
@@ -520,6 +524,12 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         if regex:
             lines = filter_regex(regex, lines)
         return lines
+
+    def resource_usage(self, app_id: str) -> dict[tuple[str, int], ReplicaUsage] | None:
+        """Per replica CPU time and memory of the job's steps: ``sstat`` while it runs, ``sacct``
+        once it ended (None without accounting, or for an unknown app): ``slurm/_usage.py``."""
+        records = self._records([app_id]).get(app_id)
+        return _usage.replica_usage(self._run_cmd, records) if records else None
 
     # -- cancel -----------------------------------------------------------------------------
 
