@@ -12,7 +12,7 @@ Public names (imported lazily, so ``import torchx_airflow`` alone does not impor
   (:py:mod:`torchx_airflow.errors`)
 
 Without Airflow installed, using them raises
-:py:class:`torchx_core.specs.MissingDependencyError` (``pip install 'torchx-suite[airflow]'``).
+:py:class:`torchx_core.specs.MissingDependencyError` (torchx-suite's ``airflow`` extra).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Two routes from an AppDef to a pipeline step:
 
 :mod:`torchx_kfp.states` holds the state tables. kfp itself is imported on first use of a name
 that needs it; without it a :class:`~torchx_core.specs.MissingDependencyError` names the extra
-(``pip install 'torchx-suite[kfp]'``).
+(torchx-suite's ``kfp`` extra).
 """
 
 from __future__ import annotations

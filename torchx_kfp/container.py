@@ -103,7 +103,7 @@ class ContainerOptions:
     """Task settings that an AppDef does not carry, applied by :class:`ContainerFactory`.
 
     Settings under "kubernetes" need the ``kfp-kubernetes`` extra
-    (``pip install 'torchx-suite[kfp-kubernetes]'``); it is only imported when one is used
+    (torchx-suite's ``kfp-kubernetes`` extra); it is only imported when one is used
     (or when the role has volume mounts or an instance-type capability).
 
     Args:

@@ -1,4 +1,4 @@
-"""Prefect 3 tasks and hooks that run TorchX apps (``pip install 'torchx-suite[prefect]'``).
+"""Prefect 3 tasks and hooks that run TorchX apps (torchx-suite's ``prefect`` extra).
 
 >>> from prefect import flow  # doctest: +SKIP
 >>> from torchx_prefect import run_app_sync, cancel_flow_apps  # doctest: +SKIP

@@ -10,6 +10,7 @@ import yaml
 from kfp import compiler, dsl
 
 from torchx_core import specs
+from torchx_core.specs.errors import extra_install_hint
 from torchx_kfp import (
     ContainerOptions,
     InvalidKfpOptionsError,
@@ -423,7 +424,7 @@ def test_missing_kfp_kubernetes_names_the_extra(
         assert "pip install --force-reinstall 'kfp-kubernetes>=" in message
     else:
         assert "is not installed" in message
-        assert "pip install 'torchx-suite[kfp-kubernetes]'" in message
+        assert extra_install_hint("kfp-kubernetes") in message
 
 
 def _fake_dist(site: Path, name: str, version: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from torchx_core.runner import Phase
 from torchx_core.specs import AppState
+from torchx_core.specs.errors import extra_install_hint
 from torchx_kfp.errors import UnknownKfpStateError
 from torchx_kfp.states import (
     KFP_RUN_STATES,
@@ -137,4 +138,4 @@ def test_missing_kfp_names_the_extra(installed: bool) -> None:
         assert "pip install --force-reinstall 'kfp>=" in out.stdout
     else:
         assert "is not installed" in out.stdout
-        assert "pip install 'torchx-suite[kfp]'" in out.stdout
+        assert extra_install_hint("kfp") in out.stdout

@@ -21,6 +21,7 @@ from torchx_core.schedulers.registry import (
     SchedulerRegistryError,
 )
 from torchx_core.specs import MissingDependencyError, UnknownSchedulerException
+from torchx_core.specs.errors import extra_install_hint
 
 
 @dataclass
@@ -175,7 +176,7 @@ def test_deferred_factory_maps_missing_third_party_dep_to_extra(tmp_path, monkey
     reg = SchedulerRegistry({"kubernetes": "needs_dep_sched"}, entry_points=Scans([]))
     with pytest.raises(MissingDependencyError) as e:
         reg.get("kubernetes")("s")
-    assert "torchx-suite[kubernetes]" in str(e.value)
+    assert extra_install_hint("kubernetes") in str(e.value)
 
 
 def test_public_helpers() -> None:

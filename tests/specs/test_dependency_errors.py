@@ -18,6 +18,7 @@ from torchx_core.specs import _dependencies as deps
 from torchx_core.specs.errors import (
     MissingDependencyError,
     check_dependency_version,
+    extra_install_hint,
     import_optional,
     missing_dependency,
 )
@@ -38,7 +39,7 @@ def test_messages_for_the_three_cases() -> None:
     )
     assert str(missing).startswith("Optional dependency 'apache-airflow' is not installed")
     assert "apache-airflow>=3.0,<4" in str(missing)
-    assert "pip install 'torchx-suite[airflow]'" in str(missing)
+    assert extra_install_hint("airflow") in str(missing)
 
     old = MissingDependencyError(
         "airflow",
@@ -92,7 +93,7 @@ def test_distribution_named_for_a_shared_namespace() -> None:
 
 def test_absent_module_is_not_blamed_on_an_installed_sibling() -> None:
     e = missing_dependency("no_such_module_xyz.sub", "aws", "a test", cause=ImportError("x"))
-    assert e.found is None and "is not installed" in str(e) and "torchx-suite[aws]" in str(e)
+    assert e.found is None and "is not installed" in str(e) and extra_install_hint("aws") in str(e)
     # boto3 is the aws extra's only requirement: named when it is missing too, never when it
     # is installed (it does not provide this module)
     boto3 = deps.installed_version("boto3")

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from torchx_core.specs.errors import TorchXError
+from torchx_core.specs.errors import TorchXError, extra_install_hint
 from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def _require() -> None:
     except ImportError as e:
         raise MissingDashboardDependencyError(
             f"`torchx dashboard` needs Starlette, uvicorn and Jinja2 ({e}); install them with"
-            " pip install 'torchx-suite[dashboard]'"
+            f" {extra_install_hint('dashboard')}"
         ) from e
 
 

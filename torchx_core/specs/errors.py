@@ -346,7 +346,7 @@ class MissingDependencyError(TorchXError, ModuleNotFoundError):
         needs = purpose or "torchx-suite"
         wanted = f"{dist}{required}" if required else dist
         if found is None:
-            hint = pip_hint or f"pip install 'torchx-suite[{extra}]'"
+            hint = pip_hint or extra_install_hint(extra)
             mod = f", module {module!r}" if dist != module else ""
             supported = f"; supported: {wanted}" if required else ""
             msg = (
@@ -374,6 +374,28 @@ class MissingDependencyError(TorchXError, ModuleNotFoundError):
         self.found = found
         self.required = required
         self.pip_hint = hint
+
+
+def extra_install_hint(extra: str) -> str:
+    """How to install what torchx-suite's ``extra`` adds, without a package index holding
+    torchx-suite: the extra's own requirements (read from the installed metadata), then the
+    extra itself from the wheel or checkout torchx-suite was installed from.
+
+    >>> extra_install_hint("no-such-extra")
+    "pip install '<torchx-suite wheel or checkout>[no-such-extra]'"
+    """
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("torchx-suite") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    wanted = f"extra == '{extra}'"
+    reqs = [r.split(";")[0].strip() for r in requires if wanted in r.replace('"', "'")]
+    from_source = f"pip install '<torchx-suite wheel or checkout>[{extra}]'"
+    if not reqs:
+        return from_source
+    return "pip install " + " ".join(f"'{r}'" for r in reqs) + f" (or {from_source})"
 
 
 def missing_dependency(

@@ -1,6 +1,6 @@
 """The MLflow tracker: each app is one MLflow run of an experiment (extra ``mlflow``).
 
-Configure it on the launcher side (the job needs ``pip install 'torchx-suite[mlflow]'``)::
+Configure it on the launcher side (the job needs torchx-suite's ``mlflow`` extra)::
 
     [torchx:tracker]
     mlflow = mlflow                           # the `mlflow` torchx.tracker entry point

@@ -1,6 +1,6 @@
 """``local_docker`` (alias ``docker``): runs each replica of an app as a Docker container.
 
-Uses the Docker SDK (``pip install 'torchx-suite[docker]'``) against the engine named by
+Uses the Docker SDK (torchx-suite's ``docker`` extra) against the engine named by
 ``DOCKER_HOST`` (default: the local socket). Every container carries labels naming its app, role and
 replica, so ``describe``, ``list``, ``log_iter``, ``cancel`` and ``delete`` work from any process
 that can reach the engine; nothing is kept on the client side.
