@@ -24,7 +24,6 @@ import logging
 import os
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from torchx_core.cli.cmd_base import SubCommand
@@ -114,7 +113,7 @@ def torchx_run_args_from_json(json_data: dict[str, Any]) -> TorchXRunArgs:
         )
     run_args = TorchXRunArgs(**json_data)
     if run_args.workspace == "":
-        run_args.workspace = str(Path.cwd())
+        run_args.workspace = os.getcwd()
     return run_args
 
 

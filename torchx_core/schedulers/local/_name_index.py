@@ -15,7 +15,6 @@ Stale ids (apps deleted or garbage-collected since) are skipped by the reader.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -33,6 +32,8 @@ def _dir(root: str) -> str:
 
 
 def _file(root: str, name: str) -> str:
+    import hashlib  # not on the status and dry-run paths (hashlib costs ~3 ms to import)
+
     return os.path.join(_dir(root), hashlib.sha256(name.encode()).hexdigest()[:32])
 
 
