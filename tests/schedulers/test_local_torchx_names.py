@@ -188,3 +188,21 @@ def test_join_path_as_torchx() -> None:
     assert join("/usr/local/bin", None) == join(None, "/usr/local/bin") == "/usr/local/bin"
     assert join("/usr/local/bin", ":/usr/bin:/bin:") == "/usr/local/bin:/usr/bin:/bin"
     assert join(":/usr/bin:/bin:", "/usr/local/bin") == "/usr/bin:/bin:/usr/local/bin"
+
+
+def test_the_lazy_torchx_names_are_those_images_defines() -> None:
+    """The scheduler module serves `_images`' names without importing it at start-up."""
+    import subprocess
+    import sys
+
+    from torchx_core.schedulers.local import _images
+    from torchx_core.schedulers.local._torchx_face import TORCHX_NAMES
+
+    assert sorted(TORCHX_NAMES) == sorted(_images.__all__)
+    code = (
+        "import sys; import torchx_core.schedulers.local_scheduler as m;"
+        " assert 'torchx_core.schedulers.local._images' not in sys.modules;"
+        " assert m.CWDImageProvider.__name__ == 'CWDImageProvider';"
+        " assert set(m.__all__) >= set(m.__dir__()) & {'SignalException'}"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

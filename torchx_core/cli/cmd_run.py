@@ -27,14 +27,20 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from torchx_core.cli.cmd_base import SubCommand
-from torchx_core.cli.cmd_builtins import CmdBuiltins
 from torchx_core.specs.errors import ComponentArgumentError, TorchXError, did_you_mean
+from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from torchx_core.cli.cmd_builtins import CmdBuiltins
     from torchx_core.runner import Runner
     from torchx_core.specs import AppDryRunInfo
 
 logger: logging.Logger = logging.getLogger(__name__)
+
+# TorchX's cmd_run exposes CmdBuiltins; loaded on first use (`torchx run` does not need it)
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"CmdBuiltins": "torchx_core.cli.cmd_builtins"}, globals()
+)
 
 __all__ = [
     "LOCAL_SCHEDULER_WARNING_MSG",

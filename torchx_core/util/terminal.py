@@ -7,9 +7,19 @@ import re
 
 __all__ = ["sanitize"]
 
-# colours and text styles (SGR: ESC [ params m) are kept; every other control is neutralised
-_SGR = re.compile(r"\x1b\[[0-9;:]{0,64}m")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# colours and text styles (SGR: ESC [ params m) are kept; every other control is neutralised.
+# Compiled on first use: every CLI command imports this module, few print app output.
+_PATTERNS: tuple[re.Pattern[str], re.Pattern[str]] | None = None
+
+
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    global _PATTERNS
+    if _PATTERNS is None:
+        _PATTERNS = (
+            re.compile(r"\x1b\[[0-9;:]{0,64}m"),
+            re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"),
+        )
+    return _PATTERNS
 
 
 def _escaped(m: re.Match[str]) -> str:
@@ -28,12 +38,13 @@ def sanitize(text: str) -> str:
     >>> sanitize("\\x1b[31mred\\x1b[0m \\x1b]52;c;aGk=\\x07 \\x1b[2J")
     '\\x1b[31mred\\x1b[0m \\\\x1b]52;c;aGk=\\\\x07 \\\\x1b[2J'
     """
-    if not _CONTROL.search(text):
+    sgr_re, control = _PATTERNS or _patterns()
+    if not control.search(text):
         return text
-    parts = _SGR.split(text)
+    parts = sgr_re.split(text)
     if len(parts) == 1:
-        return _CONTROL.sub(_escaped, text)
-    out = [_CONTROL.sub(_escaped, parts[0])]
-    for sgr, part in zip(_SGR.findall(text), parts[1:], strict=True):
-        out += [sgr, _CONTROL.sub(_escaped, part)]
+        return control.sub(_escaped, text)
+    out = [control.sub(_escaped, parts[0])]
+    for sgr, part in zip(sgr_re.findall(text), parts[1:], strict=True):
+        out += [sgr, control.sub(_escaped, part)]
     return "".join(out)

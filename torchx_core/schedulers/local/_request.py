@@ -12,9 +12,8 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchx_core.schedulers.local._images import ImageProvider, ReplicaParam
 from torchx_core.schedulers.local._layout import TORCHX_LAYOUT, error_file_path, log_path
 from torchx_core.schedulers.local._options import (
     MAX_NAME_CHARS,
@@ -24,6 +23,9 @@ from torchx_core.schedulers.local._options import (
     env_drop_problems,
 )
 from torchx_core.specs import AppDef, CfgVal, Role, macros
+
+if TYPE_CHECKING:
+    from torchx_core.schedulers.local._images import ImageProvider, ReplicaParam
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -129,6 +131,8 @@ class LocalRequest:
         TorchX, ``PATH`` is the request's own part (extra paths, the role's ``PATH``, the working
         directory) without the launcher's ``PATH``, which the replicas get between them.
         """
+        from torchx_core.schedulers.local._images import ReplicaParam
+
         out: dict[str, list[ReplicaParam]] = {}
         for r in self.roles:
             env = {k: v for k, v in r.env.items() if k != "PATH"}

@@ -32,7 +32,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchx_core.schedulers.api import (
     AppValidationError,
@@ -44,16 +44,8 @@ from torchx_core.schedulers.api import (
     SchedulerError,
     Stream,
 )
-from torchx_core.schedulers.local import _gone, _logio, _name_index, _owner, _state, _usage
+from torchx_core.schedulers.local import _logio, _owner, _state
 from torchx_core.schedulers.local._create import LocalDiskError
-from torchx_core.schedulers.local._images import *  # noqa: F403 - TorchX's public names
-from torchx_core.schedulers.local._images import (
-    ImageProvider,
-    cuda_device_count,
-    custom_provider,
-    local_mode,
-)
-from torchx_core.schedulers.local._images import __all__ as _TORCHX_NAMES
 from torchx_core.schedulers.local._layout import (
     APP_FILE,
     PLAN_FILE,
@@ -64,7 +56,6 @@ from torchx_core.schedulers.local._layout import (
     log_path,
     write_status,
 )
-from torchx_core.schedulers.local._logquery import log_stream
 from torchx_core.schedulers.local._options import APP_ID_RULES as APP_ID_RULES
 from torchx_core.schedulers.local._options import MAX_NAME_CHARS as MAX_NAME_CHARS
 from torchx_core.schedulers.local._options import (
@@ -93,6 +84,8 @@ from torchx_core.schedulers.local._responses import (
     list_rows,
 )
 from torchx_core.schedulers.local._state import CorruptAppStateError
+from torchx_core.schedulers.local._torchx_face import TORCHX_NAMES as _TORCHX_NAMES
+from torchx_core.schedulers.local._torchx_face import TorchXLocalFace
 from torchx_core.specs import (
     NONE,
     AppDef,
@@ -106,7 +99,11 @@ from torchx_core.specs import (
     runopts,
 )
 from torchx_core.specs.errors import UnknownAppException
+from torchx_core.util.lazy import lazy_exports
 from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
+
+if TYPE_CHECKING:
+    from torchx_core.schedulers.local._images import ImageProvider
 
 __all__ = [
     "LOCAL_STATES",
@@ -127,11 +124,17 @@ __all__ = [
 
 logger: logging.Logger = logging.getLogger(__name__)
 
+# TorchX's module-level names (image providers, log names...), defined in ``_images`` and loaded
+# on first use: the status and dry-run paths do not need them
+__getattr__, __dir__ = lazy_exports(
+    __name__, dict.fromkeys(_TORCHX_NAMES, "torchx_core.schedulers.local._images"), globals()
+)
+
 Opts = LocalOpts  # TorchX's names
 PopenRequest = LocalRequest
 
 
-class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
+class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalRequest]):
     """Runs apps as local processes supervised by a detached per-app supervisor.
 
     Args:
@@ -167,7 +170,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider] | None = None,
         cache_size: int = 100,
     ) -> None:
-        backend, self._image_provider_class = local_mode(backend, image_provider_class, cache_size)
+        backend = self._set_provider(backend, image_provider_class, cache_size)
         super().__init__(backend, session_name)
         self._cache_size = cache_size
         self._root = os.path.abspath(root) if root else None
@@ -240,7 +243,7 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             self._staging_dir(),
             self._extra_paths,
             self._gpu_count if self._gpu_count is not None else self._cuda_device_count,
-            custom_provider(self._image_provider_class, cfg),
+            self._custom_provider(cfg),
         )
         return AppDryRunInfo(builder.build(app, cfg, make_unique(app.name)), format_request)
 
@@ -251,10 +254,6 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         not validated (as TorchX's method of this name).
         """
         return self._submit_dryrun(app, self.run_opts().resolve(cfg)).request
-
-    def _cuda_device_count(self) -> int:
-        """The GPUs of this host as ``nvidia-smi -L`` lists them (0 without it, as TorchX)."""
-        return cuda_device_count()
 
     # -- submit -------------------------------------------------------------------------------
 
@@ -288,6 +287,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
             )
         except OSError as e:
             raise _create.disk_error(e, root, f"cannot create app {req.app_id}") from e
+        from torchx_core.schedulers.local import _name_index
+
         _name_index.add(root, app.name if app is not None else "", req.app_id)
         try:
             _launch.start_supervisor(plan, req.app_dir, lock_fd)
@@ -316,7 +317,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         app_dir = self._app_dir(app_id)
         if app_dir is None:
             return None
-        doc = _state.read_status(app_dir, app_id) or _gone.status(self.root, app_id)
+        doc = _state.read_status(app_dir, app_id)
+        if doc is None:  # no status file: maybe deleted while it runs
+            from torchx_core.schedulers.local import _gone
+
+            doc = _gone.status(self.root, app_id)
         return self._response(app_id, app_dir, doc)
 
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
@@ -340,8 +345,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         finally:
             kill_apps_processes(dead)
         missing = [a for a, (d, doc) in found.items() if d and doc is None]
-        for app_id, doc in _gone.statuses(self.root, missing).items():  # deleted while running
-            found[app_id] = (found[app_id][0], doc)
+        if missing:
+            from torchx_core.schedulers.local import _gone
+
+            for app_id, doc in _gone.statuses(self.root, missing).items():  # deleted, running
+                found[app_id] = (found[app_id][0], doc)
         return {a: self._response(a, d, s) if d else None for a, (d, s) in found.items()}
 
     def _response(
@@ -399,6 +407,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
 
     def list_named(self, name: str, cfg: object = None) -> list[ListAppResponse]:
         """The apps submitted under ``name``: only theirs are read (``_name_index``)."""
+        from torchx_core.schedulers.local import _name_index
+
         ids = _name_index.ids_for(
             self.root, name, lambda: [(a.app_id, a.name) for a in self.list()]
         )
@@ -450,6 +460,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         doc = _state.read_status(app_dir, app_id) if app_dir else None
         if app_dir is None or doc is None:
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        from torchx_core.schedulers.local._logquery import log_stream
+
         return app_dir, doc, log_stream(doc, app_id, role_name, k, streams)
 
     def log_files(
@@ -506,7 +518,11 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         # apps made before the marker have a status file only; a deleted one, its supervisor
         if _state.is_owned(app_dir, app_id) or os.path.isfile(os.path.join(app_dir, STATUS_FILE)):
             return True
-        return not os.path.lexists(app_dir) and _gone.deleted_supervisor(self.root, app_id) != 0
+        if os.path.lexists(app_dir):
+            return False
+        from torchx_core.schedulers.local import _gone
+
+        return _gone.deleted_supervisor(self.root, app_id) != 0
 
     def _cancel_existing(self, app_id: str) -> None:
         """Stops the app: through its supervisor while it lives, else by killing its processes.
@@ -518,6 +534,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         if app_dir is None:
             return
         if not os.path.lexists(app_dir):  # deleted while it runs: stopped through its supervisor
+            from torchx_core.schedulers.local import _gone
+
             _gone.cancel(self.root, app_id)
             return
         try:
@@ -629,6 +647,8 @@ class LocalScheduler(WorkspaceMixin[None], Scheduler[LocalRequest]):
         doc = _state.read_status(app_dir, app_id) if app_dir else None
         if doc is None:
             return None
+        from torchx_core.schedulers.local import _usage
+
         return _usage.replica_usage(_usage.running_replicas(doc))
 
     def run_options(self, app_id: str) -> dict[str, CfgVal] | None:
