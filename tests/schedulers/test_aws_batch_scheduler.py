@@ -284,7 +284,7 @@ def test_run_opts_factory_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = AWSBatchScheduler("t")
     sched.submit_dryrun(_app(), CFG)  # dryrun needs no boto3
-    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):
+    with pytest.raises(MissingDependencyError, match=r"checkout>\[aws\]"):
         sched.describe("q:x")
 
 

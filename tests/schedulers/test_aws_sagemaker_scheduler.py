@@ -164,7 +164,7 @@ def test_schedule_error_and_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr("torchx_core.specs._dependencies.installed_version", lambda _dist: None)
     sched = AWSSageMakerScheduler("t")
     sched.submit_dryrun(AppDef("a", roles=[_role()]), CFG)
-    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[aws\]"):
+    with pytest.raises(MissingDependencyError, match=r"checkout>\[aws\]"):
         sched.describe("x")
 
 

@@ -292,7 +292,7 @@ def test_missing_docker_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     sched.submit_dryrun(_app(1), {})  # dryrun needs no SDK
     with pytest.raises(
         MissingDependencyError,
-        match=r"needed by the local_docker scheduler.*torchx-suite\[docker\]",
+        match=r"needed by the local_docker scheduler.*checkout>\[docker\]",
     ):
         sched.describe("x-1")
 

@@ -218,7 +218,7 @@ def test_client_per_address_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "ray.job_submission", None)
     sched = RayScheduler("t")
     sched.submit_dryrun(_app(), {})  # dryrun needs no ray
-    with pytest.raises(MissingDependencyError, match=r"torchx-suite\[ray\]"):
+    with pytest.raises(MissingDependencyError, match=r"checkout>\[ray\]"):
         sched.describe("127.0.0.1:8265-x")
 
 
