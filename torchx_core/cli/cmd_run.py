@@ -396,13 +396,16 @@ class CmdRun(SubCommand):
             else:
                 cfg = dict(run.scheduler_cfg)
             apply(scheduler, cfg, run_opts=run_opts)
-            workspace: str | None = run.workspace or None
+            # `--workspace ""` means none; no --workspace at all: the current directory where
+            # the scheduler builds images from a workspace
+            workspace: str | None = run.workspace
             if (
                 workspace is None
                 and scheduler not in ("local_cwd", "local")
                 and runner.supports_workspaces(scheduler)
             ):
                 workspace = os.getcwd()
+            workspace = workspace or None
             submit: dict[str, Any] = {
                 "cfg": cfg,
                 "workspace": workspace,
