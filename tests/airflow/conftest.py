@@ -37,7 +37,11 @@ from torchx_core.specs import AppDef, Role
 #: test_airflow_executor_version.py checks that importing it says so, and its own tests (which
 #: use 3.3's workload classes) are not collected
 collect_ignore = (
-    ["test_airflow_executor.py", "test_airflow_executor_deployment.py"]
+    [
+        "test_airflow_executor.py",
+        "test_airflow_executor_ops.py",
+        "test_airflow_executor_deployment.py",
+    ]
     if AIRFLOW_VERSION < (3, 3)
     else []
 )

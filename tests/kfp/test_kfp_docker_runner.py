@@ -13,6 +13,7 @@ from torchx_kfp import InvalidKfpOptionsError, docker_runner
 
 
 def test_the_step_runs_as_the_owner_of_the_pipeline_root(tmp_path: Path) -> None:
+    pytest.importorskip("docker", reason="kfp.local.DockerRunner needs the docker extra")
     root = tmp_path / "made-here"
     runner = docker_runner(root, network_mode="none")
     assert root.is_dir()  # created, so owned by this process's user
@@ -23,6 +24,7 @@ def test_the_step_runs_as_the_owner_of_the_pipeline_root(tmp_path: Path) -> None
 
 
 def test_given_user_and_environment_win(tmp_path: Path) -> None:
+    pytest.importorskip("docker", reason="kfp.local.DockerRunner needs the docker extra")
     runner = docker_runner(
         tmp_path, user="1000:1000", environment={"HOME": "/home/torchx", "AWS_DEFAULT_REGION": "x"}
     )
