@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from typing import Any
@@ -377,6 +378,8 @@ def test_a_streaming_trigger_logs_the_lines_after_the_positions_while_waiting(
     given = len(cluster.job(h).logs.get(("r", 0), []))
     cluster.table.append_log(app_id, "r", 0, "new-1", "new-2")
     trigger = _trigger(cluster, h, log_positions={"r/0": given})
+    if isinstance(trigger.log, logging.Logger):  # Airflow < 3.1: not structlog, not captured here
+        pytest.skip("this capture reads structlog events; this Airflow's trigger logs to stdlib")
     seen_while_running: list[list[str]] = []
     with capture_logs() as events:
 
