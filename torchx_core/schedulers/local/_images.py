@@ -18,23 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from torchx_core.schedulers.api import SchedulerArgumentError
+from torchx_core.schedulers.local._torchx_face import TORCHX_NAMES
 from torchx_core.specs import CfgVal, Role
 
-__all__ = [
-    "COMBINED_LOG",
-    "ENV_CUDA_VISIBLE_DEVICES",
-    "NA",
-    "STDERR_LOG",
-    "STDOUT_LOG",
-    "AppId",
-    "AppName",
-    "CWDImageProvider",
-    "ImageProvider",
-    "LocalDirectoryImageProvider",
-    "ReplicaParam",
-    "RoleName",
-    "SignalException",
-]
+__all__ = list(TORCHX_NAMES)  # one list: the scheduler module serves these lazily
 
 logger: logging.Logger = logging.getLogger(__name__)
 
