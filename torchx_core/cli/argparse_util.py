@@ -37,7 +37,21 @@ def _check_once(
     seen.add(option_string)
 
 
-class torchxconfig(argparse.Action):
+class ArgOnceAction(argparse.Action):
+    """An option that may be given at most once in one parse (``parser.error`` otherwise)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        _check_once(parser, namespace, option_string)
+        setattr(namespace, self.dest, values)
+
+
+class torchxconfig(ArgOnceAction):
     """An option whose default is read from the ``[cli:<subcmd>]`` section of .torchxconfig.
 
     Args:
@@ -69,16 +83,6 @@ class torchxconfig(argparse.Action):
             **kwargs,
         )
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _check_once(parser, namespace, option_string)
-        setattr(namespace, self.dest, values)
-
 
 class torchxconfig_run(torchxconfig):
     """:class:`torchxconfig` reading the ``[cli:run]`` section."""
@@ -106,17 +110,3 @@ class torchxconfig_list(torchxconfig):
         **kwargs: Any,
     ) -> None:
         super().__init__("list", dest, option_strings, required, default, **kwargs)
-
-
-class ArgOnceAction(argparse.Action):
-    """An option that may be given at most once in one parse (``parser.error`` otherwise)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _check_once(parser, namespace, option_string)
-        setattr(namespace, self.dest, values)
