@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,9 @@ TAG_ARTIFACT_PREFIX = "torchx.artifact."
 TAG_PARENT = "mlflow.parentRunId"
 ENV_EXPERIMENT_NAME = "TORCHX_TRACKING_EXPERIMENT_NAME"
 _RESERVED_PREFIXES = ("mlflow.", "torchx.")
+#: seconds a creator waits after creating a run before choosing among the runs it sees: the
+#: ranks of a job create at once, and a creation stamped earlier can land a little later
+CREATE_SETTLE_S = 0.3
 
 
 def _default_tracking_uri() -> str:
@@ -205,25 +209,29 @@ class MLflowTracker(TrackerBase):
     def get_run_id(self, run_name: str) -> str:
         """The MLflow run id of torchx run ``run_name`` (an app handle); created on first use.
 
-        Two processes creating the same run at once both keep the oldest run (the newer one is
-        deleted), so every writer ends up on one run.
+        Writers creating the same run at once (the ranks of one job) converge on one run: each
+        looks again once the others' creations have had time to land (``CREATE_SETTLE_S``) and
+        keeps the oldest run by start time (run id on a tie); the others are deleted before
+        anything was written to them.
         """
-        with self._create_lock:  # one creation at a time in this process
+        with self._create_lock:  # one creation at a time in this tracker
             existing = self._lookup(run_name)
             if existing:
                 return existing
             mine = self._client.create_run(
                 self.experiment_id, tags={TAG_RUN_ID: run_name}, run_name=run_name
-            )
+            ).info.run_id
+            # a creation that started before ours may land after it: look once it has landed
+            time.sleep(CREATE_SETTLE_S)
             found = self._find(run_name)
-            if found and found[0].info.run_id != mine.info.run_id:
-                self._client.delete_run(mine.info.run_id)  # lost a creation race
+            winner = found[0].info.run_id if found else mine
+            if winner != mine:
+                self._client.delete_run(mine)  # lost a creation race
             else:
-                found = found or [mine]
                 with self._lock:
-                    self._created.add(mine.info.run_id)
+                    self._created.add(mine)
             with self._lock:
-                return self._runs.setdefault(run_name, found[0].info.run_id)
+                return self._runs.setdefault(run_name, winner)
 
     def get_run(self, run_name: str) -> Run:
         """The MLflow ``Run`` of torchx run ``run_name`` (created on first use)."""

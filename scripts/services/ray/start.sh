@@ -7,6 +7,9 @@
 #  - --node-ip-address 127.0.0.1 and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keep all traffic on loopback
 #    (the latter stops Ray rewriting 127.0.0.1 to the routable address for job drivers);
 #  - the venv's bin first on PATH: job entrypoints run in the head's environment;
+#  - workers listen on 20000-20999 (RAY_MIN/MAX_WORKER_PORT), not Ray's default 10002-19999,
+#    which holds the other services' fixed ports (Prefect 14200, MLflow 15000, Airflow 15432/18080):
+#    a Ray worker that took one of them made that service's start fail;
 #  - the object store is capped (RAY_OBJECT_STORE_BYTES, default 200 MB);
 #  - on a heavily loaded machine a Ray subprocess (seen: ray_client_server, which waits 30 s for the
 #    raylet) can die during start-up, and `--block` then tears the head down: the start is
@@ -48,6 +51,7 @@ start_once() {
   "$RAY" start --head --block --node-ip-address 127.0.0.1 --port "$GCS_PORT" \
       --num-cpus "${RAY_NUM_CPUS:-4}" --object-store-memory "${RAY_OBJECT_STORE_BYTES:-200000000}" \
       --include-dashboard=true --dashboard-host 127.0.0.1 --dashboard-port "$PORT" \
+      --min-worker-port "${RAY_MIN_WORKER_PORT:-20000}" --max-worker-port "${RAY_MAX_WORKER_PORT:-20999}" \
       --disable-usage-stats --temp-dir "$TMP" >"$LOG" 2>&1 &
   local pid=$! i
   echo "$pid" > "$PIDFILE"
