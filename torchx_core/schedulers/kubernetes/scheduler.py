@@ -41,7 +41,13 @@ from torchx_core.schedulers.api import (
 from torchx_core.schedulers.ids import make_unique
 from torchx_core.schedulers.kubernetes import _models as models
 from torchx_core.schedulers.kubernetes import _pods as pods
-from torchx_core.schedulers.kubernetes._client import KubeClients, resolve_namespace
+from torchx_core.schedulers.kubernetes._client import (
+    KubeClients,
+    KubernetesJobExistsError,
+    KubernetesSpecError,
+    context_namespace,
+    kubeconfig_context,
+)
 from torchx_core.schedulers.kubernetes._models import (  # noqa: F401 - TorchX's public names
     RETRY_POLICIES,
     pod_labels,
@@ -118,6 +124,9 @@ VOLCANO_TASK_STATES: dict[str, AppState] = {
 
 JOB_KINDS = ("volcano", "jobset")
 
+#: Pods take their name as hostname, a DNS label: at most 63 characters.
+MAX_POD_NAME_LEN = 63
+
 
 @dataclass
 class KubernetesOpts(StructuredOpts):
@@ -145,6 +154,9 @@ class KubernetesOpts(StructuredOpts):
     """Memory (MB) a node keeps for Kubernetes: each container requests its memory less this."""
     efa_device_count: int | None = None
     """EFA devices per pod: unset = as the resource says, 0 = none, N = N."""
+    validate_spec: bool = False
+    """Dry run: also have the API server validate the job (a server-side dry run; needs a
+    cluster) and check that pod names fit in 63 characters."""
 
 
 Opts = KubernetesOpts  # TorchX's name
@@ -155,8 +167,8 @@ class KubernetesJob:
     """The request: one custom resource (Volcano Job or JobSet) to create in ``namespace``."""
 
     resource: dict[str, Any]
-    kind: str
-    namespace: str
+    kind: str = "volcano"
+    namespace: str = "default"
     images: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -380,6 +392,21 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     def close(self) -> None:
         self._clients.close()
 
+    @property
+    def _client(self) -> Any | None:
+        """The ``ApiClient`` given to the constructor or built on first use (TorchX's name)."""
+        return self._clients._client
+
+    def _get_active_context(self, context: str | None = None) -> dict[str, Any] | None:
+        """The kubeconfig's entry for ``context`` (default: the current context), if any."""
+        return kubeconfig_context(context)
+
+    def _namespace(self, opts: KubernetesOpts) -> str:
+        """The ``namespace`` option, else the kubeconfig context's namespace, else ``default``."""
+        return (
+            opts.namespace or context_namespace(self._get_active_context(opts.context)) or "default"
+        )
+
     # -- submission -------------------------------------------------------------------------
 
     def _run_opts(self) -> runopts:
@@ -389,7 +416,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[KubernetesJob]:
         opts = KubernetesOpts.from_cfg(cfg)
-        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        opts.namespace = self._namespace(opts)
         if opts.job_kind not in JOB_KINDS:
             raise InvalidRunConfigException(
                 f"job_kind={opts.job_kind!r} is not valid; use one of {list(JOB_KINDS)}",
@@ -407,18 +434,66 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             images=sorted({r.image for r in app.roles}),
         )
         self._clients.context = opts.context
+        if opts.validate_spec:
+            self._validate_spec(req)
         return AppDryRunInfo(req, str)
 
+    def _validate_spec(self, req: KubernetesJob) -> None:
+        """The ``validate_spec`` checks: pod names fit the 63-character hostname limit, and the
+        API server accepts the job (``dry_run="All"``: nothing is created)."""
+        from torchx_core.schedulers.kubernetes._client import api_errors, kubernetes_client
+
+        too_long = [n for n in _pod_names(req) if len(n) > MAX_POD_NAME_LEN]
+        if too_long:
+            raise KubernetesSpecError(
+                f"Pod name {too_long[0]!r} ({len(too_long[0])} characters) exceeds 63 character"
+                " limit (pods take it as their hostname); shorten the app or role name"
+            )
+        group, version, plural = _gvp(req.kind)
+        client = kubernetes_client()
+        try:
+            with api_errors(f"validating {req.kind} {req.namespace}/{req.name}"):
+                self._clients.custom().create_namespaced_custom_object(
+                    group=group,
+                    version=version,
+                    namespace=req.namespace,
+                    plural=plural,
+                    body=req.resource,
+                    dry_run="All",
+                )
+        except client.ApiException as e:
+            if e.status in (400, 422):
+                raise KubernetesSpecError(
+                    f"Invalid job spec: the API server refused {req.kind} {req.name}: {e}; fix"
+                    " the app (names, resources, overlays) or run with validate_spec=False"
+                ) from e
+            raise
+
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
-        from torchx_core.schedulers.kubernetes._client import api_errors
+        from torchx_core.schedulers.kubernetes._client import api_errors, kubernetes_client, to_dict
 
         req = dryrun_info.request
         group, version, plural = _gvp(req.kind)
-        with api_errors(f"creating {req.kind} {req.namespace}/{req.name}"):
-            self._clients.custom().create_namespaced_custom_object(
-                group, version, req.namespace, plural, req.resource
-            )
-        return f"{req.namespace}:{req.name}"
+        name = (req.resource.get("metadata") or {}).get("name", "")
+        client = kubernetes_client()
+        try:
+            with api_errors(f"creating {req.kind} {req.namespace}/{name}"):
+                resp = self._clients.custom().create_namespaced_custom_object(
+                    group=group,
+                    version=version,
+                    namespace=req.namespace,
+                    plural=plural,
+                    body=req.resource,
+                )
+        except client.ApiException as e:
+            if e.status == 409:
+                raise KubernetesJobExistsError(
+                    f"a {req.kind} named {name!r} already exists in namespace {req.namespace};"
+                    " submit again (the dry run picks a new unique name) or delete the old job"
+                ) from e
+            raise
+        created = ((to_dict(resp) or {}).get("metadata") or {}).get("name") or name
+        return f"{req.namespace}:{created}"
 
     # -- inspection -------------------------------------------------------------------------
 
@@ -435,7 +510,12 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             group, version, plural = _gvp(kind)
             missing, obj = is_not_found(
                 functools.partial(
-                    custom.get_namespaced_custom_object, group, version, namespace, plural, name
+                    custom.get_namespaced_custom_object_status,
+                    group=group,
+                    version=version,
+                    namespace=namespace,
+                    plural=plural,
+                    name=name,
                 )
             )
             if not missing and obj is not None:
@@ -525,7 +605,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         from torchx_core.schedulers.kubernetes._client import api_errors, to_dict
 
         opts = KubernetesOpts.from_cfg(dict(cfg or {}))
-        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        opts.namespace = self._list_namespace(opts)
         selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
         out: list[ListAppResponse] = []
         custom = self._clients.custom()
@@ -534,7 +614,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             with api_errors(f"listing {kind} jobs in {opts.namespace}"):
                 resp = to_dict(
                     custom.list_namespaced_custom_object(
-                        group, version, opts.namespace, plural, label_selector=selector
+                        group=group,
+                        version=version,
+                        namespace=opts.namespace,
+                        plural=plural,
+                        label_selector=selector,
                     )
                 )
             for obj in (resp or {}).get("items", []):
@@ -551,6 +635,19 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                     )
                 )
         return out
+
+    def _list_namespace(self, opts: KubernetesOpts) -> str:
+        """As :meth:`_namespace`; without a kubeconfig (in-cluster pods) ``default``."""
+        from torchx_core.schedulers.kubernetes._client import kubernetes_client
+
+        kubernetes_client()  # the package is needed from here on: a typed error if missing
+        from kubernetes.config import ConfigException
+
+        try:
+            return self._namespace(opts)
+        except ConfigException as e:
+            logger.debug("no kubeconfig context (%s): listing namespace `default`", e)
+            return opts.namespace or "default"
 
     def log_iter(
         self,
@@ -685,18 +782,37 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return None if found is None else pods.owner_of(found[1])
 
     def _delete_existing(self, app_id: str) -> None:
-        from torchx_core.schedulers.kubernetes._client import api_errors
+        from torchx_core.schedulers.kubernetes._client import is_not_found
 
-        found = self._get(app_id)
-        if found is None:
-            return
-        kind, _ = found
         namespace, name = pods.parse_app_id(app_id)
-        group, version, plural = _gvp(kind)
-        with api_errors(f"deleting {kind} {namespace}/{name}"):
-            self._clients.custom().delete_namespaced_custom_object(
-                group, version, namespace, plural, name
+        custom = self._clients.custom()
+        for kind in JOB_KINDS:  # the first kind that has the job; a 404 tries the next one
+            group, version, plural = _gvp(kind)
+            missing, _ = is_not_found(
+                functools.partial(
+                    custom.delete_namespaced_custom_object,
+                    group=group,
+                    version=version,
+                    namespace=namespace,
+                    plural=plural,
+                    name=name,
+                ),
+                f"deleting {kind} {namespace}/{name}",
             )
+            if not missing:
+                return
+
+
+def _pod_names(req: KubernetesJob) -> builtins.list[str]:
+    """The longest pod name of each task (Volcano) or replicated job (JobSet) of ``req``."""
+    name = req.name
+    spec = req.resource.get("spec") or {}
+    if req.kind == "volcano":
+        return [f"{name}-{t.get('name', '')}-0" for t in spec.get("tasks") or []]
+    return [
+        f"{name}-{rj.get('name', '')}-0-{max(0, int(rj['template']['spec']['completions']) - 1)}"
+        for rj in spec.get("replicatedJobs") or []
+    ]
 
 
 def _gvp(kind: str) -> tuple[str, str, str]:
