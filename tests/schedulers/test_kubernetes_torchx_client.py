@@ -64,6 +64,11 @@ def test_no_kubeconfig_gives_an_unconfigured_client_that_says_how_to_configure_o
         CustomObjectsApi(api).list_namespaced_custom_object(**VOLCANO, namespace="default")
 
 
+def test_the_injected_client_is_the_schedulers_client_attribute() -> None:
+    client = object()
+    assert create_scheduler("t", client=client)._client is client  # TorchX's attribute name
+
+
 def test_api_errors_are_also_the_clients_api_exception() -> None:
     with (
         pytest.raises(ApiException) as info,  # what TorchX users' code catches
