@@ -20,7 +20,6 @@ from __future__ import annotations
 import builtins
 import functools
 import logging
-import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from torchx_core.schedulers.kubernetes._client import (
     context_namespace,
     kubeconfig_context,
 )
+from torchx_core.schedulers.kubernetes._log_lines import aware, response_lines, until_lines
 from torchx_core.schedulers.kubernetes._models import (  # noqa: F401 - TorchX's public names
     RETRY_POLICIES,
     pod_labels,
@@ -72,10 +72,19 @@ from torchx_core.schedulers.kubernetes._pods import (  # noqa: F401 - TorchX's p
     RESERVED_MEMMB,
     RESERVED_MILLICPU,
 )
+from torchx_core.schedulers.kubernetes._status import (  # noqa: F401 - tests read them here
+    CANCELLED_ANNOTATION,
+    VOLCANO_STATES,
+    VOLCANO_TASK_STATES,
+    _default_replica,
+    _jobset_state,
+    _roles_of,
+    _volcano_state,
+    _volcano_task_states,
+)
 from torchx_core.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     ReplicaStatus,
     RetryPolicy,
@@ -95,32 +104,8 @@ VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL = "batch.volcano.sh", "v1alpha1",
 VOLCANO_BUS_GROUP, VOLCANO_BUS_PLURAL = "bus.volcano.sh", "commands"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-CANCELLED_ANNOTATION = "torchx.pytorch.org/cancelled"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 REPLICA_ID_ENV = "TORCHX_REPLICA_ID"
-
-# Volcano job phases -> AppState. A cancel aborts the job (Aborting -> Aborted).
-VOLCANO_STATES: dict[str, AppState] = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Restarting": AppState.RUNNING,
-    "Completing": AppState.RUNNING,
-    "Completed": AppState.SUCCEEDED,
-    "Aborting": AppState.CANCELLED,
-    "Aborted": AppState.CANCELLED,
-    "Terminating": AppState.RUNNING,
-    "Terminated": AppState.FAILED,
-    "Failed": AppState.FAILED,
-}
-
-# Volcano task (pod) phase names in `status.taskStatusCount[task].phase` -> replica state.
-VOLCANO_TASK_STATES: dict[str, AppState] = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Succeeded": AppState.SUCCEEDED,
-    "Failed": AppState.FAILED,
-    "Unknown": AppState.UNKNOWN,
-}
 
 JOB_KINDS = ("volcano", "jobset")
 
@@ -670,13 +655,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if until is not None:
             kwargs["timestamps"] = True
         if since is not None:
-            delta = datetime.now(timezone.utc) - _aware(since)
+            delta = datetime.now(timezone.utc) - aware(since)
             kwargs["since_seconds"] = max(1, int(delta.total_seconds()))
         with api_errors(f"reading logs of pod {namespace}/{pod_name}"):
             resp = self._clients.core().read_namespaced_pod_log(pod_name, namespace, **kwargs)
-        lines = _response_lines(resp)
+        lines = response_lines(resp)
         if until is not None:
-            lines = _until(lines, _aware(until))
+            lines = until_lines(lines, aware(until))
         return filter_regex(regex, lines) if regex else lines
 
     def _pod_name(
@@ -819,119 +804,6 @@ def _gvp(kind: str) -> tuple[str, str, str]:
     if kind == "volcano":
         return VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL
     return JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL
-
-
-def _volcano_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
-    status = obj.get("status") or {}
-    state = status.get("state") or {}
-    phase = state.get("phase") or ""
-    app_state = VOLCANO_STATES.get(phase, AppState.PENDING if not phase else AppState.UNKNOWN)
-    msg = state.get("message") or state.get("reason") or ""
-    return app_state, int(status.get("retryCount") or 0), msg
-
-
-def _jobset_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
-    status = obj.get("status") or {}
-    conditions = {
-        c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"
-    }
-    restarts = int(status.get("restarts") or 0)
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    if "Completed" in conditions:
-        return AppState.SUCCEEDED, restarts, conditions["Completed"].get("message", "")
-    if "Failed" in conditions:
-        return AppState.FAILED, restarts, conditions["Failed"].get("message", "")
-    suspended = "Suspended" in conditions or (obj.get("spec") or {}).get("suspend")
-    if suspended:
-        if annotations.get(CANCELLED_ANNOTATION) == "true":
-            return AppState.CANCELLED, restarts, "cancelled (JobSet suspended)"
-        return AppState.PENDING, restarts, "suspended (waiting for admission)"
-    active = sum(
-        int(r.get("active") or 0) + int(r.get("ready") or 0)
-        for r in status.get("replicatedJobsStatus") or []
-    )
-    return (AppState.RUNNING if active else AppState.PENDING), restarts, ""
-
-
-def _volcano_task_states(obj: Mapping[str, Any]) -> dict[tuple[str, int], AppState]:
-    """``{(role, replica_id): state}`` from ``status.taskStatusCount`` (one task per replica)."""
-    replica_of: dict[str, tuple[str, int]] = {}
-    for task in (obj.get("spec") or {}).get("tasks") or []:
-        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        rid = labels.get(pods.LABEL_REPLICA_ID, "")
-        if labels.get(pods.LABEL_ROLE_NAME) and rid.isdigit():
-            replica_of[task.get("name", "")] = (labels[pods.LABEL_ROLE_NAME], int(rid))
-    out: dict[tuple[str, int], AppState] = {}
-    counts = (obj.get("status") or {}).get("taskStatusCount") or {}
-    for task, info in counts.items():
-        phases = [p for p, n in ((info or {}).get("phase") or {}).items() if n]
-        if task in replica_of and phases:
-            out[replica_of[task]] = VOLCANO_TASK_STATES.get(phases[0], AppState.UNKNOWN)
-    return out
-
-
-def _roles_of(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(role name, replica count) from the stored object, in role order."""
-    spec = obj.get("spec") or {}
-    if kind == "volcano":
-        counts: dict[str, int] = {}
-        for task in spec.get("tasks") or []:
-            labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            role = labels.get(pods.LABEL_ROLE_NAME) or re.sub(r"-\d+$", "", task.get("name", ""))
-            counts[role] = counts.get(role, 0) + int(task.get("replicas") or 1)
-        return list(counts.items())
-    out = []
-    for rj in spec.get("replicatedJobs") or []:
-        labels = ((rj.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        role = labels.get(pods.LABEL_ROLE_NAME) or rj.get("name", "")
-        out.append(
-            (role, int(((rj.get("template") or {}).get("spec") or {}).get("completions") or 1))
-        )
-    return out
-
-
-def _default_replica(app_state: AppState) -> AppState:
-    """A replica without a pod yet: pending while the app runs, else the app's final state."""
-    return AppState.PENDING if app_state in (AppState.RUNNING, AppState.PENDING) else app_state
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-
-
-def _response_lines(resp: Any) -> Iterable[str]:
-    """Lines from a pod log response (a urllib3 response, bytes or str)."""
-    if isinstance(resp, (bytes, str)):
-        text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp
-        return iter(text.splitlines(keepends=True))
-    if hasattr(resp, "stream"):
-
-        def gen() -> Iterable[str]:
-            buf = b""
-            for chunk in resp.stream(64 * 1024):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace") + "\n"
-            if buf:
-                yield buf.decode("utf-8", "replace")
-
-        return gen()
-    return iter(str(resp).splitlines(keepends=True))
-
-
-def _until(lines: Iterable[str], until: datetime) -> Iterable[str]:
-    """Stops at the first line stamped after ``until``; strips the stamps the API added."""
-    for line in lines:
-        stamp, _, rest = line.partition(" ")
-        try:
-            ts = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        except ValueError:
-            yield line
-            continue
-        if ts > until:
-            return
-        yield rest
 
 
 def create_scheduler(
