@@ -13,6 +13,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from support.docker_fixtures import BUSYBOX, FakeDockerClient
 
 from torchx_core import specs
 from torchx_core.schedulers.kubernetes._client import (
@@ -181,3 +182,28 @@ def test_list_namespace_comes_from_the_active_context(context: Any, namespace: s
         assert {c.kwargs["namespace"] for c in list_jobs.call_args_list} == {namespace}
         sched.list({"namespace": "given"})
         assert list_jobs.call_args.kwargs["namespace"] == "given"
+
+
+def test_workspace_image_is_built_pushed_to_image_repo_and_run(
+    tmp_path: Any, create: mock.MagicMock
+) -> None:
+    """As TorchX's kubernetes scheduler: the workspace becomes an image pushed to image_repo."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text("print('hi')\n")
+    docker = FakeDockerClient()
+    sched = create_scheduler("t", docker_client=docker)
+    assert {"image_repo", "quiet"} <= set(sched.run_opts()._opts)
+    res = specs.resource(cpu=1, memMB=64)
+    role = specs.Role("trainer", image=BUSYBOX, entrypoint="python", resource=res)
+    role.workspace = specs.Workspace({str(project): ""})
+    repo = "127.0.0.1:5000/me/ws"
+    info = sched.submit_dryrun(specs.AppDef("ws", [role]), {"namespace": "ns", "image_repo": repo})
+    ((local, (pushed_repo, tag)),) = info.request.images_to_push.items()
+    assert local.startswith("sha256:") and pushed_repo == repo
+    template = info.request.resource["spec"]["tasks"][0]["template"]
+    assert template["spec"]["containers"][0]["image"] == f"{repo}:{tag}"
+    create.return_value = {"metadata": {"name": info.request.name}}
+    assert sched.schedule(info) == f"ns:{info.request.name}"
+    assert docker.images.pushed == [f"{repo}:{tag}"]  # pushed before the job was created
+    create.assert_called_once()

@@ -97,6 +97,7 @@ from torchx_core.specs.errors import InvalidRunConfigException
 from torchx_core.specs.overlays import apply_overlay, get_overlay
 from torchx_core.util.strings import normalize_str
 from torchx_core.util.yaml_emitter import dump_yaml
+from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ class KubernetesJob:
     kind: str = "volcano"
     namespace: str = "default"
     images: list[str] = field(default_factory=list)
+    images_to_push: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Workspace images to push before creating the job, ``{local_id: (repository, tag)}``."""
 
     def __str__(self) -> str:
         return dump_yaml(self.resource)
@@ -361,21 +364,28 @@ def app_to_resource(
     )
 
 
-class KubernetesScheduler(Scheduler[KubernetesJob]):
+class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
     """Runs apps on Kubernetes as Volcano Jobs or JobSets (see the module docstring).
+
+    Workspaces are built as Docker images (:class:`DockerWorkspaceMixin`) and pushed to
+    ``image_repo`` when the job is submitted, as in TorchX.
 
     Args:
         session_name: the runner session name.
         client: a ``kubernetes.client.ApiClient``; by default one is built from the in-cluster
             config or the kubeconfig on first use.
+        docker_client: Docker client for workspace images (default ``docker.from_env()``)
     """
 
-    def __init__(self, session_name: str, client: Any | None = None) -> None:
-        super().__init__("kubernetes", session_name)
+    def __init__(
+        self, session_name: str, client: Any | None = None, docker_client: Any | None = None
+    ) -> None:
+        super().__init__("kubernetes", session_name, docker_client=docker_client)
         self._clients = KubeClients(client)
 
     def close(self) -> None:
         self._clients.close()
+        self._close_docker_client()
 
     @property
     def _client(self) -> Any | None:
@@ -400,7 +410,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[KubernetesJob]:
-        opts = KubernetesOpts.from_cfg(cfg)
+        opts = KubernetesOpts.from_cfg(self._scheduler_cfg(cfg))
         opts.namespace = self._namespace(opts)
         if opts.job_kind not in JOB_KINDS:
             raise InvalidRunConfigException(
@@ -409,6 +419,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 None,
             )
         _check_retry_policy(app, opts.job_kind)
+        images_to_push = self.dryrun_push_images(app, cfg)  # workspace images: their pushed names
         name = pods.unique_name(app.name)
         build = volcano_job if opts.job_kind == "volcano" else jobset
         resource = build(app, name, opts)
@@ -417,6 +428,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             kind=opts.job_kind,
             namespace=opts.namespace,
             images=sorted({r.image for r in app.roles}),
+            images_to_push=images_to_push,
         )
         self._clients.context = opts.context
         if opts.validate_spec:
@@ -458,6 +470,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         from torchx_core.schedulers.kubernetes._client import api_errors, kubernetes_client, to_dict
 
         req = dryrun_info.request
+        if req.images_to_push:
+            self.push_images(req.images_to_push)
         group, version, plural = _gvp(req.kind)
         name = (req.resource.get("metadata") or {}).get("name", "")
         client = kubernetes_client()
@@ -807,7 +821,13 @@ def _gvp(kind: str) -> tuple[str, str, str]:
 
 
 def create_scheduler(
-    session_name: str, client: Any | None = None, **kwargs: Any
+    session_name: str,
+    client: Any | None = None,
+    docker_client: Any | None = None,
+    **kwargs: Any,
 ) -> KubernetesScheduler:
-    """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
-    return KubernetesScheduler(session_name=session_name, client=client)
+    """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient,
+    ``docker_client``: an optional Docker client for workspace images)."""
+    return KubernetesScheduler(
+        session_name=session_name, client=client, docker_client=docker_client
+    )
