@@ -8,6 +8,7 @@ These tests do the same against our scheduler (the real round trips are in
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -80,6 +81,9 @@ def test_api_errors_are_also_the_clients_api_exception() -> None:
     assert err.status == 500 and err.reason == "Internal Server Error"
     assert isinstance(err, KubernetesApiError)
     assert str(err) == "describing job ns/a failed: HTTP 500 Internal Server Error"
+    copy = pickle.loads(pickle.dumps(err))  # adapters hand errors across processes
+    assert isinstance(copy, ApiException) and isinstance(copy, KubernetesApiError)
+    assert (str(copy), copy.status, copy.reason) == (str(err), 500, "Internal Server Error")
 
 
 def test_submit_creates_the_job_with_keyword_arguments(create: mock.MagicMock) -> None:

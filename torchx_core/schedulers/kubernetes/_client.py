@@ -210,8 +210,17 @@ def _api_exception_class() -> Callable[[str, int | None, Any, Any, Any], Kuberne
         def __str__(self) -> str:
             return str(self.args[0])
 
+        def __reduce__(self) -> tuple[Any, ...]:  # picklable, though defined in a function
+            headers = dict(self.headers) if self.headers is not None else None
+            return (_rebuild, (str(self.args[0]), self.status, self.reason, self.body, headers))
+
     KubernetesApiException.__module__ = __name__
     return KubernetesApiException
+
+
+def _rebuild(message: str, status: int | None, reason: Any, body: Any, headers: Any) -> Any:
+    """Unpickles an error of :func:`_api_exception_class`."""
+    return _api_exception_class()(message, status, reason, body, headers)
 
 
 def _unreachable_errors() -> tuple[type[BaseException], ...]:
