@@ -7,6 +7,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from golden_files import check_golden
@@ -228,6 +229,16 @@ def test_delete_removes_containers_and_unknown_app_is_none() -> None:
     assert client.app_containers(app_id) == []
     assert sched.describe(app_id) is None
     sched.cancel("nope-123")  # unknown: a no-op
+
+
+def test_app_containers_come_from_get_containers_as_torchx() -> None:
+    """TorchX users' tests patch ``DockerScheduler._get_containers``; describe reads through it."""
+    client = FakeDockerClient()
+    sched = _sched(client)
+    app_id = sched.submit(_app(), {})
+    assert len(sched._get_containers(app_id)) == 3
+    with mock.patch.object(sched, "_get_containers", return_value=[]):
+        assert sched.describe(app_id) is None
 
 
 def test_pull_policy() -> None:

@@ -342,3 +342,17 @@ def test_describe_many_lists_once_per_kind_and_namespace(k8s_emulator: Any, clie
     assert many[jobset] == sched.describe(jobset)
     for app_id in (volcano, jobset):
         sched.delete(app_id)
+
+
+def test_submitting_an_existing_name_is_a_value_error(k8s_emulator: Any, clients: Any) -> None:
+    from torchx_core.schedulers.kubernetes._client import KubernetesJobExistsError
+
+    api, _, _ = clients
+    sched = create_scheduler("it", client=api)
+    info = sched.submit_dryrun(_app(), {"namespace": "default"})
+    app_id = sched.schedule(info)
+    with pytest.raises(KubernetesJobExistsError, match="already exists") as e:
+        sched.schedule(info)  # the same request (same name) again: HTTP 409 from the server
+    assert isinstance(e.value, ValueError)
+    sched.delete(app_id)
+    assert sched.describe(app_id) is None

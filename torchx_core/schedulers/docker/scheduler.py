@@ -462,7 +462,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
                 client.containers.run(c.image, c.command, detach=True, **kwargs)
         except errors as e:
             # no half-started app: remove the replicas already created
-            for started in self._containers(req.app_id):
+            for started in self._get_containers(req.app_id):
                 self._quietly(started.remove, force=True)
             raise SchedulerError(f"docker failed to start app {req.app_id}: {e}") from e
         return req.app_id
@@ -488,7 +488,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
 
     # -- inspection -------------------------------------------------------------------------
 
-    def _containers(self, app_id: str) -> list[Container]:
+    def _get_containers(self, app_id: str) -> list[Container]:
+        """The containers of ``app_id``, stopped ones included (TorchX's name)."""
         return self._list_containers(f"{LABEL_APP_ID}={app_id}", f"look up app {app_id}")
 
     def _list_containers(self, label: str, what: str) -> list[Container]:
@@ -500,7 +501,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             raise SchedulerError(f"the docker engine failed to {what}: {e}") from e
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        return _describe_containers(app_id, self._containers(app_id))
+        return _describe_containers(app_id, self._get_containers(app_id))
 
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
         """The status of many apps from one ``containers.list`` of every torchx container."""
@@ -536,7 +537,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     ) -> Iterable[str]:
         matches = [
             c
-            for c in self._containers(app_id)
+            for c in self._get_containers(app_id)
             if c.labels.get(LABEL_ROLE_NAME) == role_name
             and c.labels.get(LABEL_REPLICA_ID) == str(k)
         ]
@@ -571,7 +572,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
     # -- lifecycle --------------------------------------------------------------------------
 
     def _cancel_existing(self, app_id: str) -> None:
-        containers = self._containers(app_id)
+        containers = self._get_containers(app_id)
         for c in containers:
             if not _is_cancelled(c):
                 try:
@@ -593,7 +594,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             self._quietly(c.kill, signal="SIGKILL")
 
     def _delete_existing(self, app_id: str) -> None:
-        for c in self._containers(app_id):
+        for c in self._get_containers(app_id):
             self._quietly(c.remove, force=True)
 
     def _quietly(self, fn: Any, **kwargs: Any) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import builtins
 import functools
 import logging
-import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,14 @@ from torchx_core.schedulers.api import (
 from torchx_core.schedulers.ids import make_unique
 from torchx_core.schedulers.kubernetes import _models as models
 from torchx_core.schedulers.kubernetes import _pods as pods
-from torchx_core.schedulers.kubernetes._client import KubeClients, resolve_namespace
+from torchx_core.schedulers.kubernetes._client import (
+    KubeClients,
+    KubernetesJobExistsError,
+    KubernetesSpecError,
+    context_namespace,
+    kubeconfig_context,
+)
+from torchx_core.schedulers.kubernetes._log_lines import aware, response_lines, until_lines
 from torchx_core.schedulers.kubernetes._models import (  # noqa: F401 - TorchX's public names
     RETRY_POLICIES,
     pod_labels,
@@ -66,10 +72,19 @@ from torchx_core.schedulers.kubernetes._pods import (  # noqa: F401 - TorchX's p
     RESERVED_MEMMB,
     RESERVED_MILLICPU,
 )
+from torchx_core.schedulers.kubernetes._status import (  # noqa: F401 - tests read them here
+    CANCELLED_ANNOTATION,
+    VOLCANO_STATES,
+    VOLCANO_TASK_STATES,
+    _default_replica,
+    _jobset_state,
+    _roles_of,
+    _volcano_state,
+    _volcano_task_states,
+)
 from torchx_core.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     ReplicaStatus,
     RetryPolicy,
@@ -82,6 +97,7 @@ from torchx_core.specs.errors import InvalidRunConfigException
 from torchx_core.specs.overlays import apply_overlay, get_overlay
 from torchx_core.util.strings import normalize_str
 from torchx_core.util.yaml_emitter import dump_yaml
+from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -89,34 +105,13 @@ VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL = "batch.volcano.sh", "v1alpha1",
 VOLCANO_BUS_GROUP, VOLCANO_BUS_PLURAL = "bus.volcano.sh", "commands"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-CANCELLED_ANNOTATION = "torchx.pytorch.org/cancelled"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 REPLICA_ID_ENV = "TORCHX_REPLICA_ID"
 
-# Volcano job phases -> AppState. A cancel aborts the job (Aborting -> Aborted).
-VOLCANO_STATES: dict[str, AppState] = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Restarting": AppState.RUNNING,
-    "Completing": AppState.RUNNING,
-    "Completed": AppState.SUCCEEDED,
-    "Aborting": AppState.CANCELLED,
-    "Aborted": AppState.CANCELLED,
-    "Terminating": AppState.RUNNING,
-    "Terminated": AppState.FAILED,
-    "Failed": AppState.FAILED,
-}
-
-# Volcano task (pod) phase names in `status.taskStatusCount[task].phase` -> replica state.
-VOLCANO_TASK_STATES: dict[str, AppState] = {
-    "Pending": AppState.PENDING,
-    "Running": AppState.RUNNING,
-    "Succeeded": AppState.SUCCEEDED,
-    "Failed": AppState.FAILED,
-    "Unknown": AppState.UNKNOWN,
-}
-
 JOB_KINDS = ("volcano", "jobset")
+
+#: Pods take their name as hostname, a DNS label: at most 63 characters.
+MAX_POD_NAME_LEN = 63
 
 
 @dataclass
@@ -145,6 +140,9 @@ class KubernetesOpts(StructuredOpts):
     """Memory (MB) a node keeps for Kubernetes: each container requests its memory less this."""
     efa_device_count: int | None = None
     """EFA devices per pod: unset = as the resource says, 0 = none, N = N."""
+    validate_spec: bool = False
+    """Dry run: also have the API server validate the job (a server-side dry run; needs a
+    cluster) and check that pod names fit in 63 characters."""
 
 
 Opts = KubernetesOpts  # TorchX's name
@@ -155,9 +153,11 @@ class KubernetesJob:
     """The request: one custom resource (Volcano Job or JobSet) to create in ``namespace``."""
 
     resource: dict[str, Any]
-    kind: str
-    namespace: str
+    kind: str = "volcano"
+    namespace: str = "default"
     images: list[str] = field(default_factory=list)
+    images_to_push: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Workspace images to push before creating the job, ``{local_id: (repository, tag)}``."""
 
     def __str__(self) -> str:
         return dump_yaml(self.resource)
@@ -364,21 +364,43 @@ def app_to_resource(
     )
 
 
-class KubernetesScheduler(Scheduler[KubernetesJob]):
+class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
     """Runs apps on Kubernetes as Volcano Jobs or JobSets (see the module docstring).
+
+    Workspaces are built as Docker images (:class:`DockerWorkspaceMixin`) and pushed to
+    ``image_repo`` when the job is submitted, as in TorchX.
 
     Args:
         session_name: the runner session name.
         client: a ``kubernetes.client.ApiClient``; by default one is built from the in-cluster
             config or the kubeconfig on first use.
+        docker_client: Docker client for workspace images (default ``docker.from_env()``)
     """
 
-    def __init__(self, session_name: str, client: Any | None = None) -> None:
-        super().__init__("kubernetes", session_name)
+    def __init__(
+        self, session_name: str, client: Any | None = None, docker_client: Any | None = None
+    ) -> None:
+        super().__init__("kubernetes", session_name, docker_client=docker_client)
         self._clients = KubeClients(client)
 
     def close(self) -> None:
         self._clients.close()
+        self._close_docker_client()
+
+    @property
+    def _client(self) -> Any | None:
+        """The ``ApiClient`` given to the constructor or built on first use (TorchX's name)."""
+        return self._clients._client
+
+    def _get_active_context(self, context: str | None = None) -> dict[str, Any] | None:
+        """The kubeconfig's entry for ``context`` (default: the current context), if any."""
+        return kubeconfig_context(context)
+
+    def _namespace(self, opts: KubernetesOpts) -> str:
+        """The ``namespace`` option, else the kubeconfig context's namespace, else ``default``."""
+        return (
+            opts.namespace or context_namespace(self._get_active_context(opts.context)) or "default"
+        )
 
     # -- submission -------------------------------------------------------------------------
 
@@ -388,8 +410,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[KubernetesJob]:
-        opts = KubernetesOpts.from_cfg(cfg)
-        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        opts = KubernetesOpts.from_cfg(self._scheduler_cfg(cfg))
+        opts.namespace = self._namespace(opts)
         if opts.job_kind not in JOB_KINDS:
             raise InvalidRunConfigException(
                 f"job_kind={opts.job_kind!r} is not valid; use one of {list(JOB_KINDS)}",
@@ -397,6 +419,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 None,
             )
         _check_retry_policy(app, opts.job_kind)
+        images_to_push = self.dryrun_push_images(app, cfg)  # workspace images: their pushed names
         name = pods.unique_name(app.name)
         build = volcano_job if opts.job_kind == "volcano" else jobset
         resource = build(app, name, opts)
@@ -405,20 +428,71 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             kind=opts.job_kind,
             namespace=opts.namespace,
             images=sorted({r.image for r in app.roles}),
+            images_to_push=images_to_push,
         )
         self._clients.context = opts.context
+        if opts.validate_spec:
+            self._validate_spec(req)
         return AppDryRunInfo(req, str)
 
+    def _validate_spec(self, req: KubernetesJob) -> None:
+        """The ``validate_spec`` checks: pod names fit the 63-character hostname limit, and the
+        API server accepts the job (``dry_run="All"``: nothing is created)."""
+        from torchx_core.schedulers.kubernetes._client import api_errors, kubernetes_client
+
+        too_long = [n for n in _pod_names(req) if len(n) > MAX_POD_NAME_LEN]
+        if too_long:
+            raise KubernetesSpecError(
+                f"Pod name {too_long[0]!r} ({len(too_long[0])} characters) exceeds 63 character"
+                " limit (pods take it as their hostname); shorten the app or role name"
+            )
+        group, version, plural = _gvp(req.kind)
+        client = kubernetes_client()
+        try:
+            with api_errors(f"validating {req.kind} {req.namespace}/{req.name}"):
+                self._clients.custom().create_namespaced_custom_object(
+                    group=group,
+                    version=version,
+                    namespace=req.namespace,
+                    plural=plural,
+                    body=req.resource,
+                    dry_run="All",
+                )
+        except client.ApiException as e:
+            if e.status in (400, 422):
+                raise KubernetesSpecError(
+                    f"Invalid job spec: the API server refused {req.kind} {req.name}: {e}; fix"
+                    " the app (names, resources, overlays) or run with validate_spec=False"
+                ) from e
+            raise
+
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
-        from torchx_core.schedulers.kubernetes._client import api_errors
+        from torchx_core.schedulers.kubernetes._client import api_errors, kubernetes_client, to_dict
 
         req = dryrun_info.request
+        if req.images_to_push:
+            self.push_images(req.images_to_push)
         group, version, plural = _gvp(req.kind)
-        with api_errors(f"creating {req.kind} {req.namespace}/{req.name}"):
-            self._clients.custom().create_namespaced_custom_object(
-                group, version, req.namespace, plural, req.resource
-            )
-        return f"{req.namespace}:{req.name}"
+        name = (req.resource.get("metadata") or {}).get("name", "")
+        client = kubernetes_client()
+        try:
+            with api_errors(f"creating {req.kind} {req.namespace}/{name}"):
+                resp = self._clients.custom().create_namespaced_custom_object(
+                    group=group,
+                    version=version,
+                    namespace=req.namespace,
+                    plural=plural,
+                    body=req.resource,
+                )
+        except client.ApiException as e:
+            if e.status == 409:
+                raise KubernetesJobExistsError(
+                    f"a {req.kind} named {name!r} already exists in namespace {req.namespace};"
+                    " submit again (the dry run picks a new unique name) or delete the old job"
+                ) from e
+            raise
+        created = ((to_dict(resp) or {}).get("metadata") or {}).get("name") or name
+        return f"{req.namespace}:{created}"
 
     # -- inspection -------------------------------------------------------------------------
 
@@ -435,7 +509,12 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             group, version, plural = _gvp(kind)
             missing, obj = is_not_found(
                 functools.partial(
-                    custom.get_namespaced_custom_object, group, version, namespace, plural, name
+                    custom.get_namespaced_custom_object_status,
+                    group=group,
+                    version=version,
+                    namespace=namespace,
+                    plural=plural,
+                    name=name,
                 )
             )
             if not missing and obj is not None:
@@ -525,7 +604,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         from torchx_core.schedulers.kubernetes._client import api_errors, to_dict
 
         opts = KubernetesOpts.from_cfg(dict(cfg or {}))
-        opts.namespace = resolve_namespace(opts.namespace, opts.context)
+        opts.namespace = self._list_namespace(opts)
         selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
         out: list[ListAppResponse] = []
         custom = self._clients.custom()
@@ -534,7 +613,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             with api_errors(f"listing {kind} jobs in {opts.namespace}"):
                 resp = to_dict(
                     custom.list_namespaced_custom_object(
-                        group, version, opts.namespace, plural, label_selector=selector
+                        group=group,
+                        version=version,
+                        namespace=opts.namespace,
+                        plural=plural,
+                        label_selector=selector,
                     )
                 )
             for obj in (resp or {}).get("items", []):
@@ -551,6 +634,19 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                     )
                 )
         return out
+
+    def _list_namespace(self, opts: KubernetesOpts) -> str:
+        """As :meth:`_namespace`; without a kubeconfig (in-cluster pods) ``default``."""
+        from torchx_core.schedulers.kubernetes._client import kubernetes_client
+
+        kubernetes_client()  # the package is needed from here on: a typed error if missing
+        from kubernetes.config import ConfigException
+
+        try:
+            return self._namespace(opts)
+        except ConfigException as e:
+            logger.debug("no kubeconfig context (%s): listing namespace `default`", e)
+            return opts.namespace or "default"
 
     def log_iter(
         self,
@@ -573,13 +669,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if until is not None:
             kwargs["timestamps"] = True
         if since is not None:
-            delta = datetime.now(timezone.utc) - _aware(since)
+            delta = datetime.now(timezone.utc) - aware(since)
             kwargs["since_seconds"] = max(1, int(delta.total_seconds()))
         with api_errors(f"reading logs of pod {namespace}/{pod_name}"):
             resp = self._clients.core().read_namespaced_pod_log(pod_name, namespace, **kwargs)
-        lines = _response_lines(resp)
+        lines = response_lines(resp)
         if until is not None:
-            lines = _until(lines, _aware(until))
+            lines = until_lines(lines, aware(until))
         return filter_regex(regex, lines) if regex else lines
 
     def _pod_name(
@@ -685,18 +781,37 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return None if found is None else pods.owner_of(found[1])
 
     def _delete_existing(self, app_id: str) -> None:
-        from torchx_core.schedulers.kubernetes._client import api_errors
+        from torchx_core.schedulers.kubernetes._client import is_not_found
 
-        found = self._get(app_id)
-        if found is None:
-            return
-        kind, _ = found
         namespace, name = pods.parse_app_id(app_id)
-        group, version, plural = _gvp(kind)
-        with api_errors(f"deleting {kind} {namespace}/{name}"):
-            self._clients.custom().delete_namespaced_custom_object(
-                group, version, namespace, plural, name
+        custom = self._clients.custom()
+        for kind in JOB_KINDS:  # the first kind that has the job; a 404 tries the next one
+            group, version, plural = _gvp(kind)
+            missing, _ = is_not_found(
+                functools.partial(
+                    custom.delete_namespaced_custom_object,
+                    group=group,
+                    version=version,
+                    namespace=namespace,
+                    plural=plural,
+                    name=name,
+                ),
+                f"deleting {kind} {namespace}/{name}",
             )
+            if not missing:
+                return
+
+
+def _pod_names(req: KubernetesJob) -> builtins.list[str]:
+    """The longest pod name of each task (Volcano) or replicated job (JobSet) of ``req``."""
+    name = req.name
+    spec = req.resource.get("spec") or {}
+    if req.kind == "volcano":
+        return [f"{name}-{t.get('name', '')}-0" for t in spec.get("tasks") or []]
+    return [
+        f"{name}-{rj.get('name', '')}-0-{max(0, int(rj['template']['spec']['completions']) - 1)}"
+        for rj in spec.get("replicatedJobs") or []
+    ]
 
 
 def _gvp(kind: str) -> tuple[str, str, str]:
@@ -705,121 +820,14 @@ def _gvp(kind: str) -> tuple[str, str, str]:
     return JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL
 
 
-def _volcano_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
-    status = obj.get("status") or {}
-    state = status.get("state") or {}
-    phase = state.get("phase") or ""
-    app_state = VOLCANO_STATES.get(phase, AppState.PENDING if not phase else AppState.UNKNOWN)
-    msg = state.get("message") or state.get("reason") or ""
-    return app_state, int(status.get("retryCount") or 0), msg
-
-
-def _jobset_state(obj: Mapping[str, Any]) -> tuple[AppState, int, str]:
-    status = obj.get("status") or {}
-    conditions = {
-        c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"
-    }
-    restarts = int(status.get("restarts") or 0)
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    if "Completed" in conditions:
-        return AppState.SUCCEEDED, restarts, conditions["Completed"].get("message", "")
-    if "Failed" in conditions:
-        return AppState.FAILED, restarts, conditions["Failed"].get("message", "")
-    suspended = "Suspended" in conditions or (obj.get("spec") or {}).get("suspend")
-    if suspended:
-        if annotations.get(CANCELLED_ANNOTATION) == "true":
-            return AppState.CANCELLED, restarts, "cancelled (JobSet suspended)"
-        return AppState.PENDING, restarts, "suspended (waiting for admission)"
-    active = sum(
-        int(r.get("active") or 0) + int(r.get("ready") or 0)
-        for r in status.get("replicatedJobsStatus") or []
-    )
-    return (AppState.RUNNING if active else AppState.PENDING), restarts, ""
-
-
-def _volcano_task_states(obj: Mapping[str, Any]) -> dict[tuple[str, int], AppState]:
-    """``{(role, replica_id): state}`` from ``status.taskStatusCount`` (one task per replica)."""
-    replica_of: dict[str, tuple[str, int]] = {}
-    for task in (obj.get("spec") or {}).get("tasks") or []:
-        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        rid = labels.get(pods.LABEL_REPLICA_ID, "")
-        if labels.get(pods.LABEL_ROLE_NAME) and rid.isdigit():
-            replica_of[task.get("name", "")] = (labels[pods.LABEL_ROLE_NAME], int(rid))
-    out: dict[tuple[str, int], AppState] = {}
-    counts = (obj.get("status") or {}).get("taskStatusCount") or {}
-    for task, info in counts.items():
-        phases = [p for p, n in ((info or {}).get("phase") or {}).items() if n]
-        if task in replica_of and phases:
-            out[replica_of[task]] = VOLCANO_TASK_STATES.get(phases[0], AppState.UNKNOWN)
-    return out
-
-
-def _roles_of(kind: str, obj: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(role name, replica count) from the stored object, in role order."""
-    spec = obj.get("spec") or {}
-    if kind == "volcano":
-        counts: dict[str, int] = {}
-        for task in spec.get("tasks") or []:
-            labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            role = labels.get(pods.LABEL_ROLE_NAME) or re.sub(r"-\d+$", "", task.get("name", ""))
-            counts[role] = counts.get(role, 0) + int(task.get("replicas") or 1)
-        return list(counts.items())
-    out = []
-    for rj in spec.get("replicatedJobs") or []:
-        labels = ((rj.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        role = labels.get(pods.LABEL_ROLE_NAME) or rj.get("name", "")
-        out.append(
-            (role, int(((rj.get("template") or {}).get("spec") or {}).get("completions") or 1))
-        )
-    return out
-
-
-def _default_replica(app_state: AppState) -> AppState:
-    """A replica without a pod yet: pending while the app runs, else the app's final state."""
-    return AppState.PENDING if app_state in (AppState.RUNNING, AppState.PENDING) else app_state
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-
-
-def _response_lines(resp: Any) -> Iterable[str]:
-    """Lines from a pod log response (a urllib3 response, bytes or str)."""
-    if isinstance(resp, (bytes, str)):
-        text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp
-        return iter(text.splitlines(keepends=True))
-    if hasattr(resp, "stream"):
-
-        def gen() -> Iterable[str]:
-            buf = b""
-            for chunk in resp.stream(64 * 1024):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace") + "\n"
-            if buf:
-                yield buf.decode("utf-8", "replace")
-
-        return gen()
-    return iter(str(resp).splitlines(keepends=True))
-
-
-def _until(lines: Iterable[str], until: datetime) -> Iterable[str]:
-    """Stops at the first line stamped after ``until``; strips the stamps the API added."""
-    for line in lines:
-        stamp, _, rest = line.partition(" ")
-        try:
-            ts = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        except ValueError:
-            yield line
-            continue
-        if ts > until:
-            return
-        yield rest
-
-
 def create_scheduler(
-    session_name: str, client: Any | None = None, **kwargs: Any
+    session_name: str,
+    client: Any | None = None,
+    docker_client: Any | None = None,
+    **kwargs: Any,
 ) -> KubernetesScheduler:
-    """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient)."""
-    return KubernetesScheduler(session_name=session_name, client=client)
+    """Creates the ``kubernetes`` scheduler (``client``: an optional ``kubernetes`` ApiClient,
+    ``docker_client``: an optional Docker client for workspace images)."""
+    return KubernetesScheduler(
+        session_name=session_name, client=client, docker_client=docker_client
+    )
