@@ -16,7 +16,7 @@ import pytest
 from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
-from torchx_core.schedulers.api import DescribeAppResponse
+from torchx_core.schedulers.api import DescribeAppResponse, SchedulerError
 from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler, run_command
 from torchx_core.specs import AppState, is_terminal
 
@@ -233,6 +233,18 @@ def test_torchx_words_on_a_real_cluster(
         assert "MinMemoryNode=100M" in components[0], components[0]
     finally:
         sched.cancel(app_id)
+
+
+def test_memory_beyond_the_nodes_says_how_to_leave_out_mem(
+    sched: SlurmScheduler, tmp_path: Path
+) -> None:
+    # TorchX leaves --mem out at dry run when the partition reports <= 1000 MB per node (an
+    # `sinfo` at every dry run); here the dry run asks nothing and sbatch's refusal says what to do
+    big = role("big", "print(1)")
+    big.resource = specs.Resource(cpu=1, gpu=0, memMB=10_000_000)
+    with pytest.raises(SchedulerError) as e:
+        sched.submit(specs.AppDef("big", roles=[big]), {"job_dir": str(tmp_path), "time": "5"})
+    assert "Memory specification" in str(e.value) and "-cfg nomem=True" in str(e.value)
 
 
 def test_logs_tail_and_regex(sched: SlurmScheduler, tmp_path: Path) -> None:

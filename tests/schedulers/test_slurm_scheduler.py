@@ -653,6 +653,29 @@ def test_sbatch_failure_is_a_scheduler_error(tmp_path: Path) -> None:
         sched.submit(make_app(), {"job_dir": str(tmp_path)})
 
 
+def test_memory_refused_by_sbatch_says_how_to_leave_out_mem(tmp_path: Path) -> None:
+    # TorchX leaves --mem out when the partition reports <= 1000 MB per node (an sinfo at every
+    # dry run); here the dry run asks nothing, and sbatch's refusal names the way out
+    from torchx_core.schedulers.api import SchedulerError
+
+    refusal = (
+        "sbatch: error: Memory specification can not be satisfied\n"
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    )
+
+    def refusing(args: list[str], input: str | None = None):  # type: ignore[no-untyped-def]
+        import subprocess
+
+        return subprocess.CompletedProcess(args, 1, "", refusal)
+
+    sched = SlurmScheduler("t", run_cmd=refusing, probe=StaticSlurmProbe((22, 5)))
+    with pytest.raises(SchedulerError, match=r"(?s)can not be satisfied.*-cfg nomem=True"):
+        sched.submit(make_app(), {"job_dir": str(tmp_path)})
+    with pytest.raises(SchedulerError) as e:  # no --mem asked: no hint
+        sched.submit(make_app(), {"job_dir": str(tmp_path), "nomem": True})
+    assert "nomem" not in str(e.value)
+
+
 def test_sacct_placeholder_rows_are_not_an_answer() -> None:
     from torchx_core.schedulers.slurm._status import parse_sacct
 

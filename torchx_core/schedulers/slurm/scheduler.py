@@ -335,7 +335,21 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         if req.workspace_src:
             copy_workspace(req.workspace_src, req.log_dir)
         script = req.materialize()
-        result = self._run(req.cmd, input=script)
+        try:
+            result = self._run(req.cmd, input=script)
+        except SchedulerError as e:
+            if "Memory specification" in str(e) and any(
+                "mem" in r.sbatch_opts for r in req.replicas.values()
+            ):
+                # TorchX drops --mem at dry run when the partition reports <= 1000 MB per node
+                # (an `sinfo` per dry run, ~9 s when the controller is unreachable); ours asks
+                # nothing at dry run and says here what to do
+                raise SchedulerError(
+                    f"{e}\nThe roles ask for more memory per node than the partition has (or the"
+                    " cluster does not manage memory): lower the roles' memMB, or pass"
+                    " -cfg nomem=True to leave out --mem"
+                ) from e
+            raise
         job_id = result.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch answered {result.stdout!r}; expected a job id")
