@@ -16,7 +16,7 @@ import pytest
 from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
-from torchx_core.schedulers.api import DescribeAppResponse
+from torchx_core.schedulers.api import DescribeAppResponse, SchedulerError
 from torchx_core.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler, run_command
 from torchx_core.specs import AppState, is_terminal
 
@@ -202,6 +202,49 @@ def test_job_without_retries_is_requeueable_as_torchx(
         assert "Requeue=1" in shown, shown
     finally:
         sched.cancel(app_id)
+
+
+def test_torchx_words_on_a_real_cluster(
+    sched: SlurmScheduler,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # TorchX's request: mail and account options on the sbatch command line (the script on
+    # stdin), --requeue/--ntasks-per-node=1/--mem=<MB> on every het component, and a role
+    # without a resource (the partition's defaults)
+    for add in (["account", "torchxproj"], ["user", "root", "account=torchxproj"]):
+        # the account must exist for Slurm to keep it (else the job runs under the default one);
+        # adding it again only answers "Nothing new added"
+        subprocess.run(["sacctmgr", "-i", "add", *add], capture_output=True, check=False)
+    sleeper = role("sleeper", "import time; time.sleep(30)", replicas=2)
+    bare = specs.Role("bare", image="", entrypoint=PY, args=["-c", "import time; time.sleep(30)"])
+    app = specs.AppDef("words", roles=[sleeper, bare])
+    cfg = {"job_dir": str(tmp_path), "time": "5", "account": "torchxproj", "mail-type": "END"}
+    app_id = sched.submit(app, {**cfg, "mail-user": "nobody@localhost"})
+    try:
+        wait(sched, app_id, lambda d: d.state == AppState.RUNNING)
+        shown = slurm_cluster.run("scontrol", "show", "job", app_id)
+        components = [c for c in shown.split("\n\n") if c.strip()]
+        assert len(components) == 3, shown
+        for c in components:
+            assert "Account=torchxproj" in c and "Requeue=1" in c and "NumNodes=1" in c, c
+            assert "NumTasks=1" in c, c
+        assert "MailUser=nobody@localhost MailType=END" in components[0], components[0]
+        assert "MinMemoryNode=100M" in components[0], components[0]
+    finally:
+        sched.cancel(app_id)
+
+
+def test_memory_beyond_the_nodes_says_how_to_leave_out_mem(
+    sched: SlurmScheduler, tmp_path: Path
+) -> None:
+    # TorchX leaves --mem out at dry run when the partition reports <= 1000 MB per node (an
+    # `sinfo` at every dry run); here the dry run asks nothing and sbatch's refusal says what to do
+    big = role("big", "print(1)")
+    big.resource = specs.Resource(cpu=1, gpu=0, memMB=10_000_000)
+    with pytest.raises(SchedulerError) as e:
+        sched.submit(specs.AppDef("big", roles=[big]), {"job_dir": str(tmp_path), "time": "5"})
+    assert "Memory specification" in str(e.value) and "-cfg nomem=True" in str(e.value)
 
 
 def test_logs_tail_and_regex(sched: SlurmScheduler, tmp_path: Path) -> None:

@@ -112,16 +112,16 @@ def test_replica_request_from_role_as_torchx() -> None:
     with mock.patch.object(slurm_scheduler, "version", return_value=(24, 5)):
         req = slurm_scheduler.SlurmReplicaRequest.from_role("foo-1", _replica_role(), cfg=opts)
     sbatch, srun = req.materialize()
-    assert sbatch[0] == "--job-name=foo-1" and "--mem=10M" in sbatch
+    assert sbatch[0] == "--job-name=foo-1" and "--mem=10" in sbatch
     for word in ("--partition=p1", "--qos=high", "--constraint=gpu", "--time=5:13"):
         assert word in sbatch
     assert "--gpus-per-task=3" in sbatch and "--cpus-per-task=2" in sbatch
     assert req.replica_id == 1  # taken from the name, and the macro follows it
     assert srun[:2] == [
-        '--output=slurm-"${SLURM_JOB_ID}"-foo-1.out',
-        '--error=slurm-"${SLURM_JOB_ID}"-foo-1.err',
+        '--output=slurm-"$SLURM_JOB_ID"-foo-1.out',
+        '--error=slurm-"$SLURM_JOB_ID"-foo-1.err',
     ]
-    assert srun[-4:] == ["echo", "'hello slurm'", "'id '\"${SLURM_JOB_ID}\"", "1"]
+    assert srun[-4:] == ["echo", "'hello slurm'", "'id '\"$SLURM_JOB_ID\"''", "1"]
     assert "FOO=bar" in srun
     # nomem (argument or option) leaves --mem out; a patched newer Slurm gets --gpus-per-node
     with mock.patch.object(slurm_scheduler, "version", return_value=(25, 0)):
@@ -170,3 +170,69 @@ def test_dryrun_refuses_two_roles_of_one_name() -> None:
 def test_qos_help_names_quality_of_service() -> None:
     qos = SlurmScheduler("s").run_opts().get("qos")
     assert qos is not None and "Quality of Service" in qos.help
+
+
+def test_replica_sbatch_words_are_torchx_words_in_torchx_order() -> None:
+    # TorchX's list for a 2 CPU / 10 MB / 3 GPU role on Slurm 24.05: --requeue on every
+    # component, --ntasks-per-node=1, --mem in MB without a unit, --ntasks=1 last
+    with mock.patch.object(slurm_scheduler, "version", return_value=(24, 5)):
+        sbatch, _ = slurm_scheduler.SlurmReplicaRequest.from_role(
+            "role-0", _replica_role(), cfg=slurm_scheduler.SlurmOpts(), nomem=False
+        ).materialize()
+        nomem, _ = slurm_scheduler.SlurmReplicaRequest.from_role(
+            "role-0", _replica_role(), cfg=slurm_scheduler.SlurmOpts(), nomem=True
+        ).materialize()
+    assert sbatch == [
+        "--job-name=role-0",
+        "--requeue",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=2",
+        "--mem=10",
+        "--gpus-per-task=3",
+        "--ntasks=1",
+    ]
+    assert nomem == [w for w in sbatch if w != "--mem=10"]
+
+
+def test_app_id_inside_a_word_is_quoted_as_torchx() -> None:
+    role = specs.Role("foo", image="/p", entrypoint="echo", args=[f"hello {specs.macros.app_id}"])
+    _, srun = slurm_scheduler.SlurmReplicaRequest.from_role("foo-0", role, cfg={}).materialize()
+    assert "echo 'hello '\"$SLURM_JOB_ID\"''" in " ".join(srun)
+
+
+def test_roles_without_resource_get_the_partition_defaults() -> None:
+    # TorchX's Slurm scheduler skips the resource check: no --cpus-per-task/--mem/--gpus words
+    role = specs.Role("b", image="/p", entrypoint="echo")
+    info = SlurmScheduler("s", probe=mock.Mock()).submit_dryrun(specs.AppDef("a", [role]), {})
+    assert info.request.replicas["b-0"].sbatch_opts == {
+        "requeue": None,
+        "ntasks-per-node": "1",
+        "ntasks": "1",
+    }
+    assert "--cpus-per-task" not in str(info) and "--mem" not in str(info)
+
+
+def test_job_options_are_words_of_the_sbatch_command_as_torchx() -> None:
+    role = specs.Role("b", image="/p", entrypoint="echo", num_replicas=2)
+    cfg = {"mail-user": "a@b.c", "mail-type": "END", "account": "proj"}
+    req = SlurmScheduler("s").submit_dryrun(specs.AppDef("a", [role]), cfg).request
+    assert req.cmd == [
+        "sbatch",
+        "--parsable",
+        "--mail-user=a@b.c",
+        "--mail-type=END",
+        "--account=proj",
+    ]
+    # the account is also on every het component's #SBATCH line
+    assert all(r.sbatch_opts["account"] == "proj" for r in req.replicas.values())
+    # a line break in a value cannot start a line of its own in the script's header
+    role.num_replicas = 1
+    req = (
+        SlurmScheduler("s")
+        .submit_dryrun(specs.AppDef("a", [role]), {"mail-type": "END\n#SBATCH --x"})
+        .request
+    )
+    assert req.cmd[-1] == "--mail-type=END\n#SBATCH --x"
+    assert [ln for ln in req.materialize().splitlines() if ln.startswith("#SBATCH")] == [
+        ln for ln in req.materialize().splitlines() if ln.startswith("#SBATCH --job-name=")
+    ]

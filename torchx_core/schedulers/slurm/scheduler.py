@@ -229,6 +229,11 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             )
         return opts
 
+    def _requires_resource(self) -> bool:
+        # as TorchX (whose Slurm scheduler skips the resource check): a role without a resource
+        # gets the partition's defaults (no --cpus-per-task/--mem/--gpus-* words)
+        return False
+
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
     ) -> None:
@@ -287,19 +292,23 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 problems += [p for p in replica.validate() if p not in problems]
                 replicas[replica.name] = replica
         job_opts: dict[str, str | None] = {"chdir": log_dir, "output": "slurm-%j.out"}
+        comment = submit_comment(opts.comment, app.name)
+        if comment:
+            job_opts["comment"] = comment
+        # as TorchX: mail and account options are words of the sbatch command (the account is
+        # also on every het component's #SBATCH line); --requeue is on every component
+        cmd = ["sbatch", "--parsable"]
         for key, value in (
-            ("comment", submit_comment(opts.comment, app.name)),
             ("mail-user", opts.mail_user),
             ("mail-type", opts.mail_type),
+            ("account", opts.account),
         ):
             if value:
-                job_opts[key] = value
+                cmd.append(f"--{key}={value}")
         max_retries = max((r.max_retries for r in app.roles), default=0)
-        # always, as TorchX: Slurm requeues a preempted or node-failed job (max_retries=0 too)
-        job_opts["requeue"] = None
         workspace = app.roles[0].workspace if app.roles else None
         request = SlurmBatchRequest(
-            cmd=["sbatch", "--parsable"],
+            cmd=cmd,
             replicas=replicas,
             job_opts=job_opts,
             log_dir=log_dir,
@@ -326,7 +335,21 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         if req.workspace_src:
             copy_workspace(req.workspace_src, req.log_dir)
         script = req.materialize()
-        result = self._run(req.cmd, input=script)
+        try:
+            result = self._run(req.cmd, input=script)
+        except SchedulerError as e:
+            if "Memory specification" in str(e) and any(
+                "mem" in r.sbatch_opts for r in req.replicas.values()
+            ):
+                # TorchX drops --mem at dry run when the partition reports <= 1000 MB per node
+                # (an `sinfo` per dry run, ~9 s when the controller is unreachable); ours asks
+                # nothing at dry run and says here what to do
+                raise SchedulerError(
+                    f"{e}\nThe roles ask for more memory per node than the partition has (or the"
+                    " cluster does not manage memory): lower the roles' memMB, or pass"
+                    " -cfg nomem=True to leave out --mem"
+                ) from e
+            raise
         job_id = result.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch answered {result.stdout!r}; expected a job id")
