@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from torchx_core.cli.cmd_base import SubCommand
+
+if TYPE_CHECKING:
+    from torchx_core.specs.finder import _Component
 
 
 class CmdBuiltins(SubCommand):
@@ -13,13 +17,19 @@ class CmdBuiltins(SubCommand):
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument("--print", metavar="NAME", help="print the source of a builtin")
 
+    def _builtins(self) -> dict[str, _Component]:
+        """The builtin components by name (TorchX's method of this command)."""
+        from torchx_core.specs import finder
+
+        return finder.get_components()
+
     def run(self, args: argparse.Namespace) -> int:
         from torchx_core.specs import finder
 
         if args.print:
             print(finder.get_builtin_source(args.print))
             return 0
-        names = sorted(finder.get_components())
+        names = sorted(self._builtins())
         print(f"Found {len(names)} builtin components:")
         for i, name in enumerate(names, 1):
             print(f" {i:2d}. {name}")
