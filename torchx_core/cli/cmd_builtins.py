@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import Any
 
 from torchx_core.cli.cmd_base import SubCommand
-
-if TYPE_CHECKING:
-    from torchx_core.specs.finder import _Component
 
 
 class CmdBuiltins(SubCommand):
@@ -17,8 +14,9 @@ class CmdBuiltins(SubCommand):
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.add_argument("--print", metavar="NAME", help="print the source of a builtin")
 
-    def _builtins(self) -> dict[str, _Component]:
-        """The builtin components by name (TorchX's method of this command)."""
+    def _builtins(self) -> dict[str, Any]:
+        """The builtin components by name (TorchX's method of this command), as
+        ``specs.finder.get_components()`` gives them."""
         from torchx_core.specs import finder
 
         return finder.get_components()
