@@ -201,9 +201,25 @@ def test_cancel_of_an_app_whose_status_cannot_be_read_cancels_it_as_the_api_does
     fake_plugin.describe_error = SchedulerError("its status file is corrupt")
     rc, out, err = cli(capsys, "cancel", handle)
     assert rc == 0 and out == ""
-    assert logged(err, "its status file is corrupt; cancelling it anyway")
+    assert logged(err, "its status file is corrupt; cancelling anyway")
+    assert err.count("its status file is corrupt") == 1  # said once, by the API
     assert logged(err, f"cancel requested for {handle}")
     assert fake_plugin.jobs["a1"].cancelled == 1
+
+
+def test_cancel_whose_status_read_fails_calls_runner_cancel_with_the_handle_only(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As TorchX's ``torchx cancel``: ``Runner.cancel(handle)``, which users' tests patch."""
+    from torchx_core.runner import Runner
+    from torchx_core.schedulers.api import SchedulerError
+
+    calls: list[tuple[tuple[object, ...], dict[str, object]]] = []
+    monkeypatch.setattr(Runner, "cancel", lambda self, *a, **kw: calls.append((a, kw)))
+    handle = add_job(fake_plugin, "a1", {"trainer": 1}, AppState.RUNNING)
+    fake_plugin.describe_error = SchedulerError("its status file is corrupt")
+    rc, _, _ = cli(capsys, "cancel", handle)
+    assert rc == 0 and calls == [((handle,), {})]
 
 
 def test_cancel_of_an_ended_app_is_a_no_op_that_names_its_state(

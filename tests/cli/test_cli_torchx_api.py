@@ -209,3 +209,38 @@ def test_run_from_stdin_json(
     monkeypatch.setattr("sys.stdin", io.StringIO("[1, 2]"))
     assert main.run_main(["run", "--stdin"]) == 2
     assert "expected a JSON object" in capsys.readouterr().err
+
+
+def test_parse_component_name_and_args_as_torchx(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TorchX's ``cmd_run._parse_component_name_and_args(args, subparser, dirs)``: the default
+    component from ``[cli:run]`` in ``dirs``; bare dashes are values; problems exit 2."""
+    from torchx_core.cli.cmd_run import _parse_component_name_and_args as parse
+
+    sp = argparse.ArgumentParser(prog="test")
+    dirs = [str(tmp_path)]
+    assert parse(["utils.echo", "--msg", "hi", "-  ", "-  "], sp, dirs) == (
+        "utils.echo",
+        ["--msg", "hi", "-  ", "-  "],
+    )
+    with pytest.raises(SystemExit) as e:
+        parse(["--msg", "hi"], sp, dirs)  # no component, none configured
+    assert e.value.code == 2 and "no component given" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["utils.echo", "--msg", "a", "--msg", "b"], sp, dirs)
+    (tmp_path / ".torchxconfig").write_text("[cli:run]\ncomponent = custom.echo\n")
+    assert parse(["--", "--msg", "hi"], sp, dirs) == ("custom.echo", ["--msg", "hi"])
+    assert parse([], sp, dirs) == ("custom.echo", [])
+
+
+def test_builtins_method_and_prefix_line_as_torchx() -> None:
+    from torchx_core.cli.cmd_builtins import CmdBuiltins
+
+    builtins = CmdBuiltins()._builtins()
+    assert "utils.echo" in builtins
+    assert all(c.validation_errors == [] for c in builtins.values())
+    p = cmd_log._prefix_line
+    assert p("<p>", "foo\rtest\n") == "<p>foo\r<p>test\n"
+    assert p("<p>", "\rtest\n") == "\r<p>test\n"
+    assert p("<p>", "foo\ntest\n") == "<p>foo\n<p>test\n"

@@ -459,3 +459,19 @@ def test_a_patched_record_sees_every_event_with_the_patched_session() -> None:
     assert [e.api for e in sent] == ["dryrun", "schedule", "run", "mine"]
     assert {e.session for e in sent} == {"s-1"}
     assert "boom" in (ctx._torchx_event.raw_exception or "")
+
+
+def test_torchx_get_or_create_logger_builds_one_logger_per_destination(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TorchX's ``_get_or_create_logger``: the destination's handler comes from the module's
+    ``get_logging_handler`` (where TorchX's users patch it), one cached logger per destination."""
+    made = [logging.NullHandler(), logging.StreamHandler()]
+    monkeypatch.setattr(events, "_loggers", {})
+    monkeypatch.setattr(events, "get_logging_handler", lambda destination: made.pop(0))
+    first = events._get_or_create_logger("torchx_test_dest_a")
+    second = events._get_or_create_logger("torchx_test_dest_b")
+    assert first.name == "torchx-events-torchx_test_dest_a" and first.propagate is False
+    assert type(first.handlers[-1]) is logging.NullHandler
+    assert type(second.handlers[-1]) is logging.StreamHandler
+    assert events._get_or_create_logger("torchx_test_dest_b") is second and made == []

@@ -7,6 +7,8 @@ which replicas were stopped and started again.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +257,23 @@ def test_pending_restarts_are_dropped_when_the_app_fails_or_is_cancelled(tmp_pat
             sup.cancelling = True
         sup.stop_completes()
         assert sup.spawned == [], stop
+
+
+def test_the_success_file_is_written_before_the_final_status(tmp_path: Path) -> None:
+    """Whoever sees the app ended (TorchX's users wait, then read ``SUCCESS``) finds the file."""
+    from torchx_core.schedulers.local import _layout
+
+    seen: list[bool] = []
+
+    class Ending(Supervisor):
+        def write_status(self, ended: float | None = None) -> bool:
+            seen.append(os.path.exists(os.path.join(str(tmp_path), _layout.SUCCESS_FILE)))
+            return super().write_status(ended)
+
+    plan = {"app_id": "app-1", "name": "app", "layout": _layout.TORCHX_LAYOUT}
+    sup = Ending({**plan, "roles": [_role("trainer", 1, "APPLICATION", 0)]}, str(tmp_path))
+    sup.state = "SUCCEEDED"
+    sup.record_end(ended=1.0)
+    assert seen == [True]
+    status = json.loads((tmp_path / _layout.STATUS_FILE).read_text())
+    assert status["state"] == "SUCCEEDED"

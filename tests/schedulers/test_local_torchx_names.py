@@ -206,3 +206,12 @@ def test_the_lazy_torchx_names_are_those_images_defines() -> None:
         " assert set(m.__all__) >= set(m.__dir__()) & {'SignalException'}"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_tmp_log_dirs_to_delete_on_close(tmp_path: Path) -> None:
+    """TorchX's ``_tmp_log_dirs`` (what its ``close()`` deletes) is empty: an app without
+    ``log_dir`` keeps its logs in its directory under the state root."""
+    sched = LocalScheduler("s", image_provider_class=LocalDirectoryImageProvider)
+    req = sched.submit_dryrun(specs.AppDef("a", roles=[_role(str(tmp_path))]), {}).request
+    assert req.log_dir.startswith(sched.root + os.sep)  # no temporary directory of its own
+    assert sched._tmp_log_dirs == []

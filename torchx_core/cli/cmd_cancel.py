@@ -27,9 +27,10 @@ class CmdCancel(SubCommand):
         with get_runner(component_defaults={}) as runner:
             try:
                 status = runner.status(args.app_handle)
-            except TorchXError as e:  # e.g. an unreadable status file: stop it, as the API does
-                logger.warning("%s; cancelling it anyway", e)
-                runner.cancel(args.app_handle, even_if_ended=True)
+            except TorchXError:
+                # e.g. an unreadable status file: Runner.cancel (TorchX's call, handle only)
+                # stops the app anyway, saying why; an unknown scheduler raises there
+                runner.cancel(args.app_handle)
                 logger.info("cancel requested for %s", args.app_handle)
                 return 0
             if status is None:

@@ -20,6 +20,7 @@ from queue import Queue
 from typing import TYPE_CHECKING, TextIO
 
 from torchx_core.cli._term import ENDC, GREEN
+from torchx_core.cli._term import prefix_line as _prefix_line  # TorchX's name
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.runner import get_runner
 from torchx_core.specs import is_started
@@ -78,15 +79,13 @@ def print_log_lines(
     A closed output (``BrokenPipeError``) ends it quietly; any other error is put on
     ``exceptions`` and raised.
     """
-    from torchx_core.cli._term import prefix_line
-
     prefix = f"{GREEN}{role_name}/{replica_id}{ENDC} "
     try:
         for line in runner.log_lines(
             app_handle, role_name, replica_id, regex, should_tail=should_tail, streams=streams
         ):
             try:
-                print(prefix_line(prefix, line), file=file, end="", flush=True)
+                print(_prefix_line(prefix, line), file=file, end="", flush=True)
             except BrokenPipeError:
                 return
     except Exception as e:

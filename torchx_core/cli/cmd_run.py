@@ -189,13 +189,34 @@ def parse_component_and_args(
             " `component = ...` in the [cli:run] section of .torchxconfig"
         )
     before_sep = args[: args.index("--")] if "--" in args else args
-    opts = [a.split("=", 1)[0] for a in before_sep if a.startswith("-") and a not in ("-", "--")]
+    # bare dashes (``-``, ``--``, padded with spaces or not) are values, not options
+    opts = [
+        a.split("=", 1)[0] for a in before_sep if a.startswith("-") and a.strip() not in ("-", "--")
+    ]
     repeated = sorted(k for k, n in Counter(opts).items() if n > 1)
     if repeated:
         raise ComponentArgumentError(
             f"component option(s) given more than once: {', '.join(repeated)}"
         )
     return component, args
+
+
+def _parse_component_name_and_args(
+    component_name_and_args: list[str],
+    subparser: argparse.ArgumentParser,
+    dirs: list[str] | None = None,
+) -> tuple[str, list[str]]:
+    """TorchX's form of :func:`parse_component_and_args`: the default component is the
+    ``component`` of the ``[cli:run]`` section of ``.torchxconfig`` (looked up in ``dirs``, by
+    default the usual places), and a problem ends the process through ``subparser.error``
+    (exit 2, the message on stderr)."""
+    from torchx_core.runner.config import get_config
+
+    default = get_config("cli", "run", "component", dirs)
+    try:
+        return parse_component_and_args(component_name_and_args, default)
+    except ComponentArgumentError as e:
+        subparser.error(str(e))
 
 
 class CmdRun(SubCommand):

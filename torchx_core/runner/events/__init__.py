@@ -77,6 +77,9 @@ def events_logger(destination: str = "null") -> logging.Logger:
     return logger
 
 
+_get_or_create_logger = events_logger  # TorchX's name (its tests patch ``get_logging_handler``)
+
+
 def is_recording(destination: str = "null") -> bool:
     """Whether an event sent to ``destination`` now would reach a handler that keeps it.
 

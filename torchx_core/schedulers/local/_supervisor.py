@@ -542,15 +542,20 @@ class Supervisor:
         else:
             self.state = "SUCCEEDED"
             self.msg = ""
-        ended = time.time()
+        self.record_end(time.time())
+        _layout.release_reserve(self.app_dir)
+        return 0
+
+    def record_end(self, ended: float) -> None:
+        """Writes what the readers of the ended app find: TorchX's ``SUCCESS`` file (apps run
+        with ``log_dir``) first, then the final status, so that whoever sees the app ended (a
+        ``describe`` or a wait) also finds its ``SUCCESS`` file."""
+        if self.layout == _layout.TORCHX_LAYOUT:
+            self.write_success_file(ended)
         if not self.write_status(ended=ended):
             # the app directory cannot take a new file (made read-only or unwritable under the
             # app): the outcome goes into the lock file, open since the start, for the readers
             _record_final(self.lock_fd, self._status(ended))
-        if self.layout == _layout.TORCHX_LAYOUT:
-            self.write_success_file(ended)
-        _layout.release_reserve(self.app_dir)
-        return 0
 
     def write_success_file(self, ended: float) -> None:
         """TorchX's ``SUCCESS`` file: the logs are complete (written whatever the final state)."""

@@ -1,7 +1,8 @@
 """TorchX's face of the local scheduler, kept light: the names of TorchX's ``local_scheduler``
 module that ``_images`` defines (listed without importing it: the scheduler module serves them
-lazily; a test checks the list against ``_images.__all__``), and the scheduler's methods around
-TorchX's image providers, which load ``_images`` only when called."""
+lazily; a test checks the list against ``_images.__all__``), the scheduler's methods around
+TorchX's image providers, which load ``_images`` only when called, and TorchX's attributes
+its users read (``_tmp_log_dirs``)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,13 @@ class TorchXLocalFace:
 
             backend, self._provider_class = local_mode(backend, image_provider_class, cache_size)
         return backend
+
+    @property
+    def _tmp_log_dirs(self) -> list[str]:
+        """TorchX's temporary log directories, which its ``close()`` deletes: none here. An app
+        run without ``log_dir`` keeps its logs in its own directory under the state root, where
+        any process reads them until the TTL collection; ``close()`` deletes nothing."""
+        return []
 
     def _cuda_device_count(self) -> int:
         """The GPUs of this host as ``nvidia-smi -L`` lists them (0 without it, as TorchX)."""
