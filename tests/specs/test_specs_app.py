@@ -186,7 +186,7 @@ def test_resource_unknown_name_is_keyerror_with_suggestion() -> None:
     with pytest.raises(KeyError) as e:
         resource(h="gpu.smal")
     assert isinstance(e.value, specs.UnknownNamedResourceError)
-    assert "'gpu.smal'" in str(e.value) and "Did you mean: 'gpu.small'" in str(e.value)
+    assert "`gpu.smal`" in str(e.value) and "Did you mean `gpu.small`?" in str(e.value)
     assert "cpu.nano" in str(e.value)
 
 
