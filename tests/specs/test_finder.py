@@ -75,7 +75,7 @@ def test_file_component() -> None:
 def test_module_component() -> None:
     comp = finder.get_component("components_fixture:required")
     assert comp.fn_name == "required" and comp.validation_errors == []
-    with pytest.raises(ComponentValidationException, match="must return AppDef"):
+    with pytest.raises(ComponentValidationException, match="Supported return annotation: AppDef"):
         finder.get_component("torchx_core.specs.finder:get_components")
 
 

@@ -280,6 +280,9 @@ def get_component(name: str) -> _Component:
         raise ComponentValidationException(
             f"component {name!r} does not follow the component standard: "
             + "; ".join(comp.validation_errors)
+            + ". A component annotates each argument with str, int, float, bool, list[X] or"
+            " dict[K, V] of those, or Optional of them (`*args: str` for trailing arguments),"
+            " and returns AppDef"
         )
     return comp
 
