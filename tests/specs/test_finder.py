@@ -157,3 +157,22 @@ def test_builtin_source_runs_as_a_component_of_ones_own(tmp_path: Path) -> None:
     assert comp.validation_errors == []
     app = materialize_appdef(comp.fn, ["--msg", "hi"])
     assert app.roles[0].entrypoint == "echo" and app.roles[0].args == ["hi"]
+
+
+def test_load_components_discovers_now_with_the_given_validators() -> None:
+    """TorchX's ``finder._load_components(validators)``: every component, linted by
+    ``validators`` (the default checks if None), without the lookup cache."""
+    import ast
+
+    from torchx_core.specs.file_linter import ComponentFunctionValidator, LinterMessage
+
+    class Refuse(ComponentFunctionValidator):
+        def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
+            return [self._gen_linter_message("refused", app_specs_func_def.lineno)]
+
+    comps = finder._load_components(None)
+    assert comps["utils.echo"].fn_name == "echo" and comps["utils.echo"].validation_errors == []
+    assert comps.keys() == finder.get_components().keys()
+    refused = finder._load_components([Refuse()])
+    assert refused["utils.echo"].validation_errors == ["refused"]
+    assert finder.get_components()["utils.echo"].validation_errors == []  # the cache is apart

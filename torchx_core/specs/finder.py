@@ -33,10 +33,15 @@ from torchx_core.specs.errors import (
     ComponentValidationException,
     did_you_mean,
 )
-from torchx_core.specs.file_linter import get_fn_docstring, validate
+from torchx_core.specs.file_linter import (
+    ComponentFunctionValidator,
+    get_fn_docstring,
+    validate,
+)
 
 logger: logging.Logger = logging.getLogger(__name__)
 
+Validators = list[ComponentFunctionValidator] | None
 BUILTINS_PACKAGE = "torchx_core.components"
 ENTRY_POINT_GROUP = "torchx.components"
 
@@ -81,18 +86,20 @@ def _returns_appdef(fn: Callable[..., Any]) -> bool:
     return isinstance(ann, str) and ann.split(".")[-1] == "AppDef"
 
 
-def _lint_errors(path: str, fn_name: str) -> list[str]:
-    """The linter's errors; its warnings (e.g. no docstring, which TorchX accepts) only show
-    as a tip in the component's ``--help``."""
-    return [m.description for m in validate(path, fn_name) if m.severity == "error"]
+def _lint_errors(path: str, fn_name: str, validators: Validators = None) -> list[str]:
+    """The linter's errors (``validators``: the linter's default checks if None); warnings
+    (a validator may report a missing docstring as one) only show in the ``--help``."""
+    return [m.description for m in validate(path, fn_name, validators) if m.severity == "error"]
 
 
-def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
+def _make_component(
+    name: str, fn: Callable[..., AppDef], validators: Validators = None
+) -> _Component:
     try:
         path = inspect.getsourcefile(fn)
     except TypeError:
         path = None
-    errors = _lint_errors(path, fn.__name__) if path else []
+    errors = _lint_errors(path, fn.__name__, validators) if path else []
     description, _ = get_fn_docstring(fn)
     return _Component(
         name=name,
@@ -103,7 +110,9 @@ def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
     )
 
 
-def _module_components(module: ModuleType, prefix: str) -> dict[str, _Component]:
+def _module_components(
+    module: ModuleType, prefix: str, validators: Validators = None
+) -> dict[str, _Component]:
     out: dict[str, _Component] = {}
     for attr, obj in vars(module).items():
         if attr.startswith("_") or not inspect.isfunction(obj):
@@ -111,13 +120,15 @@ def _module_components(module: ModuleType, prefix: str) -> dict[str, _Component]
         if obj.__module__ != module.__name__ or not _returns_appdef(obj):
             continue
         name = f"{prefix}.{attr}" if prefix else attr
-        out[name] = _make_component(name, obj)
+        out[name] = _make_component(name, obj, validators)
     return out
 
 
-def _package_components(package: ModuleType, prefix: str) -> dict[str, _Component]:
+def _package_components(
+    package: ModuleType, prefix: str, validators: Validators = None
+) -> dict[str, _Component]:
     """Components of ``package`` and (if it is a package) every module below it."""
-    out = _module_components(package, prefix)
+    out = _module_components(package, prefix, validators)
     paths = getattr(package, "__path__", None)
     if paths is None:
         return out
@@ -131,7 +142,7 @@ def _package_components(package: ModuleType, prefix: str) -> dict[str, _Componen
             logger.warning("skipping component module %s: %s", info.name, e)
             continue
         sub_prefix = f"{prefix}.{rel}" if prefix else rel
-        out.update(_module_components(module, sub_prefix))
+        out.update(_module_components(module, sub_prefix, validators))
     return out
 
 
@@ -153,10 +164,11 @@ class _Registry:
         self._components = None
 
 
-def _discover() -> dict[str, _Component]:
+def _discover(validators: Validators = None) -> dict[str, _Component]:
     comps: dict[str, _Component] = {}
     try:
-        comps.update(_package_components(importlib.import_module(BUILTINS_PACKAGE), ""))
+        builtins = importlib.import_module(BUILTINS_PACKAGE)
+        comps.update(_package_components(builtins, "", validators))
     except ImportError as e:
         logger.warning("cannot import the builtin components %s: %s", BUILTINS_PACKAGE, e)
     from importlib.metadata import entry_points
@@ -169,9 +181,10 @@ def _discover() -> dict[str, _Component]:
             continue
         if isinstance(obj, ModuleType):
             # as TorchX: a `_`-prefixed name (`_0 = my_pkg`) adds the components without prefix
-            found = _package_components(obj, "" if ep.name.startswith("_") else ep.name)
+            prefix = "" if ep.name.startswith("_") else ep.name
+            found = _package_components(obj, prefix, validators)
         elif inspect.isfunction(obj):
-            found = {ep.name: _make_component(ep.name, obj)}
+            found = {ep.name: _make_component(ep.name, obj, validators)}
         else:
             logger.warning(
                 "component entry point %s = %s is neither a module nor a function",
@@ -188,6 +201,13 @@ def _discover() -> dict[str, _Component]:
 
 
 _registry = _Registry()
+
+
+def _load_components(validators: Validators) -> dict[str, _Component]:
+    """Discovers every component now (uncached; TorchX's name), linted by ``validators``
+    (the linter's default checks if None): the builtins, then the ``torchx.components`` entry
+    points (which add to the builtins here; in TorchX they replace them)."""
+    return _discover(validators)
 
 
 def get_components() -> dict[str, _Component]:
@@ -367,7 +387,7 @@ class ModuleComponentsFinder(ComponentsFinder):
 
     def find(self, validators: list[Any] | None = None) -> list[_Component]:
         """Every component found below the module, in module order."""
-        return list(_package_components(self.module, self.group).values())
+        return list(_package_components(self.module, self.group, validators).values())
 
 
 class CustomComponentsFinder(ComponentsFinder):
