@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from torchx_core.specs import CfgVal, Role, Workspace, runopts
+from torchx_core.workspace.ignore import TORCHX_IGNORE, IgnoreRules
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["WorkspaceMixin", "copy_workspace", "workspace_digest"]
+__all__ = ["TORCHX_IGNORE", "WorkspaceMixin", "copy_workspace", "workspace_digest"]
 
 T = TypeVar("T")
 
@@ -106,8 +107,14 @@ def as_workspace(workspace: Workspace | str) -> Workspace:
     return ws
 
 
-def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:
-    """Copies every project of ``workspace`` into ``outdir`` (created if missing)."""
+def copy_workspace(
+    workspace: Workspace | str, outdir: str | os.PathLike[str], ignore_file: str = TORCHX_IGNORE
+) -> Path:
+    """Copies every project of ``workspace`` into ``outdir`` (created if missing).
+
+    Each project directory's ``ignore_file`` (``.torchxignore``; the Docker workspace reads
+    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`).
+    """
     import shutil
     from pathlib import Path
 
@@ -118,7 +125,12 @@ def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -
         src_path = Path(os.path.expanduser(src))
         target = out / dst if dst else out
         if src_path.is_dir():
-            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=_ignore, symlinks=True)
+            rules = IgnoreRules(str(src_path), ignore_file)
+
+            def skip(directory: str, names: list[str], rules: IgnoreRules = rules) -> set[str]:
+                return _ignore(directory, names) | rules(directory, names)
+
+            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=skip, symlinks=True)
         else:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src_path, target / src_path.name)

@@ -1,6 +1,7 @@
 """Docker workspaces: build an image that patches a local workspace onto the role's image.
 
-The build context is the workspace (every project merged into one directory) plus a Dockerfile:
+The build context is the workspace (every project merged into one directory, without what each
+project's ``.dockerignore`` names, as in TorchX) plus a Dockerfile:
 
 * if the workspace root holds ``Dockerfile.torchx`` it is used as is, with the build argument
   ``IMAGE`` set to the role's image (so it can start with ``ARG IMAGE`` / ``FROM $IMAGE``);
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from torchx_core.specs import AppDef, CfgVal, Role, Workspace, runopts
 from torchx_core.specs.errors import TorchXError, import_optional
 from torchx_core.workspace.api import WorkspaceMixin, as_workspace, copy_workspace
+from torchx_core.workspace.ignore import DOCKER_IGNORE
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -71,14 +73,15 @@ def _engine_unreachable(e: BaseException) -> DockerEngineError:
 
 
 def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
-    """Returns a gzip-free tar of the merged workspace (plus a default Dockerfile if it has none).
+    """Returns a gzip-free tar of the merged workspace (plus a default Dockerfile if it has none);
+    each project's ``.dockerignore`` leaves files out, as in TorchX.
 
     Returns:
         ``(tar_file, dockerfile_name)``: the in-memory build context, rewound, and the name of the
         Dockerfile inside it (``Dockerfile.torchx`` from the workspace, or a generated one).
     """
     with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
-        copy_workspace(workspace, tmp)
+        copy_workspace(workspace, tmp, DOCKER_IGNORE)
         dockerfile = TORCHX_DOCKERFILE
         if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):
             dockerfile = "Dockerfile.torchx.generated"
