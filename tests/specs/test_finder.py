@@ -159,6 +159,22 @@ def test_builtin_source_runs_as_a_component_of_ones_own(tmp_path: Path) -> None:
     assert app.roles[0].entrypoint == "echo" and app.roles[0].args == ["hi"]
 
 
+def test_builtin_source_copies_the_helpers_the_component_uses(tmp_path: Path) -> None:
+    """``utils.booth`` calls a module helper: the printed copy holds it, so the copy runs (as the
+    copy of a TorchX builtin does)."""
+    from torchx_core.components import utils
+    from torchx_core.specs.builders import materialize_appdef
+
+    src = finder.get_builtin_source("utils.booth")
+    assert src.index("def _run_app_module(") < src.index("def booth(")
+    assert "def copy(" not in src  # only what booth uses
+    copy = tmp_path / "booth_copy.py"
+    copy.write_text(src)
+    comp = finder.get_component(f"{copy}:booth")
+    app = materialize_appdef(comp.fn, ["--x1", "1", "--x2", "3"])
+    assert app.roles[0].args == utils.booth(1.0, 3.0).roles[0].args
+
+
 def test_load_components_discovers_now_with_the_given_validators() -> None:
     """TorchX's ``finder._load_components(validators)``: every component, linted by
     ``validators`` (the default checks if None), without the lookup cache."""

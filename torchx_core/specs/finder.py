@@ -16,6 +16,7 @@ Discovery runs on first lookup and is cached.
 from __future__ import annotations
 
 import abc
+import ast
 import importlib
 import inspect
 import logging
@@ -310,13 +311,12 @@ def get_component(name: str) -> _Component:
 def get_builtin_source(name: str) -> str:
     """The source of a component with the imports of its module that precede it, as TorchX
     prints it (``torchx builtins --print``): saved to a file, it runs as a component of one's
-    own (a template to edit). Helpers the function calls are not included.
+    own (a template to edit). The module-level helpers and constants it uses (directly or
+    through each other) are copied too, between the imports and the function.
 
     Raises:
         ComponentNotFoundException: no such component
     """
-    import ast
-
     fn = get_component(name).fn
     fn_src = inspect.getsource(fn)
     path = inspect.getsourcefile(fn)
@@ -325,12 +325,45 @@ def get_builtin_source(name: str) -> str:
     with open(path, encoding="utf-8") as f:
         module_src = f.read()
     first_line = fn.__code__.co_firstlineno
+    body = ast.parse(module_src).body
     imports = [
         ast.get_source_segment(module_src, node) or ""
-        for node in ast.parse(module_src).body
+        for node in body
         if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno < first_line
     ]
-    return "\n".join([*imports, "", "", fn_src])
+    helpers = [
+        ast.get_source_segment(module_src, node, padded=True) or ""
+        for node in _used_definitions(body, fn.__name__)
+    ]
+    return "\n".join([*imports, "", "", *[f"{h}\n\n" for h in helpers], fn_src])
+
+
+def _used_definitions(body: list[ast.stmt], fn_name: str) -> list[ast.stmt]:
+    """The module-level functions, classes and assignments (other than ``fn_name``) that the
+    function ``fn_name`` uses, directly or through each other, in module order."""
+    defined: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    defined[t.id] = node
+    root = defined.get(fn_name)
+    if root is None:
+        return []
+    used: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in defined and sub.id != fn_name:
+                dep = defined[sub.id]
+                if id(dep) not in used:
+                    used.add(id(dep))
+                    todo.append(dep)
+    return [node for node in body if id(node) in used]
 
 
 # -- TorchX's finder classes and module helpers ------------------------------------------------
