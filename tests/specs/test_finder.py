@@ -192,3 +192,9 @@ def test_load_components_discovers_now_with_the_given_validators() -> None:
     refused = finder._load_components([Refuse()])
     assert refused["utils.echo"].validation_errors == ["refused"]
     assert finder.get_components()["utils.echo"].validation_errors == []  # the cache is apart
+
+
+def test_builtin_echo_is_described_as_in_torchx() -> None:
+    """``torchx builtins`` lists ``utils.echo`` with TorchX's description."""
+    description = finder.get_component("utils.echo").description
+    assert description == "Echos a message to stdout (calls echo)"
