@@ -127,3 +127,27 @@ def test_read_patterns_skips_comments_blank_lines_and_dot(tmp_path: Path) -> Non
     (tmp_path / ".torchxignore").write_text("# c\n\n  a  # trailing\n.\n!b\n")
     assert read_patterns(str(tmp_path), ".torchxignore") == ["a", "!b"]
     assert read_patterns(str(tmp_path), ".dockerignore") == []
+
+
+def test_an_fsspec_url_project_is_copied_with_its_ignore_rules(tmp_path: Path) -> None:
+    """TorchX reads workspaces through fsspec: ``memory://proj`` works as a directory does."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for f in ["specs2_proj/main.py", "specs2_proj/data/big", "specs2_proj/pkg/mod.py"]:
+        fs.pipe(f"/{f}", b"x")
+    fs.pipe("/specs2_proj/.dockerignore", b"data\n")
+    try:
+        ctx, dockerfile = build_context("memory://specs2_proj")
+        with tarfile.open(fileobj=io.BytesIO(ctx.read())) as tar:
+            names = {m.name for m in tar.getmembers() if m.isfile()}
+        assert names == {".dockerignore", "main.py", "pkg/mod.py", dockerfile}
+        out = copy_workspace(Workspace({"memory://specs2_proj": "sub"}), tmp_path / "out")
+        assert _copied(out) == {
+            "sub/.dockerignore",
+            "sub/main.py",
+            "sub/pkg/mod.py",
+            "sub/data/big",
+        }
+    finally:
+        fs.rm("/specs2_proj", recursive=True)

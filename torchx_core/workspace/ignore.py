@@ -14,11 +14,24 @@ import fnmatch
 import os
 import posixpath
 
-__all__ = ["DOCKER_IGNORE", "TORCHX_IGNORE", "IgnoreRules", "read_patterns"]
+__all__ = [
+    "DOCKER_IGNORE",
+    "TORCHX_IGNORE",
+    "IgnoreRules",
+    "last_match",
+    "parse_patterns",
+    "read_patterns",
+]
 
 TORCHX_IGNORE = ".torchxignore"
 DOCKER_IGNORE = ".dockerignore"
 _NEVER_IGNORED = frozenset({".", "Dockerfile.torchx"})
+
+
+def parse_patterns(text: str) -> list[str]:
+    """The patterns of an ignore file's text."""
+    lines = [line.partition("#")[0].strip() for line in text.splitlines()]
+    return [line for line in lines if line and line != "."]
 
 
 def read_patterns(root: str, ignore_file: str) -> list[str]:
@@ -27,11 +40,10 @@ def read_patterns(root: str, ignore_file: str) -> list[str]:
     if not os.path.isfile(path):
         return []
     with open(path, encoding="utf-8") as f:
-        lines = [line.partition("#")[0].strip() for line in f]
-    return [line for line in lines if line and line != "."]
+        return parse_patterns(f.read())
 
 
-def _last_match(rel: str, patterns: list[str]) -> tuple[int, bool]:
+def last_match(rel: str, patterns: list[str]) -> tuple[int, bool]:
     """``(index of the last pattern matching rel or -1, whether rel is ignored)``."""
     index, ignored = -1, False
     if rel in _NEVER_IGNORED:
@@ -67,7 +79,7 @@ class IgnoreRules:
         skipped: set[str] = set()
         for name in names:
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            index, ignored = _last_match(rel, self.patterns[first:])
+            index, ignored = last_match(rel, self.patterns[first:])
             if ignored:
                 skipped.add(name)
             elif os.path.isdir(os.path.join(directory, name)):
