@@ -78,13 +78,13 @@ def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
 
     Returns:
         ``(tar_file, dockerfile_name)``: the in-memory build context, rewound, and the name of the
-        Dockerfile inside it (``Dockerfile.torchx`` from the workspace, or a generated one).
+        Dockerfile inside it: ``Dockerfile.torchx``, the workspace's or (as in TorchX) the
+        default one added under that name.
     """
     with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
         copy_workspace(workspace, tmp, DOCKER_IGNORE)
         dockerfile = TORCHX_DOCKERFILE
-        if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):
-            dockerfile = "Dockerfile.torchx.generated"
+        if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):  # TorchX's default one
             with open(os.path.join(tmp, dockerfile), "wb") as f:
                 f.write(DEFAULT_DOCKERFILE)
         buf = io.BytesIO()
@@ -93,6 +93,12 @@ def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
                 tar.add(os.path.join(tmp, entry), arcname=entry)
     buf.seek(0)
     return buf, dockerfile
+
+
+def _build_context(img: str, workspace: Workspace | str) -> io.BytesIO:
+    """TorchX's form of :func:`build_context`: the tar alone (its Dockerfile is always
+    ``Dockerfile.torchx``); ``img`` is not used (the image is a build argument)."""
+    return build_context(workspace)[0]
 
 
 class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
