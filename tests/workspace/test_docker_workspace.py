@@ -55,6 +55,7 @@ def test_torchx_build_context_is_the_tar(tmp_path: Path) -> None:
     os.chmod(proj / "main.py", 0o755)
     with _build_context("img", str(proj)) as f, tarfile.open(fileobj=f) as tar:
         assert stat.S_IMODE(tar.getmember("main.py").mode) == 0o755
+        assert sorted(tar.getnames()) == [TORCHX_DOCKERFILE, "main.py", "pkg/mod.py"]  # no dirs
         assert tar.extractfile(TORCHX_DOCKERFILE).read() == DEFAULT_DOCKERFILE  # type: ignore[union-attr]
 
 

@@ -89,8 +89,12 @@ def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
                 f.write(DEFAULT_DOCKERFILE)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for entry in sorted(os.listdir(tmp)):
-                tar.add(os.path.join(tmp, entry), arcname=entry)
+            # files and symlinks only, as TorchX's context (directories come with their files)
+            for current, dirs, files in os.walk(tmp):
+                dirs.sort()
+                for name in sorted(files + [d for d in dirs if os.path.islink(f"{current}/{d}")]):
+                    path = os.path.join(current, name)
+                    tar.add(path, arcname=os.path.relpath(path, tmp), recursive=False)
     buf.seek(0)
     return buf, dockerfile
 
