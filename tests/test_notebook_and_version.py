@@ -35,3 +35,8 @@ def test_the_package_version_is_torchx_core_version() -> None:
     assert not re.search(r"^version = ", pyproject, re.MULTILINE)
     assert '[tool.hatch.version]\npath = "torchx_core/__init__.py"\n' in pyproject
     assert importlib.metadata.version("torchx-suite") == torchx_core.__version__
+
+
+def test_get_torchx_image_tags_the_given_version() -> None:
+    """TorchX's ``version._get_torchx_image``: TorchX's image at the given version."""
+    assert version._get_torchx_image("0.1.2") == "ghcr.io/pytorch/torchx:0.1.2"

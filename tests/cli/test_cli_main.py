@@ -146,7 +146,7 @@ def test_component_help_comes_from_docstring(
 ) -> None:
     rc, out, _ = cli(capsys, "run", "-s", "fake", "utils.echo", "--help")
     assert rc == 0
-    assert "Echoes a message" in out and "--msg" in out
+    assert "Echos a message to stdout (calls echo)" in out and "--msg" in out
     assert fake_plugin.jobs == {}
 
 

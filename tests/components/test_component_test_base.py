@@ -37,7 +37,7 @@ def test_validate_accepts_builtin_and_rejects_a_broken_component(
     assert good.wasSuccessful(), good.errors + good.failures
     failed = _run(Checks, "test_bad")
     assert not failed.wasSuccessful()
-    assert "missing type annotation" in str(failed.errors + failed.failures)
+    assert "Missing type annotation" in str(failed.errors + failed.failures)
 
 
 @pytest.mark.integration

@@ -99,6 +99,19 @@ def test_named_resource_plugin_variants(plugin_site: Write) -> None:
     assert mod.my_gpu_2().gpu == 2 and set(mod.NAMED_RESOURCES) == set(found)
 
 
+def test_registry_lists_aliases_and_fractionals_under_their_resource(plugin_site: Write) -> None:
+    """TorchX's ``to_dict``/``str``: ``aliases`` and ``fractionals`` of a named resource."""
+    plugin_site("torchx_plugins/named_resources/cluster.py", GPU_HOST)
+    reg = PluginRegistry()
+    items = {i["name"]: i for i in reg.to_dict()["named_resource"]}
+    assert set(items) == {"my_gpu", "cpu_box"}
+    assert items["my_gpu"]["aliases"] == ["big_gpu"]
+    fractionals = ["my_gpu_1", "my_gpu_2", "my_gpu_4", "my_gpu_8"]
+    assert sorted(items["my_gpu"]["fractionals"]) == fractionals
+    assert "aliases" not in items["cpu_box"]
+    assert "    aliases: [big_gpu]\n    fractionals: [my_gpu_" in str(reg)
+
+
 def test_namespace_named_resources_reach_specs(plugin_site: Write) -> None:
     """``resource(h=...)`` and ``named_resources`` read the same registry."""
     plugin_site("torchx_plugins/named_resources/cluster.py", GPU_HOST)

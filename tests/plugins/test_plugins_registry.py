@@ -193,7 +193,21 @@ def test_to_dict_and_str(plugin_site: Write) -> None:
         {"module": "torchx_plugins.schedulers.bad", "error": "ImportError: boom: x"}
     ]
     text = str(reg)
-    assert '  - name: "ns_sched"' in text and 'error: "ImportError: boom: x"' in text
+    # TorchX's layout: names and modules plain, error texts quoted
+    assert "  - name: ns_sched\n    module: torchx_plugins.schedulers.mine" in text
+    assert 'error: "ImportError: boom: x"' in text
+
+
+def test_str_quotes_only_names_plain_yaml_would_misread() -> None:
+    reg = PluginRegistry(
+        plugin_sources=PluginSource.ENTRYPOINT, entry_points=lambda group: iter([])
+    )
+    for name in ("yes", "1.0", "a: b", "plain_name"):
+        reg.add(PluginType.TRACKER, name, lambda config: None)
+    text = str(reg)
+    for quoted in ('"yes"', '"1.0"', '"a: b"'):
+        assert f"  - name: {quoted}\n" in text
+    assert "  - name: plain_name\n" in text
 
 
 def test_registration_error_is_a_frozen_value() -> None:

@@ -78,7 +78,7 @@ def test_messages() -> None:
     cfg_err = InvalidRunConfigException("bad", "k", {"k": 1})
     assert str(cfg_err) == "bad. Given: {'k': 1}" and cfg_err.cfg_key == "k"
     assert str(InvalidRunConfigException("bad", "k", {})) == "bad. Given: <EMPTY>"
-    assert str(UnknownNamedResourceError("x", ["a"])).startswith("Unknown named resource: 'x'")
+    assert str(UnknownNamedResourceError("x", ["a"])).startswith("No named resource found for `x`.")
     assert "'foo'" in str(MalformedAppHandleException("foo"))
     status = object()
     assert AppStatusError(status, "msg").app_status is status  # type: ignore[arg-type]

@@ -75,7 +75,7 @@ def test_file_component() -> None:
 def test_module_component() -> None:
     comp = finder.get_component("components_fixture:required")
     assert comp.fn_name == "required" and comp.validation_errors == []
-    with pytest.raises(ComponentValidationException, match="must return AppDef"):
+    with pytest.raises(ComponentValidationException, match="Supported return annotation: AppDef"):
         finder.get_component("torchx_core.specs.finder:get_components")
 
 
@@ -157,3 +157,44 @@ def test_builtin_source_runs_as_a_component_of_ones_own(tmp_path: Path) -> None:
     assert comp.validation_errors == []
     app = materialize_appdef(comp.fn, ["--msg", "hi"])
     assert app.roles[0].entrypoint == "echo" and app.roles[0].args == ["hi"]
+
+
+def test_builtin_source_copies_the_helpers_the_component_uses(tmp_path: Path) -> None:
+    """``utils.booth`` calls a module helper: the printed copy holds it, so the copy runs (as the
+    copy of a TorchX builtin does)."""
+    from torchx_core.components import utils
+    from torchx_core.specs.builders import materialize_appdef
+
+    src = finder.get_builtin_source("utils.booth")
+    assert src.index("def _run_app_module(") < src.index("def booth(")
+    assert "def copy(" not in src  # only what booth uses
+    copy = tmp_path / "booth_copy.py"
+    copy.write_text(src)
+    comp = finder.get_component(f"{copy}:booth")
+    app = materialize_appdef(comp.fn, ["--x1", "1", "--x2", "3"])
+    assert app.roles[0].args == utils.booth(1.0, 3.0).roles[0].args
+
+
+def test_load_components_discovers_now_with_the_given_validators() -> None:
+    """TorchX's ``finder._load_components(validators)``: every component, linted by
+    ``validators`` (the default checks if None), without the lookup cache."""
+    import ast
+
+    from torchx_core.specs.file_linter import ComponentFunctionValidator, LinterMessage
+
+    class Refuse(ComponentFunctionValidator):
+        def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
+            return [self._gen_linter_message("refused", app_specs_func_def.lineno)]
+
+    comps = finder._load_components(None)
+    assert comps["utils.echo"].fn_name == "echo" and comps["utils.echo"].validation_errors == []
+    assert comps.keys() == finder.get_components().keys()
+    refused = finder._load_components([Refuse()])
+    assert refused["utils.echo"].validation_errors == ["refused"]
+    assert finder.get_components()["utils.echo"].validation_errors == []  # the cache is apart
+
+
+def test_builtin_echo_is_described_as_in_torchx() -> None:
+    """``torchx builtins`` lists ``utils.echo`` with TorchX's description."""
+    description = finder.get_component("utils.echo").description
+    assert description == "Echos a message to stdout (calls echo)"

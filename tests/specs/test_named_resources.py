@@ -85,9 +85,11 @@ def test_unknown_lists_known_and_suggests() -> None:
     with pytest.raises(UnknownNamedResourceError) as e:
         get_named_resources("aws_p3.2xlarg")
     msg = str(e.value)
-    assert (
-        "'aws_p3.2xlarg'" in msg and "Did you mean: 'aws_p3.2xlarge'" in msg and "gpu.small" in msg
+    # TorchX's wording first, then every known name
+    assert msg.startswith(
+        "No named resource found for `aws_p3.2xlarg`. Did you mean `aws_p3.2xlarge`?"
     )
+    assert "Registered named resources: " in msg and "gpu.small" in msg
     assert "nope" not in named_resources and named_resources.get("nope") is None
 
 
@@ -260,3 +262,64 @@ def test_null_and_missing_name_the_null_resource() -> None:
     assert resource(h="MISSING") == NULL_RESOURCE and "NULL" in named_resources
     named_resources["NULL"].capabilities["x"] = 1  # a copy: the sentinel stays as it was
     assert NULL_RESOURCE.capabilities == {}
+
+
+def _empty_registry() -> object:
+    from torchx_core.plugins import PluginRegistry, PluginSource
+
+    return PluginRegistry(
+        plugin_sources=PluginSource.ENTRYPOINT, entry_points=lambda group: iter([])
+    )
+
+
+def test_custom_named_resources_module_from_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """TorchX reads ``NAMED_RESOURCES`` of the module named by TORCHX_CUSTOM_NAMED_RESOURCES."""
+    (tmp_path / "my_site_resources.py").write_text(
+        "from torchx_core.specs import Resource\n"
+        "NAMED_RESOURCES = {'site_box': lambda: Resource(3, 0, 3)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TORCHX_CUSTOM_NAMED_RESOURCES", "my_site_resources")
+    lib = _NamedResources(_empty_registry())
+    assert lib["site_box"] == Resource(3, 0, 3)
+    assert "gpu.small" in lib  # the built-ins stay
+
+
+def test_custom_named_resources_module_missing_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_CUSTOM_NAMED_RESOURCES", "no_such_module_xyz")
+    with pytest.raises(InvalidResourceError, match="TORCHX_CUSTOM_NAMED_RESOURCES='no_such"):
+        _NamedResources(_empty_registry())["gpu.small"]
+
+
+def test_tables_load_on_first_lookup_and_reset_drops_them() -> None:
+    from torchx_core.specs import _NamedResourcesLibrary  # TorchX's name
+
+    lib = _NamedResourcesLibrary(_empty_registry())
+    assert lib._factories is None
+    assert "NULL" in lib and lib._factories is not None
+    lib.reset()
+    assert lib._factories is None
+
+
+def test_lookup_while_plugins_load_is_a_runtime_error() -> None:
+    """A plugin module that looks a resource up at import time re-enters the lookup (TorchX)."""
+
+    class _Reentrant:
+        def __init__(self) -> None:
+            self.lib: _NamedResources | None = None
+            self.error: BaseException | None = None
+
+        def get(self, _type: object) -> dict[str, object]:
+            try:
+                assert self.lib is not None
+                self.lib["gpu.small"]
+            except RuntimeError as e:
+                self.error = e
+            return {}
+
+    reg = _Reentrant()
+    lib = reg.lib = _NamedResources(reg)
+    assert lib["gpu.small"].gpu == 1  # the outer lookup completes
+    assert reg.error is not None and "re-entrant named-resource lookup" in str(reg.error)

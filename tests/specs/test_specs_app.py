@@ -194,7 +194,7 @@ def test_resource_unknown_name_is_keyerror_with_suggestion() -> None:
     with pytest.raises(KeyError) as e:
         resource(h="gpu.smal")
     assert isinstance(e.value, specs.UnknownNamedResourceError)
-    assert "'gpu.smal'" in str(e.value) and "Did you mean: 'gpu.small'" in str(e.value)
+    assert "`gpu.smal`" in str(e.value) and "Did you mean `gpu.small`?" in str(e.value)
     assert "cpu.nano" in str(e.value)
 
 
@@ -377,3 +377,11 @@ def test_replica_pairs_lists_every_replica_in_role_order_or_one_role() -> None:
     assert replica_pairs(app) == [("w", 0), ("w", 1), ("ps", 0)]
     assert replica_pairs(app, "w") == [("w", 0), ("w", 1)]
     assert replica_pairs(app, "nope") == []
+
+
+def test_workspace_string_with_an_fsspec_url_is_one_project() -> None:
+    """A URL's ``://`` is no ``local:remote`` separator; ``": "`` maps it (TorchX's YAML form)."""
+    assert Workspace.from_str("memory://proj").projects == {"memory://proj": ""}
+    assert Workspace.from_str("s3://b/p: remote").projects == {"s3://b/p": "remote"}
+    assert Workspace.from_str("file:///a,~/b:b").projects == {"file:///a": "", "~/b": "b"}
+    assert Workspace.from_str("a:b").projects == {"a": "b"}

@@ -170,7 +170,7 @@ def test_resource_h_only_typed_errors(h: str) -> None:
         res = resource(h=h)
     except UnknownNamedResourceError as e:
         msg = str(e)
-        assert repr(h) in msg and "Known named resources:" in msg and "gpu.small" in msg
+        assert f"`{h}`" in msg and "Registered named resources:" in msg and "gpu.small" in msg
         assert isinstance(e, KeyError)
     else:
         assert isinstance(res, Resource)

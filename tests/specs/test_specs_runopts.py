@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 import pytest
 
@@ -195,10 +195,20 @@ def test_help_text_lists_options() -> None:
     assert "optional arguments:" in text and "FOO=FOO (List[str], ['a'])" in text
 
 
-def test_get_type_name() -> None:
+def test_get_type_name_is_torchx() -> None:
+    # TorchX: a class's __name__, else str(tp) (typing's own spelling)
     assert get_type_name(int) == "int"
-    assert get_type_name(list[str]) == "list[str]"
-    assert get_type_name(List[str]) == "List[str]"
+    assert get_type_name(list[str]) == "list"
+    assert get_type_name(List[str]) == "typing.List[str]"
+    assert get_type_name(Union[str, int])  # noqa: UP007 - typing.Union is what is named == "typing.Union[str, int]"
+
+
+def test_messages_name_types_without_typing_prefix() -> None:
+    opts = runopts()
+    opts.add("u", type_=List[str], help="u")
+    with pytest.raises(InvalidRunConfigException, match=r"List\[str\]") as e:
+        opts.resolve({"u": 1})
+    assert "typing." not in str(e.value)
 
 
 def test_update_and_getitem() -> None:

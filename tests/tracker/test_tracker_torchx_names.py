@@ -80,3 +80,26 @@ def test_signatures_take_torchx_arguments() -> None:
         "artifact_name",
     ]
     assert list(AppRun.__dataclass_fields__) == ["id", "backends"]
+
+
+def test_tracker_names_and_configs_from_environ_under_torchx_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TorchX's ``_extract_tracker_name_and_config_from_environ``: ``{name: config or None}``."""
+    from torchx_core.tracker.api import _extract_tracker_name_and_config_from_environ as extract
+
+    monkeypatch.delenv("TORCHX_TRACKERS", raising=False)
+    assert extract() == {}
+    monkeypatch.setenv("TORCHX_TRACKERS", "tracker1,tracker2")
+    monkeypatch.setenv("TORCHX_TRACKER_TRACKER1_CONFIG", "myconfig.txt")
+    monkeypatch.delenv("TORCHX_TRACKER_TRACKER2_CONFIG", raising=False)
+    assert extract() == {"tracker1": "myconfig.txt", "tracker2": None}
+
+
+def test_fsspec_run_dir_names_are_torchx_encoding() -> None:
+    """TorchX's run directory name is the base32 of the run id (``_encode_torchx_run_id``)."""
+    from torchx_core.tracker.backend.fsspec import _decode_torchx_run_id, _encode_torchx_run_id
+
+    run_id = "kubernetes://session_id/app_id"
+    assert _encode_torchx_run_id(run_id) == "NN2WEZLSNZSXIZLTHIXS643FONZWS33OL5UWIL3BOBYF62LE"
+    assert _decode_torchx_run_id(_encode_torchx_run_id(run_id)) == run_id

@@ -40,8 +40,23 @@ def _files(tar_bytes: bytes) -> set[str]:
 def test_build_context_adds_default_dockerfile(tmp_path: Path) -> None:
     ctx, dockerfile = build_context(Workspace({str(_project(tmp_path)): ""}))
     names = _files(ctx.read())
-    assert dockerfile == "Dockerfile.torchx.generated"
+    assert dockerfile == "Dockerfile.torchx"  # TorchX's name for the default one too
     assert names == {"main.py", "pkg/mod.py", dockerfile}
+
+
+def test_torchx_build_context_is_the_tar(tmp_path: Path) -> None:
+    """TorchX's ``_build_context(img, workspace)``: the tar, with file modes kept."""
+    import os
+    import stat
+
+    from torchx_core.workspace.docker_workspace import _build_context
+
+    proj = _project(tmp_path)
+    os.chmod(proj / "main.py", 0o755)
+    with _build_context("img", str(proj)) as f, tarfile.open(fileobj=f) as tar:
+        assert stat.S_IMODE(tar.getmember("main.py").mode) == 0o755
+        assert sorted(tar.getnames()) == [TORCHX_DOCKERFILE, "main.py", "pkg/mod.py"]  # no dirs
+        assert tar.extractfile(TORCHX_DOCKERFILE).read() == DEFAULT_DOCKERFILE  # type: ignore[union-attr]
 
 
 def test_build_context_maps_projects_to_subdirs(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def _run_app_module(name: str) -> list[str]:
 
 
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> specs.AppDef:
-    """Echoes a message to stdout (runs ``echo``).
+    """Echos a message to stdout (calls echo)
 
     Args:
         msg: message to echo

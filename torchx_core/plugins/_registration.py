@@ -179,7 +179,13 @@ class _register_named_resource(register):
         name = self._name or fn.__name__
         table: dict[str, Any] = mod.__dict__.setdefault(NAMED_RESOURCES_ATTR, {})
 
-        def add(reg_name: str, factory: Callable[..., Any], attr: bool, base: str | None) -> None:
+        def add(
+            reg_name: str,
+            factory: Callable[..., Any],
+            attr: bool,
+            base: str | None,
+            alias: bool = False,
+        ) -> None:
             if reg_name in table:
                 raise ValueError(f"duplicate named resource `{reg_name}` in `{mod.__name__}`")
             factory.__module__ = fn.__module__
@@ -188,6 +194,7 @@ class _register_named_resource(register):
             factory._plugin_name = reg_name  # type: ignore[attr-defined]
             if base is not None:
                 factory._plugin_base_name = base  # type: ignore[attr-defined]
+                factory._plugin_is_alias = alias  # type: ignore[attr-defined]
             table[reg_name] = factory
             if attr:
                 if hasattr(mod, reg_name):
@@ -200,7 +207,7 @@ class _register_named_resource(register):
         add(name, factory, name != fn.__name__, None)
         factory.__qualname__ = fn.__qualname__
         for alias in self._aliases:
-            add(alias, _delegate(factory), True, name)
+            add(alias, _delegate(factory), True, name, alias=True)
         if self._fractionals:
             spec = self._fractionals
             table_of = spec if isinstance(spec, dict) else spec(fn())

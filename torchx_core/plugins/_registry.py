@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import importlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from enum import auto
@@ -211,23 +212,29 @@ class PluginRegistry:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        """Every plugin and error as plain data (for ``json.dumps``/YAML)."""
+        """Every plugin and error as plain data (for ``json.dumps``/YAML), as TorchX lays it out:
+        ``{kind: [{"name", "module"[, "aliases"][, "fractionals"][, "error"]}], "errors": [...]}``
+        (a named resource's aliases and fractionals are listed under it, not on their own)."""
         data: dict[str, Any] = {}
         all_plugins = self.info()
         for pt, group in all_plugins.items():
-            children: dict[str, list[str]] = {}
+            aliases: dict[str, list[str]] = {}
+            fractionals: dict[str, list[str]] = {}
             for name, fn in group.items():
                 base = getattr(fn, "_plugin_base_name", None)
                 if base is not None:
-                    children.setdefault(base, []).append(name)
-            listed = {c for names in children.values() for c in names}
+                    kind = aliases if getattr(fn, "_plugin_is_alias", False) else fractionals
+                    kind.setdefault(base, []).append(name)
+            listed = {c for d in (aliases, fractionals) for names in d.values() for c in names}
             items: list[dict[str, Any]] = []
             for name, fn in group.items():
                 if name in listed:
                     continue
                 item: dict[str, Any] = {"name": name, "module": _module_of(fn)}
-                if name in children:
-                    item["variants"] = children[name]
+                if name in aliases:
+                    item["aliases"] = aliases[name]
+                if name in fractionals:
+                    item["fractionals"] = fractionals[name]
                 items.append(item)
             items.extend(
                 {"name": e.name, "module": e.module, "error": e.error}
@@ -241,6 +248,8 @@ class PluginRegistry:
         return data
 
     def __str__(self) -> str:
+        """:meth:`to_dict` as YAML, in TorchX's layout: names and modules plain, lists inline,
+        error texts double-quoted."""
         lines: list[str] = []
         for key, items in self.to_dict().items():
             if not items:
@@ -250,7 +259,10 @@ class PluginRegistry:
             for item in items:
                 first = True
                 for k, v in item.items():
-                    text = f"[{', '.join(v)}]" if isinstance(v, list) else _quote(str(v))
+                    if isinstance(v, list):
+                        text = f"[{', '.join(v)}]"
+                    else:
+                        text = _quote(str(v)) if k == "error" else _plain_or_quoted(str(v))
                     lines.append(f"  {'- ' if first else '  '}{k}: {text}")
                     first = False
         return "\n".join(lines)
@@ -447,6 +459,18 @@ def _module_of(obj: Any) -> str:
 def _quote(value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
+
+
+def _plain_or_quoted(value: str) -> str:
+    """``value`` as TorchX writes names and modules (plain), quoted only where plain YAML would
+    read something else (``yes``, ``1.0``, ``a: b``)."""
+    if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return value
+    return _quote(value)
 
 
 _LOAD_GROUP = entrypoints.load_group  # what it is unless a test replaced it

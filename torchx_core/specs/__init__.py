@@ -91,6 +91,7 @@ _LAZY: dict[str, str] = {
     "get_named_resources": "torchx_core.specs.register",
     "named_resource": "torchx_core.specs.register",
     "resource": "torchx_core.specs.register",
+    "_NamedResourcesLibrary": "torchx_core.specs.register",  # TorchX's name of its class
     "materialize_appdef": "torchx_core.specs.builders",
     "parse_args": "torchx_core.specs.builders",
 }

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
 
     from torchx_core.specs._status import AppDryRunInfo
 
+
 # Resource.tags keys set by torchx_core.plugins.register.named_resource (see resource_tags)
+def _is_url(text: str) -> bool:
+    """True if ``text`` starts with a URL scheme and ``://`` (``s3://b``, ``memory://p``)."""
+    scheme, sep, _ = text.partition("://")
+    return bool(
+        sep and scheme and scheme[0].isalpha() and all(c.isalnum() or c in "+.-" for c in scheme)
+    )
+
+
 _TAG_NAME = "torchx/named_resources.name"
 _TAG_FRACTIONAL = "torchx/named_resources.is_fractional"
 
@@ -229,7 +238,9 @@ class Workspace:
 
         ``"path"`` maps one project to the root; ``"a:b,c:d"`` (or ``;`` or one ``a: b`` per
         line, as in TorchX's YAML form; ``#`` lines are comments) maps ``a`` to ``b`` and ``c``
-        to ``d``. ``None`` or ``""`` return None. ``str(workspace)`` writes ``a:b;c:d``.
+        to ``d``. A project may be an fsspec URL (``memory://proj``, ``s3://bucket/proj``), mapped
+        with ``": "`` only (``s3://b/p: remote``). ``None`` or ``""`` return None.
+        ``str(workspace)`` writes ``a:b;c:d``.
 
         >>> Workspace.from_str("~/proj")
         Workspace(projects={'~/proj': ''})
@@ -252,7 +263,10 @@ class Workspace:
             return None
         projects: dict[str, str] = {}
         for entry in entries:
-            src, _, dst = entry.partition(":")
+            if _is_url(entry):  # an fsspec URL ("s3://b/p"): only ": " maps it
+                src, _, dst = entry.partition(": ")
+            else:
+                src, _, dst = entry.partition(":")
             src, dst = src.strip(), dst.strip()
             if not src:
                 raise InvalidWorkspaceError(

@@ -91,7 +91,16 @@ class cases:
 
 
 def get_type_name(tp: Any) -> str:
-    """Returns a readable name for a run option type (``int``, ``list[str]``, ...)."""
+    """Returns the name of a run option type as TorchX does: a class's ``__name__`` (``int``,
+    ``list``), otherwise ``str(tp)`` (``list[str]``, ``typing.Union[str, int]``)."""
+    if getattr(tp, "__module__", None) != "typing" and hasattr(tp, "__name__"):
+        return str(tp.__name__)
+    return str(tp)
+
+
+def _type_label(tp: Any) -> str:
+    """The type's name in this package's messages: :func:`get_type_name` without ``typing.``
+    (``Union[str, int]``), and ``list[str]`` rather than ``list`` for a generic alias."""
     if _origin(tp) is None and hasattr(tp, "__name__"):
         return str(tp.__name__)
     return str(tp).replace("typing.", "")
@@ -120,7 +129,7 @@ def _wrong_type(
 ) -> InvalidRunConfigException:
     """The error for a run option value of the wrong (non-str) type."""
     return InvalidRunConfigException(
-        f"Run option: {key}, must be of type: {get_type_name(tp)},"
+        f"Run option: {key}, must be of type: {_type_label(tp)},"
         f" but was: {val!r} ({type(val).__name__})",
         key,
         cfg,
@@ -182,7 +191,7 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
     where = f"run option {key!r}: " if key else ""
     if not isinstance(value, str):
         raise InvalidRunConfigException(
-            f"{where}expected a string to cast to {get_type_name(tp)}, got {value!r}", key, None
+            f"{where}expected a string to cast to {_type_label(tp)}, got {value!r}", key, None
         )
     if _is_literal(_origin(tp)) or (isinstance(tp, type) and issubclass(tp, Enum)):
         return _cast_choice(tp, value, where, key)
@@ -199,8 +208,8 @@ def _cast(opt_type: Any, value: str, key: str) -> CfgVal:
         return converted
     except (TypeError, ValueError) as e:
         raise InvalidRunConfigException(
-            f"{where}cannot cast {value!r} to {get_type_name(tp)}; expected a valid"
-            f" {get_type_name(tp)} literal ({e})",
+            f"{where}cannot cast {value!r} to {_type_label(tp)}; expected a valid"
+            f" {_type_label(tp)} literal ({e})",
             key,
             None,
         ) from None
@@ -366,7 +375,7 @@ class runopts:
             )
         if default is not None and not runopts.is_type(default, type_):
             raise RunOptDefinitionError(
-                f"Option: {cfg_key}, must be of type: {get_type_name(type_)}."
+                f"Option: {cfg_key}, must be of type: {_type_label(type_)}."
                 f" Given: {default!r} ({type(default).__name__})"
             )
         self._opts[cfg_key] = runopt(default, type_, required, help)
@@ -437,7 +446,7 @@ class runopts:
                             name,
                             (
                                 f"Required run option: {name}, must be provided and not `None`"
-                                f" ({get_type_name(opt.opt_type)}: {opt.help})"
+                                f" ({_type_label(opt.opt_type)}: {opt.help})"
                             ),
                         )
                     )
@@ -454,7 +463,7 @@ class runopts:
                     (
                         name,
                         (
-                            f"Run option: {name}, must be of type: {get_type_name(opt.opt_type)},"
+                            f"Run option: {name}, must be of type: {_type_label(opt.opt_type)},"
                             f" but was: {val!r} ({type(val).__name__})"
                         ),
                     )
@@ -585,7 +594,7 @@ class runopts:
             lines.append("    required arguments:")
             for k, o in required:
                 lines += [
-                    f"        {k}={k.upper()} ({get_type_name(o.opt_type)})",
+                    f"        {k}={k.upper()} ({_type_label(o.opt_type)})",
                     f"            {o.help}",
                 ]
             lines.append("")
@@ -593,7 +602,7 @@ class runopts:
             lines.append("    optional arguments:")
             for k, o in optional:
                 lines += [
-                    f"        {k}={k.upper()} ({get_type_name(o.opt_type)}, {o.default})",
+                    f"        {k}={k.upper()} ({_type_label(o.opt_type)}, {o.default})",
                     f"            {o.help}",
                 ]
             lines.append("")

@@ -225,10 +225,17 @@ class UnknownNamedResourceError(TorchXError, KeyError):
     def __init__(
         self, name: str, known: Iterable[str], broken: Mapping[str, str] | None = None
     ) -> None:
+        import difflib
+
         known_list = sorted(known)
-        msg = (
-            f"Unknown named resource: {name!r}.{did_you_mean(name, known_list)}"
-            f" Known named resources: {', '.join(known_list)}."
+        # TorchX's opening ("No named resource found for `x`. Did you mean `y`?"), then every
+        # known name and how to register one
+        close = difflib.get_close_matches(str(name), known_list, n=1)
+        msg = f"No named resource found for `{name}`."
+        if close:
+            msg += f" Did you mean `{close[0]}`?"
+        msg += (
+            f" Registered named resources: {', '.join(known_list)}."
             " Register your own through the `torchx.named_resources` entry point group or"
             " `torchx_core.specs.register.named_resource(...)`."
         )

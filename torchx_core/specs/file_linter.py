@@ -2,8 +2,8 @@
 
 A component is a function that
 
-1. has a google-style docstring (recommended: without one the linter warns, and ``--help``
-   shows a tip; TorchX accepts such components too),
+1. has a google-style docstring (recommended: without one ``--help`` shows a tip; the default
+   check, like TorchX's, does not require it; :class:`TorchxDocstringValidator` warns),
 2. annotates every parameter with a supported type: ``str``, ``int``, ``float``, ``bool``,
    ``list[X]``/``List[X]``, ``dict[K, V]``/``Dict[K, V]`` of those primitives, ``Optional[X]`` /
    ``X | None`` of the above, and ``*args: str`` for trailing arguments,
@@ -23,14 +23,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
+    "ArgTypeValidator",
     "ComponentFunctionValidator",
     "LinterMessage",
+    "ReturnTypeValidator",
     "TorchXArgumentHelpFormatter",
+    "TorchxDocstringValidator",
     "TorchxFunctionArgsValidator",
     "TorchxFunctionValidator",
     "TorchxReturnValidator",
     "get_fn_docstring",
     "parse_google_docstring",
+    "read_conf_file",
     "validate",
 ]
 
@@ -81,36 +85,66 @@ def _is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
-def _supported(node: ast.expr | None, depth: int = 0) -> bool:
-    """True if the annotation AST is a supported component argument type."""
-    if node is None or depth > 3:
-        return False
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            return _supported(ast.parse(node.value, mode="eval").body, depth + 1)
-        except SyntaxError:
-            return False
+def _is_primitive(node: ast.expr) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and _ann_name(node) in _PRIMITIVES
+
+
+def _optional_inner(node: ast.expr) -> ast.expr | None:
+    """``X`` of ``Optional[X]``, ``X | None``, ``None | X`` or ``Union[X, None]``, else None."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        parts = [node.left, node.right]
-        non_none = [p for p in parts if not _is_none(p)]
-        return len(non_none) == 1 and _supported(non_none[0], depth + 1)
-    name = _ann_name(node)
-    if name in _PRIMITIVES:
-        return True
+        if _is_none(node.right):
+            return node.left
+        if _is_none(node.left):
+            return node.right
+        return None
+    if isinstance(node, ast.Subscript):
+        base = _ann_name(node.value)
+        if base in _OPTIONALS:
+            return node.slice
+        if base == "Union" and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+            a, b = node.slice.elts
+            return a if _is_none(b) else b if _is_none(a) else None
+    return None
+
+
+def _arg_type_problem(node: ast.expr | None, depth: int = 0) -> str | None:
+    """What is wrong with an argument's annotation (TorchX's wording), or None if supported."""
+    if node is None:
+        return "Missing type annotation"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and depth < 3:
+        try:  # a quoted annotation: "Optional[str]"
+            return _arg_type_problem(ast.parse(node.value, mode="eval").body, depth + 1)
+        except SyntaxError:
+            return f"Unsupported argument type {node.value!r}"
+    if isinstance(node, ast.Subscript) and _ann_name(node.value) == "Annotated":
+        sl = node.slice
+        if isinstance(sl, ast.Tuple) and sl.elts:
+            node = sl.elts[0]  # Annotated[X, ...] is read as X
+    inner = _optional_inner(node)
+    if inner is not None:
+        node = inner  # once: Optional[Optional[X]] is an unsupported container, as in TorchX
+    if _is_primitive(node):
+        return None
     if isinstance(node, ast.Subscript):
         base = _ann_name(node.value)
         sl = node.slice
-        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-        if base in _LISTS:
-            return len(elts) == 1 and _ann_name(elts[0]) in _PRIMITIVES
         if base in _DICTS:
-            return len(elts) == 2 and all(_ann_name(e) in _PRIMITIVES for e in elts)
-        if base in _OPTIONALS:
-            return len(elts) == 1 and _supported(elts[0], depth + 1)
-        if base == "Union":
-            non_none = [e for e in elts if not _is_none(e)]
-            return len(non_none) == 1 and len(elts) == 2 and _supported(non_none[0], depth + 1)
-    return False
+            if not isinstance(sl, ast.Tuple) or len(sl.elts) != 2:
+                return (
+                    f"Malformed dict type {ast.unparse(node)!r},"
+                    " expected exactly two type parameters (dict[K, V])"
+                )
+            key, value = sl.elts
+            if not _is_primitive(key):
+                return f"Non-primitive key type {ast.unparse(key)!r}"
+            if not _is_primitive(value):
+                return f"Non-primitive value type {ast.unparse(value)!r}"
+            return None
+        if base in _LISTS:
+            return None if _is_primitive(sl) else f"Non-primitive element type {ast.unparse(sl)!r}"
+        # tuples too: TorchX's linter takes tuple[T1, T2], but no argument parser reads one
+        return f"Unsupported container type {base or ast.unparse(node.value)!r}"
+    return f"Unsupported argument type {ast.unparse(node)!r}"
 
 
 class ComponentFunctionValidator(abc.ABC):
@@ -132,38 +166,35 @@ class ComponentFunctionValidator(abc.ABC):
         )
 
 
-class TorchxFunctionArgsValidator(ComponentFunctionValidator):
-    """Checks that every parameter is annotated with a supported type."""
+class ArgTypeValidator(ComponentFunctionValidator):
+    """Checks that every parameter is annotated with a supported type (TorchX's messages:
+    ``Missing type annotation for argument 'a' in function 'f'``)."""
 
     def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
         fn = app_specs_func_def
         msgs: list[LinterMessage] = []
-        args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-        for arg in args:
-            if arg.annotation is None:
-                msgs.append(
-                    self._gen_linter_message(
-                        f"Arg {arg.arg} missing type annotation;"
-                        f" annotate it, e.g. `{arg.arg}: str`",
-                        arg.lineno,
-                    )
+
+        def err(reason: str, arg: ast.arg) -> None:
+            msgs.append(
+                self._gen_linter_message(
+                    f"{reason} for argument {ast.unparse(arg)!r} in function {fn.name!r}",
+                    arg.lineno,
                 )
-            elif not _supported(arg.annotation):
-                msgs.append(
-                    self._gen_linter_message(
-                        f"Arg {arg.arg} has unsupported type {ast.unparse(arg.annotation)!r};"
-                        " use str, int, float, bool, list[X], dict[K, V] (of those) or"
-                        " Optional of them",
-                        arg.lineno,
-                    )
-                )
+            )
+
+        for arg in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]:
+            problem = _arg_type_problem(arg.annotation)
+            if problem:
+                err(problem, arg)
         if fn.args.vararg is not None:
             va = fn.args.vararg
-            if va.annotation is None or _ann_name(va.annotation) != "str":
-                msgs.append(
-                    self._gen_linter_message(
-                        f"Arg *{va.arg} must be annotated as `*{va.arg}: str`", va.lineno
-                    )
+            if va.annotation is None:
+                err("Missing type annotation", va)
+            elif not (_is_primitive(va.annotation) and _ann_name(va.annotation) == "str"):
+                err(
+                    f"Unsupported type {ast.unparse(va.annotation)!r} (trailing arguments are"
+                    f" strings: `*{va.arg}: str`)",
+                    va,
                 )
         if fn.args.kwarg is not None:
             msgs.append(
@@ -175,30 +206,45 @@ class TorchxFunctionArgsValidator(ComponentFunctionValidator):
         return msgs
 
 
-class TorchxReturnValidator(ComponentFunctionValidator):
-    """Checks that the function is annotated to return ``AppDef``."""
+TorchxFunctionArgsValidator = ArgTypeValidator  # the name in TorchX 0.7
+
+
+class ReturnTypeValidator(ComponentFunctionValidator):
+    """Checks that the function is annotated to return ``supported_return_type`` (``AppDef``).
+
+    Args:
+        supported_return_type: the class name the return annotation must end with
+    """
+
+    def __init__(self, supported_return_type: str = "AppDef") -> None:
+        self._supported_return_type = supported_return_type
 
     def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
-        ret = app_specs_func_def.returns
-        if ret is None:
-            return [
-                self._gen_linter_message(
-                    "Function should have a return annotation: `-> AppDef`",
-                    app_specs_func_def.lineno,
-                )
-            ]
+        fn, want = app_specs_func_def, self._supported_return_type
+        ret = fn.returns
         if isinstance(ret, ast.Constant) and isinstance(ret.value, str):
-            ok = ret.value.split(".")[-1] == "AppDef"
+            got = ret.value.split(".")[-1]  # a quoted "specs.AppDef"
         else:
-            ok = _ann_name(ret) == "AppDef"
-        if not ok:
-            return [
-                self._gen_linter_message(
-                    f"Function must return AppDef, it is annotated `-> {ast.unparse(ret)}`",
-                    app_specs_func_def.lineno,
-                )
-            ]
-        return []
+            got = _ann_name(ret) if ret is not None else ""
+        if not got:
+            desc = (
+                f"Function: {fn.name} missing return annotation or has unknown annotations."
+                f" Supported return annotation: {want}"
+            )
+        elif got != want:
+            desc = (
+                f"Function: {fn.name} has incorrect return annotation, supported annotation: {want}"
+            )
+        else:
+            return []
+        return [self._gen_linter_message(desc, fn.lineno)]
+
+
+class TorchxReturnValidator(ReturnTypeValidator):
+    """:class:`ReturnTypeValidator` of ``AppDef`` (the name in TorchX 0.7)."""
+
+    def __init__(self) -> None:
+        super().__init__("AppDef")
 
 
 class TorchxDocstringValidator(ComponentFunctionValidator):
@@ -217,13 +263,14 @@ class TorchxDocstringValidator(ComponentFunctionValidator):
 
 
 class TorchxFunctionValidator(ComponentFunctionValidator):
-    """The default component check: docstring, annotated arguments, ``-> AppDef``."""
+    """The default component check (TorchX's): annotated arguments and ``-> AppDef``. A missing
+    docstring is no error (``--help`` then shows a tip); add :class:`TorchxDocstringValidator`
+    to report it as a warning."""
 
     def __init__(self) -> None:
         self._validators: list[ComponentFunctionValidator] = [
-            TorchxDocstringValidator(),
-            TorchxFunctionArgsValidator(),
-            TorchxReturnValidator(),
+            ArgTypeValidator(),
+            ReturnTypeValidator("AppDef"),
         ]
 
     def validate(self, app_specs_func_def: ast.FunctionDef) -> list[LinterMessage]:
@@ -252,15 +299,8 @@ def validate_source(
     """Like :py:func:`validate` but on source text."""
     try:
         module = ast.parse(source)
-    except SyntaxError as e:
-        return [
-            LinterMessage(
-                "TorchxFunctionValidator",
-                f"cannot parse the source: {e}",
-                e.lineno or 0,
-                e.offset or 0,
-            )
-        ]
+    except SyntaxError as e:  # TorchX: the parser's message; where it is: line and char
+        return [LinterMessage("TorchXValidator", e.msg, e.lineno or 0, e.offset or 0)]
     functions = list(_module_functions(module.body))
     fn_def = next((n for n in functions if n.name == component_function), None)
     if fn_def is None:
@@ -297,11 +337,16 @@ def validate(
         The problems found (empty if the component is valid); see ``LinterMessage.severity``.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        source = read_conf_file(path)
     except OSError as e:
         return [LinterMessage("TorchxFunctionValidator", f"cannot read {path}: {e}", 0, 0)]
     return validate_source(source, component_function, validators)
+
+
+def read_conf_file(conf_file: str) -> str:
+    """The text of ``conf_file`` (the component file :py:func:`validate` reads), as TorchX."""
+    with open(conf_file, encoding="utf-8") as f:
+        return f.read()
 
 
 def parse_google_docstring(doc: str) -> tuple[str, dict[str, str]]:

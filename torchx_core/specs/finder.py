@@ -16,6 +16,7 @@ Discovery runs on first lookup and is cached.
 from __future__ import annotations
 
 import abc
+import ast
 import importlib
 import inspect
 import logging
@@ -33,10 +34,15 @@ from torchx_core.specs.errors import (
     ComponentValidationException,
     did_you_mean,
 )
-from torchx_core.specs.file_linter import get_fn_docstring, validate
+from torchx_core.specs.file_linter import (
+    ComponentFunctionValidator,
+    get_fn_docstring,
+    validate,
+)
 
 logger: logging.Logger = logging.getLogger(__name__)
 
+Validators = list[ComponentFunctionValidator] | None
 BUILTINS_PACKAGE = "torchx_core.components"
 ENTRY_POINT_GROUP = "torchx.components"
 
@@ -81,18 +87,20 @@ def _returns_appdef(fn: Callable[..., Any]) -> bool:
     return isinstance(ann, str) and ann.split(".")[-1] == "AppDef"
 
 
-def _lint_errors(path: str, fn_name: str) -> list[str]:
-    """The linter's errors; its warnings (e.g. no docstring, which TorchX accepts) only show
-    as a tip in the component's ``--help``."""
-    return [m.description for m in validate(path, fn_name) if m.severity == "error"]
+def _lint_errors(path: str, fn_name: str, validators: Validators = None) -> list[str]:
+    """The linter's errors (``validators``: the linter's default checks if None); warnings
+    (a validator may report a missing docstring as one) only show in the ``--help``."""
+    return [m.description for m in validate(path, fn_name, validators) if m.severity == "error"]
 
 
-def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
+def _make_component(
+    name: str, fn: Callable[..., AppDef], validators: Validators = None
+) -> _Component:
     try:
         path = inspect.getsourcefile(fn)
     except TypeError:
         path = None
-    errors = _lint_errors(path, fn.__name__) if path else []
+    errors = _lint_errors(path, fn.__name__, validators) if path else []
     description, _ = get_fn_docstring(fn)
     return _Component(
         name=name,
@@ -103,7 +111,9 @@ def _make_component(name: str, fn: Callable[..., AppDef]) -> _Component:
     )
 
 
-def _module_components(module: ModuleType, prefix: str) -> dict[str, _Component]:
+def _module_components(
+    module: ModuleType, prefix: str, validators: Validators = None
+) -> dict[str, _Component]:
     out: dict[str, _Component] = {}
     for attr, obj in vars(module).items():
         if attr.startswith("_") or not inspect.isfunction(obj):
@@ -111,13 +121,15 @@ def _module_components(module: ModuleType, prefix: str) -> dict[str, _Component]
         if obj.__module__ != module.__name__ or not _returns_appdef(obj):
             continue
         name = f"{prefix}.{attr}" if prefix else attr
-        out[name] = _make_component(name, obj)
+        out[name] = _make_component(name, obj, validators)
     return out
 
 
-def _package_components(package: ModuleType, prefix: str) -> dict[str, _Component]:
+def _package_components(
+    package: ModuleType, prefix: str, validators: Validators = None
+) -> dict[str, _Component]:
     """Components of ``package`` and (if it is a package) every module below it."""
-    out = _module_components(package, prefix)
+    out = _module_components(package, prefix, validators)
     paths = getattr(package, "__path__", None)
     if paths is None:
         return out
@@ -131,7 +143,7 @@ def _package_components(package: ModuleType, prefix: str) -> dict[str, _Componen
             logger.warning("skipping component module %s: %s", info.name, e)
             continue
         sub_prefix = f"{prefix}.{rel}" if prefix else rel
-        out.update(_module_components(module, sub_prefix))
+        out.update(_module_components(module, sub_prefix, validators))
     return out
 
 
@@ -153,10 +165,11 @@ class _Registry:
         self._components = None
 
 
-def _discover() -> dict[str, _Component]:
+def _discover(validators: Validators = None) -> dict[str, _Component]:
     comps: dict[str, _Component] = {}
     try:
-        comps.update(_package_components(importlib.import_module(BUILTINS_PACKAGE), ""))
+        builtins = importlib.import_module(BUILTINS_PACKAGE)
+        comps.update(_package_components(builtins, "", validators))
     except ImportError as e:
         logger.warning("cannot import the builtin components %s: %s", BUILTINS_PACKAGE, e)
     from importlib.metadata import entry_points
@@ -169,9 +182,10 @@ def _discover() -> dict[str, _Component]:
             continue
         if isinstance(obj, ModuleType):
             # as TorchX: a `_`-prefixed name (`_0 = my_pkg`) adds the components without prefix
-            found = _package_components(obj, "" if ep.name.startswith("_") else ep.name)
+            prefix = "" if ep.name.startswith("_") else ep.name
+            found = _package_components(obj, prefix, validators)
         elif inspect.isfunction(obj):
-            found = {ep.name: _make_component(ep.name, obj)}
+            found = {ep.name: _make_component(ep.name, obj, validators)}
         else:
             logger.warning(
                 "component entry point %s = %s is neither a module nor a function",
@@ -188,6 +202,13 @@ def _discover() -> dict[str, _Component]:
 
 
 _registry = _Registry()
+
+
+def _load_components(validators: Validators) -> dict[str, _Component]:
+    """Discovers every component now (uncached; TorchX's name), linted by ``validators``
+    (the linter's default checks if None): the builtins, then the ``torchx.components`` entry
+    points (which add to the builtins here; in TorchX they replace them)."""
+    return _discover(validators)
 
 
 def get_components() -> dict[str, _Component]:
@@ -280,6 +301,9 @@ def get_component(name: str) -> _Component:
         raise ComponentValidationException(
             f"component {name!r} does not follow the component standard: "
             + "; ".join(comp.validation_errors)
+            + ". A component annotates each argument with str, int, float, bool, list[X] or"
+            " dict[K, V] of those, or Optional of them (`*args: str` for trailing arguments),"
+            " and returns AppDef"
         )
     return comp
 
@@ -287,13 +311,12 @@ def get_component(name: str) -> _Component:
 def get_builtin_source(name: str) -> str:
     """The source of a component with the imports of its module that precede it, as TorchX
     prints it (``torchx builtins --print``): saved to a file, it runs as a component of one's
-    own (a template to edit). Helpers the function calls are not included.
+    own (a template to edit). The module-level helpers and constants it uses (directly or
+    through each other) are copied too, between the imports and the function.
 
     Raises:
         ComponentNotFoundException: no such component
     """
-    import ast
-
     fn = get_component(name).fn
     fn_src = inspect.getsource(fn)
     path = inspect.getsourcefile(fn)
@@ -302,12 +325,45 @@ def get_builtin_source(name: str) -> str:
     with open(path, encoding="utf-8") as f:
         module_src = f.read()
     first_line = fn.__code__.co_firstlineno
+    body = ast.parse(module_src).body
     imports = [
         ast.get_source_segment(module_src, node) or ""
-        for node in ast.parse(module_src).body
+        for node in body
         if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno < first_line
     ]
-    return "\n".join([*imports, "", "", fn_src])
+    helpers = [
+        ast.get_source_segment(module_src, node, padded=True) or ""
+        for node in _used_definitions(body, fn.__name__)
+    ]
+    return "\n".join([*imports, "", "", *[f"{h}\n\n" for h in helpers], fn_src])
+
+
+def _used_definitions(body: list[ast.stmt], fn_name: str) -> list[ast.stmt]:
+    """The module-level functions, classes and assignments (other than ``fn_name``) that the
+    function ``fn_name`` uses, directly or through each other, in module order."""
+    defined: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    defined[t.id] = node
+    root = defined.get(fn_name)
+    if root is None:
+        return []
+    used: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in defined and sub.id != fn_name:
+                dep = defined[sub.id]
+                if id(dep) not in used:
+                    used.add(id(dep))
+                    todo.append(dep)
+    return [node for node in body if id(node) in used]
 
 
 # -- TorchX's finder classes and module helpers ------------------------------------------------
@@ -364,7 +420,7 @@ class ModuleComponentsFinder(ComponentsFinder):
 
     def find(self, validators: list[Any] | None = None) -> list[_Component]:
         """Every component found below the module, in module order."""
-        return list(_package_components(self.module, self.group).values())
+        return list(_package_components(self.module, self.group, validators).values())
 
 
 class CustomComponentsFinder(ComponentsFinder):

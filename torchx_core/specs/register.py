@@ -3,7 +3,8 @@
 Sources, merged on first lookup (never at import time):
 
 1. the built-in tables :mod:`~torchx_core.specs.named_resources_generic` and
-   :mod:`~torchx_core.specs.named_resources_aws`;
+   :mod:`~torchx_core.specs.named_resources_aws`, then the ``NAMED_RESOURCES`` of the module
+   named by the ``TORCHX_CUSTOM_NAMED_RESOURCES`` environment variable (as in TorchX);
 2. named-resource plugins from the one plugin registry (:mod:`torchx_core.plugins`): the
    ``torchx.named_resources`` entry point group (each entry point names a no-argument function
    returning a :py:class:`Resource`, or a Resource), the ``torchx_plugins.named_resources``
@@ -32,6 +33,7 @@ from torchx_core.specs.errors import InvalidResourceError, UnknownNamedResourceE
 logger: logging.Logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "torchx.named_resources"
+CUSTOM_NAMED_RESOURCES_ENV = "TORCHX_CUSTOM_NAMED_RESOURCES"
 _BUILTIN_MODULES = (
     "torchx_core.specs.named_resources_generic",
     "torchx_core.specs.named_resources_aws",
@@ -43,6 +45,12 @@ ResourceFactory = Callable[[], Resource]
 class _NamedResources(Mapping[str, Resource]):
     """Read-only, lazily loaded mapping of name -> Resource (a fresh copy per lookup).
 
+    The built-in tables and the ``TORCHX_CUSTOM_NAMED_RESOURCES`` module are read on the first
+    lookup and cached (``reset()`` drops the cache); plugins are read from the registry on each
+    lookup (the registry caches its own discovery). A plugin module that looks a named resource
+    up while it is being imported gets a ``RuntimeError`` (the registry records it as that
+    plugin's load error), as in TorchX.
+
     Args:
         plugins: the plugin registry to read named-resource plugins from (default: the
             process-wide one)
@@ -50,37 +58,63 @@ class _NamedResources(Mapping[str, Resource]):
 
     def __init__(self, plugins: Any = None) -> None:
         self._plugins = plugins
-        self._builtins: dict[str, ResourceFactory] | None = None
+        self._factories: dict[str, ResourceFactory] | None = None
         self._overrides_logged: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._loading = False
 
     def _registry(self) -> Any:
-        if self._plugins is None:
-            from torchx_core.plugins import registry
+        plugins = self._plugins
+        if plugins is None:
+            with self._lock:
+                if self._plugins is None:
+                    from torchx_core.plugins import registry
 
-            self._plugins = registry()
-        return self._plugins
+                    self._plugins = registry()
+                plugins = self._plugins
+        return plugins
 
-    def _load_builtins(self) -> dict[str, ResourceFactory]:
-        builtins = self._builtins
-        if builtins is not None:
-            return builtins
+    def _load(self) -> dict[str, ResourceFactory]:
+        """The built-in and ``TORCHX_CUSTOM_NAMED_RESOURCES`` factories (cached)."""
+        factories = self._factories
+        if factories is not None:
+            return factories
         with self._lock:
-            if self._builtins is None:
+            if self._factories is None:
                 import importlib
 
                 # TorchX's sentinels: "NULL" and "MISSING" name the null resource ("not set")
                 loaded: dict[str, ResourceFactory] = {"NULL": _null, "MISSING": _null}
                 for mod_name in _BUILTIN_MODULES:
                     loaded.update(importlib.import_module(mod_name).NAMED_RESOURCES)
-                self._builtins = loaded
-            return self._builtins
+                loaded.update(_custom_named_resources())
+                self._factories = loaded
+            return self._factories
+
+    def reset(self) -> None:
+        """Drops the cached tables: the next lookup reads them again (as TorchX's ``reset``)."""
+        with self._lock:
+            self._factories = None
+            self._overrides_logged.clear()
 
     def _all(self) -> dict[str, ResourceFactory]:
         from torchx_core.plugins import PluginType, plugins_equal
 
-        merged = dict(self._load_builtins())
-        for name, obj in self._registry().get(PluginType.NAMED_RESOURCE).items():
+        with self._lock:  # re-entrant on this thread only: a plugin's import-time lookup
+            if self._loading:
+                raise RuntimeError(
+                    "re-entrant named-resource lookup: the named-resource plugins are being"
+                    " discovered on this thread, so a plugin module is looking a named resource"
+                    " up at import time; the set is incomplete mid-scan, so move the lookup into"
+                    " the factory function's body"
+                )
+            self._loading = True
+            try:
+                merged = dict(self._load())
+                found = self._registry().get(PluginType.NAMED_RESOURCE)
+            finally:
+                self._loading = False
+        for name, obj in found.items():
             factory = _as_factory(obj)
             if factory is None:
                 continue
@@ -145,6 +179,34 @@ class _NamedResources(Mapping[str, Resource]):
         self._registry().remove(PluginType.NAMED_RESOURCE, name)
 
 
+def _custom_named_resources() -> Mapping[str, ResourceFactory]:
+    """``NAMED_RESOURCES`` of the module named by ``TORCHX_CUSTOM_NAMED_RESOURCES`` (TorchX's
+    variable); unset: none."""
+    import importlib
+    import os
+
+    mod_name = os.environ.get(CUSTOM_NAMED_RESOURCES_ENV)
+    if not mod_name:
+        return {}
+    hint = (
+        f"set {CUSTOM_NAMED_RESOURCES_ENV} to an importable module that defines"
+        " NAMED_RESOURCES = {name: factory}, or unset it"
+    )
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise InvalidResourceError(
+            f"{CUSTOM_NAMED_RESOURCES_ENV}={mod_name!r}: cannot import it ({e}); {hint}"
+        ) from e
+    table = getattr(module, "NAMED_RESOURCES", {})
+    if not isinstance(table, Mapping):
+        raise InvalidResourceError(
+            f"{CUSTOM_NAMED_RESOURCES_ENV}={mod_name!r}: its NAMED_RESOURCES is"
+            f" {type(table).__name__}, not a mapping; {hint}"
+        )
+    return table
+
+
 def _null() -> Resource:
     from torchx_core.specs._app import NULL_RESOURCE
 
@@ -165,6 +227,7 @@ def _constant(res: Resource) -> ResourceFactory:
 
 
 named_resources: _NamedResources = _NamedResources()
+_NamedResourcesLibrary = _NamedResources  # TorchX's name of the class
 
 
 def get_named_resources(res: str) -> Resource:

@@ -16,9 +16,9 @@ from torchx_core.specs._runopts import (
     _cast,
     _to_camel,
     _to_snake,
+    _type_label,
     _unwrap_optional,
     _wrong_type,
-    get_type_name,
     runopts,
 )
 from torchx_core.specs.errors import InvalidRunConfigException, RunOptDefinitionError, did_you_mean
@@ -300,7 +300,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 if val is None:
                     if f.required:
                         problems.append(
-                            f"Required run option: {key} ({get_type_name(f.tp)}: {f.help}),"
+                            f"Required run option: {key} ({_type_label(f.tp)}: {f.help}),"
                             f" must be provided and not `None` (camelCase {_to_camel(name)!r} also"
                             " accepted)"
                         )

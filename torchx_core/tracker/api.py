@@ -271,6 +271,10 @@ def _names_and_configs_from_environ() -> dict[str, str | None]:
     return {n: os.environ.get(tracker_config_env_var_name(n)) for n in names}
 
 
+# TorchX's name: ``{tracker name: config or None}`` from ``$TORCHX_TRACKERS`` (empty when unset)
+_extract_tracker_name_and_config_from_environ = _names_and_configs_from_environ
+
+
 def trackers_from_environ() -> Iterable[TrackerBase]:
     """Builds the trackers named by ``$TORCHX_TRACKERS`` (none when it is unset)."""
     configs = _names_and_configs_from_environ()

@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from torchx_core.specs import CfgVal, Role, Workspace, runopts
+from torchx_core.workspace.ignore import TORCHX_IGNORE, IgnoreRules, last_match, parse_patterns
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["WorkspaceMixin", "copy_workspace", "workspace_digest"]
+__all__ = ["TORCHX_IGNORE", "WorkspaceMixin", "copy_workspace", "workspace_digest"]
 
 T = TypeVar("T")
 
@@ -106,8 +107,14 @@ def as_workspace(workspace: Workspace | str) -> Workspace:
     return ws
 
 
-def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -> Path:
-    """Copies every project of ``workspace`` into ``outdir`` (created if missing)."""
+def copy_workspace(
+    workspace: Workspace | str, outdir: str | os.PathLike[str], ignore_file: str = TORCHX_IGNORE
+) -> Path:
+    """Copies every project of ``workspace`` into ``outdir`` (created if missing).
+
+    Each project directory's ``ignore_file`` (``.torchxignore``; the Docker workspace reads
+    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`).
+    """
     import shutil
     from pathlib import Path
 
@@ -115,14 +122,63 @@ def copy_workspace(workspace: Workspace | str, outdir: str | os.PathLike[str]) -
     out.mkdir(parents=True, exist_ok=True)
     ws = as_workspace(workspace)
     for src, dst in ws.projects.items():
-        src_path = Path(os.path.expanduser(src))
         target = out / dst if dst else out
+        if "://" in src:
+            _copy_fsspec_project(src, target, ignore_file)
+            continue
+        src_path = Path(os.path.expanduser(src))
         if src_path.is_dir():
-            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=_ignore, symlinks=True)
+            rules = IgnoreRules(str(src_path), ignore_file)
+
+            def skip(directory: str, names: list[str], rules: IgnoreRules = rules) -> set[str]:
+                return _ignore(directory, names) | rules(directory, names)
+
+            shutil.copytree(src_path, target, dirs_exist_ok=True, ignore=skip, symlinks=True)
         else:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src_path, target / src_path.name)
     return out
+
+
+def _copy_fsspec_project(url: str, target: Path, ignore_file: str) -> None:
+    """Copies the project at the fsspec ``url`` (``memory://p``, ``s3://b/p``) into ``target``,
+    with the rules of its ``ignore_file`` (a file URL is copied as the one file)."""
+    import fnmatch
+    import posixpath
+    import shutil
+
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+    root = root.rstrip("/") or "/"
+    if not fs.isdir(root):
+        target.mkdir(parents=True, exist_ok=True)
+        with fs.open(root, "rb") as src, open(target / posixpath.basename(root), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return
+    ignore_path = posixpath.join(root, ignore_file)
+    patterns: list[str] = []
+    if fs.isfile(ignore_path):
+        with fs.open(ignore_path, "rt") as f:
+            patterns = parse_patterns(f.read())
+    todo = [("", 0)]  # (directory relative to root, first pattern that applies below it)
+    while todo:
+        rel_dir, first = todo.pop()
+        for info in fs.ls(posixpath.join(root, rel_dir) if rel_dir else root, detail=True):
+            name = posixpath.basename(info["name"].rstrip("/"))
+            if any(fnmatch.fnmatch(name, p) for p in _IGNORED):
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            index, ignored = last_match(rel, patterns[first:])
+            if ignored:
+                continue
+            if info["type"] == "directory":
+                todo.append((rel, first + index + 1))
+                continue
+            dest = target / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with fs.open(info["name"], "rb") as src, open(dest, "wb") as dst:
+                shutil.copyfileobj(src, dst)
 
 
 def workspace_digest(workspace: Workspace | str) -> str:

@@ -4,7 +4,8 @@ TorchX's ``torchx.workspace.dir_workspace``.
 
 Mix one of these into a scheduler whose replicas read a shared or local filesystem:
 :class:`DirWorkspaceMixin` copies into the ``job_dir`` run option, :class:`TmpDirWorkspaceMixin`
-into a new temporary directory. Either way ``role.image`` becomes that directory.
+into a new temporary directory. Either way ``role.image`` becomes that directory. A project's
+``.torchxignore`` names the files left out (TorchX's rules, :mod:`torchx_core.workspace.ignore`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Docker workspaces: build an image that patches a local workspace onto the role's image.
 
-The build context is the workspace (every project merged into one directory) plus a Dockerfile:
+The build context is the workspace (every project merged into one directory, without what each
+project's ``.dockerignore`` names, as in TorchX) plus a Dockerfile:
 
 * if the workspace root holds ``Dockerfile.torchx`` it is used as is, with the build argument
   ``IMAGE`` set to the role's image (so it can start with ``ARG IMAGE`` / ``FROM $IMAGE``);
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from torchx_core.specs import AppDef, CfgVal, Role, Workspace, runopts
 from torchx_core.specs.errors import TorchXError, import_optional
 from torchx_core.workspace.api import WorkspaceMixin, as_workspace, copy_workspace
+from torchx_core.workspace.ignore import DOCKER_IGNORE
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -71,25 +73,36 @@ def _engine_unreachable(e: BaseException) -> DockerEngineError:
 
 
 def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
-    """Returns a gzip-free tar of the merged workspace (plus a default Dockerfile if it has none).
+    """Returns a gzip-free tar of the merged workspace (plus a default Dockerfile if it has none);
+    each project's ``.dockerignore`` leaves files out, as in TorchX.
 
     Returns:
         ``(tar_file, dockerfile_name)``: the in-memory build context, rewound, and the name of the
-        Dockerfile inside it (``Dockerfile.torchx`` from the workspace, or a generated one).
+        Dockerfile inside it: ``Dockerfile.torchx``, the workspace's or (as in TorchX) the
+        default one added under that name.
     """
     with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
-        copy_workspace(workspace, tmp)
+        copy_workspace(workspace, tmp, DOCKER_IGNORE)
         dockerfile = TORCHX_DOCKERFILE
-        if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):
-            dockerfile = "Dockerfile.torchx.generated"
+        if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):  # TorchX's default one
             with open(os.path.join(tmp, dockerfile), "wb") as f:
                 f.write(DEFAULT_DOCKERFILE)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for entry in sorted(os.listdir(tmp)):
-                tar.add(os.path.join(tmp, entry), arcname=entry)
+            # files and symlinks only, as TorchX's context (directories come with their files)
+            for current, dirs, files in os.walk(tmp):
+                dirs.sort()
+                for name in sorted(files + [d for d in dirs if os.path.islink(f"{current}/{d}")]):
+                    path = os.path.join(current, name)
+                    tar.add(path, arcname=os.path.relpath(path, tmp), recursive=False)
     buf.seek(0)
     return buf, dockerfile
+
+
+def _build_context(img: str, workspace: Workspace | str) -> io.BytesIO:
+    """TorchX's form of :func:`build_context`: the tar alone (its Dockerfile is always
+    ``Dockerfile.torchx``); ``img`` is not used (the image is a build argument)."""
+    return build_context(workspace)[0]
 
 
 class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):

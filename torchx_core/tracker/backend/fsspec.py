@@ -49,11 +49,11 @@ def generate_filename() -> str:
     return f"{time.time_ns():020d}-{secrets.token_hex(4)}"
 
 
-def _encode(run_id: str) -> str:
+def _encode_torchx_run_id(run_id: str) -> str:
     return b32encode(run_id.encode("utf-8")).decode("ascii")
 
 
-def _decode(name: str) -> str:
+def _decode_torchx_run_id(name: str) -> str:
     return b32decode(name.encode("ascii")).decode("utf-8")
 
 
@@ -75,7 +75,7 @@ class FsspecTracker(TrackerBase):
         self.fs.makedirs(self.root_dir, exist_ok=True)
 
     def _run_dir(self, run_id: str, *parts: str) -> str:
-        return "/".join([self.root_dir, _encode(run_id), *parts])
+        return "/".join([self.root_dir, _encode_torchx_run_id(run_id), *parts])
 
     def _write(self, path: str, text: str) -> None:
         """Writes ``path`` whole: a hidden temporary file renamed into place."""
@@ -137,16 +137,16 @@ class FsspecTracker(TrackerBase):
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
         folder = self._run_dir(run_id, _SOURCES)
         self.fs.makedirs(folder, exist_ok=True)
-        self._append_line(f"{folder}/{_encode(source_id)}", artifact_name or "")
+        self._append_line(f"{folder}/{_encode_torchx_run_id(source_id)}", artifact_name or "")
         if self.fs.exists(self._run_dir(source_id)):
             desc = self._run_dir(source_id, _DESCENDANTS)
             self.fs.makedirs(desc, exist_ok=True)
-            self._append_line(f"{desc}/{_encode(run_id)}", artifact_name or "")
+            self._append_line(f"{desc}/{_encode_torchx_run_id(run_id)}", artifact_name or "")
 
     def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[TrackerSource]:
         out: list[TrackerSource] = []
         for path in self._entries(self._run_dir(run_id, _SOURCES)):
-            source_id = _decode(_basename(path))
+            source_id = _decode_torchx_run_id(_basename(path))
             for kind in self._read_lines(path) or [""]:
                 if artifact_name is None or kind == artifact_name:
                     out.append(TrackerSource(source_id, kind or None))
@@ -161,17 +161,20 @@ class FsspecTracker(TrackerBase):
             if info.get("type") != "directory" or name.startswith("."):
                 continue
             if parent_run_id is not None and not self.fs.exists(
-                f"{info['name'].rstrip('/')}/{_SOURCES}/{_encode(parent_run_id)}"
+                f"{info['name'].rstrip('/')}/{_SOURCES}/{_encode_torchx_run_id(parent_run_id)}"
             ):
                 continue
             try:
-                out.append(_decode(name))
+                out.append(_decode_torchx_run_id(name))
             except ValueError:  # not a run directory
                 continue
         return sorted(out)
 
     def lineage(self, run_id: str) -> Lineage:
-        desc = [_decode(_basename(p)) for p in self._entries(self._run_dir(run_id, _DESCENDANTS))]
+        desc = [
+            _decode_torchx_run_id(_basename(p))
+            for p in self._entries(self._run_dir(run_id, _DESCENDANTS))
+        ]
         return Lineage(run_id=run_id, sources=list(self.sources(run_id)), descendants=desc)
 
     def __repr__(self) -> str:
