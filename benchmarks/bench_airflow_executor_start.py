@@ -36,6 +36,8 @@ sys.path.insert(0, str(REPO / "tests"))
 _RUNNER = b"airflow worker -- "
 _LOCAL_WORKER = b"airflow worker -- LocalExecutor"
 _APP_SUPERVISOR = b"airflow supervisor:"
+#: TorchXExecutor's warm fork server (idle, like LocalExecutor's idle workers: reported apart)
+_FORK_SERVER = b"torchx_airflow._fork_server"
 
 
 def _kib(path: str, field: bytes) -> int:
@@ -49,11 +51,12 @@ def _kib(path: str, field: bytes) -> int:
     return 0
 
 
-def _task_processes() -> tuple[int, int, int]:
-    """(running tasks, RSS KiB, PSS KiB) of every task try's processes now: task runners, their
-    supervisors (LocalExecutor's busy workers; idle ones are not counted) and, for an app, every
-    process of it (the local scheduler's supervisor too)."""
-    tasks = rss = pss = 0
+def _task_processes() -> tuple[int, int, int, int]:
+    """(running tasks, RSS KiB, PSS KiB, warm server PSS KiB) of every task try's processes now:
+    task runners, their supervisors (LocalExecutor's busy workers; idle ones are not counted;
+    an app's, forked by the warm server or not) and, for an app, every process of it (its
+    client, the local scheduler's supervisor)."""
+    tasks = rss = pss = server = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -64,6 +67,9 @@ def _task_processes() -> tuple[int, int, int]:
                 env = f.read()
         except OSError:
             continue
+        if _FORK_SERVER in cmd:
+            server += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
+            continue
         local_worker = cmd.startswith(_LOCAL_WORKER)
         runner = cmd.startswith(_RUNNER) and not local_worker
         busy = local_worker and not cmd.endswith(b"<idle>")
@@ -73,7 +79,7 @@ def _task_processes() -> tuple[int, int, int]:
         tasks += runner
         rss += _kib(f"/proc/{pid}/status", b"VmRSS:")
         pss += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
-    return tasks, rss, pss
+    return tasks, rss, pss, server
 
 
 class Sampler(threading.Thread):
@@ -81,7 +87,7 @@ class Sampler(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.best = (0, 0, 0)
+        self.best = (0, 0, 0, 0)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -110,7 +116,7 @@ def phase(dep: Any, dag_id: str) -> dict[str, float]:
     got = dep.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances?limit=100")
     tis = got["task_instances"]
     waits = [_when(t["start_date"]) - _when(t["queued_when"]) for t in tis if t["queued_when"]]
-    tasks, rss, pss = sampler.best
+    tasks, rss, pss, server = sampler.best
     return {
         "tasks": len(tis),
         "failed": sum(t["state"] != "success" for t in tis),
@@ -120,6 +126,7 @@ def phase(dep: Any, dag_id: str) -> dict[str, float]:
         "peak_running": tasks,
         "rss_mib_per_task": rss / 1024 / tasks if tasks else float("nan"),
         "pss_mib_per_task": pss / 1024 / tasks if tasks else float("nan"),
+        "warm_server_pss_mib": server / 1024,
     }
 
 

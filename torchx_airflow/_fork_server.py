@@ -9,10 +9,11 @@ it, while the tasks it forked run on (their apps are adopted as any other).
 
 For each app's client (:mod:`torchx_airflow._fork_client`) it receives the argv, environment,
 working directory and stdio of ``task_entry``, and forks. The child starts its own session (so
-a kill of its group reaches the Airflow supervisor and the task runner it forks), takes the
+a signal to the session reaches the Airflow supervisor and the task runner, which the Task SDK
+puts in a process group of its own), takes the
 client's stdio, directory and environment, answers ``ok <pid>`` and runs ``task_entry.main``
-as the app would have; a thread relays the client's signals (``sig <n>``) to its process group,
-and kills the group when the connection closes before the task ended (the client was killed).
+as the app would have; a thread relays the client's signals (``sig <n>``) to its session,
+and kills the session when the connection closes before the task ended (the client was killed).
 The exit code goes back as ``exit <code>``.
 
 The server declines (``cold <reason>``, the client then starts a fresh interpreter) a client
@@ -31,6 +32,7 @@ import socket
 import struct
 import sys
 import threading
+from typing import Any
 
 #: the socket's file name in the server's directory
 SOCKET_NAME = "fork.sock"
@@ -66,8 +68,27 @@ def declined(env: dict[str, str], prefix: str) -> str:
     return f"environment differs: {', '.join(differ)}" if differ else ""
 
 
+#: the interpreter's variables read at its start (``sys.path``, site); PYTHONUNBUFFERED is
+#: applied by the child (:func:`_stdio`)
+_STARTUP = frozenset({"PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
+                      "PYTHONSAFEPATH", "PYTHONPLATLIBDIR", "VIRTUAL_ENV"})  # fmt: skip
+
+
 def _imported_with(key: str) -> bool:
-    return key.startswith(("AIRFLOW", "PYTHON")) or key == "VIRTUAL_ENV"
+    return key.startswith("AIRFLOW") or key in _STARTUP
+
+
+def _stdio(unbuffered: bool) -> None:
+    """Python's stdio over the client's fds 1 and 2 (unbuffered as ``-u`` when asked)."""
+    import io
+
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "w", closefd=False)
+        binary: Any = raw if unbuffered else io.BufferedWriter(raw)  # -u: the raw file
+        text = io.TextIOWrapper(binary, encoding="utf-8", errors="backslashreplace",
+                                line_buffering=name == "stderr" or unbuffered,
+                                write_through=unbuffered)  # fmt: skip
+        setattr(sys, name, text)
 
 
 def serve(directory: str) -> None:
@@ -175,6 +196,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> N
         from torchx_airflow import task_entry
 
         os.environ.pop(task_entry.SERVER_ENV, None)
+        _stdio(bool(os.environ.get("PYTHONUNBUFFERED")))
         import random
 
         random.seed()  # not the server's sequence in every task
@@ -200,15 +222,41 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> N
 
 
 def _watch(conn: socket.socket, done: threading.Event) -> None:
-    """Relays the client's signals to this task's process group; kills the group when the client
-    is gone before the task ended."""
+    """Relays the client's signals to this task's session; kills the session when the client is
+    gone before the task ended."""
     with contextlib.suppress(OSError), conn.makefile("rb") as lines:
         for line in lines:
             word, _, value = line.decode().strip().partition(" ")
             if word == "sig" and value.isdigit():
-                os.killpg(os.getpgrp(), int(value))
+                _signal_session(int(value))
     if not done.is_set():
-        os.killpg(os.getpgrp(), 9)
+        _signal_session(9)
+
+
+def _signal_session(sig: int) -> None:
+    """Sends ``sig`` to every process of this task's session, this one last: the Task SDK puts
+    the task runner in a process group of its own (within the session)."""
+    me, sid = os.getpid(), os.getsid(0)
+    for pid in _session(sid):
+        if pid != me:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+    os.kill(me, sig)
+
+
+def _session(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[3]) == sid:
+            pids.append(int(entry))
+    return pids
 
 
 if __name__ == "__main__":

@@ -618,9 +618,9 @@ def test_a_killed_warm_server_leaves_tasks_to_start_cold(
     assert wait_run(dep, dag, run) == "success"
     mine = [h for h in local_apps("af-") if _of_run(local_root, h, run)]
     assert len(mine) == 6, mine  # 5 holds + gather
-    for h in mine:
-        assert "no warm server" in app_stderr(local_root, h), app_stderr(local_root, h)[-2000:]
-        assert not forked_pid(local_root, h)
+    # the executor saw its server dead: the apps started a fresh interpreter (the client's own
+    # fallback, for a server that dies after the submit: test_airflow_fork_server.py)
+    assert not [h for h in mine if forked_pid(local_root, h)]
 
 
 def _of_run(local_root: Path, handle: str, run: str) -> bool:

@@ -165,6 +165,7 @@ class TorchXExecutor(BaseExecutor):
         setting, an unknown scheduler or a missing extra fails the scheduler's start."""
         s = self.settings
         self.check_health()
+        self._fork_env(s.task.scheduler)  # warm from the start: the first tasks fork too
         self.log.info(
             "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
             s.task.scheduler,
