@@ -54,6 +54,11 @@ def warm() -> None:
     from pydantic import TypeAdapter
 
     TypeAdapter(workloads.All)
+    with contextlib.suppress(ImportError):  # set up here: a child clears its environment,
+        # after which setproctitle could not find its room (the Task SDK's titles were lost)
+        from setproctitle import getproctitle, setproctitle
+
+        setproctitle(getproctitle())
     with contextlib.suppress(ImportError):  # the @task and PythonOperator of most DAGs
         import airflow.providers.standard.operators.python  # noqa: F401
 
@@ -185,6 +190,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> N
     done = threading.Event()
     try:
         os.setsid()
+        _title("airflow supervisor: (forked, starting)")  # not the server's title
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -219,6 +225,13 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> N
             done.set()
             conn.sendall(f"exit {code}\n".encode())
         os._exit(code)
+
+
+def _title(title: str) -> None:
+    with contextlib.suppress(ImportError):
+        from setproctitle import setproctitle
+
+        setproctitle(title)
 
 
 def _watch(conn: socket.socket, done: threading.Event) -> None:
