@@ -9,7 +9,15 @@ one after the other in one run. For each: the run's wall time, "queued" -> "runn
 a running task: the processes of the task tries (Airflow's supervisor and task runner, plus the
 local scheduler's supervisor for an app; LocalExecutor's idle workers not counted), sampled every
 0.5 s, at the sample with the most tasks running: RSS and PSS (shared pages split between the
-processes sharing them) per task.
+processes sharing them) per task. The warm fork server's PSS is printed apart (idle, as
+LocalExecutor's idle workers, which are not counted).
+
+Measured on a 2-core machine under other sessions' load (docs/engines/airflow.md): before the
+warm start 133 s against 40 s (3.3x), 162 MiB against 49 MiB PSS per running task; with it
+(2026-11-28, three runs) 25-29 s against 17-25 s (1.03x, 1.27x, 1.60x), queued -> running median
+1.3 s against 2.5-4.2 s, 96 MiB against 43 MiB PSS per running task (server: 105 MiB idle;
+memory from the third run only: in the first two the forked tasks' titles were lost, a bug
+fixed since, and the sampler did not find them).
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
