@@ -14,10 +14,14 @@ LocalExecutor's idle workers, which are not counted).
 
 Measured on a 2-core machine under other sessions' load (docs/engines/airflow.md): before the
 warm start 133 s against 40 s (3.3x), 162 MiB against 49 MiB PSS per running task; with it
-(2026-11-28, three runs) 25-29 s against 17-25 s (1.03x, 1.27x, 1.60x), queued -> running median
-1.3 s against 2.5-4.2 s, 96 MiB against 43 MiB PSS per running task (server: 105 MiB idle;
-memory from the third run only: in the first two the forked tasks' titles were lost, a bug
-fixed since, and the sampler did not find them).
+(2026-11-28, four runs) 25-30 s against 17-25 s (1.03x, 1.27x, 1.60x, 1.36x), queued -> running
+median 1.3-1.6 s against 2.5-4.2 s, 96 and 112 MiB against 43 and 49 MiB PSS per running task
+(runs 3 and 4; in the first two the forked tasks' titles were lost, a bug fixed since, and the
+sampler did not find them), server 105 MiB idle. What is left of the gap: in 32 of 50 apps the
+Airflow supervisor in the app (fresh or forked alike) exits one heartbeat
+(``[workers] min_heartbeat_interval``, 20 s on that deployment) after its task ended, holding the
+executor's slot (``running_end_median_s`` is shorter than LocalExecutor's, yet
+``first_queued_last_end_s`` longer).
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
@@ -124,6 +128,9 @@ def phase(dep: Any, dag_id: str) -> dict[str, float]:
     got = dep.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances?limit=100")
     tis = got["task_instances"]
     waits = [_when(t["start_date"]) - _when(t["queued_when"]) for t in tis if t["queued_when"]]
+    runs = [_when(t["end_date"]) - _when(t["start_date"]) for t in tis if t["end_date"]]
+    first = min((_when(t["queued_when"]) for t in tis if t["queued_when"]), default=0.0)
+    last = max((_when(t["end_date"]) for t in tis if t["end_date"]), default=0.0)
     tasks, rss, pss, server = sampler.best
     return {
         "tasks": len(tis),
@@ -131,6 +138,8 @@ def phase(dep: Any, dag_id: str) -> dict[str, float]:
         "wall_s": wall,
         "queued_running_median_s": statistics.median(waits) if waits else float("nan"),
         "queued_running_max_s": max(waits) if waits else float("nan"),
+        "running_end_median_s": statistics.median(runs) if runs else float("nan"),
+        "first_queued_last_end_s": last - first if first and last else float("nan"),
         "peak_running": tasks,
         "rss_mib_per_task": rss / 1024 / tasks if tasks else float("nan"),
         "pss_mib_per_task": pss / 1024 / tasks if tasks else float("nan"),
