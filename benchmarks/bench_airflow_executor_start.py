@@ -17,11 +17,10 @@ warm start 133 s against 40 s (3.3x), 162 MiB against 49 MiB PSS per running tas
 (2026-11-28, four runs) 25-30 s against 17-25 s (1.03x, 1.27x, 1.60x, 1.36x), queued -> running
 median 1.3-1.6 s against 2.5-4.2 s, 96 and 112 MiB against 43 and 49 MiB PSS per running task
 (runs 3 and 4; in the first two the forked tasks' titles were lost, a bug fixed since, and the
-sampler did not find them), server 105 MiB idle. What is left of the gap: in 32 of 50 apps the
-Airflow supervisor in the app (fresh or forked alike) exits one heartbeat
-(``[workers] min_heartbeat_interval``, 20 s on that deployment) after its task ended, holding the
-executor's slot (``running_end_median_s`` is shorter than LocalExecutor's, yet
-``first_queued_last_end_s`` longer).
+sampler did not find them), server 105 MiB idle. Not analysed further: TorchX tasks start
+sooner (queued -> running) and run shorter (``running_end_median_s``), yet the span from the
+first queued to the last end is longer; with both executors the Airflow supervisor exits one
+heartbeat (``[workers] min_heartbeat_interval``, 20 s on that deployment) after its task ended.
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
