@@ -9,7 +9,18 @@ one after the other in one run. For each: the run's wall time, "queued" -> "runn
 a running task: the processes of the task tries (Airflow's supervisor and task runner, plus the
 local scheduler's supervisor for an app; LocalExecutor's idle workers not counted), sampled every
 0.5 s, at the sample with the most tasks running: RSS and PSS (shared pages split between the
-processes sharing them) per task.
+processes sharing them) per task. The warm fork server's PSS is printed apart (idle, as
+LocalExecutor's idle workers, which are not counted).
+
+Measured on a 2-core machine under other sessions' load (docs/engines/airflow.md): before the
+warm start 133 s against 40 s (3.3x), 162 MiB against 49 MiB PSS per running task; with it
+(2026-11-28, four runs) 25-30 s against 17-25 s (1.03x, 1.27x, 1.60x, 1.36x), queued -> running
+median 1.3-1.6 s against 2.5-4.2 s, 96 and 112 MiB against 43 and 49 MiB PSS per running task
+(runs 3 and 4; in the first two the forked tasks' titles were lost, a bug fixed since, and the
+sampler did not find them), server 105 MiB idle. Not analysed further: TorchX tasks start
+sooner (queued -> running) and run shorter (``running_end_median_s``), yet the span from the
+first queued to the last end is longer; with both executors the Airflow supervisor exits one
+heartbeat (``[workers] min_heartbeat_interval``, 20 s on that deployment) after its task ended.
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
@@ -36,6 +47,8 @@ sys.path.insert(0, str(REPO / "tests"))
 _RUNNER = b"airflow worker -- "
 _LOCAL_WORKER = b"airflow worker -- LocalExecutor"
 _APP_SUPERVISOR = b"airflow supervisor:"
+#: TorchXExecutor's warm fork server (idle, like LocalExecutor's idle workers: reported apart)
+_FORK_SERVER = b"torchx_airflow._fork_server"
 
 
 def _kib(path: str, field: bytes) -> int:
@@ -49,11 +62,12 @@ def _kib(path: str, field: bytes) -> int:
     return 0
 
 
-def _task_processes() -> tuple[int, int, int]:
-    """(running tasks, RSS KiB, PSS KiB) of every task try's processes now: task runners, their
-    supervisors (LocalExecutor's busy workers; idle ones are not counted) and, for an app, every
-    process of it (the local scheduler's supervisor too)."""
-    tasks = rss = pss = 0
+def _task_processes() -> tuple[int, int, int, int]:
+    """(running tasks, RSS KiB, PSS KiB, warm server PSS KiB) of every task try's processes now:
+    task runners, their supervisors (LocalExecutor's busy workers; idle ones are not counted;
+    an app's, forked by the warm server or not) and, for an app, every process of it (its
+    client, the local scheduler's supervisor)."""
+    tasks = rss = pss = server = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -64,6 +78,9 @@ def _task_processes() -> tuple[int, int, int]:
                 env = f.read()
         except OSError:
             continue
+        if _FORK_SERVER in cmd:
+            server += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
+            continue
         local_worker = cmd.startswith(_LOCAL_WORKER)
         runner = cmd.startswith(_RUNNER) and not local_worker
         busy = local_worker and not cmd.endswith(b"<idle>")
@@ -73,7 +90,7 @@ def _task_processes() -> tuple[int, int, int]:
         tasks += runner
         rss += _kib(f"/proc/{pid}/status", b"VmRSS:")
         pss += _kib(f"/proc/{pid}/smaps_rollup", b"Pss:")
-    return tasks, rss, pss
+    return tasks, rss, pss, server
 
 
 class Sampler(threading.Thread):
@@ -81,7 +98,7 @@ class Sampler(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.best = (0, 0, 0)
+        self.best = (0, 0, 0, 0)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -110,16 +127,22 @@ def phase(dep: Any, dag_id: str) -> dict[str, float]:
     got = dep.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances?limit=100")
     tis = got["task_instances"]
     waits = [_when(t["start_date"]) - _when(t["queued_when"]) for t in tis if t["queued_when"]]
-    tasks, rss, pss = sampler.best
+    runs = [_when(t["end_date"]) - _when(t["start_date"]) for t in tis if t["end_date"]]
+    first = min((_when(t["queued_when"]) for t in tis if t["queued_when"]), default=0.0)
+    last = max((_when(t["end_date"]) for t in tis if t["end_date"]), default=0.0)
+    tasks, rss, pss, server = sampler.best
     return {
         "tasks": len(tis),
         "failed": sum(t["state"] != "success" for t in tis),
         "wall_s": wall,
         "queued_running_median_s": statistics.median(waits) if waits else float("nan"),
         "queued_running_max_s": max(waits) if waits else float("nan"),
+        "running_end_median_s": statistics.median(runs) if runs else float("nan"),
+        "first_queued_last_end_s": last - first if first and last else float("nan"),
         "peak_running": tasks,
         "rss_mib_per_task": rss / 1024 / tasks if tasks else float("nan"),
         "pss_mib_per_task": pss / 1024 / tasks if tasks else float("nan"),
+        "warm_server_pss_mib": server / 1024,
     }
 
 

@@ -70,6 +70,12 @@ _OPTIONS: dict[str, tuple[str, str, str]] = {
         "Whether a clean scheduler stop cancels the running apps (default False: they run on"
         " and the next scheduler adopts them).",
     ),
+    "warm_start": (
+        "boolean",
+        "True",
+        "Whether apps on local_cwd/local fork from a warm interpreter that has imported the"
+        " Task SDK (default True; without a reachable one an app starts a fresh interpreter).",
+    ),
 }
 
 #: every key of the section

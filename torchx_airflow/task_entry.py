@@ -15,6 +15,12 @@ Task SDK's supervisor talks to the Execution API (``AIRFLOW__CORE__EXECUTION_API
 runs the task in a child process and writes its log where Airflow reads it (the log is also
 copied to stdout, the app's log).
 
+When the app's environment names a warm fork server (:data:`SERVER_ENV`; ``TorchXExecutor``
+starts one for its apps on the local schedulers), this process is only a stdlib client: the
+server forks the task from an interpreter that has already imported the Task SDK
+(:mod:`torchx_airflow._fork_server`), and the client relays signals and exits with the task's
+exit code. Without a reachable server, it runs the task itself, as below.
+
 The app's exit code is the task's outcome (:func:`exit_code`): Airflow's supervisor exits 0
 whatever the task did, so a failed, timed-out or externally stopped task would leave its app
 SUCCEEDED (``sacct`` COMPLETED); here it ends FAILED.
@@ -32,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow.executors import workloads
 
+#: the environment variable naming the warm fork server's socket (``_fork_client``)
+SERVER_ENV = "TORCHX_AIRFLOW_FORK_SERVER"
 #: the environment variable holding the workload's Execution API token
 TOKEN_ENV = "TORCHX_AIRFLOW_WORKLOAD_TOKEN"
 _SEALED = "fernet:"
@@ -75,6 +83,14 @@ def unseal(value: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Runs the workload given as the only argument; returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
+    server = os.environ.get(SERVER_ENV)
+    if server:  # a warm interpreter forks the task (stdlib only until it declines)
+        from torchx_airflow._fork_client import run_forked
+
+        code = run_forked(args, server)
+        if code is not None:
+            return code
+        del os.environ[SERVER_ENV]
     token = os.environ.pop(TOKEN_ENV, None)
     if len(args) != 1 or not token:
         print(

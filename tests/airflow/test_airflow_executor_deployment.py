@@ -486,3 +486,143 @@ def test_a_stopped_scheduler_leaves_its_slurm_jobs_for_the_next_to_adopt(
 
     jobs = wait_until(ended_jobs, 120, "the run's jobs to end")
     assert len(jobs) == 6 and set(jobs.values()) == {"COMPLETED"}, jobs  # never scancelled
+
+
+# -- the warm start (issue 35, finding 5): apps forked from the executor's warm server ----------
+
+
+def fork_server_pid() -> int:
+    """The scheduler's warm fork server (``torchx_airflow._fork_server``), 0 if none runs."""
+    parent = str(scheduler_pid())
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if b"torchx_airflow._fork_server" in cmd and ppid == parent and alive(int(pid)):
+            return int(pid)
+    return 0
+
+
+def app_stderr(local_root: Path, handle: str) -> str:
+    path = local_root / handle.rsplit("/", 1)[1] / "airflow-task" / "0.stderr.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def forked_pid(local_root: Path, handle: str) -> int:
+    """The pid of the app's task as the warm server forked it (0: not forked)."""
+    found = re.search(r"forked from the warm server \(pid \d+\) as pid (\d+)",
+                      app_stderr(local_root, handle))  # fmt: skip
+    return int(found[1]) if found else 0
+
+
+def jwt_in_processes() -> list[str]:
+    """The processes whose command line or environment holds a JWT in clear."""
+    hits = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for part in ("cmdline", "environ"):
+            try:
+                data = Path(f"/proc/{pid}/{part}").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if JWT.search(data):
+                hits.append(f"{pid} {part}")
+    return hits
+
+
+def jwt_in_files(*roots: Path) -> list[str]:
+    hits = []
+    for root in roots:
+        for path in root.rglob("*"):
+            try:
+                if (
+                    path.is_file()
+                    and not path.is_symlink()
+                    and JWT.search(path.read_text(errors="replace"))
+                ):
+                    hits.append(str(path))
+            except OSError:
+                continue
+    return hits
+
+
+def test_warm_start_forks_tasks_relays_kills_and_keeps_the_token_off_disk(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    """Tasks on local_cwd are forked from the executor's warm server: they succeed; a cancel
+    (SIGTERM to the app's client) and a SIGKILL of the client kill the forked task, a task
+    marked failed ends; the token is in no process's argv or environment and in no file."""
+    dep, dag = executor_deployment, "txe_hold_local"
+    run = dep.trigger(dag)
+    holds = [f"hold_{i}" for i in range(5)]
+    try:
+        wait_until(lambda: all(started(dep, run, h) for h in holds), 300, "the 5 tasks to run")
+        assert fork_server_pid(), "no warm fork server beside the scheduler"
+        apps = {a.name: h for h, a in local_apps("af-hold_").items() if str(a.state) == "RUNNING"}
+        by_task = {h: next(v for k, v in apps.items() if k.startswith(f"af-{h}-")) for h in holds}
+        forked = {h: forked_pid(local_root, by_task[h]) for h in holds}
+        assert all(forked.values()), {h: app_stderr(local_root, a) for h, a in by_task.items()}
+        runners = {h: int(Path(dep.work, f"{run}.{h}.try1.started").read_text()) for h in holds}
+        assert not jwt_in_processes()
+        assert not jwt_in_files(local_root, dep.work)
+        from torchx_core.runner import get_runner
+
+        with get_runner() as r:
+            r.cancel(by_task["hold_0"])  # SIGTERM to the client, relayed to the task
+        client = [p for p in filter(str.isdigit, os.listdir("/proc"))
+                  if _app_env(p, by_task["hold_1"]) and b"task_entry" in _cmd(p)]  # fmt: skip
+        assert len(client) == 1, client
+        os.kill(int(client[0]), signal.SIGKILL)  # the client dies: its task must die too
+        dep.set_ti_state(dag, run, "hold_2", "failed")
+        for h in ("hold_0", "hold_1", "hold_2"):
+            wait_until(lambda h=h: not alive(forked[h]) and not alive(runners[h]), 120,
+                       f"{h}'s forked task to die")  # fmt: skip
+        assert all(alive(runners[h]) for h in ("hold_3", "hold_4"))
+    finally:
+        release(dep, run)
+    assert wait_run(dep, dag, run) == "failed"
+    got = tis(dep, dag, run)
+    states = {t: got[t]["state"] for t in holds}
+    assert states["hold_3"] == states["hold_4"] == "success", states
+    assert states["hold_0"] == states["hold_1"] == states["hold_2"] == "failed", states
+    assert not any(Path(dep.work, f"{run}.hold_{i}.try1.finished").exists() for i in range(3))
+    assert not jwt_in_files(local_root, dep.work)
+
+
+def _cmd(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _app_env(pid: str, handle: str) -> bool:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"TORCHX_APP_ID={handle.rsplit('/', 1)[1]}\0".encode() in env
+
+
+def test_a_killed_warm_server_leaves_tasks_to_start_cold(
+    executor_deployment: AirflowDeployment, local_root: Path
+) -> None:
+    """Kept last: the server is not restarted until the scheduler is."""
+    dep, dag = executor_deployment, "txe_hold_local"
+    pid = wait_until(fork_server_pid, 60, "the warm fork server")
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), 30, "the server to die")
+    run = dep.trigger(dag)
+    release(dep, run)
+    assert wait_run(dep, dag, run) == "success"
+    mine = [h for h in local_apps("af-") if _of_run(local_root, h, run)]
+    assert len(mine) == 6, mine  # 5 holds + gather
+    # the executor saw its server dead: the apps started a fresh interpreter (the client's own
+    # fallback, for a server that dies after the submit: test_airflow_fork_server.py)
+    assert not [h for h in mine if forked_pid(local_root, h)]
+
+
+def _of_run(local_root: Path, handle: str, run: str) -> bool:
+    app = local_root / handle.rsplit("/", 1)[1] / "app.json"
+    return app.exists() and run in app.read_text(errors="replace")

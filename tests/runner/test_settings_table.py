@@ -190,6 +190,7 @@ ENTRY_POINTS: dict[str, tuple[Callable[[str, object], object], dict[str, str]]] 
             "tail_lines": "tail_lines",
             "submit_retries": "retries",
             "cancel_on_end": "flag",
+            "warm_start": "flag",
         },
     ),
     "airflow executor environment": (

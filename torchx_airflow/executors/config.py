@@ -117,6 +117,9 @@ class ExecutorSettings:
         cancel_on_end: whether ``end()`` (a scheduler's clean shutdown) cancels the apps it owns
             (default False: they run on and the next scheduler adopts them, as Airflow's
             Celery and Kubernetes executors leave their work)
+        warm_start: whether apps on the local schedulers are forked from a warm interpreter
+            (default True; ``torchx_airflow._fork_server``): a start as cheap as
+            LocalExecutor's, falling back to a fresh interpreter when the server is unreachable
     """
 
     task: TaskSettings = field(default_factory=TaskSettings)
@@ -130,6 +133,7 @@ class ExecutorSettings:
     tail_lines: int = 50
     submit_retries: int = 2
     cancel_on_end: bool = False
+    warm_start: bool = True
     #: the keys the section set (a value equal to the default is still the section's choice)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -199,6 +203,7 @@ _SETTINGS: dict[str, Setting] = {
     "kill_grace": SETTINGS["kill_grace"],
     "submit_retries": SETTINGS["retries"],
     "cancel_on_end": SETTINGS["flag"],
+    "warm_start": SETTINGS["flag"],
 }
 
 

@@ -40,9 +40,10 @@ from airflow.sdk.observability import stats
 from airflow.utils.state import TaskInstanceState
 
 from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors._fork import LOCAL_SCHEDULERS, ForkServer
 from torchx_airflow.executors._task_log import TaskLog, log_path_of
 from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
-from torchx_airflow.task_entry import TOKEN_ENV, seal
+from torchx_airflow.task_entry import SERVER_ENV, TOKEN_ENV, seal
 from torchx_core.runner.lifecycle import AppLifecycle, GraceClock, Phase, app_name, phase_of
 from torchx_core.specs import AppDef, AppStatus, Role, parse_app_handle
 from torchx_core.specs.errors import TorchXError
@@ -111,6 +112,8 @@ class TorchXExecutor(BaseExecutor):
         #: submits that failed for a reason a retry may fix: workload, failed attempts, due time
         self._retries: dict[TaskInstanceKey, tuple[workloads.ExecuteTask, int, float]] = {}
         self.reads = 0  # batched status reads made (benchmarks, tests)
+        self._fork: ForkServer | None = None
+        self._fork_failed = False
 
     # -- settings and runner -------------------------------------------------------------------
 
@@ -162,6 +165,7 @@ class TorchXExecutor(BaseExecutor):
         setting, an unknown scheduler or a missing extra fails the scheduler's start."""
         s = self.settings
         self.check_health()
+        self._fork_env(s.task.scheduler)  # warm from the start: the first tasks fork too
         self.log.info(
             "TorchXExecutor: tasks run on %s (session %s), status read every %g s",
             s.task.scheduler,
@@ -252,6 +256,7 @@ class TorchXExecutor(BaseExecutor):
         server = self.settings.execution_api_server_url or get_execution_api_server_url(self.conf)
         env = {
             **task.env,
+            **self._fork_env(task.scheduler),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": server,
             TOKEN_ENV: seal(workload.token),
         }
@@ -268,6 +273,25 @@ class TorchXExecutor(BaseExecutor):
             resource=task.role_resource(),
         )
         return AppDef(name=name, roles=[role])
+
+    def _fork_env(self, scheduler: str) -> dict[str, str]:
+        """The warm fork server's socket for an app on a local scheduler (``warm_start``);
+        the server starts with the first such app."""
+        if scheduler not in LOCAL_SCHEDULERS or not self.settings.warm_start or self._fork_failed:
+            return {}
+        if self._fork is None:
+            try:
+                self._fork = ForkServer(self.settings.python)
+            except OSError as e:
+                self.log.warning("cannot start the warm fork server (apps start cold): %s", e)
+                self._fork_failed = True
+                return {}
+        return {SERVER_ENV: self._fork.path} if self._fork.alive() else {}
+
+    def _stop_fork(self) -> None:
+        if self._fork is not None:
+            self._fork.stop()
+            self._fork = None
 
     # -- watch ------------------------------------------------------------------------------------
 
@@ -460,6 +484,7 @@ class TorchXExecutor(BaseExecutor):
     def terminate(self) -> None:
         """The scheduler was told to stop: as :meth:`end`, without the last status read."""
         self._leave_or_cancel("the scheduler is terminating")
+        self._stop_fork()
 
     def end(self) -> None:
         """Reads the apps' states a last time, then leaves the running apps for the next
@@ -467,6 +492,7 @@ class TorchXExecutor(BaseExecutor):
         self._last_read = float("-inf")
         self.sync()
         self._leave_or_cancel("the scheduler is shutting down")
+        self._stop_fork()
         if self._runner is not None:
             self._runner.close()
 

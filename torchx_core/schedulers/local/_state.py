@@ -15,6 +15,7 @@ Layout (``<root>`` is per user, see :func:`default_root`)::
     <root>/.gc                       mtime = last garbage collection
     <root>/.staging/                 workspaces copied before their app directory exists
     <root>/.names/                   name locks of ``AppLifecycle.attach`` (``_names``)
+    <root>/.index/                   the ids submitted under each name (``_name_index``)
     <root>/.new-<app_id>/            an app directory being created (renamed into place whole)
 
 With the ``log_dir`` run option the app directory is ``<log_dir>/<session>/<app_id>`` with
@@ -48,6 +49,7 @@ from torchx_core.schedulers.api import SchedulerError
 from torchx_core.schedulers.local._layout import (
     LOCK_FILE,
     MARKER_FILE,
+    PLAN_FILE,
     STATUS_FILE,
     StatusDoc,
     check_status,
@@ -505,7 +507,8 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
     * app directories whose creation or removal was interrupted (``.new-*``, ``.del-*``,
       creator gone), at once;
     * workspace copies of dry runs never submitted, older than ``ttl`` (only in a real
-      ``.staging`` directory: a symlinked one is not followed).
+      ``.staging`` directory: a symlinked one is not followed);
+    * the removed apps' ids in the index by name (``_name_index.forget``; emptied files too).
 
     Anything without the scheduler's marker is left alone, and no symlink is followed.
     """
@@ -513,11 +516,18 @@ def collect_garbage(root: str, ttl: float, now: float | None = None) -> list[str
 
     now = time.time() if now is None else now
     removed = []
+    by_name: dict[str, list[str]] = {}
     for app_id, app_dir in iter_app_dirs(root):
         if not _collectable(app_id, app_dir, ttl, now):
             continue
+        name = _app_name(app_dir, app_id)
         if not remove_app_dir(app_dir, app_id, keep_target=True):
             removed.append(app_id)
+            by_name.setdefault(name, []).append(app_id)
+    if by_name:
+        from torchx_core.schedulers.local import _name_index
+
+        _name_index.forget(root, by_name)
     for name, path in _entries(root, hidden=True):
         if name.startswith(CREATING):
             owned = is_owned(path, name[len(CREATING) :]) or _just_begun(path, now)
@@ -562,6 +572,19 @@ def _collectable(app_id: str, app_dir: str, ttl: float, now: float) -> bool:
     except OSError:
         return False
     return age > ttl and not supervisor_alive(app_dir)
+
+
+def _app_name(app_dir: str, app_id: str) -> str:
+    """The name the app was submitted under: from its status, else its plan ("" if unknown)."""
+    try:
+        status = _load_status(app_dir, app_id)
+    except CorruptAppStateError:
+        status = None
+    if status is not None:
+        return status.name
+    plan = read_json(os.path.join(app_dir, PLAN_FILE))
+    name = plan.get("name") if plan is not None else None
+    return name if isinstance(name, str) else ""
 
 
 def _just_begun(path: str, now: float) -> bool:

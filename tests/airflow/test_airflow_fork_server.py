@@ -1,0 +1,85 @@
+"""The warm fork server and its client (issue 35, finding 5), with a real server process: what it
+declines, the exit code relayed from the forked task, the fallback without a server, its end
+with its lifeline. The deployment tests run real tasks through it
+(``test_airflow_executor_deployment.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from torchx_airflow import _fork_server
+from torchx_airflow.task_entry import SERVER_ENV, TOKEN_ENV
+
+
+def test_declined_names_what_differs_never_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", "/server/dags")
+    env = dict(os.environ)
+    assert _fork_server.declined(env, sys.prefix) == ""
+    # per task: read when the task runs
+    per_task = {**env, "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://elsewhere/"}
+    assert _fork_server.declined(per_task, sys.prefix) == ""
+    assert _fork_server.declined({**env, "TORCHX_APP_ID": "x", "PYTHONUNBUFFERED": "1"},
+                                 sys.prefix) == ""  # fmt: skip
+    other = {**env, "AIRFLOW__CORE__DAGS_FOLDER": "/secret/value", "PYTHONPATH": "/p"}
+    why = _fork_server.declined(other, sys.prefix)
+    assert why == "environment differs: AIRFLOW__CORE__DAGS_FOLDER, PYTHONPATH", why
+    assert "/secret/value" not in why
+    assert _fork_server.declined(env, "/another/venv").startswith("another interpreter")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    directory = tmp_path / "srv"
+    directory.mkdir(mode=0o700)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchx_airflow._fork_server", str(directory)],
+        stdin=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    sock = directory / _fork_server.SOCKET_NAME
+    try:
+        deadline = time.monotonic() + 120  # it imports the Task SDK first
+        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sock.exists(), "the server never listened"
+        yield proc, sock
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _entry(sock: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), SERVER_ENV: str(sock), **env}
+    return subprocess.run([sys.executable, "-m", "torchx_airflow.task_entry", *args], env=full,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+@pytest.mark.integration
+def test_the_forked_tasks_exit_code_comes_back_and_a_stranger_starts_cold(
+    server: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    proc, sock = server
+    # forked: task_entry without a token exits 2 (usage), in the child, relayed by the client
+    got = _entry(sock, "{}")
+    assert got.returncode == 2, got.stderr
+    assert "forked from the warm server" in got.stderr and "usage:" in got.stderr, got.stderr
+    # an Airflow setting the server was not started with: declined, run here (same exit code)
+    got = _entry(sock, "{}", AIRFLOW__CORE__PARALLELISM="7", **{TOKEN_ENV: ""})
+    assert got.returncode == 2, got.stderr
+    assert "declined (environment differs: AIRFLOW__CORE__PARALLELISM)" in got.stderr
+    assert "forked from" not in got.stderr
+    # its lifeline closes: the server ends and removes its socket
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(30) == 0
+    assert not sock.exists()
+    got = _entry(sock, "{}")
+    assert got.returncode == 2 and "no warm server" in got.stderr, got.stderr
