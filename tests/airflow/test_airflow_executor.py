@@ -17,7 +17,7 @@ import pytest
 from support.fake_scheduler import FakeScheduler, JobTable
 
 from torchx_airflow.executors import TorchXExecutor
-from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, try_over, verdict
 from torchx_airflow.executors.config import (
     ExecutorSettings,
     InvalidExecutorConfigError,
@@ -291,6 +291,45 @@ def test_kill_grace_lets_an_ended_task_exit_on_its_own() -> None:
     h.ex.sync()
     assert table.job(h.app_id(wl)).cancelled == 0
     assert table.job(h.app_id(retried)).cancelled == 0
+
+
+def test_an_ended_try_frees_its_slot_while_its_app_exits() -> None:
+    """The task ended (its supervisor lingers up to a heartbeat): its slot is free for the next
+    tasks at once, as LocalExecutor's; the app is still watched and reported when it ends."""
+    table = JobTable()
+    table.hold = True
+    h = Harness(table, ExecutorSettings(task=TaskSettings(scheduler="fake"), poll_interval=0.0,
+                                        kill_grace=3600.0))  # fmt: skip
+    done, retried, deferred, live = (workload(t) for t in ("done", "retried", "deferred", "live"))
+    h.queue(done, retried, deferred, live)
+    h.events()
+    h.rows[done.ti.key.primary] = ("success", 1)
+    h.rows[retried.ti.key.primary] = ("queued", 2)  # its next try is queued
+    h.rows[deferred.ti.key.primary] = ("deferred", 1)  # resumes as the same try: keeps its slot
+    h.rows[live.ti.key.primary] = ("running", 1)
+    h.ex.sync()
+    assert h.ex.running == {deferred.ti.key, live.ti.key}
+    assert h.ex.slots_available == 300 - 2
+    assert done.ti.key in h.ex._apps and h.events() == {}  # still watched, nothing reported
+    table.set_state(h.app_id(done), AppState.SUCCEEDED)
+    h.ex.sync()
+    assert h.events()[done.ti.key][0] == "success" and done.ti.key not in h.ex._apps
+
+
+@pytest.mark.parametrize(
+    ("state", "try_number", "exists", "want"),
+    [
+        ("success", 1, True, True), ("failed", 1, True, True), ("up_for_retry", 1, True, True),
+        ("skipped", 1, True, True), ("running", 2, True, True), (None, None, False, True),
+        ("running", 1, True, False), ("queued", 1, True, False), ("deferred", 1, True, False),
+        ("up_for_reschedule", 1, True, False), ("restarting", 1, True, False),
+        (None, 1, True, False),
+    ],
+)  # fmt: skip
+def test_try_over_table(
+    state: str | None, try_number: int | None, exists: bool, want: bool
+) -> None:
+    assert try_over(state, try_number, 1, exists=exists) is want
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 
 * :func:`outcome`: what a status read of a task's app means for Airflow;
 * :func:`verdict`: whether a task's app must stop because its task instance moved on (a user
-  marked it failed or success, cleared it, or the scheduler reset it).
+  marked it failed or success, cleared it, or the scheduler reset it);
+* :func:`try_over`: whether the try an app runs is over for Airflow (its executor slot is free
+  while the app exits).
 """
 
 from __future__ import annotations
@@ -69,3 +71,22 @@ def verdict(
     if state in _ENDED:
         return Verdict.GRACE
     return Verdict.CANCEL  # restarting (cleared while running), scheduled, removed, None...
+
+
+#: ended states after which the same try never runs again (a deferred or rescheduled task
+#: resumes as the same try, so it keeps its slot)
+_TRY_OVER = frozenset({"success", "failed", "up_for_retry", "skipped"})
+
+
+def try_over(
+    state: str | None, try_number: int | None, my_try: int, *, exists: bool = True
+) -> bool:
+    """Whether the try ``my_try`` is over for Airflow, given its task instance's current row.
+
+    Its app may still run for a while (Airflow's supervisor exits up to a heartbeat after its
+    task); the executor's slot is then free, as LocalExecutor's queue is, so the next tasks are
+    queued without waiting for that exit. Same arguments as :func:`verdict`.
+    """
+    if not exists or try_number != my_try:
+        return True
+    return state in _TRY_OVER

@@ -39,7 +39,7 @@ from airflow.executors.base_executor import BaseExecutor, get_execution_api_serv
 from airflow.sdk.observability import stats
 from airflow.utils.state import TaskInstanceState
 
-from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, verdict
+from torchx_airflow.executors._decisions import Outcome, Verdict, outcome, try_over, verdict
 from torchx_airflow.executors._fork import LOCAL_SCHEDULERS, ForkServer
 from torchx_airflow.executors._task_log import TaskLog, log_path_of
 from torchx_airflow.executors.config import ExecutorSettings, TaskSettings
@@ -401,6 +401,9 @@ class TorchXExecutor(BaseExecutor):
             row = rows.get(app.key.primary)
             state, try_number = row or (None, None)
             decision = verdict(state, try_number, app.key.try_number, exists=row is not None)
+            if try_over(state, try_number, app.key.try_number, exists=row is not None):
+                # its task ended: the slot is free while its app exits (reported when it ends)
+                self.running.discard(app.key)
             if decision == Verdict.KEEP:
                 app.ended_since = None
                 continue
