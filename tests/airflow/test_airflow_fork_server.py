@@ -5,6 +5,7 @@ with its lifeline. The deployment tests run real tasks through it
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -32,6 +33,18 @@ def test_declined_names_what_differs_never_its_value(monkeypatch: pytest.MonkeyP
     assert why == "environment differs: AIRFLOW__CORE__DAGS_FOLDER, PYTHONPATH", why
     assert "/secret/value" not in why
     assert _fork_server.declined(env, "/another/venv").startswith("another interpreter")
+
+
+def test_the_warm_heap_is_frozen_before_any_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked task's collections must not walk (CPU) or touch (copied pages) the warm heap."""
+    warmed: list[object] = []
+    monkeypatch.setattr(_fork_server, "warm", lambda: warmed.append([{"imported": "modules"}]))
+    gc.unfreeze()
+    try:
+        _fork_server.prepare()
+        assert warmed and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture
