@@ -22,6 +22,15 @@ sooner (queued -> running) and run shorter (``running_end_median_s``), yet the s
 first queued to the last end is longer; with both executors the Airflow supervisor exits one
 heartbeat (``[workers] min_heartbeat_interval``, 20 s on that deployment) after its task ended.
 
+Analysed since (``machine_cpu_s``: the machine's busy CPU seconds during the phase, other
+sessions included): TorchXExecutor held an ended try's slot until its app ended, so the second
+wave waited on the first one's lingering supervisors (the scheduler log: "0 open slots" for 18 s);
+with the slot freed when the try is over, 1.63x and 1.69x, 43 s against 19 s of machine CPU: the
+warm server's forked task runners used ~4x the CPU of LocalExecutor's (no ``gc.freeze`` before
+forking). With both fixed (2026-11-28, three runs, load average 6-16): 21.1, 24.3, 21.2 s
+against 19.4, 20.7, 15.9 s (1.09x, 1.17x, 1.33x), machine CPU 34-42 s against 27-36 s, queued ->
+running median 1.6-2.0 s against 0.6-3.1 s, 77-84 MiB against 51-79 MiB PSS per running task.
+
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
 """
