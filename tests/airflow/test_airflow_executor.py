@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import uuid
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -64,14 +66,34 @@ def workload(task_id: str = "t1", try_number: int = 1, executor_config: dict | N
     )  # fmt: skip
 
 
-class Harness:
-    """An executor over the fake, with task-instance rows the test controls."""
+class Inline(Executor):
+    """Runs each submit at once, in the caller's thread (the result is taken by ``sync``)."""
 
-    def __init__(self, table: JobTable, settings: ExecutorSettings | None = None) -> None:
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - the future holds it, as a pool's would
+            future.set_exception(e)
+        return future
+
+
+class Harness:
+    """An executor over the fake, with task-instance rows the test controls (submits inline
+    unless ``submitter`` is given)."""
+
+    def __init__(
+        self,
+        table: JobTable,
+        settings: ExecutorSettings | None = None,
+        submitter: Executor | None = None,
+        runner: Any = None,
+    ) -> None:
         self.table = table
         self.rows: dict[Any, tuple[str | None, int]] = {}
-        self.runner = _runner(table)
-        self.ex = TorchXExecutor(parallelism=300, runner=self.runner, ti_reader=self._rows)
+        self.runner = runner or _runner(table)
+        self.ex = TorchXExecutor(parallelism=300, runner=self.runner, ti_reader=self._rows,
+                                 submitter=submitter or Inline())  # fmt: skip
         self.ex._settings = settings or ExecutorSettings(
             task=TaskSettings(scheduler="fake", image="/tmp"),
             poll_interval=0.0,
@@ -291,6 +313,66 @@ def test_kill_grace_lets_an_ended_task_exit_on_its_own() -> None:
     h.ex.sync()
     assert table.job(h.app_id(wl)).cancelled == 0
     assert table.job(h.app_id(retried)).cancelled == 0
+
+
+def test_apps_are_submitted_off_the_scheduler_loop_and_taken_by_sync() -> None:
+    """A submit blocks in the scheduler's client (sbatch, a local launch): the loop goes on;
+    its slot is taken meanwhile and ``sync`` reports the app once it exists."""
+    table = JobTable()
+    table.hold = True
+    release, threads = threading.Event(), []
+
+    def blocked(_info: Any) -> None:
+        threads.append(threading.current_thread())
+        release.wait()
+
+    table.before_schedule = blocked
+    h = Harness(table, submitter=ThreadPoolExecutor(2))
+    wl = workload()
+    h.queue(wl)  # returns while the submit is blocked
+    assert h.ex.running == {wl.ti.key} and h.events() == {} and not h.ex._apps
+    release.set()
+    h.ex.wait_submits()
+    assert threads and threads[0] is not threading.main_thread()
+    assert h.events()[wl.ti.key] == ("queued", h.handle(wl))
+
+
+def test_a_local_schedulers_submit_stays_in_the_loop_to_fork_its_supervisor() -> None:
+    """The local scheduler forks an app's supervisor only from a single-threaded process: its
+    submits run in the scheduler loop, never start the pool's threads."""
+    from torchx_core.runner import Runner
+
+    table = JobTable()
+    table.hold = True
+    threads: list[threading.Thread] = []
+    table.before_schedule = lambda _info: threads.append(threading.current_thread())
+    pool = ThreadPoolExecutor(2)
+    local = Runner("test", {"local_cwd": lambda name, **kw: CountingScheduler(name, table, **kw)})
+    settings = ExecutorSettings(task=TaskSettings(scheduler="local_cwd"), warm_start=False)
+    h = Harness(table, settings, submitter=pool, runner=local)
+    wl = workload()
+    h.queue(wl)
+    assert threads == [threading.main_thread()] and not pool._threads
+    assert h.events()[wl.ti.key] == ("queued", h.handle(wl))
+
+
+def test_a_task_revoked_while_its_submit_runs_has_its_app_cancelled() -> None:
+    table = JobTable()
+    table.hold = True
+    release = threading.Event()
+    table.before_schedule = lambda _info: release.wait()
+    h = Harness(table, submitter=ThreadPoolExecutor(2))
+    wl = workload()
+    h.queue(wl)
+
+    class _Ti:
+        key = wl.ti.key
+
+    h.ex.revoke_task(ti=_Ti())  # type: ignore[arg-type]
+    release.set()
+    h.ex.wait_submits()
+    (job,) = table.jobs.values()
+    assert job.cancelled == 1 and h.events() == {} and not h.ex.running
 
 
 def test_an_ended_try_frees_its_slot_while_its_app_exits() -> None:

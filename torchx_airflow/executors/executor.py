@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +66,8 @@ logger: logging.Logger = logging.getLogger(__name__)
 ROLE = "airflow-task"
 #: at most this many log lines are returned to the UI by :meth:`TorchXExecutor.get_task_log`
 _UI_LOG_LINES = 5000
+#: apps submitted at the same time, off the scheduler loop
+_SUBMIT_THREADS = 4
 
 
 @dataclass
@@ -97,10 +102,12 @@ class TorchXExecutor(BaseExecutor):
         runner: Runner | None = None,
         ti_reader: Callable[[list[TaskInstanceKey]], dict[tuple[Any, ...], tuple[str | None, int]]]
         | None = None,
+        submitter: Executor | None = None,
         **kwargs: Any,
     ) -> None:
-        """``runner`` and ``ti_reader`` (task instance keys -> ``{key.primary: (state, try
-        number)}``) are injected by tests; Airflow passes only the base class's arguments."""
+        """``runner``, ``ti_reader`` (task instance keys -> ``{key.primary: (state, try
+        number)}``) and ``submitter`` (where submits run; a thread pool by default) are injected
+        by tests; Airflow passes only the base class's arguments."""
         super().__init__(*args, **kwargs)
         self._runner = runner
         self._ti_reader = ti_reader or _ti_rows
@@ -114,6 +121,12 @@ class TorchXExecutor(BaseExecutor):
         self.reads = 0  # batched status reads made (benchmarks, tests)
         self._fork: ForkServer | None = None
         self._fork_failed = False
+        self._fork_lock = threading.Lock()
+        self._submitter = submitter
+        #: submits under way off the scheduler loop: workload, failed attempts before, result
+        self._pending: dict[TaskInstanceKey, tuple[workloads.ExecuteTask, int, Future[_App]]] = {}
+        #: submits of revoked tasks still under way: their apps are cancelled when they exist
+        self._orphans: list[Future[_App]] = []
 
     # -- settings and runner -------------------------------------------------------------------
 
@@ -193,11 +206,58 @@ class TorchXExecutor(BaseExecutor):
             self._start(workload, 0)
 
     def _start(self, workload: workloads.ExecuteTask, failed_before: int) -> None:
-        """Submits the workload's app; a failed submit is retried with back-off
+        """Submits the workload's app, off the scheduler loop unless it runs on a local scheduler
+        (its slot taken meanwhile); the result is taken by :meth:`sync` (:meth:`_started`).
+
+        A local submit forks the app's supervisor (tens of ms) and stays in the loop: the
+        local scheduler forks only from a single-threaded process and otherwise starts a fresh
+        interpreter per app, which costs more CPU than the loop waits.
+        """
+        key = workload.ti.key
+        self.running.add(key)
+        if self._local(workload):
+            future: Future[_App] = Future()
+            try:
+                future.set_result(self._submit(workload))
+            except Exception as e:  # noqa: BLE001 - taken by _started, as a pool's result
+                future.set_exception(e)
+        else:
+            if self._submitter is None:
+                self._submitter = ThreadPoolExecutor(_SUBMIT_THREADS, "torchx-submit")
+            future = self._submitter.submit(self._submit, workload)
+        self._pending[key] = (workload, failed_before, future)
+
+    def _local(self, workload: workloads.ExecuteTask) -> bool:
+        try:
+            scheduler = self.settings.task.override(workload.ti.executor_config).scheduler
+        except Exception:  # noqa: BLE001 - the submit reports the configuration error
+            return True
+        return scheduler in LOCAL_SCHEDULERS
+
+    def _collect(self) -> None:
+        """Takes the results of the submits that are done, in the scheduler loop."""
+        for key, (workload, failed_before, future) in list(self._pending.items()):
+            if future.done():
+                del self._pending[key]
+                self._started(workload, failed_before, future)
+        for future in [f for f in self._orphans if f.done()]:
+            self._orphans.remove(future)
+            if future.exception() is None:
+                self._cancel(future.result(), "revoked by the scheduler (stuck in queued)")
+
+    def wait_submits(self) -> None:
+        """Waits for the submits under way and takes their results (shutdown, tests)."""
+        wait_futures([f for _, _, f in self._pending.values()] + self._orphans)
+        self._collect()
+
+    def _started(
+        self, workload: workloads.ExecuteTask, failed_before: int, future: Future[_App]
+    ) -> None:
+        """A submit's result: the app is watched; a failed submit is retried with back-off
         (``submit_retries``) unless it is a configuration error, then fails the try."""
         key = workload.ti.key
         try:
-            app = self._submit(workload)
+            app = future.result()
         except Exception as e:  # noqa: BLE001 - reported to Airflow as the task's failure
             permanent = isinstance(e, TorchXError) and e.permanent
             if not permanent and failed_before < self.settings.submit_retries:
@@ -276,19 +336,25 @@ class TorchXExecutor(BaseExecutor):
 
     def _fork_env(self, scheduler: str) -> dict[str, str]:
         """The warm fork server's socket for an app on a local scheduler (``warm_start``);
-        the server starts with the first such app."""
-        if scheduler not in LOCAL_SCHEDULERS or not self.settings.warm_start or self._fork_failed:
+        the server starts with the first such app (one, whichever submit thread asks first)."""
+        if scheduler not in LOCAL_SCHEDULERS or not self.settings.warm_start:
             return {}
-        if self._fork is None:
-            try:
-                self._fork = ForkServer(self.settings.python)
-            except OSError as e:
-                self.log.warning("cannot start the warm fork server (apps start cold): %s", e)
-                self._fork_failed = True
+        with self._fork_lock:
+            if self._fork_failed:
                 return {}
-        return {SERVER_ENV: self._fork.path} if self._fork.alive() else {}
+            if self._fork is None:
+                try:
+                    self._fork = ForkServer(self.settings.python)
+                except OSError as e:
+                    self.log.warning("cannot start the warm fork server (apps start cold): %s", e)
+                    self._fork_failed = True
+                    return {}
+            return {SERVER_ENV: self._fork.path} if self._fork.alive() else {}
 
     def _stop_fork(self) -> None:
+        if isinstance(self._submitter, ThreadPoolExecutor):
+            self._submitter.shutdown(wait=False)  # waited for: nothing under way
+            self._submitter = None
         if self._fork is not None:
             self._fork.stop()
             self._fork = None
@@ -300,6 +366,8 @@ class TorchXExecutor(BaseExecutor):
         scheduler) and reports the ended ones."""
         if self._retries:
             self._retry_due()
+        if self._pending or self._orphans:
+            self._collect()
         if not self._apps or time.monotonic() - self._last_read < self.settings.poll_interval:
             return
         self._last_read = time.monotonic()
@@ -480,18 +548,23 @@ class TorchXExecutor(BaseExecutor):
         app = self._apps.pop(ti.key, None)
         self.queued_tasks.pop(ti.key, None)
         self._retries.pop(ti.key, None)
+        pending = self._pending.pop(ti.key, None)
+        if pending is not None:  # its app is cancelled once its submit is done
+            self._orphans.append(pending[2])
         self.running.discard(ti.key)
         if app is not None:
             self._cancel(app, "revoked by the scheduler (stuck in queued)")
 
     def terminate(self) -> None:
         """The scheduler was told to stop: as :meth:`end`, without the last status read."""
+        self.wait_submits()
         self._leave_or_cancel("the scheduler is terminating")
         self._stop_fork()
 
     def end(self) -> None:
         """Reads the apps' states a last time, then leaves the running apps for the next
         scheduler to adopt (default) or cancels the ones still owned (``cancel_on_end``)."""
+        self.wait_submits()
         self._last_read = float("-inf")
         self.sync()
         self._leave_or_cancel("the scheduler is shutting down")
