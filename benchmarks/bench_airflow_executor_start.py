@@ -27,11 +27,12 @@ sessions included): TorchXExecutor held an ended try's slot until its app ended,
 wave waited on the first one's lingering supervisors (the scheduler log: "0 open slots" for 18 s);
 with the slot freed when the try is over, 1.63x and 1.69x, 43 s against 19 s of machine CPU,
 most of it in the task runners forked through the warm server (no ``gc.freeze`` before forking).
-With both fixed (2026-11-28, six runs, load average 6-16): 21.1, 24.3, 21.2, 22.2, 23.4, 23.6 s
-against 19.4, 20.7, 15.9, 19.6, 16.9, 14.7 s (1.09x, 1.17x, 1.33x, 1.13x, 1.38x, 1.60x), machine
-CPU 34-42 s against 23-36 s, queued -> running median 1.6-2.1 s against 0.5-3.1 s, 70-84 MiB
-against 49-80 MiB PSS per running task. The rest is CPU (task runners, api-server), not analysed
-further. Every submit in a thread pool instead (three runs): 0.93x, 1.31x, 1.48x, 42-50 s of
+With both fixed (2026-11-28, eight runs, load average 7-16): 21.1, 24.3, 21.2, 22.2, 23.4,
+23.6, 21.3, 23.0 s against 19.4, 20.7, 15.9, 19.6, 16.9, 14.7, 13.5, 14.6 s (1.09x, 1.17x, 1.33x,
+1.13x, 1.38x, 1.60x, 1.58x, 1.58x: not reliably <= 1.5x), machine CPU 34-42 s against 18-36 s,
+queued -> running median 1.6-2.1 s against 0.5-3.1 s, 70-84 MiB against 49-80 MiB PSS per
+running task. The rest is CPU (task runners, api-server: the same Execution API calls ~10x
+slower), not analysed further. Every submit in a thread pool instead (three runs): 0.93x, 1.31x, 1.48x, 42-50 s of
 machine CPU (the local scheduler then spawns each supervisor).
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
