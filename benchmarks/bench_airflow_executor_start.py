@@ -32,8 +32,8 @@ With both fixed (2026-11-28, eight runs, load average 7-16): 21.1, 24.3, 21.2, 2
 1.13x, 1.38x, 1.60x, 1.58x, 1.58x: not reliably <= 1.5x), machine CPU 34-42 s against 18-36 s,
 queued -> running median 1.6-2.1 s against 0.5-3.1 s, 70-84 MiB against 49-80 MiB PSS per
 running task. The rest is CPU (task runners, api-server: the same Execution API calls ~10x
-slower), not analysed further. Every submit in a thread pool instead (three runs): 0.93x, 1.31x, 1.48x, 42-50 s of
-machine CPU (the local scheduler then spawns each supervisor).
+slower), not analysed further. Every submit in a thread pool instead (three runs): 0.93x,
+1.31x, 1.48x, 42-50 s of machine CPU (the local scheduler then spawns each supervisor).
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
