@@ -21,7 +21,7 @@ import builtins
 import functools
 import logging
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -498,28 +498,36 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
 
     def _get(self, app_id: str) -> tuple[str, dict[str, Any]] | None:
         """Finds the app's object: (kind, object) or None."""
-        from torchx_core.schedulers.kubernetes._client import is_not_found, to_dict
+        from torchx_core.schedulers.kubernetes._client import to_dict
 
         try:
             namespace, name = pods.parse_app_id(app_id)
         except InvalidAppIdError:
             return None  # no app can have this id
-        custom = self._clients.custom()
+        calls = self._each_kind("get_namespaced_custom_object_status", namespace, name)
+        for kind, missing, obj in calls:
+            if not missing and obj is not None:
+                return kind, to_dict(obj)
+        return None
+
+    def _each_kind(
+        self, method: str, namespace: str, name: str, doing: str = "reading"
+    ) -> Iterator[tuple[str, bool, Any]]:
+        """Calls the custom-objects API ``method`` on the job ``namespace/name`` as each job kind,
+        lazily: (kind, whether it answered 404, its answer)."""
+        from torchx_core.schedulers.kubernetes._client import is_not_found
+
+        call = getattr(self._clients.custom(), method)
         for kind in JOB_KINDS:
             group, version, plural = _gvp(kind)
             missing, obj = is_not_found(
                 functools.partial(
-                    custom.get_namespaced_custom_object_status,
-                    group=group,
-                    version=version,
-                    namespace=namespace,
-                    plural=plural,
+                    call, group=group, version=version, namespace=namespace, plural=plural,
                     name=name,
-                )
-            )
-            if not missing and obj is not None:
-                return kind, to_dict(obj)
-        return None
+                ),
+                f"{doing} {kind} {namespace}/{name}",
+            )  # fmt: skip
+            yield kind, missing, obj
 
     def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self._clients.app_pods(namespace, pods.label_value(name), pods.LABEL_UNIQUE_NAME)
@@ -781,23 +789,9 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
         return None if found is None else pods.owner_of(found[1])
 
     def _delete_existing(self, app_id: str) -> None:
-        from torchx_core.schedulers.kubernetes._client import is_not_found
-
         namespace, name = pods.parse_app_id(app_id)
-        custom = self._clients.custom()
-        for kind in JOB_KINDS:  # the first kind that has the job; a 404 tries the next one
-            group, version, plural = _gvp(kind)
-            missing, _ = is_not_found(
-                functools.partial(
-                    custom.delete_namespaced_custom_object,
-                    group=group,
-                    version=version,
-                    namespace=namespace,
-                    plural=plural,
-                    name=name,
-                ),
-                f"deleting {kind} {namespace}/{name}",
-            )
+        calls = self._each_kind("delete_namespaced_custom_object", namespace, name, "deleting")
+        for _kind, missing, _ in calls:  # the first kind that has the job; a 404 tries the next
             if not missing:
                 return
 
