@@ -351,8 +351,13 @@ class TorchXWorker(_Worker):
             # the worker's flow-run logger (Prefect's ``prefect.flow_runs`` tree): INFO reaches
             # the worker's log and the server's logs of the flow run at Prefect's default level;
             # from the start, a reattached app's too (this run's log gets every line once)
-            follower = lifecycle.follow_logs(
-                handle, lambda line: run_logger.info("%s", line), skip_existing=skip_existing
+            # started in a thread: it reads the app's status and logs (blocking I/O), and the
+            # loop must go on (Prefect records the flow run's infrastructure id on it meanwhile)
+            follower = await asyncio.to_thread(
+                lifecycle.follow_logs,
+                handle,
+                lambda line: run_logger.info("%s", line),
+                skip_existing=skip_existing,
             )
         try:
             code = await self._watch(flow_run, lifecycle, handle, poll_interval)

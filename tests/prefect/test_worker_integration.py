@@ -29,6 +29,7 @@ from worker_pool import (
     flow_run,
     make_pool,
     wait_file,
+    wait_handle,
     wait_state,
 )
 
@@ -109,7 +110,7 @@ def test_cancelling_the_flow_run_cancels_the_app(pool: Pool, tmp_path: Path) -> 
     started = tmp_path / "started"
     run_id = pool.run(pool.deploy("sleeper"), started=str(started))
     wait_file(started, pool)
-    handle = flow_run(run_id).infrastructure_pid
+    handle = wait_handle(pool, run_id)
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(run_id, Cancelling(), force=True)
     wait_state(pool, run_id, "Cancelled")
@@ -130,7 +131,7 @@ def test_an_app_killed_from_outside_crashes_the_flow_run(pool: Pool, tmp_path: P
     started = tmp_path / "started"
     run_id = pool.run(pool.deploy("sleeper"), started=str(started))
     wait_file(started, pool)
-    handle = flow_run(run_id).infrastructure_pid
+    handle = wait_handle(pool, run_id)
     cancelled = subprocess.run(
         [sys.executable, "-m", "torchx_core.cli.main", "cancel", handle],
         env=pool.env,
@@ -216,7 +217,7 @@ def test_cancelling_a_flow_run_on_slurm_scancels_its_job(pool: Pool, tmp_path: P
     )
     run_id = pool.run(deployment, started=str(started))
     wait_file(started, pool)
-    handle = flow_run(run_id).infrastructure_pid
+    handle = wait_handle(pool, run_id)
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(run_id, Cancelling(), force=True)
     wait_state(pool, run_id, "Cancelled")

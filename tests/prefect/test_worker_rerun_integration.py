@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 from prefect_fixtures import PrefectAPI
 from prefect_helpers import wait_no_app_processes, wait_terminal
-from worker_pool import WAIT, Pool, app_of, apps_named, flow_run, make_pool, wait_file, wait_state
+from worker_pool import (
+    WAIT,
+    Pool,
+    app_of,
+    apps_named,
+    make_pool,
+    wait_file,
+    wait_handle,
+    wait_state,
+)
 
 from torchx_core.specs import AppState
 
@@ -48,7 +57,7 @@ def test_cancelling_after_a_worker_restart_cancels_the_app(pool: Pool, tmp_path:
     started = tmp_path / "started"
     run_id = pool.run(pool.deploy("sleeper"), started=str(started))
     wait_file(started, pool)
-    handle = flow_run(run_id).infrastructure_pid
+    handle = wait_handle(pool, run_id)
     assert handle and handle.startswith("local_cwd://")
     kill_and_restart_worker(pool)
     with get_client(sync_client=True) as client:

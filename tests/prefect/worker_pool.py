@@ -105,6 +105,17 @@ def wait_state(pool: Pool, run_id: Any, *names: str, timeout: float = WAIT) -> A
         time.sleep(0.5)
 
 
+def wait_handle(pool: Pool, run_id: Any, timeout: float = WAIT) -> str:
+    """The flow run's app handle: Prefect records it (the infrastructure id) with an API call of
+    its own after the worker reported it, so the app may be running a moment before that."""
+    deadline = time.monotonic() + timeout
+    while "://" not in (handle := flow_run(run_id).infrastructure_pid or ""):
+        if time.monotonic() > deadline or not pool.worker.alive():
+            raise AssertionError(f"no app handle after {timeout}s:\n{pool.worker.output()}")
+        time.sleep(0.2)
+    return handle
+
+
 def wait_file(path: Path, pool: Pool, timeout: float = WAIT) -> str:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text():

@@ -501,3 +501,31 @@ def test_an_async_watcher_gets_the_read_error_and_reads_count(table: JobTable) -
     status = asyncio.run(runner.awatch_status(a, max_age=0.01))
     assert status is not None and status.state == AppState.RUNNING
     assert reads_made(runner, a) == 2
+
+
+def test_a_blocking_read_inside_the_loop_of_an_async_reader_does_not_wait_for_it(
+    table: JobTable,
+) -> None:
+    """A coroutine calling the blocking ``watch_status`` (e.g. a log follower started on a
+    Prefect worker's loop) while another coroutine of that loop leads a read: waiting for that
+    read would block the loop the read needs, forever. It reads its own app instead."""
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    done: dict[str, Any] = {}
+
+    async def main() -> None:
+        leader = asyncio.create_task(runner.awatch_status(a, max_age=5.0))
+        await asyncio.sleep(0)  # the leader registered its read and gathers (sleeps)
+        group = runner.status_watcher._group(runner.watch_key("fake"))
+        done["leading"] = group.reading is not None and group.reading.loop is not None
+        done["blocking"] = runner.watch_status(b, max_age=5.0)  # on the loop's own thread
+        done["async"] = await leader
+
+    thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the blocking read waited for the loop it blocks"
+    assert done["leading"] is True
+    assert done["blocking"] is not None and done["blocking"].state == AppState.RUNNING
+    assert done["async"] is not None and done["async"].state == AppState.RUNNING
+    assert sorted(table.batches[0]) == handles_ids([b])  # its own read, of its own app

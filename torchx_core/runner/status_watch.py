@@ -98,6 +98,16 @@ class _Lists:
     reads: int = 0
 
 
+def _loop_of_this_thread() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any (a blocking call made from a coroutine)."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs in this thread
+        return None
+
+
 def _forget_after(max_age: float) -> float:
     """How long an app that stopped being asked for stays in its group's batches."""
     return max(30.0, 4 * max_age)
@@ -204,6 +214,10 @@ class StatusWatcher:
                 with group.lock:
                     read.handles = self._batch(group, handle)
                 self._read(group, read, read_many)
+            elif read.loop is not None and read.loop is _loop_of_this_thread():
+                # the reader is a coroutine of the event loop this thread runs: waiting for it
+                # here would block that loop, and the read would never end (a deadlock)
+                return read_many(frozenset({handle}))[handle]
             else:
                 read.done.wait()
             if handle in read.handles:
