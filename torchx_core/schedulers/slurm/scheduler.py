@@ -1,7 +1,8 @@
 """``slurm``: runs apps as Slurm batch jobs (``sbatch``), one heterogeneous job per app.
 
 * **Submission**: ``submit_dryrun`` builds a :class:`SlurmBatchRequest` whose ``str()`` is the
-  exact batch script; ``schedule`` pipes it to ``sbatch --parsable``. With more than one replica
+  exact batch script; ``schedule`` runs ``sbatch --parsable <script file>`` (a temporary file,
+  TorchX's shape; removed once sbatch has read it). With more than one replica
   the job is heterogeneous: one het component per replica (named ``{role}-{replica_id}``, one
   node each) and one ``srun`` with a ``--het-group`` per replica.
 * **Resources**: ``cpu`` -> ``--cpus-per-task``, ``memMB`` -> ``--mem`` (left out with
@@ -20,13 +21,16 @@
   ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the
   submitting process's cwd. The dir is the job's
   ``--chdir``, so ``log_iter`` finds it again through Slurm from any process.
-* **Status**: ``describe`` asks ``squeue --json`` (filtered client side: Slurm 22.05 ignores
-  ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten; :meth:`describe_many` and
-  ``list`` use one call for many apps. ``cancel`` runs ``scancel``.
+* **Status**: ``describe`` asks ``squeue --json --jobs=<id>`` (filtered client side: Slurm 22.05
+  ignores ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten (or fails on), each
+  through ``subprocess.check_output`` as TorchX; :meth:`describe_many` and ``list`` use one call
+  for many apps. ``cancel`` runs ``scancel``.
 * **Workspace**: with ``job_dir`` set, the workspace is copied into it at submit time and the
   replicas run there; without it, a single-directory workspace is used in place.
 
-Every command goes through the injected ``run_cmd`` so unit tests use a fake cluster.
+Commands go through ``subprocess`` as TorchX calls it (``check_output`` for one app's status,
+``run(..., check=True)`` for the others, each with a time-out: ``_probe.py``), or through an
+injected ``run_cmd`` so unit tests use a fake cluster.
 """
 
 from __future__ import annotations
