@@ -113,7 +113,9 @@ class FakeSlurm:
     def _sbatch(self, args: list[str], input: str | None) -> subprocess.CompletedProcess[str]:
         if "--version" in args:
             return self._done(args, 0, f"slurm {self.version[0]}.{self.version[1]:02d}.8\n")
-        assert input is not None, "the scheduler pipes the script to sbatch's stdin"
+        if input is None:  # the script is sbatch's last word (a file), as TorchX gives it
+            with open(args[-1], encoding="utf-8") as f:
+                input = f.read()
         comps: list[FakeComponent] = []
         chdir = "/"
         for line in input.splitlines():

@@ -23,23 +23,81 @@ CommandRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 """``run_cmd(args, input=None) -> CompletedProcess[str]`` (stdout/stderr captured as text)."""
 
 
+#: Seconds a Slurm command may take before the scheduler gives up on it (a hung controller).
+COMMAND_TIMEOUT = 120
+
+
+def output_text(value: object) -> str:
+    """A command's captured output as text (``subprocess`` gives ``str`` or ``bytes``)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else ""
+
+
 def run_command(args: Sequence[str], input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a Slurm command, capturing its output. The default ``run_cmd``.
 
+    As TorchX, through ``subprocess.run(..., check=True)`` (a failure raises
+    ``CalledProcessError``), here with a time-out; the failure comes back as the returned
+    ``returncode`` and ``stderr`` for the caller to report.
+
     Raises:
-        SchedulerError: the command is not installed.
+        SchedulerError: the command is not installed, or did not answer within
+            :data:`COMMAND_TIMEOUT` seconds.
     """
+    argv = list(args)
     try:
-        return subprocess.run(
-            list(args), input=input, capture_output=True, text=True, check=False, timeout=120
+        done = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=COMMAND_TIMEOUT,
+        )
+    except subprocess.CalledProcessError as e:
+        return subprocess.CompletedProcess(
+            argv, e.returncode, output_text(e.stdout), output_text(e.stderr)
         )
     except FileNotFoundError as e:
-        raise SchedulerError(
-            f"`{args[0]}` is not installed or not on PATH; install the Slurm client tools"
-            " (Debian: apt-get install slurm-client) on the machine that submits jobs"
-        ) from e
+        raise _not_installed(argv) from e
     except subprocess.TimeoutExpired as e:
-        raise SchedulerError(f"`{' '.join(args)}` did not answer within 120 s") from e
+        raise _timed_out(argv) from e
+    return subprocess.CompletedProcess(argv, 0, output_text(done.stdout), output_text(done.stderr))
+
+
+def check_output(args: Sequence[str]) -> str:
+    """A Slurm command's stdout, as TorchX reads one app's status:
+    ``subprocess.check_output(args, stderr=PIPE, encoding="utf-8")``, with a time-out.
+
+    Raises:
+        subprocess.CalledProcessError: the command failed (its ``stderr`` says why).
+        SchedulerError: the command is not installed, or did not answer in time.
+    """
+    argv = list(args)
+    try:
+        out = subprocess.check_output(
+            argv, stderr=subprocess.PIPE, encoding="utf-8", timeout=COMMAND_TIMEOUT
+        )
+    except FileNotFoundError as e:
+        raise _not_installed(argv) from e
+    except subprocess.TimeoutExpired as e:
+        raise _timed_out(argv) from e
+    return output_text(out)
+
+
+def _not_installed(argv: list[str]) -> SchedulerError:
+    return SchedulerError(
+        f"`{argv[0]}` is not installed or not on PATH; install the Slurm client tools"
+        " (Debian: apt-get install slurm-client) on the machine that submits jobs"
+    )
+
+
+def _timed_out(argv: list[str]) -> SchedulerError:
+    return SchedulerError(
+        f"`{' '.join(argv)}` did not answer within {COMMAND_TIMEOUT} s; check that slurmctld"
+        " is reachable (`scontrol ping`)"
+    )
 
 
 class SlurmProbe(Protocol):

@@ -119,6 +119,8 @@ class SlurmJobRecord:
         submitted: the submit time (epoch seconds), when known.
         ended: the end time (epoch seconds) of a finished job, when known (a running job's
             ``end_time`` in ``squeue`` is only its time limit's end: left out).
+        state_text: the state as Slurm printed it when it says more than ``state`` (sacct's
+            ``CANCELLED by 1000``), else ``""``.
     """
 
     job_id: str
@@ -137,6 +139,7 @@ class SlurmJobRecord:
     comment: str = ""
     submitted: float | None = None
     ended: float | None = None
+    state_text: str = ""
 
 
 def _number(value: Any) -> int | None:
@@ -189,8 +192,39 @@ def _error_text(errors: object) -> str:
     return "; ".join(parts)
 
 
-def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
+def _hostname(job: Mapping[str, Any]) -> str:
+    """The node(s) of a job across squeue's formats: the top-level ``nodes``, else
+    ``job_resources``' ``nodes`` (a string, or ``{"list": ...}``, or 24.11's
+    ``{"allocation": [{"name": ...}]}``), its ``allocated_nodes`` (before 23.02) or its
+    ``scheduled_nodes``; ``job_resources`` is null for pending jobs on 24.11.5+."""
+    if job.get("nodes"):
+        return str(job["nodes"])
+    res = job.get("job_resources")
+    if not isinstance(res, Mapping):
+        return str(job.get("scheduled_nodes") or "")
+    nodes = res.get("nodes")
+    if isinstance(nodes, str) and nodes:
+        return nodes
+    if isinstance(nodes, Mapping):
+        if nodes.get("list"):
+            return str(nodes["list"])
+        allocation = nodes.get("allocation")
+        if isinstance(allocation, list) and allocation:
+            return ",".join(str(n.get("name", "")) for n in allocation if isinstance(n, Mapping))
+    allocated = res.get("allocated_nodes")
+    if isinstance(allocated, list) and allocated:
+        return ",".join(str(n.get("nodename", "")) for n in allocated if isinstance(n, Mapping))
+    return str(res.get("scheduled_nodes") or job.get("scheduled_nodes") or "")
+
+
+def parse_squeue_json(text: str, asked: str | None = None) -> list[SlurmJobRecord]:
     """Parses ``squeue --json`` output into records (every job it lists).
+
+    Args:
+        text: squeue's output.
+        asked: the one job id squeue was asked for (``squeue --json -j <id>``): a job listed
+            without a ``job_id`` is taken as a component of it (as TorchX reads such output);
+            without ``asked``, such jobs are skipped.
 
     Raises:
         SchedulerError: the output is not squeue JSON, or it reports errors (squeue exits 0
@@ -208,9 +242,9 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
     if errors:
         raise SchedulerError(f"`squeue --json` reported errors: {_error_text(errors)}")
     out = []
-    for job in jobs:
+    for index, job in enumerate(jobs):
         job_id = _number(job.get("job_id"))
-        if job_id is None:
+        if job_id is None and asked is None:
             continue
         het_id = _number(job.get("het_job_id"))
         array_id = _number(job.get("array_job_id"))
@@ -218,15 +252,18 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
         app_id = str(het_id) if het_id else str(job_id)
         if array_id and array_task is not None:
             app_id = f"{array_id}_{array_task}"
+        offset = (_number(job.get("het_job_offset")) or 0) if het_id else 0
+        if job_id is None:
+            app_id, offset = str(asked), index
         code, sig = _exit(job.get("exit_code"))
         derived, _ = _exit(job.get("derived_exit_code"))
         reason = str(job.get("state_reason") or "")
         state = _state_of(job.get("job_state"))
         out.append(
             SlurmJobRecord(
-                job_id=str(job_id),
+                job_id=str(job_id if job_id is not None else asked),
                 app_id=app_id,
-                offset=(_number(job.get("het_job_offset")) or 0) if het_id else 0,
+                offset=offset,
                 name=str(job.get("name") or ""),
                 state=state,
                 reason="" if reason == "None" else reason,
@@ -234,7 +271,7 @@ def parse_squeue_json(text: str) -> list[SlurmJobRecord]:
                 derived_exit_code=derived,
                 signal=sig,
                 restarts=_number(job.get("restart_cnt")),
-                nodes=str(job.get("nodes") or ""),
+                nodes=_hostname(job),
                 work_dir=str(job.get("current_working_directory") or ""),
                 user=str(job.get("user_name") or job.get("user_id") or ""),
                 comment=str(job.get("comment") or ""),
@@ -279,46 +316,56 @@ def _sacct_time(text: str) -> float | None:
 
 
 def parse_sacct(text: str) -> list[SlurmJobRecord]:
-    """Parses ``sacct -X --parsable2 --noheader -o <SACCT_FIELDS>`` output (steps are skipped)."""
+    """Parses ``sacct --parsable2`` output (steps are skipped).
+
+    The columns are read from sacct's header line when there is one (``JobID|JobName|...``,
+    e.g. TorchX's ``sacct --parsable2 -j <id>`` with sacct's default columns), else they are
+    :data:`SACCT_FIELDS` (``--noheader --format=<SACCT_FIELDS>``). Columns left out are
+    unknown in the records.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    fields: tuple[str, ...] = SACCT_FIELDS
+    if lines and lines[0].split("|", 1)[0] == "JobID":
+        fields = tuple(lines.pop(0).split("|"))
+    n = len(fields)
     out = []
-    n = len(SACCT_FIELDS)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+    for line in lines:
         cols = line.split("|")
-        if len(cols) < n:
+        if len(cols) < n or (len(cols) > n and fields[-1] != "WorkDir"):
             logger.debug("skipping sacct line %r", line)
             continue
         cols = [*cols[: n - 1], "|".join(cols[n - 1 :])]
-        row = dict(zip(SACCT_FIELDS, cols, strict=True))
+        row = dict(zip(fields, cols, strict=True))
         job_id = row["JobID"]
-        if "." in job_id:  # a step (only without -X)
+        if "." in job_id:  # a step (``89.batch``, ``1853+0.0``; only without -X)
             continue
-        if not row["WorkDir"]:
+        if "WorkDir" in row and not row["WorkDir"]:
             # a placeholder ("allocation", no work dir) that slurmdbd shows for a few seconds
             # before the job's full record arrives: not an answer yet
             logger.debug("skipping incomplete sacct row %r", line)
             continue
         app_id, plus, offset = job_id.partition("+")
-        code, sig = _sacct_exit(row["ExitCode"])
-        derived, _ = _sacct_exit(row["DerivedExitCode"])
-        nodes = row["NodeList"]
-        state = row["State"].split(" ")[0].upper()
+        code, sig = _sacct_exit(row.get("ExitCode", ""))
+        derived, _ = _sacct_exit(row.get("DerivedExitCode", ""))
+        nodes = row.get("NodeList", "")
+        raw_state = row.get("State", "").strip()
+        state = raw_state.split(" ")[0].rstrip("+").upper()
         out.append(
             SlurmJobRecord(
-                job_id=row["JobIDRaw"],
+                job_id=row.get("JobIDRaw") or job_id,
                 app_id=app_id,
                 offset=int(offset) if plus and offset.isdigit() else 0,
-                name=row["JobName"],
+                name=row.get("JobName", ""),
                 state=state,
                 exit_code=code,
                 derived_exit_code=derived,
                 signal=sig,
                 nodes="" if nodes.startswith("None") else nodes,
-                work_dir=row["WorkDir"],
-                user=row["User"],
-                submitted=_sacct_time(row["Submit"]),
-                ended=_sacct_time(row["End"]) if _finished(state) else None,
+                work_dir=row.get("WorkDir", ""),
+                user=row.get("User", ""),
+                submitted=_sacct_time(row.get("Submit", "")),
+                ended=_sacct_time(row.get("End", "")) if _finished(state) else None,
+                state_text=raw_state if " " in raw_state else "",
             )
         )
     return out
@@ -377,7 +424,8 @@ def describe_from_records(app_id: str, records: list[SlurmJobRecord]) -> Describ
                 hostname=r.nodes,
             )
         )
-    msg = leader.reason
+    # Slurm's reason, else sacct's fuller state ("CANCELLED by 1000": who cancelled it)
+    msg = leader.reason or leader.state_text
     if state == AppState.FAILED:
         detail = [f"slurm state {leader.state}"]
         if leader.exit_code is not None:

@@ -1,7 +1,8 @@
 """``slurm``: runs apps as Slurm batch jobs (``sbatch``), one heterogeneous job per app.
 
 * **Submission**: ``submit_dryrun`` builds a :class:`SlurmBatchRequest` whose ``str()`` is the
-  exact batch script; ``schedule`` pipes it to ``sbatch --parsable``. With more than one replica
+  exact batch script; ``schedule`` runs ``sbatch --parsable <script file>`` (a temporary file,
+  TorchX's shape; removed once sbatch has read it). With more than one replica
   the job is heterogeneous: one het component per replica (named ``{role}-{replica_id}``, one
   node each) and one ``srun`` with a ``--het-group`` per replica.
 * **Resources**: ``cpu`` -> ``--cpus-per-task``, ``memMB`` -> ``--mem`` (left out with
@@ -20,13 +21,16 @@
   ``.err`` (stderr), kept apart as in TorchX, into the log dir: ``job_dir`` if given, else the
   submitting process's cwd. The dir is the job's
   ``--chdir``, so ``log_iter`` finds it again through Slurm from any process.
-* **Status**: ``describe`` asks ``squeue --json`` (filtered client side: Slurm 22.05 ignores
-  ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten; :meth:`describe_many` and
-  ``list`` use one call for many apps. ``cancel`` runs ``scancel``.
+* **Status**: ``describe`` asks ``squeue --json --jobs=<id>`` (filtered client side: Slurm 22.05
+  ignores ``-j``) and falls back to ``sacct`` for jobs squeue has forgotten (or fails on), each
+  through ``subprocess.check_output`` as TorchX; :meth:`describe_many` and ``list`` use one call
+  for many apps. ``cancel`` runs ``scancel``.
 * **Workspace**: with ``job_dir`` set, the workspace is copied into it at submit time and the
   replicas run there; without it, a single-directory workspace is used in place.
 
-Every command goes through the injected ``run_cmd`` so unit tests use a fake cluster.
+Commands go through ``subprocess`` as TorchX calls it (``check_output`` for one app's status,
+``run(..., check=True)`` for the others, each with a time-out: ``_probe.py``), or through an
+injected ``run_cmd`` so unit tests use a fake cluster.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import logging
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -61,6 +66,7 @@ from torchx_core.schedulers.slurm._probe import (
     CommandSlurmProbe,
     SlurmProbe,
     StaticSlurmProbe,
+    check_output,
     run_command,
     version,
 )
@@ -209,6 +215,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         probe: SlurmProbe | None = None,
     ) -> None:
         super().__init__("slurm", session_name)
+        self._injected_run_cmd = run_cmd
         self._run_cmd: CommandRunner = run_cmd or run_command
         if probe is None:
             probe = _VersionProbe() if run_cmd is None else CommandSlurmProbe(self._run_cmd)
@@ -336,17 +343,27 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             copy_workspace(req.workspace_src, req.log_dir)
         script = req.materialize()
         try:
-            result = self._run(req.cmd, input=script)
+            result = self._sbatch(req.cmd, script)
         except SchedulerError as e:
             if "Memory specification" in str(e) and any(
                 "mem" in r.sbatch_opts for r in req.replicas.values()
             ):
                 # TorchX drops --mem at dry run when the partition reports <= 1000 MB per node
                 # (an `sinfo` per dry run, ~9 s when the controller is unreachable); ours asks
-                # nothing at dry run and says here what to do
+                # nothing at dry run and says here what to do (and, from sinfo, how much the
+                # partition has)
+                partition = next(
+                    (r.sbatch_opts.get("partition") for r in req.replicas.values()), None
+                )
+                memmb = self._partition_memmb(partition)
+                has = (
+                    f" (partition {partition or '(default)'}: {memmb} MB per node)"
+                    if memmb is not None
+                    else ""
+                )
                 raise SchedulerError(
-                    f"{e}\nThe roles ask for more memory per node than the partition has (or the"
-                    " cluster does not manage memory): lower the roles' memMB, or pass"
+                    f"{e}\nThe roles ask for more memory per node than the partition has{has}, or"
+                    " the cluster does not manage memory: lower the roles' memMB, or pass"
                     " -cfg nomem=True to leave out --mem"
                 ) from e
             raise
@@ -360,6 +377,17 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             logger.debug("could not keep a copy of the batch script: %s", e)
         logger.info("submitted slurm job %s (logs in %s)", job_id, req.log_dir)
         return job_id
+
+    def _sbatch(self, cmd: Sequence[str], script: str) -> subprocess.CompletedProcess[str]:
+        """Runs ``cmd`` with the batch script as its last word, as TorchX: the script is written
+        to a temporary file (sbatch sends its text to the controller) removed afterwards."""
+        fd, path = tempfile.mkstemp(prefix="torchx-sbatch-", suffix=".sh")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(script)
+            return self._run([*cmd, path])
+        finally:
+            os.unlink(path)
 
     def _run(
         self,
@@ -433,18 +461,43 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             desc = None
         return desc or self._describe_sacct(app_id)
 
+    def _output(self, args: Sequence[str]) -> str:
+        """A command's stdout; ``CalledProcessError`` when it fails (TorchX's contract of
+        ``_describe_squeue``/``_describe_sacct``). By default ``subprocess.check_output`` (see
+        :func:`check_output`), else the injected ``run_cmd``."""
+        if self._injected_run_cmd is None:
+            return check_output(args)
+        result = self._injected_run_cmd(list(args))
+        if result.returncode != 0:
+            raise subprocess.CalledProcessError(
+                result.returncode, list(args), result.stdout, result.stderr
+            )
+        return result.stdout
+
     def _describe_squeue(self, app_id: str) -> DescribeAppResponse | None:
-        """The app's status from ``squeue --json`` alone (None: squeue does not know it)."""
+        """The app's status from ``squeue --json --jobs=<app_id>`` alone (None: squeue does not
+        list it). Raises ``CalledProcessError`` when squeue fails (newer Slurm, for an id it
+        forgot), as TorchX; :meth:`describe` then asks sacct."""
         if not _valid_app_id(app_id):
             return None
-        records = group_by_app(self._squeue([app_id])).get(app_id)
+        text = self._output(["squeue", "--json", f"--jobs={app_id}"])
+        records = group_by_app(parse_squeue_json(text, asked=app_id)).get(app_id)
         return describe_from_records(app_id, records) if records else None
 
     def _describe_sacct(self, app_id: str) -> DescribeAppResponse | None:
-        """The app's status from ``sacct`` alone (None: no accounting record of it)."""
+        """The app's status from ``sacct`` alone (None: no accounting record of it, or sacct
+        failed: accounting off)."""
         if not _valid_app_id(app_id):
             return None
-        records = group_by_app(self._sacct([app_id])).get(app_id)
+        fmt = ",".join(SACCT_FIELDS)
+        try:
+            text = self._output(
+                ["sacct", "--parsable2", "-X", f"--format={fmt}", f"--jobs={app_id}"]
+            )
+        except subprocess.CalledProcessError as e:
+            logger.info("sacct cannot describe %s (%s)", app_id, e.stderr)
+            return None
+        records = group_by_app(parse_sacct(text)).get(app_id)
         return describe_from_records(app_id, records) if records else None
 
     def describe_many(self, app_ids: Iterable[str]) -> dict[str, DescribeAppResponse | None]:
@@ -481,6 +534,35 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
                 )
             )
         return sorted(out, key=lambda r: (len(r.app_id), r.app_id))
+
+    def _list_squeue(self) -> builtins.list[ListAppResponse]:
+        """Every job ``squeue --json`` lists (all users'), one row per app with the job's
+        name, as TorchX's ``_list_squeue``; het components after the first are left out."""
+        records = self._squeue(None)
+        return [
+            ListAppResponse(app_id=r.app_id, state=appstate_from_slurm_state(r.state), name=r.name)
+            for r in records
+            if r.job_id == r.app_id
+        ]
+
+    def _partition_memmb(self, partition: str | None) -> int | None:
+        """The memory (MB) per node of ``partition`` (the default one when None) from
+        ``sinfo --format=%P,%m``, as TorchX; None when unknown. Not asked at dry run (see
+        ``docs/compat-notes-schedulers.md``): only to explain sbatch's memory refusal."""
+        try:
+            result = self._run_cmd(["sinfo", "--format=%P,%m"])
+        except SchedulerError as e:
+            logger.info("cannot ask sinfo for the partitions' memory: %s", e)
+            return None
+        if result.returncode != 0:
+            return None
+        for line in result.stdout.splitlines()[1:]:
+            name, _, mem = line.strip().partition(",")
+            default = name.endswith("*")
+            if (partition is None and default) or name.rstrip("*") == partition:
+                digits = mem.strip().rstrip("+")
+                return int(digits) if digits.isdigit() else None
+        return None
 
     # -- logs -------------------------------------------------------------------------------
 
