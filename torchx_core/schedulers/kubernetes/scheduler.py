@@ -219,6 +219,7 @@ def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any
             labels_of=pods.replica_labels(role_labels),
             opts=pod_opts,
             extra_env=extra_env,
+            container_name_of=pods.replica_container_names(role.name),
         )
         policies = _volcano_policies(role)
         for replica_id, pod in enumerate(replica_pods):
