@@ -55,9 +55,13 @@ class PodTemplate(dict[str, Any]):
     model object an attribute returns.
     """
 
+    #: The ``V1Pod`` fields read as attributes; any other name is a plain dict's AttributeError
+    #: (so ``hasattr`` probes, ``to_dict`` included, see a dict and import nothing).
+    MODEL_FIELDS = frozenset({"api_version", "kind", "metadata", "spec", "status"})
+
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):  # copy/pickle protocol lookups: a plain dict's answers
-            raise AttributeError(name)
+        if name not in PodTemplate.MODEL_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(to_model(self, "V1Pod"), name)
 
 
