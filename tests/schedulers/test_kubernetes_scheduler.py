@@ -19,7 +19,8 @@ from torchx_core.schedulers.kubernetes.scheduler import (
     _volcano_state,
     create_scheduler,
 )
-from torchx_core.specs.overlays import set_overlay
+from torchx_core.specs.errors import InvalidOverlayError
+from torchx_core.specs.overlays import JOIN, set_overlay
 
 
 def _app(**role_kwargs: object) -> specs.AppDef:
@@ -193,6 +194,43 @@ def test_pod_overlay_applies_and_blocks_containers() -> None:
     set_overlay(bad.roles[0], "kubernetes", "V1Pod", {"spec": {"containers": [{"name": "x"}]}})
     with pytest.raises(ValueError, match="containers"):
         create_scheduler("s").submit_dryrun(bad, {})
+
+
+def test_pod_overlay_merges_fields_into_the_container_by_name_as_torchx() -> None:
+    """As TorchX: Volcano containers are named ``<role>-<replica>`` and a V1Pod overlay may
+    JOIN fields (probes) into one by name; it may not add a container or set a Role field."""
+    probe = {"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 30}
+    app = _app()
+    join = {
+        JOIN("containers", on="name"): [
+            {"name": "trainer-main-${replica_id}", "livenessProbe": probe}
+        ]
+    }
+    set_overlay(app.roles[0], "kubernetes", "V1Pod", {"spec": join})
+    info = create_scheduler("s").submit_dryrun(app, {})
+    tasks = info.request.resource["spec"]["tasks"]
+    containers = [t["template"]["spec"]["containers"] for t in tasks]
+    assert [[c["name"] for c in cs] for cs in containers] == [
+        ["trainer-main-0"],
+        ["trainer-main-1"],
+        ["trainer-main-2"],
+        ["ps-0"],
+    ]
+    containers = containers[:3]  # the trainer's
+    assert all(cs[0]["livenessProbe"] == probe and cs[0]["image"] for cs in containers)
+    assert errors(info.request.resource) == []
+
+    for entry, message in [
+        ({"name": "trainer-main-0", "livenessProbe": probe}, "names no container"),  # replica 1
+        ({"name": "sidecar", "image": "x"}, "cannot add one"),
+        ({"name": "trainer-main-${replica_id}", "image": "x"}, r"sets \['image'\]"),
+    ]:
+        bad = _app()
+        set_overlay(
+            bad.roles[0], "kubernetes", "V1Pod", {"spec": {JOIN("containers", on="name"): [entry]}}
+        )
+        with pytest.raises(InvalidOverlayError, match=message):
+            create_scheduler("s").submit_dryrun(bad, {})
 
 
 def test_job_overlay() -> None:

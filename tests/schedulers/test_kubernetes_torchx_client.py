@@ -8,6 +8,7 @@ These tests do the same against our scheduler (the real round trips are in
 
 from __future__ import annotations
 
+import copy
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,7 @@ from torchx_core.schedulers.kubernetes._client import (
     make_api_client,
 )
 from torchx_core.schedulers.kubernetes.scheduler import KubernetesOpts, create_scheduler
+from torchx_core.specs.overlays import set_overlay
 
 kubernetes = pytest.importorskip("kubernetes")
 from kubernetes.client import ApiException, CustomObjectsApi  # noqa: E402
@@ -71,6 +73,11 @@ def test_the_injected_client_is_the_schedulers_client_attribute() -> None:
     assert create_scheduler("t", client=client)._client is client  # TorchX's attribute name
 
 
+def test_the_injected_docker_client_is_the_docker_client_attribute() -> None:
+    docker = FakeDockerClient()
+    assert create_scheduler("t", docker_client=docker)._docker_client is docker  # as TorchX
+
+
 def test_api_errors_are_also_the_clients_api_exception() -> None:
     with (
         pytest.raises(ApiException) as info,  # what TorchX users' code catches
@@ -106,6 +113,67 @@ def test_submit_of_an_existing_name_is_a_value_error(create: mock.MagicMock) -> 
     with pytest.raises(KubernetesJobExistsError, match="already exists in namespace ns") as e:
         sched.schedule(info)
     assert isinstance(e.value, ValueError)
+
+
+def test_a_conflict_names_the_job_of_the_error_body(
+    create: mock.MagicMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As TorchX: the name is read from the 409's JSON body (``details.name``)."""
+    conflict = ApiException(status=409, reason="Conflict")
+    conflict.body = '{"details": {"name": "the-old-job"}}'
+    create.side_effect = conflict
+    sched = create_scheduler("t")
+    info = sched.submit_dryrun(_app(), {"namespace": "ns"})
+    with pytest.raises(KubernetesJobExistsError, match="'the-old-job' already exists"):
+        sched.schedule(info)
+    conflict.body = "not json"
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="torchx_core.schedulers.kubernetes_scheduler"):
+        assert sched._get_job_name_from_exception(conflict) is None
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    caplog.records[0].getMessage()  # formats: no stray logging argument
+    with pytest.raises(KubernetesJobExistsError, match=f"{info.request.name!r} already exists"):
+        sched.schedule(info)  # no name in the body: the name submitted
+
+
+def test_task_templates_are_dicts_that_read_as_v1pods() -> None:
+    """TorchX's request holds ``V1Pod`` task templates (``template.spec.node_selector``); ours
+    are the API dicts that also read as the ``V1Pod`` built from them."""
+    role = specs.Role("trainer", image="img", entrypoint="main", resource=specs.resource(cpu=1))
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": {"nodeSelector": {"gpu": "true"}}})
+    sched = create_scheduler("t")
+    for kind in ("volcano", "jobset"):
+        req = sched.submit_dryrun(specs.AppDef("test", [role]), {"job_kind": kind}).request
+        spec = req.resource["spec"]
+        if kind == "volcano":
+            template = spec["tasks"][0]["template"]
+        else:
+            template = spec["replicatedJobs"][0]["template"]["spec"]["template"]
+        assert template["spec"]["nodeSelector"] == {"gpu": "true"}  # the dict sent and printed
+        assert template.spec.node_selector == {"gpu": "true"}
+        assert template.spec.containers[0].image == "img"
+        assert template.metadata.labels == template["metadata"]["labels"]
+        assert type(pickle.loads(pickle.dumps(template))) is type(template)
+        assert copy.deepcopy(template) == template
+        assert not hasattr(template, "_private") and not hasattr(template, "to_dict")
+
+
+def test_list_makes_torchxs_volcano_call_and_keeps_torchxs_jobs() -> None:
+    sched = create_scheduler("t")
+    ours = {
+        "metadata": {"name": "a", "labels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org"}}
+    }
+    theirs = {"metadata": {"name": "b"}, "status": {"state": {"phase": "Running"}}}
+    with mock.patch.object(CustomObjectsApi, "list_namespaced_custom_object") as list_jobs:
+        list_jobs.side_effect = [{"items": []}, {"items": [ours, theirs]}]  # JobSets, Volcano
+        apps = sched.list({"namespace": "ns"})
+    assert list_jobs.call_args == mock.call(  # the last call: TorchX's, every Volcano Job
+        **VOLCANO, namespace="ns", timeout_seconds=30
+    )
+    assert list_jobs.call_args_list[0] == mock.call(
+        **JOBSET, namespace="ns", label_selector="app.kubernetes.io/managed-by=torchx.pytorch.org"
+    )
+    assert [a.app_id for a in apps] == ["ns:a"]  # the unlabelled job was not launched by torchx
 
 
 def test_validate_spec_asks_the_server_for_a_dry_run(create: mock.MagicMock) -> None:

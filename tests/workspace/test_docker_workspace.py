@@ -165,5 +165,5 @@ def test_pushing_nothing_does_not_contact_the_engine(monkeypatch: pytest.MonkeyP
     def no_engine(self: object) -> None:
         raise AssertionError("the Docker engine was contacted")
 
-    monkeypatch.setattr(DockerWorkspaceMixin, "_docker_client", no_engine)
+    monkeypatch.setattr(DockerWorkspaceMixin, "_docker_client", property(no_engine))
     DockerWorkspaceMixin().push_images({})

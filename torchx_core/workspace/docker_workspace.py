@@ -118,7 +118,10 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         super().__init__(*args, **kwargs)
         self.__docker_client = docker_client
 
+    @property
     def _docker_client(self) -> DockerClient:
+        """The Docker client given to the constructor, else ``docker.from_env()`` built on first
+        use (TorchX's attribute: a property)."""
         if self.__docker_client is None:
             backend = getattr(self, "backend", "docker")  # set by Scheduler.__init__
             docker = import_optional("docker", "docker", f"the {backend} scheduler")
@@ -162,7 +165,7 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
                 f" {_copy_failure(e)}; point the workspace at a project directory (CLI:"
                 " --workspace DIR, or --workspace '' to run the image unchanged)"
             ) from e
-        client = self._docker_client()
+        client = self._docker_client
         logger.info("building workspace image from %s on %s", workspace, role.image)
         try:
             image, build_log = client.images.build(
@@ -210,7 +213,7 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         Docker engine is not contacted)."""
         if not images_to_push:
             return
-        client = self._docker_client()
+        client = self._docker_client
         for local, (repo, tag) in images_to_push.items():
             try:
                 client.images.get(local).tag(repo, tag=tag)

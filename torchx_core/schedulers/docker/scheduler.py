@@ -337,7 +337,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         self.stop_timeout = stop_timeout
 
     def _client(self) -> DockerClient:
-        return self._docker_client()
+        return self._docker_client
 
     def close(self) -> None:
         self._close_docker_client()

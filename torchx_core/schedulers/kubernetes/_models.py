@@ -46,6 +46,25 @@ def to_model(data: Any, klass: str) -> Any:
     return kubernetes_client().ApiClient().deserialize(response, klass)
 
 
+class PodTemplate(dict[str, Any]):
+    """A pod template of the scheduler's request: a plain dict (API field names, what is sent and
+    printed) that also reads as TorchX's ``V1Pod`` (``template.spec.node_selector``).
+
+    Attribute reads build the ``V1Pod`` from the dict's current content on each access (they
+    need the ``kubernetes`` package), so they are a read-only view: change the dict, not the
+    model object an attribute returns.
+    """
+
+    #: The ``V1Pod`` fields read as attributes; any other name is a plain dict's AttributeError
+    #: (so ``hasattr`` probes, ``to_dict`` included, see a dict and import nothing).
+    MODEL_FIELDS = frozenset({"api_version", "kind", "metadata", "spec", "status"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in PodTemplate.MODEL_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(to_model(self, "V1Pod"), name)
+
+
 def apply_pod_overlay(pod: Any, overlay: dict[str, Any]) -> None:
     """Applies ``overlay`` (API field names, :mod:`torchx_core.specs.overlays` rules) to ``pod``.
 

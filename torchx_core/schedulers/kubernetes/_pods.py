@@ -22,7 +22,8 @@ from torchx_core.specs import (
     VolumeMount,
     macros,
 )
-from torchx_core.specs.overlays import apply_overlay, get_overlay, validate_overlay
+from torchx_core.specs.errors import InvalidOverlayError
+from torchx_core.specs.overlays import JOIN, apply_overlay, get_overlay, validate_overlay
 
 # Labels put on every object we create, as TorchX sets them on its pods (selectors written for
 # TorchX jobs keep matching); `list` selects by managed-by, `describe` by instance (= app id).
@@ -60,6 +61,11 @@ NODE_SELECTOR_CAPABILITIES = (
 )
 # Fields set through Role attributes: an overlay must not set them (set the Role field instead).
 POD_OVERLAY_BLOCKLIST = ["containers"]
+#: The one way a ``V1Pod`` overlay may touch ``spec.containers`` (as TorchX users add probes):
+#: merge fields into the pod's container, found by name.
+CONTAINER_JOIN = JOIN("containers", on="name")
+#: Container fields that come from Role attributes: a ``CONTAINER_JOIN`` entry must not set them.
+ROLE_CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts")
 
 # Pod phases -> replica state.
 POD_PHASE_STATES: dict[str, AppState] = {
@@ -300,6 +306,40 @@ def env_list(
     return out
 
 
+def _pod_overlay_spec(role: Role) -> dict[str, Any]:
+    """The ``spec`` part of the role's ``kubernetes``/``V1Pod`` overlay ({} if none)."""
+    overlay = get_overlay(role, "kubernetes", "V1Pod") or {}
+    spec = overlay.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def check_container_join(entries: Any, container_names: Sequence[str]) -> None:
+    """Checks a ``CONTAINER_JOIN`` overlay: each entry names a container of the pod and sets no
+    field a Role attribute sets. Raises one InvalidOverlayError listing every problem."""
+    if not isinstance(entries, list):
+        raise InvalidOverlayError(
+            f"V1Pod.spec overlay JOIN('containers', on='name') takes a list of containers, got"
+            f" {entries!r}"
+        )
+    problems = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if name not in container_names:
+            problems.append(
+                f"{entry!r} names no container of the pod (containers: {list(container_names)});"
+                " an overlay merges into the role's container, it cannot add one"
+            )
+            continue
+        owned = sorted(k for k in entry if k in ROLE_CONTAINER_FIELDS)
+        if owned:
+            problems.append(
+                f"the entry for container {name!r} sets {owned}, which come from the Role"
+                " (image, entrypoint, args, env, resource, port_map, mounts): set them there"
+            )
+    if problems:
+        raise InvalidOverlayError("V1Pod.spec overlay JOIN('containers'): " + "; ".join(problems))
+
+
 def role_to_pod(
     role: Role,
     name: str,
@@ -310,15 +350,17 @@ def role_to_pod(
     restart_policy: str = "Never",
     hostname: str | None = None,
     subdomain: str | None = None,
+    container_name: str | None = None,
 ) -> dict[str, Any]:
     """Builds a ``v1.Pod`` (as a dict) running one replica of ``role``.
 
-    ``role`` must already have its macros substituted. The ``kubernetes``/``V1Pod`` overlay of
-    the role is applied last.
+    ``role`` must already have its macros substituted. Its container is ``container_name``
+    (default: the role's name as a DNS label). The ``kubernetes``/``V1Pod`` overlay of the role
+    is applied last; it may merge fields into the container (``CONTAINER_JOIN``), not replace it.
     """
     volumes, volume_mounts, privileged = volumes_and_mounts(role)
     container: dict[str, Any] = {
-        "name": dns_label(role.name),
+        "name": container_name or dns_label(role.name),
         "image": role.image,
         "command": [role.entrypoint],
         "args": list(role.args),
@@ -376,8 +418,13 @@ def role_to_pod(
     }
     overlay = get_overlay(role, "kubernetes", "V1Pod")
     if overlay:
+        spec_overlay = _pod_overlay_spec(role)
+        if CONTAINER_JOIN in spec_overlay:
+            check_container_join(
+                spec_overlay[CONTAINER_JOIN], [c["name"] for c in spec["containers"]]
+            )
         validate_overlay(
-            overlay.get("spec", {}) if isinstance(overlay.get("spec"), dict) else {},
+            {k: v for k, v in spec_overlay.items() if k != CONTAINER_JOIN},
             blocklist=POD_OVERLAY_BLOCKLIST,
             overlay_name="V1Pod.spec",
             suggestion="set the container through Role fields (image, entrypoint, args, env)",
@@ -389,6 +436,12 @@ def role_to_pod(
 def replica_names(prefix: str) -> Callable[[int], str]:
     """``name_of`` for :func:`replica_pods`: ``<prefix>-<i>`` for replica ``i``."""
     return lambda i: f"{prefix}-{i}"
+
+
+def replica_container_names(role_name: str) -> Callable[[int], str]:
+    """``container_name_of`` for :func:`replica_pods`: ``<role>-<i>`` (TorchX's container names,
+    e.g. ``trainer-0``), a DNS label."""
+    return lambda i: f"{dns_label(role_name, 62 - len(str(i)))}-{i}"
 
 
 def replica_labels(labels: Mapping[str, str]) -> Callable[[int], dict[str, str]]:
@@ -404,14 +457,19 @@ def replica_pods(
     opts: PodOptions,
     extra_env: Mapping[str, str] | None = None,
     subdomain: str | None = None,
+    container_name_of: Callable[[int], str] | None = None,
 ) -> list[dict[str, Any]]:
     """One pod per replica of ``role``, macros substituted per replica.
 
     The pod is built once per role; replicas share its unchanging parts (volumes, resources) and
-    get their own args, env, name and labels. With ``subdomain`` each pod's hostname is its name.
-    Roles whose metadata (overlays) hold macros are built replica by replica.
+    get their own args, env, name, labels and (with ``container_name_of``) container name. With
+    ``subdomain`` each pod's hostname is its name. Roles whose metadata (overlays) hold macros,
+    or whose overlay merges into the container by name, are built replica by replica.
     """
-    if "${" in repr(role.metadata):
+    per_replica = "${" in repr(role.metadata) or (
+        container_name_of is not None and CONTAINER_JOIN in _pod_overlay_spec(role)
+    )
+    if per_replica:
         return [
             role_to_pod(
                 values_of(i).apply(role),
@@ -421,6 +479,7 @@ def replica_pods(
                 extra_env,
                 hostname=name_of(i) if subdomain else None,
                 subdomain=subdomain,
+                container_name=container_name_of(i) if container_name_of else None,
             )
             for i in range(role.num_replicas)
         ]
@@ -431,6 +490,7 @@ def replica_pods(
         sub = values_of(i).substitute
         replica_container = {
             **container,
+            **({"name": container_name_of(i)} if container_name_of else {}),
             "args": [sub(a) for a in role.args],
             "env": [
                 {"name": e["name"], "value": sub(e["value"])} if "value" in e else e

@@ -99,7 +99,8 @@ from torchx_core.util.strings import normalize_str
 from torchx_core.util.yaml_emitter import dump_yaml
 from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin
 
-logger: logging.Logger = logging.getLogger(__name__)
+#: Named after the public module path (``kubernetes_scheduler``), the logger TorchX users configure.
+logger: logging.Logger = logging.getLogger("torchx_core.schedulers.kubernetes_scheduler")
 
 VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
 VOLCANO_BUS_GROUP, VOLCANO_BUS_PLURAL = "bus.volcano.sh", "commands"
@@ -218,6 +219,7 @@ def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any
             labels_of=pods.replica_labels(role_labels),
             opts=pod_opts,
             extra_env=extra_env,
+            container_name_of=pods.replica_container_names(role.name),
         )
         policies = _volcano_policies(role)
         for replica_id, pod in enumerate(replica_pods):
@@ -228,7 +230,7 @@ def volcano_job(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any
                     "minAvailable": 1 if replica_id < min_replicas else 0,
                     "maxRetry": role.max_retries,
                     "policies": policies,
-                    "template": pods.pod_template(pod),
+                    "template": models.PodTemplate(pods.pod_template(pod)),
                 }
             )
     spec: dict[str, Any] = {
@@ -277,7 +279,7 @@ def jobset(app: AppDef, app_id: str, opts: KubernetesOpts) -> dict[str, Any]:
         replica_role = _values(app_id, f"$({REPLICA_ID_ENV})").apply(role)
         labels = pods.role_labels(app.name, app_id, role_idx, role)
         pod = pods.role_to_pod(replica_role, "", labels, pod_opts, extra_env, env_first=replica_env)
-        template = pods.pod_template(pod)
+        template = models.PodTemplate(pods.pod_template(pod))
         del template["metadata"]["name"]
         replica_level = role.retry_policy == RetryPolicy.REPLICA
         if not replica_level:
@@ -486,13 +488,26 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
                 )
         except client.ApiException as e:
             if e.status == 409:
+                existing = self._get_job_name_from_exception(e) or name
                 raise KubernetesJobExistsError(
-                    f"a {req.kind} named {name!r} already exists in namespace {req.namespace};"
+                    f"a {req.kind} named {existing!r} already exists in namespace {req.namespace};"
                     " submit again (the dry run picks a new unique name) or delete the old job"
                 ) from e
             raise
         created = ((to_dict(resp) or {}).get("metadata") or {}).get("name") or name
         return f"{req.namespace}:{created}"
+
+    def _get_job_name_from_exception(self, e: Any) -> str | None:
+        """The job name in an ``ApiException``'s JSON body (``details.name``), as TorchX reads it
+        for its conflict message; None (and an error logged) if the body does not hold one."""
+        import json
+
+        try:
+            job_name = json.loads(e.body)["details"]["name"]
+        except (TypeError, ValueError, KeyError) as err:
+            logger.error("unable to retrieve the job name from the API error body: %s", err)
+            return None
+        return str(job_name)
 
     # -- inspection -------------------------------------------------------------------------
 
@@ -613,10 +628,9 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
 
         opts = KubernetesOpts.from_cfg(dict(cfg or {}))
         opts.namespace = self._list_namespace(opts)
-        selector = f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"
-        out: list[ListAppResponse] = []
+        by_kind: dict[str, builtins.list[ListAppResponse]] = {}
         custom = self._clients.custom()
-        for kind in JOB_KINDS:
+        for kind in reversed(JOB_KINDS):  # Volcano last: its call is TorchX's (see _list_kwargs)
             group, version, plural = _gvp(kind)
             with api_errors(f"listing {kind} jobs in {opts.namespace}"):
                 resp = to_dict(
@@ -625,23 +639,24 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
                         version=version,
                         namespace=opts.namespace,
                         plural=plural,
-                        label_selector=selector,
+                        **_list_kwargs(kind),
                     )
                 )
+            by_kind[kind] = []
             for obj in (resp or {}).get("items", []):
                 labels = (obj.get("metadata") or {}).get("labels") or {}
                 if labels.get(pods.LABEL_ORGANIZATION) != pods.MANAGED_BY:
-                    continue
+                    continue  # not launched by torchx
                 state = (_volcano_state(obj) if kind == "volcano" else _jobset_state(obj))[0]
                 meta = obj["metadata"]
-                out.append(
+                by_kind[kind].append(
                     ListAppResponse(
                         app_id=f"{meta.get('namespace', opts.namespace)}:{meta['name']}",
                         state=state,
                         name=labels.get(pods.LABEL_KUBE_APP_NAME, ""),
                     )
                 )
-        return out
+        return [app for kind in JOB_KINDS for app in by_kind[kind]]
 
     def _list_namespace(self, opts: KubernetesOpts) -> str:
         """As :meth:`_namespace`; without a kubeconfig (in-cluster pods) ``default``."""
@@ -806,6 +821,19 @@ def _pod_names(req: KubernetesJob) -> builtins.list[str]:
         f"{name}-{rj.get('name', '')}-0-{max(0, int(rj['template']['spec']['completions']) - 1)}"
         for rj in spec.get("replicatedJobs") or []
     ]
+
+
+#: Seconds the API server may spend on a list call (TorchX's ``timeout_seconds``).
+LIST_TIMEOUT_SECONDS = 30
+
+
+def _list_kwargs(kind: str) -> dict[str, Any]:
+    """The extra arguments of ``list``'s call per kind. Volcano: TorchX's call (every Volcano Job
+    of the namespace, with ``timeout_seconds=30``; ``list`` keeps the ones torchx launched, by
+    label). JobSet: the server selects torchx's by label."""
+    if kind == "volcano":
+        return {"timeout_seconds": LIST_TIMEOUT_SECONDS}
+    return {"label_selector": f"{pods.LABEL_ORGANIZATION}={pods.MANAGED_BY}"}
 
 
 def _gvp(kind: str) -> tuple[str, str, str]:
