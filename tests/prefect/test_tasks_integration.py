@@ -498,8 +498,12 @@ class BlipOnce:
         return self._released(self._runner.list(*args, **kwargs))
 
     def shared_list(self, *args: Any, **kwargs: Any) -> Any:
-        """The lifecycle looks its app up through the shared list read."""
+        """The lifecycle looks its app up through the shared list read..."""
         return self._released(self._runner.shared_list(*args, **kwargs))
+
+    def list_named(self, *args: Any, **kwargs: Any) -> Any:
+        """...or, where the scheduler finds apps by name without listing all, by name."""
+        return self._released(self._runner.list_named(*args, **kwargs))
 
     def _released(self, rows: Any) -> Any:
         if self._blips:
@@ -560,6 +564,8 @@ def test_retry_reattaches_instead_of_submitting_twice(
         state = asyncio.run(f(return_state=True))
 
     assert state.is_completed(), state
+    # the retry looked its app up (which released it): it did not wait out the app's deadline
+    assert release.exists()
     result = state.result()
     assert result.reattached and result.state == AppState.SUCCEEDED
     assert [a.app_handle for a in apps_named(name)] == [result.app_handle]
