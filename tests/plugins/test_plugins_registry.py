@@ -279,6 +279,7 @@ def test_get_returns_the_cached_dict_until_a_code_registration_changes_it() -> N
     first = reg.get(PluginType.TRACKER)
     assert reg.get(PluginType.TRACKER) is first
     assert reg.info(PluginType.TRACKER) is not first
+    assert reg.get_group("torchx.tracker") is not first  # ours (not TorchX's) hands out a copy
     reg.add(PluginType.TRACKER, "mem", dict)
     added = reg.get(PluginType.TRACKER)
     assert added is not first and added == {"mem": dict}

@@ -135,7 +135,7 @@ class PluginRegistry:
     def get_group(self, group: str) -> dict[str, Any]:
         """Entry-point plugins of any group (e.g. a custom scheduler group): name -> object."""
         kind = next((pt for pt in PluginType if pt.value == group), None)
-        return self.get(kind) if kind is not None else dict(self._discover(group, None))
+        return dict(self.get(kind)) if kind is not None else dict(self._discover(group, None))
 
     def may_provide(self, plugin_type: PluginType, name: str) -> bool:
         """Cheap check (nothing imported): could discovery yield a plugin called ``name``?
