@@ -23,6 +23,7 @@ BUILTINS = [
     "utils.touch",
     "utils.copy",
     "utils.booth",
+    "utils.hydra",
     "serve.torchserve",
 ]
 

@@ -267,3 +267,73 @@ def test_a_replaced_load_group_is_the_entry_point_channel(
     assert "renamed" in both  # the namespace plugins fill the gaps
     ns_only = PluginRegistry(plugin_sources=PluginSource.NAMESPACE_PKG)
     assert "ep_only" not in ns_only.get(PluginType.SCHEDULER)
+
+
+# -- TorchX's PluginRegistry internals, which plugin authors' tests call -----------------------
+
+
+def test_get_returns_the_cached_dict_until_a_code_registration_changes_it() -> None:
+    """TorchX's ``get`` hands back its cached dict (``info`` copies); ``add``/``remove``/``clear``
+    make the next ``get`` build a new one."""
+    reg = PluginRegistry(plugin_sources=PluginSource.NONE)
+    first = reg.get(PluginType.TRACKER)
+    assert reg.get(PluginType.TRACKER) is first
+    assert reg.info(PluginType.TRACKER) is not first
+    assert reg.get_group("torchx.tracker") is not first  # ours (not TorchX's) hands out a copy
+    reg.add(PluginType.TRACKER, "mem", dict)
+    added = reg.get(PluginType.TRACKER)
+    assert added is not first and added == {"mem": dict}
+    reg.remove(PluginType.TRACKER, "mem")
+    assert reg.get(PluginType.TRACKER) == {}
+    before = reg.get(PluginType.TRACKER)
+    reg.clear()
+    assert reg.get(PluginType.TRACKER) is not before
+
+
+def test_namespace_for_type_is_torchx_static_name() -> None:
+    assert PluginRegistry._namespace_for_type(PluginType.SCHEDULER) == "torchx_plugins.schedulers"
+    assert (
+        PluginRegistry._namespace_for_type(PluginType.NAMED_RESOURCE)
+        == "torchx_plugins.named_resources"
+    )
+    assert PluginRegistry._namespace_for_type(PluginType.TRACKER) == "torchx_plugins.tracker"
+
+
+def test_find_namespace_plugins_records_a_package_that_cannot_be_listed(
+    plugin_site: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TorchX users patch ``_registry.pkgutil.iter_modules``: a failing scan is an error, not a
+    crash."""
+    plugin_site("torchx_plugins/schedulers/mine.py", SCHED)
+    reg = PluginRegistry(plugin_sources=PluginSource.NAMESPACE_PKG)
+
+    def broken(path: object) -> object:
+        raise OSError("broken __path__")
+
+    monkeypatch.setattr(plugins._registry.pkgutil, "iter_modules", broken)
+    assert reg._find_namespace_plugins("torchx_plugins.schedulers") == {}
+    [error] = reg.errors
+    assert error.module == "torchx_plugins.schedulers" and "broken __path__" in error.error
+    monkeypatch.undo()
+    assert reg._find_namespace_plugins("torchx_plugins.not_there_xyz") == {}
+    found = reg._find_namespace_plugins("torchx_plugins.schedulers", PluginType.SCHEDULER)
+    assert sorted(found) == ["ns_sched", "renamed"]
+
+
+def test_plugins_are_listed_in_pkgutil_order_then_implicit_subpackages(plugin_site: Write) -> None:
+    """As TorchX lists them (``print(registry())``): the modules ``pkgutil`` finds, then the
+    sub-directories without ``__init__.py``; a wrong-kind plugin's error reads as TorchX's."""
+    plugin_site("torchx_plugins/schedulers/aaa/inner.py", SCHED.replace("ns_sched", "first_abc"))
+    plugin_site("torchx_plugins/schedulers/zzz.py", SCHED)
+    plugin_site(
+        "torchx_plugins/schedulers/wrong.py",
+        "from torchx_core.plugins import register\n"
+        "@register.tracker()\ndef mlflow(config):\n    return None\n",
+    )
+    reg = PluginRegistry(plugin_sources=PluginSource.NAMESPACE_PKG)
+    assert list(reg.get(PluginType.SCHEDULER))[-1] == "first_abc"
+    [error] = reg.load_errors(PluginType.TRACKER)
+    assert error.error == (
+        "is a tracker but is under the scheduler namespace \u2014 use @register.scheduler()"
+        " or move to `torchx_plugins.tracker`"
+    )

@@ -198,3 +198,19 @@ def test_builtin_echo_is_described_as_in_torchx() -> None:
     """``torchx builtins`` lists ``utils.echo`` with TorchX's description."""
     description = finder.get_component("utils.echo").description
     assert description == "Echos a message to stdout (calls echo)"
+
+
+def test_setting_components_to_none_rediscovers(
+    fake_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TorchX's cache is the module attribute ``finder._components``: its users' tests set it to
+    None to have the next lookup discover the components again."""
+    import importlib.metadata
+
+    assert "team.train" in finder.get_components()
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: iter([]))
+    assert "team.train" in finder.get_components()  # discovered once, then cached
+    assert finder._components is not None and "team.train" in finder._components
+    finder._components = None
+    assert "team.train" not in finder.get_components()
+    assert "dist.ddp" in finder.get_components()

@@ -1,9 +1,10 @@
-"""Utility components: echo, sh, python, binary, touch, copy, booth."""
+"""Utility components: echo, sh, python, binary, touch, copy, booth, hydra."""
 
 from __future__ import annotations
 
 import os
 import shlex
+from typing import Annotated
 
 from torchx_core import specs
 from torchx_core.components import IMAGE
@@ -292,3 +293,33 @@ def booth(
             )
         ],
     )
+
+
+def hydra(
+    *overrides: str,
+    config_name: Annotated[str, "-cn"],
+    config_dir: Annotated[str, "-cd"] = ".torchx",
+) -> specs.AppDef:
+    """Builds the AppDef of a Hydra config (needs ``hydra-core``: ``pip install hydra-core``).
+
+    The config's ``app`` key is instantiated: give it ``_target_: torchx_core.specs.AppDef``.
+    Other top-level keys (config groups such as ``role``) can be interpolated into it, and
+    ``${torchx.app_id:}``, ``${torchx.replica_id:}``, ``${torchx.rank0_env:}`` and
+    ``${torchx.img_root:}`` give the run-time macros::
+
+        defaults:
+          - role: python
+        app:
+          _target_: torchx_core.specs.AppDef
+          name: my_job
+          roles:
+            - ${role}
+
+    Args:
+        overrides: Hydra config overrides (e.g. role.num_replicas=2)
+        config_name: the config file name in config_dir
+        config_dir: the directory holding the configs
+    """
+    from torchx_core.components._hydra import compose_app
+
+    return compose_app(config_name, config_dir, list(overrides))

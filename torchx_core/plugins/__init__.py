@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from torchx_core.util.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from torchx_core.plugins._equality import plugins_equal
     from torchx_core.plugins._probe import cannot_provide
     from torchx_core.plugins._registration import (
         EIGHTH,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
         PluginSource,
         PluginType,
         RegistrationError,
-        plugins_equal,
         registry,
     )
 
@@ -61,12 +61,12 @@ _SUBMODULE_OF = {
             "PluginSource",
             "PluginType",
             "RegistrationError",
-            "plugins_equal",
             "registry",
         ),
         "_registry",
     ),
     "cannot_provide": "_probe",
+    "plugins_equal": "_equality",
     **dict.fromkeys(
         (
             "EIGHTH",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import importlib
 import logging
+import pkgutil
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -12,6 +13,7 @@ from enum import auto
 from types import ModuleType
 from typing import Any, overload
 
+from torchx_core.plugins._equality import normalize_value, plugins_equal
 from torchx_core.plugins._probe import NAMESPACE_ROOT, namespace_installed, sources_from_env
 from torchx_core.util import entrypoints
 
@@ -110,20 +112,30 @@ class PluginRegistry:
         self._cache: dict[str, dict[str, Any]] = {}
         self._errors: list[RegistrationError] = []
         self._added: dict[PluginType, dict[str, Any]] = {}
+        self._merged: dict[PluginType, dict[str, Any]] = {}  # what `get` returns, per kind
         self._lock = threading.RLock()
 
     # -- public API ------------------------------------------------------------------------
 
     def get(self, plugin_type: PluginType) -> dict[str, Callable[..., Any]]:
-        """Plugins of ``plugin_type``: name -> factory (discovered once, then cached)."""
-        found = self._discover(plugin_type.value, plugin_type)
-        added = self._added.get(plugin_type)
-        return {**found, **added} if added else dict(found)
+        """Plugins of ``plugin_type``: name -> factory (discovered once, then cached).
+
+        As in TorchX, repeated calls return the same cached dict (read it, do not change it;
+        :meth:`info` returns a copy); :meth:`add`, :meth:`remove` and :meth:`clear` replace it.
+        """
+        merged = self._merged.get(plugin_type)
+        if merged is not None:
+            return merged
+        with self._lock:
+            found = self._discover(plugin_type.value, plugin_type)
+            merged = {**found, **self._added.get(plugin_type, {})}
+            self._merged[plugin_type] = merged
+            return merged
 
     def get_group(self, group: str) -> dict[str, Any]:
         """Entry-point plugins of any group (e.g. a custom scheduler group): name -> object."""
         kind = next((pt for pt in PluginType if pt.value == group), None)
-        return self.get(kind) if kind is not None else dict(self._discover(group, None))
+        return dict(self.get(kind)) if kind is not None else dict(self._discover(group, None))
 
     def may_provide(self, plugin_type: PluginType, name: str) -> bool:
         """Cheap check (nothing imported): could discovery yield a plugin called ``name``?
@@ -160,11 +172,13 @@ class PluginRegistry:
                     " replace=True to replace it"
                 )
             group[name] = factory
+            self._merged.pop(plugin_type, None)
 
     def remove(self, plugin_type: PluginType, name: str) -> None:
         """Forgets a registration made with :meth:`add` (no error when absent)."""
         with self._lock:
             self._added.get(plugin_type, {}).pop(name, None)
+            self._merged.pop(plugin_type, None)
 
     @overload
     def info(self) -> dict[PluginType, dict[str, Callable[..., Any]]]: ...
@@ -177,8 +191,8 @@ class PluginRegistry:
     ) -> dict[PluginType, dict[str, Callable[..., Any]]] | dict[str, Callable[..., Any]]:
         """A copy of the plugins of one kind, or of every kind (discovering what is needed)."""
         if plugin_type is not None:
-            return self.get(plugin_type)
-        return {pt: self.get(pt) for pt in PluginType}
+            return dict(self.get(plugin_type))
+        return {pt: dict(self.get(pt)) for pt in PluginType}
 
     def clear(self) -> None:
         """Forgets what discovery found and its errors (the next lookup rediscovers).
@@ -187,6 +201,7 @@ class PluginRegistry:
         """
         with self._lock:
             self._cache.clear()
+            self._merged.clear()
             self._errors.clear()
 
     @property
@@ -325,27 +340,49 @@ class PluginRegistry:
         return loaded
 
     def _scan_namespace(self, kind: PluginType) -> dict[str, Any]:
-        ns = kind.namespace
         if not namespace_installed():
             return {}
+        return self._find_namespace_plugins(kind.namespace, kind)
+
+    @staticmethod
+    def _namespace_for_type(pt: PluginType) -> str:
+        """The namespace package of ``pt`` (TorchX's name for :attr:`PluginType.namespace`).
+
+        >>> PluginRegistry._namespace_for_type(PluginType.SCHEDULER)
+        'torchx_plugins.schedulers'
+        """
+        return pt.namespace
+
+    #: plain, order-independent form of a value, for comparing same-name registrations
+    _normalize_value = staticmethod(normalize_value)
+
+    def _find_namespace_plugins(
+        self, namespace: str, expected_type: PluginType | None = None
+    ) -> dict[str, Any]:
+        """Plugins under the package ``namespace`` (sub-packages included): name -> factory.
+
+        A namespace that is not installed yields nothing and no error; one that fails to
+        import, or whose modules fail to import or to be listed, is recorded. With
+        ``expected_type``, a plugin of another kind is recorded instead of collected.
+        """
         try:
-            pkg = importlib.import_module(ns)
+            pkg = importlib.import_module(namespace)
         except ModuleNotFoundError as e:
-            if e.name and (ns == e.name or ns.startswith(e.name + ".")):
+            if e.name and (namespace == e.name or namespace.startswith(e.name + ".")):
                 return {}
-            self._record(ns, f"{type(e).__name__}: {e}")
+            self._record(namespace, f"{type(e).__name__}: {e}")
             return {}
         except Exception as e:  # noqa: BLE001 - recorded, not raised
-            self._record(ns, f"{type(e).__name__}: {e}")
+            self._record(namespace, f"{type(e).__name__}: {e}")
             return {}
         found: dict[str, Any] = {}
-        self._scan_package(pkg, ns, kind, found)
+        if hasattr(pkg, "__path__"):
+            self._scan_package(pkg, namespace, expected_type, found)
         return found
 
     def _scan_package(
-        self, pkg: ModuleType, fqn: str, kind: PluginType, found: dict[str, Any]
+        self, pkg: ModuleType, fqn: str, kind: PluginType | None, found: dict[str, Any]
     ) -> None:
-        import pkgutil
         from pathlib import Path
 
         paths = list(getattr(pkg, "__path__", []))
@@ -360,7 +397,7 @@ class PluginRegistry:
             for child in sorted(Path(root).iterdir()) if Path(root).is_dir() else ():
                 if child.is_dir() and child.name not in names and any(child.rglob("*.py")):
                     names[child.name] = True
-        for name in sorted(names):
+        for name in names:  # TorchX's order: pkgutil's (by path entry), then implicit ones
             if name.startswith("_") or not name.isidentifier():
                 continue
             sub = f"{fqn}.{name}"
@@ -369,39 +406,49 @@ class PluginRegistry:
             except Exception as e:  # noqa: BLE001 - a broken plugin must not break the others
                 self._record(sub, f"{type(e).__name__}: {e}")
                 continue
-            self._collect(mod, sub, kind, found)
+            self._collect_plugins_from_module(mod, sub, kind, found)
             if names[name]:
                 self._scan_package(mod, sub, kind, found)
 
-    def _collect(self, mod: ModuleType, fqn: str, kind: PluginType, found: dict[str, Any]) -> None:
+    def _collect_plugins_from_module(
+        self,
+        mod: ModuleType,
+        fqn: str,
+        expected_type: PluginType | None,
+        discovered: dict[str, Any],
+    ) -> None:
+        """Adds the ``register``-decorated callables defined in ``mod`` (named ``fqn``) to
+        ``discovered``; one of another kind than ``expected_type`` (when given), or a
+        same-name one of a DIFFERENT value, is recorded instead (an equal one is skipped)."""
         for attr in dir(mod):
             obj = getattr(mod, attr, None)
-            actual = getattr(obj, "_plugin_type", None)
-            if actual is None or not callable(obj) or getattr(obj, "__module__", None) != fqn:
+            tag = getattr(obj, "_plugin_type", None)
+            if tag is None or not callable(obj) or getattr(obj, "__module__", None) != fqn:
                 continue
+            actual = PluginType(tag)
             name = getattr(obj, "_plugin_name", attr)
-            if actual != kind:
+            if expected_type is not None and actual != expected_type:
+                kind = expected_type.name.lower()
                 self._record(
                     fqn,
-                    f"is a {PluginType(actual).name.lower()} but is under the"
-                    f" {kind.name.lower()} namespace; use @register.{kind.name.lower()}() or"
-                    f" move it to `{PluginType(actual).namespace}`",
+                    f"is a {actual.name.lower()} but is under the {kind} namespace \u2014 use"
+                    f" @register.{kind}() or move to `{actual.namespace}`",
                     name,
-                    PluginType(actual),
+                    actual,
                 )
                 continue
-            if name in found:
-                if plugins_equal(found[name], obj, kind):
+            if name in discovered:
+                if plugins_equal(discovered[name], obj, actual):
                     continue
                 self._record(
                     fqn,
-                    "duplicate: already registered with a different value by"
-                    f" `{_module_of(found[name])}`; keeping the first",
+                    "duplicate: already registered with a DIFFERENT value by"
+                    f" `{_module_of(discovered[name])}`; keeping the first",
                     name,
-                    kind,
+                    expected_type or actual,
                 )
                 continue
-            found[name] = obj
+            discovered[name] = obj
 
     def _record(
         self,
@@ -419,37 +466,6 @@ class PluginRegistry:
         if plugin_type is None and name is not None and group is not None:
             plugin_type = group
         self._errors.append(RegistrationError(module, error, name, plugin_type))
-
-
-def plugins_equal(a: Any, b: Any, kind: PluginType) -> bool:
-    """Whether two same-name registrations are the same plugin.
-
-    The same object, or the same function (module and qualified name), always is. Named
-    resources are also equal when their factories build equal resources; other kinds are not
-    called to find out.
-    """
-    if a is b or (_qualname(a) is not None and _qualname(a) == _qualname(b)):
-        return True
-    if kind != PluginType.NAMED_RESOURCE:
-        return False
-    try:
-        ra = a() if callable(a) else a
-        rb = b() if callable(b) else b
-        return _resource_key(ra) == _resource_key(rb)
-    except Exception:  # noqa: BLE001 - a factory that fails is never equal
-        return False
-
-
-def _resource_key(r: Any) -> tuple[Any, ...]:
-    tags = {k: v for k, v in dict(getattr(r, "tags", {})).items() if not k.startswith("torchx/")}
-    return (r.cpu, r.gpu, r.memMB, repr(r.capabilities), repr(r.devices), repr(tags))
-
-
-def _qualname(obj: Any) -> str | None:
-    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if mod is None or qual is None or "<" in qual:
-        return None
-    return f"{mod}:{qual}"
 
 
 def _module_of(obj: Any) -> str:

@@ -153,6 +153,20 @@ def _hints(cmpnt_fn: Callable[..., Any]) -> dict[str, Any]:
         ) from e
 
 
+def _flag_aliases(cmpnt_fn: Callable[..., Any]) -> dict[str, list[str]]:
+    """TorchX's extra option names: ``config_name: Annotated[str, "-cn"]`` is also ``-cn``."""
+    try:
+        hints = typing.get_type_hints(cmpnt_fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - `_hints` already reported unresolvable annotations
+        return {}
+    out: dict[str, list[str]] = {}
+    for name, tp in hints.items():
+        flags = [m for m in getattr(tp, "__metadata__", ()) if isinstance(m, str)]
+        if flags := [m for m in flags if m.startswith("-")]:
+            out[name] = flags
+    return out
+
+
 def _arg_type(tp: Any) -> Callable[[str], Any]:
     def parse(value: str) -> Any:
         try:
@@ -183,6 +197,7 @@ def _create_args_parser(
     help_flags = ["--help"] if "h" in params else ["-h", "--help"]
     parser.add_argument(*help_flags, action="help", help="show this help message and exit")
     defaults = _defaults(cmpnt_fn, hints, cmpnt_defaults, config)
+    aliases = _flag_aliases(cmpnt_fn)
     for name, param in params.items():
         tp = hints.get(name, str)
         help_text = args_desc.get(name, name)
@@ -193,8 +208,8 @@ def _create_args_parser(
             continue
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             continue
-        flags = [f"--{name}"]
-        if len(name) == 1:
+        flags = [*aliases.get(name, ()), f"--{name}"]
+        if len(name) == 1 and name not in aliases:
             flags.insert(0, f"-{name}")
         if "_" in name:
             flags.append(f"--{name.replace('_', '-')}")

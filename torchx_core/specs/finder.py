@@ -147,22 +147,30 @@ def _package_components(
     return out
 
 
+#: the discovered components (None: not discovered yet). TorchX's name: its users' tests set
+#: ``finder._components = None`` to have the next lookup discover again.
+_components: dict[str, _Component] | None = None
+
+
 class _Registry:
+    """Discovers the components once and keeps them in :data:`_components`."""
+
     def __init__(self) -> None:
-        self._components: dict[str, _Component] | None = None
         self._lock = threading.Lock()
 
     def get(self) -> dict[str, _Component]:
-        comps = self._components
+        global _components
+        comps = _components
         if comps is not None:
             return comps
         with self._lock:
-            if self._components is None:
-                self._components = _discover()
-            return self._components
+            if _components is None:
+                _components = _discover()
+            return _components
 
     def clear(self) -> None:
-        self._components = None
+        global _components
+        _components = None
 
 
 def _discover(validators: Validators = None) -> dict[str, _Component]:
