@@ -55,6 +55,7 @@ __all__ = [
     "StructuredOpts",
     "UnsupportedFeatureError",
     "filter_regex",
+    "lines_from_chunks",
     "require_combined_streams",
     "split_lines",
     "split_lines_iterator",
@@ -302,13 +303,16 @@ class Scheduler(abc.ABC, Generic[T]):
                     f"role `{role.name}` has no resource; set `resource=specs.resource(cpu=...,"
                     " memMB=...)` or a named resource (`h=...`)"
                 )
+            if not isinstance(role, Role):
+                continue  # a stand-in (a test double): TorchX's resource check only
             if role.num_replicas < 1:
                 problems.append(
                     f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1"
                 )
             problems += env_and_arg_problems(role.name, role.entrypoint, role.args, role.env)
         too_many = too_many_replicas(
-            sum(max(r.num_replicas, 0) for r in app.roles), f"app `{app.name}`"
+            sum(max(r.num_replicas, 0) for r in app.roles if isinstance(r, Role)),
+            f"app `{app.name}`",
         )
         if too_many:
             problems.append(too_many)
@@ -496,12 +500,29 @@ def filter_regex(regex: str, data: Iterable[str]) -> Iterator[str]:
 
 
 def split_lines(text: str) -> list[str]:
-    """Splits ``text`` into lines, keeping each line's ``\\n``."""
-    return text.splitlines(keepends=True)
+    """Splits ``text`` at ``\\n`` only (as TorchX: a ``\\r`` stays inside its line), keeping
+    each line's ``\\n``.
+
+    >>> split_lines("a\\rb\\nc")
+    ['a\\rb\\n', 'c']
+    """
+    *lines, rest = text.split("\n")
+    return [line + "\n" for line in lines] + ([rest] if rest else [])
 
 
 def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
-    """Re-chunks an iterable of text pieces into lines (keeping ``\\n``)."""
+    """Splits each chunk into lines (keeping ``\\n``), as TorchX: a line split across two chunks
+    comes out as two pieces (``["foo\\nbar", "baz"]`` gives ``"foo\\n", "bar", "baz"``).
+
+    To re-join lines that a stream split across chunks, use :func:`lines_from_chunks`.
+    """
+    for chunk in chunks:
+        yield from split_lines(chunk)
+
+
+def lines_from_chunks(chunks: Iterable[str]) -> Iterator[str]:
+    """Re-chunks a stream of text pieces into whole lines (keeping ``\\n``): a line split
+    across chunks is joined (``["foo\\nbar", "baz"]`` gives ``"foo\\n", "barbaz"``)."""
     buf = ""
     for chunk in chunks:
         buf += chunk

@@ -48,8 +48,8 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
     filter_regex,
+    lines_from_chunks,
     split_lines,
-    split_lines_iterator,
 )
 from torchx_core.schedulers.devices import get_device_mounts
 from torchx_core.specs import (
@@ -558,7 +558,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         try:
             if should_tail:
                 chunks = matches[0].logs(stream=True, follow=True, **kwargs)
-                lines: Iterable[str] = split_lines_iterator(
+                lines: Iterable[str] = lines_from_chunks(
                     b.decode("utf-8", errors="replace") for b in chunks
                 )
             else:

@@ -258,7 +258,9 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
     # -- submit -------------------------------------------------------------------------------
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
-        """Creates the app directory (all or nothing) and starts the app's supervisor.
+        """Creates the app directory (all or nothing), starts the app's supervisor and waits
+        until it has started the replicas (as TorchX: ``RUNNING`` right after, see
+        ``_launch.wait_started``).
 
         Returns the app id. Raises :class:`LocalDiskError` when the state cannot be written (full
         disk, read-only or unwritable root), naming the root and the cause.
@@ -304,6 +306,8 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
+        # TorchX's submit returns with the replicas started: RUNNING (not PENDING) right after
+        _launch.wait_started(req.app_dir, req.app_id)
         return req.app_id
 
     # -- inspection ---------------------------------------------------------------------------
