@@ -71,3 +71,20 @@ def test_a_real_role_still_gets_every_check() -> None:
     role.resource = specs.resource(cpu=1)
     with pytest.raises(AppValidationError, match="num_replicas=0"):
         _Sched().submit_dryrun(AppDef("test", roles=[role]), {})
+
+
+def test_direct_submit_dryrun_of_a_foreign_scheduler_validates_nothing_more() -> None:
+    # TorchX's contract: submit_dryrun does not call _validate (Runner.dryrun does)
+    app = AppDef("test", roles=[specs.Role("r", image="", entrypoint="e")])
+    info = _Sched().submit_dryrun(app, {})
+    assert info._app is app and info._cfg == {}
+
+
+def test_direct_submit_dryrun_of_a_builtin_backend_still_validates(tmp_path: object) -> None:
+    from torchx_core.schedulers.local.scheduler import create_dir_scheduler
+
+    sched = create_dir_scheduler("s", root=str(tmp_path))
+    assert sched.checks_in_dryrun
+    app = AppDef("test", roles=[specs.Role("r", image="/no/such/dir", entrypoint="e")])
+    with pytest.raises(AppValidationError, match="/no/such/dir"):
+        sched.submit_dryrun(app, {})

@@ -327,6 +327,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         stop_timeout: seconds between SIGTERM and SIGKILL when cancelling
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,
