@@ -141,6 +141,8 @@ class JobTable:
 
 
 class FakeScheduler(Scheduler[FakeRequest]):
+    checks_in_dryrun = True  # as the built-in backends: submit_dryrun validates
+
     def __init__(self, session_name: str, table: JobTable, steps: int = 1, **_: Any) -> None:
         super().__init__("fake", session_name)
         self.table = table

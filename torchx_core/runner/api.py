@@ -328,7 +328,14 @@ class Runner:
                 else:
                     role.env[key] = value
         sched = self._scheduler(scheduler)
-        dryrun_info = sched.submit_dryrun(app, dict(cfg or {}))
+        opts = sched.run_opts()
+        resolved_cfg = opts.resolve(dict(cfg or {}), strict=not opts.free_form)
+        if sched.checks_in_dryrun is not True:
+            # TorchX's contract for a scheduler defined elsewhere: its submit_dryrun neither
+            # builds workspaces nor validates, the runner does both (in TorchX's order)
+            sched._build_workspaces(app, resolved_cfg)
+            sched._validate(app, scheduler, resolved_cfg)
+        dryrun_info = sched.submit_dryrun(app, resolved_cfg)
         dryrun_info._scheduler = scheduler
         return dryrun_info
 

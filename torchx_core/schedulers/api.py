@@ -55,6 +55,7 @@ __all__ = [
     "StructuredOpts",
     "UnsupportedFeatureError",
     "filter_regex",
+    "lines_from_chunks",
     "require_combined_streams",
     "split_lines",
     "split_lines_iterator",
@@ -216,6 +217,13 @@ class Scheduler(abc.ABC, Generic[T]):
     #: scheduler kills replicas a dead supervisor left behind); the runner then forwards it.
     cancels_finished_apps: bool = False
 
+    #: Whether ``submit_dryrun`` itself builds the roles' workspaces and runs :meth:`_validate`
+    #: (every built-in backend sets it: a direct call cannot build a request for an app that
+    #: cannot run). False, the default for a scheduler defined elsewhere, is TorchX's contract:
+    #: ``submit`` and ``Runner.dryrun`` build the workspaces, ``Runner.dryrun`` calls
+    #: ``_validate``, and ``submit_dryrun`` checks only what no process can start with.
+    checks_in_dryrun: bool = False
+
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
@@ -239,6 +247,9 @@ class Scheduler(abc.ABC, Generic[T]):
             from torchx_core.specs import Workspace
 
             app.roles[0].workspace = Workspace.from_str(workspace)
+        if not self.checks_in_dryrun:  # TorchX's contract: submit builds, submit_dryrun does not
+            opts = self.run_opts()
+            self._build_workspaces(app, opts.resolve(cfg, strict=not opts.free_form))
         dryrun_info = self.submit_dryrun(app, cfg)
         return self.schedule(dryrun_info)
 
@@ -246,16 +257,20 @@ class Scheduler(abc.ABC, Generic[T]):
         """Builds the native request for ``app`` without submitting it.
 
         Resolves ``cfg`` against :meth:`run_opts` (defaults filled, types checked, unknown keys
-        refused unless ``run_opts().free_form``), builds the
-        workspaces of roles that have one (when the scheduler supports workspaces), validates the
-        app, calls ``_submit_dryrun`` and then each role's ``pre_proc`` hook in order.
+        refused unless ``run_opts().free_form``); with :attr:`checks_in_dryrun` (the built-in
+        backends) builds the workspaces of roles that have one and validates the app
+        (:meth:`_validate`), otherwise (TorchX's contract) checks only what no process can start
+        with; then calls ``_submit_dryrun`` and each role's ``pre_proc`` hook in order.
         """
         opts = self.run_opts()
         # the one check of run options for every entry point: an unknown key is refused (with
         # a close match) unless the scheduler declares free-form options
         resolved_cfg = opts.resolve(cfg, strict=not opts.free_form)
-        self._build_workspaces(app, resolved_cfg)
-        self._validate(app, self.backend, resolved_cfg)
+        if self.checks_in_dryrun:
+            self._build_workspaces(app, resolved_cfg)
+            self._validate(app, self.backend, resolved_cfg)
+        else:
+            _raise_problems(app, self.backend, _start_problems(app))
         dryrun_info = self._submit_dryrun(app, resolved_cfg)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
@@ -293,29 +308,13 @@ class Scheduler(abc.ABC, Generic[T]):
         checked before one request per replica is built) and arguments/environment no process
         can start with (NUL bytes, environment names that are empty or hold ``=``).
         """
-        problems = []
-        if not app.roles:
-            problems.append("the app has no roles")
-        for role in app.roles:
-            if role.resource == NULL_RESOURCE and self._requires_resource():
-                problems.append(
-                    f"role `{role.name}` has no resource; set `resource=specs.resource(cpu=...,"
-                    " memMB=...)` or a named resource (`h=...`)"
-                )
-            if role.num_replicas < 1:
-                problems.append(
-                    f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1"
-                )
-            problems += env_and_arg_problems(role.name, role.entrypoint, role.args, role.env)
-        too_many = too_many_replicas(
-            sum(max(r.num_replicas, 0) for r in app.roles), f"app `{app.name}`"
-        )
-        if too_many:
-            problems.append(too_many)
-        if problems:
-            raise AppValidationError(
-                f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
-            )
+        problems = [
+            f"role `{role.name}` has no resource; set `resource=specs.resource(cpu=...,"
+            " memMB=...)` or a named resource (`h=...`)"
+            for role in app.roles
+            if role.resource == NULL_RESOURCE and self._requires_resource()
+        ]
+        _raise_problems(app, scheduler, problems + _start_problems(app))
 
     def _requires_resource(self) -> bool:
         """Whether roles must carry a resource on this scheduler (local ones do not)."""
@@ -484,6 +483,29 @@ class Scheduler(abc.ABC, Generic[T]):
         self.close()
 
 
+def _start_problems(app: AppDef) -> list[str]:
+    """What no process can start with: no roles, fewer than one replica, more replicas than
+    ``$TORCHX_MAX_REPLICAS``, NUL bytes in arguments or environment, bad environment names.
+
+    A role stand-in (an object that is not a ``Role``, such as a test double) is skipped.
+    """
+    problems = [] if app.roles else ["the app has no roles"]
+    roles = [r for r in app.roles if isinstance(r, Role)]
+    for role in roles:
+        if role.num_replicas < 1:
+            problems.append(f"role `{role.name}` has num_replicas={role.num_replicas}; use >= 1")
+        problems += env_and_arg_problems(role.name, role.entrypoint, role.args, role.env)
+    too_many = too_many_replicas(sum(max(r.num_replicas, 0) for r in roles), f"app `{app.name}`")
+    return [*problems, too_many] if too_many else problems
+
+
+def _raise_problems(app: AppDef, scheduler: str, problems: list[str]) -> None:
+    if problems:
+        raise AppValidationError(
+            f"app `{app.name}` cannot run on `{scheduler}`: " + "; ".join(problems)
+        )
+
+
 def filter_regex(regex: str, data: Iterable[str]) -> Iterator[str]:
     """Yields the lines of ``data`` that match ``regex`` (``re.search``)."""
     try:
@@ -496,12 +518,29 @@ def filter_regex(regex: str, data: Iterable[str]) -> Iterator[str]:
 
 
 def split_lines(text: str) -> list[str]:
-    """Splits ``text`` into lines, keeping each line's ``\\n``."""
-    return text.splitlines(keepends=True)
+    """Splits ``text`` at ``\\n`` only (as TorchX: a ``\\r`` stays inside its line), keeping
+    each line's ``\\n``.
+
+    >>> split_lines("a\\rb\\nc")
+    ['a\\rb\\n', 'c']
+    """
+    *lines, rest = text.split("\n")
+    return [line + "\n" for line in lines] + ([rest] if rest else [])
 
 
 def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
-    """Re-chunks an iterable of text pieces into lines (keeping ``\\n``)."""
+    """Splits each chunk into lines (keeping ``\\n``), as TorchX: a line split across two chunks
+    comes out as two pieces (``["foo\\nbar", "baz"]`` gives ``"foo\\n", "bar", "baz"``).
+
+    To re-join lines that a stream split across chunks, use :func:`lines_from_chunks`.
+    """
+    for chunk in chunks:
+        yield from split_lines(chunk)
+
+
+def lines_from_chunks(chunks: Iterable[str]) -> Iterator[str]:
+    """Re-chunks a stream of text pieces into whole lines (keeping ``\\n``): a line split
+    across chunks is joined (``["foo\\nbar", "baz"]`` gives ``"foo\\n", "barbaz"``)."""
     buf = ""
     for chunk in chunks:
         buf += chunk

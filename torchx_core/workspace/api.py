@@ -52,9 +52,19 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
     ) -> None:
         """Builds ``role.workspace`` for ``role``; ``build_cache`` lives for one
         :meth:`build_workspaces` call (what to cache is the implementation's choice). The default
-        calls :meth:`build_workspace_and_update_role` with the role's workspace."""
-        if role.workspace:
-            self.build_workspace_and_update_role(role, role.workspace, cfg)
+        calls :meth:`build_workspace_and_update_role` with the role's workspace: as TorchX, the
+        project's path (a ``str``) when it is one directory without a target, else the
+        ``Workspace`` (TorchX: the projects merged into a temporary directory first)."""
+        ws = role.workspace
+        if not ws:
+            return
+        path = str(ws)
+        single = (
+            isinstance(ws, Workspace)
+            and ws.is_unmapped_single_project()
+            and Workspace.from_str(path) == ws  # the path reads back as the same workspace
+        )
+        self.build_workspace_and_update_role(role, path if single else ws, cfg)
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]

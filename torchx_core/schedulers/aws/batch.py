@@ -297,6 +297,8 @@ class AWSBatchScheduler(DockerWorkspaceMixin, Scheduler[BatchJob]):
         poll_interval: seconds between polls when following logs
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,

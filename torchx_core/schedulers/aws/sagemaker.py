@@ -178,6 +178,8 @@ class AWSSageMakerScheduler(DockerWorkspaceMixin, Scheduler[SageMakerJob]):
         poll_interval: seconds between polls when following logs
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,

@@ -48,8 +48,8 @@ from torchx_core.schedulers.api import (
     Stream,
     StructuredOpts,
     filter_regex,
+    lines_from_chunks,
     split_lines,
-    split_lines_iterator,
 )
 from torchx_core.schedulers.devices import get_device_mounts
 from torchx_core.specs import (
@@ -327,6 +327,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         stop_timeout: seconds between SIGTERM and SIGKILL when cancelling
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,
@@ -558,7 +560,7 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
         try:
             if should_tail:
                 chunks = matches[0].logs(stream=True, follow=True, **kwargs)
-                lines: Iterable[str] = split_lines_iterator(
+                lines: Iterable[str] = lines_from_chunks(
                     b.decode("utf-8", errors="replace") for b in chunks
                 )
             else:

@@ -203,6 +203,8 @@ class KubernetesMCADScheduler(Scheduler[AppWrapperRequest]):
         client: a ``kubernetes.client.ApiClient``; by default built from the kubeconfig.
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(self, session_name: str, client: Any | None = None) -> None:
         super().__init__("kubernetes_mcad", session_name)
         self._clients = KubeClients(client)

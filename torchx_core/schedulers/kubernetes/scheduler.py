@@ -379,6 +379,8 @@ class KubernetesScheduler(DockerWorkspaceMixin, Scheduler[KubernetesJob]):
         docker_client: Docker client for workspace images (default ``docker.from_env()``)
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self, session_name: str, client: Any | None = None, docker_client: Any | None = None
     ) -> None:

@@ -156,6 +156,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
         SchedulerArgumentError: ``cache_size`` is not an int >= 1.
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
     cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
 
     def __init__(
@@ -248,17 +249,14 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
         return AppDryRunInfo(builder.build(app, cfg, make_unique(app.name)), format_request)
 
     def _to_popen_request(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> LocalRequest:
-        """The request for ``app`` (TorchX's ``PopenRequest``: see ``LocalRequest.role_params``).
-
-        ``cfg`` is resolved against :meth:`run_opts` first; unlike ``submit_dryrun``, the app is
-        not validated (as TorchX's method of this name).
-        """
+        """The request for ``app`` (TorchX's ``PopenRequest``, see ``LocalRequest.role_params``),
+        ``cfg`` resolved first; the app is not validated (as TorchX's method of this name)."""
         return self._submit_dryrun(app, self.run_opts().resolve(cfg)).request
 
     # -- submit -------------------------------------------------------------------------------
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
-        """Creates the app directory (all or nothing) and starts the app's supervisor.
+        """Creates the app directory (all or nothing), starts its supervisor, waits for replicas.
 
         Returns the app id. Raises :class:`LocalDiskError` when the state cannot be written (full
         disk, read-only or unwritable root), naming the root and the cause.
@@ -304,6 +302,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
+        _launch.wait_started(req.app_dir, req.app_id)
         return req.app_id
 
     # -- inspection ---------------------------------------------------------------------------

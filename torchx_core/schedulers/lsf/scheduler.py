@@ -311,6 +311,8 @@ class LsfScheduler(Scheduler[LsfBsubRequest]):
         run_cmd: runs a command, returns ``CompletedProcess[str]`` (default: subprocess).
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(self, session_name: str, run_cmd: CommandRunner | None = None) -> None:
         super().__init__("lsf", session_name)
         self._run_cmd: CommandRunner = run_cmd or run_command

@@ -217,6 +217,8 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         poll_interval: seconds between polls when following logs
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,

@@ -208,6 +208,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             injected ``run_cmd``, ``sbatch --version`` through it).
     """
 
+    checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+
     def __init__(
         self,
         session_name: str,
