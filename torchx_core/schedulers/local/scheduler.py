@@ -256,7 +256,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
     # -- submit -------------------------------------------------------------------------------
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
-        """Creates the app directory (all or nothing), starts its supervisor, waits for replicas.
+        """Creates the app directory (all or nothing) and starts the app's supervisor.
 
         Returns the app id. Raises :class:`LocalDiskError` when the state cannot be written (full
         disk, read-only or unwritable root), naming the root and the cause.
@@ -302,7 +302,6 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             raise SchedulerError(f"could not start app {req.app_id}: {e}") from e
         finally:
             os.close(lock_fd)  # the supervisor holds its own copy
-        _launch.wait_started(req.app_dir, req.app_id)
         return req.app_id
 
     # -- inspection ---------------------------------------------------------------------------
