@@ -8,6 +8,7 @@ can run (a directory, an image) and points ``role.image`` at it.
 from __future__ import annotations
 
 import abc
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["TORCHX_IGNORE", "WorkspaceMixin", "copy_workspace", "workspace_digest"]
 
 T = TypeVar("T")
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 # Files never copied into a workspace.
 _IGNORED = (".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
@@ -113,7 +116,8 @@ def copy_workspace(
     """Copies every project of ``workspace`` into ``outdir`` (created if missing).
 
     Each project directory's ``ignore_file`` (``.torchxignore``; the Docker workspace reads
-    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`).
+    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`). A local
+    project that does not exist copies nothing (a warning), as in TorchX.
     """
     import shutil
     from pathlib import Path
@@ -127,6 +131,10 @@ def copy_workspace(
             _copy_fsspec_project(src, target, ignore_file)
             continue
         src_path = Path(os.path.expanduser(src))
+        if not os.path.lexists(src_path):  # as TorchX: nothing to copy (the runner refuses it)
+            logger.warning("workspace project %s does not exist: nothing copied from it", src)
+            out.mkdir(parents=True, exist_ok=True)
+            continue
         if src_path.is_dir():
             rules = IgnoreRules(str(src_path), ignore_file)
 

@@ -20,6 +20,25 @@ from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
 __all__ = ["DirWorkspaceMixin", "TmpDirWorkspaceMixin"]
 
 
+def _copy_to_dir(workspace: str, target: str) -> None:
+    """TorchX's helper: copies ``workspace`` into ``target`` (``.torchxignore`` rules applied);
+    either may be an fsspec URL (``memory://a``, ``s3://bucket/b``)."""
+    if "://" not in target:
+        copy_workspace(workspace, target)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(target)
+    with tempfile.TemporaryDirectory(prefix="torchx_workspace") as tmp:
+        copy_workspace(workspace, tmp)
+        for root, _, files in os.walk(tmp):
+            rel = os.path.relpath(root, tmp)
+            for name in files:
+                dest = "/".join(p for p in (path.rstrip("/"), rel, name) if p and p != ".")
+                fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
+                fs.put_file(os.path.join(root, name), dest)
+
+
 class TmpDirWorkspaceMixin(WorkspaceMixin[None]):
     """Copies the workspace into a new temporary directory and runs the role from there."""
 
