@@ -112,7 +112,7 @@ def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
         default one added under that name.
     """
     with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
-        copy_workspace(workspace, tmp, DOCKER_IGNORE)
+        copy_workspace(workspace, tmp, DOCKER_IGNORE, missing_ok=True)
         dockerfile = TORCHX_DOCKERFILE
         if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):  # TorchX's default one
             with open(os.path.join(tmp, dockerfile), "wb") as f:
@@ -141,6 +141,8 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
     Args:
         docker_client: a ``docker.DockerClient`` (or a fake); default ``docker.from_env()``
     """
+
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def __init__(
         self, *args: Any, docker_client: DockerClient | None = None, **kwargs: Any

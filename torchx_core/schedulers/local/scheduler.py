@@ -156,6 +156,8 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
         SchedulerArgumentError: ``cache_size`` is not an int >= 1.
     """
 
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
+
     cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
 
     def __init__(

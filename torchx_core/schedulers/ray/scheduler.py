@@ -217,6 +217,8 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
         poll_interval: seconds between polls when following logs
     """
 
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
+
     def __init__(
         self,
         session_name: str,

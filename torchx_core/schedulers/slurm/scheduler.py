@@ -202,6 +202,8 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             injected ``run_cmd``, ``sbatch --version`` through it).
     """
 
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
+
     def __init__(
         self,
         session_name: str,
