@@ -205,3 +205,19 @@ def test_a_missing_project_builds_an_empty_context_with_a_warning(
     ctx, dockerfile = build_context(str(tmp_path / "bogus"))
     assert _files(ctx.read()) == {dockerfile}
     assert "bogus does not exist" in caplog.text
+
+
+def test_a_local_image_to_push_without_image_repo_is_torchx_key_error() -> None:
+    """As TorchX: ``dryrun_push_images`` of a role running a local (``sha256:``) image needs
+    ``image_repo`` (a remote cluster cannot pull the image); ``local_docker`` does not ask."""
+    from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin, MissingImageRepoError
+
+    app = AppDef("a", roles=[Role("r", image="sha256:abc"), Role("s", image="busybox")])
+    with pytest.raises(KeyError) as e:
+        DockerWorkspaceMixin().dryrun_push_images(app, {})
+    assert isinstance(e.value, MissingImageRepoError)
+    assert str(e.value).startswith("role 'r' runs the local image sha256:abc")
+    assert "-cfg image_repo=" in str(e.value) and app.roles[0].image == "sha256:abc"
+    assert DockerWorkspaceMixin().dryrun_push_images(AppDef("b", roles=[app.roles[1]]), {}) == {}
+    pushed = DockerWorkspaceMixin().dryrun_push_images(app, {"image_repo": "reg/me"})
+    assert pushed == {"sha256:abc": ("reg/me", "abc")} and app.roles[0].image == "reg/me:abc"

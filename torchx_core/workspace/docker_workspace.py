@@ -18,7 +18,9 @@ image id; an ``error`` event raises :class:`DockerBuildError` (a ``docker.errors
 too, as in TorchX). A local project that does not exist is copied as nothing (with a warning),
 as in TorchX; the runner refuses such a workspace before any build. With the
 ``image_repo`` run option, :meth:`DockerWorkspaceMixin.dryrun_push_images` renames the built images
-to ``{image_repo}:{tag}`` and :meth:`DockerWorkspaceMixin.push_images` pushes them.
+to ``{image_repo}:{tag}`` and :meth:`DockerWorkspaceMixin.push_images` pushes them; without it, a
+built image raises :class:`MissingImageRepoError` there, as in TorchX (``local_docker``, which
+runs the local image, does not ask for a push without ``image_repo``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "DockerEngineError",
     "DockerWorkspaceError",
     "DockerWorkspaceMixin",
+    "MissingImageRepoError",
     "build_context",
 ]
 
@@ -64,6 +67,13 @@ LABEL_WORKSPACE = "torchx.pytorch.org/workspace"
 
 class DockerWorkspaceError(TorchXError, RuntimeError):
     """Building or pushing a workspace image failed (the engine's output is in the message)."""
+
+
+class MissingImageRepoError(DockerWorkspaceError, KeyError):
+    """A local workspace image must be pushed but no ``image_repo`` is set (TorchX: KeyError)."""
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
 
 
 class DockerBuildError(DockerWorkspaceError):
@@ -242,14 +252,22 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         """Renames locally built images to ``{image_repo}:{tag}``; returns what to push.
 
         Returns:
-            ``{local_image_id: (repository, tag)}``; empty without ``image_repo``.
+            ``{local_image_id: (repository, tag)}`` (empty: no role runs a local image).
+
+        Raises:
+            MissingImageRepoError: a role runs a local image and ``image_repo`` is not set (a
+                ``KeyError``, as in TorchX: the cluster could not pull the image).
         """
         repo = cfg.get("image_repo")
-        if not repo:
-            return {}
         images: dict[str, tuple[str, str]] = {}
         for role in app.roles:
             if role.image.startswith("sha256:"):
+                if not repo:
+                    raise MissingImageRepoError(
+                        f"role {role.name!r} runs the local image {role.image} (its workspace"
+                        " build), which the cluster cannot pull: set the `image_repo` run option"
+                        " to a repository you can push to (-cfg image_repo=registry/me/trainer)"
+                    )
                 tag = role.image[len("sha256:") :][:12]
                 images[role.image] = (str(repo), tag)
                 role.image = f"{repo}:{tag}"
