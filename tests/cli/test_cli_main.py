@@ -635,3 +635,35 @@ def test_torchxconfig_varargs_fill_utils_sh(
     first, second = fake_plugin.jobs.values()
     assert first.request.roles[0][3] == ["-c", "echo from-config"]
     assert second.request.roles[0][3] == ["-c", "echo from-cli"]
+
+
+@pytest.mark.parametrize("extra", [["--wait"], ["--log"]])
+def test_run_waits_through_runner_wait_even_for_an_ended_app(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """As TorchX: ``torchx run`` waits with ``Runner.wait`` (its users patch it to simulate a
+    signal); what it raises ends the command, and the runner's schedulers are closed."""
+    from unittest import mock
+
+    from torchx_core.runner import Runner
+
+    class Signalled(Exception):
+        pass
+
+    import argparse
+
+    from torchx_core.cli.cmd_run import CmdRun
+
+    fake_plugin.steps = 0  # ended by the first status read
+    cmd = CmdRun()
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    args = parser.parse_args(["-s", "fake", *extra, "utils.echo", "--msg", "hi"])
+    closed = fake_plugin.closed
+    with (
+        mock.patch.object(Runner, "wait", side_effect=Signalled) as wait,
+        pytest.raises(Signalled),
+    ):
+        cmd.run(args)
+    wait.assert_called_once()
+    assert fake_plugin.closed > closed
