@@ -145,7 +145,10 @@ def test_get_fn_docstring() -> None:
 
 def test_get_fn_docstring_without_docstring() -> None:
     description, args = get_fn_docstring(no_docs)
-    assert description.startswith("no_docs") and "TIP" in description
+    assert description == (  # TorchX's text, word for word
+        "no_docs TIP: improve this help string by adding a docstring\nto your component (see:"
+        " https://meta-pytorch.org/torchx/latest/component_best_practices.html)"
+    )
     assert args["a"] == " "
 
 

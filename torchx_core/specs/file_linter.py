@@ -52,6 +52,11 @@ TIP = (
     "TIP: improve this help string by adding a google-style docstring to your component"
     " (a description, then an 'Args:' section describing each parameter)"
 )
+# TorchX's description of a component without a docstring (after its name), word for word
+NO_DOCSTRING_TIP = (
+    "TIP: improve this help string by adding a docstring\nto your component (see:"
+    " https://meta-pytorch.org/torchx/latest/component_best_practices.html)"
+)
 
 
 @dataclass
@@ -409,10 +414,11 @@ class TorchXArgumentHelpFormatter(
 def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     """Parses the function and arguments description from ``fn``'s google-style docstring.
 
-    Without a docstring, the description is the function name plus a TIP on how to improve
-    the help message. Arguments missing from the docstring are described by ``" "``; the
-    component's ``--help`` (:class:`TorchXArgumentHelpFormatter`) adds whether each argument is
-    required or its default.
+    Without a docstring, the description is the function name plus TorchX's TIP on how to
+    improve the help message (pointing at TorchX's component best practices). Arguments
+    missing from the docstring are described by ``" "``; the component's ``--help``
+    (:class:`TorchXArgumentHelpFormatter`) adds whether each argument is required or its
+    default.
 
     Args:
         fn: Function with or without docstring
@@ -424,7 +430,7 @@ def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     if doc:
         description, args_desc = parse_google_docstring(doc)
     else:
-        description, args_desc = f"{getattr(fn, '__name__', 'component')} {TIP}", {}
+        description, args_desc = f"{getattr(fn, '__name__', 'component')} {NO_DOCSTRING_TIP}", {}
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
