@@ -69,7 +69,12 @@ def test_missing_docstring_is_no_linter_message() -> None:
             "dict[str]",
             "Malformed dict type 'dict[str]', expected exactly two type parameters (dict[K, V])",
         ),
-        ("tuple[str, str]", "Unsupported container type 'tuple'"),  # no parser reads one
+        (
+            "tuple[str]",
+            "Unsupported tuple type 'tuple[str]': single-element tuples are valid typing but not"
+            " supported for components; expected element types (tuple[T1, T2, ...])",
+        ),
+        ("tuple[str, list[str]]", "Non-primitive element type ''list[str]''"),
     ],
 )
 def test_argument_type_messages_are_torchx(tmp_path: Path, annotation: str, expected: str) -> None:
