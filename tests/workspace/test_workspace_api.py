@@ -135,3 +135,19 @@ def test_copy_of_a_missing_project_raises_unless_missing_ok(
         copy_workspace(str(tmp_path / "gone"), tmp_path / "out")
     copy_workspace(str(tmp_path / "gone"), tmp_path / "out2", missing_ok=True)
     assert list((tmp_path / "out2").iterdir()) == [] and "gone does not exist" in caplog.text
+
+
+def test_this_package_s_hooks_get_the_workspace_itself(tmp_path: Path) -> None:
+    """Slurm points the role at the project (no copy): several projects without ``job_dir``
+    stay refused instead of pointing at a merged temporary directory that is then deleted."""
+    from torchx_core.schedulers.api import UnsupportedFeatureError
+    from torchx_core.schedulers.slurm.scheduler import SlurmScheduler
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    ws = Workspace({str(tmp_path / "a"): "", str(tmp_path / "b"): "b"})
+    with pytest.raises(UnsupportedFeatureError, match="maps several projects"):
+        SlurmScheduler("t").build_workspaces([Role("r", image="i", workspace=ws)], {})
+    role = Role("r", image="i", workspace=Workspace({str(tmp_path / "a"): ""}))
+    SlurmScheduler("t").build_workspaces([role], {})
+    assert role.image == str(tmp_path / "a")

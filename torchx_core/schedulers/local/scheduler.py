@@ -124,8 +124,7 @@ __all__ = [
 
 logger: logging.Logger = logging.getLogger(__name__)
 
-# TorchX's module-level names (image providers, log names...), defined in ``_images`` and loaded
-# on first use: the status and dry-run paths do not need them
+# TorchX's module-level names (image providers, log names...), loaded from ``_images`` when used
 __getattr__, __dir__ = lazy_exports(
     __name__, dict.fromkeys(_TORCHX_NAMES, "torchx_core.schedulers.local._images"), globals()
 )
@@ -155,8 +154,6 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
     Raises:
         SchedulerArgumentError: ``cache_size`` is not an int >= 1.
     """
-
-    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     cancels_finished_apps = True  # cancel of a FAILED app still kills a dead supervisor's leftovers
 
@@ -216,6 +213,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             )
 
     # -- workspaces ---------------------------------------------------------------------------
+    _hook_takes_workspace = True  # the hook below takes the Workspace, not a path
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
