@@ -190,11 +190,13 @@ def test_an_unknown_run_option_is_refused_with_a_suggestion(
     assert fake_plugin.jobs == {}
 
 
-def test_option_given_twice_is_an_argparse_error(
+def test_run_option_given_twice_exits_1_as_torchx(
     fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, _, err = cli(capsys, "run", "-s", "fake", "-s", "fake", "utils.echo")
-    assert rc == 2 and "more than once" in err
+    # TorchX exits 1 for a `torchx run` option given twice (argparse's own errors exit 2)
+    for argv in (["-s", "fake", "-s", "fake"], ["-s", "fake", "-cfg", "a=1", "-cfg", "b=2"]):
+        rc, _, err = cli(capsys, "run", *argv, "utils.echo")
+        assert rc == 1 and "is given more than once" in err and "usage:" in err
 
 
 def test_status_text_and_json(fake_plugin: JobTable, capsys: pytest.CaptureFixture[str]) -> None:
@@ -328,7 +330,7 @@ def test_parse_log_identifier() -> None:
     assert parse_identifier("local_cwd://s/app") == ("local_cwd://s/app", None, None)
     assert parse_identifier("local_cwd:///app/trainer") == ("local_cwd:///app", "trainer", None)
     assert parse_identifier("k8s://s/app/trainer/0,2") == ("k8s://s/app", "trainer", [0, 2])
-    for bad in ("app", "x://s", "x://s/app/r/a"):
+    for bad in ("app", "x://s", "x://s/app/r/a", "x://s/app/", "x://s/app/r/"):  # TorchX's
         with pytest.raises(MalformedAppHandleException):
             parse_identifier(bad)
 
@@ -633,3 +635,35 @@ def test_torchxconfig_varargs_fill_utils_sh(
     first, second = fake_plugin.jobs.values()
     assert first.request.roles[0][3] == ["-c", "echo from-config"]
     assert second.request.roles[0][3] == ["-c", "echo from-cli"]
+
+
+@pytest.mark.parametrize("extra", [["--wait"], ["--log"]])
+def test_run_waits_through_runner_wait_even_for_an_ended_app(
+    fake_plugin: JobTable, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """As TorchX: ``torchx run`` waits with ``Runner.wait`` (its users patch it to simulate a
+    signal); what it raises ends the command, and the runner's schedulers are closed."""
+    from unittest import mock
+
+    from torchx_core.runner import Runner
+
+    class Signalled(Exception):
+        pass
+
+    import argparse
+
+    from torchx_core.cli.cmd_run import CmdRun
+
+    fake_plugin.steps = 0  # ended by the first status read
+    cmd = CmdRun()
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    args = parser.parse_args(["-s", "fake", *extra, "utils.echo", "--msg", "hi"])
+    closed = fake_plugin.closed
+    with (
+        mock.patch.object(Runner, "wait", side_effect=Signalled) as wait,
+        pytest.raises(Signalled),
+    ):
+        cmd.run(args)
+    wait.assert_called_once()
+    assert fake_plugin.closed > closed

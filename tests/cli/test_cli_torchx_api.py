@@ -16,7 +16,7 @@ from torchx_core.cli import argparse_util, cmd_log, cmd_tracker, main
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.cli.cmd_list import CmdList
 from torchx_core.runner import config
-from torchx_core.specs import AppState, MalformedAppHandleException
+from torchx_core.specs import AppState
 
 
 def add_job(table: JobTable, app_id: str, roles: dict[str, int], state: AppState) -> str:
@@ -52,15 +52,37 @@ def test_get_logs_writes_every_selected_replica_with_torchx_prefixes(
     assert len(out.getvalue().splitlines()) == 4 and f"{g}master/0{e} INFO m" in out.getvalue()
 
 
-def test_get_logs_of_an_unknown_app_warns_and_a_bad_identifier_raises(
+def test_get_logs_of_an_unknown_app_warns_and_a_bad_identifier_exits_1(
     fake_plugin: JobTable, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = io.StringIO()
     cmd_log.get_logs(out, "fake://torchx/nope/trainer", regex=None)
     assert out.getvalue() == "" and "app `fake://torchx/nope` not found" in caplog.text
-    with pytest.raises(MalformedAppHandleException, match="SCHEDULER://"):
-        cmd_log.validate("fake://session")  # TorchX exits 1 here; a typed error is raised
+    # as TorchX: logged, then sys.exit(1) (parse_identifier is the typed form)
+    for bad in ("fake://session", "fake://s/app/role/", "local:///app/"):
+        with (
+            mock.patch("sys.exit", side_effect=RuntimeError("exit")) as exit_,
+            pytest.raises(RuntimeError),
+        ):
+            cmd_log.validate(bad)
+        exit_.assert_called_once_with(1)
+        with pytest.raises(SystemExit):
+            cmd_log.get_logs(out, bad, regex=None)
+    assert "SCHEDULER://" in caplog.text
     cmd_log.validate("kubernetes://session/queue:name-1234/role/1,2,3")
+
+
+def test_get_logs_of_an_unknown_role_exits_1(
+    fake_plugin: JobTable, caplog: pytest.LogCaptureFixture
+) -> None:
+    handle = add_job(fake_plugin, "a3", {"trainer": 1}, AppState.RUNNING)
+    with (
+        mock.patch("sys.exit", side_effect=RuntimeError("exit")) as exit_,
+        pytest.raises(RuntimeError),
+    ):
+        cmd_log.get_logs(io.StringIO(), f"{handle}/trainr", regex=None)
+    exit_.assert_called_once_with(1)
+    assert "has no role 'trainr'. Did you mean: 'trainer'?" in caplog.text
 
 
 def test_get_logs_uses_the_patchable_get_runner(fake_plugin: JobTable) -> None:
@@ -94,8 +116,9 @@ def test_arg_once_is_scoped_to_one_parse(capsys: pytest.CaptureFixture[str]) -> 
     parser.add_argument("--w", action=argparse_util.ArgOnceAction)
     assert parser.parse_args(["--w", "a"]).w == "a"
     assert parser.parse_args(["--w", "b"]).w == "b"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_info:
         parser.parse_args(["--w", "a", "--w", "b"])
+    assert exit_info.value.code == 1  # TorchX's exit code for it
     assert "`--w` is given more than once" in capsys.readouterr().err
 
 
@@ -174,12 +197,16 @@ def test_run_args_from_json_fills_torchx_defaults_and_names_bad_fields() -> None
         {"component_name": "utils.echo", "scheduler": "local_cwd", "scheduler_args": {}}
     )
     assert run == TorchXRunArgs("utils.echo", "local_cwd", {}, workspace=str(Path.cwd()))
-    with pytest.raises(RunArgsError, match="misses the required field"):
+    with pytest.raises(RunArgsError) as missing:
         torchx_run_args_from_json({"component_name": "x", "scheduler_args": {}})
-    with pytest.raises(RunArgsError, match=r"schedulr.*Did you mean: 'scheduler'"):
+    # TorchX's message first (its users' tests compare args[0]), then what is required
+    assert missing.value.args[0] == "The following required fields are missing: scheduler"
+    assert "needs component_name, scheduler, scheduler_args" in str(missing.value)
+    with pytest.raises(RunArgsError, match=r"schedulr.*Did you mean: 'scheduler'") as extra:
         torchx_run_args_from_json(
             {"component_name": "x", "scheduler": "s", "scheduler_args": {}, "schedulr": "s"}
         )
+    assert extra.value.args[0] == "The following fields are not part of the run command: schedulr."
 
 
 def test_run_from_stdin_json(

@@ -205,3 +205,27 @@ def test_component_args_from_str_splits_as_torchx() -> None:
     got = component_args_from_str(comp, ["--foo=x", "--n", "3", "--bar", "a=1,b=2", "--", "p", "q"])
     assert got == ComponentArgs({"foo": "x", "n": 3}, ["p", "q"], {"bar": {"a": 1, "b": 2}})
     assert component_args_from_str(comp, ["--foo", "x", "--n", "1"], {"n": "5"}).var_args == []
+
+
+def _pair(point: tuple[str, int] | None = None, size: tuple[int, float] = (1, 2.0)) -> AppDef:
+    """Tuple arguments.
+
+    Args:
+        point: a name and a count
+        size: two numbers
+    """
+    return AppDef("pair", roles=[Role("r", image="i", args=[repr(point), repr(size)])])
+
+
+def test_tuple_args_read_comma_separated_values() -> None:
+    """TorchX's linter takes ``tuple[T1, T2, ...]`` arguments; here they are read from the
+    command line too (``a,b``), with the element count checked."""
+    app = materialize_appdef(_pair, ["--point", "a,3", "--size", "4,0.5"])
+    assert app.roles[0].args == ["('a', 3)", "(4, 0.5)"]
+    assert materialize_appdef(_pair, []).roles[0].args == ["None", "(1, 2.0)"]
+    with pytest.raises(
+        ComponentArgumentError, match=r"'a,3,4' has 3 value\(s\); tuple\[str, int\] takes 2"
+    ):
+        materialize_appdef(_pair, ["--point", "a,3,4"])
+    with pytest.raises(ComponentArgumentError, match="'x' is not a valid int"):
+        materialize_appdef(_pair, ["--point", "a,x"])

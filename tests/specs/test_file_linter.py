@@ -69,7 +69,12 @@ def test_missing_docstring_is_no_linter_message() -> None:
             "dict[str]",
             "Malformed dict type 'dict[str]', expected exactly two type parameters (dict[K, V])",
         ),
-        ("tuple[str, str]", "Unsupported container type 'tuple'"),  # no parser reads one
+        (
+            "tuple[str]",
+            "Unsupported tuple type 'tuple[str]': single-element tuples are valid typing but not"
+            " supported for components; expected element types (tuple[T1, T2, ...])",
+        ),
+        ("tuple[str, list[str]]", "Non-primitive element type ''list[str]''"),
     ],
 )
 def test_argument_type_messages_are_torchx(tmp_path: Path, annotation: str, expected: str) -> None:
@@ -145,7 +150,10 @@ def test_get_fn_docstring() -> None:
 
 def test_get_fn_docstring_without_docstring() -> None:
     description, args = get_fn_docstring(no_docs)
-    assert description.startswith("no_docs") and "TIP" in description
+    assert description == (  # TorchX's text, word for word
+        "no_docs TIP: improve this help string by adding a docstring\nto your component (see:"
+        " https://meta-pytorch.org/torchx/latest/component_best_practices.html)"
+    )
     assert args["a"] == " "
 
 

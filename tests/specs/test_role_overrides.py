@@ -147,3 +147,29 @@ def test_macros_apply_shares_the_overrides_dict() -> None:
     assert copied.args == ["root"]
     plain = Role("r", "img")
     assert values.apply(plain).overrides is not plain.overrides
+
+
+def test_torchx_lock_entry_names_and_no_lock_once_resolved() -> None:
+    """TorchX's ``specs.api._OVERRIDES_LOCK_KEY``/``_OverridesLock``: the dict entry holding the
+    resolution lock (``.lock``), which a resolved read does not take; a dict holding only that
+    entry has no overrides (``macros.Values.apply`` gives the copy its own dict)."""
+    from torchx_core.specs.api import _OVERRIDES_LOCK_KEY, _OverridesLock
+
+    role = Role("r", "img", overrides={"image": lambda: "base"})
+    assert role.image == "base"
+    holder = role.overrides[_OVERRIDES_LOCK_KEY]
+    assert isinstance(holder, _OverridesLock)
+
+    class NoLock:
+        def __enter__(self) -> None:
+            raise AssertionError("a resolved read took the resolution lock")
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    holder.lock = NoLock()
+    assert role.image == "base"
+    values = macros.Values(img_root="i", app_id="a", replica_id="0", rank0_env="R")
+    locked = Role("r", "img")
+    locked.overrides[_OVERRIDES_LOCK_KEY] = _OverridesLock()
+    assert values.apply(locked).overrides is not locked.overrides

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
-from typing import Literal, Optional
+from typing import Any, Dict, Literal, Optional  # noqa: UP035
 
 import pytest
 
@@ -337,6 +337,19 @@ def test_add_refuses_a_default_of_the_wrong_type() -> None:
     with pytest.raises(RunOptDefinitionError) as e:
         runopts().add("n", type_=int, help="n", default="1")
     assert str(e.value).endswith(" Given: '1' (str)")
+    with pytest.raises(RunOptDefinitionError, match=r"Given: \['a'\] \(list\)"):
+        runopts().add("d", type_=dict[str, str], help="d", default=["a"])
+
+
+@pytest.mark.parametrize("dict_type", [dict[str, str], Dict[str, str]])  # noqa: UP006
+def test_an_empty_list_default_of_a_dict_option_is_an_empty_dict(dict_type: Any) -> None:
+    """TorchX's definitions write ``default=[]`` for a dict option; kept as ``{}`` so a cfg that
+    omits the option still gets a dict."""
+    opts = runopts()
+    opts.add("E", type_=dict_type, help="a dict opt", default=[])
+    assert opts.get("E").default == {}  # type: ignore[union-attr]
+    assert opts.resolve({}) == {"E": {}}
+    assert opts.cfg_from_str("E=f:b,F:B") == {"E": {"f": "b", "F": "B"}}
 
 
 @pytest.mark.parametrize("bad", [3, None])

@@ -217,6 +217,22 @@ class FakeImages:
 
 
 @dataclass
+class FakeAPIClient:
+    """``client.api``: the low-level build (TorchX's call), recorded in ``images.builds``."""
+
+    images: FakeImages
+    build_error: str = ""
+
+    def build(
+        self, fileobj: io.BytesIO, decode: bool = False, **kwargs: Any
+    ) -> Iterator[dict[str, Any]]:
+        image, log = self.images.build(fileobj, **kwargs)
+        if self.build_error:
+            return iter([*log, {"error": self.build_error}])
+        return iter([*log, {"aux": {"ID": image.id}}])
+
+
+@dataclass
 class FakeNetworks:
     names: list[str] = field(default_factory=list)
 
@@ -234,6 +250,7 @@ class FakeDockerClient:
     def __init__(self, images: tuple[str, ...] = (BUSYBOX,)) -> None:
         self.containers = FakeContainers(self)
         self.images = FakeImages(self)
+        self.api = FakeAPIClient(self.images)
         self.networks = FakeNetworks()
         self.ignore_sigterm = False
         self.push_error = ""

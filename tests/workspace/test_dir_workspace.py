@@ -54,3 +54,31 @@ def test_tmp_dir_workspace(project: Path) -> None:
     _Tmp().build_workspace_and_update_role(role, str(project), {})
     assert Path(role.image).name.startswith("torchx_workspace")
     assert (Path(role.image) / "pkg" / "mod.py").read_text() == "X = 1\n"
+
+
+def test_a_missing_project_copies_nothing_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As TorchX: the mixin copies nothing from a workspace that does not exist (the runner is
+    what refuses it, before any build); here a warning names it."""
+    job_dir = tmp_path / "job"
+    role = Role("r", image="orig", entrypoint="python")
+    _Dir().build_workspace_and_update_role(role, "invalid", {"job_dir": str(job_dir)})
+    assert role.image == str(job_dir) and list(job_dir.iterdir()) == []
+    assert "workspace project invalid does not exist" in caplog.text
+
+
+def test_torchx_copy_to_dir_reads_and_writes_fsspec_urls(project: Path) -> None:
+    """TorchX's ``_copy_to_dir(workspace, target)``: either side may be an fsspec URL; the
+    source's ``.torchxignore`` applies."""
+    import fsspec
+
+    from torchx_core.workspace.dir_workspace import _copy_to_dir
+
+    (project / ".torchxignore").write_text("pkg\n")
+    fs = fsspec.filesystem("memory")
+    _copy_to_dir(str(project), "memory://copy_to_dir_dest")
+    got = {p.partition("copy_to_dir_dest/")[2] for p in fs.find("/copy_to_dir_dest")}
+    assert got == {".torchxignore", "main.py"}
+    _copy_to_dir("memory://copy_to_dir_dest", "memory://copy_to_dir_again")
+    assert fs.cat("/copy_to_dir_again/main.py") == b"print('hi')\n"

@@ -167,3 +167,57 @@ def test_pushing_nothing_does_not_contact_the_engine(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(DockerWorkspaceMixin, "_docker_client", property(no_engine))
     DockerWorkspaceMixin().push_images({})
+
+
+def test_build_logs_on_torchx_log_and_an_error_event_is_torchx_build_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As TorchX: ``client.api.build`` events are logged on the module's ``log`` (TorchX users
+    patch it) unless ``quiet``; an ``error`` event raises a ``docker.errors.BuildError``."""
+    import logging
+    from unittest import mock
+
+    from docker.errors import BuildError
+
+    from torchx_core.workspace import docker_workspace
+    from torchx_core.workspace.docker_workspace import DockerBuildError, DockerWorkspaceMixin
+
+    client = FakeDockerClient()
+    role = Role("r", image=BUSYBOX)
+    with mock.patch.object(docker_workspace, "log") as log:
+        DockerWorkspaceMixin(docker_client=client).build_workspace_and_update_role(
+            role, str(_project(tmp_path)), {"quiet": True}
+        )
+    assert role.image.startswith("sha256:") and log.info.call_count == 2
+    client.api.build_error = "COPY failed: no such file"
+    with caplog.at_level(logging.INFO), pytest.raises(DockerBuildError) as e:
+        DockerWorkspaceMixin(docker_client=client).build_workspace_and_update_role(
+            Role("r", image=BUSYBOX), str(_project(tmp_path / "b")), {}
+        )
+    assert isinstance(e.value, BuildError) and "COPY failed: no such file" in str(e.value)
+    assert "Step 1/3 : ARG IMAGE" in caplog.text  # the engine's output, as it came
+
+
+def test_a_missing_project_builds_an_empty_context_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As TorchX: a workspace that does not exist adds no file (the runner refuses it first)."""
+    ctx, dockerfile = build_context(str(tmp_path / "bogus"))
+    assert _files(ctx.read()) == {dockerfile}
+    assert "bogus does not exist" in caplog.text
+
+
+def test_a_local_image_to_push_without_image_repo_is_torchx_key_error() -> None:
+    """As TorchX: ``dryrun_push_images`` of a role running a local (``sha256:``) image needs
+    ``image_repo`` (a remote cluster cannot pull the image); ``local_docker`` does not ask."""
+    from torchx_core.workspace.docker_workspace import DockerWorkspaceMixin, MissingImageRepoError
+
+    app = AppDef("a", roles=[Role("r", image="sha256:abc"), Role("s", image="busybox")])
+    with pytest.raises(KeyError) as e:
+        DockerWorkspaceMixin().dryrun_push_images(app, {})
+    assert isinstance(e.value, MissingImageRepoError)
+    assert str(e.value).startswith("role 'r' runs the local image sha256:abc")
+    assert "-cfg image_repo=" in str(e.value) and app.roles[0].image == "sha256:abc"
+    assert DockerWorkspaceMixin().dryrun_push_images(AppDef("b", roles=[app.roles[1]]), {}) == {}
+    pushed = DockerWorkspaceMixin().dryrun_push_images(app, {"image_repo": "reg/me"})
+    assert pushed == {"sha256:abc": ("reg/me", "abc")} and app.roles[0].image == "reg/me:abc"

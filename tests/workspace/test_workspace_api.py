@@ -97,3 +97,57 @@ def test_an_empty_workspace_string_is_a_typed_error(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidWorkspaceError, match="names no directory"):
         copy_workspace("", tmp_path / "out")
+
+
+def test_a_torchx_build_hook_gets_a_path_merged_from_every_project(tmp_path: Path) -> None:
+    """As TorchX: a scheduler that implements only ``build_workspace_and_update_role`` gets a
+    path: the project's own for one project mapped to the root, else a temporary directory
+    holding the projects merged (this package's hooks take the ``Workspace`` itself)."""
+    for name, files in {"a": {"a.py": "A"}, "b": {"b.py": "B"}}.items():
+        (tmp_path / name).mkdir()
+        for f, text in files.items():
+            (tmp_path / name / f).write_text(text)
+    seen: list[tuple[str, set[str]]] = []
+
+    class PathHook(WorkspaceMixin[None]):
+        def build_workspace_and_update_role(
+            self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
+        ) -> None:
+            assert isinstance(workspace, str)
+            root = Path(workspace)
+            seen.append((workspace, {str(p.relative_to(root)) for p in root.rglob("*.py")}))
+
+    merged = Workspace({str(tmp_path / "a"): "", str(tmp_path / "b"): "b"})
+    single = Workspace({str(tmp_path / "a"): ""})
+    PathHook().build_workspaces(
+        [Role("m", image="i", workspace=merged), Role("s", image="i", workspace=single)], {}
+    )
+    assert seen[0][1] == {"a.py", "b/b.py"} and not Path(seen[0][0]).exists()  # a temp dir
+    assert seen[1] == (str(tmp_path / "a"), {"a.py"})
+
+
+def test_copy_of_a_missing_project_raises_unless_missing_ok(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strict by default (a scheduler copying at submit must not run an empty copy); TorchX's
+    workspace mixins pass ``missing_ok`` and copy nothing, with a warning."""
+    with pytest.raises(FileNotFoundError):
+        copy_workspace(str(tmp_path / "gone"), tmp_path / "out")
+    copy_workspace(str(tmp_path / "gone"), tmp_path / "out2", missing_ok=True)
+    assert list((tmp_path / "out2").iterdir()) == [] and "gone does not exist" in caplog.text
+
+
+def test_this_package_s_hooks_get_the_workspace_itself(tmp_path: Path) -> None:
+    """Slurm points the role at the project (no copy): several projects without ``job_dir``
+    stay refused instead of pointing at a merged temporary directory that is then deleted."""
+    from torchx_core.schedulers.api import UnsupportedFeatureError
+    from torchx_core.schedulers.slurm.scheduler import SlurmScheduler
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    ws = Workspace({str(tmp_path / "a"): "", str(tmp_path / "b"): "b"})
+    with pytest.raises(UnsupportedFeatureError, match="maps several projects"):
+        SlurmScheduler("t").build_workspaces([Role("r", image="i", workspace=ws)], {})
+    role = Role("r", image="i", workspace=Workspace({str(tmp_path / "a"): ""}))
+    SlurmScheduler("t").build_workspaces([role], {})
+    assert role.image == str(tmp_path / "a")

@@ -181,13 +181,14 @@ def wait_with_logs(
 
     Apps that end within ``quick_budget`` seconds (polled with a fast backoff: use it for local
     schedulers, where a status is a file read) are printed without follower threads. Logs are
-    followed once the app has started.
+    followed once the app has started. The final status comes from ``Runner.wait`` (at once for
+    an app that has ended), as in TorchX, whose users patch it to simulate an ending or a signal.
     """
     st = quick_status(runner, app_handle, budget=quick_budget)
     if st is None:
         return None
     if not log:
-        return st if st.is_terminal() else runner.wait(app_handle, wait_interval=wait_interval)
+        return runner.wait(app_handle, wait_interval=wait_interval)
     while st is not None and st.state in _NOT_STARTED:
         time.sleep(wait_interval)
         st = runner.status(app_handle)
@@ -196,7 +197,7 @@ def wait_with_logs(
     replicas = role_replicas(runner, app_handle)
     if st.is_terminal():
         print_logs(runner, app_handle, replicas, out, raw=raw)
-        return st
+        return runner.wait(app_handle, wait_interval=wait_interval)
     follower = _Printer(out, raw).follower(runner, app_handle, replicas, MAX_STREAMED_REPLICAS)
     follower.start()
     final = runner.wait(app_handle, wait_interval=wait_interval)

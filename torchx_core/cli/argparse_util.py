@@ -6,15 +6,17 @@
   and an option found in the file is no longer required on the command line.
 - :class:`ArgOnceAction`: an option that may be given at most once per parse.
 
-Both refuse an option given twice in one parse (``parser.error``: exit 2 with the reason).
+Both refuse an option given twice in one parse: the usage and the reason on stderr, exit 1 (as
+TorchX; argparse's own errors exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import weakref
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 __all__ = ["ArgOnceAction", "torchxconfig", "torchxconfig_list", "torchxconfig_run"]
 
@@ -33,8 +35,17 @@ def _check_once(
         seen = _seen_by_namespace[key] = set()
         weakref.finalize(namespace, _seen_by_namespace.pop, key, None)
     if option_string in seen:
-        parser.error(f"`{option_string}` is given more than once; give it once")
+        refuse_repeated(parser, option_string)
     seen.add(option_string)
+
+
+def refuse_repeated(parser: argparse.ArgumentParser, option_string: str | None) -> NoReturn:
+    """Ends the parse of an option given twice: usage and reason on stderr, exit 1 (TorchX's
+    code for it; argparse's own errors exit 2)."""
+    parser.print_usage(sys.stderr)
+    parser.exit(
+        1, f"{parser.prog}: error: `{option_string}` is given more than once; give it once\n"
+    )
 
 
 class ArgOnceAction(argparse.Action):

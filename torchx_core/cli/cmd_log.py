@@ -5,7 +5,8 @@ is a comma separated list of replica indices). Each line is prefixed ``role/repl
 
 TorchX's library functions are here too: :func:`get_logs` (what the command prints, to any
 file), :func:`validate` and :func:`print_log_lines`, with TorchX's ``GREEN`` ``role/replica``
-prefixes; a bad identifier or role raises a typed error instead of ending the process.
+prefixes; as in TorchX, they log a bad identifier or role and call ``sys.exit(1)`` (use
+:func:`parse_identifier` for a typed error instead).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ logger: logging.Logger = logging.getLogger(__name__)
 
 ID_FORMAT = "SCHEDULER://[SESSION_NAME]/APP_ID[/ROLE_NAME[/REPLICA_IDS,...]]"
 _ID_RE = re.compile(
-    r"^(?P<sched>[\w.\-]+)://(?P<sess>[^/]*)/(?P<app>[^/]+)(?:/(?P<role>[^/]+)(?:/(?P<ids>\d+(?:,\d+)*,?))?)?/?$"
+    r"^(?P<sched>[\w.\-]+)://(?P<sess>[^/]*)/(?P<app>[^/]+)(?:/(?P<role>[^/]+)(?:/(?P<ids>\d+(?:,\d+)*,?))?)?$"
 )
 
 
 def parse_identifier(identifier: str) -> tuple[str, str | None, list[int] | None]:
-    """Splits a log identifier into (app handle, role or None, replica ids or None).
+    """Splits a log identifier into (app handle, role or None, replica ids or None); as in
+    TorchX, it does not end with ``/``.
 
     Raises:
         MalformedAppHandleException: the identifier is not of the form ``ID_FORMAT``.
@@ -55,12 +57,18 @@ def parse_identifier(identifier: str) -> tuple[str, str | None, list[int] | None
 
 
 def validate(job_identifier: str) -> None:
-    """Checks that ``job_identifier`` has the form :data:`ID_FORMAT`.
+    """Checks that ``job_identifier`` has the form :data:`ID_FORMAT`; if not, logs why and calls
+    ``sys.exit(1)``, as TorchX."""
+    _parse_or_exit(job_identifier)
 
-    Raises:
-        MalformedAppHandleException: it does not (TorchX logs and exits 1; the CLI still does).
-    """
-    parse_identifier(job_identifier)
+
+def _parse_or_exit(identifier: str) -> tuple[str, str | None, list[int] | None]:
+    """:func:`parse_identifier`, logging the error and calling ``sys.exit(1)`` (TorchX)."""
+    try:
+        return parse_identifier(identifier)
+    except MalformedAppHandleException as e:
+        logger.error("%s", e)
+        sys.exit(1)
 
 
 def print_log_lines(
@@ -124,21 +132,23 @@ def get_logs(
     Without replica ids, waits for the app to start first (returns with a warning if the app is
     unknown) and reads every replica of the role (or of every role). One thread per replica;
     the first error of any replica is raised after all have finished, the others logged.
-
-    Raises:
-        MalformedAppHandleException: ``identifier`` is not of the form :data:`ID_FORMAT`.
-        LogSelectionError: the app has no such role.
+    ``identifier`` not of the form :data:`ID_FORMAT`, or a role the app does not have: logged,
+    then ``sys.exit(1)``, as TorchX.
     """
-    from torchx_core.cli._follow import role_replicas
+    from torchx_core.cli._follow import LogSelectionError, role_replicas
 
-    handle, role, ids = parse_identifier(identifier)
+    handle, role, ids = _parse_or_exit(identifier)
     runner = runner or get_runner()
     if ids is not None:
         replicas = [(role or "", i) for i in ids]
     else:
         if not _wait_for_app_started(runner, handle):
             return
-        replicas = role_replicas(runner, handle, role)
+        try:
+            replicas = role_replicas(runner, handle, role)
+        except LogSelectionError as bad_role:
+            logger.error("%s", bad_role)
+            sys.exit(1)
     exceptions: Queue[Exception] = Queue()
     threads = [
         threading.Thread(

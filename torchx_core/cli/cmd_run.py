@@ -26,6 +26,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from torchx_core.cli.argparse_util import refuse_repeated
 from torchx_core.cli.cmd_base import SubCommand
 from torchx_core.specs.errors import ComponentArgumentError, TorchXError, did_you_mean
 from torchx_core.util.lazy import lazy_exports
@@ -65,7 +66,13 @@ LOCAL_SCHEDULER_WARNING_MSG = (
 
 
 class RunArgsError(TorchXError, ValueError):
-    """A ``torchx run --stdin`` JSON object that cannot describe a run."""
+    """A ``torchx run --stdin`` JSON object that cannot describe a run.
+
+    ``args[0]`` is TorchX's message (tests compare it); the next args say what is valid.
+    """
+
+    def __str__(self) -> str:
+        return " ".join(str(a) for a in self.args)
 
 
 @dataclasses.dataclass
@@ -107,15 +114,15 @@ def torchx_run_args_from_json(json_data: dict[str, Any]) -> TorchXRunArgs:
     missing = [n for n in required if n not in json_data]
     if missing:
         raise RunArgsError(
-            f"the run JSON misses the required field(s) {', '.join(missing)}; required:"
-            f" {', '.join(required)}"
+            f"The following required fields are missing: {', '.join(missing)}",
+            f"(the run JSON needs {', '.join(required)})",
         )
     extra = sorted(set(json_data) - set(fields))
     if extra:
         hint = did_you_mean(extra[0], list(fields))
         raise RunArgsError(
-            f"the run JSON has field(s) {', '.join(extra)} that are not run fields.{hint} Valid"
-            f" fields: {', '.join(fields)}"
+            f"The following fields are not part of the run command: {', '.join(extra)}.",
+            f"{hint.strip()} Valid fields: {', '.join(fields)}".strip(),
         )
     run_args = TorchXRunArgs(**json_data)
     if run_args.workspace == "":
@@ -160,8 +167,8 @@ class _Once(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         seen: set[str] = getattr(namespace, "_seen_once", set())
-        if self.dest in seen:
-            parser.error(f"{option_string} is given more than once")
+        if self.dest in seen:  # `-s a --scheduler b` too
+            refuse_repeated(parser, option_string)
         seen.add(self.dest)
         namespace._seen_once = seen
         setattr(namespace, self.dest, values)

@@ -64,6 +64,12 @@ class _LockHolder:
         return "<overrides resolution lock>"
 
 
+# TorchX's names (``specs.api._OVERRIDES_LOCK_KEY``, ``specs.api._OverridesLock``): the same
+# reserved key and the same ``.lock`` holder
+_OVERRIDES_LOCK_KEY = LOCK_KEY
+_OverridesLock = _LockHolder
+
+
 def is_internal(value: object) -> bool:
     """True for the lock entry an overrides dict holds (not a user value)."""
     return isinstance(value, _LockHolder)

@@ -365,6 +365,9 @@ class runopts:
     ) -> None:
         """Registers a config option. Required options must not have a default.
 
+        An empty list as the default of a ``dict`` option (TorchX accepts one) is stored as
+        ``{}``.
+
         Raises:
             RunOptDefinitionError: a required option has a default, or the default has the
                 wrong type
@@ -373,6 +376,10 @@ class runopts:
             raise RunOptDefinitionError(
                 f"Required option: {cfg_key} must not specify default value. Given: {default}"
             )
+        if default == [] and getattr(type_, "__origin__", None) is dict:
+            # TorchX's definitions write `default=[]` for an empty dict option: kept as {} (an
+            # empty list would break every cfg that omits the option)
+            default = {}
         if default is not None and not runopts.is_type(default, type_):
             raise RunOptDefinitionError(
                 f"Option: {cfg_key}, must be of type: {_type_label(type_)}."

@@ -86,6 +86,9 @@ _LAZY: dict[str, str] = {
     "StructuredOpts": "torchx_core.specs.structured_opts",
     # beside the named-resource registry it reads (which loads logging and threading)
     "resource": "torchx_core.specs.register",
+    # TorchX's overrides lock entry (its users' tests set or replace it)
+    "_OVERRIDES_LOCK_KEY": "torchx_core.specs._overrides",
+    "_OverridesLock": "torchx_core.specs._overrides",
 }
 
 __all__ = [

@@ -112,6 +112,23 @@ def _convert(tp: Any, value: Any) -> Any:
         else:
             raise ValueError(f"{value!r} is not a list (write 'a,b,c')")
         return [_primitive(item_tp, v) if isinstance(v, str) else _check(item_tp, v) for v in items]
+    if origin is tuple:  # tuple[T1, T2, ...] (the linter refuses tuple[T]): "a,b"
+        item_tps = typing.get_args(tp)
+        if isinstance(value, str):
+            parts: list[Any] = value.split(",")
+        elif isinstance(value, (list, tuple)):
+            parts = list(value)
+        else:
+            raise ValueError(f"{value!r} is not a tuple (write 'a,b')")
+        if len(parts) != len(item_tps):
+            raise ValueError(
+                f"{value!r} has {len(parts)} value(s); {str(tp).replace('typing.', '')} takes"
+                f" {len(item_tps)}, comma-separated"
+            )
+        return tuple(
+            _primitive(t, v) if isinstance(v, str) else _check(t, v)
+            for t, v in zip(item_tps, parts, strict=True)
+        )
     if origin is dict or tp is dict:
         k_tp, v_tp = typing.get_args(tp) or (str, str)
         if isinstance(value, str):

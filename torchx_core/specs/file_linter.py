@@ -41,6 +41,7 @@ __all__ = [
 _PRIMITIVES = frozenset({"str", "int", "float", "bool"})
 _LISTS = frozenset({"list", "List"})
 _DICTS = frozenset({"dict", "Dict"})
+_TUPLES = frozenset({"tuple", "Tuple"})
 _OPTIONALS = frozenset({"Optional"})
 _SECTION_RE = re.compile(
     r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns?|Yields?|Raises|"
@@ -51,6 +52,11 @@ _ARG_RE = re.compile(r"^\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?\s
 TIP = (
     "TIP: improve this help string by adding a google-style docstring to your component"
     " (a description, then an 'Args:' section describing each parameter)"
+)
+# TorchX's description of a component without a docstring (after its name), word for word
+NO_DOCSTRING_TIP = (
+    "TIP: improve this help string by adding a docstring\nto your component (see:"
+    " https://meta-pytorch.org/torchx/latest/component_best_practices.html)"
 )
 
 
@@ -126,25 +132,40 @@ def _arg_type_problem(node: ast.expr | None, depth: int = 0) -> str | None:
     if _is_primitive(node):
         return None
     if isinstance(node, ast.Subscript):
-        base = _ann_name(node.value)
-        sl = node.slice
-        if base in _DICTS:
-            if not isinstance(sl, ast.Tuple) or len(sl.elts) != 2:
-                return (
-                    f"Malformed dict type {ast.unparse(node)!r},"
-                    " expected exactly two type parameters (dict[K, V])"
-                )
-            key, value = sl.elts
-            if not _is_primitive(key):
-                return f"Non-primitive key type {ast.unparse(key)!r}"
-            if not _is_primitive(value):
-                return f"Non-primitive value type {ast.unparse(value)!r}"
-            return None
-        if base in _LISTS:
-            return None if _is_primitive(sl) else f"Non-primitive element type {ast.unparse(sl)!r}"
-        # tuples too: TorchX's linter takes tuple[T1, T2], but no argument parser reads one
-        return f"Unsupported container type {base or ast.unparse(node.value)!r}"
+        return _container_problem(node)
     return f"Unsupported argument type {ast.unparse(node)!r}"
+
+
+def _container_problem(node: ast.Subscript) -> str | None:
+    """What is wrong with a ``dict``/``list``/``tuple`` annotation, or None if supported."""
+    base = _ann_name(node.value)
+    sl = node.slice
+    if base in _DICTS:
+        if not isinstance(sl, ast.Tuple) or len(sl.elts) != 2:
+            return (
+                f"Malformed dict type {ast.unparse(node)!r},"
+                " expected exactly two type parameters (dict[K, V])"
+            )
+        key, value = sl.elts
+        if not _is_primitive(key):
+            return f"Non-primitive key type {ast.unparse(key)!r}"
+        if not _is_primitive(value):
+            return f"Non-primitive value type {ast.unparse(value)!r}"
+        return None
+    if base in _LISTS:
+        return None if _is_primitive(sl) else f"Non-primitive element type {ast.unparse(sl)!r}"
+    if base in _TUPLES:  # tuple[T1, T2, ...]: "a,b" on the command line (builders)
+        if not isinstance(sl, ast.Tuple):
+            return (
+                f"Unsupported tuple type {ast.unparse(node)!r}: single-element tuples are"
+                " valid typing but not supported for components; expected element types"
+                " (tuple[T1, T2, ...])"
+            )
+        for element in sl.elts:
+            if not _is_primitive(element):
+                return f"Non-primitive element type '{ast.unparse(element)!r}'"
+        return None
+    return f"Unsupported container type {base or ast.unparse(node.value)!r}"
 
 
 class ComponentFunctionValidator(abc.ABC):
@@ -409,10 +430,11 @@ class TorchXArgumentHelpFormatter(
 def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     """Parses the function and arguments description from ``fn``'s google-style docstring.
 
-    Without a docstring, the description is the function name plus a TIP on how to improve
-    the help message. Arguments missing from the docstring are described by ``" "``; the
-    component's ``--help`` (:class:`TorchXArgumentHelpFormatter`) adds whether each argument is
-    required or its default.
+    Without a docstring, the description is the function name plus TorchX's TIP on how to
+    improve the help message (pointing at TorchX's component best practices). Arguments
+    missing from the docstring are described by ``" "``; the component's ``--help``
+    (:class:`TorchXArgumentHelpFormatter`) adds whether each argument is required or its
+    default.
 
     Args:
         fn: Function with or without docstring
@@ -424,7 +446,7 @@ def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     if doc:
         description, args_desc = parse_google_docstring(doc)
     else:
-        description, args_desc = f"{getattr(fn, '__name__', 'component')} {TIP}", {}
+        description, args_desc = f"{getattr(fn, '__name__', 'component')} {NO_DOCSTRING_TIP}", {}
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):

@@ -8,9 +8,10 @@ can run (a directory, an image) and points ``role.image`` at it.
 from __future__ import annotations
 
 import abc
+import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from torchx_core.specs import CfgVal, Role, Workspace, runopts
 from torchx_core.workspace.ignore import TORCHX_IGNORE, IgnoreRules, last_match, parse_patterns
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["TORCHX_IGNORE", "WorkspaceMixin", "copy_workspace", "workspace_digest"]
 
 T = TypeVar("T")
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 # Files never copied into a workspace.
 _IGNORED = (".git", "__pycache__", "*.pyc", ".venv", ".mypy_cache", ".pytest_cache")
@@ -47,24 +50,34 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
             if role.workspace:
                 self.caching_build_workspace_and_update_role(role, cfg, build_cache)
 
+    #: True if :meth:`build_workspace_and_update_role` takes the role's :class:`Workspace` itself
+    #: (this package's mixins and schedulers); False (TorchX's contract, the default) hands it a
+    #: path: the project's, or a temporary directory holding every project merged
+    _hook_takes_workspace: ClassVar[bool] = False
+
     def caching_build_workspace_and_update_role(
         self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
     ) -> None:
         """Builds ``role.workspace`` for ``role``; ``build_cache`` lives for one
-        :meth:`build_workspaces` call (what to cache is the implementation's choice). The default
-        calls :meth:`build_workspace_and_update_role` with the role's workspace: as TorchX, the
-        project's path (a ``str``) when it is one directory without a target, else the
-        ``Workspace`` (TorchX: the projects merged into a temporary directory first)."""
-        ws = role.workspace
-        if not ws:
+        :meth:`build_workspaces` call (what to cache is the implementation's choice).
+
+        The default calls :meth:`build_workspace_and_update_role` as TorchX does: with the
+        project's path for a single project mapped to the root, else with a temporary directory
+        the projects are merged into (deleted when the hook returns).
+        """
+        workspace = role.workspace
+        if not workspace:
             return
-        path = str(ws)
-        single = (
-            isinstance(ws, Workspace)
-            and ws.is_unmapped_single_project()
-            and Workspace.from_str(path) == ws  # the path reads back as the same workspace
-        )
-        self.build_workspace_and_update_role(role, path if single else ws, cfg)
+        if self._hook_takes_workspace:
+            self.build_workspace_and_update_role(role, workspace, cfg)
+        elif workspace.is_unmapped_single_project():
+            self.build_workspace_and_update_role(role, str(workspace), cfg)
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(suffix="torchx_workspace_") as outdir:
+                copy_workspace(workspace, outdir)
+                self.build_workspace_and_update_role(role, outdir, cfg)
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
@@ -118,12 +131,18 @@ def as_workspace(workspace: Workspace | str) -> Workspace:
 
 
 def copy_workspace(
-    workspace: Workspace | str, outdir: str | os.PathLike[str], ignore_file: str = TORCHX_IGNORE
+    workspace: Workspace | str,
+    outdir: str | os.PathLike[str],
+    ignore_file: str = TORCHX_IGNORE,
+    *,
+    missing_ok: bool = False,
 ) -> Path:
     """Copies every project of ``workspace`` into ``outdir`` (created if missing).
 
     Each project directory's ``ignore_file`` (``.torchxignore``; the Docker workspace reads
-    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`).
+    ``.dockerignore``) names what is left out, as in TorchX (see :mod:`.ignore`). A local
+    project that does not exist raises ``FileNotFoundError``; with ``missing_ok`` (TorchX's
+    workspace mixins) it copies nothing, with a warning.
     """
     import shutil
     from pathlib import Path
@@ -137,6 +156,10 @@ def copy_workspace(
             _copy_fsspec_project(src, target, ignore_file)
             continue
         src_path = Path(os.path.expanduser(src))
+        if missing_ok and not os.path.lexists(src_path):  # as TorchX's workspace mixins
+            logger.warning("workspace project %s does not exist: nothing copied from it", src)
+            out.mkdir(parents=True, exist_ok=True)
+            continue
         if src_path.is_dir():
             rules = IgnoreRules(str(src_path), ignore_file)
 

@@ -20,15 +20,36 @@ from torchx_core.workspace.api import WorkspaceMixin, copy_workspace
 __all__ = ["DirWorkspaceMixin", "TmpDirWorkspaceMixin"]
 
 
+def _copy_to_dir(workspace: str, target: str) -> None:
+    """TorchX's helper: copies ``workspace`` into ``target`` (``.torchxignore`` rules applied);
+    either may be an fsspec URL (``memory://a``, ``s3://bucket/b``)."""
+    if "://" not in target:
+        copy_workspace(workspace, target, missing_ok=True)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(target)
+    with tempfile.TemporaryDirectory(prefix="torchx_workspace") as tmp:
+        copy_workspace(workspace, tmp, missing_ok=True)
+        for root, _, files in os.walk(tmp):
+            rel = os.path.relpath(root, tmp)
+            for name in files:
+                dest = "/".join(p for p in (path.rstrip("/"), rel, name) if p and p != ".")
+                fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
+                fs.put_file(os.path.join(root, name), dest)
+
+
 class TmpDirWorkspaceMixin(WorkspaceMixin[None]):
     """Copies the workspace into a new temporary directory and runs the role from there."""
+
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]
     ) -> None:
         """Copies ``workspace`` into a fresh temp dir and sets ``role.image`` to it."""
         job_dir = tempfile.mkdtemp(prefix="torchx_workspace")
-        copy_workspace(workspace, job_dir)
+        copy_workspace(workspace, job_dir, missing_ok=True)
         role.image = job_dir
 
 
@@ -37,6 +58,8 @@ class DirWorkspaceMixin(WorkspaceMixin[None]):
 
     Without ``job_dir`` the role is left as it is (it runs from its image).
     """
+
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def workspace_opts(self) -> runopts:
         """Adds ``job_dir``: the directory (new) to copy the workspace into."""
@@ -66,5 +89,5 @@ class DirWorkspaceMixin(WorkspaceMixin[None]):
                 f"job_dir {job_dir!r} already exists; give a new directory for the job's copy"
                 " of the workspace"
             )
-        copy_workspace(workspace, job_dir)
+        copy_workspace(workspace, job_dir, missing_ok=True)
         role.image = job_dir

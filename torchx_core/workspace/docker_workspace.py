@@ -11,14 +11,21 @@ project's ``.dockerignore`` names, as in TorchX) plus a Dockerfile:
       FROM $IMAGE
       COPY . .
 
-The build never pulls (``pull=False``, the base image must be present or pullable by the engine
-itself) and runs with host networking. ``role.image`` becomes the built image id. With the
+The build (``client.api.build``, TorchX's call: its events are logged on the module's ``log``
+as they come, unless ``quiet``) never pulls (``pull=False``, the base image must be present or
+pullable by the engine itself) and runs with host networking. ``role.image`` becomes the built
+image id; an ``error`` event raises :class:`DockerBuildError` (a ``docker.errors.BuildError``
+too, as in TorchX). A local project that does not exist is copied as nothing (with a warning),
+as in TorchX; the runner refuses such a workspace before any build. With the
 ``image_repo`` run option, :meth:`DockerWorkspaceMixin.dryrun_push_images` renames the built images
-to ``{image_repo}:{tag}`` and :meth:`DockerWorkspaceMixin.push_images` pushes them.
+to ``{image_repo}:{tag}`` and :meth:`DockerWorkspaceMixin.push_images` pushes them; without it, a
+built image raises :class:`MissingImageRepoError` there, as in TorchX (``local_docker``, which
+runs the local image, does not ask for a push without ``image_repo``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -38,13 +45,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DOCKERFILE",
     "TORCHX_DOCKERFILE",
+    "DockerBuildError",
     "DockerEngineError",
     "DockerWorkspaceError",
     "DockerWorkspaceMixin",
+    "MissingImageRepoError",
     "build_context",
 ]
 
-logger: logging.Logger = logging.getLogger(__name__)
+log: logging.Logger = logging.getLogger(__name__)  # TorchX's name (its users' tests patch it)
+logger = log
 
 TORCHX_DOCKERFILE = "Dockerfile.torchx"
 DEFAULT_DOCKERFILE = b"""ARG IMAGE
@@ -57,6 +67,36 @@ LABEL_WORKSPACE = "torchx.pytorch.org/workspace"
 
 class DockerWorkspaceError(TorchXError, RuntimeError):
     """Building or pushing a workspace image failed (the engine's output is in the message)."""
+
+
+class MissingImageRepoError(DockerWorkspaceError, KeyError):
+    """A local workspace image must be pushed but no ``image_repo`` is set (TorchX: KeyError)."""
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+class DockerBuildError(DockerWorkspaceError):
+    """The engine reported an error event while building a workspace image. With the ``docker``
+    package installed, the raised error is also a ``docker.errors.BuildError`` (TorchX's)."""
+
+
+@functools.cache
+def _build_error_type() -> type[DockerBuildError]:
+    """:class:`DockerBuildError`, also a ``docker.errors.BuildError`` when ``docker`` imports."""
+    try:
+        from docker.errors import BuildError
+    except ImportError:
+        return DockerBuildError
+
+    class _DockerBuildError(DockerBuildError, BuildError):  # type: ignore[misc]  # untyped docker
+        def __init__(self, reason: str, build_log: list[dict[str, Any]]) -> None:
+            Exception.__init__(self, reason)
+            self.msg = reason
+            self.build_log = build_log
+
+    _DockerBuildError.__name__ = _DockerBuildError.__qualname__ = "DockerBuildError"
+    return _DockerBuildError
 
 
 class DockerEngineError(TorchXError, ConnectionError):
@@ -82,7 +122,7 @@ def build_context(workspace: Workspace | str) -> tuple[io.BytesIO, str]:
         default one added under that name.
     """
     with tempfile.TemporaryDirectory(prefix="torchx_ws_") as tmp:
-        copy_workspace(workspace, tmp, DOCKER_IGNORE)
+        copy_workspace(workspace, tmp, DOCKER_IGNORE, missing_ok=True)
         dockerfile = TORCHX_DOCKERFILE
         if not os.path.isfile(os.path.join(tmp, TORCHX_DOCKERFILE)):  # TorchX's default one
             with open(os.path.join(tmp, dockerfile), "wb") as f:
@@ -111,6 +151,8 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
     Args:
         docker_client: a ``docker.DockerClient`` (or a fake); default ``docker.from_env()``
     """
+
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def __init__(
         self, *args: Any, docker_client: DockerClient | None = None, **kwargs: Any
@@ -166,9 +208,12 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
                 " --workspace DIR, or --workspace '' to run the image unchanged)"
             ) from e
         client = self._docker_client
-        logger.info("building workspace image from %s on %s", workspace, role.image)
+        log.info("workspace `%s` copied into the image build context", workspace)
+        log.info("building the workspace image on `%s` (this may take a while)...", role.image)
+        events: list[dict[str, Any]] = []
+        image_id = None
         try:
-            image, build_log = client.images.build(
+            for event in client.api.build(
                 fileobj=context,
                 custom_context=True,
                 dockerfile=dockerfile,
@@ -177,17 +222,32 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
                 rm=True,
                 network_mode="host",
                 labels={LABEL_WORKSPACE: str(workspace)},
-            )
+                decode=True,
+            ):
+                events.append(event)
+                message = str(event.get("stream") or "").strip("\r\n")
+                if message and not cfg.get("quiet"):
+                    log.info(message)
+                if aux := event.get("aux"):
+                    image_id = aux.get("ID", image_id)
+                if error := event.get("error"):
+                    raise _build_error_type()(
+                        f"building the workspace {workspace} on image {role.image!r} failed:"
+                        f" {error}",
+                        events,
+                    )
+        except DockerWorkspaceError:
+            raise
         except errors as e:
             raise DockerWorkspaceError(
                 f"building the workspace {workspace} on image {role.image!r} failed: {e}"
             ) from e
-        if not cfg.get("quiet"):
-            for chunk in build_log:
-                text = chunk.get("stream", "") if isinstance(chunk, dict) else str(chunk)
-                if text.strip():
-                    logger.info("docker build: %s", text.rstrip())
-        role.image = image.id
+        if not image_id:
+            raise DockerWorkspaceError(
+                f"building the workspace {workspace} on image {role.image!r} reported no image"
+                " id; check the engine's build output above (run without quiet)"
+            )
+        role.image = image_id
 
     def dryrun_push_images(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
@@ -195,14 +255,22 @@ class DockerWorkspaceMixin(WorkspaceMixin[dict[str, tuple[str, str]]]):
         """Renames locally built images to ``{image_repo}:{tag}``; returns what to push.
 
         Returns:
-            ``{local_image_id: (repository, tag)}``; empty without ``image_repo``.
+            ``{local_image_id: (repository, tag)}`` (empty: no role runs a local image).
+
+        Raises:
+            MissingImageRepoError: a role runs a local image and ``image_repo`` is not set (a
+                ``KeyError``, as in TorchX: the cluster could not pull the image).
         """
         repo = cfg.get("image_repo")
-        if not repo:
-            return {}
         images: dict[str, tuple[str, str]] = {}
         for role in app.roles:
             if role.image.startswith("sha256:"):
+                if not repo:
+                    raise MissingImageRepoError(
+                        f"role {role.name!r} runs the local image {role.image} (its workspace"
+                        " build), which the cluster cannot pull: set the `image_repo` run option"
+                        " to a repository you can push to (-cfg image_repo=registry/me/trainer)"
+                    )
                 tag = role.image[len("sha256:") :][:12]
                 images[role.image] = (str(repo), tag)
                 role.image = f"{repo}:{tag}"

@@ -106,6 +106,7 @@ def test_create_from_config_file(tmp_path: Path) -> None:
     assert isinstance(t, FsspecTracker)
     t.add_metadata(RUN, x=1)
     assert create(str(conf)).metadata(RUN) == {"x": 1}
+    assert t._path_builder.root_dir == str(tmp_path / "data")  # TorchX's attribute
 
 
 @pytest.mark.parametrize(

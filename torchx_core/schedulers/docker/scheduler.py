@@ -370,7 +370,8 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             app_id=app_id,
             network=opts.network,
             pull_policy=opts.pull_policy,
-            images_to_push=self.dryrun_push_images(app, cfg),
+            # local images run as they are; pushed only to a configured image_repo
+            images_to_push=self.dryrun_push_images(app, cfg) if cfg.get("image_repo") else {},
         )
         for role in app.roles:
             for replica_id in range(role.num_replicas):

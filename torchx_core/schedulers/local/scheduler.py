@@ -124,8 +124,7 @@ __all__ = [
 
 logger: logging.Logger = logging.getLogger(__name__)
 
-# TorchX's module-level names (image providers, log names...), defined in ``_images`` and loaded
-# on first use: the status and dry-run paths do not need them
+# TorchX's module-level names (image providers, log names...), loaded from ``_images`` when used
 __getattr__, __dir__ = lazy_exports(
     __name__, dict.fromkeys(_TORCHX_NAMES, "torchx_core.schedulers.local._images"), globals()
 )
@@ -215,6 +214,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             )
 
     # -- workspaces ---------------------------------------------------------------------------
+    _hook_takes_workspace = True  # the hook below takes the Workspace, not a path
 
     def build_workspace_and_update_role(
         self, role: Role, workspace: Workspace | str, cfg: Mapping[str, CfgVal]

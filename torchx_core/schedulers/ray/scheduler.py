@@ -218,6 +218,7 @@ class RayScheduler(WorkspaceMixin[None], Scheduler[RayJob]):
     """
 
     checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def __init__(
         self,

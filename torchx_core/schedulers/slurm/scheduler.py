@@ -209,6 +209,7 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
     """
 
     checks_in_dryrun = True  # submit_dryrun builds workspaces and validates
+    _hook_takes_workspace = True  # its hook takes the Workspace, not a path
 
     def __init__(
         self,

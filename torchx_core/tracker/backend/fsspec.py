@@ -24,6 +24,7 @@ import secrets
 import time
 from base64 import b32decode, b32encode
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -61,6 +62,14 @@ def _basename(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class _PathBuilder:
+    """TorchX's ``FsspecTracker._path_builder``, for its ``root_dir`` (the paths themselves come
+    from :meth:`FsspecTracker._run_dir`)."""
+
+    root_dir: str
+
+
 class FsspecTracker(TrackerBase):
     """Stores runs as small JSON files under ``root_dir`` of file system ``fs``.
 
@@ -72,6 +81,7 @@ class FsspecTracker(TrackerBase):
     def __init__(self, fs: fsspec.AbstractFileSystem, root_dir: str) -> None:
         self.fs = fs
         self.root_dir = root_dir.rstrip("/") or "/"
+        self._path_builder = _PathBuilder(self.root_dir)
         self.fs.makedirs(self.root_dir, exist_ok=True)
 
     def _run_dir(self, run_id: str, *parts: str) -> str:
