@@ -25,10 +25,6 @@ def _built(ws: str) -> object:
 
 
 def test_one_directory_is_handed_over_as_its_path() -> None:
-    # as TorchX: a hook written for TorchX joins paths onto the str it is given
+    # as TorchX: a hook written for TorchX joins paths onto the str it is given (several or
+    # mapped projects: a merged directory, tests/workspace/test_workspace_api.py)
     assert _built("/tmp/project") == "/tmp/project"
-
-
-def test_mapped_or_several_projects_stay_a_workspace() -> None:
-    assert _built("/tmp/a:b") == Workspace(projects={"/tmp/a": "b"})
-    assert _built("a;b") == Workspace(projects={"a": "", "b": ""})

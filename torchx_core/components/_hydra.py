@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from torchx_core.specs import AppDef, macros
 from torchx_core.specs.errors import ComponentArgumentError, MissingDependencyError
@@ -64,7 +65,7 @@ def compose_app(config_name: str, config_dir: str, overrides: list[str]) -> AppD
     return app
 
 
-def _literal(macro: str) -> object:
+def _literal(macro: str) -> Callable[[], str]:
     def resolve() -> str:
         return "\\" + macro
 

@@ -319,7 +319,7 @@ def _timestamp(value: datetime | None) -> float | None:
 
 
 class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
-    """Runs apps as Docker containers on one engine.
+    """Runs apps as Docker containers on one engine (images pushed only to an ``image_repo``).
 
     Args:
         session_name: the runner session name
@@ -370,7 +370,6 @@ class DockerScheduler(DockerWorkspaceMixin, Scheduler[DockerJob]):
             app_id=app_id,
             network=opts.network,
             pull_policy=opts.pull_policy,
-            # local images run as they are; pushed only to a configured image_repo
             images_to_push=self.dryrun_push_images(app, cfg) if cfg.get("image_repo") else {},
         )
         for role in app.roles:
