@@ -7,33 +7,23 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from support.null_scheduler import NullScheduler
 
 from torchx_core import specs
 from torchx_core.runner.api import Runner
-from torchx_core.schedulers.api import (
-    AppValidationError,
-    DescribeAppResponse,
-    ListAppResponse,
-    Scheduler,
-)
+from torchx_core.schedulers.api import AppValidationError
 from torchx_core.specs import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 from torchx_core.workspace.api import WorkspaceMixin
 
 
-class _Foreign(WorkspaceMixin[None], Scheduler[None]):
+class _Foreign(WorkspaceMixin[None], NullScheduler):
     def __init__(self) -> None:
         super().__init__("foreign", "s")
         self.seen: list[tuple[str, Any]] = []
 
-    def schedule(self, dryrun_info: AppDryRunInfo[None]) -> str:
-        return "id"
-
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[None]:
         self.seen.append(("submit_dryrun", dict(cfg)))  # what the runner hands over
         return super().submit_dryrun(app, cfg)
-
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[None]:
-        return AppDryRunInfo(None, lambda _: "None")
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         self.seen.append(("validate", app.roles[0].image))
@@ -44,15 +34,6 @@ class _Foreign(WorkspaceMixin[None], Scheduler[None]):
     ) -> None:
         self.seen.append(("build", str(workspace)))
         role.image = "built"
-
-    def describe(self, app_id: str) -> DescribeAppResponse | None:
-        return None
-
-    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        return []
-
-    def _cancel_existing(self, app_id: str) -> None:
-        pass
 
     def _run_opts(self) -> runopts:
         opts = runopts()

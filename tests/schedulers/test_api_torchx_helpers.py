@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from unittest.mock import MagicMock
 
 import pytest
+from support.null_scheduler import NullScheduler
 
 from torchx_core import specs
 from torchx_core.schedulers.api import (
     AppValidationError,
-    DescribeAppResponse,
-    ListAppResponse,
-    Scheduler,
     lines_from_chunks,
     split_lines,
     split_lines_iterator,
 )
-from torchx_core.specs import AppDef, AppDryRunInfo, CfgVal
+from torchx_core.specs import AppDef
 
 
 def test_split_lines_iterator_splits_each_chunk_on_its_own() -> None:
@@ -36,33 +33,13 @@ def test_split_lines_splits_at_newline_only() -> None:
     assert split_lines("") == [] and split_lines("\n") == ["\n"]
 
 
-class _Sched(Scheduler[None]):
-    def __init__(self) -> None:
-        super().__init__("mock", "s")
-
-    def schedule(self, dryrun_info: AppDryRunInfo[None]) -> str:
-        return "id"
-
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[None]:
-        return AppDryRunInfo(None, lambda _: "None")
-
-    def describe(self, app_id: str) -> DescribeAppResponse | None:
-        return None
-
-    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        return []
-
-    def _cancel_existing(self, app_id: str) -> None:
-        pass
-
-
 def test_a_role_stand_in_gets_the_resource_check_only() -> None:
     app = AppDef("test", roles=[MagicMock()])
     app.roles[0].resource = specs.NULL_RESOURCE
     with pytest.raises(AppValidationError, match="has no resource"):
-        _Sched()._validate(app, "mock", {})
+        NullScheduler()._validate(app, "mock", {})
     stand_in = MagicMock(workspace=None)  # as in TorchX's tests: pre_proc is called on it
-    _Sched().submit_dryrun(AppDef("test", roles=[stand_in]), {})
+    NullScheduler().submit_dryrun(AppDef("test", roles=[stand_in]), {})
     stand_in.pre_proc.assert_called_once()
 
 
@@ -70,13 +47,13 @@ def test_a_real_role_still_gets_every_check() -> None:
     role = specs.Role("r", image="i", entrypoint="e", num_replicas=0)
     role.resource = specs.resource(cpu=1)
     with pytest.raises(AppValidationError, match="num_replicas=0"):
-        _Sched().submit_dryrun(AppDef("test", roles=[role]), {})
+        NullScheduler().submit_dryrun(AppDef("test", roles=[role]), {})
 
 
 def test_direct_submit_dryrun_of_a_foreign_scheduler_validates_nothing_more() -> None:
     # TorchX's contract: submit_dryrun does not call _validate (Runner.dryrun does)
     app = AppDef("test", roles=[specs.Role("r", image="", entrypoint="e")])
-    info = _Sched().submit_dryrun(app, {})
+    info = NullScheduler().submit_dryrun(app, {})
     assert info._app is app and info._cfg == {}
 
 
