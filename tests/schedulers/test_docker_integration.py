@@ -3,6 +3,7 @@ busybox image. Containers use host networking (``network=host``) and never pull.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -156,7 +157,13 @@ def test_replicas_reach_rank0_over_host_network(apps: Apps) -> None:
     )
     app_id = apps.submit(AppDef("rdzv", roles=[server, client]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED
-    assert list(apps.sched.log_iter(app_id, "server", 0)) == ["listening\n", "from 0\n"]
+    # the engine copies a container's output to its log asynchronously (bounded by its own wait
+    # at exit): read again for a few seconds before calling the last line missing
+    deadline = time.monotonic() + 10
+    while (got := list(apps.sched.log_iter(app_id, "server", 0))) != ["listening\n", "from 0\n"]:
+        client_log = list(apps.sched.log_iter(app_id, "client", 0))
+        assert time.monotonic() < deadline, f"server log {got}, client log {client_log}"
+        time.sleep(0.5)
 
 
 def test_bind_mount_writes_to_host(apps: Apps, tmp_path: Path) -> None:
