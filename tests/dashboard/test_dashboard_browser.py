@@ -221,10 +221,12 @@ def test_pages_fit_a_390px_phone_and_follow_dark_mode(
         _shot(page, "apps-390-dark")
         _row(page, handle).locator("a").click()
         page.locator("#app-state").wait_for()
+        page.wait_for_load_state()  # the stylesheet applied: the layout a person sees
         assert _no_horizontal_overflow(page) <= 390
         _shot(page, "app-390-dark")
         page.locator("a.log-link").first.click()
         page.locator("#log", has_text="short").wait_for(timeout=WAIT_MS)
+        page.wait_for_load_state()
         assert _no_horizontal_overflow(page) <= 390
         _shot(page, "log-390-dark")
     finally:

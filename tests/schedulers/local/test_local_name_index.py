@@ -39,8 +39,13 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _ended(runner: Runner, handle: str) -> bool:
+    """SUCCEEDED, and its supervisor gone: it exits a moment after writing the final status, and
+    while it lives the app is not collected."""
     status = runner.status(handle)
-    return status is not None and status.state == AppState.SUCCEEDED
+    if status is None or status.state != AppState.SUCCEEDED:
+        return False
+    app_dir = os.path.join(os.environ[_state.ROOT_ENV], handle.rsplit("/", 1)[1])
+    return not _state.supervisor_alive(app_dir)
 
 
 def test_attach_by_name_reads_only_the_apps_of_that_name(
@@ -176,3 +181,24 @@ def _local(session_name: str, **kwargs: Any) -> Any:
     from torchx_core.schedulers.local.scheduler import create_scheduler
 
     return create_scheduler(session_name, **kwargs)
+
+
+def test_delete_waits_for_the_supervisor_of_an_app_that_just_ended(
+    local_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its status is final a moment before its supervisor exits; removing the directory
+    meanwhile raced the supervisor's last writes ("stopped but not (fully) deleted")."""
+    waited: list[tuple[str, bool]] = []
+    real = _state.wait_supervisor
+
+    def wait_supervisor(app_dir: str, timeout: float | None = None) -> bool:
+        waited.append((app_dir, os.path.isdir(app_dir)))
+        return real(app_dir, timeout)
+
+    with Runner("t", {"local_cwd": _local}) as runner:
+        handle = runner.run(_app("deleted"), "local_cwd")
+        assert wait_until(lambda: runner.status(handle).state == AppState.SUCCEEDED, 60)  # type: ignore[union-attr]
+        monkeypatch.setattr(_state, "wait_supervisor", wait_supervisor)
+        runner.delete(handle)
+    assert waited == [(os.path.join(local_root, _id(handle)), True)]  # before the removal
+    assert not os.path.exists(os.path.join(local_root, _id(handle)))

@@ -542,9 +542,8 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
             logger.warning("%s; stopping its processes anyway", e)
             status = None
         if status is not None and status.terminal():
-            _state.kill_leftovers(
-                app_dir, app_id
-            )  # survivors of a supervisor that died (or was killed)
+            # survivors of a supervisor that died (or was killed)
+            _state.kill_leftovers(app_dir, app_id)
             return
         self._stop_supervisor(app_id, app_dir, status)
         try:
@@ -606,6 +605,8 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
         self._cancel_existing(app_id)
         app_dir = self._app_dir(app_id)
         self._roles_cache.pop(app_id, None)
+        if app_dir is not None:  # a supervisor still finishing (its app just ended) writes there
+            _state.wait_supervisor(app_dir, timeout=_DELETE_WAIT)
         if app_dir is None or not os.path.lexists(app_dir):  # deleted already (and stopped)
             return
         failures = _state.remove_app_dir(app_dir, app_id)
@@ -663,6 +664,7 @@ class LocalScheduler(TorchXLocalFace, WorkspaceMixin[None], Scheduler[LocalReque
 _WAIT_CHECK = 1.0  # seconds between two status reads of a blocking wait
 _TERMINAL_STATES = frozenset(AppState[s] for s in TERMINAL)
 _CANCEL_MARGIN = 5.0  # seconds a cancelled supervisor gets beyond its grace period to exit
+_DELETE_WAIT = 10.0  # seconds delete waits for the supervisor of an app that just ended to exit
 
 
 def _ensure_root(root: str) -> str:
