@@ -605,22 +605,40 @@ def _app_env(pid: str, handle: str) -> bool:
     return f"TORCHX_APP_ID={handle.rsplit('/', 1)[1]}\0".encode() in env
 
 
-def test_a_killed_warm_server_leaves_tasks_to_start_cold(
+def test_a_killed_warm_server_is_replaced_at_the_next_local_submit(
     executor_deployment: AirflowDeployment, local_root: Path
 ) -> None:
-    """Kept last: the server is not restarted until the scheduler is."""
+    """Kept last (it replaces the deployment's server). The executor finds its server dead at
+    the next submit and starts another: the tasks submitted while it warms start cold, those
+    after it fork from the new server."""
     dep, dag = executor_deployment, "txe_hold_local"
-    pid = wait_until(fork_server_pid, 60, "the warm fork server")
-    os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not alive(pid), 30, "the server to die")
+    old = wait_until(fork_server_pid, 60, "the warm fork server")
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: not alive(old), 30, "the server to die")
     run = dep.trigger(dag)
+    new = wait_until(lambda: (pid := fork_server_pid()) not in (0, old) and pid, 120,
+                     "another warm fork server")  # fmt: skip
+    dep.wait_ti(dag, run, "hold_4", {"running"})
     release(dep, run)
     assert wait_run(dep, dag, run) == "success"
     mine = [h for h in local_apps("af-") if _of_run(local_root, h, run)]
     assert len(mine) == 6, mine  # 5 holds + gather
-    # the executor saw its server dead: the apps started a fresh interpreter (the client's own
-    # fallback, for a server that dies after the submit: test_airflow_fork_server.py)
-    assert not [h for h in mine if forked_pid(local_root, h)]
+    servers = {h: forked_by(local_root, h) for h in mine}
+    assert old not in servers.values(), servers
+    gather = [h for h in mine if _of_task(local_root, h, "gather")]
+    assert len(gather) == 1 and servers[gather[0]] == new, servers  # submitted once it is warm
+
+
+def forked_by(local_root: Path, handle: str) -> int:
+    """The pid of the warm server that forked the app's task (0: not forked)."""
+    found = re.search(r"forked from the warm server \(pid (\d+)\)", app_stderr(local_root, handle))
+    return int(found[1]) if found else 0
+
+
+def _of_task(local_root: Path, handle: str, task_id: str) -> bool:
+    """Whether the app runs task ``task_id`` (its workload, JSON in the role's args)."""
+    app = (local_root / handle.rsplit("/", 1)[1] / "app.json").read_text(errors="replace")
+    return re.search(rf'task_id\\*"\s*:\s*\\*"{re.escape(task_id)}\\*"', app) is not None
 
 
 def _of_run(local_root: Path, handle: str, run: str) -> bool:

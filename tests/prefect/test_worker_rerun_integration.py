@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +34,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.prefect]
 #: A worker killed without notice is seen offline by the server after 3 missed heartbeats (5 s
 #: each here) plus one pass of its foreman service (15 s): this bounds the take-back.
 TAKE_BACK_WAIT = 120.0
+#: seconds a stopping worker may take: under Kubernetes' default grace (30 s) with room to spare
+SIGTERM_GRACE = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -91,4 +95,41 @@ def test_a_flow_run_scheduled_again_after_its_app_succeeded_runs_again(
     assert [a.app_handle for a in apps_named("local_cwd", app_of(first))] == [
         first.infrastructure_pid
     ]
+    assert wait_no_app_processes(pool.root) == []
+
+
+def test_a_sigterm_stops_the_worker_within_a_pods_grace_and_leaves_its_app_running(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """A pod replacement or a rolling upgrade sends the worker SIGTERM and kills it 30 s later
+    (Kubernetes' default grace). The worker must exit on its own before that, and leave the app
+    of its running flow run for the next worker to take back (here: to cancel)."""
+    from prefect import get_client
+    from prefect.states import Cancelling
+
+    started = tmp_path / "started"
+    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
+    wait_file(started, pool)
+    handle = wait_handle(pool, run_id)
+    proc = pool.worker.proc
+    assert proc is not None
+    stopping = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)  # to the worker only, as the kubelet signals PID 1
+    try:
+        code = proc.wait(SIGTERM_GRACE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the worker still ran {SIGTERM_GRACE:g} s after SIGTERM")
+    took = time.monotonic() - stopping
+    print(f"the worker stopped {took:.1f} s after SIGTERM (exit {code})")
+    from torchx_core.runner import get_runner
+
+    with get_runner() as runner:
+        status = runner.status(handle)
+    assert status is not None and status.state == AppState.RUNNING, status
+    pool.start_worker()
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run_id, Cancelling(), force=True)
+    run = wait_state(pool, run_id, "Cancelled", timeout=TAKE_BACK_WAIT)
+    assert handle in (run.state.message or "")
+    assert wait_terminal(handle, WAIT) == AppState.CANCELLED
     assert wait_no_app_processes(pool.root) == []

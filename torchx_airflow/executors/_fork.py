@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from torchx_airflow._fork_server import SOCKET_NAME
 
@@ -41,6 +42,7 @@ class ForkServer:
             stdout=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C of the scheduler's terminal is not its own
         )
+        self.started = time.monotonic()
         logger.info("warm fork server started (pid %d, %s)", self._proc.pid, self.path)
 
     @property
@@ -50,6 +52,11 @@ class ForkServer:
     def alive(self) -> bool:
         """Whether the server process still runs (an app that finds it dead starts cold)."""
         return self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """How the server ended (a negative signal number when killed); None while it runs."""
+        return self._proc.poll()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Closes its lifeline and waits for it (killed after ``timeout``); removes its

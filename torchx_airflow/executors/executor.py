@@ -68,6 +68,10 @@ ROLE = "airflow-task"
 _UI_LOG_LINES = 5000
 #: apps submitted at the same time, off the scheduler loop
 _SUBMIT_THREADS = 4
+#: a warm fork server that dies sooner than this after its start, this many times in a row,
+#: is not started again (a server that cannot live would cost every app a failed connect)
+_FORK_MIN_LIFE = 30.0
+_FORK_QUICK_DEATHS = 3
 
 
 @dataclass
@@ -121,6 +125,7 @@ class TorchXExecutor(BaseExecutor):
         self.reads = 0  # batched status reads made (benchmarks, tests)
         self._fork: ForkServer | None = None
         self._fork_failed = False
+        self._fork_quick_deaths = 0
         self._fork_lock = threading.Lock()
         self._submitter = submitter
         #: submits under way off the scheduler loop: workload, failed attempts before, result
@@ -342,14 +347,36 @@ class TorchXExecutor(BaseExecutor):
         with self._fork_lock:
             if self._fork_failed:
                 return {}
-            if self._fork is None:
+            if self._fork is not None and not self._fork.alive():
+                self._replace_dead_fork(self._fork)
+            if self._fork is None and not self._fork_failed:
                 try:
                     self._fork = ForkServer(self.settings.python)
                 except OSError as e:
                     self.log.warning("cannot start the warm fork server (apps start cold): %s", e)
                     self._fork_failed = True
-                    return {}
-            return {SERVER_ENV: self._fork.path} if self._fork.alive() else {}
+            return {SERVER_ENV: self._fork.path} if self._fork is not None else {}
+
+    def _replace_dead_fork(self, dead: ForkServer) -> None:
+        """A server found dead (killed, crashed) is cleaned up so that another starts; one that
+        died within ``_FORK_MIN_LIFE`` seconds of its start, ``_FORK_QUICK_DEATHS`` times in a
+        row, is not replaced again (apps start cold, as without a server)."""
+        lived = time.monotonic() - dead.started
+        self._fork_quick_deaths = self._fork_quick_deaths + 1 if lived < _FORK_MIN_LIFE else 0
+        dead.stop()
+        self._fork = None
+        if self._fork_quick_deaths >= _FORK_QUICK_DEATHS:
+            self._fork_failed = True
+            self.log.warning(
+                "the warm fork server (pid %d) died %.0f s after its start (exit %s), "
+                "%d times in a row: apps start cold from now on",
+                dead.pid, lived, dead.returncode, self._fork_quick_deaths,
+            )  # fmt: skip
+        else:
+            self.log.warning(
+                "the warm fork server (pid %d) died (exit %s) after %.0f s: starting another",
+                dead.pid, dead.returncode, lived,
+            )  # fmt: skip
 
     def _stop_fork(self) -> None:
         if isinstance(self._submitter, ThreadPoolExecutor):
