@@ -310,7 +310,9 @@ def test_workspace_is_copied_into_job_dir_at_schedule(tmp_path: Path) -> None:
     app_id = sched.schedule(info)
     assert app_id == "100"
     assert (job_dir / "train.py").read_text() == "print('hi')\n"
-    assert (job_dir / "slurm-100-torchx.sbatch").read_text() == info.request.materialize()
+    copy = job_dir / "slurm-100-torchx.sbatch"
+    assert copy.read_text() == info.request.materialize()
+    assert copy.stat().st_mode & 0o777 == 0o600  # it holds the roles' environment values
     assert fake.jobs["100"].script == info.request.materialize()
 
 

@@ -373,8 +373,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
         job_id = result.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch answered {result.stdout!r}; expected a job id")
-        try:
-            with open(os.path.join(req.log_dir, f"slurm-{job_id}-torchx.sbatch"), "w") as f:
+        try:  # readable by its owner only: the script holds the roles' environment values
+            copy = os.path.join(req.log_dir, f"slurm-{job_id}-torchx.sbatch")
+            with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
                 f.write(script)
         except OSError as e:  # a copy for humans only
             logger.debug("could not keep a copy of the batch script: %s", e)
