@@ -17,9 +17,9 @@ Without Airflow installed, using them raises
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torchx_core.util.lazy import lazy_exports
+
+TYPE_CHECKING = False  # typing is not imported at run time (the warm-start client imports this)
 
 if TYPE_CHECKING:
     from torchx_airflow.errors import InvalidTaskArgumentError as InvalidTaskArgumentError

@@ -51,6 +51,7 @@ _TASK_RUNNER_MODULES = (
     ("airflow.dag_processing.dagbag", "airflow.models.dagbag"),
     ("airflow.dag_processing.bundles.local",),  # the dags-folder bundle
     ("airflow.sdk.definitions.connection",),
+    ("airflow.version",),
     ("airflow.serialization.serialized_objects",),
     ("airflow.sdk.definitions.decorators",),
     ("airflow.providers.standard.operators.python",),  # the @task and PythonOperator

@@ -31,11 +31,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing is not imported at run time: the warm-start client's start
 if TYPE_CHECKING:
+    from typing import Any
+
     from airflow.executors import workloads
 
 #: the environment variable naming the warm fork server's socket (``_fork_client``)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _final_state(workload) as seen:
+    with _FinalState(workload) as seen:
         execute_workload(workload)
     state = seen[0] if seen else None
     code = exit_code(state)
@@ -122,34 +122,42 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-@contextmanager
-def _final_state(workload: workloads.ExecuteTask) -> Iterator[list[str]]:
+class _FinalState:
     """A list that receives the task's final state when the supervisor's run of it returns.
 
     Airflow's ``supervise_task`` returns only the task process's exit code (0 when the task
     reported its own failure); the final state is in the result of the coordinator of the task's
-    queue, the same (cached) instance ``supervise_task`` uses, whose ``execute_task`` is wrapped.
+    queue, the same (cached) instance ``supervise_task`` uses, whose ``execute_task`` is wrapped
+    while the context lasts. (A class, not ``contextlib``: this module's imports are the
+    warm-start client's.)
     """
-    from airflow.sdk.execution_time.coordinator import get_coordinator_manager
 
-    seen: list[str] = []
-    coordinator = get_coordinator_manager().for_queue(workload.ti.queue or "default")
-    inner = coordinator.execute_task
+    def __init__(self, workload: workloads.ExecuteTask) -> None:
+        from airflow.sdk.execution_time.coordinator import get_coordinator_manager
 
-    def execute_task(**kwargs: Any) -> Any:
-        result = inner(**kwargs)
-        seen.append(str(getattr(result, "final_state", "") or "") or "failed")
-        return result
+        self.seen: list[str] = []
+        self._coordinator = get_coordinator_manager().for_queue(workload.ti.queue or "default")
+        self._wrapped = False
 
-    try:
-        coordinator.execute_task = execute_task  # type: ignore[method-assign]
-    except AttributeError:  # a coordinator with slots: Airflow's exit code only
-        yield seen
-        return
-    try:
-        yield seen
-    finally:  # the coordinator is cached per process: leave it as it was
-        del coordinator.execute_task
+    def __enter__(self) -> list[str]:
+        inner = self._coordinator.execute_task
+        seen = self.seen
+
+        def execute_task(**kwargs: Any) -> Any:
+            result = inner(**kwargs)
+            seen.append(str(getattr(result, "final_state", "") or "") or "failed")
+            return result
+
+        try:
+            self._coordinator.execute_task = execute_task  # type: ignore[method-assign]
+            self._wrapped = True
+        except AttributeError:  # a coordinator with slots: Airflow's exit code only
+            pass
+        return seen
+
+    def __exit__(self, *exc: object) -> None:
+        if self._wrapped:  # the coordinator is cached per process: leave it as it was
+            del self._coordinator.execute_task
 
 
 if __name__ == "__main__":

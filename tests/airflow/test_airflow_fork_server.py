@@ -6,6 +6,7 @@ with its lifeline. The deployment tests run real tasks through it
 from __future__ import annotations
 
 import gc
+import json
 import os
 import re
 import signal
@@ -132,3 +133,42 @@ def test_a_dead_server_is_replaced_and_one_that_keeps_dying_is_given_up(
     assert f"the warm fork server (pid {seen[0][0]}) died (exit -9)" in log, log
     gave_up = rf"\(pid {seen[-1][0]}\) died \d+ s after its start \(exit -9\), 3 times in a row"
     assert re.search(gave_up, log), log
+
+
+_PARSE_AFTER_WARM = """
+import json, sys
+from torchx_airflow._fork_server import warm
+warm()
+before = set(sys.modules)
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow < 3.1
+    from airflow.models.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1], safe_mode=False, load_op_links=False)
+assert list(bag.dags) == ["warm_parse"], (bag.dags, bag.import_errors)
+new = sorted(m for m in set(sys.modules) - before if not m.startswith("unusual_prefix_"))
+print(json.dumps(new))
+"""
+
+
+@pytest.mark.integration
+def test_parsing_a_dag_file_after_the_warm_up_imports_nothing_more(tmp_path: Path) -> None:
+    """The forked task runner parses its DAG file: what that imports (the DagBag, serialization,
+    the ``@task`` decorators; about 0.2 s of CPU) must already be in the warm heap."""
+    dag = tmp_path / "warm_parse.py"
+    dag.write_text(
+        "from datetime import datetime\n"
+        "from airflow.sdk import DAG, task\n"
+        "with DAG('warm_parse', schedule=None, start_date=datetime(2024, 1, 1)):\n"
+        "    @task\n"
+        "    def hello() -> int:\n"
+        "        return 1\n"
+        "    hello()\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", _PARSE_AFTER_WARM, str(dag)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout.strip().splitlines()[-1]) == []
