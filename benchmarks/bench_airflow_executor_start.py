@@ -31,9 +31,13 @@ With both fixed (2026-11-28, eight runs, load average 7-16): 21.1, 24.3, 21.2, 2
 23.6, 21.3, 23.0 s against 19.4, 20.7, 15.9, 19.6, 16.9, 14.7, 13.5, 14.6 s (1.09x, 1.17x, 1.33x,
 1.13x, 1.38x, 1.60x, 1.58x, 1.58x: not reliably <= 1.5x), machine CPU 34-42 s against 18-36 s,
 queued -> running median 1.6-2.1 s against 0.5-3.1 s, 70-84 MiB against 49-80 MiB PSS per
-running task. The rest is CPU (task runners, api-server: the same Execution API calls ~10x
-slower), not analysed further. Every submit in a thread pool instead (three runs): 0.93x,
-1.31x, 1.48x, 42-50 s of machine CPU (the local scheduler then spawns each supervisor).
+running task. The rest was CPU, found with ``perf record -a``: the forked task runner imported
+what parsing its DAG file needs (0.2 s per task) and the forked supervisor built the Execution
+API client's SSL context (50 ms); the warm server now does both once. Nine runs after that: six
+quiet (0.85x, 1.19x, 1.04x, 1.24x, 1.33x, 1.15x), three beside two CPU-bound processes (0.90x,
+1.08x, 0.95x); 18-20 s against 15 s of machine CPU when quiet, 54-71 MiB PSS per running task.
+Every submit in a thread pool instead (three runs, before that): 0.93x, 1.31x, 1.48x, 42-50 s of
+machine CPU (the local scheduler then spawns each supervisor).
 
 usage: .venv/bin/python benchmarks/bench_airflow_executor_start.py
        [--home /var/lib/torchx-ci/<deployment>-txexec]
