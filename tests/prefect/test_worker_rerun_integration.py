@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prefect_fixtures import PrefectAPI
@@ -27,6 +28,7 @@ from worker_pool import (
     wait_state,
 )
 
+from torchx_core.runner import get_runner
 from torchx_core.specs import AppState
 
 pytestmark = [pytest.mark.integration, pytest.mark.prefect]
@@ -52,18 +54,12 @@ def kill_and_restart_worker(pool: Pool) -> None:
     pool.start_worker()
 
 
-def test_cancelling_after_a_worker_restart_cancels_the_app(pool: Pool, tmp_path: Path) -> None:
-    """Prefect's base worker cancels only flow runs that never started: without taking the app
-    back, the run stayed Cancelling and its app ran on."""
+def cancel_and_expect_the_app_cancelled(pool: Pool, run_id: Any, handle: str) -> None:
+    """Cancels the flow run whose worker was replaced: the new worker takes its app back and
+    cancels it."""
     from prefect import get_client
     from prefect.states import Cancelling
 
-    started = tmp_path / "started"
-    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
-    wait_file(started, pool)
-    handle = wait_handle(pool, run_id)
-    assert handle and handle.startswith("local_cwd://")
-    kill_and_restart_worker(pool)
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(run_id, Cancelling(), force=True)
     run = wait_state(pool, run_id, "Cancelled", timeout=TAKE_BACK_WAIT)
@@ -71,6 +67,19 @@ def test_cancelling_after_a_worker_restart_cancels_the_app(pool: Pool, tmp_path:
     assert wait_terminal(handle, WAIT) == AppState.CANCELLED
     assert wait_no_app_processes(pool.root) == []
     assert f"took back app {handle}" in pool.worker.output(200000)
+
+
+def test_cancelling_after_a_worker_restart_cancels_the_app(pool: Pool, tmp_path: Path) -> None:
+    """Prefect's base worker cancels only flow runs that never started: without taking the app
+    back, the run stayed Cancelling and its app ran on."""
+
+    started = tmp_path / "started"
+    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
+    wait_file(started, pool)
+    handle = wait_handle(pool, run_id)
+    assert handle and handle.startswith("local_cwd://")
+    kill_and_restart_worker(pool)
+    cancel_and_expect_the_app_cancelled(pool, run_id, handle)
 
 
 def test_a_flow_run_scheduled_again_after_its_app_succeeded_runs_again(
@@ -104,9 +113,6 @@ def test_a_sigterm_stops_the_worker_within_a_pods_grace_and_leaves_its_app_runni
     """A pod replacement or a rolling upgrade sends the worker SIGTERM and kills it 30 s later
     (Kubernetes' default grace). The worker must exit on its own before that, and leave the app
     of its running flow run for the next worker to take back (here: to cancel)."""
-    from prefect import get_client
-    from prefect.states import Cancelling
-
     started = tmp_path / "started"
     run_id = pool.run(pool.deploy("sleeper"), started=str(started))
     wait_file(started, pool)
@@ -119,17 +125,9 @@ def test_a_sigterm_stops_the_worker_within_a_pods_grace_and_leaves_its_app_runni
         code = proc.wait(SIGTERM_GRACE)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the worker still ran {SIGTERM_GRACE:g} s after SIGTERM")
-    took = time.monotonic() - stopping
-    print(f"the worker stopped {took:.1f} s after SIGTERM (exit {code})")
-    from torchx_core.runner import get_runner
-
+    print(f"the worker stopped {time.monotonic() - stopping:.1f} s after SIGTERM (exit {code})")
     with get_runner() as runner:
         status = runner.status(handle)
     assert status is not None and status.state == AppState.RUNNING, status
     pool.start_worker()
-    with get_client(sync_client=True) as client:
-        client.set_flow_run_state(run_id, Cancelling(), force=True)
-    run = wait_state(pool, run_id, "Cancelled", timeout=TAKE_BACK_WAIT)
-    assert handle in (run.state.message or "")
-    assert wait_terminal(handle, WAIT) == AppState.CANCELLED
-    assert wait_no_app_processes(pool.root) == []
+    cancel_and_expect_the_app_cancelled(pool, run_id, handle)
