@@ -41,7 +41,12 @@ def test_version_reads_sinfo_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "error", [FileNotFoundError("sinfo"), subprocess.CalledProcessError(1, "sinfo", "", "down")]
+    "error",
+    [
+        FileNotFoundError("sinfo"),
+        subprocess.CalledProcessError(1, "sinfo", "", "down"),
+        subprocess.TimeoutExpired("sinfo", 120),  # a hung controller
+    ],
 )
 def test_version_off_the_cluster_assumes_24_05(
     monkeypatch: pytest.MonkeyPatch, error: BaseException

@@ -123,13 +123,16 @@ class StaticSlurmProbe:
 def version() -> tuple[int, int]:
     """The Slurm (major, minor) version from ``sinfo --version``, asked once per process.
 
-    As TorchX: when ``sinfo`` is missing or fails (a dry run off the cluster), warns
+    As TorchX: when ``sinfo`` is missing or fails (a dry run off the cluster), or here does not
+    answer within :data:`COMMAND_TIMEOUT` seconds, warns
     (``RuntimeWarning``) and assumes Slurm 24.05. ``version.cache_clear()`` forgets the answer.
     """
     cmd = ["sinfo", "--version"]
     try:
-        out = subprocess.check_output(cmd, stderr=subprocess.PIPE, encoding="utf-8")
-    except (subprocess.CalledProcessError, OSError):
+        out = subprocess.check_output(
+            cmd, stderr=subprocess.PIPE, encoding="utf-8", timeout=COMMAND_TIMEOUT
+        )
+    except (subprocess.SubprocessError, OSError):  # failed, hung (time-out) or missing
         warnings.warn(
             f"could not run `{' '.join(cmd)}` to read the Slurm version (outside the cluster's"
             " login node, e.g. in a dry run?); assuming Slurm 24.05",
