@@ -17,6 +17,7 @@ from support.slurm_fixtures import FakeSlurm
 
 from torchx_core import specs
 from torchx_core.schedulers import slurm_scheduler
+from torchx_core.schedulers.slurm._probe import COMMAND_TIMEOUT
 from torchx_core.schedulers.slurm_scheduler import SlurmScheduler, version
 from torchx_core.specs import AppState
 
@@ -29,15 +30,16 @@ def fresh_version() -> Iterator[None]:
 
 
 def test_version_reads_sinfo_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[list[str]] = []
+    calls: list[tuple[list[str], object]] = []
 
     def check_output(args: list[str], **kw: object) -> str:
-        calls.append(args)
+        calls.append((args, kw.get("timeout")))
         return "slurm 24.11.0 rev1"
 
     monkeypatch.setattr(subprocess, "check_output", check_output)
     assert version() == (24, 11) == version()
-    assert calls == [["sinfo", "--version"]]  # one shell-out per process
+    # one shell-out per process, bounded as every Slurm command
+    assert calls == [(["sinfo", "--version"], COMMAND_TIMEOUT)]
 
 
 @pytest.mark.parametrize(
