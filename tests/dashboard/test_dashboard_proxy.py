@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from dashboard_browser import artifacts_dir, chromium, dashboard_process, processes_of
+from support.service_helpers import free_port
 
 from torchx_core.runner import Runner, get_runner
 from torchx_core.specs import AppDef, AppState, Resource, Role
@@ -56,12 +57,6 @@ http {{
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     root = tmp_path_factory.mktemp("proxy-root")
@@ -89,7 +84,7 @@ def public(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Ite
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     url = f"https://127.0.0.1:{port}/torchx"
     with dashboard_process(
         ["-s", "local_cwd", "--refresh", "1", "--public-url", url], env

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.service_helpers import free_port
 
 from torchx_core.components.dist import ddp
 from torchx_core.runner import Runner, get_runner
@@ -37,12 +37,6 @@ def runner(local_root: Path) -> Iterator[Runner]:
         for app in r.list("local_cwd"):  # leave no app running behind
             if not is_terminal(app.state):
                 r.cancel(app.app_handle)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_run_component_wait_logs_list(runner: Runner) -> None:
@@ -176,7 +170,7 @@ def test_ddp_2x2_trains_a_tiny_model_on_cpu(runner: Runner, tmp_path: Path) -> N
     results = tmp_path / "results"
     results.mkdir()
     env = {"OMP_NUM_THREADS": "1", "RESULTS_DIR": str(results)}
-    app = ddp(script=str(script), j="2x2", rdzv_port=_free_port(), env=env)
+    app = ddp(script=str(script), j="2x2", rdzv_port=free_port(), env=env)
     handle = runner.run(app, "local_cwd")
     st = runner.wait(handle, wait_interval=0.2, timeout=300)
     logs = {k: "".join(runner.log_lines(handle, "train", k)) for k in range(2)}

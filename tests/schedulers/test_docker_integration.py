@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from support.docker_fixtures import BUSYBOX
-from support.service_helpers import wait_for_app
+from support.service_helpers import free_port, wait_for_app
 
 from torchx_core.schedulers.api import Stream
 from torchx_core.schedulers.docker.scheduler import DockerScheduler
@@ -148,12 +148,16 @@ def test_tail_follows_until_exit(apps: Apps) -> None:
 
 
 def test_replicas_reach_rank0_over_host_network(apps: Apps) -> None:
-    server = sh("server", "nc -l -p 29517 > /tmp/got & echo listening; wait; cat /tmp/got")
+    # a port free now (on the host's network a fixed one may be held by another listener, which
+    # then takes the client's connection); a server that cannot listen fails the app
+    port = str(free_port())
+    server = sh("server", 'nc -l -p "$PORT" > /tmp/got & echo listening; wait $! || exit 9;'
+                " cat /tmp/got", env={"PORT": port})  # fmt: skip
     client = sh(
         "client",
-        'for i in $(seq 1 50); do echo "from $ID" | nc "$TORCHX_RANK0_HOST" 29517'
+        'for i in $(seq 1 50); do echo "from $ID" | nc "$TORCHX_RANK0_HOST" "$PORT"'
         " && exit 0; sleep 0.2; done; exit 1",
-        env={"ID": macros.replica_id},
+        env={"ID": macros.replica_id, "PORT": port},
     )
     app_id = apps.submit(AppDef("rdzv", roles=[server, client]))
     assert apps.wait(app_id).state == AppState.SUCCEEDED

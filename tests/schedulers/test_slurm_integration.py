@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.service_helpers import free_port
 from support.slurm_fixtures import SlurmCluster, slurm_cluster  # noqa: F401  (fixture)
 
 from torchx_core import specs
@@ -334,12 +334,6 @@ def test_hostile_strings_reach_real_jobs(sched: SlurmScheduler, tmp_path: Path) 
         assert json.loads(line) == [HOSTILE, "x'y\"z $P `q`\n:"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 DDP_SCRIPT = """
 import os
 import torch
@@ -364,9 +358,7 @@ def test_dist_ddp_rendezvous(
     script.write_text(DDP_SCRIPT)
     # the job inherits the submitting environment: `python` is the venv's (with torch)
     monkeypatch.setenv("PATH", f"{os.path.dirname(PY)}:{os.environ['PATH']}")
-    app = dist_components.ddp(
-        script=str(script), j="2x1", cpu=1, memMB=1000, rdzv_port=_free_port()
-    )
+    app = dist_components.ddp(script=str(script), j="2x1", cpu=1, memMB=1000, rdzv_port=free_port())
     app_id = sched.submit(app, {"job_dir": str(tmp_path), "time": "5"})
     d = wait(sched, app_id, finished, timeout=240)
     role_name = app.roles[0].name

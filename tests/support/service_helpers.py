@@ -2,7 +2,8 @@
 
 * :func:`run_service_script` / :func:`start_service` run ``scripts/services/<svc>/*.sh`` and tell
   whether this call started the daemon (so a session stops only what it started, by PID);
-* :func:`wait_for_app` polls ``describe`` until a condition on the app state holds.
+* :func:`wait_for_app` polls ``describe`` until a condition on the app state holds;
+* :func:`free_port` names a TCP port nothing listens on now (for a test's own listener).
 
 A script that fails raises (with its output): a missing service fails the tests, never skips them.
 """
@@ -10,6 +11,7 @@ A script that fails raises (with its output): a missing service fails the tests,
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -76,3 +78,12 @@ def wait_for_app(
         if time.monotonic() > deadline:
             raise AssertionError(f"{app_id} still {desc.state} after {timeout}s")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (the kernel's choice): a fixed port may be held by
+    another listener, and a second listener on it fails or, on a shared network, steals the
+    connection."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
