@@ -8,8 +8,12 @@ executor reconciles against come from an injected reader (a dict the test edits)
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import sys
 import threading
+import time
 import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +30,7 @@ from torchx_airflow.executors.config import (
     TaskSettings,
 )
 from torchx_airflow.executors.entry import TOKEN_ENV
+from torchx_airflow.task_entry import SERVER_ENV
 from torchx_core.runner.lifecycle import Phase
 from torchx_core.specs import AppState, parse_app_handle
 from torchx_core.specs.errors import is_permanent_error
@@ -524,3 +529,35 @@ def test_with_a_fernet_key_the_token_is_sealed_in_the_apps_environment(
     finally:
         for fn in (core_crypto.get_fernet, sdk_crypto.get_fernet):
             fn.cache_clear()
+
+
+def test_a_dead_server_is_replaced_and_one_that_keeps_dying_is_given_up(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The executor checks its server at each local submit: a killed one is cleaned up and
+    another started; after ``_FORK_QUICK_DEATHS`` quick deaths in a row, apps start cold."""
+    from torchx_airflow.executors import executor as executor_module
+
+    ex = TorchXExecutor(parallelism=4)
+    ex._settings = ExecutorSettings(python=sys.executable)
+    seen: list[tuple[int, str]] = []
+    try:
+        for _ in range(executor_module._FORK_QUICK_DEATHS):
+            env = ex._fork_env("local_cwd")
+            assert ex._fork is not None and env == {SERVER_ENV: ex._fork.path}
+            assert (ex._fork.pid, ex._fork.directory) not in seen  # a new server each time
+            seen.append((ex._fork.pid, ex._fork.directory))
+            os.kill(ex._fork.pid, signal.SIGKILL)
+            wait = time.monotonic() + 30
+            while ex._fork.alive() and time.monotonic() < wait:
+                time.sleep(0.05)
+        assert ex._fork_env("local") == {}, "a server that keeps dying is not started again"
+        assert ex._fork is None
+        assert ex._fork_env("slurm") == {}  # never for a remote scheduler
+    finally:
+        ex._stop_fork()
+    assert all(not os.path.exists(directory) for _, directory in seen)  # each one cleaned up
+    log = capfd.readouterr().out  # the executor's log (Airflow's structlog, on stdout)
+    assert f"the warm fork server (pid {seen[0][0]}) died (exit -9)" in log, log
+    gave_up = rf"\(pid {seen[-1][0]}\) died \d+ s after its start \(exit -9\), 3 times in a row"
+    assert re.search(gave_up, log), log

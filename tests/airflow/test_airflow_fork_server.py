@@ -8,8 +8,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
@@ -99,40 +97,6 @@ def test_the_forked_tasks_exit_code_comes_back_and_a_stranger_starts_cold(
     assert not sock.exists()
     got = _entry(sock, "{}")
     assert got.returncode == 2 and "no warm server" in got.stderr, got.stderr
-
-
-def test_a_dead_server_is_replaced_and_one_that_keeps_dying_is_given_up(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    """The executor checks its server at each local submit: a killed one is cleaned up and
-    another started; after ``_FORK_QUICK_DEATHS`` quick deaths in a row, apps start cold."""
-    from torchx_airflow.executors import TorchXExecutor
-    from torchx_airflow.executors import executor as executor_module
-    from torchx_airflow.executors.config import ExecutorSettings
-
-    ex = TorchXExecutor(parallelism=4)
-    ex._settings = ExecutorSettings(python=sys.executable)
-    seen: list[tuple[int, str]] = []
-    try:
-        for _ in range(executor_module._FORK_QUICK_DEATHS):
-            env = ex._fork_env("local_cwd")
-            assert ex._fork is not None and env == {SERVER_ENV: ex._fork.path}
-            assert (ex._fork.pid, ex._fork.directory) not in seen  # a new server each time
-            seen.append((ex._fork.pid, ex._fork.directory))
-            os.kill(ex._fork.pid, signal.SIGKILL)
-            wait = time.monotonic() + 30
-            while ex._fork.alive() and time.monotonic() < wait:
-                time.sleep(0.05)
-        assert ex._fork_env("local") == {}, "a server that keeps dying is not started again"
-        assert ex._fork is None
-        assert ex._fork_env("slurm") == {}  # never for a remote scheduler
-    finally:
-        ex._stop_fork()
-    assert all(not os.path.exists(directory) for _, directory in seen)  # each one cleaned up
-    log = capfd.readouterr().out  # the executor's log (Airflow's structlog, on stdout)
-    assert f"the warm fork server (pid {seen[0][0]}) died (exit -9)" in log, log
-    gave_up = rf"\(pid {seen[-1][0]}\) died \d+ s after its start \(exit -9\), 3 times in a row"
-    assert re.search(gave_up, log), log
 
 
 _PARSE_AFTER_WARM = """
