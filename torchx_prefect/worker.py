@@ -363,6 +363,14 @@ class TorchXWorker(_Worker):
             code = await self._watch(flow_run, lifecycle, handle, poll_interval)
             self._ended.add(flow_run.id)
             return code
+        except anyio.get_cancelled_exc_class():
+            # the worker stops (SIGTERM, SIGINT): the app runs on and the next worker streams
+            # what follows; closed at once, not after the streams' idle wait (up to 15 s), which
+            # would hold the worker's exit (Kubernetes kills a pod 30 s after SIGTERM)
+            if follower is not None:
+                follower.stop(0.0)
+                follower = None
+            raise
         finally:
             if follower is not None:
                 await asyncio.to_thread(follower.stop)

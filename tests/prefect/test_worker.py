@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -43,3 +44,53 @@ def test_a_run_this_worker_watches_or_without_a_worker_label() -> None:
     assert runs_to_take_back([mine, unlabelled], online_workers={"w1"}, watching={mine.id}) == [
         unlabelled
     ]
+
+
+class _Follower:
+    def __init__(self) -> None:
+        self.stops: list[float | None] = []
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.stops.append(timeout)
+
+
+class _Lifecycle:
+    """Follows an app that never ends (the app runs on while its worker stops)."""
+
+    def __init__(self) -> None:
+        self.follower = _Follower()
+        self.polled = asyncio.Event()
+
+    def follow_logs(self, handle: str, sink: Any, skip_existing: bool = False) -> _Follower:
+        return self.follower
+
+    async def apoll(self, handle: str, max_age: float) -> Any:
+        self.polled.set()
+        await asyncio.sleep(3600)
+
+
+class _Configuration:
+    def settings(self) -> tuple[float, bool]:
+        return 1.0, True  # poll interval, stream output
+
+
+def test_a_stopping_worker_closes_the_log_streams_at_once() -> None:
+    """Cancelled (the worker stops on SIGTERM), following an app that runs on: the streams are
+    closed with no idle wait (``stop(0.0)``), which would otherwise hold the worker's exit."""
+    from torchx_prefect.worker import TorchXWorker
+
+    async def main() -> _Lifecycle:
+        worker = TorchXWorker(work_pool_name="unit")
+        lifecycle = _Lifecycle()
+        flow_run = FlowRun(flow_id=uuid.uuid4(), name="stopping")
+        task = asyncio.ensure_future(
+            worker._follow(flow_run, lifecycle, "local_cwd://torchx/a-1", _Configuration())  # type: ignore[arg-type]
+        )
+        await asyncio.wait_for(lifecycle.polled.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return lifecycle
+
+    lifecycle = asyncio.run(main())
+    assert lifecycle.follower.stops == [0.0]

@@ -147,6 +147,7 @@ def make_pool(prefect_server: PrefectAPI, work: Path) -> Iterator[Pool]:
         "TORCHX_LOCAL_ROOT": str(root),
         "PREFECT_WORKER_QUERY_SECONDS": "1",
         "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
+        "PYTHONFAULTHANDLER": "1",  # a worker that hangs can be made to print its threads
     }
     name = f"torchx-{uuid.uuid4().hex[:6]}"
     created = subprocess.run(
