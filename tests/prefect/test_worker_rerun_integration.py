@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,6 @@ from worker_pool import (
     wait_state,
 )
 
-from torchx_core.runner import get_runner
 from torchx_core.specs import AppState
 
 pytestmark = [pytest.mark.integration, pytest.mark.prefect]
@@ -36,8 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.prefect]
 #: A worker killed without notice is seen offline by the server after 3 missed heartbeats (5 s
 #: each here) plus one pass of its foreman service (15 s): this bounds the take-back.
 TAKE_BACK_WAIT = 120.0
-#: seconds a stopping worker may take: under Kubernetes' default grace (30 s)
-SIGTERM_GRACE = 25.0
 
 
 @pytest.fixture(scope="module")
@@ -105,32 +100,3 @@ def test_a_flow_run_scheduled_again_after_its_app_succeeded_runs_again(
         first.infrastructure_pid
     ]
     assert wait_no_app_processes(pool.root) == []
-
-
-def test_a_sigterm_stops_the_worker_within_a_pods_grace_and_leaves_its_app_running(
-    pool: Pool, tmp_path: Path
-) -> None:
-    """A pod replacement or a rolling upgrade sends the worker SIGTERM and kills it 30 s later
-    (Kubernetes' default grace). The worker must exit on its own before that, and leave the app
-    of its running flow run for the next worker to take back (here: to cancel)."""
-    started = tmp_path / "started"
-    run_id = pool.run(pool.deploy("sleeper"), started=str(started))
-    wait_file(started, pool)
-    handle = wait_handle(pool, run_id)
-    proc = pool.worker.proc
-    assert proc is not None
-    stopping = time.monotonic()
-    os.kill(proc.pid, signal.SIGTERM)  # to the worker only, as the kubelet signals PID 1
-    try:
-        code = proc.wait(SIGTERM_GRACE)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGABRT)  # faulthandler (PYTHONFAULTHANDLER) prints its threads
-        proc.wait(30)
-        pytest.fail(f"the worker still ran {SIGTERM_GRACE:g} s after SIGTERM; its log ends:\n"
-                    f"{pool.worker.output(12000)}")  # fmt: skip
-    print(f"the worker stopped {time.monotonic() - stopping:.1f} s after SIGTERM (exit {code})")
-    with get_runner() as runner:
-        status = runner.status(handle)
-    assert status is not None and status.state == AppState.RUNNING, status
-    pool.start_worker()
-    cancel_and_expect_the_app_cancelled(pool, run_id, handle)

@@ -529,3 +529,29 @@ def test_a_blocking_read_inside_the_loop_of_an_async_reader_does_not_wait_for_it
     assert done["blocking"] is not None and done["blocking"].state == AppState.RUNNING
     assert done["async"] is not None and done["async"].state == AppState.RUNNING
     assert sorted(table.batches[0]) == handles_ids([b])  # its own read, of its own app
+
+
+def test_a_leader_cancelled_while_gathering_hands_the_read_back(table: JobTable) -> None:
+    """A coroutine that leads a read is cancelled (its trigger or flow run stopped) while it
+    gathers, before it read: the read must not stay in flight forever. The watcher waiting on it
+    reads, and so does the next one (a stuck read held every later caller of the group)."""
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+
+    async def main() -> tuple[Any, Any]:
+        leader = asyncio.create_task(runner.awatch_status(a, max_age=5.0))
+        await asyncio.sleep(0)  # the leader registered its read and gathers (sleeps)
+        waiter = asyncio.create_task(runner.awatch_status(b, max_age=5.0))
+        await asyncio.sleep(0)  # the waiter joined that read
+        leader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        joined = await asyncio.wait_for(waiter, 10)
+        later = await asyncio.wait_for(runner.awatch_status(a, max_age=5.0), 10)
+        return joined, later
+
+    joined, later = asyncio.run(main())
+    assert joined is not None and joined.state == AppState.RUNNING
+    assert later is not None and later.state == AppState.RUNNING
+    group = runner.status_watcher._group(runner.watch_key("fake"))
+    assert group.reading is None

@@ -247,7 +247,15 @@ class StatusWatcher:
                     adone = asyncio.Event()
                     read = group.reading = _Read(adone=adone, loop=asyncio.get_running_loop())
             if lead:
-                await asyncio.sleep(min(_GATHER_MAX_S, max_age / 20))  # let others join this read
+                try:
+                    await asyncio.sleep(min(_GATHER_MAX_S, max_age / 20))  # let others join
+                except BaseException:  # cancelled before reading: hand the read back, empty (its
+                    # waiters read again); left in flight, it would hold every later caller
+                    with group.lock:
+                        group.reading = None
+                    read.done.set()
+                    adone.set()
+                    raise
                 with group.lock:
                     read.handles = self._batch(group, handle)
                 try:
