@@ -555,3 +555,34 @@ def test_a_leader_cancelled_while_gathering_hands_the_read_back(table: JobTable)
     assert later is not None and later.state == AppState.RUNNING
     group = runner.status_watcher._group(runner.watch_key("fake"))
     assert group.reading is None
+
+
+def test_a_blocking_leader_interrupted_while_gathering_hands_the_read_back(
+    table: JobTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a thread: an exception raised in the leader's gathering sleep (as Airflow's
+    execution_timeout raises from its signal handler) must not leave the read in flight."""
+    from torchx_core.runner import status_watch
+
+    runner = runner_for(table)
+    a, b = submit(runner, 2)
+    joined: dict[str, Any] = {}
+    waiter = threading.Thread(
+        target=lambda: joined.update(status=runner.watch_status(b, max_age=5.0)), daemon=True
+    )
+    real_sleep = time.sleep
+
+    def interrupted(seconds: float) -> None:
+        monkeypatch.setattr(status_watch.time, "sleep", real_sleep)  # once
+        waiter.start()  # joins the read this leader gathers
+        real_sleep(0.2)
+        raise TimeoutError("the task's execution_timeout")
+
+    monkeypatch.setattr(status_watch.time, "sleep", interrupted)
+    with pytest.raises(TimeoutError):
+        runner.watch_status(a, max_age=5.0)
+    waiter.join(10)
+    assert not waiter.is_alive(), "the waiter still waits on the abandoned read"
+    assert joined["status"] is not None and joined["status"].state == AppState.RUNNING
+    later = runner.watch_status(a, max_age=5.0)
+    assert later is not None and later.state == AppState.RUNNING

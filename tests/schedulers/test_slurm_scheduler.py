@@ -307,6 +307,9 @@ def test_workspace_is_copied_into_job_dir_at_schedule(tmp_path: Path) -> None:
     info = sched.submit_dryrun(app, {"job_dir": str(job_dir)})
     assert not job_dir.exists()  # dry run is pure
     assert f"--chdir={job_dir} " in str(info)  # replicas run in the copied workspace
+    job_dir.mkdir()
+    (job_dir / "slurm-100-torchx.sbatch").write_text("a stale copy, world-readable")
+    (job_dir / "slurm-100-torchx.sbatch").chmod(0o644)
     app_id = sched.schedule(info)
     assert app_id == "100"
     assert (job_dir / "train.py").read_text() == "print('hi')\n"

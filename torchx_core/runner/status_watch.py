@@ -191,6 +191,16 @@ class StatusWatcher:
                 group.reading = None
             read.done.set()
 
+    @staticmethod
+    def _hand_back(group: _Group, read: _Read) -> None:
+        """Ends a read its leader gave up before reading (interrupted while it gathered), empty:
+        its waiters read again. Left in flight, it would hold every later caller of the group."""
+        with group.lock:
+            group.reading = None
+        read.done.set()
+        if read.adone is not None:
+            read.adone.set()
+
     def status(
         self, key: Hashable, handle: AppHandle, max_age: float, read_many: ReadMany
     ) -> AppStatus | None:
@@ -210,7 +220,11 @@ class StatusWatcher:
                 if read is None:  # nobody reads: this watcher reads for the whole group
                     read = group.reading = _Read()
             if lead:
-                time.sleep(min(_GATHER_MAX_S, max_age / 20))  # let watchers asking now join it
+                try:
+                    time.sleep(min(_GATHER_MAX_S, max_age / 20))  # let watchers asking now join
+                except BaseException:  # e.g. Airflow's execution_timeout raised in the sleep
+                    self._hand_back(group, read)
+                    raise
                 with group.lock:
                     read.handles = self._batch(group, handle)
                 self._read(group, read, read_many)
@@ -249,12 +263,8 @@ class StatusWatcher:
             if lead:
                 try:
                     await asyncio.sleep(min(_GATHER_MAX_S, max_age / 20))  # let others join
-                except BaseException:  # cancelled before reading: hand the read back, empty (its
-                    # waiters read again); left in flight, it would hold every later caller
-                    with group.lock:
-                        group.reading = None
-                    read.done.set()
-                    adone.set()
+                except BaseException:  # cancelled before reading
+                    self._hand_back(group, read)
                     raise
                 with group.lock:
                     read.handles = self._batch(group, handle)

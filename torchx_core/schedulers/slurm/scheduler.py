@@ -375,7 +375,9 @@ class SlurmScheduler(WorkspaceMixin[None], Scheduler[SlurmBatchRequest]):
             raise SchedulerError(f"sbatch answered {result.stdout!r}; expected a job id")
         try:  # readable by its owner only: the script holds the roles' environment values
             copy = os.path.join(req.log_dir, f"slurm-{job_id}-torchx.sbatch")
-            with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)  # also a copy that was already there
+            with os.fdopen(fd, "w") as f:
                 f.write(script)
         except OSError as e:  # a copy for humans only
             logger.debug("could not keep a copy of the batch script: %s", e)
